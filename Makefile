@@ -1,0 +1,58 @@
+# One-command set-up on a fresh machine (run as root, or with sudo available for apt-get).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PIP := $(VENV)/bin/pip
+AUDIT := $(VENV)/bin/audit
+SYSTEM_PKGS := espeak-ng flite sox ffmpeg libsndfile1
+TEST_PKGS := sctk pocketsphinx-testdata
+APT := $(shell command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get
+EXTRAS := bundled,speaker,semantic,report
+
+.PHONY: help system system-test venv venv-test corpus demo test test-fast clean
+
+help:
+	@echo "make demo   - install everything and run the demo audit (results in runs/demo)"
+	@echo "make test   - install everything (plus test-only packages) and run the test suite"
+
+system:
+	@missing=""; for p in $(SYSTEM_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing system packages:$$missing"; \
+	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; fi
+
+system-test: system
+	@missing=""; for p in $(TEST_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing test packages:$$missing"; \
+	  $(APT) update -qq && DEBIAN_FRONTEND=noninteractive $(APT) install -y -qq $$missing; fi
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip "setuptools<81" wheel
+
+$(VENV)/.stamp-install: $(VENV)/bin/python pyproject.toml constraints.txt
+	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
+	@touch $@
+
+$(VENV)/.stamp-test: $(VENV)/.stamp-install
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS),test]"
+	@touch $@
+
+venv: $(VENV)/.stamp-install
+venv-test: $(VENV)/.stamp-test
+
+corpus: system venv
+	@[ -f data/demo/corpus.json ] || $(AUDIT) corpus demo --out data/demo
+
+demo: system venv corpus
+	$(AUDIT) run demo --out runs/demo
+	@echo "Results are in runs/demo: summary.json, utterances.parquet, report.md"
+
+test: system-test venv-test
+	$(VENV)/bin/python -m pytest -q
+
+test-fast: venv-test
+	$(VENV)/bin/python -m pytest -q -m "not slow"
+
+clean:
+	rm -rf runs .pytest_cache

@@ -1,0 +1,291 @@
+"""The ``audit`` command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from engine.errors import AuditError
+
+app = typer.Typer(help="Batch ASR robustness and acoustic audit engine.", no_args_is_help=True, add_completion=False)
+corpus_app = typer.Typer(help="Build corpora (the embedded demo corpus).", no_args_is_help=True)
+list_app = typer.Typer(help="List models, recipes and backends.", no_args_is_help=True)
+probe_app = typer.Typer(help="Benchmark-optimization probes that run from stored predictions.", no_args_is_help=True)
+app.add_typer(corpus_app, name="corpus")
+app.add_typer(list_app, name="list")
+app.add_typer(probe_app, name="probe")
+
+console = Console(stderr=True)
+out_console = Console()
+log = logging.getLogger("audit")
+
+
+@app.callback()
+def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+    """Set up logging once for every command."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(message)s",
+        handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
+        force=True,
+    )
+    for noisy in ("faster_whisper", "ctranslate2", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _fail(exc: Exception) -> None:
+    console.print(f"[bold red]error:[/] {exc}")
+    raise typer.Exit(code=2)
+
+
+def _progress() -> Progress:
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+@app.command("run")
+def run_cmd(
+    recipe: str = typer.Argument(..., help="Recipe name under configs/recipes (e.g. demo) or a YAML path."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."),
+    reader: Optional[str] = typer.Option(None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions); default: detected."),
+    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+) -> None:
+    """Run a recipe: transcribe, store raw rows, score per slice, write summary.json and report.md."""
+    from audits.pipeline import run_recipe
+    from audits.recipes import load_recipe, with_overrides
+
+    try:
+        rec = load_recipe(recipe)
+        rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
+        out_dir = out or Path("runs") / rec.name
+        with _progress() as prog:
+            corpus_task = None
+            task = prog.add_task("units", total=None, status="")
+            stats: dict[str, Any] = {"audio": {}, "infer": {}}
+
+            def corpus_progress(done: int, total: int) -> None:
+                nonlocal corpus_task
+                if corpus_task is None:
+                    corpus_task = prog.add_task("demo corpus", total=total, status="synthesizing")
+                prog.update(corpus_task, completed=done)
+
+            def on_progress(event: str, n: int, info: dict[str, Any]) -> None:
+                if event == "loading":
+                    prog.update(task, status=f"loading {info['model']}")
+                elif event == "start":
+                    prog.update(task, total=n, status="")
+                elif event in ("unit", "skip"):
+                    if event == "unit":
+                        m = info["model"]
+                        for r in info["rows"]:
+                            if r.get("infer_s") is not None:
+                                stats["audio"][m] = stats["audio"].get(m, 0.0) + (r.get("duration_s") or 0.0)
+                                stats["infer"][m] = stats["infer"].get(m, 0.0) + r["infer_s"]
+                        rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
+                        prog.update(task, status=f"{m} RTFx {rt:.1f}")
+                    prog.advance(task, n)
+
+            summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    _print_overview(summary)
+    failed = {m: v.get("n_failed", 0) for m, v in summary["models"].items() if v.get("n_failed")}
+    if failed:
+        console.print(f"[yellow]failed rows:[/] {failed} (reasons in summary.json → models.<name>.failures)")
+    out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}")
+
+
+def _print_overview(summary: dict[str, Any]) -> None:
+    t = Table(title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} ({summary.get('normalizer', {}).get('name')})")
+    for col in ("model", "status", "WER %", "95% CI", "CER %", "RTFx", "utts", "failed"):
+        t.add_column(col, justify="right" if col not in ("model", "status") else "left")
+    for name, m in sorted(summary.get("models", {}).items()):
+        ci = m.get("ci95") or [None, None]
+        t.add_row(
+            name,
+            str(m.get("status", "")),
+            "—" if m.get("wer") is None else f"{100 * m['wer']:.1f}",
+            "—" if ci[0] is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]",
+            "—" if m.get("cer") is None else f"{100 * m['cer']:.1f}",
+            "—" if m.get("rtfx") is None else f"{m['rtfx']:.1f}",
+            str(m.get("n_utts", 0)),
+            str(m.get("n_failed", 0)),
+        )
+    out_console.print(t)
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory written by `audit run`.")) -> None:
+    """Print the per-slice WER table of a run and (re)write its report.md."""
+    from audits.report_md import render_markdown
+    from audits.summary import load_summary
+    from engine.store import atomic_write_text
+
+    try:
+        summary = load_summary(run_dir)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    md = render_markdown(summary)
+    atomic_write_text(run_dir / "report.md", md)
+    out_console.print(md)
+
+
+@corpus_app.command("demo")
+def corpus_demo_cmd(
+    out: Path = typer.Option(Path("data/demo"), "--out", help="Folder for shards, audio and manifest."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same corpus."),
+    n: Optional[int] = typer.Option(None, "--n", help="Number of utterances (default: the full design)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if a matching corpus exists."),
+) -> None:
+    """Build the deterministic synthetic demo corpus with espeak-ng and flite voices."""
+    from engine.corpus.demo import build_demo_corpus
+
+    try:
+        with _progress() as prog:
+            task = prog.add_task("demo corpus", total=None, status="synthesizing")
+
+            def cb(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+
+            corpus = build_demo_corpus(out, seed=seed, n_utts=n, progress=cb, force=force)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(f"Demo corpus: {corpus.n_utts} utterances in {corpus.root} (manifest {corpus.manifest})")
+
+
+@list_app.command("models")
+def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
+    """Registry models, whether each can run here, and why not."""
+    from engine.model_registry import load_model_registry, runnable_here
+
+    try:
+        reg = load_model_registry()
+    except AuditError as exc:
+        _fail(exc)
+        return
+    t = Table(title="Model registry (configs/models)")
+    for col in ("name", "backend", "params (M)", "tags", "runnable here", "why"):
+        t.add_column(col)
+    for name, e in sorted(reg.items()):
+        if tag and tag not in e.tags:
+            continue
+        ok, why = runnable_here(e)
+        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), "[green]yes[/]" if ok else "[red]no[/]", why)
+    out_console.print(t)
+
+
+@list_app.command("recipes")
+def list_recipes_cmd() -> None:
+    """Recipes under configs/recipes."""
+    from audits.recipes import list_recipes, load_recipe
+
+    for name in list_recipes():
+        try:
+            r = load_recipe(name)
+            out_console.print(f"[bold]{name}[/]: {r.description}")
+        except AuditError as exc:
+            out_console.print(f"[bold]{name}[/]: [red]invalid: {exc}[/]")
+
+
+@list_app.command("backends")
+def list_backends_cmd() -> None:
+    """Registered backend and reader names per kind."""
+    from engine.backends import ASR_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
+    from engine.datasets import DATASET_READERS
+
+    for reg in (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DATASET_READERS):
+        out_console.print(f"[bold]{reg.kind}[/]: {', '.join(reg.names()) or '—'}")
+
+
+@probe_app.command("bad-reference")
+def probe_bad_reference_cmd(
+    preds: Path = typer.Option(..., "--preds", help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."),
+    panel: str = typer.Option(..., "--panel", help="Comma-separated panel models (file stems), chosen independently of the models under test."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models to score (default: every file)."),
+    corrections: Optional[Path] = typer.Option(None, "--corrections", help="JSONL of human-verified corrected references (audio_filepath, text)."),
+    corrections_mode: str = typer.Option("replace", "--corrections-mode", help="replace: corrections define the bad spans; confirm: keep panel spans the corrections agree with."),
+    supermajority: float = typer.Option(0.8, "--supermajority", help="Share of the eligible panel that must agree."),
+    min_agree: int = typer.Option(2, "--min-agree", help="At least this many panel members must agree."),
+    min_eligible_panel: int = typer.Option(3, "--min-eligible-panel", help="Skip clips with fewer eligible panel members."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
+) -> None:
+    """Bad-reference acceptance from predictions alone: which models reproduce reference errors."""
+    import json
+
+    from audits.probes.bad_reference import BadRefSettings, run_from_prediction_dir
+
+    try:
+        settings = BadRefSettings(supermajority=supermajority, min_agree=min_agree, min_eligible_panel=min_eligible_panel)
+        panel_list = [p.strip() for p in panel.split(",") if p.strip()]
+        model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
+        corr = _read_corrections(corrections) if corrections is not None else None
+        report = run_from_prediction_dir(preds, panel_list, models=model_list, settings=settings, corrections=corr, corrections_mode=corrections_mode)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(report.format_table())
+    if out is not None:
+        from engine.store import atomic_write_text
+
+        atomic_write_text(out, json.dumps(report.to_dict(), indent=2))
+        out_console.print(f"Written: {out}")
+
+
+def _read_corrections(path: Path) -> dict[str, str]:
+    """Corrections JSONL: one object per line with the clip id and the corrected text."""
+    import json
+
+    from engine.errors import ManifestError
+
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ManifestError(path, f"invalid JSON ({exc.msg})", line=lineno) from None
+            cid = row.get("audio_filepath", row.get("utt_id", row.get("id")))
+            text = row.get("text", row.get("corrected"))
+            if cid is None:
+                raise ManifestError(path, "missing the clip id", line=lineno, field="audio_filepath")
+            if text is None:
+                raise ManifestError(path, "missing the corrected text", line=lineno, field="text")
+            out[str(cid)] = str(text)
+    return out
+
+
+def entrypoint() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: finished units are kept; re-run the same command to resume[/]")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    entrypoint()

@@ -1,0 +1,123 @@
+"""Recipe orchestration: dataset -> engine -> result rows -> scores -> run directory."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from audits.recipes import Recipe, builtin_dataset_path
+from audits.report_md import render_markdown
+from audits.scoring import ScoringOptions
+from audits.summary import build_summary, write_summary
+from engine.datasets import Dataset, open_dataset
+from engine.errors import ConfigError
+from engine.model_registry import load_model_registry, resolve_models
+from engine.runner import DecodeOptions, InProcessRunner, ModelSpec, hardware_facts
+from engine.store import RunStore, atomic_write_text
+from normalizers import get_normalizer
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, dict[str, Any]], None]
+
+
+def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None = None) -> Path:
+    """Build the demo corpus when it is absent (deterministic, offline)."""
+    if (path / "corpus.json").exists() and (path / "shards").is_dir():
+        return path
+    from engine.corpus.demo import build_demo_corpus
+
+    log.info("building the demo corpus in %s (first run only)", path)
+    build_demo_corpus(path, progress=progress)
+    return path
+
+
+def open_recipe_dataset(recipe: Recipe, shard_size: int | None = None) -> Dataset:
+    path = recipe.dataset.path
+    if path.startswith("builtin:"):
+        path = str(ensure_demo_corpus(builtin_dataset_path(path)))
+    return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options))
+
+
+def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
+    """Registry specs for the recipe's models (checked before anything loads)."""
+    if not dataset.has_audio:
+        preds = dataset.meta.get("predictions", {})
+        names = [m for m in recipe.models if m in preds] if recipe.models and any(m in preds for m in recipe.models) else sorted(preds)
+        return [ModelSpec(n, "predictions", {}, 0, {}) for n in names]
+    registry = load_model_registry()
+    return [e.spec(recipe.batch_size) for e in resolve_models(list(recipe.models), registry)]
+
+
+def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
+    """Refuse to mix a different dataset or normalizer into an existing run directory."""
+    meta_path = out / "run.json"
+    if not meta_path.exists():
+        return
+    old = json.loads(meta_path.read_text())
+    if old.get("dataset_fingerprint") != dataset.fingerprint:
+        raise ConfigError(
+            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}); "
+            "use a new --out directory"
+        )
+    if old.get("normalizer") != recipe.normalizer:
+        raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out")
+
+
+def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts: dict[str, dict[str, Any]], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """(Re)score ``utterances.parquet`` and write ``summary.json`` and ``report.md``."""
+    table = pq.read_table(out / "utterances.parquet").to_pandas()
+    if facts:
+        table = table[table["model"].isin(list(facts))]
+    normalizer = get_normalizer(recipe.normalizer)
+    sc = recipe.scoring
+    opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
+    summary, scored = build_summary(table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
+    if sc.semantic_similarity:
+        from audits.semantic import add_semantic_similarity
+
+        add_semantic_similarity(summary, scored)
+    write_summary(out, summary)
+    atomic_write_text(out / "report.md", render_markdown(summary))
+    return summary
+
+
+def run_recipe(recipe: Recipe, out: Path, progress: ProgressFn | None = None, corpus_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped."""
+    t0 = time.perf_counter()
+    normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    if recipe.dataset.path.startswith("builtin:"):
+        ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
+    dataset = open_recipe_dataset(recipe)
+    specs = model_specs(recipe, dataset)
+    if not specs:
+        raise ConfigError(f"recipe '{recipe.name}': no models to run")
+    out.mkdir(parents=True, exist_ok=True)
+    check_run_dir(out, recipe, dataset)
+    atomic_write_text(
+        out / "run.json",
+        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
+    )
+    store = RunStore(out)
+    runner = InProcessRunner(
+        dataset,
+        specs,
+        store,
+        warmup=recipe.warmup,
+        decode_options=DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root),
+        progress=progress,
+    )
+    facts = runner.run()
+    store.consolidate([s.name for s in specs])
+    summary = score_run_dir(out, recipe, dataset.describe(), facts, {"engine": {"runner": "in-process", "wall_s": time.perf_counter() - t0}})
+    return summary
+
+
+def load_rows(out: Path) -> pd.DataFrame:
+    return pq.read_table(Path(out) / "utterances.parquet").to_pandas()

@@ -1,0 +1,82 @@
+"""``report.md``: the per-slice WER table per model, readable in a terminal or on a forge."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}"
+
+
+def _ci(ci: Any) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "—"
+    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+
+
+def model_overview(summary: Mapping[str, Any]) -> list[str]:
+    lines = [
+        "| model | status | WER % | 95% CI | CER % | RTFx | utts | failed | batch | device | dtype |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for name, m in sorted(summary.get("models", {}).items()):
+        rtfx = m.get("rtfx")
+        lines.append(
+            f"| {name} | {m.get('status', '')} | {_pct(m.get('wer'))} | {_ci(m.get('ci95'))} | {_pct(m.get('cer'))} | "
+            f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
+            f"{m.get('batch_size') or '—'} | {m.get('device') or '—'} | {m.get('dtype') or '—'} |"
+        )
+    return lines
+
+
+def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
+    lines = [f"### {name}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    for key, s in sorted(m.get("slices", {}).items()):
+        rtfx = s.get("rtfx")
+        lines.append(
+            f"| {key} | {_pct(s.get('wer'))} | {_ci(s.get('ci95'))} | {_pct(s.get('cer'))} | {s.get('n_utts', 0)} | "
+            f"{s.get('n_words', 0)} | {s.get('n_failed', 0)} | {'—' if rtfx is None else f'{rtfx:.1f}'} |"
+        )
+    gaps = m.get("gaps") or []
+    if gaps:
+        lines += ["", "| gap (WER a − b) | points | 95% CI | interval excludes 0 |", "|---|---:|---|---|"]
+        for g in gaps:
+            gap = g.get("gap")
+            lines.append(
+                f"| {g['label']}: {g['a']} − {g['b']} | {'—' if gap is None else f'{100 * gap:+.1f}'} | {_ci(g.get('ci95'))} | "
+                f"{'**yes**' if g.get('excludes_zero') else 'no'} |"
+            )
+    if m.get("failures"):
+        lines += ["", "Failures:", ""] + [f"- {n} × {reason}" for reason, n in m["failures"].items()]
+    if m.get("error"):
+        lines += ["", f"Model could not run: {m['error']}"]
+    return lines + [""]
+
+
+def render_markdown(summary: Mapping[str, Any]) -> str:
+    ds = summary.get("dataset", {})
+    norm = summary.get("normalizer", {})
+    lines = [
+        f"# Audit report: {summary.get('recipe', {}).get('name', '')}",
+        "",
+        f"- dataset: {ds.get('name')} ({ds.get('n_utts')} utterances, reader {ds.get('reader')}, fingerprint {ds.get('fingerprint')})",
+        f"- normalizer: {norm.get('name')} ({norm.get('version')})",
+        f"- hardware: {summary.get('hardware', {}).get('processor')} × {summary.get('hardware', {}).get('cpu_count')} cores",
+        f"- created: {summary.get('created_at')}",
+        "",
+        "WER/CER are corpus-level (total edits over total reference words); intervals are speaker-block bootstrap 95%.",
+        "",
+        "## Models",
+        "",
+        *model_overview(summary),
+        "",
+        "## WER per slice",
+        "",
+    ]
+    for name, m in sorted(summary.get("models", {}).items()):
+        lines += slice_table(name, m)
+    for section in ("probes", "speaker", "emotion"):
+        if summary.get(section):
+            lines += [f"## {section.capitalize()}", "", "See `summary.json` → `" + section + "` for the full figures.", ""]
+    return "\n".join(lines)

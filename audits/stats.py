@@ -1,0 +1,99 @@
+"""Interval estimates shared by every audit: Wilson score intervals and block bootstrap."""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion; (0, 1) when n == 0."""
+    if n <= 0:
+        return (0.0, 1.0)
+    if successes < 0 or successes > n:
+        raise ValueError(f"successes={successes} must lie in [0, n={n}]")
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def block_bootstrap_ratio(
+    numer: Sequence[float] | np.ndarray,
+    denom: Sequence[float] | np.ndarray,
+    blocks: Sequence[object] | None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of sum(numer)/sum(denom), resampling whole blocks.
+
+    Blocks are speakers when known (utterances of one speaker are not independent), else
+    each item is its own block. Returns (nan, nan) when there is nothing to resample.
+    """
+    numer_a = np.asarray(numer, dtype=np.float64)
+    denom_a = np.asarray(denom, dtype=np.float64)
+    if numer_a.size == 0 or denom_a.sum() <= 0:
+        return (math.nan, math.nan)
+    if blocks is None:
+        codes = np.arange(numer_a.size)
+    else:
+        _, codes = np.unique(np.asarray([str(b) for b in blocks]), return_inverse=True)
+    n_blocks = int(codes.max()) + 1
+    block_num = np.bincount(codes, weights=numer_a, minlength=n_blocks)
+    block_den = np.bincount(codes, weights=denom_a, minlength=n_blocks)
+    rng = np.random.default_rng(seed)
+    # counts[b, k] = how many times block k is drawn in replicate b (multinomial == resampling)
+    counts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks), size=n_boot)
+    num = counts @ block_num
+    den = counts @ block_den
+    ok = den > 0
+    if not ok.any():
+        return (math.nan, math.nan)
+    ratios = num[ok] / den[ok]
+    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))
+
+
+def bootstrap_ratio_difference(
+    numer_a: np.ndarray,
+    denom_a: np.ndarray,
+    blocks_a: Sequence[object] | None,
+    numer_b: np.ndarray,
+    denom_b: np.ndarray,
+    blocks_b: Sequence[object] | None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float]:
+    """Interval for ratio(A) - ratio(B), resampling blocks of A and of B independently."""
+
+    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | None, rng: np.random.Generator) -> np.ndarray:
+        numer = np.asarray(numer, dtype=np.float64)
+        denom = np.asarray(denom, dtype=np.float64)
+        if blocks is None:
+            codes = np.arange(numer.size)
+        else:
+            _, codes = np.unique(np.asarray([str(b) for b in blocks]), return_inverse=True)
+        n_blocks = int(codes.max()) + 1
+        bn = np.bincount(codes, weights=numer, minlength=n_blocks)
+        bd = np.bincount(codes, weights=denom, minlength=n_blocks)
+        counts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks), size=n_boot)
+        den = counts @ bd
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (counts @ bn) / den
+
+    if np.asarray(numer_a).size == 0 or np.asarray(numer_b).size == 0:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    diff = replicates(numer_a, denom_a, blocks_a, rng) - replicates(numer_b, denom_b, blocks_b, rng)
+    diff = diff[np.isfinite(diff)]
+    if diff.size == 0:
+        return (math.nan, math.nan)
+    lo, hi = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))

@@ -1,0 +1,112 @@
+"""``summary.json``: everything needed to know how each number was made, plus the numbers."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from audits.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
+from engine.store import atomic_write_text
+from normalizers import Normalizer
+
+SCHEMA_VERSION = 1
+TRACKED_PACKAGES = (
+    "audit-engine", "faster-whisper", "ctranslate2", "pocketsphinx", "whisper-normalizer", "rapidfuzz",
+    "numpy", "pyarrow", "pandas", "soundfile", "soxr", "torch", "transformers", "ray", "resemblyzer",
+)
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for p in TRACKED_PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN/Inf: map them to null recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def build_summary(
+    table: pd.DataFrame,
+    normalizer: Normalizer,
+    recipe: Mapping[str, Any],
+    dataset: Mapping[str, Any],
+    model_facts: Mapping[str, Mapping[str, Any]],
+    hardware: Mapping[str, Any],
+    options: ScoringOptions,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], ScoredRows]:
+    """Score the result rows and assemble the summary (see DESIGN.md's run-directory contract)."""
+    scored = score_table(table, normalizer)
+    per_model = summarize_models(scored, options) if len(table) else {}
+    models: dict[str, Any] = {}
+    for name, facts in model_facts.items():
+        entry: dict[str, Any] = dict(per_model.get(name, {}))
+        if not entry:
+            entry = {"n_utts": 0, "n_failed": int(dataset.get("n_utts", 0)), "audio_s": 0.0, "infer_s": 0.0, "rtfx": None, "wer": None, "cer": None, "slices": {}, "gaps": []}
+        info = dict(facts.get("info", {}))
+        entry["status"] = facts.get("status", "unknown")
+        if facts.get("error"):
+            entry["error"] = facts["error"]
+        entry["backend"] = facts.get("backend")
+        entry["batch_size"] = facts.get("batch_size")
+        entry["warmup_batches"] = facts.get("warmup_batches", 0)
+        entry["device"] = info.get("device")
+        entry["dtype"] = info.get("dtype")
+        entry["load_s"] = facts.get("load_s")
+        entry["backend_info"] = info
+        entry["params_m"] = facts.get("params_m")
+        entry["tags"] = facts.get("tags", [])
+        models[name] = entry
+    for name, m in per_model.items():  # rows for models not in this recipe's facts (merged runs)
+        models.setdefault(name, m)
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "recipe": dict(recipe),
+        "dataset": dict(dataset),
+        "normalizer": {"name": normalizer.name, "version": normalizer.version},
+        "scoring": {
+            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed",
+            "cer": "corpus-level over characters of the normalized text, spaces included",
+            "ci95": f"percentile bootstrap over speaker blocks, {options.n_boot} replicates, seed {options.seed}",
+            "rtfx": "audio seconds / inference seconds (batch wall time, feature extraction to decoded text), warm-up excluded",
+        },
+        "packages": package_versions(),
+        "hardware": dict(hardware),
+        "models": models,
+        **dict(extra or {}),
+    }
+    return _finite(summary), scored
+
+
+def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:
+    path = out_dir / "summary.json"
+    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=False))
+    return path
+
+
+def load_summary(out_dir: Path) -> dict[str, Any]:
+    path = Path(out_dir) / "summary.json"
+    if not path.exists():
+        from engine.errors import ConfigError
+
+        raise ConfigError(f"{out_dir}: no summary.json (is this a run directory? run `audit run ... --out {out_dir}` first)")
+    return json.loads(path.read_text())

@@ -1,0 +1,106 @@
+"""Audio decoding: soundfile for the container, soxr for resampling, mono down-mix.
+
+Every problem with one clip becomes an ``AudioError`` with a message that names the clip and
+the fix; the caller records it in that clip's result row and the run goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from pathlib import Path
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE
+from engine.data import DecodedAudio, Utterance
+from engine.errors import AudioError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_DURATION_S = 1800.0
+SILENCE_PEAK = 1e-4  # peak amplitude below which a clip counts as silent (-80 dBFS)
+
+
+def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> object:
+    if utt.audio_bytes is not None:
+        if len(utt.audio_bytes) == 0:
+            raise AudioError("audio bytes are empty (0-byte clip)")
+        return io.BytesIO(utt.audio_bytes)
+    if not utt.audio_path:
+        raise AudioError("no audio: the record has neither an audio path nor audio bytes")
+    path = Path(utt.audio_path)
+    if not path.is_absolute() and root is not None:
+        path = root / path
+    if root is not None and not allow_outside_root:
+        try:
+            path.resolve().relative_to(root.resolve())
+        except ValueError:
+            raise AudioError(
+                f"audio path '{utt.audio_path}' lies outside the dataset root '{root}' "
+                "(the recipe forbids it: set dataset.allow_outside_root: true to permit)"
+            ) from None
+    if not path.exists():
+        raise AudioError(f"audio file not found: '{path}'")
+    if path.is_dir():
+        raise AudioError(f"audio path is a directory, not a file: '{path}'")
+    if os.path.getsize(path) == 0:
+        raise AudioError(f"audio file is empty (0 bytes): '{path}'")
+    return path
+
+
+def decode(
+    utt: Utterance,
+    root: Path | None = None,
+    target_sr: int = SAMPLE_RATE,
+    max_duration_s: float = DEFAULT_MAX_DURATION_S,
+    allow_outside_root: bool = True,
+) -> DecodedAudio:
+    """Decode one utterance to mono float32 at ``target_sr``; errors are returned, not raised."""
+    try:
+        return DecodedAudio(utt.utt_id, _decode(utt, root, target_sr, max_duration_s, allow_outside_root), target_sr)
+    except AudioError as exc:
+        return DecodedAudio(utt.utt_id, None, target_sr, error=str(exc))
+    except Exception as exc:  # any decoder failure is one clip's problem, not the run's
+        return DecodedAudio(utt.utt_id, None, target_sr, error=f"cannot decode audio: {type(exc).__name__}: {exc}")
+
+
+def _decode(
+    utt: Utterance, root: Path | None, target_sr: int, max_duration_s: float, allow_outside_root: bool
+) -> np.ndarray:
+    import soundfile as sf
+
+    src = _open_source(utt, root, allow_outside_root)
+    try:
+        info = sf.info(src)  # type: ignore[arg-type]
+    except Exception as exc:
+        raise AudioError(f"unreadable or unsupported audio ({exc}); supported: WAV, FLAC, OGG, MP3 via libsndfile") from None
+    if isinstance(src, io.BytesIO):
+        src.seek(0)
+    if info.frames == 0 or info.samplerate <= 0:
+        raise AudioError("audio has 0 samples (0-length clip)")
+    duration = info.frames / info.samplerate
+    if duration > max_duration_s:
+        raise AudioError(
+            f"clip is {duration:.0f} s long, over the limit of {max_duration_s:.0f} s; split it into segments "
+            "or raise dataset.max_duration_s in the recipe"
+        )
+    try:
+        data, sr = sf.read(src, dtype="float32", always_2d=True)  # type: ignore[arg-type]
+    except Exception as exc:
+        raise AudioError(f"audio is truncated or corrupt: {exc}") from None
+    if data.shape[0] == 0:
+        raise AudioError("audio has 0 samples (0-length clip)")
+    if not np.isfinite(data).all():
+        n_bad = int((~np.isfinite(data)).sum())
+        raise AudioError(f"audio contains {n_bad} NaN/Inf samples")
+    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if sr != target_sr:
+        import soxr
+
+        mono = soxr.resample(mono, sr, target_sr, quality="HQ").astype(np.float32)
+    peak = float(np.max(np.abs(mono))) if mono.size else 0.0
+    if peak < SILENCE_PEAK:
+        raise AudioError(f"audio is silent (peak amplitude {peak:.2g}, below {SILENCE_PEAK:g})")
+    return np.ascontiguousarray(mono, dtype=np.float32)

@@ -1,0 +1,133 @@
+"""PocketSphinx backend: a classic HMM/n-gram recognizer whose en-US model ships in the package.
+
+It is the cheap, fully offline, non-neural baseline of the demo. Batching gives no speed-up
+for this decoder, so a batch is a loop over utterances with one reused decoder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.bundled import check_audio_batch, check_options, pocketsphinx_model_dir
+from engine.errors import BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+_DEFAULTS: dict[str, Any] = {
+    "model": "en-us",  # label only; the bundled model is the only built-in one
+    "hmm": None,  # acoustic model directory
+    "lm": None,  # n-gram language model (.lm.bin / .lm)
+    "dict": None,  # pronunciation dictionary
+    "batch_size": 16,
+    "beam": None,  # optional decoder beam widths (pocketsphinx 'beam' / 'wbeam')
+    "wbeam": None,
+    "lw": None,  # language weight
+}
+
+
+class PocketsphinxBackend(ASRBackend):
+    """PocketSphinx 5 with its bundled en-US acoustic model, CMUdict and n-gram LM by default."""
+
+    name = "pocketsphinx"
+
+    def __init__(self, **options: Any) -> None:
+        check_options(self.name, options, list(_DEFAULTS))
+        merged = {**_DEFAULTS, **options}
+        bs = merged["batch_size"]
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+            raise ConfigError(f"{self.name}: option 'batch_size' must be a positive integer, got {bs!r}")
+        super().__init__(**merged)
+        self._decoder: Any = None
+        self._paths: dict[str, str] = {}
+
+    def _model_paths(self) -> dict[str, str]:
+        bundled = pocketsphinx_model_dir()
+        defaults = (
+            {
+                "hmm": str(bundled / "en-us"),
+                "lm": str(bundled / "en-us.lm.bin"),
+                "dict": str(bundled / "cmudict-en-us.dict"),
+            }
+            if bundled is not None
+            else {}
+        )
+        paths: dict[str, str] = {}
+        for key in ("hmm", "lm", "dict"):
+            value = self.options[key]
+            if value is None:
+                if key not in defaults:
+                    raise BackendUnavailable(
+                        "the pocketsphinx package has no bundled en-US model; reinstall pocketsphinx "
+                        f"or pass '{key}' explicitly"
+                    )
+                paths[key] = defaults[key]
+                continue
+            path = Path(str(value)).expanduser()
+            if not path.exists():
+                raise BackendUnavailable(f"{self.name}: '{key}' path {path} does not exist")
+            paths[key] = str(path)
+        return paths
+
+    def load(self) -> None:
+        """Build the decoder with logging silenced (it writes to stderr otherwise)."""
+        try:
+            from pocketsphinx import Decoder
+        except ImportError as exc:
+            raise BackendUnavailable("pocketsphinx is not installed: pip install pocketsphinx") from exc
+        self._paths = self._model_paths()
+        kwargs: dict[str, Any] = dict(self._paths, samprate=SAMPLE_RATE, loglevel="FATAL", logfn=os.devnull)
+        for key in ("beam", "wbeam", "lw"):
+            if self.options[key] is not None:
+                kwargs[key] = float(self.options[key])
+        try:
+            self._decoder = Decoder(**kwargs)
+        except (ValueError, RuntimeError) as exc:
+            raise BackendUnavailable(f"pocketsphinx could not load its model ({self._paths}): {exc}") from exc
+        log.info("loaded pocketsphinx model %s", self._paths["hmm"])
+
+    def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
+        """Decode each clip as one utterance (16-bit PCM, as the decoder expects)."""
+        clips = check_audio_batch(audios, sample_rate, self.name)
+        if self._decoder is None:
+            raise BackendUnavailable(f"{self.name}: call load() before transcribing")
+        return [self._decode(c) for c in clips]
+
+    def _decode(self, clip: np.ndarray) -> str:
+        pcm = (np.clip(clip, -1.0, 1.0) * 32767.0).round().astype("<i2")
+        decoder = self._decoder
+        decoder.start_utt()
+        decoder.process_raw(pcm.tobytes(), False, True)
+        decoder.end_utt()
+        hyp = decoder.hyp()
+        return hyp.hypstr.strip() if hyp is not None else ""
+
+    def info(self) -> BackendInfo:
+        """Model files and library version."""
+        extra: dict[str, Any] = {"model_paths": dict(self._paths), "decoding": "viterbi + n-gram LM"}
+        try:
+            from importlib.metadata import version
+
+            extra["pocketsphinx_version"] = version("pocketsphinx")
+        except Exception:  # noqa: BLE001 - metadata is optional information
+            pass
+        return BackendInfo(
+            backend=self.name,
+            model_id=str(self.options["model"]),
+            device="cpu",
+            dtype="float32",
+            batch_size=int(self.options["batch_size"]),
+            extra=extra,
+        )
+
+    def close(self) -> None:
+        """Free the decoder."""
+        self._decoder = None
+
+    def __repr__(self) -> str:
+        return f"PocketsphinxBackend(model={self.options['model']!r})"

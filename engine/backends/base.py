@@ -1,0 +1,104 @@
+"""Backend interfaces. A backend is constructed from its options, loads weights in ``load``,
+and processes a batch of decoded mono 16 kHz float32 clips."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+SAMPLE_RATE = 16_000
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """How numbers were made: travels with every result (device, dtype, batch size...)."""
+
+    backend: str
+    model_id: str
+    device: str = "cpu"
+    dtype: str = "float32"
+    batch_size: int = 1
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "model_id": self.model_id,
+            "device": self.device,
+            "dtype": self.dtype,
+            "batch_size": self.batch_size,
+            **dict(self.extra),
+        }
+
+
+class Backend(ABC):
+    """Common life cycle: ``__init__(**options)`` is cheap, ``load()`` does the heavy work."""
+
+    name: str = "backend"
+
+    def __init__(self, **options: Any) -> None:
+        self.options = dict(options)
+
+    @abstractmethod
+    def load(self) -> None:
+        """Load weights; raise ``BackendUnavailable`` with a fix-it message when impossible."""
+
+    def close(self) -> None:
+        """Release resources (GPU memory, sessions)."""
+
+    @abstractmethod
+    def info(self) -> BackendInfo:
+        """Facts to record beside every number this backend produces."""
+
+
+class ASRBackend(Backend):
+    """Speech recognition: audio in, raw text out (never normalized)."""
+
+    @abstractmethod
+    def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
+        """Transcribe a batch; raise for the whole batch only when the backend itself fails."""
+
+    def warmup(self) -> None:
+        """Run one short dummy batch so that first-call costs stay out of timings."""
+        rng = np.random.default_rng(0)
+        self.transcribe_batch([rng.normal(0, 0.01, SAMPLE_RATE).astype(np.float32)])
+
+
+class SVBackend(Backend):
+    """Speaker verification: one fixed-size embedding per clip."""
+
+    @abstractmethod
+    def embed_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+        """Return an (n, dim) float32 array."""
+
+
+@dataclass(frozen=True)
+class EmotionOutput:
+    """Categorical posteriors and/or dimensional values (and raw descriptors) for one clip."""
+
+    posteriors: Mapping[str, float] = field(default_factory=dict)
+    dimensions: Mapping[str, float] = field(default_factory=dict)
+    descriptors: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str | None:
+        return max(self.posteriors, key=self.posteriors.__getitem__) if self.posteriors else None
+
+
+class SERBackend(Backend):
+    """Speech emotion recognition."""
+
+    @abstractmethod
+    def predict_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[EmotionOutput]:
+        """One output per clip."""
+
+
+class TTSBackend(Backend):
+    """Text to speech, for derived audio (synthetic-voice probe, demo corpus)."""
+
+    @abstractmethod
+    def synthesize(self, text: str, voice: str | None = None) -> tuple[np.ndarray, int]:
+        """Return (mono float32 samples, sample rate)."""

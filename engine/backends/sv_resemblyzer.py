@@ -1,0 +1,100 @@
+"""Resemblyzer: the GE2E speaker encoder that ships inside the ``resemblyzer`` package (CPU).
+
+It needs no download, so it is the speaker-verification backend of the offline demo. Each clip
+is volume-normalized and its long silences removed by webrtcvad (resemblyzer's own
+preprocessing) before embedding; a clip with too little voiced audio left raises ``AudioError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE, BackendInfo, SVBackend
+from engine.errors import AudioError, BackendUnavailable
+
+log = logging.getLogger(__name__)
+
+EMBED_DIM = 256
+
+
+class ResemblyzerBackend(SVBackend):
+    """GE2E d-vectors, (n, 256) float32, L2-normalized by the encoder.
+
+    Options: ``device`` (default "cpu"), ``min_speech_s`` (default 0.5: voiced audio needed
+    after silence trimming), ``trim_silence`` (default True), ``weights`` (a custom
+    ``pretrained.pt``; default the bundled one).
+    """
+
+    name = "resemblyzer"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.device = str(options.get("device", "cpu"))
+        self.min_speech_s = float(options.get("min_speech_s", 0.5))
+        self.trim_silence = bool(options.get("trim_silence", True))
+        self.weights = options.get("weights")
+        self._encoder: Any = None
+
+    def load(self) -> None:
+        try:
+            from resemblyzer import VoiceEncoder
+        except ImportError as exc:
+            hint = (
+                "pip install 'setuptools<81' (webrtcvad imports pkg_resources)"
+                if "pkg_resources" in str(exc)
+                else "pip install resemblyzer webrtcvad 'setuptools<81'"
+            )
+            raise BackendUnavailable(f"resemblyzer cannot be imported ({exc}); fix: {hint}") from exc
+        try:
+            self._encoder = VoiceEncoder(device=self.device, verbose=False, weights_fpath=self.weights)
+        except (OSError, RuntimeError) as exc:
+            raise BackendUnavailable(f"resemblyzer encoder could not load on {self.device!r}: {exc}") from exc
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend=self.name,
+            model_id=str(self.weights or "resemblyzer/pretrained.pt (GE2E)"),
+            device=self.device,
+            extra={"embedding_dim": EMBED_DIM, "min_speech_s": self.min_speech_s, "trim_silence": self.trim_silence},
+        )
+
+    def _prepare(self, audio: np.ndarray, sample_rate: int, index: int) -> np.ndarray:
+        from resemblyzer import preprocess_wav
+        from resemblyzer.audio import normalize_volume
+        from resemblyzer.hparams import audio_norm_target_dBFS
+
+        x = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if not np.all(np.isfinite(x)):
+            raise AudioError(f"clip {index} in the batch contains NaN or infinite samples")
+        if sample_rate != SAMPLE_RATE:
+            import soxr
+
+            x = soxr.resample(x, sample_rate, SAMPLE_RATE).astype(np.float32)
+        if len(x) < 0.1 * SAMPLE_RATE:
+            raise AudioError(
+                f"clip {index} in the batch lasts {len(x) / SAMPLE_RATE:.3f} s; resemblyzer needs at least "
+                f"{self.min_speech_s} s of speech"
+            )
+        x = np.clip(x, -1.0, 1.0)
+        wav = preprocess_wav(x) if self.trim_silence else normalize_volume(x, audio_norm_target_dBFS, increase_only=True)
+        speech_s = len(wav) / SAMPLE_RATE
+        if speech_s < self.min_speech_s:
+            raise AudioError(
+                f"clip {index} in the batch has {speech_s:.2f} s of speech after silence trimming; resemblyzer "
+                f"needs at least {self.min_speech_s} s (option min_speech_s)"
+            )
+        return wav
+
+    def embed_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+        if self._encoder is None:
+            self.load()
+        wavs = [self._prepare(a, sample_rate, i) for i, a in enumerate(audios)]
+        if not wavs:
+            return np.zeros((0, EMBED_DIM), dtype=np.float32)
+        return np.stack([np.asarray(self._encoder.embed_utterance(w), dtype=np.float32) for w in wavs])
+
+    def close(self) -> None:
+        self._encoder = None

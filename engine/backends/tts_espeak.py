@@ -1,0 +1,159 @@
+"""espeak-ng text to speech through its command-line program (Debian package ``espeak-ng``).
+
+espeak-ng is a formant synthesizer: offline, fast and deterministic (the same text, voice and
+flags give byte-identical WAV output), which is what the demo corpus and the synthetic-voice
+probe need. It is driven through the binary rather than a Python binding so that nothing beyond
+the system package is required.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from engine.backends.base import BackendInfo, TTSBackend
+from engine.errors import AudioError, BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "install the Debian/Ubuntu package 'espeak-ng' (sudo apt-get install espeak-ng)"
+
+
+def _read_wav(path: Path) -> tuple[np.ndarray, int]:
+    import soundfile as sf
+
+    samples, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    return np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), int(sr)
+
+
+def resample(samples: np.ndarray, sr_in: float, sr_out: int) -> np.ndarray:
+    """High-quality, deterministic resampling with soxr (``sr_in`` may be fractional)."""
+    import soxr
+
+    if sr_in == sr_out:
+        return np.asarray(samples, dtype=np.float32)
+    return np.asarray(soxr.resample(np.asarray(samples, dtype=np.float32), sr_in, sr_out), dtype=np.float32)
+
+
+@lru_cache(maxsize=4)
+def _version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
+    return first.split("  Data at:")[0].strip()
+
+
+@lru_cache(maxsize=4)
+def _voices(binary: str) -> tuple[str, ...]:
+    out = subprocess.run([binary, "--voices"], capture_output=True, text=True, timeout=30)
+    names: list[str] = []
+    for line in out.stdout.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 5:
+            names.append(parts[1])  # language/voice code accepted by -v (e.g. en-gb-x-rp)
+            names.append(parts[4].split("/")[-1])  # file name (e.g. en-GB-x-rp)
+    return tuple(dict.fromkeys(names))
+
+
+class EspeakTTS(TTSBackend):
+    """Synthesize with espeak-ng.
+
+    Options: ``voice`` (default ``en-us``; see ``espeak-ng --voices``), ``pitch`` (0-99, espeak
+    default 50; about +10 per 10 % higher f0), ``rate`` (words per minute, default 175),
+    ``amplitude`` (0-200, default 100), ``sample_rate`` (resample output to this rate; native is
+    22050 Hz), ``binary`` (path of the program), ``timeout_s``.
+    """
+
+    name = "espeak-ng"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.voice: str = str(options.get("voice", "en-us"))
+        self.binary_name: str = str(options.get("binary", "espeak-ng"))
+        self.sample_rate: int | None = options.get("sample_rate")
+        self.timeout_s: float = float(options.get("timeout_s", 60.0))
+        self._binary: str | None = None
+
+    def load(self) -> None:
+        """Find the program; raise ``BackendUnavailable`` with the package to install if absent."""
+        found = shutil.which(self.binary_name)
+        if found is None:
+            raise BackendUnavailable(f"espeak-ng program '{self.binary_name}' not found on PATH; {INSTALL_HINT}")
+        self._binary = found
+
+    @property
+    def binary(self) -> str:
+        if self._binary is None:
+            self.load()
+        return cast(str, self._binary)
+
+    def version(self) -> str:
+        return _version(self.binary)
+
+    def voices(self) -> list[str]:
+        """Voice codes this installation accepts for ``-v``."""
+        return list(_voices(self.binary))
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend=self.name,
+            model_id=f"espeak-ng:{self.voice}",
+            extra={"version": self.version() if self._binary else "not loaded"},
+        )
+
+    def command(
+        self,
+        voice: str,
+        out_path: Path,
+        pitch: int | None = None,
+        rate: int | None = None,
+        amplitude: int | None = None,
+    ) -> list[str]:
+        """The command line used (text is passed on stdin so it can never be read as a flag)."""
+        cmd = [self.binary, "-v", voice, "-w", str(out_path)]
+        settings = (("pitch", "-p", pitch, 0, 99), ("rate", "-s", rate, 80, 450), ("amplitude", "-a", amplitude, 0, 200))
+        for option, flag, value, lo, hi in settings:
+            value = self.options.get(option) if value is None else value
+            if value is None:
+                continue
+            if not lo <= int(value) <= hi:
+                raise ConfigError(f"espeak-ng option '{option}' ({flag}) must be between {lo} and {hi}, got {value}")
+            cmd += [flag, str(int(value))]
+        cmd.append("--stdin")
+        return cmd
+
+    def synthesize(
+        self,
+        text: str,
+        voice: str | None = None,
+        *,
+        pitch: int | None = None,
+        rate: int | None = None,
+        amplitude: int | None = None,
+    ) -> tuple[np.ndarray, int]:
+        """Return (mono float32 samples, sample rate) for ``text`` spoken by ``voice``."""
+        if not text or not text.strip():
+            raise AudioError("cannot synthesize empty text with espeak-ng")
+        voice = voice or self.voice
+        with tempfile.TemporaryDirectory(prefix="espeak-") as tmp:
+            out_path = Path(tmp) / "out.wav"
+            cmd = self.command(voice, out_path, pitch=pitch, rate=rate, amplitude=amplitude)
+            proc = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=self.timeout_s)
+            if proc.returncode != 0 or not out_path.exists() or out_path.stat().st_size <= 44:
+                hint = ""
+                if voice not in _voices(self.binary):
+                    hint = f"; voice '{voice}' is not installed (see `espeak-ng --voices=en`)"
+                raise AudioError(
+                    f"espeak-ng failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}{hint}"
+                )
+            samples, sr = _read_wav(out_path)
+        if self.sample_rate and sr != int(self.sample_rate):
+            samples, sr = resample(samples, sr, int(self.sample_rate)), int(self.sample_rate)
+        log.debug("espeak-ng %s: %.2f s for %r", voice, len(samples) / sr, text[:40])
+        return samples, sr

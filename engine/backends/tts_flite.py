@@ -1,0 +1,142 @@
+"""CMU Flite text to speech through its command-line program (Debian package ``flite``).
+
+Flite ships several built-in English voices (slt, rms, awb: 16 kHz; kal: 8 kHz diphones) and is
+deterministic, so it gives the demo corpus speakers that sound unlike espeak-ng.
+
+Prosody: the speaking rate uses Flite's own ``duration_stretch`` feature. Flite's f0 target
+features are ignored by some voices (rms), so pitch is changed uniformly for every voice by
+resampling: the waveform is synthesized ``pitch`` times longer and then played ``pitch`` times
+faster, which scales f0 (and the formants with it) by ``pitch`` while keeping the requested rate.
+Amplitude is a plain linear gain on the samples.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from engine.backends.base import BackendInfo, TTSBackend
+from engine.backends.tts_espeak import _read_wav, resample
+from engine.errors import AudioError, BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "install the Debian/Ubuntu package 'flite' (sudo apt-get install flite)"
+
+
+@lru_cache(maxsize=4)
+def _version(binary: str) -> str:
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    lines = [ln.strip() for ln in out.stdout.splitlines() if "version" in ln]
+    return lines[0] if lines else "unknown"
+
+
+@lru_cache(maxsize=4)
+def _voices(binary: str) -> tuple[str, ...]:
+    out = subprocess.run([binary, "-lv"], capture_output=True, text=True, timeout=30)
+    text = out.stdout.split(":", 1)[-1]
+    return tuple(text.split())
+
+
+def _check_factor(name: str, value: float, lo: float, hi: float) -> float:
+    value = float(value)
+    if not lo <= value <= hi:
+        raise ConfigError(f"flite option '{name}' must be a factor between {lo} and {hi} (1.0 = unchanged), got {value}")
+    return value
+
+
+class FliteTTS(TTSBackend):
+    """Synthesize with Flite.
+
+    Options: ``voice`` (default ``slt``; see ``flite -lv``), ``rate`` (speed factor, 1.0 = the
+    voice's own rate, 1.2 = 20 % faster), ``pitch`` (f0 factor, 1.0 = unchanged), ``amplitude``
+    (linear gain, 1.0 = unchanged), ``sample_rate`` (resample output to this rate),
+    ``binary``, ``timeout_s``.
+    """
+
+    name = "flite"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.voice: str = str(options.get("voice", "slt"))
+        self.binary_name: str = str(options.get("binary", "flite"))
+        self.sample_rate: int | None = options.get("sample_rate")
+        self.timeout_s: float = float(options.get("timeout_s", 60.0))
+        self._binary: str | None = None
+
+    def load(self) -> None:
+        """Find the program; raise ``BackendUnavailable`` with the package to install if absent."""
+        found = shutil.which(self.binary_name)
+        if found is None:
+            raise BackendUnavailable(f"flite program '{self.binary_name}' not found on PATH; {INSTALL_HINT}")
+        self._binary = found
+
+    @property
+    def binary(self) -> str:
+        if self._binary is None:
+            self.load()
+        return cast(str, self._binary)
+
+    def version(self) -> str:
+        return _version(self.binary)
+
+    def voices(self) -> list[str]:
+        """Voice names compiled into this Flite (``flite -lv``)."""
+        return list(_voices(self.binary))
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend=self.name,
+            model_id=f"flite:{self.voice}",
+            extra={"version": self.version() if self._binary else "not loaded"},
+        )
+
+    def synthesize(
+        self,
+        text: str,
+        voice: str | None = None,
+        *,
+        pitch: float | None = None,
+        rate: float | None = None,
+        amplitude: float | None = None,
+    ) -> tuple[np.ndarray, int]:
+        """Return (mono float32 samples, sample rate) for ``text`` spoken by ``voice``."""
+        if not text or not text.strip():
+            raise AudioError("cannot synthesize empty text with flite")
+        voice = voice or self.voice
+        pitch_f = _check_factor("pitch", self.options.get("pitch", 1.0) if pitch is None else pitch, 0.5, 2.0)
+        rate_f = _check_factor("rate", self.options.get("rate", 1.0) if rate is None else rate, 0.3, 3.0)
+        gain = _check_factor("amplitude", self.options.get("amplitude", 1.0) if amplitude is None else amplitude, 0.0, 10.0)
+        stretch = pitch_f / rate_f  # shortened again by the pitch resampling below
+        with tempfile.TemporaryDirectory(prefix="flite-") as tmp:
+            text_path = Path(tmp) / "in.txt"
+            out_path = Path(tmp) / "out.wav"
+            text_path.write_text(text + "\n", encoding="utf-8")
+            cmd = [self.binary, "-voice", voice]
+            if abs(stretch - 1.0) > 1e-9:
+                cmd += ["--setf", f"duration_stretch={stretch:.6f}"]
+            cmd += ["-f", str(text_path), "-o", str(out_path)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
+            if proc.returncode != 0 or not out_path.exists() or out_path.stat().st_size <= 44:
+                hint = ""
+                if voice not in _voices(self.binary):
+                    hint = f"; voice '{voice}' is not built in (available: {', '.join(_voices(self.binary))})"
+                raise AudioError(
+                    f"flite failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}{hint}"
+                )
+            samples, sr = _read_wav(out_path)
+        out_sr = int(self.sample_rate) if self.sample_rate else sr
+        if abs(pitch_f - 1.0) > 1e-9 or out_sr != sr:
+            # Treating the samples as recorded at sr * pitch raises f0 by ``pitch``.
+            samples = resample(samples, sr * pitch_f, out_sr)
+        if gain != 1.0:
+            samples = (samples * np.float32(gain)).astype(np.float32)
+        log.debug("flite %s: %.2f s for %r", voice, len(samples) / out_sr, text[:40])
+        return samples, out_sr

@@ -1,0 +1,110 @@
+"""The data model: small frozen records for utterances, shards and result rows.
+
+References are always stored raw; normalization happens at scoring time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# Columns every result row has (DESIGN.md contract); slice labels are added as extra columns.
+RESULT_COLUMNS: tuple[str, ...] = (
+    "utt_id",
+    "model",
+    "hyp_raw",
+    "ref_raw",
+    "duration_s",
+    "infer_s",
+    "error",
+    "speaker",
+    "shard",
+    "parent_id",
+)
+
+# Keys that are part of an utterance record and never treated as slice labels.
+RESERVED_KEYS: frozenset[str] = frozenset(
+    {
+        "utt_id",
+        "id",
+        "audio",
+        "audio_filepath",
+        "audio_path",
+        "path",
+        "duration",
+        "duration_s",
+        "text",
+        "reference",
+        "sentence",
+        "transcript",
+        "speaker",
+        "speaker_id",
+        "sample_rate",
+        "parent_id",
+        "derivation",
+        "offset",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One clip and its raw reference.
+
+    Audio is either a path (``audio_path``) or encoded bytes (``audio_bytes``, WAV/FLAC);
+    derived audio keeps ``parent_id`` and a JSON-able ``derivation`` record.
+    """
+
+    utt_id: str
+    reference: str | None
+    audio_path: str | None = None
+    audio_bytes: bytes | None = None
+    duration_s: float | None = None
+    speaker: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    parent_id: str | None = None
+    derivation: Mapping[str, Any] | None = None
+    hyp_raw: str | None = None  # only for prediction-only datasets (no audio)
+    source: str | None = None  # "file:line" where the record came from, for error messages
+    problem: str | None = None  # a record-level problem found while reading; becomes the row's error
+
+    def derivation_json(self) -> str | None:
+        return None if self.derivation is None else json.dumps(self.derivation, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class DecodedAudio:
+    """Mono float32 samples at the engine's sample rate, or the reason they could not be had."""
+
+    utt_id: str
+    samples: Any  # numpy.ndarray (float32, mono) or None when ``error`` is set
+    sample_rate: int
+    error: str | None = None
+
+    @property
+    def duration_s(self) -> float:
+        return 0.0 if self.samples is None else float(len(self.samples)) / self.sample_rate
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A contiguous group of utterances: with one model it forms the unit of work."""
+
+    shard_id: str
+    utterances: tuple[Utterance, ...]
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    """One ``(model, shard)`` pair; the granularity of scheduling, markers and resume."""
+
+    model: str
+    shard_id: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}::{self.shard_id}"

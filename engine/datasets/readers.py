@@ -1,0 +1,339 @@
+"""The built-in dataset readers (NeMo JSONL, CSV/TSV, Parquet, Hugging Face, OASR predictions)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from engine.data import RESERVED_KEYS, Shard, Utterance
+from engine.datasets.base import Dataset, check_unique_ids, fingerprint_utterances, in_memory_dataset
+from engine.errors import ConfigError, ManifestError
+
+log = logging.getLogger(__name__)
+
+AUDIO_KEYS = ("audio_filepath", "audio_path", "path", "file", "audio")
+TEXT_KEYS = ("text", "reference", "sentence", "transcript", "transcription")
+ID_KEYS = ("utt_id", "id")
+SPEAKER_KEYS = ("speaker", "speaker_id")
+
+
+def _first(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[str | None, Any]:
+    for k in keys:
+        if k in row:
+            return k, row[k]
+    return None, None
+
+
+def _label_value(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str) -> Utterance:
+    """Map a flat record to an Utterance; per-record problems go to ``problem``."""
+    problem: str | None = None
+    _, uid = _first(row, ID_KEYS)
+    utt_id = str(uid) if uid not in (None, "") else default_id
+    akey, audio = _first(row, AUDIO_KEYS)
+    audio_path: str | None = None
+    audio_bytes: bytes | None = None
+    if isinstance(audio, Mapping):
+        audio_bytes = audio.get("bytes")
+        audio_path = audio.get("path")
+    elif isinstance(audio, (bytes, bytearray)):
+        audio_bytes = bytes(audio)
+    elif audio not in (None, ""):
+        audio_path = str(audio)
+    if audio_path is None and audio_bytes is None:
+        problem = "no audio: the record has no audio path (expected one of: " + ", ".join(AUDIO_KEYS) + ")"
+    _, text = _first(row, TEXT_KEYS)
+    reference: str | None
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        reference = None
+        problem = problem or "no reference text (expected one of: " + ", ".join(TEXT_KEYS) + ")"
+    else:
+        reference = str(text)
+        if "\ufffd" in reference:
+            problem = problem or "reference is not valid UTF-8 (replacement characters after decoding)"
+        elif not reference.strip():
+            problem = problem or "reference is empty"
+    _, spk = _first(row, SPEAKER_KEYS)
+    duration = row.get("duration", row.get("duration_s"))
+    try:
+        duration_f = float(duration) if duration not in (None, "") else None
+    except (TypeError, ValueError):
+        raise ManifestError(source.rsplit(":", 1)[0], f"duration '{duration}' is not a number", line=index, field="duration") from None
+    labels = {k: lv for k, v in row.items() if k not in RESERVED_KEYS and k not in AUDIO_KEYS and (lv := _label_value(v)) is not None}
+    return Utterance(
+        utt_id=utt_id,
+        reference=reference,
+        audio_path=audio_path,
+        audio_bytes=audio_bytes,
+        duration_s=duration_f,
+        speaker=None if spk in (None, "") else str(spk),
+        labels=labels,
+        parent_id=row.get("parent_id") or None,
+        source=source,
+        problem=problem,
+    )
+
+
+class NemoManifestReader:
+    """NeMo JSONL manifest: ``audio_filepath``, ``duration``, ``text``; other keys become labels.
+
+    Relative audio paths are resolved against the manifest's folder.
+    """
+
+    def __init__(self, allow_outside_root: bool = True) -> None:
+        self.allow_outside_root = allow_outside_root
+
+    def read(self, path: Path) -> list[Utterance]:
+        if not path.exists():
+            raise ManifestError(path, "manifest not found")
+        utts: list[Utterance] = []
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                text = raw.decode("utf-8", errors="replace")
+                try:
+                    row = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ManifestError(path, f"invalid JSON ({exc.msg} at column {exc.colno})", line=lineno) from None
+                if not isinstance(row, dict):
+                    raise ManifestError(path, f"each line must be a JSON object, got {type(row).__name__}", line=lineno)
+                if _first(row, AUDIO_KEYS)[0] is None:
+                    raise ManifestError(path, "missing the audio path column", line=lineno, field="audio_filepath")
+                utts.append(record_to_utterance(row, f"{path}:{lineno}", lineno, f"{path.stem}-{lineno:06d}"))
+        if not utts:
+            raise ManifestError(path, "manifest has no records")
+        return utts
+
+    def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
+        p = Path(path)
+        if p.is_dir():
+            p = p / "manifest.jsonl"
+        utts = self.read(p)
+        return in_memory_dataset(p.parent.name or p.stem, str(p), "nemo", utts, shard_size, p.parent, limit=limit)
+
+
+class CsvReader:
+    """CSV (or TSV) with a header: an audio path column and a text column; others become labels."""
+
+    delimiter = ","
+
+    def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
+        p = Path(path)
+        if not p.exists():
+            raise ManifestError(p, "file not found")
+        utts: list[Utterance] = []
+        with open(p, encoding="utf-8", errors="replace", newline="") as fh:
+            reader = csv.DictReader(fh, delimiter=self.delimiter)
+            header = reader.fieldnames or []
+            if _first(dict.fromkeys(header), AUDIO_KEYS)[0] is None:
+                raise ManifestError(p, f"no audio path column in header {header}", line=1, field="audio_filepath")
+            if _first(dict.fromkeys(header), TEXT_KEYS)[0] is None:
+                raise ManifestError(p, f"no reference text column in header {header}", line=1, field="text")
+            for lineno, row in enumerate(reader, start=2):
+                if None in row:
+                    raise ManifestError(p, f"row has {len(header) + len(row[None])} fields, header has {len(header)}", line=lineno)
+                clean = {k: (v if v != "" else None) for k, v in row.items()}
+                if clean.get(_first(row, TEXT_KEYS)[0] or "") is None:
+                    clean[_first(row, TEXT_KEYS)[0] or "text"] = ""  # present but empty: row-level problem
+                utts.append(record_to_utterance(clean, f"{p}:{lineno}", lineno, f"{p.stem}-{lineno:06d}"))
+        if not utts:
+            raise ManifestError(p, "file has no rows")
+        return in_memory_dataset(p.stem, str(p), "csv" if self.delimiter == "," else "tsv", utts, shard_size, p.parent, limit=limit)
+
+
+class TsvReader(CsvReader):
+    delimiter = "\t"
+
+
+class ParquetReader:
+    """Parquet shards: our shard schema or a Hugging Face style ``audio`` column ``{bytes, path}``.
+
+    Each file is one shard, read only when its unit runs (memory stays flat on big datasets).
+    """
+
+    def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
+        import pyarrow.parquet as pq
+
+        p = Path(path)
+        if p.is_dir():
+            files = sorted((p / "shards").glob("*.parquet")) if (p / "shards").is_dir() else sorted(p.glob("*.parquet"))
+            root = p
+        else:
+            files = [p]
+            root = p.parent
+        if not files:
+            raise ManifestError(p, "no .parquet files found")
+        meta: dict[str, Any] = {}
+        corpus_json = root / "corpus.json"
+        if corpus_json.exists():
+            meta["corpus"] = json.loads(corpus_json.read_text())
+        light: list[Utterance] = []
+        spans: dict[str, tuple[Path, int]] = {}
+        remaining = limit
+        for f in files:
+            try:
+                schema = pq.read_schema(f)
+            except Exception as exc:
+                raise ManifestError(f, f"not a readable Parquet file: {exc}") from None
+            names = schema.names
+            if _first(dict.fromkeys(names), AUDIO_KEYS)[0] is None:
+                raise ManifestError(f, f"no audio column (expected one of {AUDIO_KEYS}); columns: {names}", field="audio")
+            if _first(dict.fromkeys(names), TEXT_KEYS)[0] is None:
+                raise ManifestError(f, f"no reference text column (expected one of {TEXT_KEYS}); columns: {names}", field="text")
+            cols = [c for c in names if c not in AUDIO_KEYS]
+            table = pq.read_table(f, columns=cols)
+            rows = table.to_pylist()
+            if remaining is not None:
+                rows = rows[:remaining]
+                remaining -= len(rows)
+            for i, row in enumerate(rows):
+                row = dict(row)
+                row["audio_filepath"] = "<parquet>"
+                light.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
+            if rows:
+                spans[f.stem] = (f, len(rows))
+            if remaining is not None and remaining <= 0:
+                break
+        check_unique_ids(light, str(p))
+
+        def load(shard_id: str) -> Shard:
+            f, n = spans[shard_id]
+            table = pq.read_table(f).slice(0, n)
+            out = []
+            for i, row in enumerate(table.to_pylist()):
+                out.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
+            return Shard(shard_id, tuple(out))
+
+        return Dataset(
+            name=(meta.get("corpus") or {}).get("name", p.stem),
+            source=str(p),
+            reader="parquet",
+            shard_ids=list(spans),
+            _loader=load,
+            root=root,
+            n_utts=len(light),
+            fingerprint=fingerprint_utterances(light),
+            meta=meta,
+        )
+
+
+class HuggingFaceReader:
+    """A local ``datasets`` directory (``save_to_disk``) or a hub id (needs the ``datasets`` extra).
+
+    Options: ``split`` (default 'test'), ``config`` (hub config name), ``text_column``.
+    """
+
+    def __init__(self, split: str = "test", config: str | None = None, text_column: str | None = None) -> None:
+        self.split = split
+        self.config = config
+        self.text_column = text_column
+
+    def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
+        try:
+            import datasets  # type: ignore[import-not-found]
+        except ImportError:
+            raise ConfigError(
+                f"reading '{path}' needs the Hugging Face 'datasets' package: pip install '.[hf]' "
+                "(or export the data to Parquet/JSONL and pass that path)"
+            ) from None
+        p = Path(path)
+        try:
+            if p.exists():
+                ds = datasets.load_from_disk(str(p))
+                if isinstance(ds, datasets.DatasetDict):
+                    if self.split not in ds:
+                        raise ConfigError(f"{p}: split '{self.split}' not found (splits: {list(ds)})")
+                    ds = ds[self.split]
+            else:
+                ds = datasets.load_dataset(path, self.config, split=self.split)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"cannot load Hugging Face dataset '{path}' (split '{self.split}'): {type(exc).__name__}: {exc}. "
+                "Without network access, download it elsewhere with datasets.load_dataset(...).save_to_disk(DIR) "
+                "(or export Parquet/JSONL) and pass --dataset DIR"
+            ) from None
+        audio_col = next((c for c in ("audio", "audio_filepath", "path", "file") if c in ds.column_names), None)
+        if audio_col is None:
+            raise ConfigError(f"dataset '{path}' has no audio column; columns: {ds.column_names}")
+        if audio_col == "audio":
+            try:
+                ds = ds.cast_column("audio", datasets.Audio(decode=False))
+            except Exception:
+                pass
+        if limit:
+            ds = ds.select(range(min(limit, len(ds))))
+        utts = []
+        for i, row in enumerate(ds):
+            row = dict(row)
+            if self.text_column and self.text_column in row:
+                row["text"] = row.pop(self.text_column)
+            utts.append(record_to_utterance(row, f"{path}:row {i}", i, f"{Path(str(path)).name}-{i:06d}"))
+        return in_memory_dataset(str(path), str(path), "hf", utts, shard_size, p if p.exists() else None)
+
+
+class OasrPredictionsReader:
+    """Open ASR Leaderboard prediction JSONL (``audio_filepath``, ``text``, ``pred_text``), no audio.
+
+    A directory holds one file per model (model name = file stem); the references come from the
+    first file and must agree across files.
+    """
+
+    def read_file(self, path: Path) -> list[Utterance]:
+        utts = []
+        with open(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, start=1):
+                if not raw.strip():
+                    continue
+                try:
+                    row = json.loads(raw.decode("utf-8", errors="replace"))
+                except json.JSONDecodeError as exc:
+                    raise ManifestError(path, f"invalid JSON ({exc.msg})", line=lineno) from None
+                for key in ("audio_filepath", "text", "pred_text"):
+                    if key not in row:
+                        raise ManifestError(path, f"missing '{key}'", line=lineno, field=key)
+                labels = {k: lv for k, v in row.items() if k not in ("audio_filepath", "text", "pred_text", "duration", "time") and (lv := _label_value(v)) is not None}
+                utts.append(
+                    Utterance(
+                        utt_id=str(row["audio_filepath"]),
+                        reference=str(row["text"]),
+                        duration_s=float(row["duration"]) if row.get("duration") is not None else None,
+                        hyp_raw=str(row["pred_text"]),
+                        labels=labels,
+                        source=f"{path}:{lineno}",
+                    )
+                )
+        check_unique_ids(utts, str(path))
+        return utts
+
+    def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
+        p = Path(path)
+        files = sorted(p.glob("*.jsonl")) if p.is_dir() else [p]
+        if not files:
+            raise ManifestError(p, "no .jsonl prediction files found")
+        preds: dict[str, dict[str, str]] = {}
+        base: list[Utterance] | None = None
+        for f in files:
+            utts = self.read_file(f)
+            preds[f.stem] = {u.utt_id: u.hyp_raw or "" for u in utts}
+            if base is None:
+                base = [Utterance(u.utt_id, u.reference, duration_s=u.duration_s, labels=u.labels, source=u.source) for u in utts]
+        assert base is not None
+        ds = in_memory_dataset(p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False, limit=limit)
+        ds.meta["predictions"] = preds
+        return ds

@@ -1,0 +1,42 @@
+"""Exception classes for the engine; messages tell the user how to fix the input."""
+
+from __future__ import annotations
+
+
+class AuditError(Exception):
+    """Base class for every error this project raises on purpose."""
+
+
+class ConfigError(AuditError):
+    """A recipe, model registry entry or manifest is malformed (raised before models load)."""
+
+
+class RegistryError(AuditError, KeyError):
+    """An unknown or duplicate registry name."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; we want plain text
+        return str(self.args[0]) if self.args else ""
+
+
+class ManifestError(ConfigError):
+    """A dataset manifest cannot be read; names the file, line and field."""
+
+    def __init__(self, path: object, problem: str, line: int | None = None, field: str | None = None) -> None:
+        where = f"{path}"
+        if line is not None:
+            where += f", line {line}"
+        if field is not None:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {problem}")
+        self.path = path
+        self.line = line
+        self.field = field
+        self.problem = problem
+
+
+class AudioError(AuditError):
+    """One utterance's audio cannot be used; recorded in the result row, never fatal to the run."""
+
+
+class BackendUnavailable(AuditError):
+    """A backend cannot load here (missing extra, weights not reachable); says what to install."""

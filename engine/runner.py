@@ -1,0 +1,257 @@
+"""In-process runner: streams ``(model, shard)`` units through loaded backends.
+
+The pieces (``decode_shard``, ``process_unit``) are the same ones the Ray engine's actors call,
+so both runners produce identical rows. Audio is decoded once per shard and shared by every model.
+"""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from engine.audio import DEFAULT_MAX_DURATION_S, decode
+from engine.backends import ASR_BACKENDS
+from engine.backends.base import ASRBackend
+from engine.data import DecodedAudio, Shard, Utterance, WorkUnit
+from engine.datasets.base import Dataset
+from engine.errors import AuditError, BackendUnavailable
+from engine.store import RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry model resolved to its backend and options."""
+
+    name: str
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 8
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    max_duration_s: float = DEFAULT_MAX_DURATION_S
+    allow_outside_root: bool = True
+
+
+@dataclass
+class ModelState:
+    spec: ModelSpec
+    backend: ASRBackend | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressFn = Callable[[str, int, dict[str, Any]], None]
+
+
+def build_backend(spec: ModelSpec) -> ASRBackend:
+    cls = ASR_BACKENDS.get(spec.backend)
+    return cls(**dict(spec.options))
+
+
+def decode_shard(shard: Shard, root: Path | None, opts: DecodeOptions) -> list[DecodedAudio]:
+    """Decode every clip of a shard once; record problems as errors on the decoded item."""
+    out = []
+    for u in shard.utterances:
+        if u.problem:
+            out.append(DecodedAudio(u.utt_id, None, 16_000, error=u.problem))
+        else:
+            out.append(decode(u, root=root, max_duration_s=opts.max_duration_s, allow_outside_root=opts.allow_outside_root))
+    return out
+
+
+def _base_row(u: Utterance, model: str, shard_id: str) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "utt_id": u.utt_id,
+        "model": model,
+        "hyp_raw": None,
+        "ref_raw": u.reference,
+        "duration_s": u.duration_s,
+        "infer_s": None,
+        "error": None,
+        "speaker": u.speaker,
+        "shard": shard_id,
+        "parent_id": u.parent_id,
+    }
+    for k, v in u.labels.items():
+        row.setdefault(k, v)
+    return row
+
+
+def process_unit(
+    backend: ASRBackend,
+    model: str,
+    shard: Shard,
+    decoded: Sequence[DecodedAudio],
+    batch_size: int,
+) -> list[dict[str, Any]]:
+    """Transcribe one shard with one model; returns one row per utterance, errors included.
+
+    Clips are batched longest-first (less padding); a batch's wall time is shared among its clips
+    in proportion to their durations so that per-slice RTFx stays meaningful.
+    """
+    rows = {u.utt_id: _base_row(u, model, shard.shard_id) for u in shard.utterances}
+    ok: list[tuple[Utterance, DecodedAudio]] = []
+    for u, d in zip(shard.utterances, decoded):
+        if d.error is not None:
+            rows[u.utt_id]["error"] = d.error
+        else:
+            rows[u.utt_id]["duration_s"] = d.duration_s
+            ok.append((u, d))
+    ok.sort(key=lambda p: p[1].duration_s, reverse=True)
+    for i in range(0, len(ok), max(1, batch_size)):
+        batch = ok[i : i + max(1, batch_size)]
+        try:
+            t0 = time.perf_counter()
+            hyps = backend.transcribe_batch([d.samples for _, d in batch])
+            dt = time.perf_counter() - t0
+            if len(hyps) != len(batch):
+                raise AuditError(f"backend returned {len(hyps)} hypotheses for {len(batch)} clips")
+            total = sum(d.duration_s for _, d in batch) or 1.0
+            for (u, d), h in zip(batch, hyps):
+                rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
+                rows[u.utt_id]["infer_s"] = dt * d.duration_s / total
+        except Exception as exc:
+            log.warning("%s: batch of %d failed (%s); retrying clip by clip", model, len(batch), exc)
+            for u, d in batch:
+                try:
+                    t0 = time.perf_counter()
+                    (h,) = backend.transcribe_batch([d.samples])
+                    rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
+                    rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
+                except Exception as exc2:
+                    rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
+    return [rows[u.utt_id] for u in shard.utterances]
+
+
+def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str, Any]]:
+    """Rows for a predictions-only dataset (no audio, no timing)."""
+    preds = dataset.meta.get("predictions", {}).get(model, {})
+    out = []
+    for u in shard.utterances:
+        row = _base_row(u, model, shard.shard_id)
+        if u.utt_id in preds:
+            row["hyp_raw"] = preds[u.utt_id]
+        else:
+            row["error"] = f"no prediction for '{u.utt_id}' in {model}.jsonl"
+        out.append(row)
+    return out
+
+
+def hardware_facts() -> dict[str, Any]:
+    import os
+
+    facts: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+    try:
+        import torch
+
+        facts["torch"] = torch.__version__
+        facts["cuda_available"] = bool(torch.cuda.is_available())
+        if torch.cuda.is_available():
+            facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:
+        pass
+    return facts
+
+
+def load_model(spec: ModelSpec, warmup: int) -> ModelState:
+    """Load and warm one model; a failure is recorded in its facts, never raised."""
+    state = ModelState(spec)
+    facts: dict[str, Any] = {"model": spec.name, "backend": spec.backend, "batch_size": spec.batch_size, "warmup_batches": 0, **dict(spec.meta)}
+    try:
+        backend = build_backend(spec)
+        t0 = time.perf_counter()
+        backend.load()
+        facts["load_s"] = time.perf_counter() - t0
+        for _ in range(warmup):
+            backend.warmup()
+            facts["warmup_batches"] += 1
+        facts["info"] = backend.info().as_dict()
+        facts["status"] = "loaded"
+        state.backend = backend
+    except BackendUnavailable as exc:
+        facts.update(status="unavailable", error=str(exc))
+        log.error("model %s unavailable: %s", spec.name, exc)
+    except Exception as exc:
+        facts.update(status="failed-to-load", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=5))
+        log.error("model %s failed to load: %s", spec.name, exc)
+    state.facts = facts
+    return state
+
+
+class InProcessRunner:
+    """Runs every pending unit in this process: shard-major, all models loaded once."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        models: Sequence[ModelSpec],
+        store: RunStore,
+        warmup: int = 1,
+        decode_options: DecodeOptions = DecodeOptions(),
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.dataset = dataset
+        self.models = list(models)
+        self.store = store
+        self.warmup = warmup
+        self.decode_options = decode_options
+        self.progress = progress
+
+    def pending(self) -> list[WorkUnit]:
+        return [WorkUnit(m.name, s) for s in self.dataset.shard_ids for m in self.models if not self.store.is_done(WorkUnit(m.name, s))]
+
+    def run(self) -> dict[str, dict[str, Any]]:
+        """Process pending units; returns per-model facts (also written to the store)."""
+        pending = self.pending()
+        pending_models = {u.model for u in pending}
+        states: dict[str, ModelState] = {}
+        previous = self.store.read_model_facts()
+        for spec in self.models:
+            if not self.dataset.has_audio:
+                facts = {"model": spec.name, "backend": "predictions", "status": "loaded", "batch_size": None, "warmup_batches": 0}
+                states[spec.name] = ModelState(spec, None, facts)
+            elif spec.name in pending_models:
+                if self.progress:
+                    self.progress("loading", 0, {"model": spec.name})
+                states[spec.name] = load_model(spec, self.warmup)
+            else:
+                states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
+            self.store.write_model_facts(spec.name, states[spec.name].facts)
+        if self.progress:
+            self.progress("start", len(pending), {})
+        by_shard: dict[str, list[WorkUnit]] = {}
+        for u in pending:
+            by_shard.setdefault(u.shard_id, []).append(u)
+        for shard_id, units in by_shard.items():
+            runnable = [u for u in units if not self.dataset.has_audio or states[u.model].backend is not None]
+            if not runnable:
+                if self.progress:
+                    self.progress("skip", len(units), {"shard": shard_id})
+                continue
+            shard = self.dataset.load_shard(shard_id)
+            decoded = decode_shard(shard, self.dataset.root, self.decode_options) if self.dataset.has_audio else []
+            for unit in runnable:
+                st = states[unit.model]
+                if self.dataset.has_audio:
+                    assert st.backend is not None
+                    rows = process_unit(st.backend, unit.model, shard, decoded, st.spec.batch_size)
+                else:
+                    rows = prediction_rows(self.dataset, unit.model, shard)
+                label_keys = sorted({k for u in shard.utterances for k in u.labels})
+                self.store.write_unit(unit, rows, label_keys)
+                if self.progress:
+                    self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
+            del decoded
+        for st in states.values():
+            if st.backend is not None:
+                st.backend.close()
+        return {name: st.facts for name, st in states.items()}

@@ -1,0 +1,134 @@
+"""Parquet shards of utterances (audio embedded as WAV/FLAC bytes) and NeMo-style manifests.
+
+Shard schema (one row per utterance): ``utt_id``, ``audio`` (struct ``{bytes, path}`` in the
+Hugging Face style), ``duration_s``, ``text`` (raw reference), ``speaker``, ``parent_id``,
+``derivation`` (JSON string), then one string column per slice label.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.data import Utterance
+
+BASE_FIELDS: tuple[str, ...] = ("utt_id", "audio", "duration_s", "text", "speaker", "parent_id", "derivation")
+
+
+def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str = "FLAC") -> bytes:
+    """Encode mono float samples as FLAC (16-bit) or WAV bytes."""
+    import soundfile as sf
+
+    buf = io.BytesIO()
+    subtype = "PCM_16"
+    sf.write(buf, np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0), sample_rate, format=fmt, subtype=subtype)
+    return buf.getvalue()
+
+
+def _atomic_write_table(table: pa.Table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def utterances_to_table(utts: Sequence[Utterance], label_keys: Sequence[str] | None = None) -> pa.Table:
+    """Arrow table in the shard schema; label columns are the union of labels (sorted)."""
+    if label_keys is None:
+        label_keys = sorted({k for u in utts for k in u.labels})
+    cols: dict[str, list[object]] = {k: [] for k in BASE_FIELDS}
+    for k in label_keys:
+        cols[k] = []
+    for u in utts:
+        cols["utt_id"].append(u.utt_id)
+        cols["audio"].append({"bytes": u.audio_bytes, "path": u.audio_path})
+        cols["duration_s"].append(u.duration_s)
+        cols["text"].append(u.reference)
+        cols["speaker"].append(u.speaker)
+        cols["parent_id"].append(u.parent_id)
+        cols["derivation"].append(u.derivation_json())
+        for k in label_keys:
+            v = u.labels.get(k)
+            cols[k].append(None if v is None else str(v))
+    audio_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    arrays = {
+        "utt_id": pa.array(cols["utt_id"], pa.string()),
+        "audio": pa.array(cols["audio"], audio_type),
+        "duration_s": pa.array(cols["duration_s"], pa.float64()),
+        "text": pa.array(cols["text"], pa.string()),
+        "speaker": pa.array(cols["speaker"], pa.string()),
+        "parent_id": pa.array(cols["parent_id"], pa.string()),
+        "derivation": pa.array(cols["derivation"], pa.string()),
+    }
+    for k in label_keys:
+        arrays[k] = pa.array(cols[k], pa.string())
+    return pa.table(arrays)
+
+
+def write_shards(
+    utts: Iterable[Utterance],
+    out_dir: Path | str,
+    shard_size: int = 64,
+    prefix: str = "shard",
+) -> list[Path]:
+    """Write utterances to ``out_dir/{prefix}-NNNNN.parquet`` files of ``shard_size`` rows."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    utts = list(utts)
+    label_keys = sorted({k for u in utts for k in u.labels})
+    paths: list[Path] = []
+    for i in range(0, len(utts), shard_size):
+        path = out / f"{prefix}-{i // shard_size:05d}.parquet"
+        _atomic_write_table(utterances_to_table(utts[i : i + shard_size], label_keys), path)
+        paths.append(path)
+    return paths
+
+
+def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
+    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker`` + labels."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for u in utts:
+            rec: dict[str, object] = {
+                "audio_filepath": u.audio_path,
+                "duration": u.duration_s,
+                "text": u.reference,
+                "utt_id": u.utt_id,
+            }
+            if u.speaker is not None:
+                rec["speaker"] = u.speaker
+            if u.parent_id is not None:
+                rec["parent_id"] = u.parent_id
+            rec.update(u.labels)
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def iter_table_utterances(table: pa.Table, source: str) -> Iterator[Utterance]:
+    """Rows of a shard-schema table as Utterances (used by the Parquet reader)."""
+    names = table.column_names
+    label_cols = [c for c in names if c not in BASE_FIELDS]
+    for i, row in enumerate(table.to_pylist()):
+        audio = row.get("audio") or {}
+        deriv = row.get("derivation")
+        yield Utterance(
+            utt_id=str(row["utt_id"]),
+            reference=row.get("text"),
+            audio_path=audio.get("path"),
+            audio_bytes=audio.get("bytes"),
+            duration_s=row.get("duration_s"),
+            speaker=row.get("speaker"),
+            labels={k: str(row[k]) for k in label_cols if row.get(k) is not None},
+            parent_id=row.get("parent_id"),
+            derivation=json.loads(deriv) if deriv else None,
+            source=f"{source}:row {i}",
+        )

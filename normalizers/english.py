@@ -1,0 +1,91 @@
+"""Named, versioned normalizers.
+
+The default is the Open ASR Leaderboard English normalizer, which is Whisper's
+``EnglishTextNormalizer``; we take it from the maintained ``whisper-normalizer`` package
+and record that package's name and version with every score.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from typing import Callable, Protocol
+
+
+class Normalizer(Protocol):
+    name: str
+    version: str
+
+    def __call__(self, text: str) -> str: ...
+
+
+def _pkg_version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class EnglishNormalizer:
+    """Whisper's English normalizer (Open ASR Leaderboard default)."""
+
+    name: str = "whisper-english"
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.version:
+            object.__setattr__(self, "version", f"whisper-normalizer=={_pkg_version('whisper-normalizer')}")
+
+    def __call__(self, text: str) -> str:
+        return _whisper_english()(text)
+
+
+@lru_cache(maxsize=1)
+def _whisper_english() -> Callable[[str], str]:
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    return EnglishTextNormalizer()
+
+
+@dataclass(frozen=True)
+class BasicNormalizer:
+    """Lower-case, strip punctuation/symbols, collapse spaces (language independent)."""
+
+    name: str = "basic"
+    version: str = "1"
+
+    def __call__(self, text: str) -> str:
+        text = unicodedata.normalize("NFKC", text).lower()
+        text = "".join(" " if unicodedata.category(c)[0] in "PSC" and c != "'" else c for c in text)
+        return re.sub(r"\s+", " ", text).strip()
+
+
+@dataclass(frozen=True)
+class IdentityNormalizer:
+    """No normalization beyond whitespace collapsing (for raw-text probes)."""
+
+    name: str = "identity"
+    version: str = "1"
+
+    def __call__(self, text: str) -> str:
+        return re.sub(r"\s+", " ", text).strip()
+
+
+_NORMALIZERS: dict[str, Callable[[], Normalizer]] = {
+    "whisper-english": EnglishNormalizer,
+    "open-asr-english": EnglishNormalizer,
+    "basic": BasicNormalizer,
+    "identity": IdentityNormalizer,
+}
+
+
+def get_normalizer(name: str) -> Normalizer:
+    """Return a normalizer by name; unknown names list the known ones."""
+    try:
+        return _NORMALIZERS[name]()
+    except KeyError:
+        raise ValueError(f"unknown normalizer '{name}' (known: {', '.join(sorted(_NORMALIZERS))})") from None
