@@ -50,6 +50,30 @@ def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) ->
     return path
 
 
+def _check_wav_truncation(src: object) -> None:
+    """libsndfile quietly reads what is there; a WAV whose data chunk is cut short is corrupt."""
+    import struct
+
+    if isinstance(src, io.BytesIO):
+        head = src.getvalue()
+        size = len(head)
+    else:
+        size = os.path.getsize(src)  # type: ignore[arg-type]
+        with open(src, "rb") as fh:  # type: ignore[arg-type]
+            head = fh.read(4096)
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return
+    pos = 12
+    while pos + 8 <= len(head):
+        cid, clen = head[pos : pos + 4], struct.unpack("<I", head[pos + 4 : pos + 8])[0]
+        if cid == b"data":
+            available = size - (pos + 8)
+            if clen != 0xFFFFFFFF and clen > available:
+                raise AudioError(f"WAV file is truncated: header declares {clen} bytes of audio, the file holds {available}")
+            return
+        pos += 8 + clen + (clen & 1)
+
+
 def decode(
     utt: Utterance,
     root: Path | None = None,
@@ -72,6 +96,7 @@ def _decode(
     import soundfile as sf
 
     src = _open_source(utt, root, allow_outside_root)
+    _check_wav_truncation(src)
     try:
         info = sf.info(src)  # type: ignore[arg-type]
     except Exception as exc:

@@ -1,0 +1,138 @@
+"""NVIDIA NeMo backend (Parakeet, Canary, FastConformer...): by pretrained name or ``.nemo`` file.
+
+NeMo is a heavy optional extra and is never installed by ``make test``; without it ``load()``
+raises ``BackendUnavailable`` with the install command.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.bundled import check_audio_batch, check_options
+from engine.errors import BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+_INSTALL_HINT = 'pip install "nemo_toolkit[asr]"'
+
+_DEFAULTS: dict[str, Any] = {
+    "model": None,  # pretrained name ('nvidia/parakeet-tdt-0.6b-v2') or path to a .nemo file
+    "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
+    "dtype": "float32",  # 'float32' | 'float16' | 'bfloat16' (autocast on CUDA)
+    "batch_size": 16,
+    "source_lang": None,  # Canary-style multitask prompts
+    "target_lang": None,
+    "pnc": None,  # punctuation and capitalisation for Canary ('yes'/'no')
+}
+
+
+def _hypothesis_text(item: Any) -> str:
+    """NeMo returns str, Hypothesis objects, or (best, all) tuples depending on model and version."""
+    if isinstance(item, tuple) and item:
+        item = item[0]
+    if isinstance(item, list) and item:
+        item = item[0]
+    text = getattr(item, "text", item)
+    return str(text) if text is not None else ""
+
+
+class NemoBackend(ASRBackend):
+    """NeMo ``ASRModel``: ``from_pretrained(name)`` or ``restore_from(path.nemo)``."""
+
+    name = "nemo"
+
+    def __init__(self, **options: Any) -> None:
+        check_options(self.name, options, list(_DEFAULTS))
+        merged = {**_DEFAULTS, **options}
+        if not merged["model"]:
+            raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")
+        bs = merged["batch_size"]
+        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
+            raise ConfigError(f"{self.name}: option 'batch_size' must be a positive integer, got {bs!r}")
+        if merged["dtype"] not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"{self.name}: option 'dtype' must be float32, float16 or bfloat16")
+        super().__init__(**merged)
+        self._model: Any = None
+        self._device: str | None = None
+        self._torch: Any = None
+
+    def load(self) -> None:
+        """Import NeMo (optional extra) and restore or download the model."""
+        try:
+            import torch
+            from nemo.collections.asr.models import ASRModel
+        except ImportError as exc:
+            raise BackendUnavailable(f"the nemo backend needs NeMo: {_INSTALL_HINT}") from exc
+        self._torch = torch
+        device = str(self.options["device"])
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = str(self.options["model"])
+        path = Path(model).expanduser()
+        try:
+            if model.endswith(".nemo") or path.exists():
+                if not path.is_file():
+                    raise BackendUnavailable(f"NeMo model file {path} does not exist")
+                self._model = ASRModel.restore_from(str(path), map_location=torch.device(device))
+            else:
+                self._model = ASRModel.from_pretrained(model_name=model, map_location=torch.device(device))
+        except BackendUnavailable:
+            raise
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise BackendUnavailable(
+                f"cannot load NeMo model '{model}' ({exc}); if the hub is unreachable, download the .nemo file "
+                "where it is reachable and pass its path as 'model'"
+            ) from exc
+        self._model.eval()
+        self._device = device
+        log.info("loaded NeMo model %s on %s", model, device)
+
+    def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
+        """NeMo ``transcribe`` on in-memory arrays, ``batch_size`` at a time."""
+        clips = check_audio_batch(audios, sample_rate, self.name)
+        if self._model is None:
+            raise BackendUnavailable(f"{self.name}: call load() before transcribing")
+        kwargs: dict[str, Any] = {"batch_size": int(self.options["batch_size"]), "verbose": False}
+        for key in ("source_lang", "target_lang", "pnc"):
+            if self.options[key] is not None:
+                kwargs[key] = self.options[key]
+        torch = self._torch
+        dtype = getattr(torch, str(self.options["dtype"]))
+        use_autocast = dtype != torch.float32 and (self._device or "").startswith("cuda")
+        with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=use_autocast):
+            output = self._model.transcribe(list(clips), **kwargs)
+        if isinstance(output, tuple):  # older RNNT models return (best, all_hypotheses)
+            output = output[0]
+        return [_hypothesis_text(item).strip() for item in output]
+
+    def info(self) -> BackendInfo:
+        """Model, device, dtype and NeMo version."""
+        extra: dict[str, Any] = {}
+        try:
+            from importlib.metadata import version
+
+            extra["nemo_toolkit_version"] = version("nemo_toolkit")
+        except Exception:  # noqa: BLE001 - NeMo absent: nothing to record
+            pass
+        return BackendInfo(
+            backend=self.name,
+            model_id=str(self.options["model"]),
+            device=self._device or str(self.options["device"]),
+            dtype=str(self.options["dtype"]),
+            batch_size=int(self.options["batch_size"]),
+            extra=extra,
+        )
+
+    def close(self) -> None:
+        """Drop the model and free accelerator memory."""
+        self._model = None
+        if self._torch is not None and (self._device or "").startswith("cuda"):
+            self._torch.cuda.empty_cache()
+
+    def __repr__(self) -> str:
+        return f"NemoBackend(model={self.options['model']!r})"

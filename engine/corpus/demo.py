@@ -1,0 +1,566 @@
+"""The embedded demo corpus: English sentences spoken by offline TTS voices, with slice labels.
+
+Built deterministically from a seed with espeak-ng and Flite (system packages), so ``audit run
+demo`` works on a machine with no network. Every clip is 16 kHz mono, stored as FLAC.
+
+Slice labels on every utterance
+-------------------------------
+``accent``
+    one value per synthetic voice: ``en-us``, ``en-gb-rp``, ``en-gb-scotland``, ``en-caribbean``,
+    ``en-us-nyc`` (espeak-ng) and ``flite-slt``, ``flite-rms``, ``flite-awb``, ``flite-kal``.
+``accent_group``
+    a *stylistic* two-way grouping of these synthetic voices, not a claim about speakers:
+    ``native`` = voices modelling the General American / Received Pronunciation standard accents
+    that dominate English ASR training data (espeak-ng en-us and en-gb-x-rp; Flite slt, rms and
+    kal, which are US English); ``non-native`` = voices modelling other varieties, i.e. accents
+    that are further from that standard (espeak-ng en-gb-scotland, en-029 Caribbean, en-us-nyc;
+    Flite awb, a Scottish speaker). None of the voices is an actual non-native speaker.
+``tts_engine``
+    ``espeak-ng`` or ``flite``.
+``emotion`` / ``emotion_source``
+    ``neutral``, ``positive-high-arousal``, ``negative-high-arousal``, ``negative-low-arousal``,
+    simulated by prosody transforms (see ``engine.corpus.transforms.EMOTIONS``);
+    ``emotion_source`` is always ``simulated``.
+``background``
+    ``clean``; ``noise-20db``, ``noise-10db``, ``noise-5db`` (pink noise at that SNR);
+    ``music`` (synthesized chords, bass and melody at ``MUSIC_SNR_DB`` = 10 dB SNR).
+``conversation``
+    ``single``; ``second-talker`` (another voice reading two other sentences underneath, at
+    ``SECOND_TALKER_LEVEL_DB`` = -10 dB relative to the primary talker; the reference holds the
+    primary talker's words only, since the task is to transcribe the foreground talker);
+    ``overlap`` (a second turn by another voice, at -3 dB, starting 0.6-1.2 s before the first
+    turn ends; the reference holds *both* turns in onset order, because both are foreground
+    speech that a transcript of the conversation must contain).
+
+Design
+------
+Voices rotate (utterance i gets voice i mod 9), so the default 180 utterances give 20 per voice.
+Background and conversation form one "channel" factor changed one at a time from the baseline
+(clean, single): weights 3 for (clean, single) and 1 for each of the six other conditions, so a
+180-utterance corpus has 60 baseline and 20 per perturbed channel condition. Emotion is crossed
+with the channel factor: weights 3 for neutral and 1 per simulated emotion (90/30/30/30), spread
+evenly inside every channel condition and voice, so that comparing two values of one family
+compares groups with the same mix of the other families. Texts are assigned so that no voice
+reads the same sentence twice until every sentence has been used. All draws come from
+``numpy.random.default_rng`` seeded from ``seed`` (design) and ``(seed, index)`` (signals).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from engine.backends.base import SAMPLE_RATE
+from engine.backends.tts_espeak import EspeakTTS, resample
+from engine.backends.tts_flite import FliteTTS
+from engine.corpus import transforms as tf
+from engine.corpus.texts import SENTENCES, Sentence, text_info
+from engine.data import Utterance
+from engine.errors import AuditError, BackendUnavailable, ConfigError
+from engine.shards import encode_audio, write_manifest, write_shards
+
+log = logging.getLogger(__name__)
+
+BUILDER_VERSION = "demo-1"
+DEFAULT_N_UTTS = 180
+SHARD_SIZE = 64
+LEAD_S, TAIL_S = 0.25, 0.35
+MUSIC_SNR_DB = 10.0
+SECOND_TALKER_LEVEL_DB = -10.0
+OVERLAP_LEVEL_DB = -3.0
+OVERLAP_RANGE_S = (0.6, 1.2)
+
+
+@dataclass(frozen=True)
+class VoiceSpec:
+    """One synthetic speaker: engine, engine voice name and its slice labels."""
+
+    engine: str
+    voice: str
+    accent: str
+    accent_group: str
+
+    @property
+    def speaker(self) -> str:
+        return f"{self.engine}:{self.voice}"
+
+
+VOICES: tuple[VoiceSpec, ...] = (
+    VoiceSpec("espeak-ng", "en-us", "en-us", "native"),
+    VoiceSpec("flite", "slt", "flite-slt", "native"),
+    VoiceSpec("espeak-ng", "en-gb-x-rp", "en-gb-rp", "native"),
+    VoiceSpec("flite", "awb", "flite-awb", "non-native"),
+    VoiceSpec("espeak-ng", "en-gb-scotland", "en-gb-scotland", "non-native"),
+    VoiceSpec("flite", "rms", "flite-rms", "native"),
+    VoiceSpec("espeak-ng", "en-029", "en-caribbean", "non-native"),
+    VoiceSpec("flite", "kal", "flite-kal", "native"),
+    VoiceSpec("espeak-ng", "en-us-nyc", "en-us-nyc", "non-native"),
+)
+
+# (background, conversation, weight): one factor changed at a time from the baseline.
+CHANNELS: tuple[tuple[str, str, int], ...] = (
+    ("clean", "single", 3),
+    ("noise-20db", "single", 1),
+    ("noise-10db", "single", 1),
+    ("noise-5db", "single", 1),
+    ("music", "single", 1),
+    ("clean", "second-talker", 1),
+    ("clean", "overlap", 1),
+)
+EMOTION_WEIGHTS: tuple[tuple[str, int], ...] = (
+    ("neutral", 3),
+    ("positive-high-arousal", 1),
+    ("negative-high-arousal", 1),
+    ("negative-low-arousal", 1),
+)
+BACKGROUNDS: dict[str, tuple[str, float] | None] = {
+    "clean": None,
+    "noise-20db": ("pink-noise", 20.0),
+    "noise-10db": ("pink-noise", 10.0),
+    "noise-5db": ("pink-noise", 5.0),
+    "music": ("synth-music", MUSIC_SNR_DB),
+}
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "accent": tuple(v.accent for v in VOICES),
+    "accent_group": ("native", "non-native"),
+    "tts_engine": ("espeak-ng", "flite"),
+    "emotion": tuple(e for e, _ in EMOTION_WEIGHTS),
+    "emotion_source": ("simulated",),
+    "background": tuple(BACKGROUNDS),
+    "conversation": ("single", "second-talker", "overlap"),
+}
+
+
+@dataclass(frozen=True)
+class DemoCorpus:
+    """Where a built demo corpus lives."""
+
+    root: Path
+    manifest: Path
+    shards: tuple[Path, ...]
+    n_utts: int
+    seed: int = 0
+
+    def info(self) -> dict[str, Any]:
+        """The ``corpus.json`` record (seed, version, voices, design, tool versions)."""
+        return dict(json.loads((self.root / "corpus.json").read_text(encoding="utf-8")))
+
+    def utterances(self) -> list[Utterance]:
+        """All utterances, read back from the Parquet shards."""
+        import pyarrow.parquet as pq
+
+        from engine.shards import iter_table_utterances
+
+        out: list[Utterance] = []
+        for shard in self.shards:
+            out.extend(iter_table_utterances(pq.read_table(shard), str(shard)))
+        return out
+
+
+@dataclass(frozen=True)
+class UttPlan:
+    """Everything decided about one utterance before any audio is made."""
+
+    index: int
+    utt_id: str
+    voice: VoiceSpec
+    sentence: int
+    emotion: str
+    background: str
+    conversation: str
+    second_voice: VoiceSpec | None = None
+    second_sentences: tuple[int, ...] = ()
+
+    def labels(self) -> dict[str, str]:
+        return {
+            "accent": self.voice.accent,
+            "accent_group": self.voice.accent_group,
+            "tts_engine": self.voice.engine,
+            "emotion": self.emotion,
+            "emotion_source": "simulated",
+            "background": self.background,
+            "conversation": self.conversation,
+        }
+
+
+# ----------------------------------------------------------------------------- design
+
+
+def quotas(n: int, weights: Sequence[int]) -> list[int]:
+    """Integer counts proportional to ``weights`` summing to ``n`` (largest remainder).
+
+    Every value gets at least one utterance when ``n`` allows, so small corpora cover all slices.
+    """
+    total = float(sum(weights))
+    exact = [n * w / total for w in weights]
+    counts = [int(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - counts[i]), i))
+    for i in by_remainder[: n - sum(counts)]:
+        counts[i] += 1
+    if n >= len(weights):
+        for i, c in enumerate(counts):
+            if c == 0:
+                donor = max(range(len(counts)), key=lambda j: (counts[j], -j))
+                counts[donor] -= 1
+                counts[i] = 1
+    return counts
+
+
+def spread(values: Sequence[str], counts: Sequence[int], rng: np.random.Generator) -> list[str]:
+    """A sequence holding ``counts[i]`` copies of ``values[i]``, each value evenly spaced."""
+    keyed: list[tuple[float, int, str]] = []
+    for i, (v, c) in enumerate(zip(values, counts)):
+        phase = float(rng.uniform(0, 1))
+        keyed.extend(((k + phase) / c, i, v) for k in range(c))
+    return [v for _, _, v in sorted(keyed)]
+
+
+def _assign_texts(n: int, n_voices: int, n_texts: int, rng: np.random.Generator) -> list[int]:
+    order = [int(k) for k in rng.permutation(n_texts)]
+    uses = [0] * n_texts
+    read_by: dict[int, set[int]] = {v: set() for v in range(n_voices)}
+    pointer = 0
+    out: list[int] = []
+    for i in range(n):
+        v = i % n_voices
+        # Least-used sentence not yet read by this voice, first in the seeded cyclic order.
+        best_key, best_pos = (len(SENTENCES) + n, 2), pointer
+        for step in range(n_texts):
+            pos = (pointer + step) % n_texts
+            key = (uses[order[pos]], int(order[pos] in read_by[v]))
+            if key < best_key:
+                best_key, best_pos = key, pos
+        k = order[best_pos]
+        uses[k] += 1
+        read_by[v].add(k)
+        pointer = (best_pos + 1) % n_texts
+        out.append(k)
+    return out
+
+
+def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
+    """Decide voice, text and slice values of every utterance (no audio; fast and pure)."""
+    if n_utts < 1:
+        raise ConfigError(f"demo corpus needs n_utts >= 1, got {n_utts}")
+    rng = np.random.default_rng([int(seed), 0])
+    n_v = len(VOICES)
+    voice_idx = [i % n_v for i in range(n_utts)]
+    texts = _assign_texts(n_utts, n_v, len(SENTENCES), rng)
+
+    tie = rng.permutation(n_utts)
+    chan_names = [f"{b}|{c}" for b, c, _ in CHANNELS]
+    chan_seq = spread(chan_names, quotas(n_utts, [w for *_, w in CHANNELS]), rng)
+    channel: list[str] = [""] * n_utts
+    for pos, i in enumerate(sorted(range(n_utts), key=lambda i: (voice_idx[i], tie[i]))):
+        channel[i] = chan_seq[pos]
+
+    tie2 = rng.permutation(n_utts)
+    emo_names = [e for e, _ in EMOTION_WEIGHTS]
+    emo_seq = spread(emo_names, quotas(n_utts, [w for _, w in EMOTION_WEIGHTS]), rng)
+    emotion: list[str] = [""] * n_utts
+    order = sorted(range(n_utts), key=lambda i: (chan_names.index(channel[i]), voice_idx[i], tie2[i]))
+    for pos, i in enumerate(order):
+        emotion[i] = emo_seq[pos]
+
+    plans: list[UttPlan] = []
+    for i in range(n_utts):
+        background, conversation = channel[i].split("|")
+        second_voice: VoiceSpec | None = None
+        second: tuple[int, ...] = ()
+        if conversation != "single":
+            others = [j for j in range(n_v) if j != voice_idx[i]]
+            second_voice = VOICES[others[int(rng.integers(len(others)))]]
+            pool = [k for k in range(len(SENTENCES)) if k != texts[i]]
+            n_second = 2 if conversation == "second-talker" else 1
+            second = tuple(int(pool[j]) for j in rng.choice(len(pool), size=n_second, replace=False))
+        plans.append(
+            UttPlan(
+                index=i,
+                utt_id=f"demo-{i + 1:04d}",
+                voice=VOICES[voice_idx[i]],
+                sentence=texts[i],
+                emotion=emotion[i],
+                background=background,
+                conversation=conversation,
+                second_voice=second_voice,
+                second_sentences=second,
+            )
+        )
+    return plans
+
+
+def slice_counts(plans: Sequence[UttPlan]) -> dict[str, dict[str, int]]:
+    """Utterances per value of every slice family (every design value listed, zero included)."""
+    counts: dict[str, dict[str, int]] = {fam: {v: 0 for v in vals} for fam, vals in FAMILIES.items()}
+    for p in plans:
+        for fam, val in p.labels().items():
+            counts[fam][val] = counts[fam].get(val, 0) + 1
+    return counts
+
+
+# ----------------------------------------------------------------------------- synthesis
+
+
+@dataclass(frozen=True)
+class _Job:
+    engine: str
+    voice: str
+    text: str
+    emotion: str
+
+
+class _Synth:
+    """Runs TTS jobs on the two engines and returns trimmed 16 kHz audio plus the settings used."""
+
+    def __init__(self) -> None:
+        self.espeak = EspeakTTS()
+        self.flite = FliteTTS()
+
+    def check(self) -> dict[str, str]:
+        """Fail early, naming the package, when a program or a voice is missing; return versions."""
+        self.espeak.load()
+        self.flite.load()
+        have_e, have_f = set(self.espeak.voices()), set(self.flite.voices())
+        missing = [
+            v.speaker
+            for v in VOICES
+            if (v.engine == "espeak-ng" and v.voice not in have_e) or (v.engine == "flite" and v.voice not in have_f)
+        ]
+        if missing:
+            raise BackendUnavailable(
+                f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade the Debian "
+                "packages 'espeak-ng' (and 'espeak-ng-data') and 'flite'"
+            )
+        return {"espeak-ng": self.espeak.version(), "flite": self.flite.version()}
+
+    def run(self, job: _Job) -> tuple[np.ndarray, dict[str, Any]]:
+        prosody = tf.EMOTIONS[job.emotion]
+        if job.engine == "espeak-ng":
+            flags = prosody.espeak_flags()
+            x, sr = self.espeak.synthesize(job.text, job.voice, pitch=flags["pitch"], rate=flags["rate"])
+            settings: dict[str, Any] = {"espeak_flags": {"-p": flags["pitch"], "-s": flags["rate"]}}
+        else:
+            x, sr = self.flite.synthesize(job.text, job.voice, pitch=prosody.pitch, rate=prosody.rate)
+            settings = {"flite": {"duration_stretch": round(prosody.pitch / prosody.rate, 6), "pitch_resample_factor": prosody.pitch}}
+        settings["native_sample_rate"] = sr
+        y = tf.trim_silence(resample(x, sr, SAMPLE_RATE), SAMPLE_RATE)
+        return y, settings
+
+
+def _compose(plan: UttPlan, seed: int, audio: dict[_Job, Future[tuple[np.ndarray, dict[str, Any]]]]) -> tuple[np.ndarray, str, dict[str, Any]]:
+    """Build one clip from its TTS parts; return (samples, reference, derivation)."""
+    sr = SAMPLE_RATE
+    rng = np.random.default_rng([int(seed), 1, plan.index])
+    sent: Sentence = SENTENCES[plan.sentence]
+    prosody = tf.EMOTIONS[plan.emotion]
+    raw, tts_settings = audio[_Job(plan.voice.engine, plan.voice.voice, sent.tts_text, plan.emotion)].result()
+    x, norm_gain = tf.normalize_level(raw, sr)
+    x = tf.apply_gain_db(x, prosody.gain_db)
+    x = tf.pad(x, sr, LEAD_S, TAIL_S)
+    primary_power = tf.active_power(x, sr)
+    reference = sent.text
+    derivation: dict[str, Any] = {
+        "builder": "engine.corpus.demo",
+        "builder_version": BUILDER_VERSION,
+        "seed": int(seed),
+        "index": plan.index,
+        "sentence_index": plan.sentence,
+        "tts": {"engine": plan.voice.engine, "voice": plan.voice.voice, "text_spoken": sent.tts_text, **tts_settings},
+        "resample": {"to_hz": sr, "with": "soxr"},
+        "emotion": {"label": plan.emotion, "source": "simulated", **prosody.as_dict()},
+        "level": {
+            "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
+            "normalize_gain_db": round(norm_gain, 4),
+            "emotion_gain_db": prosody.gain_db,
+            "primary_active_dbfs": round(tf.power_db(primary_power), 4),
+        },
+        "text_info": text_info(sent),
+    }
+
+    conv: dict[str, Any] = {"label": plan.conversation, "reference_scope": "primary-talker"}
+    if plan.conversation != "single" and plan.second_voice is not None:
+        sv = plan.second_voice
+        parts = [audio[_Job(sv.engine, sv.voice, SENTENCES[k].tts_text, "neutral")].result()[0] for k in plan.second_sentences]
+        texts = [SENTENCES[k].text for k in plan.second_sentences]
+        if plan.conversation == "second-talker":
+            gap = np.zeros(int(0.3 * sr), np.float32)
+            second = np.concatenate([parts[0], gap, *parts[1:]])
+            offset = float(rng.uniform(0.0, LEAD_S + 0.2))
+            room = len(x) - int(offset * sr)
+            if len(second) > room:
+                second = tf.fade_out(second[:room], sr)
+            x, info = tf.overlay_talker(x, second, sr, offset, SECOND_TALKER_LEVEL_DB, primary_power)
+        else:
+            start, end = tf.speech_span(x, sr)
+            overlap = min(float(rng.uniform(*OVERLAP_RANGE_S)), 0.5 * (end - start))
+            x, info = tf.overlay_talker(x, parts[0], sr, end - overlap, OVERLAP_LEVEL_DB, primary_power)
+            x = tf.pad(x, sr, 0.0, TAIL_S)
+            info["overlap_s"] = round(overlap, 4)
+            reference = f"{sent.text} {texts[0]}"
+            conv["reference_scope"] = "both-turns-in-onset-order"
+        conv.update(
+            {"second_engine": sv.engine, "second_voice": sv.voice, "second_texts": texts, "second_sentence_indices": list(plan.second_sentences), **info}
+        )
+    derivation["conversation"] = conv
+
+    bg_spec = BACKGROUNDS[plan.background]
+    bg: dict[str, Any] = {"label": plan.background}
+    if bg_spec is not None:
+        kind, snr = bg_spec
+        if kind == "pink-noise":
+            noise = tf.pink_noise(len(x), rng)
+            bg["type"] = kind
+        else:
+            noise, music_info = tf.synth_music(len(x), sr, rng)
+            bg.update(music_info)
+        x, mix_info = tf.mix_at_snr(x, noise, snr, sr, speech_power=primary_power)
+        bg.update(mix_info)
+        bg["snr_rule"] = "active power of primary speech (20 ms frames within 40 dB of the loudest) / mean background power"
+    derivation["background"] = bg
+
+    x, scale = tf.peak_protect(x)
+    derivation["peak_scale"] = round(scale, 6)
+    return x, reference, derivation
+
+
+def _jobs_for(plan: UttPlan) -> list[_Job]:
+    jobs = [_Job(plan.voice.engine, plan.voice.voice, SENTENCES[plan.sentence].tts_text, plan.emotion)]
+    if plan.second_voice is not None:
+        sv = plan.second_voice
+        jobs += [_Job(sv.engine, sv.voice, SENTENCES[k].tts_text, "neutral") for k in plan.second_sentences]
+    return jobs
+
+
+# ----------------------------------------------------------------------------- build
+
+
+def _existing(out_dir: Path, seed: int, n_utts: int) -> DemoCorpus | None:
+    meta_path = out_dir / "corpus.json"
+    if not meta_path.exists():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if (meta.get("name"), meta.get("seed"), meta.get("n_utts"), meta.get("builder_version")) != ("demo", seed, n_utts, BUILDER_VERSION):
+        return None
+    shards = tuple(out_dir / s for s in meta.get("shards", []))
+    manifest = out_dir / str(meta.get("manifest", "manifest.jsonl"))
+    if not shards or not manifest.exists() or not all(s.exists() for s in shards):
+        return None
+    return DemoCorpus(root=out_dir, manifest=manifest, shards=shards, n_utts=n_utts, seed=seed)
+
+
+def _clear_previous(out_dir: Path) -> None:
+    (out_dir / "corpus.json").unlink(missing_ok=True)
+    for sub, pattern in (("shards", "shard-*.parquet"), ("audio", "demo-*.flac")):
+        for old in (out_dir / sub).glob(pattern):
+            old.unlink()
+
+
+def build_demo_corpus(
+    out_dir: Path | str,
+    seed: int = 0,
+    n_utts: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    force: bool = False,
+    workers: int | None = None,
+) -> DemoCorpus:
+    """Build (or reuse) the demo corpus in ``out_dir``; the same seed gives identical audio bytes.
+
+    An existing complete corpus with the same seed, size and builder version is returned as is
+    unless ``force``. ``progress(done, total)`` is called after each utterance.
+    """
+    out = Path(out_dir).resolve()
+    n = DEFAULT_N_UTTS if n_utts is None else int(n_utts)
+    if not force:
+        found = _existing(out, int(seed), n)
+        if found is not None:
+            log.info("demo corpus already built at %s (seed %d, %d utterances)", out, seed, n)
+            return found
+    plans = plan_design(n, int(seed))
+    synth = _Synth()
+    tool_versions = synth.check()
+    out.mkdir(parents=True, exist_ok=True)
+    _clear_previous(out)
+    audio_dir = out / "audio"
+    audio_dir.mkdir(parents=True, exist_ok=True)
+
+    n_workers = workers or min(8, 2 * (os.cpu_count() or 1))
+    utts: list[Utterance] = []
+    with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="demo-tts") as pool:
+        futures: dict[_Job, Future[tuple[np.ndarray, dict[str, Any]]]] = {}
+        for plan in plans:
+            for job in _jobs_for(plan):
+                if job not in futures:
+                    futures[job] = pool.submit(synth.run, job)
+        try:
+            for done, plan in enumerate(plans, start=1):
+                samples, reference, derivation = _compose(plan, int(seed), futures)
+                data = encode_audio(samples, SAMPLE_RATE, "FLAC")
+                path = audio_dir / f"{plan.utt_id}.flac"
+                path.write_bytes(data)
+                utts.append(
+                    Utterance(
+                        utt_id=plan.utt_id,
+                        reference=reference,
+                        audio_path=str(path),
+                        audio_bytes=data,
+                        duration_s=round(len(samples) / SAMPLE_RATE, 6),
+                        speaker=plan.voice.speaker,
+                        labels=plan.labels(),
+                        derivation=derivation,
+                    )
+                )
+                if progress is not None:
+                    progress(done, n)
+        except AuditError:
+            for f in futures.values():
+                f.cancel()
+            raise
+
+    shard_paths = write_shards(utts, out / "shards", shard_size=SHARD_SIZE)
+    manifest = write_manifest(utts, out / "manifest.jsonl")
+    meta = {
+        "name": "demo",
+        "seed": int(seed),
+        "n_utts": n,
+        "builder_version": BUILDER_VERSION,
+        "sample_rate": SAMPLE_RATE,
+        "channels": 1,
+        "audio_format": "FLAC PCM_16",
+        "voices": [
+            {"engine": v.engine, "voice": v.voice, "speaker": v.speaker, "accent": v.accent, "accent_group": v.accent_group}
+            for v in VOICES
+        ],
+        "slice_design": {
+            "description": (__doc__ or "").split("Design\n------\n", 1)[-1].strip(),
+            "channels": [{"background": b, "conversation": c, "weight": w} for b, c, w in CHANNELS],
+            "emotion_weights": dict(EMOTION_WEIGHTS),
+            "emotions": {k: p.as_dict() for k, p in tf.EMOTIONS.items()},
+            "backgrounds": {k: (None if v is None else {"type": v[0], "snr_db": v[1]}) for k, v in BACKGROUNDS.items()},
+            "second_talker_level_db": SECOND_TALKER_LEVEL_DB,
+            "overlap_level_db": OVERLAP_LEVEL_DB,
+            "overlap_range_s": list(OVERLAP_RANGE_S),
+            "reference_scope": {"single": "primary-talker", "second-talker": "primary-talker", "overlap": "both-turns-in-onset-order"},
+            "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
+            "counts": slice_counts(plans),
+        },
+        "n_sentences": len(SENTENCES),
+        "tool_versions": tool_versions,
+        "manifest": manifest.name,
+        "shards": [str(p.relative_to(out)) for p in shard_paths],
+    }
+    tmp = out / f".corpus.json.tmp-{os.getpid()}"
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, out / "corpus.json")  # written last: its presence marks a complete corpus
+    log.info("built demo corpus: %d utterances in %s", n, out)
+    return DemoCorpus(root=out, manifest=manifest, shards=tuple(shard_paths), n_utts=n, seed=int(seed))
+

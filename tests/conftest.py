@@ -1,0 +1,88 @@
+"""Shared fixtures: real speech from Debian's pocketsphinx-testdata, paths to shared fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def shared_dir() -> Path:
+    env = os.environ.get("AUDIT_SHARED_DIR")
+    return Path(env) if env else REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def voxpopuli_preds() -> Path:
+    p = shared_dir() / "fixtures" / "voxpopuli-150-predictions"
+    if not p.is_dir():
+        raise FileNotFoundError(f"shared fixtures not found at {p}; set AUDIT_SHARED_DIR")
+    return p
+
+
+def _librivox_dir() -> Path:
+    for cand in (Path("/usr/share/pocketsphinx/test/data/librivox"), Path("/usr/share/doc/pocketsphinx-testdata")):
+        if cand.is_dir():
+            return cand
+    out = subprocess.run(["dpkg", "-L", "pocketsphinx-testdata"], capture_output=True, text=True, check=True).stdout.split()
+    wavs = [Path(p) for p in out if "librivox" in p and p.endswith(".wav")]
+    if not wavs:
+        raise FileNotFoundError("pocketsphinx-testdata LibriVox clips not found (apt-get install pocketsphinx-testdata)")
+    return wavs[0].parent
+
+
+@pytest.fixture(scope="session")
+def librivox() -> list[tuple[Path, str]]:
+    """The five LibriVox clips with their transcripts."""
+    d = _librivox_dir()
+    wavs = sorted(d.glob("*.wav"))
+    trans: dict[str, str] = {}
+    for tf in [f for f in (d / "transcription", *d.glob("*.transcription")) if f.exists()]:
+        for line in tf.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line.endswith(")") and "(" in line:
+                text, uid = line.rsplit("(", 1)
+                text = text.replace("<s>", " ").replace("</s>", " ")
+                trans[uid.rstrip(")").strip()] = " ".join(text.split())
+    out = []
+    for w in wavs:
+        if w.stem in trans:
+            out.append((w, trans[w.stem]))
+    if len(out) < 5:
+        raise FileNotFoundError(f"expected 5 LibriVox clips with transcripts in {d}, found {len(out)}")
+    return out[:5]
+
+
+def write_manifest(path: Path, rows: list[dict]) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    return path
+
+
+def espeak_wav(path: Path, text: str, voice: str = "en-us") -> Path:
+    if shutil.which("espeak-ng") is None:
+        raise FileNotFoundError("espeak-ng is not installed (apt-get install espeak-ng)")
+    subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture()
+def tone_wav(tmp_path: Path):
+    def make(name: str, seconds: float = 1.0, sr: int = 16000, channels: int = 1, value: float | None = None) -> Path:
+        t = np.arange(int(seconds * sr)) / sr
+        x = 0.3 * np.sin(2 * np.pi * 220 * t) if value is None else np.full(t.shape, value)
+        data = np.stack([x] * channels, axis=1) if channels > 1 else x
+        p = tmp_path / name
+        sf.write(p, data, sr)
+        return p
+
+    return make
