@@ -139,7 +139,7 @@ def categorical_scores(refs: Sequence[str], hyps: Sequence[str]) -> CategoricalS
     classes = ref_classes + sorted(set(hyps) - set(refs))
     index = {c: i for i, c in enumerate(classes)}
     cm = np.zeros((len(classes), len(classes)), dtype=np.int64)
-    for r, h in zip(refs, hyps):
+    for r, h in zip(refs, hyps, strict=True):
         cm[index[r], index[h]] += 1
     tp = np.diag(cm).astype(np.float64)
     support = cm.sum(axis=1).astype(np.float64)

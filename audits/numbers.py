@@ -13,11 +13,12 @@ or after a determiner ("the second", "her second").
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Iterable, Sequence, Union
+from functools import lru_cache
 
-Number = Union[int, Decimal]
+Number = int | Decimal
 
 _UNITS: dict[str, int] = {
     "zero": 0, "nought": 0, "naught": 0,
@@ -46,6 +47,8 @@ _DIGIT_WORDS: dict[str, int] = {
 }
 # words after which a bare "second" is the ordinal rather than the unit of time
 _ORDINAL_DETERMINERS = frozenset({"the", "his", "her", "its", "their", "our", "my", "your", "every"})
+# inside a compound ordinal ("one hundred and second", "two thousand second")
+_SECOND_AFTER = frozenset({"hundred", "and", "thousand", "million", "billion", "trillion"})
 _NEGATIVE = frozenset({"minus", "negative"})
 _DIGIT_SUFFIX_SCALE: dict[str, int] = {"k": 10**3, "m": 10**6, "bn": 10**9, "b": 10**9, "tn": 10**12}
 
@@ -54,6 +57,8 @@ NUMBER_WORDS: frozenset[str] = frozenset(
     set(_UNITS) | set(_TENS) | set(_TENS_PLURAL) | set(_ORD_SMALL) | set(_ORD_TENS) | set(_SCALES)
     | set(_ORD_SCALES) | {"hundred", "hundredth"}
 )
+
+_STARTERS = NUMBER_WORDS | {"a", "point", "minus", "negative"}
 
 _DIGITS_RE = re.compile(
     r"^(?P<sign>[-−])?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
@@ -119,22 +124,25 @@ class _Sub:
     digits: _Digits | None
 
 
+@lru_cache(maxsize=65536)
+def _token_parts(tok: str) -> tuple[tuple[str, _Digits | None], ...]:
+    """(word, digits) pieces of one token; hyphenated words split ('twenty-one')."""
+    word = _clean(tok)
+    if not word:
+        return (("", None),)
+    dig = _parse_digit_token(word)
+    if dig is not None:
+        return ((word, dig),)
+    parts = re.split(r"[-‐–]", word) if not word.startswith("-") else [word]
+    if len(parts) > 1 and all(parts):
+        return tuple((p, None) for p in parts)
+    return ((word, None),)
+
+
 def _subtokens(tokens: Sequence[str]) -> list[_Sub]:
     subs: list[_Sub] = []
     for i, tok in enumerate(tokens):
-        word = _clean(tok)
-        if not word:
-            subs.append(_Sub("", i, None))
-            continue
-        dig = _parse_digit_token(word)
-        if dig is not None:
-            subs.append(_Sub(word, i, dig))
-            continue
-        parts = [p for p in re.split(r"[-‐–]", word)] if not word.startswith("-") else [word]
-        if len(parts) > 1 and all(parts):
-            subs.extend(_Sub(p, i, None) for p in parts)
-        else:
-            subs.append(_Sub(word, i, None))
+        subs.extend(_Sub(word, i, dig) for word, dig in _token_parts(tok))
     return subs
 
 
@@ -175,7 +183,8 @@ class _Parser:
         if w in _UNITS:
             return _Parse(_UNITS[w], i + 1)
         if w in _ORD_SMALL:
-            if w == "second" and self.word(i - 1) not in _ORDINAL_DETERMINERS:
+            prev = self.word(i - 1)
+            if w == "second" and prev not in _ORDINAL_DETERMINERS and prev not in _SECOND_AFTER:
                 return None
             return _Parse(_ORD_SMALL[w], i + 1, ordinal=True)
         return None
@@ -184,10 +193,14 @@ class _Parser:
         """A chunk below a scale word: digits, 'a hundred', 'nineteen hundred and five', ..."""
         if i >= self.n:
             return None
-        if self.d[i] is not None:
-            dig = self.d[i]
+        dig = self.d[i]
+        if dig is not None:
             return _Parse(dig.value, i + 1, ordinal=dig.ordinal)
         w = self.word(i)
+        if w == "hundredth":
+            return _Parse(100, i + 1, ordinal=True)
+        if w in _ORD_SCALES:
+            return _Parse(_ORD_SCALES[w], i + 1, ordinal=True)
         if w == "a" and self.word(i + 1) in ("hundred", "hundredth", *_SCALES, *_ORD_SCALES):
             t: _Parse | None = _Parse(1, i + 1)
         else:
@@ -278,7 +291,7 @@ class _Parser:
         if not digits:
             return whole
         sign = -1 if whole.value < 0 else 1
-        value = Decimal(abs(whole.value)) + Decimal("0." + digits)
+        value = Decimal(str(whole.value)).copy_abs() + Decimal("0." + digits)
         return _Parse(_canon(sign * value), j)
 
     def at(self, i: int) -> _Parse | None:
@@ -319,6 +332,9 @@ def _parse_subs(subs: Sequence[_Sub]) -> list[tuple[_Parse, int]]:
     out: list[tuple[_Parse, int]] = []
     i = 0
     while i < len(subs):
+        if subs[i].digits is None and subs[i].word not in _STARTERS:
+            i += 1
+            continue
         p = parser.at(i)
         if p is None:
             i += 1
@@ -355,6 +371,18 @@ _BREAK_RE = re.compile(r"[.,;:!?]['\"”’)\]]*$")
 
 def find_numbers(text: str) -> list[NumberSpan]:
     """Number phrases in raw text with character spans; phrases never cross , . ; : ! ?"""
+    return list(_find_numbers_cached(text))
+
+
+_HINT_RE = re.compile(
+    r"\d|\b(?:" + "|".join(sorted(NUMBER_WORDS | {"point"}, key=len, reverse=True)) + r")\b", re.IGNORECASE
+)
+
+
+@lru_cache(maxsize=8192)
+def _find_numbers_cached(text: str) -> tuple[NumberSpan, ...]:
+    if not _HINT_RE.search(text):
+        return ()
     matches = list(_TEXT_TOKEN_RE.finditer(text))
     spans: list[NumberSpan] = []
     seg: list[re.Match[str]] = []
@@ -372,6 +400,7 @@ def find_numbers(text: str) -> list[NumberSpan]:
             spans.append(NumberSpan(s.value, a2, b2, text[a2:b2], s.has_digits, s.ordinal, s.alternatives))
         seg.clear()
 
+
     for m in matches:
         tok = m.group()
         seg.append(m)
@@ -379,7 +408,7 @@ def find_numbers(text: str) -> list[NumberSpan]:
         if _BREAK_RE.search(tok) and not re.fullmatch(r"[-−]?\d+(?:[.,]\d+)*", tok):
             flush()
     flush()
-    return spans
+    return tuple(spans)
 
 
 def _as_value(value: Number | float | str) -> Number:
@@ -389,7 +418,7 @@ def _as_value(value: Number | float | str) -> Number:
             raise ValueError(f"'{value}' is not exactly one number (found {len(spans)})")
         return spans[0].value
     if isinstance(value, bool):
-        raise ValueError("a bool is not a number value")
+        raise TypeError("a bool is not a number value")
     return _canon(value)
 
 

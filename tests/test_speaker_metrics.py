@@ -273,6 +273,15 @@ def test_evaluate_speaker_without_any_target_trial_is_clear() -> None:
         sv.evaluate_speaker({"a": [1.0], "b": [1.0], "c": [1.0]}, tl)
 
 
+def test_tiny_trial_set_needs_a_given_threshold() -> None:
+    emb = {"a1": [1.0, 0.1], "a2": [1.0, 0.0], "b1": [0.0, 1.0]}
+    trials = [sv.Trial(1, "a1", "a2"), sv.Trial(0, "a1", "b1")]
+    with pytest.raises(AuditError, match="pass a threshold"):
+        sv.evaluate_speaker(emb, trials)
+    res = sv.evaluate_speaker(emb, trials, threshold=0.5)
+    assert res.eer == 0.0 and res.accuracy == 1.0
+
+
 def test_select_threshold_criteria() -> None:
     s, y = _scores([0.9, 0.8, 0.3], [0.7, 0.2, 0.1])
     assert sv.select_threshold(s, y, "min_dcf") == pytest.approx(0.8)

@@ -24,8 +24,10 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar
 
 from audits.numbers import NUMBER_WORDS, find_numbers
 from audits.stats import wilson_interval
@@ -42,6 +44,7 @@ from normalizers.spelling import (
 )
 
 log = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
 
 MATCHERS = ("surface", "number")
 CONTEXTS = ("", "before-name", "amount")
@@ -50,7 +53,7 @@ STATUS_SINGLE_ARM = "single-arm"
 STATUS_INSUFFICIENT = "insufficient-data"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OrthoFamily:
     """Spellings of one convention; ``arms[k]`` holds the surface forms of arm k.
 
@@ -60,6 +63,7 @@ class OrthoFamily:
     after one). ``skip_proper_nouns``: ignore capitalized words that are not sentence-initial
     ("Labour", "Grey"). ``matcher``: "number" reads digits vs number words with
     :mod:`audits.numbers`, arms are then (digits, words) and ``arms`` only label them.
+    Families compare by identity (they are configuration objects with large arms, used as cache keys).
     """
 
     name: str
@@ -119,13 +123,20 @@ class _Tok:
     end: int
 
 
-def _tokens(text: str) -> list[_Tok]:
+@lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[_Tok, ...]:
     out = []
     for m in _TOKEN_RE.finditer(text):
         raw = m.group()
         key = raw.lower().replace(".", "").replace("’", "'").replace("‐", "-")
         out.append(_Tok(raw, key, m.start(), m.end()))
-    return out
+    return tuple(out)
+
+
+@lru_cache(maxsize=8192)
+def _token_keys(text: str) -> frozenset[str]:
+    keys = {t.key for t in _tokens(text)}
+    return frozenset(keys | {k[:-2] for k in keys if k.endswith("'s")})
 
 
 def _form_keys(form: str) -> tuple[str, ...]:
@@ -153,6 +164,7 @@ class _Index:
     """First token key -> candidate (form keys, arm, lexeme) for one family."""
 
     by_first: dict[str, list[tuple[tuple[str, ...], int, int]]]
+    first_keys: frozenset[str] = frozenset()
 
 
 _INDEX_CACHE: dict[OrthoFamily, _Index] = {}
@@ -203,7 +215,7 @@ def _index(family: OrthoFamily) -> _Index:
             by_first[keys[0]].append((keys, k, lexeme))
     for cands in by_first.values():
         cands.sort(key=lambda c: -len(c[0]))  # longest form first
-    idx = _Index(dict(by_first))
+    idx = _Index(dict(by_first), frozenset(by_first))
     if len(_INDEX_CACHE) > 256:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[family] = idx
@@ -220,7 +232,16 @@ def _sentence_initial(text: str, toks: Sequence[_Tok], i: int) -> bool:
     return not (prev.key in _ABBREVIATIONS and gap.lstrip().startswith("."))
 
 
-def _occurrences(text: str, family: OrthoFamily) -> list[Occurrence]:
+def _occurrences(text: str, family: OrthoFamily) -> tuple[Occurrence, ...]:
+    return _occurrences_cached(text, family)
+
+
+@lru_cache(maxsize=65536)
+def _occurrences_cached(text: str, family: OrthoFamily) -> tuple[Occurrence, ...]:
+    return tuple(_find(text, family))
+
+
+def _find(text: str, family: OrthoFamily) -> list[Occurrence]:
     if not text:
         return []
     if family.matcher == "number":
@@ -231,6 +252,8 @@ def _occurrences(text: str, family: OrthoFamily) -> list[Occurrence]:
             out.append(Occurrence(0 if span.has_digits else 1, span.value, span.start, span.end))
         return out
     idx = _index(family)
+    if not (_token_keys(text) & idx.first_keys):
+        return []
     toks = _tokens(text)
     has_upper = any(c.isupper() for c in text)
     has_lower = any(c.islower() for c in text)
@@ -275,13 +298,20 @@ def _occurrences(text: str, family: OrthoFamily) -> list[Occurrence]:
 
 
 def find_arm_occurrences(text: str, family: OrthoFamily) -> list[int]:
-    """Arm index of every occurrence of ``family`` in raw ``text``, in text order."""
+    """Arm index of every occurrence of ``family`` in raw ``text``, in text order.
+
+    Forms match whole tokens (word boundaries; 'Mr.' and 'Mr' are one form, 'O.K.' is 'OK').
+    Letter case does not select an arm; it is used where it carries meaning: a capitalized
+    word that does not start a sentence is a name for the GB/US family ('Labour', 'Mr. Grey'),
+    and an honorific needs a capitalized name after it ('Dr. Who', not 'a doctor'). Text
+    written in one case (all upper or all lower) skips those case tests.
+    """
     return [o.arm for o in _occurrences(text, family)]
 
 
 def find_occurrences(text: str, family: OrthoFamily) -> list[Occurrence]:
     """Occurrences with lexeme keys and character spans (what the scorer aligns on)."""
-    return _occurrences(text, family)
+    return list(_occurrences(text, family))
 
 
 # ------------------------------------------------------------------ families
@@ -474,8 +504,8 @@ def _score_clip(ref_occ: Sequence[Occurrence], hyp_occ: Sequence[Occurrence], fr
 
 
 def orthographic_switch(
-    refs: Mapping[Hashable, str],
-    hyps: Mapping[Hashable, str | None],
+    refs: Mapping[K, str],
+    hyps: Mapping[K, str | None] | Mapping[K, str],
     families: Sequence[OrthoFamily] | None = None,
     min_clips_per_arm: int = 5,
     pool: bool = False,
@@ -569,8 +599,8 @@ def orthographic_switch(
 
 
 def orthographic_switch_by_model(
-    refs: Mapping[Hashable, str],
-    hyps_by_model: Mapping[str, Mapping[Hashable, str | None]],
+    refs: Mapping[K, str],
+    hyps_by_model: Mapping[str, Mapping[K, str | None]] | Mapping[str, Mapping[K, str]],
     families: Sequence[OrthoFamily] | None = None,
     min_clips_per_arm: int = 5,
     pool: bool = False,

@@ -14,3 +14,18 @@ ASR_BACKENDS.register_lazy("pocketsphinx", "engine.backends.asr_pocketsphinx:Poc
 ASR_BACKENDS.register_lazy("transformers", "engine.backends.asr_transformers:TransformersBackend")
 ASR_BACKENDS.register_lazy("nemo", "engine.backends.asr_nemo:NemoBackend")
 ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.asr_openai:OpenAICompatibleBackend")
+ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.fault:FaultInjectionBackend")
+ASR_BACKENDS.register_lazy("memorizer", "engine.backends.memorizer:MemorizerBackend")
+
+SV_BACKENDS.register_lazy("resemblyzer", "engine.backends.sv_resemblyzer:ResemblyzerBackend")
+SV_BACKENDS.register_lazy("speechbrain-ecapa", "engine.backends.sv_hub:SpeechBrainECAPA")
+SV_BACKENDS.register_lazy("nemo-titanet", "engine.backends.sv_hub:NemoTitaNet")
+SV_BACKENDS.register_lazy("wavlm-sv", "engine.backends.sv_hub:WavLMSV")
+
+SER_BACKENDS.register_lazy("prosody", "engine.backends.ser_prosody:ProsodyBackend")
+SER_BACKENDS.register_lazy("transformers-ser", "engine.backends.ser_hub:TransformersSER")
+SER_BACKENDS.register_lazy("audeering-dim", "engine.backends.ser_hub:AudeeringDim")
+SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
+
+TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
+TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")

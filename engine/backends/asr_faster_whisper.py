@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
     check_audio_batch,
+    check_batch_size,
     check_options,
 )
 from engine.errors import BackendUnavailable, ConfigError
@@ -57,7 +59,7 @@ _DEFAULTS: dict[str, Any] = {
     "no_repeat_ngram_size": 0,
     "language": "en",
     "task": "transcribe",
-    "batch_size": 8,
+    "batch_size": None,  # None: decode the whole batch the caller passes in one go
     "word_timestamps": False,
     "cpu_threads": 0,
     "num_workers": 1,
@@ -85,7 +87,8 @@ class FasterWhisperBackend(ASRBackend):
             )
         if merged["device"] not in ("auto", "cpu", "cuda"):
             raise ConfigError(f"{self.name}: option 'device' must be 'auto', 'cpu' or 'cuda', got {merged['device']!r}")
-        for key in ("beam_size", "batch_size", "num_workers"):
+        check_batch_size(self.name, merged["batch_size"])
+        for key in ("beam_size", "num_workers"):
             if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < 1:
                 raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {merged[key]!r}")
         if merged["task"] not in ("transcribe", "translate"):
@@ -97,6 +100,7 @@ class FasterWhisperBackend(ASRBackend):
         self._compute_type: str | None = None
         self._suppress_tokens: list[int] = []
         self.last_word_timings: list[list[WordTiming]] = []
+        self._largest_batch = 0
 
     # -- loading -----------------------------------------------------------------------------
     def _resolve_model_path(self) -> str:
@@ -129,8 +133,7 @@ class FasterWhisperBackend(ASRBackend):
         supported = ctranslate2.get_supported_compute_types(device)
         if compute_type not in supported and compute_type not in ("default", "auto"):
             raise ConfigError(
-                f"{self.name}: compute_type {compute_type!r} is not supported on {device}; "
-                f"supported: {', '.join(sorted(supported))}"
+                f"{self.name}: compute_type {compute_type!r} is not supported on {device}; supported: {', '.join(sorted(supported))}"
             )
         path = self._resolve_model_path()
         cpu_threads = int(self.options["cpu_threads"]) or min(8, os.cpu_count() or 1)
@@ -180,7 +183,7 @@ class FasterWhisperBackend(ASRBackend):
 
     # -- transcription -----------------------------------------------------------------------
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
-        """Raw Whisper text per clip; clips <= 30 s are decoded ``batch_size`` at a time."""
+        """Raw Whisper text per clip; clips <= 30 s are decoded together (``batch_size`` at most)."""
         clips = check_audio_batch(audios, sample_rate, self.name)
         self._require_model()
         if self.options["word_timestamps"]:
@@ -188,7 +191,8 @@ class FasterWhisperBackend(ASRBackend):
             return [" ".join(w.word.strip() for w in words).strip() for words in self.last_word_timings]
         texts: list[str | None] = [None] * len(clips)
         short = [i for i, c in enumerate(clips) if c.shape[0] <= _WINDOW_S * SAMPLE_RATE]
-        batch_size = int(self.options["batch_size"])
+        batch_size = int(self.options["batch_size"] or max(1, len(short)))
+        self._largest_batch = max(self._largest_batch, min(batch_size, len(clips)))
         for start in range(0, len(short), batch_size):
             idx = short[start : start + batch_size]
             for i, text in zip(idx, self._decode_short([clips[i] for i in idx])):
@@ -319,7 +323,7 @@ class FasterWhisperBackend(ASRBackend):
             model_id=str(self.options["model"]),
             device=self._device or str(self.options["device"]),
             dtype=self._compute_type or str(self.options["compute_type"] or "auto"),
-            batch_size=int(self.options["batch_size"]),
+            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
             extra=extra,
         )
 

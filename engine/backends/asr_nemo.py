@@ -7,13 +7,14 @@ raises ``BackendUnavailable`` with the install command.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
-from engine.backends.bundled import check_audio_batch, check_options
+from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,7 @@ _DEFAULTS: dict[str, Any] = {
     "model": None,  # pretrained name ('nvidia/parakeet-tdt-0.6b-v2') or path to a .nemo file
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
     "dtype": "float32",  # 'float32' | 'float16' | 'bfloat16' (autocast on CUDA)
-    "batch_size": 16,
+    "batch_size": None,  # None: NeMo batch = the batch the caller passes
     "source_lang": None,  # Canary-style multitask prompts
     "target_lang": None,
     "pnc": None,  # punctuation and capitalisation for Canary ('yes'/'no')
@@ -51,15 +52,14 @@ class NemoBackend(ASRBackend):
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")
-        bs = merged["batch_size"]
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
-            raise ConfigError(f"{self.name}: option 'batch_size' must be a positive integer, got {bs!r}")
+        check_batch_size(self.name, merged["batch_size"])
         if merged["dtype"] not in ("float32", "float16", "bfloat16"):
             raise ConfigError(f"{self.name}: option 'dtype' must be float32, float16 or bfloat16")
         super().__init__(**merged)
         self._model: Any = None
         self._device: str | None = None
         self._torch: Any = None
+        self._largest_batch = 0
 
     def load(self) -> None:
         """Import NeMo (optional extra) and restore or download the model."""
@@ -97,7 +97,9 @@ class NemoBackend(ASRBackend):
         clips = check_audio_batch(audios, sample_rate, self.name)
         if self._model is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
-        kwargs: dict[str, Any] = {"batch_size": int(self.options["batch_size"]), "verbose": False}
+        size = int(self.options["batch_size"] or max(1, len(clips)))
+        self._largest_batch = max(self._largest_batch, min(size, len(clips)))
+        kwargs: dict[str, Any] = {"batch_size": size, "verbose": False}
         for key in ("source_lang", "target_lang", "pnc"):
             if self.options[key] is not None:
                 kwargs[key] = self.options[key]
@@ -118,13 +120,13 @@ class NemoBackend(ASRBackend):
 
             extra["nemo_toolkit_version"] = version("nemo_toolkit")
         except Exception:  # noqa: BLE001 - NeMo absent: nothing to record
-            pass
+            log.debug("nemo_toolkit version unknown")
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),
             device=self._device or str(self.options["device"]),
             dtype=str(self.options["dtype"]),
-            batch_size=int(self.options["batch_size"]),
+            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
             extra=extra,
         )
 

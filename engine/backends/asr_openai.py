@@ -18,8 +18,9 @@ import urllib.error
 import urllib.request
 import uuid
 import wave
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -68,18 +69,15 @@ def _multipart(fields: dict[str, str], file_field: str, filename: str, payload: 
     boundary = f"----audit-{uuid.uuid4().hex}"
     parts: list[bytes] = []
     for key, value in fields.items():
-        parts.append(
-            f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode("utf-8")
-        )
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n{value}\r\n'.encode())
     parts.append(
         (
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"{file_field}\"; filename=\"{filename}\"\r\n"
-            "Content-Type: audio/wav\r\n\r\n"
-        ).encode("utf-8")
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{file_field}"; filename="{filename}"\r\nContent-Type: audio/wav\r\n\r\n'
+        ).encode()
         + payload
         + b"\r\n"
     )
-    parts.append(f"--{boundary}--\r\n".encode("utf-8"))
+    parts.append(f"--{boundary}--\r\n".encode())
     return b"".join(parts), f"multipart/form-data; boundary={boundary}"
 
 
@@ -124,7 +122,7 @@ class OpenAICompatibleBackend(ASRBackend):
             self._ssl = ssl.create_default_context(cafile=self.options["ca_file"] or None)
         else:
             log.warning("%s: TLS certificate verification is OFF for %s", self.name, self.options["base_url"])
-            self._ssl = ssl._create_unverified_context()  # noqa: S323 - explicit user choice
+            self._ssl = ssl._create_unverified_context()
         key_env = self.options["api_key_env"]
         if key_env and not os.environ.get(str(key_env)):
             log.warning("%s: environment variable %s is not set; sending no API key", self.name, key_env)

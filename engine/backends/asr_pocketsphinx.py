@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
-from engine.backends.bundled import check_audio_batch, check_options, pocketsphinx_model_dir
-from engine.errors import BackendUnavailable, ConfigError
+from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
+from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ _DEFAULTS: dict[str, Any] = {
     "hmm": None,  # acoustic model directory
     "lm": None,  # n-gram language model (.lm.bin / .lm)
     "dict": None,  # pronunciation dictionary
-    "batch_size": 16,
+    "batch_size": None,  # accepted for uniformity; decoding is one utterance at a time
     "beam": None,  # optional decoder beam widths (pocketsphinx 'beam' / 'wbeam')
     "wbeam": None,
     "lw": None,  # language weight
@@ -39,9 +40,7 @@ class PocketsphinxBackend(ASRBackend):
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))
         merged = {**_DEFAULTS, **options}
-        bs = merged["batch_size"]
-        if not isinstance(bs, int) or isinstance(bs, bool) or bs < 1:
-            raise ConfigError(f"{self.name}: option 'batch_size' must be a positive integer, got {bs!r}")
+        check_batch_size(self.name, merged["batch_size"])
         super().__init__(**merged)
         self._decoder: Any = None
         self._paths: dict[str, str] = {}
@@ -63,8 +62,7 @@ class PocketsphinxBackend(ASRBackend):
             if value is None:
                 if key not in defaults:
                     raise BackendUnavailable(
-                        "the pocketsphinx package has no bundled en-US model; reinstall pocketsphinx "
-                        f"or pass '{key}' explicitly"
+                        f"the pocketsphinx package has no bundled en-US model; reinstall pocketsphinx or pass '{key}' explicitly"
                     )
                 paths[key] = defaults[key]
                 continue
@@ -115,13 +113,13 @@ class PocketsphinxBackend(ASRBackend):
 
             extra["pocketsphinx_version"] = version("pocketsphinx")
         except Exception:  # noqa: BLE001 - metadata is optional information
-            pass
+            log.debug("pocketsphinx version unknown")
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),
             device="cpu",
             dtype="float32",
-            batch_size=int(self.options["batch_size"]),
+            batch_size=1,
             extra=extra,
         )
 

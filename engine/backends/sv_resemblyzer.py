@@ -25,7 +25,9 @@ class ResemblyzerBackend(SVBackend):
 
     Options: ``device`` (default "cpu"), ``min_speech_s`` (default 0.5: voiced audio needed
     after silence trimming), ``trim_silence`` (default True), ``weights`` (a custom
-    ``pretrained.pt``; default the bundled one).
+    ``pretrained.pt``; default the bundled one), ``num_threads`` (torch intra-op threads for
+    this process; set 1 when several actors share few cores, where oversubscription makes the
+    LSTM an order of magnitude slower).
     """
 
     name = "resemblyzer"
@@ -36,6 +38,7 @@ class ResemblyzerBackend(SVBackend):
         self.min_speech_s = float(options.get("min_speech_s", 0.5))
         self.trim_silence = bool(options.get("trim_silence", True))
         self.weights = options.get("weights")
+        self.num_threads = options.get("num_threads")
         self._encoder: Any = None
 
     def load(self) -> None:
@@ -48,6 +51,10 @@ class ResemblyzerBackend(SVBackend):
                 else "pip install resemblyzer webrtcvad 'setuptools<81'"
             )
             raise BackendUnavailable(f"resemblyzer cannot be imported ({exc}); fix: {hint}") from exc
+        if self.num_threads:
+            import torch
+
+            torch.set_num_threads(int(self.num_threads))
         try:
             self._encoder = VoiceEncoder(device=self.device, verbose=False, weights_fpath=self.weights)
         except (OSError, RuntimeError) as exc:

@@ -44,14 +44,14 @@ def resample(samples: np.ndarray, sr_in: float, sr_out: int) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _version(binary: str) -> str:
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([binary, "--version"], check=False, capture_output=True, text=True, timeout=30)
     first = out.stdout.strip().splitlines()[0] if out.stdout.strip() else "unknown"
     return first.split("  Data at:")[0].strip()
 
 
 @lru_cache(maxsize=4)
 def _voices(binary: str) -> tuple[str, ...]:
-    out = subprocess.run([binary, "--voices"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([binary, "--voices"], check=False, capture_output=True, text=True, timeout=30)
     names: list[str] = []
     for line in out.stdout.splitlines()[1:]:
         parts = line.split()
@@ -144,14 +144,11 @@ class EspeakTTS(TTSBackend):
         with tempfile.TemporaryDirectory(prefix="espeak-") as tmp:
             out_path = Path(tmp) / "out.wav"
             cmd = self.command(voice, out_path, pitch=pitch, rate=rate, amplitude=amplitude)
-            proc = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=self.timeout_s)
+            proc = subprocess.run(cmd, input=text, check=False, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out_path.exists() or out_path.stat().st_size <= 44:
-                hint = ""
                 if voice not in _voices(self.binary):
-                    hint = f"; voice '{voice}' is not installed (see `espeak-ng --voices=en`)"
-                raise AudioError(
-                    f"espeak-ng failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}{hint}"
-                )
+                    raise ConfigError(f"espeak-ng voice '{voice}' is not installed; list voices with `espeak-ng --voices=en`")
+                raise AudioError(f"espeak-ng failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}")
             samples, sr = _read_wav(out_path)
         if self.sample_rate and sr != int(self.sample_rate):
             samples, sr = resample(samples, sr, int(self.sample_rate)), int(self.sample_rate)

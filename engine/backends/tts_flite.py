@@ -33,14 +33,14 @@ INSTALL_HINT = "install the Debian/Ubuntu package 'flite' (sudo apt-get install 
 
 @lru_cache(maxsize=4)
 def _version(binary: str) -> str:
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([binary, "--version"], check=False, capture_output=True, text=True, timeout=30)
     lines = [ln.strip() for ln in out.stdout.splitlines() if "version" in ln]
     return lines[0] if lines else "unknown"
 
 
 @lru_cache(maxsize=4)
 def _voices(binary: str) -> tuple[str, ...]:
-    out = subprocess.run([binary, "-lv"], capture_output=True, text=True, timeout=30)
+    out = subprocess.run([binary, "-lv"], check=False, capture_output=True, text=True, timeout=30)
     text = out.stdout.split(":", 1)[-1]
     return tuple(text.split())
 
@@ -111,6 +111,9 @@ class FliteTTS(TTSBackend):
         if not text or not text.strip():
             raise AudioError("cannot synthesize empty text with flite")
         voice = voice or self.voice
+        if "/" not in voice and not voice.endswith(".flitevox") and voice not in _voices(self.binary):
+            # flite silently falls back to its default voice for an unknown name, so check first.
+            raise ConfigError(f"flite voice '{voice}' is not built in (available: {', '.join(_voices(self.binary))})")
         pitch_f = _check_factor("pitch", self.options.get("pitch", 1.0) if pitch is None else pitch, 0.5, 2.0)
         rate_f = _check_factor("rate", self.options.get("rate", 1.0) if rate is None else rate, 0.3, 3.0)
         gain = _check_factor("amplitude", self.options.get("amplitude", 1.0) if amplitude is None else amplitude, 0.0, 10.0)
@@ -123,14 +126,9 @@ class FliteTTS(TTSBackend):
             if abs(stretch - 1.0) > 1e-9:
                 cmd += ["--setf", f"duration_stretch={stretch:.6f}"]
             cmd += ["-f", str(text_path), "-o", str(out_path)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out_path.exists() or out_path.stat().st_size <= 44:
-                hint = ""
-                if voice not in _voices(self.binary):
-                    hint = f"; voice '{voice}' is not built in (available: {', '.join(_voices(self.binary))})"
-                raise AudioError(
-                    f"flite failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}{hint}"
-                )
+                raise AudioError(f"flite failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}")
             samples, sr = _read_wav(out_path)
         out_sr = int(self.sample_rate) if self.sample_rate else sr
         if abs(pitch_f - 1.0) > 1e-9 or out_sr != sr:

@@ -50,10 +50,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -354,7 +355,9 @@ class _Synth:
         return y, settings
 
 
-def _compose(plan: UttPlan, seed: int, audio: dict[_Job, Future[tuple[np.ndarray, dict[str, Any]]]]) -> tuple[np.ndarray, str, dict[str, Any]]:
+def _compose(
+    plan: UttPlan, seed: int, audio: dict[_Job, Future[tuple[np.ndarray, dict[str, Any]]]]
+) -> tuple[np.ndarray, str, dict[str, Any]]:
     """Build one clip from its TTS parts; return (samples, reference, derivation)."""
     sr = SAMPLE_RATE
     rng = np.random.default_rng([int(seed), 1, plan.index])
@@ -406,7 +409,14 @@ def _compose(plan: UttPlan, seed: int, audio: dict[_Job, Future[tuple[np.ndarray
             reference = f"{sent.text} {texts[0]}"
             conv["reference_scope"] = "both-turns-in-onset-order"
         conv.update(
-            {"second_engine": sv.engine, "second_voice": sv.voice, "second_texts": texts, "second_sentence_indices": list(plan.second_sentences), **info}
+            {
+                "second_engine": sv.engine,
+                "second_voice": sv.voice,
+                "second_texts": texts,
+                "second_sentence_indices": list(plan.second_sentences),
+                "second_text_info": [text_info(SENTENCES[k]) for k in plan.second_sentences],
+                **info,
+            }
         )
     derivation["conversation"] = conv
 
@@ -537,8 +547,7 @@ def build_demo_corpus(
         "channels": 1,
         "audio_format": "FLAC PCM_16",
         "voices": [
-            {"engine": v.engine, "voice": v.voice, "speaker": v.speaker, "accent": v.accent, "accent_group": v.accent_group}
-            for v in VOICES
+            {"engine": v.engine, "voice": v.voice, "speaker": v.speaker, "accent": v.accent, "accent_group": v.accent_group} for v in VOICES
         ],
         "slice_design": {
             "description": (__doc__ or "").split("Design\n------\n", 1)[-1].strip(),
@@ -563,4 +572,3 @@ def build_demo_corpus(
     os.replace(tmp, out / "corpus.json")  # written last: its presence marks a complete corpus
     log.info("built demo corpus: %d utterances in %s", n, out)
     return DemoCorpus(root=out, manifest=manifest, shards=tuple(shard_paths), n_utts=n, seed=int(seed))
-

@@ -18,9 +18,44 @@ from dataclasses import dataclass
 
 # Number words a normalizer would turn into digits (used to detect spelled-out numbers).
 NUMBER_WORDS: frozenset[str] = frozenset(
-    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen
-    fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty
-    ninety hundred thousand million billion first second third twice""".split()
+    [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+        "thirty",
+        "forty",
+        "fifty",
+        "sixty",
+        "seventy",
+        "eighty",
+        "ninety",
+        "hundred",
+        "thousand",
+        "million",
+        "billion",
+        "first",
+        "second",
+        "third",
+        "twice",
+    ]
 )
 
 # Spelling families the orthographic-switch probe looks for (lower-case surface forms).
@@ -64,8 +99,11 @@ SENTENCES: tuple[Sentence, ...] = (
     _s("Dr. Nakamura will present the results at the Boston conference on Friday.", "Nakamura", "Boston", "Friday"),
     _s("The price of petrol rose by 12 percent between March and June.", "March", "June"),
     _s("Only 8% of the students at Oxford chose the evening course.", "Oxford"),
-    _s("My favourite bakery in Dublin sells bread for $4 a loaf.", "Dublin",
-       say="My favourite bakery in Dublin sells bread for four dollars a loaf."),
+    _s(
+        "My favourite bakery in Dublin sells bread for $4 a loaf.",
+        "Dublin",
+        say="My favourite bakery in Dublin sells bread for four dollars a loaf.",
+    ),
     _s("The centre of Manchester was quiet after the match on Sunday.", "Manchester", "Sunday"),
     _s("We need to organise the files before Amazon sends the invoices.", "Amazon"),
     _s("Is it OK if Priya borrows the car until Tuesday?", "Priya", "Tuesday"),
@@ -77,23 +115,33 @@ SENTENCES: tuple[Sentence, ...] = (
     _s("Our friend Mister Davies has worked for the BBC for twenty three years.", "Davies", "BBC"),
     _s("Unemployment in Spain fell to 14 percent last spring.", "Spain"),
     _s("The company Siemens hired 350 engineers in 2019.", "Siemens"),
-    _s("A ticket to Paris costs about $120 if you book early.", "Paris",
-       say="A ticket to Paris costs about one hundred and twenty dollars if you book early."),
+    _s(
+        "A ticket to Paris costs about $120 if you book early.",
+        "Paris",
+        say="A ticket to Paris costs about one hundred and twenty dollars if you book early.",
+    ),
     _s("The river Thames flows through London and out to the sea.", "Thames", "London"),
     _s("Nearly forty thousand people watched the final in Melbourne.", "Melbourne"),
     _s("In 1969 Neil Armstrong walked on the Moon.", "Neil", "Armstrong", "Moon"),
     _s("The recipe needs 3 eggs, 200 grams of flour and a pinch of salt."),
     _s("Our flight to Tokyo leaves at 6:45 on Thursday morning.", "Tokyo", "Thursday"),
     _s("Professor Lindqvist from Uppsala University gave the opening talk.", "Lindqvist", "Uppsala", "University"),
-    _s("The charity Oxfam raised $2 million for flood relief.", "Oxfam",
-       say="The charity Oxfam raised two million dollars for flood relief."),
+    _s(
+        "The charity Oxfam raised $2 million for flood relief.",
+        "Oxfam",
+        say="The charity Oxfam raised two million dollars for flood relief.",
+    ),
     _s("Last week Mrs. Garcia paid the plumber fifty dollars in cash.", "Garcia"),
     _s("The train from Glasgow to Edinburgh takes about fifty minutes.", "Glasgow", "Edinburgh"),
     _s("Inflation reached 9.1 percent in June 2022, the highest in forty years.", "June"),
     _s("Please call Dr. Brennan before 5 o'clock tomorrow.", "Brennan"),
     _s("The team from Nairobi won the relay by 2 seconds.", "Nairobi"),
-    _s("Samsung and Google announced a partnership worth $500 million.", "Samsung", "Google",
-       say="Samsung and Google announced a partnership worth five hundred million dollars."),
+    _s(
+        "Samsung and Google announced a partnership worth $500 million.",
+        "Samsung",
+        "Google",
+        say="Samsung and Google announced a partnership worth five hundred million dollars.",
+    ),
     _s("My neighbour Kofi grows tomatoes in the back garden.", "Kofi"),
     _s("The theatre on Broadway was full for the premiere.", "Broadway"),
     _s("About 60% of the voters in Ohio supported the plan.", "Ohio"),
@@ -122,12 +170,17 @@ SENTENCES: tuple[Sentence, ...] = (
     _s("The engineers at Boeing tested the new wing for 6 weeks.", "Boeing"),
     _s("My grandmother was born in Naples in 1941.", "Naples"),
     _s("The bus to Brighton is okay but the train is faster.", "Brighton"),
-    _s("They organized a bake sale and raised $350 for the hospital.",
-       say="They organized a bake sale and raised three hundred and fifty dollars for the hospital."),
+    _s(
+        "They organized a bake sale and raised $350 for the hospital.",
+        say="They organized a bake sale and raised three hundred and fifty dollars for the hospital.",
+    ),
     _s("The science centre in Cardiff is popular with families.", "Cardiff"),
     _s("Around 25% of the budget goes to schools in Texas.", "Texas"),
-    _s("Yesterday Mr. O'Brien bought a used bicycle for $80.", "O'Brien",
-       say="Yesterday Mr. O'Brien bought a used bicycle for eighty dollars."),
+    _s(
+        "Yesterday Mr. O'Brien bought a used bicycle for $80.",
+        "O'Brien",
+        say="Yesterday Mr. O'Brien bought a used bicycle for eighty dollars.",
+    ),
     _s("Mrs. Patel and her son visited the Louvre in April.", "Patel", "Louvre", "April"),
     _s("The storm knocked out power to 12,000 homes in Florida.", "Florida"),
     _s("The student from Ghana scored 98 percent on the final exam.", "Ghana"),
@@ -136,8 +189,11 @@ SENTENCES: tuple[Sentence, ...] = (
     _s("Please organise a meeting with the team from Singapore next week.", "Singapore"),
     _s("Her favourite city is Barcelona because of the food and the beaches.", "Barcelona"),
     _s("The farmers in Iowa harvested the corn three weeks early this year.", "Iowa"),
-    _s("A new bridge across the Hudson will cost $4 billion.", "Hudson",
-       say="A new bridge across the Hudson will cost four billion dollars."),
+    _s(
+        "A new bridge across the Hudson will cost $4 billion.",
+        "Hudson",
+        say="A new bridge across the Hudson will cost four billion dollars.",
+    ),
 )
 
 _DIGITS = re.compile(r"\d")
@@ -147,7 +203,7 @@ def words(text: str) -> list[str]:
     """Whitespace tokens with surrounding sentence punctuation removed (keeps $, %, Mr.)."""
     out = []
     for tok in text.split():
-        tok = tok.strip(",;?!\"")
+        tok = tok.strip(',;?!"')
         if tok.endswith(".") and tok.lower() not in {"mr.", "mrs.", "dr."}:
             tok = tok[:-1]
         if tok:

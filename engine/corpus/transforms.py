@@ -49,8 +49,8 @@ class Prosody:
         Measured on espeak-ng 1.51 (en-us): f0 rises about 10 % for every +10 on ``-p`` around the
         default 50, so ``-p = 50 + 10*ln(pitch)/ln(1.1)``; ``-s`` scales the default 175 wpm.
         """
-        p = int(round(50 + 10 * math.log(self.pitch) / math.log(1.1)))
-        return {"pitch": min(99, max(0, p)), "rate": int(round(175 * self.rate))}
+        p = round(50 + 10 * math.log(self.pitch) / math.log(1.1))
+        return {"pitch": min(99, max(0, p)), "rate": round(175 * self.rate)}
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -77,13 +77,13 @@ def _as_float(x: np.ndarray) -> np.ndarray:
 def frame_powers(x: np.ndarray, sr: int, frame_s: float = FRAME_S) -> np.ndarray:
     """Mean square per non-overlapping frame (the last partial frame is kept)."""
     arr = _as_float(x)
-    n = max(1, int(round(frame_s * sr)))
+    n = max(1, round(frame_s * sr))
     pad = (-len(arr)) % n
     if pad:
         arr = np.concatenate([arr, np.zeros(pad)])
     if len(arr) == 0:
         return np.zeros(0)
-    return (arr.reshape(-1, n) ** 2).mean(axis=1)
+    return np.asarray((arr.reshape(-1, n) ** 2).mean(axis=1), dtype=np.float64)
 
 
 def active_mask(x: np.ndarray, sr: int, floor_db: float = ACTIVE_FLOOR_DB) -> np.ndarray:
@@ -91,7 +91,7 @@ def active_mask(x: np.ndarray, sr: int, floor_db: float = ACTIVE_FLOOR_DB) -> np
     p = frame_powers(x, sr)
     if p.size == 0 or p.max() <= 0:
         return np.zeros(p.shape, dtype=bool)
-    return (p >= p.max() * 10 ** (-floor_db / 10)) & (p > 0)
+    return np.asarray((p >= p.max() * 10 ** (-floor_db / 10)) & (p > 0), dtype=bool)
 
 
 def active_power(x: np.ndarray, sr: int, floor_db: float = ACTIVE_FLOOR_DB) -> float:
@@ -122,7 +122,7 @@ def trim_silence(x: np.ndarray, sr: int, margin_s: float = 0.05, floor_db: float
     mask = active_mask(x, sr, floor_db)
     if not mask.any():
         raise AudioError("TTS produced silence: nothing to trim to")
-    n = max(1, int(round(FRAME_S * sr)))
+    n = max(1, round(FRAME_S * sr))
     idx = np.flatnonzero(mask)
     start = max(0, idx[0] * n - int(margin_s * sr))
     end = min(len(x), (idx[-1] + 1) * n + int(margin_s * sr))
@@ -130,9 +130,7 @@ def trim_silence(x: np.ndarray, sr: int, margin_s: float = 0.05, floor_db: float
 
 
 def pad(x: np.ndarray, sr: int, lead_s: float, tail_s: float) -> np.ndarray:
-    return np.concatenate(
-        [np.zeros(int(round(lead_s * sr)), np.float32), np.asarray(x, np.float32), np.zeros(int(round(tail_s * sr)), np.float32)]
-    )
+    return np.concatenate([np.zeros(round(lead_s * sr), np.float32), np.asarray(x, np.float32), np.zeros(round(tail_s * sr), np.float32)])
 
 
 def peak_protect(x: np.ndarray, limit: float = PEAK_LIMIT) -> tuple[np.ndarray, float]:
@@ -154,7 +152,7 @@ def pink_noise(n: int, rng: np.random.Generator) -> np.ndarray:
     shaped = spec / np.sqrt(np.maximum(k, max(1.0, spec.size / 400.0)))
     shaped[0] = 0.0
     y = np.fft.irfft(shaped, n)
-    return (y / np.sqrt(np.mean(y**2))).astype(np.float32)
+    return np.asarray(y / np.sqrt(np.mean(y**2)), dtype=np.float32)
 
 
 _PROGRESSIONS: tuple[tuple[tuple[int, str], ...], ...] = (
@@ -177,7 +175,7 @@ def _note(freq: float, dur_s: float, sr: int, decay_s: float, rng: np.random.Gen
     release = min(len(t), int(0.03 * sr))
     if release:
         env[-release:] *= np.linspace(1.0, 0.0, release)
-    return tone * env
+    return np.asarray(tone * env, dtype=np.float64)
 
 
 def synth_music(n: int, sr: int, rng: np.random.Generator) -> tuple[np.ndarray, dict[str, Any]]:
@@ -210,7 +208,7 @@ def synth_music(n: int, sr: int, rng: np.random.Generator) -> tuple[np.ndarray, 
             start = pos + int(b * beat * sr)
             seg = 0.3 * _note(fm, beat, sr, decay_s=0.25, rng=rng)
             out[start : start + len(seg)] += seg
-        pos += int(round(chord_len * sr))
+        pos += round(chord_len * sr)
         chord_i += 1
     y = out[:n]
     rms = float(np.sqrt(np.mean(y**2))) if n else 0.0
@@ -282,7 +280,7 @@ def overlay_talker(
     q = _as_float(secondary)
     p_p = active_power(p, sr) if primary_power is None else float(primary_power)
     gain = math.sqrt(p_p * 10 ** (level_db / 10) / active_power(q, sr))
-    start = max(0, int(round(offset_s * sr)))
+    start = max(0, round(offset_s * sr))
     out = np.zeros(max(len(p), start + len(q)))
     out[: len(p)] += p
     out[start : start + len(q)] += gain * q

@@ -1,0 +1,574 @@
+"""Emotion audit over a dataset: run SER backends through the engine, score the stored outputs.
+
+Recipe section (``backends`` required; unknown keys are errors)::
+
+    emotion:
+      backends: [prosody]            # SER_BACKENDS names
+      label: emotion                 # categorical reference label column (null: none)
+      label_map: {positive-high-arousal: happy}   # or a path to 'raw,canonical' lines
+      unmapped: error                # error | drop (clips whose label has no mapping)
+      expected_arousal: null         # label -> high | neutral | low | number; default: from label names
+      arousal_dimension: null        # predicted dimension to order clips by (default arousal, else arousal_proxy)
+      dimensions: {}                 # reference dimension -> numeric label column, for CCC
+      dim_map: {}                    # predicted dimension -> reference dimension name
+      comparison_min_gap: 0.0
+      max_comparison_pairs: 200000
+      pairs: auto                    # auto | parent | text-speaker | text | none (prosody contrast)
+      contrast_threshold: 4
+      derive_labels: false           # label clips with the backend's top category (model-derived)
+      min_confidence: 0.0
+      batch_size: 16
+      warmup: 1
+      backend_options: {}
+
+What is scored, per backend:
+
+* categorical (UA, WA, macro-F1, confusion) when the backend gives posteriors and clips carry
+  ``label``; labels of both sides go through the label map first;
+* CCC and relative comparison accuracy for numeric reference dimensions (``dimensions``);
+* arousal ordering: each reference label is mapped to an expected arousal level (high > neutral
+  > low) and the backend's arousal dimension must order clip pairs the same way -- over all
+  pairs, within each speaker (voice is a confound for acoustic measures), and per label pair;
+* prosody contrast (``audits.prosody_contrast``) of paired renditions (same text, different
+  delivery), from the acoustic descriptors of backends that give them (``prosody``);
+* optionally, model-derived emotion labels, always marked ``model_derived: true``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from audits.emotion import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
+from audits.prosody_contrast import audit_pairs, pairs_from_parents
+from audits.speaker_run import UttMeta, collect_meta, json_safe, parse_backend_list, parse_backend_options, resolve_path
+from engine.backends import SER_BACKENDS
+from engine.backends.base import EmotionOutput
+from engine.config import check_keys, expect_type
+from engine.datasets.base import Dataset
+from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends
+from engine.errors import AuditError, ConfigError
+from engine.runner import DecodeOptions
+from engine.store import atomic_write_text, safe_name
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, dict[str, Any]], None]
+
+EMOTION_KEYS = {
+    "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",
+    "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "derive_labels", "min_confidence",
+    "batch_size", "warmup", "backend_options",
+}  # fmt: skip
+PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
+AROUSAL_LEVELS = {"high": 1.0, "neutral": 0.0, "mid": 0.0, "medium": 0.0, "low": -1.0}
+# Expected arousal of canonical categories (after the label map), used when the recipe gives none.
+CANONICAL_AROUSAL = {"angry": 1.0, "happy": 1.0, "fearful": 1.0, "surprised": 1.0, "neutral": 0.0, "sad": -1.0}
+SHOWN_PAIRS = 100
+
+
+@dataclass(frozen=True)
+class EmotionConfig:
+    """The validated ``emotion`` section of a recipe."""
+
+    backends: tuple[str, ...]
+    label: str | None = "emotion"
+    label_given: bool = False
+    label_map: Mapping[str, str] | str | None = None
+    unmapped: str = "error"
+    expected_arousal: Mapping[str, float] | None = None
+    arousal_dimension: str | None = None
+    dimensions: Mapping[str, str] = field(default_factory=dict)
+    dim_map: Mapping[str, str] = field(default_factory=dict)
+    comparison_min_gap: float = 0.0
+    max_comparison_pairs: int = 200_000
+    pairs: str = "auto"
+    contrast_threshold: float = 4.0
+    derive_labels: bool = False
+    min_confidence: float = 0.0
+    batch_size: int = 16
+    warmup: int = 1
+    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backends": list(self.backends), "label": self.label,
+            "label_map": self.label_map if isinstance(self.label_map, (str, type(None))) else dict(self.label_map),
+            "unmapped": self.unmapped,
+            "expected_arousal": None if self.expected_arousal is None else dict(self.expected_arousal),
+            "arousal_dimension": self.arousal_dimension, "dimensions": dict(self.dimensions), "dim_map": dict(self.dim_map),
+            "comparison_min_gap": self.comparison_min_gap, "max_comparison_pairs": self.max_comparison_pairs,
+            "pairs": self.pairs, "contrast_threshold": self.contrast_threshold, "derive_labels": self.derive_labels,
+            "min_confidence": self.min_confidence, "batch_size": self.batch_size, "warmup": self.warmup,
+            "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
+        }  # fmt: skip
+
+    def make_label_map(self) -> LabelMap:
+        if isinstance(self.label_map, str):
+            return LabelMap.from_file(self.label_map)
+        return LabelMap(self.label_map or {})
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    raw = expect_type(value or {}, dict, where)
+    for k, v in raw.items():
+        expect_type(v, str, f"{where}.{k}")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
+def _arousal_value(value: Any, where: str) -> float:
+    if isinstance(value, str) and value.strip().lower() in AROUSAL_LEVELS:
+        return AROUSAL_LEVELS[value.strip().lower()]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise ConfigError(f"{where}: expected high, neutral, low or a number, got {value!r}")
+
+
+def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> EmotionConfig:
+    """Validate a recipe's ``emotion`` section (pure: nothing is loaded or decoded)."""
+    where = f"{source}: emotion" if source else "emotion"
+    check_keys(mapping, EMOTION_KEYS, where)
+    backends = parse_backend_list(mapping, SER_BACKENDS, where)
+    label = mapping.get("label", "emotion")
+    if label is not None:
+        expect_type(label, str, f"{where}.label")
+    lm_raw = mapping.get("label_map")
+    label_map: Mapping[str, str] | str | None
+    if isinstance(lm_raw, str):
+        label_map = resolve_path(lm_raw, source)
+        if not Path(label_map).is_file():
+            raise ConfigError(f"{where}.label_map: file {label_map} does not exist")
+    else:
+        label_map = _str_map(lm_raw, f"{where}.label_map") if lm_raw is not None else None
+    unmapped = str(mapping.get("unmapped", "error"))
+    if unmapped not in ("error", "drop"):
+        raise ConfigError(f"{where}.unmapped: expected 'error' or 'drop', got {unmapped!r}")
+    ea_raw = mapping.get("expected_arousal")
+    expected = None
+    if ea_raw is not None:
+        ea = expect_type(ea_raw, dict, f"{where}.expected_arousal")
+        expected = {str(k): _arousal_value(v, f"{where}.expected_arousal.{k}") for k, v in ea.items()}
+    arousal_dim = mapping.get("arousal_dimension")
+    if arousal_dim is not None:
+        expect_type(arousal_dim, str, f"{where}.arousal_dimension")
+    pairs = str(mapping.get("pairs", "auto"))
+    if pairs not in PAIRINGS:
+        raise ConfigError(f"{where}.pairs: expected one of {', '.join(PAIRINGS)}, got {pairs!r}")
+    threshold = float(expect_type(mapping.get("contrast_threshold", 4), (int, float), f"{where}.contrast_threshold"))
+    if not 0 <= threshold <= 8:
+        raise ConfigError(f"{where}.contrast_threshold must lie in [0, 8], got {threshold}")
+    gap = float(expect_type(mapping.get("comparison_min_gap", 0.0), (int, float), f"{where}.comparison_min_gap"))
+    if gap < 0:
+        raise ConfigError(f"{where}.comparison_min_gap must be >= 0, got {gap}")
+    max_pairs = int(expect_type(mapping.get("max_comparison_pairs", 200_000), int, f"{where}.max_comparison_pairs"))
+    if max_pairs < 1:
+        raise ConfigError(f"{where}.max_comparison_pairs must be >= 1")
+    min_conf = float(expect_type(mapping.get("min_confidence", 0.0), (int, float), f"{where}.min_confidence"))
+    if not 0.0 <= min_conf <= 1.0:
+        raise ConfigError(f"{where}.min_confidence must lie in [0, 1], got {min_conf}")
+    batch_size = int(expect_type(mapping.get("batch_size", 16), int, f"{where}.batch_size"))
+    warmup = int(expect_type(mapping.get("warmup", 1), int, f"{where}.warmup"))
+    if batch_size < 1 or warmup < 0:
+        raise ConfigError(f"{where}: batch_size must be >= 1 and warmup >= 0")
+    return EmotionConfig(
+        backends=backends,
+        label=label,
+        label_given="label" in mapping,
+        label_map=label_map,
+        unmapped=unmapped,
+        expected_arousal=expected,
+        arousal_dimension=arousal_dim,
+        dimensions=_str_map(mapping.get("dimensions"), f"{where}.dimensions"),
+        dim_map=_str_map(mapping.get("dim_map"), f"{where}.dim_map"),
+        comparison_min_gap=gap,
+        max_comparison_pairs=max_pairs,
+        pairs=pairs,
+        contrast_threshold=threshold,
+        derive_labels=bool(expect_type(mapping.get("derive_labels", False), bool, f"{where}.derive_labels")),
+        min_confidence=min_conf,
+        batch_size=batch_size,
+        warmup=warmup,
+        backend_options=parse_backend_options(mapping, backends, where),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Arousal ordering
+# --------------------------------------------------------------------------------------------
+
+
+def expected_arousal_table(labels: Sequence[str], cfg: EmotionConfig, lm: LabelMap) -> tuple[dict[str, float | None], str]:
+    """Expected arousal level per raw label: the recipe's table, else read off the label names.
+
+    Names with ``high-arousal`` / ``low-arousal`` / ``neutral`` give high / low / neutral; other
+    names go through the label map to a canonical category (angry, happy, fearful, surprised:
+    high; neutral: neutral; sad: low); anything else has no expected level and is left out.
+    """
+    if cfg.expected_arousal is not None:
+        return {lab: cfg.expected_arousal.get(lab) for lab in sorted(set(labels))}, "recipe"
+    table: dict[str, float | None] = {}
+    for lab in sorted(set(labels)):
+        low = lab.lower()
+        if re.search(r"high[-_ ]?arousal", low):
+            table[lab] = 1.0
+        elif re.search(r"low[-_ ]?arousal", low):
+            table[lab] = -1.0
+        else:
+            canon = lm.get(lab)
+            table[lab] = CANONICAL_AROUSAL.get(canon) if canon else None
+    return table, "derived from label names"
+
+
+def _pick_dimension(outputs: Mapping[str, EmotionOutput], wanted: str | None) -> str | None:
+    dims = {d for o in outputs.values() for d in o.dimensions}
+    if wanted is not None:
+        return wanted if wanted in dims else None
+    for cand in ("arousal", "arousal_proxy"):
+        if cand in dims:
+            return cand
+    return None
+
+
+def arousal_ordering(
+    outputs: Mapping[str, EmotionOutput],
+    meta: Mapping[str, UttMeta],
+    cfg: EmotionConfig,
+    lm: LabelMap,
+) -> dict[str, Any]:
+    """Relative comparison accuracy of the backend's arousal against the labels' expected order."""
+    if cfg.label is None:
+        return {"skipped": "no label column configured"}
+    dim = _pick_dimension(outputs, cfg.arousal_dimension)
+    if dim is None:
+        want = cfg.arousal_dimension or "arousal or arousal_proxy"
+        return {"skipped": f"backend gives no '{want}' dimension"}
+    labelled = {u: m.labels[cfg.label] for u, m in meta.items() if cfg.label in m.labels and u in outputs}
+    table, source = expected_arousal_table(list(labelled.values()), cfg, lm)
+    ids = [u for u in sorted(labelled) if table.get(labelled[u]) is not None and math.isfinite(outputs[u].dimensions.get(dim, float("nan")))]
+    result: dict[str, Any] = {"dimension": dim, "expected_arousal": table, "expected_arousal_source": source, "n_utts": len(ids)}
+    if len(ids) < 2:
+        result["skipped"] = "fewer than 2 clips with both an expected arousal level and a predicted value"
+        return result
+    ref = np.array([table[labelled[u]] for u in ids], dtype=np.float64)
+    pred = np.array([outputs[u].dimensions[dim] for u in ids], dtype=np.float64)
+    n = len(ids)
+    rng = np.random.default_rng(0)
+    if n * (n - 1) // 2 <= cfg.max_comparison_pairs:
+        all_pairs = None
+    else:
+        i = rng.integers(0, n, size=cfg.max_comparison_pairs)
+        j = rng.integers(0, n, size=cfg.max_comparison_pairs)
+        all_pairs = [(int(a), int(b)) for a, b in zip(i, j) if a != b]
+        result["all_pairs_sampled"] = True
+    result["all"] = relative_comparison_accuracy(ref, pred, all_pairs, cfg.comparison_min_gap).to_dict()
+    by_spk: dict[str | None, list[int]] = defaultdict(list)
+    for k, u in enumerate(ids):
+        by_spk[meta[u].speaker].append(k)
+    within = [(a, b) for spk, idx in by_spk.items() if spk is not None for a, b in itertools.combinations(idx, 2)]
+    result["within_speaker"] = relative_comparison_accuracy(ref, pred, within, cfg.comparison_min_gap).to_dict() if within else None
+    per_pair: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for a, b in within:
+        if ref[a] == ref[b]:
+            continue
+        hi, lo = (a, b) if ref[a] > ref[b] else (b, a)
+        per_pair[f"{labelled[ids[hi]]}>{labelled[ids[lo]]}"].append((hi, lo))
+    result["by_label_pair_within_speaker"] = {
+        k: relative_comparison_accuracy(ref, pred, v, cfg.comparison_min_gap).to_dict() for k, v in sorted(per_pair.items())
+    }
+    means: dict[str, dict[str, float]] = {}
+    for lab in sorted({labelled[u] for u in ids}):
+        vals = pred[[k for k, u in enumerate(ids) if labelled[u] == lab]]
+        means[lab] = {"mean": float(vals.mean()), "sd": float(vals.std()), "n_utts": int(vals.size)}
+    result["label_means"] = means
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Rendition pairs and prosody contrast
+# --------------------------------------------------------------------------------------------
+
+
+def _norm_text(text: str | None) -> str | None:
+    if not text:
+        return None
+    return " ".join(re.sub(r"[^\w\s']", " ", text.lower()).split()) or None
+
+
+def _label_of(meta: Mapping[str, UttMeta], u: str, label: str | None) -> str | None:
+    return meta[u].labels.get(label) if label else None
+
+
+def _group_pairs(groups: Mapping[Any, list[str]], meta: Mapping[str, UttMeta], label: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(pairs with different labels, anchored on neutral clips where a group has one; same-label pairs)."""
+    diff: list[tuple[str, str]] = []
+    same: list[tuple[str, str]] = []
+    for _, utts in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        utts = sorted(utts)
+        neutral = [u for u in utts if (_label_of(meta, u, label) or "").lower() == "neutral"]
+        for a, b in itertools.combinations(utts, 2):
+            la, lb = _label_of(meta, a, label), _label_of(meta, b, label)
+            if la is None or lb is None:
+                continue
+            if la == lb:
+                same.append((a, b))
+            elif not neutral or a in neutral or b in neutral:
+                diff.append((b, a) if b in neutral else (a, b))
+    return diff, same
+
+
+def rendition_pairs(meta: Mapping[str, UttMeta], cfg: EmotionConfig) -> dict[str, Any]:
+    """Pairs of renditions of one text with different delivery, and how they were found.
+
+    ``parent``: a derived clip and its source (``parent_id``). ``text-speaker``: same reference
+    text and speaker, different label. ``text``: same text, different label, any speaker --
+    voice differences then add to the contrast, so same-label pairs of the same text are scored
+    as a control. ``auto`` takes the first of these that finds pairs.
+    """
+    order = ["parent", "text-speaker", "text"] if cfg.pairs == "auto" else [cfg.pairs]
+    for mode in order:
+        control: list[tuple[str, str]] = []
+        if mode == "none":
+            return {"pairing": "none", "pairs": [], "control": []}
+        if mode == "parent":
+            pairs = [
+                (a, b)
+                for a, b in pairs_from_parents({u: m.parent_id for u, m in meta.items()})
+                if _label_of(meta, a, cfg.label) != _label_of(meta, b, cfg.label) or cfg.label is None
+            ]
+        elif mode == "text-speaker":
+            groups: dict[Any, list[str]] = defaultdict(list)
+            for u, m in meta.items():
+                t = _norm_text(m.reference)
+                if t and m.speaker:
+                    groups[(t, m.speaker)].append(u)
+            pairs, control = _group_pairs(groups, meta, cfg.label)
+        else:
+            groups = defaultdict(list)
+            for u, m in meta.items():
+                t = _norm_text(m.reference)
+                if t:
+                    groups[t].append(u)
+            pairs, control = _group_pairs(groups, meta, cfg.label)
+            control = [(a, b) for a, b in control if meta[a].speaker != meta[b].speaker]
+        if pairs:
+            return {"pairing": mode, "pairs": pairs, "control": control}
+    return {"pairing": order[-1], "pairs": [], "control": []}
+
+
+def prosody_contrast(
+    outputs: Mapping[str, EmotionOutput], meta: Mapping[str, UttMeta], cfg: EmotionConfig, found: Mapping[str, Any], out_path: Path
+) -> dict[str, Any]:
+    """The contrast audit on the found pairs (plus a same-label control), from stored descriptors."""
+    if not any(o.descriptors for o in outputs.values()):
+        return {"skipped": "backend gives no acoustic descriptors (use the 'prosody' backend for this audit)"}
+    if not found["pairs"]:
+        return {
+            "pairing": found["pairing"],
+            "n_pairs": 0,
+            "skipped": "no rendition pairs: no clip has a parent_id in the dataset and no text is read twice "
+            + ("with different labels" if cfg.label else ""),
+        }
+    descriptors = {u: o.descriptors for u, o in outputs.items() if o.descriptors}
+    res = audit_pairs(found["pairs"], descriptors, threshold=cfg.contrast_threshold)
+    d = res.to_dict()
+    rows = d.pop("pairs")
+    for r in rows:
+        r["label_a"] = _label_of(meta, r["a"], cfg.label)
+        r["label_b"] = _label_of(meta, r["b"], cfg.label)
+        r["speaker_a"], r["speaker_b"] = meta[r["a"]].speaker, meta[r["b"]].speaker
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out_path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    d["pairs"] = rows[:SHOWN_PAIRS]
+    d["pairs_path"] = str(out_path)
+    d["pairing"] = found["pairing"]
+    d["confounded_by_voice"] = found["pairing"] == "text"
+    by_pair: dict[str, list[int]] = defaultdict(list)
+    for r in rows:
+        by_pair["|".join(sorted((str(r["label_a"]), str(r["label_b"]))))].append(int(r["score"]))
+    d["by_label_pair"] = {k: {"mean_score": float(np.mean(v)), "n_pairs": len(v)} for k, v in sorted(by_pair.items())}
+    if found["control"]:
+        ctrl = audit_pairs(found["control"], descriptors, threshold=cfg.contrast_threshold)
+        scores = [p.score for p in ctrl.pairs]
+        d["control_same_label"] = {
+            "n_pairs": len(scores),
+            "mean_score": float(np.mean(scores)) if scores else None,
+            "what": "pairs of the same text with the same label"
+            + (" read by different speakers" if found["pairing"] == "text" else "")
+            + ": the contrast that is not delivery",
+        }
+    return d
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+
+
+def _derived_labels(outputs: Mapping[str, EmotionOutput], name: str, cfg: EmotionConfig, lm: LabelMap, path: Path) -> dict[str, Any]:
+    if not any(o.posteriors for o in outputs.values()):
+        return {"model_derived": True, "skipped": "backend gives no emotion categories; nothing to label with"}
+    labels = model_derived_labels(outputs, name, lm, cfg.min_confidence)
+    key = next(iter(next(iter(labels.values())).keys())) if labels else None
+    counts: dict[str, int] = defaultdict(int)
+    for lab in labels.values():
+        for v in lab.values():
+            counts[v] += 1
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, "".join(json.dumps({"utt_id": u, **lab, "model_derived": True}) + "\n" for u, lab in sorted(labels.items())))
+    return {
+        "model_derived": True,
+        "label_key": key,
+        "counts": dict(sorted(counts.items())),
+        "min_confidence": cfg.min_confidence,
+        "path": str(path),
+        "note": "predicted by the backend, not ground truth",
+    }
+
+
+def _notes(entry: Mapping[str, Any]) -> list[str]:
+    """Observations read off the numbers."""
+    notes: list[str] = []
+    ao = entry.get("arousal_ordering") or {}
+    for pair, s in (ao.get("by_label_pair_within_speaker") or {}).items():
+        if s.get("accuracy") is not None and s["n_pairs"] >= 3 and s["accuracy"] < 0.6:
+            hi, lo = pair.split(">", 1)
+            notes.append(
+                f"{ao['dimension']} ranks '{hi}' above '{lo}' in only {s['accuracy']:.0%} of {s['n_pairs']} same-speaker pairs"
+            )
+    ws = ao.get("within_speaker") or {}
+    al = ao.get("all") or {}
+    if ws.get("accuracy") is not None and al.get("accuracy") is not None and ws["accuracy"] - al["accuracy"] >= 0.1:
+        notes.append(
+            f"{ao['dimension']} orders clips by expected arousal in {ws['accuracy']:.0%} of same-speaker pairs but "
+            f"{al['accuracy']:.0%} of all pairs: differences between voices mask the delivery"
+        )
+    pc = entry.get("prosody_contrast") or {}
+    if pc.get("n_pairs"):
+        notes.append(f"{pc['n_below_threshold']} of {pc['n_pairs']} rendition pairs score below {pc['threshold']:g} of 8 on prosody contrast")
+        ctrl = pc.get("control_same_label") or {}
+        if ctrl.get("mean_score") is not None and pc.get("mean_score") is not None and ctrl["mean_score"] >= pc["mean_score"] - 0.5:
+            notes.append(
+                f"same-label control pairs score {ctrl['mean_score']:.1f} against {pc['mean_score']:.1f} for different labels: "
+                "the contrast here comes mostly from something other than delivery"
+            )
+    return notes
+
+
+def score_emotion_backend(
+    cfg: EmotionConfig, name: str, facts: Mapping[str, Any], meta: Mapping[str, UttMeta], found: Mapping[str, Any], out_dir: Path
+) -> dict[str, Any]:
+    """The ``emotion.<backend>`` entry from stored outputs (never recomputed)."""
+    entry: dict[str, Any] = {"status": facts.get("status"), "facts": {k: v for k, v in facts.items() if k != "traceback"}}
+    if facts.get("status") not in ("loaded", "done"):
+        entry["error"] = facts.get("error", "backend did not run")
+        return entry
+    outputs = read_emotion_outputs(out_dir, name)
+    failed = read_errors(out_dir, "ser", name)
+    entry["n_failed_clips"] = len(failed)
+    entry["failed_clips"] = dict(sorted(failed.items())[:50])
+    lm = cfg.make_label_map()
+    has_posteriors = any(o.posteriors for o in outputs.values())
+    ref_labels = {u: m.labels[cfg.label] for u, m in meta.items() if cfg.label and cfg.label in m.labels} if has_posteriors else {}
+    ref_dims: dict[str, dict[str, float]] = {}
+    for dim, col in cfg.dimensions.items():
+        for u, m in meta.items():
+            try:
+                v = float(m.labels[col])
+            except (KeyError, ValueError):
+                continue
+            if math.isfinite(v):
+                ref_dims.setdefault(u, {})[dim] = v
+    slice_labels = {u: {k: v for k, v in m.labels.items() if k != cfg.label} for u, m in meta.items()}
+    try:
+        res = evaluate_emotion(
+            outputs, backend=name, ref_labels=ref_labels or None, ref_dims=ref_dims or None, label_map=lm,
+            utt_labels=slice_labels, unmapped=cfg.unmapped, dim_map=cfg.dim_map, comparison_min_gap=cfg.comparison_min_gap,
+        )  # fmt: skip
+        entry.update(res.to_dict())
+    except AuditError as exc:
+        entry["status"] = "error"
+        entry["error"] = str(exc)
+        return entry
+    entry["n_utts"] = len(meta)
+    entry["n_scored_outputs"] = len(outputs)
+    if not has_posteriors:
+        entry["categorical"] = None
+        entry.setdefault("warnings", []).append("backend gives no emotion categories: UA/WA/macro-F1 are not defined for it")
+    entry["arousal_ordering"] = arousal_ordering(outputs, meta, cfg, lm)
+    entry["prosody_contrast"] = prosody_contrast(outputs, meta, cfg, found, out_dir / "emotion" / safe_name(name) / "contrast_pairs.jsonl")
+    if cfg.derive_labels:
+        entry["model_derived_labels"] = _derived_labels(outputs, name, cfg, lm, out_dir / "emotion" / safe_name(name) / "model_labels.jsonl")
+    entry["notes"] = _notes(entry)
+    entry["status"] = "ok"
+    for key in ("device", "batch_size", "n_failed", "audio_s", "infer_s", "rtfx", "warmup_batches"):
+        if key in facts:
+            entry[key] = facts[key]
+    entry["model_id"] = facts.get("info", {}).get("model_id")
+    return entry
+
+
+def check_emotion_inputs(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> list[str]:
+    """Problems found before any model loads: an explicit label or dimension column no clip has."""
+    warnings: list[str] = []
+    if cfg.label is not None and not any(cfg.label in m.labels for m in meta.values()):
+        msg = f"no clip carries the emotion label '{cfg.label}'"
+        if cfg.label_given:
+            raise ConfigError(f"emotion.label: {msg} (labels present: {', '.join(sorted({k for m in meta.values() for k in m.labels})) or 'none'})")
+        warnings.append(msg)
+    for dim, col in cfg.dimensions.items():
+        if not any(col in m.labels for m in meta.values()):
+            raise ConfigError(f"emotion.dimensions.{dim}: no clip carries the label column '{col}'")
+    return warnings
+
+
+def run_emotion_audit(
+    cfg: EmotionConfig,
+    dataset: Dataset,
+    out_dir: Path | str,
+    progress: ProgressFn | None = None,
+    decode_options: DecodeOptions | None = None,
+) -> dict[str, Any]:
+    """Run every SER backend over the dataset (resumable), then score per backend.
+
+    Returns ``{backend: entry}`` for ``summary['emotion']``. A backend that cannot load gets
+    ``status: unavailable`` and its message; the others go on.
+    """
+    out = Path(out_dir)
+    meta = collect_meta(dataset)
+    warnings = check_emotion_inputs(cfg, meta)
+    cfg.make_label_map()  # a bad label-map file fails here, before models load
+    found = rendition_pairs(meta, cfg)
+    specs = [
+        EmbedSpec(name=b, backend=b, kind="ser", options=dict(cfg.backend_options.get(b, {})), batch_size=cfg.batch_size)
+        for b in cfg.backends
+    ]
+    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup)
+    results: dict[str, Any] = {}
+    for spec in specs:
+        entry = score_emotion_backend(cfg, spec.name, facts[spec.name], meta, found, out)
+        if warnings:
+            entry.setdefault("warnings", []).extend(warnings)
+        results[spec.name] = entry
+    atomic_write_text(out / "emotion" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
+    return json_safe(results)
+
+
+__all__ = [
+    "EmotionConfig",
+    "arousal_ordering",
+    "expected_arousal_table",
+    "parse_emotion_config",
+    "prosody_contrast",
+    "rendition_pairs",
+    "run_emotion_audit",
+    "score_emotion_backend",
+]

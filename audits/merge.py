@@ -1,0 +1,208 @@
+"""Merge several run directories of one dataset into one summary and one result table.
+
+A 40-model sweep is often split across machines, each writing its own run directory. A
+merged report is only meaningful when every run scored the same utterances with the same
+text normalizer, so those are checked first and a mismatch is refused with the reason.
+
+Per-model numbers are taken from each run's ``summary.json`` as they are (re-scoring would
+change bootstrap seeds and so the intervals). Only a model whose rows are spread over several
+runs (a sweep split by shards instead of by models) is re-scored from the merged rows with
+the recipe's scoring options.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from audits.scoring import ScoringOptions, score_table, summarize_models
+from audits.summary import load_summary
+from engine.errors import ConfigError
+from normalizers import get_normalizer
+
+log = logging.getLogger(__name__)
+
+# Fields of a model entry that describe how it ran (kept when a split model is re-scored).
+_RUN_FACTS = ("status", "error", "backend", "batch_size", "warmup_batches", "device", "dtype", "load_s", "backend_info", "params_m", "tags")
+
+
+def load_table(run_dir: Path) -> pd.DataFrame:
+    """``utterances.parquet`` (a file or a folder of Parquet parts) as a DataFrame."""
+    path = Path(run_dir) / "utterances.parquet"
+    if not path.exists():
+        raise ConfigError(f"{run_dir}: no utterances.parquet (is this a run directory written by `audit run`?)")
+    return pq.read_table(path).to_pandas()
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
+    """``summary.json`` and the result rows of one run directory."""
+    return load_summary(Path(run_dir)), load_table(Path(run_dir))
+
+
+def check_compatible(summaries: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
+    """Raise ``ConfigError`` naming the first run whose dataset or normalizer differs from the first run's."""
+    first = summaries[0]
+    fp0 = (first.get("dataset") or {}).get("fingerprint")
+    norm0 = first.get("normalizer") or {}
+    if not fp0:
+        raise ConfigError(f"{names[0]}: summary.json has no dataset fingerprint, so it cannot be checked against other runs; re-run it with this version")
+    for s, name in zip(summaries[1:], names[1:]):
+        ds = s.get("dataset") or {}
+        fp = ds.get("fingerprint")
+        if not fp:
+            raise ConfigError(f"{name}: summary.json has no dataset fingerprint, so it cannot be checked against {names[0]}; re-run it with this version")
+        if fp != fp0:
+            raise ConfigError(
+                f"cannot merge {name} into {names[0]}: different datasets "
+                f"('{ds.get('name')}' fingerprint {fp} vs '{(first.get('dataset') or {}).get('name')}' fingerprint {fp0}); "
+                "a merged report needs every run to score the same utterances"
+            )
+        norm = s.get("normalizer") or {}
+        if norm.get("name") != norm0.get("name"):
+            raise ConfigError(
+                f"cannot merge {name} into {names[0]}: different normalizers ('{norm.get('name')}' vs '{norm0.get('name')}'); "
+                "WERs under different normalizers are not comparable, re-score one run with the other's normalizer"
+            )
+        if norm.get("version") != norm0.get("version"):
+            raise ConfigError(
+                f"cannot merge {name} into {names[0]}: normalizer '{norm0.get('name')}' has version {norm.get('version')} there "
+                f"and {norm0.get('version')} here; re-score both runs with one version"
+            )
+
+
+def _dedupe_rows(table: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """Drop rows repeated verbatim across runs; refuse a (model, utt_id) with two different results."""
+    key = ["model", "utt_id"]
+    dup = table.duplicated(key, keep=False)
+    if not dup.any():
+        return table
+    d = table[dup]
+    conflicting = d.groupby(key, sort=False)["hyp_raw"].nunique(dropna=False)
+    conflicting = conflicting[conflicting > 1]
+    if len(conflicting):
+        (model, utt), _ = next(iter(conflicting.items()))
+        runs = sorted(set(d.loc[(d["model"] == model) & (d["utt_id"] == utt), "_run"]))
+        raise ConfigError(
+            f"model '{model}' transcribed utterance '{utt}' differently in {', '.join(names[i] for i in runs)} "
+            f"({len(conflicting)} such rows); merge runs that split the sweep, not repeated runs of one model"
+        )
+    return table.drop_duplicates(key, keep="first")
+
+
+def _options_from(summary: Mapping[str, Any]) -> ScoringOptions:
+    sc = (summary.get("recipe") or {}).get("scoring") or {}
+    return ScoringOptions(
+        n_boot=int(sc.get("n_boot", 1000)),
+        seed=int(sc.get("seed", 0)),
+        slice_columns=list(sc["slices"]) if sc.get("slices") else None,
+        gaps=[tuple(g) for g in sc.get("gaps") or []],  # type: ignore[misc]
+    )
+
+
+def _merge_section(parts: Sequence[Mapping[str, Any]], section: str, names: Sequence[str]) -> dict[str, Any]:
+    """Union of ``probes``/``speaker``/``emotion``; on a clash the first run wins (logged)."""
+    out: dict[str, Any] = {}
+    for s, name in zip(parts, names):
+        for key, val in (s.get(section) or {}).items():
+            if key not in out:
+                out[key] = val
+            elif section == "probes" and isinstance(val, Mapping) and isinstance(out[key], Mapping):
+                merged = dict(out[key])
+                for m, r in val.items():
+                    if m not in merged:
+                        merged[m] = r
+                out[key] = merged
+            elif out[key] != val:
+                log.warning("%s.%s differs between runs; keeping the first run's (%s ignored)", section, key, name)
+    return out
+
+
+def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One summary and one result table over several runs of the same dataset and normalizer.
+
+    A single directory is returned unchanged. Raises ``ConfigError`` with the reason when the
+    dataset fingerprint, the normalizer name or its version differ, or when two runs disagree
+    on the same (model, utterance).
+    """
+    if not dirs:
+        raise ConfigError("no run directories given")
+    paths = [Path(d) for d in dirs]
+    if len({p.resolve() for p in paths}) != len(paths):
+        raise ConfigError(f"a run directory is listed twice: {', '.join(map(str, paths))}")
+    loaded = [load_run(p) for p in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    names = [str(p) for p in paths]
+    summaries = [s for s, _ in loaded]
+    check_compatible(summaries, names)
+
+    tables = []
+    for i, (_, t) in enumerate(loaded):
+        t = t.copy()
+        t["_run"] = i
+        tables.append(t)
+    table = _dedupe_rows(pd.concat(tables, ignore_index=True, sort=False), names)
+    run_of_model = table.groupby("model")["_run"].agg(lambda r: sorted(set(r)))
+    table = table.drop(columns=["_run"]).reset_index(drop=True)
+
+    first = summaries[0]
+    models: dict[str, Any] = {}
+    split: list[str] = []
+    for m, runs in run_of_model.items():
+        if len(runs) == 1:
+            entry = dict(summaries[runs[0]]["models"].get(m) or {})
+            entry["run"] = names[runs[0]]
+            models[str(m)] = entry
+        else:
+            split.append(str(m))
+    for i, s in enumerate(summaries):  # models that produced no rows at all (could not load)
+        for m, entry in (s.get("models") or {}).items():
+            if m not in models and m not in split:
+                models[m] = dict(entry, run=names[i])
+    if split:
+        log.info("re-scoring %d model(s) whose rows are spread over several runs: %s", len(split), ", ".join(split))
+        normalizer = get_normalizer(first["normalizer"]["name"])
+        scored = score_table(table[table["model"].isin(split)], normalizer)
+        fresh = summarize_models(scored, _options_from(first))
+        for m in split:
+            facts: dict[str, Any] = {}
+            for s in summaries:
+                old = (s.get("models") or {}).get(m)
+                if old:
+                    facts = {k: old[k] for k in _RUN_FACTS if k in old}
+                    break
+            models[m] = dict(fresh.get(m, {}), **facts, run=[names[i] for i in run_of_model[m]], rescored_on_merge=True)
+
+    summary: dict[str, Any] = {
+        "schema_version": first.get("schema_version"),
+        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "recipe": dict(first.get("recipe") or {}, name=" + ".join(dict.fromkeys(str((s.get("recipe") or {}).get("name", "")) for s in summaries))),
+        "dataset": first.get("dataset"),
+        "normalizer": first.get("normalizer"),
+        "scoring": first.get("scoring"),
+        "packages": first.get("packages"),
+        "hardware": first.get("hardware"),
+        "models": dict(sorted(models.items())),
+        "merged_from": [
+            {
+                "dir": names[i],
+                "recipe": (s.get("recipe") or {}).get("name"),
+                "created_at": s.get("created_at"),
+                "hardware": s.get("hardware"),
+                "packages": s.get("packages"),
+                "models": sorted((s.get("models") or {}).keys()),
+            }
+            for i, s in enumerate(summaries)
+        ],
+    }
+    for section in ("probes", "speaker", "emotion"):
+        merged = _merge_section(summaries, section, names)
+        if merged:
+            summary[section] = merged
+    return summary, table

@@ -1,0 +1,137 @@
+"""``audit report`` and ``audit query``: command functions the CLI registers.
+
+Register them in ``audits/cli.py`` with::
+
+    from audits.report_cli import query_command, report_command
+    app.command("report")(report_command)
+    app.command("query")(query_command)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from engine.errors import AuditError, ConfigError
+
+log = logging.getLogger(__name__)
+_err = Console(stderr=True)
+_out = Console()
+
+
+def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True) -> dict[str, Path]:
+    """Merge the runs and write ``report.html``, ``report.md`` and the exports; returns what was written.
+
+    One run directory: everything goes into it (or ``out``). Several: ``out`` is required, and
+    also receives the merged ``summary.json`` and ``utterances.parquet`` so it is a run
+    directory of its own (``audit query OUT`` works on it).
+    """
+    from audits.cohort import cohort_markdown
+    from audits.exports import write_exports
+    from audits.merge import merge_runs
+    from audits.report_html import render_html
+    from audits.report_md import render_markdown
+    from audits.summary import write_summary
+    from engine.store import atomic_write_text
+
+    dirs = [Path(d) for d in run_dirs]
+    if not dirs:
+        raise ConfigError("give at least one run directory")
+    if len(dirs) > 1:
+        if out is None:
+            raise ConfigError("several run directories make a merged report: give --out DIR for it (a new directory, not one of the runs)")
+        if Path(out).resolve() in {d.resolve() for d in dirs}:
+            raise ConfigError(f"--out {out} is one of the runs being merged; choose a new directory so the run keeps its own summary.json")
+    out_dir = Path(out) if out is not None else dirs[0]
+    summary, table = merge_runs(dirs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    if len(dirs) > 1:
+        written["summary"] = write_summary(out_dir, summary)
+        tmp = out_dir / ".utterances.parquet.tmp"
+        table.to_parquet(tmp, index=False)
+        tmp.replace(out_dir / "utterances.parquet")
+        written["utterances"] = out_dir / "utterances.parquet"
+    md = render_markdown(summary)
+    extra = cohort_markdown(summary)
+    atomic_write_text(out_dir / "report.md", md + ("\n" + extra if extra else ""))
+    written["report_md"] = out_dir / "report.md"
+    atomic_write_text(out_dir / "report.html", render_html(summary, table, worst))
+    written["report_html"] = out_dir / "report.html"
+    if exports:
+        for kind, path in write_exports(summary, table, out_dir).items():
+            written[kind] = path
+    return written
+
+
+def report_command(
+    run_dirs: list[Path] = typer.Argument(..., help="One run directory, or several runs of the same dataset to merge (a sweep split across machines)."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write (default: the run directory; required when merging)."),
+    worst: int = typer.Option(5, "--worst", help="Worst utterances shown per model."),
+    exports: bool = typer.Option(True, "--exports/--no-exports", help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."),
+) -> None:
+    """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
+    try:
+        written = build_report(run_dirs, out, worst, exports)
+    except AuditError as exc:
+        _err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=2)
+    for kind, path in written.items():
+        _out.print(f"{kind}: {path}")
+
+
+def _print_frame(df: pd.DataFrame, fmt: str, max_rows: int) -> None:
+    if fmt == "csv":
+        _out.print(df.to_csv(index=False), end="", markup=False, highlight=False, soft_wrap=True)
+        return
+    if fmt == "json":
+        _out.print(json.dumps(json.loads(df.to_json(orient="records")), indent=1), markup=False, highlight=False, soft_wrap=True)
+        return
+    t = Table(show_lines=False)
+    for c in df.columns:
+        t.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "—"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    for row in df.head(max_rows).itertuples(index=False):
+        t.add_row(*(cell(v) for v in row))
+    _out.print(t)
+    if len(df) > max_rows:
+        _err.print(f"{len(df) - max_rows} more row(s); use --max-rows or --format csv")
+
+
+def query_command(
+    run_dir: Path = typer.Argument(..., help="A run directory (or a merged report directory)."),
+    sql: str = typer.Argument(..., help="SQL over the views utterances, models, slices, gaps, probes, scored."),
+    also: list[Path] | None = typer.Option(None, "--with", help="More run directories of the same dataset to merge in."),
+    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    max_rows: int = typer.Option(200, "--max-rows", help="Rows shown in table format."),
+) -> None:
+    """Ad-hoc SQL with DuckDB, e.g. WER by accent for models under 1 B parameters:
+
+    audit query runs/sweep "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) WHERE label='accent' AND params_m < 1000"
+    """
+    from audits.query import query
+
+    if fmt not in ("table", "csv", "json"):
+        _err.print(f"[bold red]error:[/] --format must be table, csv or json, not {fmt!r}")
+        raise typer.Exit(code=2)
+    try:
+        df = query([run_dir, *(also or [])] if also else run_dir, sql)
+    except AuditError as exc:
+        _err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(code=2)
+    _print_frame(df, fmt, max_rows)

@@ -1,0 +1,628 @@
+"""Speaker-match audit over a dataset: run SV backends through the engine, score stored embeddings.
+
+Recipe section (every key optional except ``backends``; unknown keys are errors)::
+
+    speaker:
+      backends: [resemblyzer]        # SV_BACKENDS names
+      trials: path/to/trials.txt     # VoxCeleb 'label enroll test' list; default: generated
+      cross: emotion                 # generated trials pair clips whose 'emotion' differs
+      max_per_class: 5000            # generated trials per class (target / non-target)
+      seed: 0
+      threshold: null                # a given decision threshold; default: chosen on a dev split
+      threshold_criterion: eer       # eer | min_dcf | accuracy (dev-split choice)
+      dev_fraction: 0.3
+      p_target: 0.01
+      cohort: false                  # false | s-norm | as-norm (true = s-norm)
+      cohort_speakers: []            # speakers held out of the trials to serve as the cohort
+      top_k: 100                     # AS-norm: closest cohort scores used
+      slice_keys: null               # label keys for per-slice results (default: all labels)
+      batch_size: 16
+      warmup: 1
+      combined_clips: 0              # write this many 'A, beep, B' trial clips for audio judges
+      backend_options: {resemblyzer: {num_threads: 1}}
+
+``parse_speaker_config`` is pure (no model loads, no dataset reads), so a recipe can be
+validated before anything heavy happens. ``run_speaker_audit`` returns the ``speaker`` section
+of ``summary.json``: one entry per backend (``SpeakerResult.to_dict()`` plus facts and notes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from audits.speaker import (
+    Trial,
+    TrialList,
+    combine_clips,
+    combined_trial_derivation,
+    combined_trial_id,
+    evaluate_speaker,
+    generate_trials,
+    read_trials,
+)
+from engine.audio import decode
+from engine.backends import SV_BACKENDS
+from engine.backends.base import SAMPLE_RATE
+from engine.config import check_keys, expect_type
+from engine.datasets.base import Dataset
+from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends
+from engine.errors import AuditError, ConfigError, RegistryError
+from engine.runner import DecodeOptions
+from engine.store import atomic_write_text, safe_name
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[str, int, dict[str, Any]], None]
+
+SPEAKER_KEYS = {
+    "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",
+    "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips",
+    "backend_options", "subsets",
+}  # fmt: skip
+COHORT_MODES = (None, "s-norm", "as-norm")
+MIN_NOTE_TRIALS = 20  # slices with fewer target or non-target trials are too noisy for a note
+CRITERIA = ("eer", "min_dcf", "accuracy")
+
+
+@dataclass(frozen=True)
+class SpeakerConfig:
+    """The validated ``speaker`` section of a recipe."""
+
+    backends: tuple[str, ...]
+    trials: str | None = None
+    cross: str | None = None
+    max_per_class: int | None = 5000
+    seed: int = 0
+    threshold: float | None = None
+    threshold_criterion: str = "eer"
+    dev_fraction: float = 0.3
+    p_target: float = 0.01
+    cohort: str | None = None
+    cohort_speakers: tuple[str, ...] = ()
+    top_k: int | None = 100
+    slice_keys: tuple[str, ...] | None = None
+    batch_size: int = 16
+    warmup: int = 1
+    combined_clips: int = 0
+    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    subsets: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "backends": list(self.backends), "trials": self.trials, "cross": self.cross,
+            "max_per_class": self.max_per_class, "seed": self.seed, "threshold": self.threshold,
+            "threshold_criterion": self.threshold_criterion, "dev_fraction": self.dev_fraction,
+            "p_target": self.p_target, "cohort": self.cohort, "cohort_speakers": list(self.cohort_speakers),
+            "top_k": self.top_k, "slice_keys": None if self.slice_keys is None else list(self.slice_keys),
+            "batch_size": self.batch_size, "warmup": self.warmup, "combined_clips": self.combined_clips,
+            "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
+            "subsets": {k: {f: list(v) for f, v in flt.items()} for k, flt in self.subsets.items()},
+        }  # fmt: skip
+
+
+def json_safe(value: Any) -> Any:
+    """Plain JSON values: numpy scalars to Python, NaN and infinities to None (strict JSON)."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _str_list(value: Any, where: str) -> tuple[str, ...]:
+    items = expect_type(value, list, where)
+    for i, x in enumerate(items):
+        expect_type(x, str, f"{where}[{i}]")
+    return tuple(items)
+
+
+def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tuple[str, ...]:
+    """``backends``: a non-empty list of registered names (checked without importing them)."""
+    if "backends" not in data:
+        raise ConfigError(f"{where}: missing required key 'backends' (e.g. backends: [{registry.names()[0]}])")
+    names = _str_list(data["backends"], f"{where}.backends")
+    if not names:
+        raise ConfigError(f"{where}.backends: list at least one backend ({', '.join(registry.names())})")
+    for n in names:
+        if n not in registry:
+            try:
+                registry.get(n)  # raises, listing close matches
+            except RegistryError as exc:
+                raise ConfigError(f"{where}.backends: {exc}") from None
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{where}.backends: listed twice: {', '.join(dupes)}")
+    return names
+
+
+def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str) -> dict[str, dict[str, Any]]:
+    """``backend_options``: backend name -> options mapping; names must be among ``backends``."""
+    raw = expect_type(data.get("backend_options", {}) or {}, dict, f"{where}.backend_options")
+    out: dict[str, dict[str, Any]] = {}
+    for name, opts in raw.items():
+        if name not in backends:
+            raise ConfigError(f"{where}.backend_options: '{name}' is not in backends ({', '.join(backends)})")
+        out[str(name)] = dict(expect_type(opts or {}, dict, f"{where}.backend_options.{name}"))
+    return out
+
+
+def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``subsets``: name -> {label (or 'speaker'): value or [values]}; clips must match every filter."""
+    raw = expect_type(data.get("subsets", {}) or {}, dict, f"{where}.subsets")
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for name, flt in raw.items():
+        flt = expect_type(flt, dict, f"{where}.subsets.{name}")
+        if not flt:
+            raise ConfigError(f"{where}.subsets.{name}: give at least one 'label: value' filter")
+        out[str(name)] = {}
+        for key, val in flt.items():
+            vals = val if isinstance(val, list) else [val]
+            for v in vals:
+                expect_type(v, (str, int, float), f"{where}.subsets.{name}.{key}")
+            out[str(name)][str(key)] = tuple(str(v) for v in vals)
+    return out
+
+
+def resolve_path(value: str, source: str) -> str:
+    """A relative path is taken from the recipe's folder when it exists there, else as given."""
+    p = Path(value).expanduser()
+    if not p.is_absolute() and source:
+        cand = Path(source).parent / p
+        if cand.exists():
+            return str(cand)
+    return str(p)
+
+
+def _int(data: Mapping[str, Any], key: str, default: int | None, where: str, minimum: int) -> int | None:
+    value = data.get(key, default)
+    if value is None:
+        return None
+    expect_type(value, int, f"{where}.{key}")
+    if value < minimum:
+        raise ConfigError(f"{where}.{key} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> SpeakerConfig:
+    """Validate a recipe's ``speaker`` section (pure: no model, dataset or trial file is read)."""
+    where = f"{source}: speaker" if source else "speaker"
+    check_keys(mapping, SPEAKER_KEYS, where)
+    backends = parse_backend_list(mapping, SV_BACKENDS, where)
+    trials = mapping.get("trials")
+    if trials is not None:
+        trials = resolve_path(str(expect_type(trials, str, f"{where}.trials")), source)
+        if not Path(trials).is_file():
+            raise ConfigError(f"{where}.trials: trial list {trials} does not exist")
+    cross = mapping.get("cross")
+    if cross is not None:
+        expect_type(cross, str, f"{where}.cross")
+    threshold = mapping.get("threshold")
+    if threshold is not None:
+        threshold = float(expect_type(threshold, (int, float), f"{where}.threshold"))
+    criterion = str(mapping.get("threshold_criterion", "eer"))
+    if criterion not in CRITERIA:
+        raise ConfigError(f"{where}.threshold_criterion: expected one of {', '.join(CRITERIA)}, got {criterion!r}")
+    dev_fraction = float(expect_type(mapping.get("dev_fraction", 0.3), (int, float), f"{where}.dev_fraction"))
+    if not 0.0 < dev_fraction < 1.0:
+        raise ConfigError(f"{where}.dev_fraction must lie strictly between 0 and 1, got {dev_fraction}")
+    p_target = float(expect_type(mapping.get("p_target", 0.01), (int, float), f"{where}.p_target"))
+    if not 0.0 < p_target < 1.0:
+        raise ConfigError(f"{where}.p_target must lie strictly between 0 and 1, got {p_target}")
+    cohort_raw = mapping.get("cohort", False)
+    if cohort_raw is True:
+        cohort: str | None = "s-norm"
+    elif cohort_raw in (False, None):
+        cohort = None
+    elif isinstance(cohort_raw, str) and cohort_raw.lower() in ("s-norm", "as-norm"):
+        cohort = cohort_raw.lower()
+    else:
+        raise ConfigError(f"{where}.cohort: expected false, true, 's-norm' or 'as-norm', got {cohort_raw!r}")
+    cohort_speakers = _str_list(mapping.get("cohort_speakers", []) or [], f"{where}.cohort_speakers")
+    if cohort_speakers and cohort is None:
+        raise ConfigError(f"{where}.cohort_speakers is set but cohort is off; set cohort: s-norm or as-norm")
+    if cohort_speakers and trials is not None:
+        raise ConfigError(f"{where}: cohort_speakers hold speakers out of generated trials; with a trial list, leave it out")
+    slice_keys = mapping.get("slice_keys")
+    return SpeakerConfig(
+        backends=backends,
+        trials=trials,
+        cross=cross,
+        max_per_class=_int(mapping, "max_per_class", 5000, where, 1),
+        seed=int(_int(mapping, "seed", 0, where, 0) or 0),
+        threshold=threshold,
+        threshold_criterion=criterion,
+        dev_fraction=dev_fraction,
+        p_target=p_target,
+        cohort=cohort,
+        cohort_speakers=cohort_speakers,
+        top_k=_int(mapping, "top_k", 100, where, 1),
+        slice_keys=None if slice_keys is None else _str_list(slice_keys, f"{where}.slice_keys"),
+        batch_size=int(_int(mapping, "batch_size", 16, where, 1) or 16),
+        warmup=int(_int(mapping, "warmup", 1, where, 0) or 0),
+        combined_clips=int(_int(mapping, "combined_clips", 0, where, 0) or 0),
+        backend_options=parse_backend_options(mapping, backends, where),
+        subsets=parse_subsets(mapping, where),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Dataset metadata (no audio decoded)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UttMeta:
+    """What the speaker and emotion audits need to know about a clip besides its audio."""
+
+    utt_id: str
+    speaker: str | None
+    labels: Mapping[str, str]
+    reference: str | None
+    parent_id: str | None
+    duration_s: float | None
+    shard_id: str
+
+
+def collect_meta(dataset: Dataset) -> dict[str, UttMeta]:
+    """Speaker, labels, reference and parent of every utterance, in dataset order."""
+    out: dict[str, UttMeta] = {}
+    for sid in dataset.shard_ids:
+        for u in dataset.load_shard(sid).utterances:
+            out[u.utt_id] = UttMeta(u.utt_id, u.speaker, dict(u.labels), u.reference, u.parent_id, u.duration_s, sid)
+    return out
+
+
+def run_options(recipe_decode: DecodeOptions | None) -> DecodeOptions:
+    return recipe_decode or DecodeOptions()
+
+
+# --------------------------------------------------------------------------------------------
+# The audit
+# --------------------------------------------------------------------------------------------
+
+
+def build_trials(cfg: SpeakerConfig, meta: Mapping[str, UttMeta]) -> tuple[TrialList, list[str]]:
+    """Trials from the list file or generated from speaker labels; returns (trials, cohort utts).
+
+    Raises before any model loads: a trial naming an utterance that is not in the dataset, or a
+    dataset whose clips carry no speaker labels (and no trial list was given).
+    """
+    if cfg.trials is not None:
+        return TrialList(read_trials(cfg.trials, known_ids=meta.keys())), []
+    held = set(cfg.cohort_speakers)
+    unknown = sorted(held - {m.speaker for m in meta.values() if m.speaker})
+    if unknown:
+        raise ConfigError(f"speaker.cohort_speakers: no clips of speaker(s) {', '.join(unknown)} in the dataset")
+    speakers = {u: m.speaker for u, m in meta.items() if m.speaker not in held}
+    if not any(s for s in speakers.values()):
+        raise ConfigError(
+            "the dataset has no speaker labels (manifest field 'speaker' or 'speaker_id'), so trials cannot be "
+            "generated; add speaker labels or pass speaker.trials (a 'label enroll test' list)"
+        )
+    if cfg.cross is not None and not any(cfg.cross in m.labels for m in meta.values()):
+        raise ConfigError(f"speaker.cross: no clip carries the label '{cfg.cross}'")
+    labels = {u: m.labels for u, m in meta.items()}
+    tl = generate_trials(speakers, labels, cross=cfg.cross, max_per_class=cfg.max_per_class, seed=cfg.seed)
+    cohort = sorted(u for u, m in meta.items() if m.speaker in held)
+    return tl, cohort
+
+
+def speaker_pair_stats(
+    trials: Sequence[Trial], scores: np.ndarray, meta: Mapping[str, UttMeta], threshold: float, top: int = 10
+) -> dict[str, Any]:
+    """Which speakers the backend keeps apart and which it confuses, from the trial scores.
+
+    Per speaker: mean target score and miss rate at the threshold. Per unordered speaker pair:
+    mean non-target score and false-accept rate; the ``top`` most confusable pairs are listed.
+    """
+    tar: dict[str, list[float]] = defaultdict(list)
+    non: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for t, s in zip(trials, scores):
+        a, b = meta[t.enroll].speaker, meta[t.test].speaker
+        if a is None or b is None:
+            continue
+        if t.label == 1:
+            tar[a].append(float(s))
+        else:
+            x, y = sorted((a, b))
+            non[(x, y)].append(float(s))
+    per_speaker = {
+        spk: {"n_target": len(v), "mean_target_score": float(np.mean(v)), "miss_rate": float(np.mean(np.asarray(v) < threshold))}
+        for spk, v in sorted(tar.items())
+    }
+    pairs = [
+        {"a": a, "b": b, "n_nontarget": len(v), "mean_score": float(np.mean(v)), "false_accept_rate": float(np.mean(np.asarray(v) >= threshold))}
+        for (a, b), v in non.items()
+    ]
+    pairs.sort(key=lambda p: (-p["mean_score"], p["a"], p["b"]))
+    confused = [p for p in pairs if p["false_accept_rate"] >= 0.5]
+    return {
+        "per_speaker": per_speaker,
+        "confusable_pairs": pairs[:top],
+        "n_speaker_pairs": len(pairs),
+        "n_pairs_mostly_accepted": len(confused),
+        "pairs_mostly_accepted": [[p["a"], p["b"]] for p in confused],
+    }
+
+
+def derive_notes(result: Mapping[str, Any], pair_stats: Mapping[str, Any]) -> list[str]:
+    """Observations read off the numbers (no fixed text about any corpus)."""
+    notes: list[str] = []
+    by_key: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for name, s in result.get("slices", {}).items():
+        if s.get("eer") is not None and "=" in name and min(s["n_target"], s["n_nontarget"]) >= MIN_NOTE_TRIALS:
+            key, value = name.split("=", 1)
+            by_key[key].append((value, float(s["eer"])))
+    for key, vals in sorted(by_key.items()):
+        if len(vals) < 2:
+            continue
+        lo = min(vals, key=lambda v: v[1])
+        hi = max(vals, key=lambda v: v[1])
+        if hi[1] - lo[1] >= 0.05:
+            notes.append(
+                f"EER among clips with {key}={hi[0]} is {hi[1]:.1%} against {lo[1]:.1%} with {key}={lo[0]}: "
+                f"this backend separates the speakers of {key}={hi[0]} worse"
+            )
+    confused = [p for p in pair_stats.get("confusable_pairs", []) if p["false_accept_rate"] >= 0.5]
+    n_confused = int(pair_stats.get("n_pairs_mostly_accepted", len(confused)))
+    if confused:
+        listed = "; ".join(
+            f"{p['a']} vs {p['b']} ({p['false_accept_rate']:.0%} of {p['n_nontarget']} trials, mean cosine {p['mean_score']:.3f})"
+            for p in confused[:5]
+        )
+        notes.append(
+            f"{n_confused} of {pair_stats.get('n_speaker_pairs')} speaker pairs are accepted as the same speaker in at least half of their non-target "
+            f"trials at the threshold {result.get('threshold', float('nan')):.3f}, e.g. {listed}; to this backend these "
+            "labelled speakers sound like one voice"
+        )
+    missed = [(s, v) for s, v in pair_stats.get("per_speaker", {}).items() if v["miss_rate"] >= 0.5]
+    if missed:
+        notes.append(
+            "speaker(s) whose own clips are rejected in at least half of their target trials: "
+            + ", ".join(f"{s} ({v['miss_rate']:.0%})" for s, v in missed[:5])
+        )
+    subsets = [(k, v) for k, v in result.get("subsets", {}).items() if v.get("eer") is not None]
+    if len(subsets) >= 2:
+        notes.append(
+            "EER on matched subsets: " + ", ".join(f"{k} {v['eer']:.1%} ({v['n_target']}+{v['n_nontarget']} trials)" for k, v in subsets)
+        )
+    return notes
+
+
+def score_subset(
+    cfg: SpeakerConfig, flt: Mapping[str, Sequence[str]], embeddings: Mapping[str, Any], meta: Mapping[str, UttMeta], threshold: float
+) -> dict[str, Any]:
+    """EER/minDCF on trials generated only among clips matching ``flt`` (a condition-matched view).
+
+    Accuracy is at the main result's threshold, so subsets are compared at one operating point.
+    """
+
+    def match(m: UttMeta) -> bool:
+        return all((m.speaker if k == "speaker" else m.labels.get(k)) in vals for k, vals in flt.items())
+
+    speakers = {u: m.speaker for u, m in meta.items() if u in embeddings and match(m)}
+    entry: dict[str, Any] = {"filter": {k: list(v) for k, v in flt.items()}, "n_utts": len(speakers)}
+    tl = generate_trials(speakers, max_per_class=cfg.max_per_class, seed=cfg.seed)
+    try:
+        res = evaluate_speaker(embeddings, tl, threshold=threshold, p_target=cfg.p_target)
+    except AuditError as exc:
+        entry["error"] = f"cannot score this subset: {exc}"
+        return entry
+    full = res.to_dict()
+    for key in ("eer", "min_dcf", "accuracy", "threshold", "n_trials", "n_target", "n_nontarget", "warnings"):
+        entry[key] = full[key]
+    return entry
+
+
+def _write_scores(out_dir: Path, backend: str, trials: Sequence[Trial], scores: np.ndarray) -> Path:
+    """Per-trial scores (for DET plots, score queries and re-thresholding) next to the embeddings."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = out_dir / "speaker" / safe_name(backend) / "scores.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table(
+        {
+            "label": pa.array([t.label for t in trials], pa.int8()),
+            "enroll": pa.array([t.enroll for t in trials], pa.string()),
+            "test": pa.array([t.test for t in trials], pa.string()),
+            "score": pa.array(np.asarray(scores, dtype=np.float64)),
+        }
+    )
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return path
+
+
+def write_combined_clips(
+    dataset: Dataset, trials: Sequence[Trial], n: int, out_dir: Path, decode_options: DecodeOptions, seed: int = 0
+) -> dict[str, Any]:
+    """Derived audio for audio-language-model judges: 'enroll, gap, beep, gap, test' per trial.
+
+    ``n`` trials are drawn with the seed, balanced over labels; each clip gets its own utt_id
+    (``combined_trial_id``), ``parent_id`` = the enroll clip and a derivation record, listed in
+    ``DIR/speaker/combined/manifest.jsonl`` (with the trial's label as ``same_speaker``).
+    """
+    from engine.shards import encode_audio
+
+    rng = np.random.default_rng(seed)
+    by_label = {lab: [i for i, t in enumerate(trials) if t.label == lab] for lab in (1, 0)}
+    n_tar = min(len(by_label[1]), (n + 1) // 2)
+    n_non = min(len(by_label[0]), n - n_tar)
+    chosen: list[Trial] = []
+    for lab, k in ((1, n_tar), (0, n_non)):
+        if k > 0:
+            chosen.extend(trials[int(i)] for i in sorted(rng.choice(by_label[lab], size=k, replace=False)))
+    needed = {u for t in chosen for u in (t.enroll, t.test)}
+    audio: dict[str, np.ndarray] = {}
+    errors: dict[str, str] = {}
+    for sid in dataset.shard_ids:
+        for u in dataset.load_shard(sid).utterances:
+            if u.utt_id in needed:
+                d = decode(u, root=dataset.root, max_duration_s=decode_options.max_duration_s, allow_outside_root=decode_options.allow_outside_root)
+                if d.error is None:
+                    audio[u.utt_id] = d.samples
+                else:
+                    errors[u.utt_id] = d.error
+    folder = out_dir / "speaker" / "combined"
+    folder.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    skipped: list[dict[str, str]] = []
+    for t in chosen:
+        if t.enroll not in audio or t.test not in audio:
+            bad = t.enroll if t.enroll not in audio else t.test
+            skipped.append({"enroll": t.enroll, "test": t.test, "reason": errors.get(bad, "not decoded")})
+            continue
+        cid = combined_trial_id(t)
+        x = combine_clips(audio[t.enroll], audio[t.test], SAMPLE_RATE)
+        path = folder / f"{cid}.flac"
+        path.write_bytes(encode_audio(x, SAMPLE_RATE, "FLAC"))
+        rec = {
+            "utt_id": cid, "audio_filepath": str(path), "duration": round(len(x) / SAMPLE_RATE, 6), "text": "",
+            "parent_id": t.enroll, "same_speaker": str(t.label), "derivation": combined_trial_derivation(t),
+        }  # fmt: skip
+        lines.append(json.dumps(rec, sort_keys=True))
+    atomic_write_text(folder / "manifest.jsonl", "\n".join(lines) + ("\n" if lines else ""))
+    return {"n_clips": len(lines), "manifest": str(folder / "manifest.jsonl"), "skipped": skipped}
+
+
+def _dropped_trials(trials: Sequence[Trial], failed: Mapping[str, str], embedded: Mapping[str, Any]) -> tuple[list[Trial], list[dict[str, Any]]]:
+    keep: list[Trial] = []
+    dropped: list[dict[str, Any]] = []
+    for t in trials:
+        bad = [u for u in (t.enroll, t.test) if u not in embedded]
+        if bad:
+            dropped.append({"label": t.label, "enroll": t.enroll, "test": t.test,
+                            "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad)})  # fmt: skip
+        else:
+            keep.append(t)
+    return keep, dropped
+
+
+def score_speaker_backend(
+    cfg: SpeakerConfig,
+    name: str,
+    facts: Mapping[str, Any],
+    trials: TrialList,
+    cohort_utts: Sequence[str],
+    meta: Mapping[str, UttMeta],
+    out_dir: Path,
+) -> dict[str, Any]:
+    """The ``speaker.<backend>`` entry from stored embeddings (never recomputed)."""
+    base: dict[str, Any] = {
+        "status": facts.get("status"),
+        "facts": {k: v for k, v in facts.items() if k not in ("traceback",)},
+        "trial_source": cfg.trials or ("generated" + (f" (cross={cfg.cross})" if cfg.cross else "")),
+    }
+    if facts.get("status") not in ("loaded", "done"):
+        base["error"] = facts.get("error", "backend did not run")
+        return base
+    embeddings = read_embeddings(out_dir, name)
+    failed = read_errors(out_dir, "sv", name)
+    keep, dropped = _dropped_trials(trials.trials, failed, embeddings)
+    base["n_failed_clips"] = len(failed)
+    base["failed_clips"] = dict(sorted(failed.items())[:50])
+    base["n_dropped_trials"] = len(dropped)
+    base["dropped_trials"] = dropped[:50]
+    kept = TrialList(keep, trials.single_clip_speakers, trials.speakers_without_cross_pairs, trials.unlabelled_utts, list(trials.warnings))
+    if dropped:
+        kept.warnings.append(f"{len(dropped)} trial(s) left out because a clip has no embedding (see dropped_trials)")
+    cohort = None
+    top_k = None
+    if cfg.cohort is not None:
+        if cohort_utts:
+            cohort = {u: embeddings[u] for u in cohort_utts if u in embeddings}
+        else:
+            in_trials = {u for t in keep for u in (t.enroll, t.test)}
+            cohort = {u: v for u, v in embeddings.items() if u not in in_trials} or dict(embeddings)
+            kept.warnings.append(
+                "cohort: no cohort_speakers given; the cohort holds "
+                + ("clips outside the trials" if len(cohort) < len(embeddings) else "all embedded clips, including trial speakers")
+            )
+        top_k = None if cfg.cohort == "s-norm" else min(int(cfg.top_k or 100), len(cohort))
+    try:
+        res = evaluate_speaker(
+            embeddings, kept, backend=name, utt_labels={u: m.labels for u, m in meta.items()},
+            threshold=cfg.threshold, threshold_criterion=cfg.threshold_criterion, dev_fraction=cfg.dev_fraction,
+            seed=cfg.seed, cohort=cohort, top_k=top_k, p_target=cfg.p_target,
+            slice_keys=None if cfg.slice_keys is None else list(cfg.slice_keys),
+        )  # fmt: skip
+    except AuditError as exc:
+        base["status"] = "error"
+        base["error"] = str(exc)
+        return base
+    entry = res.to_dict()
+    entry["subsets"] = {
+        sname: score_subset(cfg, flt, embeddings, meta, res.threshold) for sname, flt in cfg.subsets.items()
+    }
+    pairs = speaker_pair_stats(kept.trials, res.scores, meta, res.threshold)
+    entry["speakers"] = pairs
+    entry["notes"] = derive_notes(entry, pairs)
+    entry["scores_path"] = str(_write_scores(out_dir, name, kept.trials, res.scores))
+    entry.update(base)
+    entry["status"] = "ok"
+    for key in ("device", "batch_size", "n_utts", "n_failed", "audio_s", "infer_s", "rtfx", "warmup_batches"):
+        if key in facts:
+            entry[key] = facts[key]
+    entry["model_id"] = facts.get("info", {}).get("model_id")
+    return entry
+
+
+def run_speaker_audit(
+    cfg: SpeakerConfig,
+    dataset: Dataset,
+    out_dir: Path | str,
+    progress: ProgressFn | None = None,
+    decode_options: DecodeOptions | None = None,
+) -> dict[str, Any]:
+    """Embed the dataset with every SV backend (resumable), then score trials per backend.
+
+    Returns ``{backend: entry}`` for ``summary['speaker']``. Trials are built (and a trial list
+    naming an unknown utterance rejected) before any model loads. A backend that cannot load
+    gets ``status: unavailable`` and its message; the others go on.
+    """
+    out = Path(out_dir)
+    meta = collect_meta(dataset)
+    trials, cohort_utts = build_trials(cfg, meta)
+    specs = [
+        EmbedSpec(name=b, backend=b, kind="sv", options=dict(cfg.backend_options.get(b, {})), batch_size=cfg.batch_size)
+        for b in cfg.backends
+    ]
+    opts = run_options(decode_options)
+    facts = run_embed_backends(dataset, specs, out, decode_options=opts, progress=progress, warmup=cfg.warmup)
+    results: dict[str, Any] = {}
+    for spec in specs:
+        results[spec.name] = score_speaker_backend(cfg, spec.name, facts[spec.name], trials, cohort_utts, meta, out)
+    if cfg.combined_clips > 0:
+        combined = write_combined_clips(dataset, trials.trials, cfg.combined_clips, out, opts, cfg.seed)
+        for entry in results.values():
+            entry["combined_clips"] = combined
+    atomic_write_text(out / "speaker" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
+    return json_safe(results)
+
+
+__all__ = [
+    "SpeakerConfig",
+    "UttMeta",
+    "build_trials",
+    "collect_meta",
+    "json_safe",
+    "parse_speaker_config",
+    "run_speaker_audit",
+    "score_speaker_backend",
+    "speaker_pair_stats",
+    "write_combined_clips",
+]

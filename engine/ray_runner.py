@@ -1,0 +1,724 @@
+"""The Ray engine: long-lived model actors, streamed ``(model, shard)`` units, resume, fault handling.
+
+Same contract as :class:`engine.runner.InProcessRunner` (constructor, ``run() -> facts``, progress
+events, rows identical because both call ``decode_shard`` and ``process_unit``), with Ray doing the
+placement:
+
+* **Actors.** Each :class:`ModelActor` loads one model once (``load_model``, warm-up included) and
+  then transcribes unit after unit. With GPUs in the cluster an ASR actor asks for one GPU
+  (``spec.meta['num_gpus']`` overrides, fractional allowed) and its backend gets ``device='cuda'``
+  when it has a ``device`` option (Ray pins the actor through ``CUDA_VISIBLE_DEVICES``). Without
+  GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget
+  that keeps ``reserve_cpus`` (default 1 on machines with >= 2 CPUs) free for the driver and for
+  decoding, so a 2-core laptop runs one actor and never deadlocks.
+* **Model-major.** Models are served in order: a model gets every actor slot it can use (capped
+  by ``workers``); an actor whose model has no queued shard left is retired, and its slot goes to
+  the next model. So each actor drains its model before another model loads in that slot.
+* **Streaming with backpressure.** At most ``max_in_flight`` units are submitted at once, at most
+  ``actor_queue_depth`` per actor (2: the next unit's audio is ready when the current one ends).
+* **Decoding once per shard.** A shard is decoded and resampled by a Ray task (not in the driver,
+  so the driver never holds audio and its memory does not grow with the dataset); the decoded
+  list lives in the object store and every model's actor reads the same object. A bounded LRU of
+  shard refs (``shard_cache_size``) keeps decoded shards across models; a model prefers shards
+  still cached, so with model-major order the next model starts where the previous one ended.
+  Evicted shards are decoded again when needed.
+* **Writes and resume.** Actors return rows; the driver writes each unit with
+  ``RunStore.write_unit`` (part under a temporary name, atomic rename, then the marker). Units
+  whose marker agrees with their part are skipped; quarantined units (below) are retried.
+* **Failures.** An actor that dies (segfault, OOM kill, ``os._exit``) or exceeds
+  ``unit_timeout_s`` on a unit is killed and replaced; the unit it was running is retried up to
+  ``max_retries`` times, then quarantined: its rows are written with
+  ``error='unit failed after N attempts: <reason>'`` and it is listed in the model's
+  ``facts['failed_units']``. Units queued behind it are requeued without penalty. A model whose
+  backend cannot load is reported in its facts (status ``unavailable`` / ``failed-to-load`` and
+  the backend's message) and the other models go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from engine.backends import ASR_BACKENDS
+from engine.data import DecodedAudio, Shard, WorkUnit
+from engine.datasets.base import Dataset
+from engine.errors import AuditError, ConfigError
+from engine.runner import (
+    DecodeOptions,
+    InProcessRunner,
+    ModelSpec,
+    ProgressFn,
+    _base_row,
+    decode_shard,
+    load_model,
+    process_unit,
+)
+from engine.store import RunStore
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT = 1 << 30
+_THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class ModelActor:
+    """Holds one loaded model for its whole life; wrapped with ``ray.remote`` by :class:`RayRunner`."""
+
+    def __init__(self, spec: ModelSpec, warmup: int) -> None:
+        self.spec = spec
+        self.warmup = warmup
+        self.backend: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load and warm the model; returns its facts (a load failure is a status, not an exception)."""
+        state = load_model(self.spec, self.warmup)
+        self.backend = state.backend
+        facts = dict(state.facts)
+        try:
+            import ray
+
+            ctx = ray.get_runtime_context()
+            facts["actor"] = {"pid": os.getpid(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        except Exception:  # noqa: BLE001 - placement facts are informative only
+            facts["actor"] = {"pid": os.getpid()}
+        return facts
+
+    def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
+        """Transcribe one shard (rows in shard order, errors included)."""
+        if self.backend is None:
+            raise AuditError(f"model {self.spec.name} is not loaded in this actor")
+        # Arrays from the object store are read-only views; some backends write into their input.
+        own = [d if d.samples is None or d.samples.flags.writeable else replace(d, samples=np.array(d.samples)) for d in decoded]
+        return process_unit(self.backend, self.spec.name, shard, own, self.spec.batch_size)
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+
+@dataclass
+class _Task:
+    shard_id: str
+    ref: Any
+    head_since: float | None = None  # when it became the actor's running unit (for timeouts)
+
+
+@dataclass
+class _Actor:
+    key: int
+    model: str
+    handle: Any
+    num_cpus: float
+    num_gpus: float
+    load_ref: Any = None
+    loaded: bool = False
+    started: float = field(default_factory=time.monotonic)
+    inflight: deque[_Task] = field(default_factory=deque)
+
+
+@dataclass
+class _ModelRun:
+    spec: ModelSpec  # with device='cuda' added where the actor gets a GPU
+    queue: deque[str]
+    num_cpus: float
+    num_gpus: float
+    facts: dict[str, Any] = field(default_factory=dict)
+    failed: bool = False
+    loaded_once: bool = False
+    actors: list[int] = field(default_factory=list)
+    attempts: dict[str, int] = field(default_factory=dict)
+    failed_units: list[dict[str, Any]] = field(default_factory=list)
+    load_failures: int = 0
+    restarts: int = 0
+    actors_started: int = 0
+    units_done: int = 0
+    loading_announced: bool = False
+
+
+_ACTOR_CLS: Any = None
+_DECODE_FN: Any = None
+
+
+def _remote_types() -> tuple[Any, Any]:
+    """``ray.remote`` wrappers, built on first use so that importing this module does not import ray."""
+    global _ACTOR_CLS, _DECODE_FN
+    if _ACTOR_CLS is None:
+        import ray
+
+        _ACTOR_CLS = ray.remote(ModelActor)
+        _DECODE_FN = ray.remote(decode_shard)
+    return _ACTOR_CLS, _DECODE_FN
+
+
+def _accepts_device(spec: ModelSpec) -> bool:
+    """Whether the backend takes a ``device`` option (its constructor is cheap and validates names)."""
+    if "device" in spec.options:
+        return True
+    try:
+        cls = ASR_BACKENDS.get(spec.backend)
+        cls(**{**dict(spec.options), "device": "cuda"})
+    except Exception:  # noqa: BLE001 - an unknown option or a bad config means "no device option"
+        return False
+    return True
+
+
+def _positive(name: str, value: float | None, integer: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (integer and not isinstance(value, int)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise ConfigError(f"RayRunner: '{name}' must be {kind} or unset, got {value!r}")
+
+
+class RayRunner:
+    """Runs pending ``(model, shard)`` units on Ray actors; see the module docstring for the scheme.
+
+    ``address``: an existing cluster ('auto', 'ray://host:10001', 'host:6379'); None starts a local
+    Ray instance with this machine's CPUs/GPUs (or reuses one already initialised in-process).
+    ``workers``: at most this many actors per model. ``max_in_flight``: units submitted at once
+    (default: ``actor_queue_depth`` per actor slot). ``unit_timeout_s``: a unit running longer is
+    treated as a hung actor. ``num_cpus``/``num_gpus``: resources of a local instance.
+    ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster).
+    ``thread_env``: 'driver' (default) gives actors the driver's OMP/MKL thread variables, so
+    results match the in-process runner; 'ray' keeps Ray's OMP_NUM_THREADS=<num_cpus>.
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        models: Sequence[ModelSpec],
+        store: RunStore,
+        warmup: int = 1,
+        decode_options: DecodeOptions = DecodeOptions(),
+        progress: ProgressFn | None = None,
+        *,
+        address: str | None = None,
+        workers: int | None = None,
+        max_in_flight: int | None = None,
+        max_retries: int = 2,
+        unit_timeout_s: float | None = None,
+        load_timeout_s: float | None = None,
+        num_cpus: int | None = None,
+        num_gpus: int | None = None,
+        reserve_cpus: float | None = None,
+        actor_queue_depth: int = 2,
+        shard_cache_size: int = 16,
+        retry_quarantined: bool = True,
+        runtime_env: Mapping[str, Any] | None = None,
+        log_to_driver: bool = False,
+        thread_env: str = "driver",
+    ) -> None:
+        _positive("workers", workers, integer=True)
+        _positive("max_in_flight", max_in_flight, integer=True)
+        _positive("unit_timeout_s", unit_timeout_s)
+        _positive("load_timeout_s", load_timeout_s)
+        _positive("actor_queue_depth", actor_queue_depth, integer=True)
+        _positive("shard_cache_size", shard_cache_size, integer=True)
+        if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+            raise ConfigError(f"RayRunner: 'max_retries' must be an integer >= 0, got {max_retries!r}")
+        if thread_env not in ("driver", "ray"):
+            raise ConfigError(f"RayRunner: 'thread_env' must be 'driver' or 'ray', got {thread_env!r}")
+        if reserve_cpus is not None and reserve_cpus < 0:
+            raise ConfigError(f"RayRunner: 'reserve_cpus' must be >= 0, got {reserve_cpus!r}")
+        names = [m.name for m in models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"model names must be unique in a run; repeated: {', '.join(dupes)}")
+        self.dataset = dataset
+        self.models = list(models)
+        self.store = store
+        self.warmup = warmup
+        self.decode_options = decode_options
+        self.progress = progress
+        self.address = address
+        self.workers = workers
+        self.max_in_flight = max_in_flight
+        self.max_retries = max_retries
+        self.unit_timeout_s = unit_timeout_s
+        self.load_timeout_s = load_timeout_s
+        self.num_cpus = num_cpus
+        self.num_gpus = num_gpus
+        self.reserve_cpus = reserve_cpus
+        self.actor_queue_depth = actor_queue_depth
+        self.shard_cache_size = shard_cache_size
+        self.retry_quarantined = retry_quarantined
+        self.runtime_env = dict(runtime_env) if runtime_env else None
+        self.log_to_driver = log_to_driver
+        self.thread_env = thread_env
+        # run state
+        self._runs: dict[str, _ModelRun] = {}
+        self._actors: dict[int, _Actor] = {}
+        self._watch: dict[Any, tuple[str, int]] = {}
+        self._cache: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+        self._next_key = 0
+        self._cpu_budget = 1.0
+        self._gpu_total = 0.0
+        self._decode_cpus = 0.0
+        self._label_keys: dict[str, list[str]] = {}
+        self.stats: dict[str, Any] = {}
+
+    # -- what is left to do -------------------------------------------------------------------
+    def _quarantined(self, unit: WorkUnit) -> bool:
+        import json
+
+        try:
+            return bool(json.loads(self.store.marker_path(unit).read_text()).get("quarantined"))
+        except (OSError, ValueError):
+            return False
+
+    def pending(self) -> list[WorkUnit]:
+        """Units without a valid marker (and, by default, units quarantined by an earlier run)."""
+        out = []
+        for s in self.dataset.shard_ids:
+            for m in self.models:
+                unit = WorkUnit(m.name, s)
+                if not self.store.is_done(unit) or (self.retry_quarantined and self._quarantined(unit)):
+                    out.append(unit)
+        return out
+
+    # -- ray lifecycle ------------------------------------------------------------------------
+    def _init_ray(self) -> bool:
+        """Connect to / start Ray; returns True when this runner started it (and must shut it down)."""
+        import ray
+
+        if ray.is_initialized():
+            if self.address:
+                log.info("Ray is already initialised in this process; ignoring address %s", self.address)
+            return False
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        kwargs: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": self.log_to_driver,
+            "logging_level": logging.WARNING,
+        }
+        if self.runtime_env:
+            kwargs["runtime_env"] = self.runtime_env
+        if self.address:
+            ray.init(address=self.address, **kwargs)
+        else:
+            ray.init(num_cpus=self.num_cpus, num_gpus=self.num_gpus, **kwargs)
+        log.info("Ray resources: %s", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")})
+        return True
+
+    def _plan(self, pending: Sequence[WorkUnit]) -> None:
+        """Resource budget for actors and decode tasks; per-model actor resources and options."""
+        import ray
+
+        res = ray.cluster_resources()
+        total_cpu = float(res.get("CPU", 0.0))
+        self._gpu_total = float(res.get("GPU", 0.0))
+        reserve = self.reserve_cpus if self.reserve_cpus is not None else (1.0 if total_cpu >= 2 else 0.0)
+        by_model: dict[str, deque[str]] = {m.name: deque() for m in self.models}
+        for u in pending:
+            by_model[u.model].append(u.shard_id)
+        biggest = 0.0
+        for spec in self.models:
+            if not by_model[spec.name]:
+                continue
+            meta = dict(spec.meta)
+            device_ok = _accepts_device(spec)
+            explicit_cpu = str(spec.options.get("device", "")) == "cpu"
+            if "num_gpus" in meta:
+                num_gpus = float(meta["num_gpus"])
+            else:
+                num_gpus = 1.0 if (self._gpu_total > 0 and device_ok and not explicit_cpu) else 0.0
+            num_cpus = float(meta.get("num_cpus", 1.0))
+            if num_cpus > total_cpu > 0:
+                log.warning("model %s asks for %g CPUs per actor; the cluster has %g, using %g", spec.name, num_cpus, total_cpu, total_cpu)
+                num_cpus = total_cpu
+            run_spec = spec
+            if num_gpus > 0 and device_ok and "device" not in spec.options:
+                run_spec = replace(spec, options={**dict(spec.options), "device": "cuda"})
+            run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus)
+            if num_gpus > self._gpu_total:
+                self._fail_model(run, "unavailable", f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)")
+            else:
+                biggest = max(biggest, num_cpus)
+            self._runs[spec.name] = run
+        self._cpu_budget = max(biggest, total_cpu - reserve)
+        # Decode tasks take a CPU when one is left over after the actor budget; otherwise they run
+        # unreserved (num_cpus=0) rather than wait forever behind the actors.
+        self._decode_cpus = min(1.0, max(0.0, total_cpu - self._cpu_budget))
+        slots = max(1, int(self._cpu_budget // max(biggest, 1e-9))) if biggest else 1
+        self.stats.update(cpu_total=total_cpu, gpu_total=self._gpu_total, cpu_budget=self._cpu_budget, decode_cpus=self._decode_cpus, actor_slots_cpu=slots)
+        if self.max_in_flight is None:
+            gpu_slots = int(self._gpu_total) if self._gpu_total else 0
+            self._max_in_flight = self.actor_queue_depth * max(1, slots + gpu_slots)
+        else:
+            self._max_in_flight = self.max_in_flight
+
+    # -- main loop -----------------------------------------------------------------------------
+    def run(self) -> dict[str, dict[str, Any]]:
+        """Process pending units; returns per-model facts (also written to the store)."""
+        if not self.dataset.has_audio:  # predictions-only datasets have nothing for actors to do
+            return InProcessRunner(self.dataset, self.models, self.store, self.warmup, self.decode_options, self.progress).run()
+        pending = self.pending()
+        if not pending:
+            if self.progress:
+                self.progress("start", 0, {})
+            previous = self.store.read_model_facts()
+            return {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
+        started = self._init_ray()
+        t0 = time.perf_counter()
+        try:
+            if self.progress:
+                self.progress("start", len(pending), {})
+            self._plan(pending)
+            self._loop()
+        finally:
+            self._shutdown_actors()
+            self._cache.clear()
+            self.stats["wall_s"] = time.perf_counter() - t0
+            if started:
+                import ray
+
+                ray.shutdown()
+        previous = self.store.read_model_facts()
+        out: dict[str, dict[str, Any]] = {}
+        for spec in self.models:
+            run = self._runs.get(spec.name)
+            if run is None:
+                out[spec.name] = previous.get(spec.name, {"model": spec.name, "status": "loaded"})
+                continue
+            facts = dict(run.facts) or {"model": spec.name, "backend": spec.backend, "status": "not-started"}
+            facts["failed_units"] = list(run.failed_units)
+            facts["engine"] = {
+                "runner": "ray",
+                "actors_started": run.actors_started,
+                "actor_restarts": run.restarts,
+                "load_failures": run.load_failures,
+                "num_cpus_per_actor": run.num_cpus,
+                "num_gpus_per_actor": run.num_gpus,
+                "units_written": run.units_done,
+            }
+            run.facts = facts
+            self.store.write_model_facts(spec.name, facts)
+            out[spec.name] = facts
+        return out
+
+    def _loop(self) -> None:
+        import ray
+
+        while True:
+            self._retire_idle()
+            self._submit()
+            self._start_actors()
+            if not self._watch:
+                if any(r.queue and not r.failed for r in self._runs.values()):
+                    raise AuditError("the Ray engine cannot place any actor for the remaining units (no resources); check `ray status`")
+                return
+            ready, _ = ray.wait(list(self._watch), num_returns=1, timeout=self._poll_timeout())
+            if ready:
+                rest = [r for r in self._watch if r not in set(ready)]
+                if rest:
+                    more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
+                    ready = ready + more
+                order = {r: i for i, r in enumerate(self._watch)}
+                for ref in sorted(ready, key=lambda r: order.get(r, 0)):
+                    if ref in self._watch:  # an earlier result may have retired its actor
+                        self._handle(ref)
+            self._check_timeouts()
+
+    def _poll_timeout(self) -> float:
+        now = time.monotonic()
+        wait = 1.0
+        if self.unit_timeout_s is not None:
+            for a in self._actors.values():
+                if a.inflight and a.inflight[0].head_since is not None:
+                    wait = min(wait, a.inflight[0].head_since + self.unit_timeout_s - now)
+        if self.load_timeout_s is not None:
+            for a in self._actors.values():
+                if not a.loaded:
+                    wait = min(wait, a.started + self.load_timeout_s - now)
+        return max(0.02, wait)
+
+    # -- actors ----------------------------------------------------------------------------------
+    def _used(self) -> tuple[float, float]:
+        cpu = sum(a.num_cpus for a in self._actors.values())
+        gpu = sum(a.num_gpus for a in self._actors.values())
+        return cpu, gpu
+
+    def _start_actors(self) -> None:
+        actor_cls, _ = _remote_types()
+        for run in self._runs.values():
+            if run.failed or not run.queue:
+                continue
+            cap = self.workers or _NO_LIMIT
+            while len(run.actors) < cap:
+                loading = sum(1 for k in run.actors if not self._actors[k].loaded)
+                if loading >= len(run.queue):
+                    break
+                cpu, gpu = self._used()
+                fits_cpu = cpu + run.num_cpus <= self._cpu_budget + 1e-9 or not self._actors
+                fits_gpu = gpu + run.num_gpus <= self._gpu_total + 1e-9
+                if not (fits_cpu and fits_gpu):
+                    return  # model-major: a later model waits until this one frees slots
+                if run.loaded_once is False and run.actors and loading:
+                    break  # learn whether the model loads at all before starting more copies
+                self._new_actor(actor_cls, run)
+
+    def _new_actor(self, actor_cls: Any, run: _ModelRun) -> None:
+        if self.progress and not run.loading_announced:
+            self.progress("loading", 0, {"model": run.spec.name})
+            run.loading_announced = True
+        opts: dict[str, Any] = {"num_cpus": run.num_cpus, "num_gpus": run.num_gpus, "max_restarts": 0, "max_task_retries": 0}
+        env = self._thread_env()
+        if env:
+            opts["runtime_env"] = {"env_vars": env}
+        handle = actor_cls.options(**opts).remote(run.spec, self.warmup)
+        key = self._next_key
+        self._next_key += 1
+        actor = _Actor(key, run.spec.name, handle, run.num_cpus, run.num_gpus)
+        actor.load_ref = handle.load.remote()
+        self._actors[key] = actor
+        self._watch[actor.load_ref] = ("load", key)
+        run.actors.append(key)
+        run.actors_started += 1
+        log.debug("started actor %d for %s (cpus=%g gpus=%g)", key, run.spec.name, run.num_cpus, run.num_gpus)
+
+    def _thread_env(self) -> dict[str, str] | None:
+        """Thread-count variables for the actors: the driver's (default) or Ray's own.
+
+        Ray starts workers with OMP_NUM_THREADS=<num_cpus>, and numpy's BLAS reads it at import:
+        single-threaded BLAS changes the float sums in Whisper's log-Mel features, and an int8
+        CTranslate2 model can then emit a different word. With 'driver' the actor's process starts
+        with the driver's values (an unset OMP_NUM_THREADS becomes this machine's CPU count,
+        which is what the libraries assume when it is unset), so rows equal the in-process runner's.
+        """
+        if self.thread_env == "ray":
+            return None
+        env = {name: os.environ[name] for name in _THREAD_VARS if name in os.environ}
+        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        return env
+
+    def _remove_actor(self, actor: _Actor) -> None:
+        import ray
+
+        for ref in [r for r, (_, k) in self._watch.items() if k == actor.key]:
+            del self._watch[ref]
+        self._actors.pop(actor.key, None)
+        run = self._runs[actor.model]
+        if actor.key in run.actors:
+            run.actors.remove(actor.key)
+        try:
+            ray.kill(actor.handle, no_restart=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def _retire_idle(self) -> None:
+        """An actor whose model has nothing queued and nothing in flight frees its slot."""
+        for actor in list(self._actors.values()):
+            run = self._runs[actor.model]
+            if actor.loaded and not actor.inflight and (not run.queue or run.failed):
+                log.debug("retiring actor %d of %s", actor.key, actor.model)
+                self._remove_actor(actor)
+
+    def _shutdown_actors(self) -> None:
+        for actor in list(self._actors.values()):
+            self._remove_actor(actor)
+        self._watch.clear()
+
+    # -- units -----------------------------------------------------------------------------------
+    def _next_shard(self, run: _ModelRun) -> str:
+        """Prefer a shard whose decoded audio is still cached (most recent first)."""
+        if run.queue[0] not in self._cache:
+            queued = set(run.queue)
+            for sid in reversed(self._cache):
+                if sid in queued:
+                    run.queue.remove(sid)
+                    return sid
+        return run.queue.popleft()
+
+    def _shard_refs(self, shard_id: str) -> tuple[Any, Any]:
+        import ray
+
+        if shard_id in self._cache:
+            self._cache.move_to_end(shard_id)
+            return self._cache[shard_id]
+        _, decode_fn = _remote_types()
+        shard = self.dataset.load_shard(shard_id)
+        self._label_keys[shard_id] = sorted({k for u in shard.utterances for k in u.labels})
+        shard_ref = ray.put(shard)
+        decoded_ref = decode_fn.options(num_cpus=self._decode_cpus).remote(shard_ref, self.dataset.root, self.decode_options)
+        self._cache[shard_id] = (shard_ref, decoded_ref)
+        while len(self._cache) > self.shard_cache_size:
+            self._cache.popitem(last=False)  # in-flight tasks keep their own references
+        return shard_ref, decoded_ref
+
+    def _n_inflight(self) -> int:
+        return sum(len(a.inflight) for a in self._actors.values())
+
+    def _submit(self) -> None:
+        n = self._n_inflight()
+        for depth in range(1, self.actor_queue_depth + 1):
+            for actor in list(self._actors.values()):
+                run = self._runs[actor.model]
+                if not actor.loaded or run.failed or len(actor.inflight) >= depth or not run.queue:
+                    continue
+                if n >= self._max_in_flight:
+                    return
+                shard_id = self._next_shard(run)
+                shard_ref, decoded_ref = self._shard_refs(shard_id)
+                ref = actor.handle.process.remote(shard_ref, decoded_ref)
+                actor.inflight.append(_Task(shard_id, ref, time.monotonic() if not actor.inflight else None))
+                self._watch[ref] = ("unit", actor.key)
+                n += 1
+
+    def _handle(self, ref: Any) -> None:
+        import ray
+        from ray.exceptions import RayActorError, RayError, RayTaskError, WorkerCrashedError
+
+        kind, key = self._watch.pop(ref)
+        actor = self._actors[key]
+        run = self._runs[actor.model]
+        if kind == "load":
+            try:
+                facts = ray.get(ref)
+            except (RayActorError, WorkerCrashedError) as exc:
+                self._actor_died(actor, f"actor died while loading: {_short(exc)}", during_load=True)
+                return
+            except RayError as exc:
+                facts = {"model": run.spec.name, "backend": run.spec.backend, "status": "failed-to-load", "error": _short(exc)}
+            self._loaded(actor, run, facts)
+            return
+        task = actor.inflight[0] if actor.inflight else None
+        if task is None or task.ref != ref:  # results of one actor arrive in order; be safe anyway
+            task = next(t for t in actor.inflight if t.ref == ref)
+        try:
+            rows = ray.get(ref)
+        except (RayActorError, WorkerCrashedError) as exc:
+            self._actor_died(actor, f"actor died: {_short(exc)}")
+            return
+        except RayTaskError as exc:
+            actor.inflight.remove(task)
+            self._cache.pop(task.shard_id, None)
+            self._set_next_head(actor)
+            self._unit_failed(run, task.shard_id, f"error in actor: {_short(exc)}")
+            return
+        except RayError as exc:  # lost objects, dead owner or node: decode again and retry
+            actor.inflight.remove(task)
+            self._cache.pop(task.shard_id, None)
+            self._set_next_head(actor)
+            self._unit_failed(run, task.shard_id, f"{type(exc).__name__}: {_short(exc)}")
+            return
+        actor.inflight.remove(task)
+        self._set_next_head(actor)
+        self._write(run, task.shard_id, rows)
+
+    def _set_next_head(self, actor: _Actor) -> None:
+        if actor.inflight and actor.inflight[0].head_since is None:
+            actor.inflight[0].head_since = time.monotonic()
+
+    def _loaded(self, actor: _Actor, run: _ModelRun, facts: dict[str, Any]) -> None:
+        if facts.get("status") == "loaded":
+            actor.loaded = True
+            if not run.loaded_once:
+                run.loaded_once = True
+                run.facts = dict(facts)
+                self.store.write_model_facts(run.spec.name, run.facts)
+            return
+        if run.loaded_once:  # it loaded before: treat as a transient failure of this actor
+            self._actor_died(actor, f"reload failed: {facts.get('error')}", during_load=True)
+            return
+        self._remove_actor(actor)
+        run.facts = facts
+        self._fail_model(run, str(facts.get("status", "failed-to-load")), str(facts.get("error", "unknown error")), facts)
+
+    def _fail_model(self, run: _ModelRun, status: str, message: str, facts: Mapping[str, Any] | None = None) -> None:
+        """The model cannot run here: record why, stop its actors; its units stay pending for a resume."""
+        run.failed = True
+        base = dict(facts or {"model": run.spec.name, "backend": run.spec.backend, "batch_size": run.spec.batch_size, **dict(run.spec.meta)})
+        base.update(status=status, error=message)
+        run.facts = base
+        self.store.write_model_facts(run.spec.name, base)
+        for key in list(run.actors):
+            self._remove_actor(self._actors[key])
+        n = len(run.queue)
+        run.queue.clear()
+        log.error("model %s: %s; its %d unit(s) are skipped", run.spec.name, message, n)
+        if self.progress and n:
+            self.progress("skip", n, {"model": run.spec.name, "reason": message})
+
+    def _actor_died(self, actor: _Actor, reason: str, during_load: bool = False) -> None:
+        run = self._runs[actor.model]
+        tasks = list(actor.inflight)
+        self._remove_actor(actor)
+        if during_load:
+            run.load_failures += 1
+            log.warning("model %s: %s (load attempt %d)", run.spec.name, reason, run.load_failures)
+            if run.load_failures > self.max_retries:
+                self._fail_model(run, "failed-to-load", f"{reason} (after {run.load_failures} attempts)")
+            return
+        run.restarts += 1
+        log.warning("model %s: %s; restarting the actor", run.spec.name, reason)
+        for task in reversed(tasks[1:]):  # queued behind the failing unit: back to the front, no penalty
+            run.queue.appendleft(task.shard_id)
+        if tasks:
+            self._unit_failed(run, tasks[0].shard_id, reason)
+
+    def _unit_failed(self, run: _ModelRun, shard_id: str, reason: str) -> None:
+        n = run.attempts.get(shard_id, 0) + 1
+        run.attempts[shard_id] = n
+        if n <= self.max_retries:
+            log.warning("model %s, shard %s: attempt %d failed (%s); retrying", run.spec.name, shard_id, n, reason)
+            run.queue.appendleft(shard_id)
+            if self.progress:
+                self.progress("retry", 0, {"model": run.spec.name, "shard": shard_id, "reason": reason, "attempt": n})
+            return
+        message = f"unit failed after {n} attempts: {reason}"
+        log.error("model %s, shard %s: %s; quarantined", run.spec.name, shard_id, message)
+        shard = self.dataset.load_shard(shard_id)
+        rows = []
+        for u in shard.utterances:
+            row = _base_row(u, run.spec.name, shard_id)
+            row["error"] = message
+            rows.append(row)
+        run.failed_units.append({"shard": shard_id, "reason": reason, "attempts": n})
+        self._label_keys.setdefault(shard_id, sorted({k for u in shard.utterances for k in u.labels}))
+        self._write(run, shard_id, rows, {"quarantined": True, "reason": reason, "attempts": n})
+
+    def _write(self, run: _ModelRun, shard_id: str, rows: list[dict[str, Any]], extra: Mapping[str, Any] | None = None) -> None:
+        unit = WorkUnit(run.spec.name, shard_id)
+        try:
+            self.store.write_unit(unit, rows, self._label_keys.get(shard_id, []), extra)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot write results of {unit.key} under {self.store.root}: {exc}; "
+                "finished units are kept: fix the problem (disk space, permissions) and re-run the same command to resume"
+            ) from exc
+        run.units_done += 1
+        if self.progress:
+            self.progress("unit", 1, {"model": run.spec.name, "shard": shard_id, "rows": rows})
+
+    def _check_timeouts(self) -> None:
+        now = time.monotonic()
+        for actor in list(self._actors.values()):
+            if self.unit_timeout_s is not None and actor.inflight:
+                head = actor.inflight[0]
+                if head.head_since is not None and now - head.head_since > self.unit_timeout_s:
+                    self._actor_died(actor, f"unit timed out after {self.unit_timeout_s:g} s (the actor was killed)")
+                    continue
+            if self.load_timeout_s is not None and not actor.loaded and now - actor.started > self.load_timeout_s:
+                self._actor_died(actor, f"loading timed out after {self.load_timeout_s:g} s", during_load=True)
+
+
+def _short(exc: BaseException, limit: int = 400) -> str:
+    """One line of an exception (Ray's own messages carry whole tracebacks)."""
+    cause = getattr(exc, "cause", None)
+    text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    line = lines[-1] if cause is None and len(lines) > 1 else lines[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+__all__ = ["ModelActor", "RayRunner"]

@@ -1,0 +1,83 @@
+"""Recipes and the model registry: safe YAML, strict keys, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audits.recipes import list_recipes, load_recipe, parse_recipe, with_overrides
+from engine.config import load_yaml
+from engine.errors import ConfigError
+from engine.model_registry import load_model_registry, resolve_models, runnable_here
+
+
+def test_builtin_recipes_valid():
+    names = list_recipes()
+    assert "demo" in names
+    for n in names:
+        load_recipe(n)
+    demo = load_recipe("demo")
+    assert demo.models == ("whisper-tiny.en", "whisper-base", "pocketsphinx-en-us")
+    assert demo.dataset.path == "builtin:demo"
+
+
+def test_unknown_key_named(tmp_path: Path):
+    p = tmp_path / "r.yaml"
+    p.write_text("dataset: x.jsonl\nmodels: [whisper-tiny.en]\nnormaliser: basic\n")
+    with pytest.raises(ConfigError, match=r"unknown key 'normaliser' \(did you mean 'normalizer'\?\)"):
+        load_recipe(str(p))
+    p.write_text("dataset: {path: x.jsonl, limt: 3}\nmodels: [a]\n")
+    with pytest.raises(ConfigError, match="dataset: unknown key 'limt'"):
+        load_recipe(str(p))
+
+
+def test_yaml_tags_that_run_code_are_rejected(tmp_path: Path):
+    p = tmp_path / "evil.yaml"
+    p.write_text("dataset: !!python/object/apply:os.system ['echo pwned']\nmodels: [a]\n")
+    with pytest.raises(ConfigError, match="line 1"):
+        load_yaml(p)
+
+
+def test_bad_types_and_missing_keys(tmp_path: Path):
+    with pytest.raises(ConfigError, match="missing required key 'models'"):
+        parse_recipe({"dataset": "x"}, "r.yaml")
+    with pytest.raises(ConfigError, match="models: expected list"):
+        parse_recipe({"dataset": "x", "models": "whisper"}, "r.yaml")
+    with pytest.raises(ConfigError, match=r"gaps\[0\]"):
+        parse_recipe({"dataset": "x", "models": [], "scoring": {"gaps": [["a", "b"]]}}, "r.yaml")
+
+
+def test_unknown_recipe_did_you_mean():
+    with pytest.raises(ConfigError, match="did you mean 'demo'"):
+        load_recipe("demoo")
+
+
+def test_overrides():
+    r = with_overrides(load_recipe("demo"), dataset="d.jsonl", models=["whisper-tiny.en"], limit=5)
+    assert r.dataset.path == "d.jsonl" and r.models == ("whisper-tiny.en",) and r.dataset.limit == 5
+
+
+def test_model_registry():
+    reg = load_model_registry()
+    for name in ("whisper-tiny.en", "whisper-base", "pocketsphinx-en-us", "parakeet-tdt-0.6b-v2", "canary-1b-flash", "whisper-large-v3"):
+        assert name in reg
+    assert len([e for e in reg.values() if "study" in e.tags]) >= 30
+    with pytest.raises(ConfigError, match="did you mean 'whisper-tiny.en'"):
+        resolve_models(["whisper-tiny"], reg)
+    ok, why = runnable_here(reg["whisper-tiny.en"])
+    assert ok, why
+    ok, why = runnable_here(reg["pocketsphinx-en-us"])
+    assert ok, why
+    ok, why = runnable_here(reg["parakeet-tdt-0.6b-v2"])
+    assert not ok and ("pip install" in why or "hub" in why)
+
+
+def test_registry_rejects_unknown_entry_keys(tmp_path: Path, monkeypatch):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "x.yaml").write_text("models:\n  m1: {backend: pocketsphinx, optoins: {}}\n")
+    with pytest.raises(ConfigError, match="unknown key 'optoins'"):
+        load_model_registry(tmp_path)
+    (tmp_path / "models" / "x.yaml").write_text("models:\n  m1: {backend: pocketsphinxx}\n")
+    with pytest.raises(ConfigError, match="did you mean 'pocketsphinx'"):
+        load_model_registry(tmp_path)
