@@ -5,7 +5,7 @@ VENV ?= .venv
 PIP := $(VENV)/bin/pip
 AUDIT := $(VENV)/bin/audit
 SYSTEM_PKGS := espeak-ng flite sox ffmpeg libsndfile1
-TEST_PKGS := sctk pocketsphinx-testdata
+TEST_PKGS := sctk pocketsphinx-testdata chromium
 APT := $(shell command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get
 EXTRAS := bundled,speaker,semantic,report
 

@@ -42,7 +42,9 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logg
 
 
 def _fail(exc: Exception) -> None:
-    console.print(f"[bold red]error:[/] {exc}")
+    from rich.markup import escape
+
+    console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -134,21 +136,14 @@ def _print_overview(summary: dict[str, Any]) -> None:
     out_console.print(t)
 
 
-@app.command("report")
-def report_cmd(run_dir: Path = typer.Argument(..., help="A run directory written by `audit run`.")) -> None:
-    """Print the per-slice WER table of a run and (re)write its report.md."""
-    from audits.report_md import render_markdown
-    from audits.summary import load_summary
-    from engine.store import atomic_write_text
+def _register_report_commands() -> None:
+    from audits.report_cli import query_command, report_command
 
-    try:
-        summary = load_summary(run_dir)
-    except AuditError as exc:
-        _fail(exc)
-        return
-    md = render_markdown(summary)
-    atomic_write_text(run_dir / "report.md", md)
-    out_console.print(md)
+    app.command("report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
+    app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
+
+
+_register_report_commands()
 
 
 @corpus_app.command("demo")

@@ -42,9 +42,10 @@ import logging
 import math
 import re
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -253,7 +254,9 @@ def arousal_ordering(
         return {"skipped": f"backend gives no '{want}' dimension"}
     labelled = {u: m.labels[cfg.label] for u, m in meta.items() if cfg.label in m.labels and u in outputs}
     table, source = expected_arousal_table(list(labelled.values()), cfg, lm)
-    ids = [u for u in sorted(labelled) if table.get(labelled[u]) is not None and math.isfinite(outputs[u].dimensions.get(dim, float("nan")))]
+    ids = [
+        u for u in sorted(labelled) if table.get(labelled[u]) is not None and math.isfinite(outputs[u].dimensions.get(dim, float("nan")))
+    ]
     result: dict[str, Any] = {"dimension": dim, "expected_arousal": table, "expected_arousal_source": source, "n_utts": len(ids)}
     if len(ids) < 2:
         result["skipped"] = "fewer than 2 clips with both an expected arousal level and a predicted value"
@@ -307,7 +310,9 @@ def _label_of(meta: Mapping[str, UttMeta], u: str, label: str | None) -> str | N
     return meta[u].labels.get(label) if label else None
 
 
-def _group_pairs(groups: Mapping[Any, list[str]], meta: Mapping[str, UttMeta], label: str | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _group_pairs(
+    groups: Mapping[Any, list[str]], meta: Mapping[str, UttMeta], label: str | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(pairs with different labels, anchored on neutral clips where a group has one; same-label pairs)."""
     diff: list[tuple[str, str]] = []
     same: list[tuple[str, str]] = []
@@ -441,9 +446,7 @@ def _notes(entry: Mapping[str, Any]) -> list[str]:
     for pair, s in (ao.get("by_label_pair_within_speaker") or {}).items():
         if s.get("accuracy") is not None and s["n_pairs"] >= 3 and s["accuracy"] < 0.6:
             hi, lo = pair.split(">", 1)
-            notes.append(
-                f"{ao['dimension']} ranks '{hi}' above '{lo}' in only {s['accuracy']:.0%} of {s['n_pairs']} same-speaker pairs"
-            )
+            notes.append(f"{ao['dimension']} ranks '{hi}' above '{lo}' in only {s['accuracy']:.0%} of {s['n_pairs']} same-speaker pairs")
     ws = ao.get("within_speaker") or {}
     al = ao.get("all") or {}
     if ws.get("accuracy") is not None and al.get("accuracy") is not None and ws["accuracy"] - al["accuracy"] >= 0.1:
@@ -453,7 +456,9 @@ def _notes(entry: Mapping[str, Any]) -> list[str]:
         )
     pc = entry.get("prosody_contrast") or {}
     if pc.get("n_pairs"):
-        notes.append(f"{pc['n_below_threshold']} of {pc['n_pairs']} rendition pairs score below {pc['threshold']:g} of 8 on prosody contrast")
+        notes.append(
+            f"{pc['n_below_threshold']} of {pc['n_pairs']} rendition pairs score below {pc['threshold']:g} of 8 on prosody contrast"
+        )
         ctrl = pc.get("control_same_label") or {}
         if ctrl.get("mean_score") is not None and pc.get("mean_score") is not None and ctrl["mean_score"] >= pc["mean_score"] - 0.5:
             notes.append(
@@ -506,7 +511,9 @@ def score_emotion_backend(
     entry["arousal_ordering"] = arousal_ordering(outputs, meta, cfg, lm)
     entry["prosody_contrast"] = prosody_contrast(outputs, meta, cfg, found, out_dir / "emotion" / safe_name(name) / "contrast_pairs.jsonl")
     if cfg.derive_labels:
-        entry["model_derived_labels"] = _derived_labels(outputs, name, cfg, lm, out_dir / "emotion" / safe_name(name) / "model_labels.jsonl")
+        entry["model_derived_labels"] = _derived_labels(
+            outputs, name, cfg, lm, out_dir / "emotion" / safe_name(name) / "model_labels.jsonl"
+        )
     entry["notes"] = _notes(entry)
     entry["status"] = "ok"
     for key in ("device", "batch_size", "n_failed", "audio_s", "infer_s", "rtfx", "warmup_batches"):
@@ -522,7 +529,9 @@ def check_emotion_inputs(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> lis
     if cfg.label is not None and not any(cfg.label in m.labels for m in meta.values()):
         msg = f"no clip carries the emotion label '{cfg.label}'"
         if cfg.label_given:
-            raise ConfigError(f"emotion.label: {msg} (labels present: {', '.join(sorted({k for m in meta.values() for k in m.labels})) or 'none'})")
+            raise ConfigError(
+                f"emotion.label: {msg} (labels present: {', '.join(sorted({k for m in meta.values() for k in m.labels})) or 'none'})"
+            )
         warnings.append(msg)
     for dim, col in cfg.dimensions.items():
         if not any(col in m.labels for m in meta.values()):

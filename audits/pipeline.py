@@ -92,6 +92,9 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
         add_semantic_similarity(summary, scored)
     write_summary(out, summary)
     atomic_write_text(out / "report.md", render_markdown(summary))
+    from audits.report_cli import build_report
+
+    build_report([out], None, worst=5, exports=True)  # report.md (+ cohort), report.html, exports/
     return summary
 
 

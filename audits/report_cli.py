@@ -77,15 +77,20 @@ def report_command(
     out: Path | None = typer.Option(None, "--out", help="Where to write (default: the run directory; required when merging)."),
     worst: int = typer.Option(5, "--worst", help="Worst utterances shown per model."),
     exports: bool = typer.Option(True, "--exports/--no-exports", help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Do not print the per-slice WER tables."),
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
     try:
         written = build_report(run_dirs, out, worst, exports)
     except AuditError as exc:
-        _err.print(f"[bold red]error:[/] {exc}")
+        from rich.markup import escape
+
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2)
+    if not quiet:
+        _out.print(written["report_md"].read_text(), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
-        _out.print(f"{kind}: {path}")
+        _out.print(f"{kind}: {path}", soft_wrap=True)
 
 
 def _print_frame(df: pd.DataFrame, fmt: str, max_rows: int) -> None:
@@ -132,6 +137,8 @@ def query_command(
     try:
         df = query([run_dir, *(also or [])] if also else run_dir, sql)
     except AuditError as exc:
-        _err.print(f"[bold red]error:[/] {exc}")
+        from rich.markup import escape
+
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2)
     _print_frame(df, fmt, max_rows)

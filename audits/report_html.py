@@ -102,6 +102,12 @@ def model_names(summary: Mapping[str, Any]) -> list[str]:
     return sorted((summary.get("models") or {}).keys())
 
 
+def by_wer(summary: Mapping[str, Any]) -> list[str]:
+    """Models with a WER, lowest overall WER first (the order every per-model plot and table uses)."""
+    models = summary.get("models") or {}
+    return sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: (models[m]["wer"], m))
+
+
 def families(summary: Mapping[str, Any]) -> dict[str, list[str]]:
     """Slice family -> its ``label=value`` keys, in a stable reading order."""
     keys: set[str] = set()
@@ -405,13 +411,20 @@ def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | 
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{100 * t:g}</text>')
     parts.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle" class="axis">RTFx (audio seconds per inference second, log scale) → faster</text>')
     parts.append(f'<text transform="translate(16,{(top + height - bottom) / 2:.0f}) rotate(-90)" text-anchor="middle" class="axis">WER % (lower is better)</text>')
-    for label, rtfx, wer, lo, hi, color in points:
+    placed: list[tuple[float, float]] = []
+    for label, rtfx, wer, lo, hi, color in sorted(points, key=lambda p: p[2]):
         x, y = sx(rtfx), sy(wer)
+        show_label = all(abs(y - py) > 11 or abs(x - px) > 150 for px, py in placed)
+        if show_label:
+            placed.append((x, y))
         parts.append(f'<g class="pt"{_attrs(model=label, rtfx=_num_attr(rtfx), wer=_num_attr(wer))}><title>{esc(f"{label}: WER {pct(wer)}% {ci_text([lo, hi])}, RTFx {rtfx:.1f}")}</title>')
         if lo is not None and hi is not None:
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" y2="{sy(hi):.1f}" stroke="{color}" stroke-width="2" opacity="0.7"/>')
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color}" stroke="#222" stroke-width="0.6"/>')
-        parts.append(f'<text x="{x + 8:.1f}" y="{y - 6:.1f}" class="ptlab">{esc(_trunc(label, 28))}</text></g>')
+        parts.append((f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="ptlab">{esc(_trunc(label, 28))}</text>' if show_label else "") + "</g>")
+    if len(placed) < len(points):
+        hidden = len(points) - len(placed)
+        parts.append(f'<text x="{width - right - 6}" y="{top + 14}" text-anchor="end" class="tick">{hidden} label(s) hidden to avoid overlap; hover a point</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -831,7 +844,7 @@ def render_speed(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
 
 def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) -> str:
     models = summary.get("models") or {}
-    ms = sorted(m for m in models if models[m].get("wer") is not None)
+    ms = by_wer(summary)
     keys = [k for ks in fams.values() for k in ks]
     if not keys or not ms:
         return "<p>This dataset carries no slice labels.</p>"
@@ -874,7 +887,7 @@ def _single_speaker(s: Mapping[str, Any]) -> bool:
 
 def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], colors: Mapping[str, str]) -> str:
     models = summary.get("models") or {}
-    ms = sorted(m for m in models if models[m].get("wer") is not None)
+    ms = by_wer(summary)
     if not fams or not ms:
         return "<p>This dataset carries no slice labels; only overall WER is available.</p>"
     out = []
@@ -929,7 +942,7 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
 
 def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     models = summary.get("models") or {}
-    ms = sorted(m for m in models if models[m].get("gaps"))
+    ms = [m for m in by_wer(summary) if models[m].get("gaps")]
     if not ms:
         return "<p>No fairness gaps were computed (the dataset has no baseline values such as native, neutral, clean or single, and the recipe names no gaps).</p>"
     defs: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any]]]] = {}

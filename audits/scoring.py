@@ -107,6 +107,12 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
     """All numbers of one group of rows (a model, or a model's slice)."""
     okg = g[g["ok"]]
     blocks = okg["speaker"].where(okg["speaker"].notna(), okg["utt_id"]).astype(str).to_numpy() if len(okg) else None
+    n_spk = len(set(blocks)) if blocks is not None else 0
+    ci_method = "speaker-block bootstrap"
+    if blocks is not None and n_spk < 2 and len(okg) > 1:
+        # one speaker: between-speaker variance cannot be estimated; resample utterances instead
+        blocks = okg["utt_id"].astype(str).to_numpy()
+        ci_method = "utterance bootstrap (single speaker)"
     n_words = int(okg["n_words"].sum())
     n_chars = int(okg["n_chars"].sum())
     we = int(okg["word_errors"].sum())
@@ -132,7 +138,8 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         "cer": _ratio(ce, n_chars),
         "ci95": [_clean(wer_ci[0]), _clean(wer_ci[1])],
         "cer_ci95": [_clean(cer_ci[0]), _clean(cer_ci[1])],
-        "n_speakers": int(len(set(blocks))) if blocks is not None else 0,
+        "n_speakers": int(n_spk),
+        "ci_method": ci_method,
         "audio_s": audio_s,
         "infer_s": infer_s,
         "rtfx": _ratio(timed_audio, infer_s),

@@ -32,9 +32,10 @@ import json
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -342,8 +343,14 @@ def speaker_pair_stats(
         spk: {"n_target": len(v), "mean_target_score": float(np.mean(v)), "miss_rate": float(np.mean(np.asarray(v) < threshold))}
         for spk, v in sorted(tar.items())
     }
-    pairs = [
-        {"a": a, "b": b, "n_nontarget": len(v), "mean_score": float(np.mean(v)), "false_accept_rate": float(np.mean(np.asarray(v) >= threshold))}
+    pairs: list[dict[str, Any]] = [
+        {
+            "a": a,
+            "b": b,
+            "n_nontarget": len(v),
+            "mean_score": float(np.mean(v)),
+            "false_accept_rate": float(np.mean(np.asarray(v) >= threshold)),
+        }
         for (a, b), v in non.items()
     ]
     pairs.sort(key=lambda p: (-p["mean_score"], p["a"], p["b"]))
@@ -472,7 +479,9 @@ def write_combined_clips(
     for sid in dataset.shard_ids:
         for u in dataset.load_shard(sid).utterances:
             if u.utt_id in needed:
-                d = decode(u, root=dataset.root, max_duration_s=decode_options.max_duration_s, allow_outside_root=decode_options.allow_outside_root)
+                d = decode(
+                    u, root=dataset.root, max_duration_s=decode_options.max_duration_s, allow_outside_root=decode_options.allow_outside_root
+                )
                 if d.error is None:
                     audio[u.utt_id] = d.samples
                 else:
@@ -499,7 +508,9 @@ def write_combined_clips(
     return {"n_clips": len(lines), "manifest": str(folder / "manifest.jsonl"), "skipped": skipped}
 
 
-def _dropped_trials(trials: Sequence[Trial], failed: Mapping[str, str], embedded: Mapping[str, Any]) -> tuple[list[Trial], list[dict[str, Any]]]:
+def _dropped_trials(
+    trials: Sequence[Trial], failed: Mapping[str, str], embedded: Mapping[str, Any]
+) -> tuple[list[Trial], list[dict[str, Any]]]:
     keep: list[Trial] = []
     dropped: list[dict[str, Any]] = []
     for t in trials:
@@ -565,9 +576,7 @@ def score_speaker_backend(
         base["error"] = str(exc)
         return base
     entry = res.to_dict()
-    entry["subsets"] = {
-        sname: score_subset(cfg, flt, embeddings, meta, res.threshold) for sname, flt in cfg.subsets.items()
-    }
+    entry["subsets"] = {sname: score_subset(cfg, flt, embeddings, meta, res.threshold) for sname, flt in cfg.subsets.items()}
     pairs = speaker_pair_stats(kept.trials, res.scores, meta, res.threshold)
     entry["speakers"] = pairs
     entry["notes"] = derive_notes(entry, pairs)

@@ -26,9 +26,10 @@ import math
 import os
 import time
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -123,7 +124,7 @@ class EmbedStore:
         try:
             expected = int(json.loads(marker.read_text())["rows"])
             actual = pq.read_metadata(self.part_path(kind, name, shard_id)).num_rows
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any unreadable marker/part means: redo the unit
             log.warning("%s unit %s::%s: marker or part unreadable (%s); it will be redone", kind, name, shard_id, exc)
             return False
         if actual != expected:
@@ -302,7 +303,7 @@ def process_embed_unit(
             for (u, d), out in zip(batch, outs):
                 rows[u.utt_id]["infer_s"] = dt * d.duration_s / total
                 _fill(rows[u.utt_id], kind, out)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a failed batch is retried clip by clip
             if len(batch) > 1:
                 log.info("%s: batch of %d failed (%s); retrying clip by clip", name, len(batch), exc)
             for u, d in batch:
@@ -311,7 +312,7 @@ def process_embed_unit(
                     (out,) = _run_batch(backend, kind, [d.samples])
                     rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
                     _fill(rows[u.utt_id], kind, out)
-                except Exception as exc2:
+                except Exception as exc2:  # noqa: BLE001 - one clip's failure becomes its row's error
                     rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
     return [rows[u.utt_id] for u in shard.utterances]
 
@@ -331,7 +332,13 @@ class _State:
 
 def load_embed_backend(spec: EmbedSpec) -> _State:
     """Build and load one backend; failures are recorded in the facts, never raised."""
-    facts: dict[str, Any] = {"name": spec.name, "backend": spec.backend, "kind": spec.kind, "batch_size": spec.batch_size, "warmup_batches": 0}
+    facts: dict[str, Any] = {
+        "name": spec.name,
+        "backend": spec.backend,
+        "kind": spec.kind,
+        "batch_size": spec.batch_size,
+        "warmup_batches": 0,
+    }
     state = _State(spec, None, facts)
     try:
         cls = spec.registry().get(spec.backend)
@@ -350,7 +357,7 @@ def load_embed_backend(spec: EmbedSpec) -> _State:
     except ConfigError as exc:
         facts.update(status="failed-to-load", error=str(exc))
         log.error("%s backend %s: bad options: %s", spec.kind, spec.name, exc)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - load failures are reported in the facts, never raised
         facts.update(status="failed-to-load", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=5))
         log.error("%s backend %s failed to load: %s", spec.kind, spec.name, exc)
     return state
@@ -365,7 +372,7 @@ def _warm(state: _State, decoded: Sequence[DecodedAudio]) -> None:
     try:
         _run_batch(state.backend, state.spec.kind, [clip])
         state.facts["warmup_batches"] = int(state.facts.get("warmup_batches", 0)) + 1
-    except Exception as exc:  # warm-up is best effort; the real call reports errors per clip
+    except Exception as exc:  # noqa: BLE001 - warm-up is best effort; the real call reports errors per clip
         log.debug("warm-up of %s failed: %s", state.spec.name, exc)
 
 
@@ -391,7 +398,7 @@ def run_embed_backends(
     dataset: Dataset,
     specs: Sequence[EmbedSpec],
     out_dir: Path | str,
-    decode_options: DecodeOptions = DecodeOptions(),
+    decode_options: DecodeOptions | None = None,
     progress: ProgressFn | None = None,
     warmup: int = 1,
 ) -> dict[str, dict[str, Any]]:
@@ -409,9 +416,7 @@ def run_embed_backends(
     if not dataset.has_audio:
         raise ConfigError(f"dataset {dataset.name} has no audio; speaker and emotion backends need audio")
     store = EmbedStore(out_dir)
-    pending: dict[str, list[str]] = {
-        s.name: [sid for sid in dataset.shard_ids if not store.is_done(s.kind, s.name, sid)] for s in specs
-    }
+    pending: dict[str, list[str]] = {s.name: [sid for sid in dataset.shard_ids if not store.is_done(s.kind, s.name, sid)] for s in specs}
     states: dict[str, _State] = {}
     for spec in specs:
         if pending[spec.name]:
@@ -431,7 +436,7 @@ def run_embed_backends(
         if not runnable:
             continue
         shard = dataset.load_shard(shard_id)
-        decoded = decode_shard(shard, dataset.root, decode_options)
+        decoded = decode_shard(shard, dataset.root, decode_options or DecodeOptions())
         for spec in runnable:
             st = states[spec.name]
             assert st.backend is not None  # runnable filtered on it

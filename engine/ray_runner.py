@@ -141,6 +141,8 @@ class _ModelRun:
     actors_started: int = 0
     units_done: int = 0
     loading_announced: bool = False
+    ready_at: float | None = None  # run clock: first actor loaded and warm
+    done_at: float | None = None  # run clock: last unit written
 
 
 _ACTOR_CLS: Any = None
@@ -263,6 +265,7 @@ class RayRunner:
         self._gpu_total = 0.0
         self._decode_cpus = 0.0
         self._label_keys: dict[str, list[str]] = {}
+        self._t0 = time.perf_counter()
         self.stats: dict[str, Any] = {}
 
     # -- what is left to do -------------------------------------------------------------------
@@ -367,7 +370,7 @@ class RayRunner:
             previous = self.store.read_model_facts()
             return {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
         started = self._init_ray()
-        t0 = time.perf_counter()
+        self._t0 = t0 = time.perf_counter()
         try:
             if self.progress:
                 self.progress("start", len(pending), {})
@@ -398,6 +401,9 @@ class RayRunner:
                 "num_cpus_per_actor": run.num_cpus,
                 "num_gpus_per_actor": run.num_gpus,
                 "units_written": run.units_done,
+                # seconds since the run began: the span between them is processing without loading
+                "first_actor_ready_s": run.ready_at,
+                "last_unit_written_s": run.done_at,
             }
             run.facts = facts
             self.store.write_model_facts(spec.name, facts)
@@ -622,6 +628,7 @@ class RayRunner:
             actor.loaded = True
             if not run.loaded_once:
                 run.loaded_once = True
+                run.ready_at = time.perf_counter() - self._t0
                 run.facts = dict(facts)
                 self.store.write_model_facts(run.spec.name, run.facts)
             return
@@ -695,6 +702,7 @@ class RayRunner:
                 "finished units are kept: fix the problem (disk space, permissions) and re-run the same command to resume"
             ) from exc
         run.units_done += 1
+        run.done_at = time.perf_counter() - self._t0
         if self.progress:
             self.progress("unit", 1, {"model": run.spec.name, "shard": shard_id, "rows": rows})
 

@@ -13,8 +13,9 @@ import json
 import math
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -155,8 +156,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows.append({"audio_filepath": "too-short.wav", "duration": 0.05, "text": "hello", "utt_id": "too-short",
                  "speaker": "flite:slt", "emotion": "neutral", "tts_engine": "flite"})  # fmt: skip
     with open(root / "manifest.jsonl", "w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
     return root / "manifest.jsonl"
 
 
@@ -166,9 +166,15 @@ def speaker_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple
     out = tmp_path_factory.mktemp("run")
     ds = open_dataset(corpus, shard_size=8)
     cfg = parse_speaker_config(
-        {"backends": ["resemblyzer", "test-unavailable-sv"], "max_per_class": None, "backend_options": RESEMBLYZER,
-         "batch_size": 4, "combined_clips": 2, "slice_keys": ["tts_engine"],
-         "subsets": {"flite": {"tts_engine": "flite"}}},  # fmt: skip
+        {
+            "backends": ["resemblyzer", "test-unavailable-sv"],
+            "max_per_class": None,
+            "backend_options": RESEMBLYZER,
+            "batch_size": 4,
+            "combined_clips": 2,
+            "slice_keys": ["tts_engine"],
+            "subsets": {"flite": {"tts_engine": "flite"}},
+        },
         "test",
     )
     events: list[tuple] = []
@@ -289,7 +295,7 @@ def test_embeddings_written_with_error_rows(speaker_run: tuple[Path, dict[str, A
 
 @pytest.mark.slow
 def test_resume_loads_and_computes_nothing(corpus: Path, speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
-    out, first, _ = speaker_run
+    out, _, _ = speaker_run
     markers = sorted((out / "markers-embed" / "sv" / "resemblyzer").glob("*.json"))
     before = {m: m.stat().st_mtime_ns for m in markers}
     parts_before = {p: p.stat().st_mtime_ns for p in (out / "embeddings" / "resemblyzer").glob("*.parquet")}
@@ -362,7 +368,7 @@ def test_unavailable_backend_reported_others_go_on(speaker_run: tuple[Path, dict
 
 @pytest.mark.slow
 def test_combined_clips_written_as_derived_audio(speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
-    out, result, _ = speaker_run
+    _, result, _ = speaker_run
     combined = result["resemblyzer"]["combined_clips"]
     assert combined["n_clips"] == 2
     recs = [json.loads(line) for line in Path(combined["manifest"]).read_text().splitlines()]
@@ -381,8 +387,13 @@ def test_combined_clips_written_as_derived_audio(speaker_run: tuple[Path, dict[s
 def test_emotion_audit_prosody_and_categorical(corpus: Path, tmp_path: Path) -> None:
     ds = open_dataset(corpus, shard_size=8)
     cfg = parse_emotion_config(
-        {"backends": ["prosody", "test-loudness-ser"], "batch_size": 4, "derive_labels": True, "unmapped": "error",
-         "label_map": {"positive-high-arousal": "happy", "negative-low-arousal": "sad"}},  # fmt: skip
+        {
+            "backends": ["prosody", "test-loudness-ser"],
+            "batch_size": 4,
+            "derive_labels": True,
+            "unmapped": "error",
+            "label_map": {"positive-high-arousal": "happy", "negative-low-arousal": "sad"},
+        },
         "test",
     )
     result = run_emotion_audit(cfg, ds, tmp_path)
