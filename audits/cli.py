@@ -94,7 +94,7 @@ def run_cmd(
                 if event == "loading":
                     prog.update(task, status=f"loading {info['model']}")
                 elif event == "start":
-                    prog.update(task, total=n, status="")
+                    prog.update(task, total=n, completed=0, description=str(info.get("kind") or "units"), status="")
                 elif event in ("unit", "skip"):
                     if event == "unit":
                         m = info["model"]

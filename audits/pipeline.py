@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -98,16 +99,66 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     return summary
 
 
-def run_recipe(recipe: Recipe, out: Path, progress: ProgressFn | None = None, corpus_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped."""
+@dataclass(frozen=True)
+class EngineOptions:
+    """Which runner moves the audio: ``inprocess`` (default on one machine) or ``ray``."""
+
+    kind: str = "inprocess"
+    address: str | None = None
+    workers: int | None = None
+    max_retries: int = 2
+    unit_timeout_s: float | None = None
+
+
+def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
+    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
+    if engine.kind == "inprocess":
+        return InProcessRunner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
+    if engine.kind == "ray":
+        from engine.ray_runner import RayRunner
+
+        return RayRunner(
+            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
+            address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
+        )
+    raise ConfigError(f"unknown engine '{engine.kind}' (known: inprocess, ray)")
+
+
+def run_recipe(
+    recipe: Recipe,
+    out: Path,
+    progress: ProgressFn | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
+    engine: EngineOptions = EngineOptions(),
+) -> dict[str, Any]:
+    """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
+
+    Everything that can be validated (recipe sections, dataset, model names) is validated before
+    any model loads.
+    """
     t0 = time.perf_counter()
     normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    speaker_cfg = emotion_cfg = probe_cfg = None
+    if recipe.speaker:
+        from audits.speaker_run import parse_speaker_config
+
+        speaker_cfg = parse_speaker_config(recipe.speaker, recipe.source)
+    if recipe.emotion:
+        from audits.emotion_run import parse_emotion_config
+
+        emotion_cfg = parse_emotion_config(recipe.emotion, recipe.source)
+    if recipe.probes:
+        from audits.probes.run import parse_probe_config
+
+        probe_cfg = parse_probe_config(recipe.probes, recipe.source)
     if recipe.dataset.path.startswith("builtin:"):
         ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
     dataset = open_recipe_dataset(recipe)
     specs = model_specs(recipe, dataset)
-    if not specs:
-        raise ConfigError(f"recipe '{recipe.name}': no models to run")
+    if not specs and not (speaker_cfg or emotion_cfg):
+        raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
+    if probe_cfg is not None and not specs:
+        raise ConfigError(f"recipe '{recipe.name}': probes need ASR models under 'models'")
     out.mkdir(parents=True, exist_ok=True)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
@@ -115,18 +166,26 @@ def run_recipe(recipe: Recipe, out: Path, progress: ProgressFn | None = None, co
         json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
     )
     store = RunStore(out)
-    runner = InProcessRunner(
-        dataset,
-        specs,
-        store,
-        warmup=recipe.warmup,
-        decode_options=DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root),
-        progress=progress,
-    )
-    facts = runner.run()
+    facts: dict[str, dict[str, Any]] = {}
+    if specs:
+        facts = make_runner(engine, dataset, specs, store, recipe, progress).run()
     store.consolidate([s.name for s in specs])
-    summary = score_run_dir(out, recipe, dataset.describe(), facts, {"engine": {"runner": "in-process", "wall_s": time.perf_counter() - t0}})
-    return summary
+    extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
+    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
+    if speaker_cfg is not None:
+        from audits.speaker_run import run_speaker_audit
+
+        extra["speaker"] = run_speaker_audit(speaker_cfg, dataset, out, progress, decode_options=dec)
+    if emotion_cfg is not None:
+        from audits.emotion_run import run_emotion_audit
+
+        extra["emotion"] = run_emotion_audit(emotion_cfg, dataset, out, progress, decode_options=dec)
+    if probe_cfg is not None:
+        from audits.probes.run import run_probes
+
+        extra["probes"] = run_probes(probe_cfg, dataset, specs, out, load_rows(out), progress)
+    extra["engine"]["wall_s"] = time.perf_counter() - t0
+    return score_run_dir(out, recipe, dataset.describe(), facts, extra)
 
 
 def load_rows(out: Path) -> pd.DataFrame:
