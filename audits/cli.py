@@ -70,51 +70,123 @@ def run_cmd(
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    engine: str = typer.Option("inprocess", "--engine", help="inprocess (one process) or ray (actors; local or --address)."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
 ) -> None:
-    """Run a recipe: transcribe, store raw rows, score per slice, write summary.json and report.md."""
-    from audits.pipeline import run_recipe
+    """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
     from audits.recipes import load_recipe, with_overrides
 
     try:
         rec = load_recipe(recipe)
         rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
         out_dir = out or Path("runs") / rec.name
-        with _progress() as prog:
-            corpus_task = None
-            task = prog.add_task("units", total=None, status="")
-            stats: dict[str, Any] = {"audio": {}, "infer": {}}
-
-            def corpus_progress(done: int, total: int) -> None:
-                nonlocal corpus_task
-                if corpus_task is None:
-                    corpus_task = prog.add_task("demo corpus", total=total, status="synthesizing")
-                prog.update(corpus_task, completed=done)
-
-            def on_progress(event: str, n: int, info: dict[str, Any]) -> None:
-                if event == "loading":
-                    prog.update(task, status=f"loading {info['model']}")
-                elif event == "start":
-                    prog.update(task, total=n, completed=0, description=str(info.get("kind") or "units"), status="")
-                elif event in ("unit", "skip"):
-                    if event == "unit":
-                        m = info["model"]
-                        for r in info["rows"]:
-                            if r.get("infer_s") is not None:
-                                stats["audio"][m] = stats["audio"].get(m, 0.0) + (r.get("duration_s") or 0.0)
-                                stats["infer"][m] = stats["infer"].get(m, 0.0) + r["infer_s"]
-                        rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
-                        prog.update(task, status=f"{m} RTFx {rt:.1f}")
-                    prog.advance(task, n)
-
-            summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress)
+        _run_with_progress(rec, out_dir, engine, address, workers, resume)
     except AuditError as exc:
         _fail(exc)
-        return
+
+
+def _run_with_progress(rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    from audits.pipeline import EngineOptions, run_recipe
+    from engine.errors import ConfigError
+
+    if not resume and (out_dir / "markers").exists():
+        raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
+    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers)
+    with _progress() as prog:
+        corpus_task = None
+        task = prog.add_task("units", total=None, status="")
+        stats: dict[str, Any] = {"audio": {}, "infer": {}}
+
+        def corpus_progress(done: int, total: int) -> None:
+            nonlocal corpus_task
+            if corpus_task is None:
+                corpus_task = prog.add_task("demo corpus", total=total, status="synthesizing")
+            prog.update(corpus_task, completed=done)
+
+        def on_progress(event: str, n: int, info: dict[str, Any]) -> None:
+            if event == "loading":
+                prog.update(task, status=f"loading {info['model']}")
+            elif event == "start":
+                prog.update(task, total=n, completed=0, description=str(info.get("kind") or "units"), status="")
+            elif event in ("unit", "skip"):
+                if event == "unit":
+                    m = info["model"]
+                    for r in info["rows"]:
+                        if r.get("infer_s") is not None:
+                            stats["audio"][m] = stats["audio"].get(m, 0.0) + (r.get("duration_s") or 0.0)
+                            stats["infer"][m] = stats["infer"].get(m, 0.0) + r["infer_s"]
+                    rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
+                    prog.update(task, status=f"{m} RTFx {rt:.1f}")
+                prog.advance(task, n)
+
+        summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng)
+    if extra:
+        from audits.summary import write_summary
+
+        summary.update(extra)
+        write_summary(out_dir, summary)
     _print_overview(summary)
     failed = {m: v.get("n_failed", 0) for m, v in summary["models"].items() if v.get("n_failed")}
     if failed:
         console.print(f"[yellow]failed rows:[/] {failed} (reasons in summary.json → models.<name>.failures)")
-    out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}")
+    unavailable = {m: v.get("error") for m, v in summary["models"].items() if v.get("status") not in ("loaded", None)}
+    for m, why in unavailable.items():
+        console.print(f"[yellow]{m} did not run:[/] {why}", soft_wrap=True)
+    out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}, {out_dir / 'report.html'}", soft_wrap=True)
+    return summary
+
+
+@app.command("sweep")
+def sweep_cmd(
+    recipe: str = typer.Argument(..., help="Recipe name or YAML path whose dataset and scoring are used."),
+    models: str = typer.Option("all", "--models", help="all | a comma-separated list | a registry tag (e.g. local, study, whisper)."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/sweep-<recipe>); re-running resumes."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+) -> None:
+    """Run every registry model that can run here (listing those skipped and why) into one run directory."""
+    from audits.recipes import load_recipe, with_overrides
+    from engine.errors import ConfigError
+    from engine.model_registry import load_model_registry, resolve_models, runnable_here
+
+    try:
+        reg = load_model_registry()
+        if models == "all":
+            chosen = sorted(reg)
+        elif "," in models or models in reg:
+            chosen = [m.strip() for m in models.split(",") if m.strip()]
+            resolve_models(chosen, reg)
+        else:
+            chosen = sorted(n for n, e in reg.items() if models in e.tags)
+            if not chosen:
+                tags = sorted({t for e in reg.values() for t in e.tags})
+                raise ConfigError(f"no model has tag '{models}' (tags: {', '.join(tags)})")
+        runnable, skipped = [], {}
+        for name in chosen:
+            e = reg[name]
+            if "control" in e.tags and models == "all":
+                skipped[name] = "positive control (name it explicitly to include it)"
+                continue
+            ok, why = runnable_here(e)
+            (runnable.append(name) if ok else skipped.__setitem__(name, why))
+        t = Table(title=f"sweep: {len(runnable)} to run, {len(skipped)} skipped")
+        t.add_column("model")
+        t.add_column("skipped because")
+        for n, why in skipped.items():
+            t.add_row(n, why)
+        out_console.print(t)
+        if not runnable:
+            raise ConfigError("no selected model can run here")
+        rec = with_overrides(load_recipe(recipe), dataset, runnable, limit)
+        out_dir = out or Path("runs") / f"sweep-{rec.name}"
+        _run_with_progress(rec, out_dir, engine, address, workers, True, {"sweep": {"selection": models, "run": runnable, "skipped": skipped}})
+    except AuditError as exc:
+        _fail(exc)
 
 
 def _print_overview(summary: dict[str, Any]) -> None:

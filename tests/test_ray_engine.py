@@ -172,14 +172,14 @@ def test_fault_backend_options_and_once_file(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_rows_identical_to_in_process_runner(ray_address: str, tmp_path: Path) -> None:
     """(a) real bundled models: same utt_ids, same raw hypotheses, same errors as in-process."""
-    ds = make_dataset(tmp_path / "data", ["librivox-0870", "librivox-0880", "librivox-0890", "cards-005"])
+    ds = make_dataset(tmp_path / "data", ["librivox-0880", "librivox-0930", "cards-005"])
     ev = Events()
     facts = RayRunner(ds, [WHISPER, PS], RunStore(tmp_path / "ray"), progress=ev).run()
     InProcessRunner(ds, [WHISPER, PS], RunStore(tmp_path / "local")).run()
     t_ray, t_local = table(tmp_path / "ray"), table(tmp_path / "local")
     cols = ["utt_id", "model", "hyp_raw", "ref_raw", "error", "speaker", "shard"]
     assert t_ray.select(cols).to_pylist() == t_local.select(cols).to_pylist()
-    assert t_ray.num_rows == 8 and all(r["hyp_raw"] for r in t_ray.to_pylist())
+    assert t_ray.num_rows == 6 and all(r["hyp_raw"] for r in t_ray.to_pylist())
     assert_no_duplicates(t_ray)
     for m in ("whisper-tiny.en", "pocketsphinx"):
         assert facts[m]["status"] == "loaded" and facts[m]["engine"]["runner"] == "ray"
