@@ -177,8 +177,10 @@ def sweep_cmd(
         t = Table(title=f"sweep: {len(runnable)} to run, {len(skipped)} skipped")
         t.add_column("model")
         t.add_column("skipped because")
+        from rich.markup import escape
+
         for n, why in skipped.items():
-            t.add_row(n, why)
+            t.add_row(n, escape(why))
         out_console.print(t)
         if not runnable:
             raise ConfigError("no selected model can run here")
@@ -259,7 +261,9 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
         if tag and tag not in e.tags:
             continue
         ok, why = runnable_here(e)
-        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), "[green]yes[/]" if ok else "[red]no[/]", why)
+        from rich.markup import escape
+
+        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), "[green]yes[/]" if ok else "[red]no[/]", escape(why))
     out_console.print(t)
 
 

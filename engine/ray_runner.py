@@ -160,14 +160,14 @@ def _remote_types() -> tuple[Any, Any]:
     return _ACTOR_CLS, _DECODE_FN
 
 
-def _accepts_device(spec: ModelSpec) -> bool:
-    """Whether the backend takes a ``device`` option (its constructor is cheap and validates names)."""
-    if "device" in spec.options:
+def _accepts_option(spec: ModelSpec, name: str, value: Any) -> bool:
+    """Whether the backend takes option ``name`` (constructors are cheap and reject unknown names)."""
+    if name in spec.options:
         return True
     try:
         cls = ASR_BACKENDS.get(spec.backend)
-        cls(**{**dict(spec.options), "device": "cuda"})
-    except Exception:  # noqa: BLE001 - an unknown option or a bad config means "no device option"
+        cls(**{**dict(spec.options), name: value})
+    except Exception:  # noqa: BLE001 - an unknown option or a bad config means "not accepted"
         return False
     return True
 
@@ -327,7 +327,7 @@ class RayRunner:
             if not by_model[spec.name]:
                 continue
             meta = dict(spec.meta)
-            device_ok = _accepts_device(spec)
+            device_ok = _accepts_option(spec, "device", "cuda")
             explicit_cpu = str(spec.options.get("device", "")) == "cpu"
             if "num_gpus" in meta:
                 num_gpus = float(meta["num_gpus"])
@@ -340,6 +340,15 @@ class RayRunner:
             run_spec = spec
             if num_gpus > 0 and device_ok and "device" not in spec.options:
                 run_spec = replace(spec, options={**dict(spec.options), "device": "cuda"})
+            if num_gpus == 0 and total_cpu > 0 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
+                # Several CPU actors of one model share the machine: split its cores between them
+                # instead of letting each backend start one thread per core.
+                slots = max(1, int(max(num_cpus, total_cpu - reserve) // num_cpus))
+                if self.workers:
+                    slots = min(slots, self.workers)
+                threads = max(1, int(total_cpu // slots))
+                if slots > 1:
+                    run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
             run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus)
             if num_gpus > self._gpu_total:
                 self._fail_model(run, "unavailable", f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)")
@@ -646,9 +655,9 @@ class RayRunner:
         base.update(status=status, error=message)
         run.facts = base
         self.store.write_model_facts(run.spec.name, base)
+        n = len(run.queue) + sum(len(self._actors[k].inflight) for k in run.actors)
         for key in list(run.actors):
             self._remove_actor(self._actors[key])
-        n = len(run.queue)
         run.queue.clear()
         log.error("model %s: %s; its %d unit(s) are skipped", run.spec.name, message, n)
         if self.progress and n:

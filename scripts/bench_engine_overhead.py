@@ -75,12 +75,19 @@ def build_manifest(folder: Path, n_utts: int) -> Path:
     wavs = sorted(TESTDATA.glob("*/*.wav"))
     if not wavs:
         raise FileNotFoundError(f"no clips under {TESTDATA}: apt-get install pocketsphinx-testdata, or pass --manifest")
+    refs: dict[str, str] = {}
+    for trans in TESTDATA.glob("*/*transcription"):
+        for line in trans.read_text(errors="replace").splitlines():
+            if line.rstrip().endswith(")") and "(" in line:
+                text, uid = line.rsplit("(", 1)
+                refs[uid.strip().rstrip(")")] = " ".join(text.replace("<s>", " ").replace("</s>", " ").split())
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "manifest.jsonl"
     with open(manifest, "w", encoding="utf-8") as fh:
         for i in range(n_utts):
             w = wavs[i % len(wavs)]
-            fh.write(json.dumps({"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w), "text": ""}) + "\n")
+            row = {"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w), "text": refs.get(w.stem, "unknown")}
+            fh.write(json.dumps(row) + "\n")
     return manifest
 
 
@@ -103,6 +110,8 @@ def bare_loop(spec: ModelSpec, ds: Dataset, opts: DecodeOptions, warmup: int) ->
             audio_s += sum(d.duration_s for d in batch)
     wall = time.perf_counter() - t0
     backend.close()
+    if audio_s <= 0:
+        raise AuditError("the bare loop decoded no audio (every clip had a decode error)")
     return {"audio_s": audio_s, "wall_s": wall, "rtfx": audio_s / wall}
 
 
@@ -186,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t = Table(title=f"Engine overhead ({ds.n_utts} utts, {len(ds.shard_ids)} shards, median of {args.repeats}, {total_cpus:g} CPUs)")
     for col in ("model", "RTFx bare loop", "RTFx engine (1 actor)", "engine / bare", f"RTFx engine ({args.actors} actors)", f"{args.actors} / 1 actors"):
-        t.add_column(col, justify="right" if col != "model" else "left")
+        t.add_column(col, justify="right" if col != "model" else "left", no_wrap=col == "model")
     for name, r in results.items():
         n_ratio = r[f"ratio_{args.actors}_actors_over_1"]
         t.add_row(

@@ -500,7 +500,7 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     settings = cfg.masking
     assert settings is not None  # guaranteed by the caller
     root = _fresh_dir(probes_dir / "masking", {"settings": asdict(settings), "timing": asdict(cfg.timing), "dataset": dataset.fingerprint})
-    cache = TimingCache(probes_dir / "timings" / f"{dataset.fingerprint}-{timer.method}.jsonl")
+    cache = TimingCache(probes_dir / "timings" / f"{dataset.fingerprint}-{timer.key}.jsonl")
     build = build_masked_set(dataset, timer, settings, root / "derived", cache)
     state["mask_build"] = build
     state["timing_cache"] = cache

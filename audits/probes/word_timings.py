@@ -72,12 +72,15 @@ class SpanTiming:
     next_start: float  # start of the next known word (clip end when none)
     method: str
     how: str  # the weakest 'how' among the words
+    prev_start: float = 0.0  # start of the previous known word (0 when none)
+    next_end: float | None = None  # end of the next known word (clip end when none)
 
 
 class Timer(Protocol):
     """Something that gives word timings for (audio, reference)."""
 
     method: str
+    key: str  # names the method and model, for caches
 
     def timings(self, audio: np.ndarray, reference: str) -> list[WordTiming]: ...
 
@@ -200,12 +203,16 @@ def span_timing(timings: Sequence[WordTiming], word_start: int, word_end: int, d
         return None
     start = min(t.start for t in inside if t.start is not None)
     end = max(t.end for t in inside if t.end is not None)
-    before = [t.end for t in timings if t.index < word_start and t.known and t.end is not None]
-    after = [t.start for t in timings if t.index >= word_end and t.known and t.start is not None]
-    prev_end = min(max(before), start) if before else 0.0
-    next_start = max(min(after), end) if after else duration_s
+    before = [t for t in timings if t.index < word_start and t.known]
+    after = [t for t in timings if t.index >= word_end and t.known]
+    prev = max(before, key=lambda t: t.index) if before else None
+    nxt = min(after, key=lambda t: t.index) if after else None
+    prev_end = min(float(prev.end), start) if prev is not None and prev.end is not None else 0.0
+    next_start = max(float(nxt.start), end) if nxt is not None and nxt.start is not None else duration_s
+    prev_start = min(float(prev.start), prev_end) if prev is not None and prev.start is not None else 0.0
+    next_end = max(float(nxt.end), next_start) if nxt is not None and nxt.end is not None else duration_s
     how = max((t.how for t in inside), key=_HOW_RANK.__getitem__)
-    return SpanTiming(start, end, prev_end, next_start, inside[0].method, how)
+    return SpanTiming(start, end, prev_end, next_start, inside[0].method, how, prev_start, next_end)
 
 
 # ------------------------------------------------------------------ whisper method
@@ -218,6 +225,7 @@ class WhisperTimer:
 
     def __init__(self, model: str = "whisper-tiny.en", backend: Any = None) -> None:
         self.model = model
+        self.key = f"whisper-{model}"
         self._backend = backend
 
     def _load(self) -> Any:
@@ -277,6 +285,7 @@ class CtcTimer:
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
+        self.key = "ctc-mms_fa"
         self._model: Any = None
         self._tokenizer: Any = None
         self._aligner: Any = None
