@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_DURATION_S = 1800.0
 SILENCE_PEAK = 1e-4  # peak amplitude below which a clip counts as silent (-80 dBFS)
+UNKNOWN_LENGTH_FRAMES = 1 << 62  # libsndfile reports SF_COUNT_MAX frames when the header leaves the length open
 
 
 def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> object:
@@ -103,6 +104,11 @@ def _decode(
         raise AudioError(f"unreadable or unsupported audio ({exc}); supported: WAV, FLAC, OGG, MP3 via libsndfile") from None
     if isinstance(src, io.BytesIO):
         src.seek(0)
+    if info.frames >= UNKNOWN_LENGTH_FRAMES:
+        raise AudioError(
+            "the header does not state the clip's length (written by a streaming encoder, e.g. ffmpeg to a pipe); "
+            "re-encode it to a file so the length is recorded, e.g. `ffmpeg -i in.flac out.flac`"
+        )
     if info.frames == 0 or info.samplerate <= 0:
         raise AudioError("audio has 0 samples (0-length clip)")
     duration = info.frames / info.samplerate

@@ -40,9 +40,9 @@ import logging
 import os
 import time
 from collections import OrderedDict, deque
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -141,6 +141,7 @@ class _ModelRun:
     actors_started: int = 0
     units_done: int = 0
     loading_announced: bool = False
+    threads: int = 1  # OpenMP/BLAS threads per actor when the driver sets none
     ready_at: float | None = None  # run clock: first actor loaded and warm
     done_at: float | None = None  # run clock: last unit written
 
@@ -172,6 +173,40 @@ def _accepts_option(spec: ModelSpec, name: str, value: Any) -> bool:
     return True
 
 
+def init_ray(
+    address: str | None = None,
+    *,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    runtime_env: Mapping[str, Any] | None = None,
+    log_to_driver: bool = False,
+    worker_niceness: int = 0,
+) -> bool:
+    """Connect to a cluster (``address``) or start a quiet local instance; True if this call did it.
+
+    A local instance runs its workers at ``worker_niceness`` (Ray's own default is 15, which on a
+    busy machine starves model actors behind every other process; 0 = the driver's priority). A
+    cluster keeps the settings it was started with. An instance already initialised in this
+    process is reused.
+    """
+    import ray
+
+    if ray.is_initialized():
+        if address:
+            log.info("Ray is already initialised in this process; ignoring address %s", address)
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": log_to_driver, "logging_level": logging.WARNING}
+    if runtime_env:
+        kwargs["runtime_env"] = dict(runtime_env)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _system_config={"worker_niceness": int(worker_niceness)}, **kwargs)
+    log.info("Ray resources: %s", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")})
+    return True
+
+
 def _positive(name: str, value: float | None, integer: bool = False) -> None:
     if value is None:
         return
@@ -191,6 +226,7 @@ class RayRunner:
     ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster).
     ``thread_env``: 'driver' (default) gives actors the driver's OMP/MKL thread variables, so
     results match the in-process runner; 'ray' keeps Ray's OMP_NUM_THREADS=<num_cpus>.
+    ``worker_niceness``: nice value of the workers of a local instance (Ray's default is 15).
     """
 
     def __init__(
@@ -199,7 +235,7 @@ class RayRunner:
         models: Sequence[ModelSpec],
         store: RunStore,
         warmup: int = 1,
-        decode_options: DecodeOptions = DecodeOptions(),
+        decode_options: DecodeOptions | None = None,
         progress: ProgressFn | None = None,
         *,
         address: str | None = None,
@@ -217,6 +253,7 @@ class RayRunner:
         runtime_env: Mapping[str, Any] | None = None,
         log_to_driver: bool = False,
         thread_env: str = "driver",
+        worker_niceness: int = 0,
     ) -> None:
         _positive("workers", workers, integer=True)
         _positive("max_in_flight", max_in_flight, integer=True)
@@ -238,7 +275,7 @@ class RayRunner:
         self.models = list(models)
         self.store = store
         self.warmup = warmup
-        self.decode_options = decode_options
+        self.decode_options = decode_options or DecodeOptions()
         self.progress = progress
         self.address = address
         self.workers = workers
@@ -255,6 +292,7 @@ class RayRunner:
         self.runtime_env = dict(runtime_env) if runtime_env else None
         self.log_to_driver = log_to_driver
         self.thread_env = thread_env
+        self.worker_niceness = worker_niceness
         # run state
         self._runs: dict[str, _ModelRun] = {}
         self._actors: dict[int, _Actor] = {}
@@ -290,26 +328,14 @@ class RayRunner:
     # -- ray lifecycle ------------------------------------------------------------------------
     def _init_ray(self) -> bool:
         """Connect to / start Ray; returns True when this runner started it (and must shut it down)."""
-        import ray
-
-        if ray.is_initialized():
-            if self.address:
-                log.info("Ray is already initialised in this process; ignoring address %s", self.address)
-            return False
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        kwargs: dict[str, Any] = {
-            "include_dashboard": False,
-            "log_to_driver": self.log_to_driver,
-            "logging_level": logging.WARNING,
-        }
-        if self.runtime_env:
-            kwargs["runtime_env"] = self.runtime_env
-        if self.address:
-            ray.init(address=self.address, **kwargs)
-        else:
-            ray.init(num_cpus=self.num_cpus, num_gpus=self.num_gpus, **kwargs)
-        log.info("Ray resources: %s", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")})
-        return True
+        return init_ray(
+            self.address,
+            num_cpus=self.num_cpus,
+            num_gpus=self.num_gpus,
+            runtime_env=self.runtime_env,
+            log_to_driver=self.log_to_driver,
+            worker_niceness=self.worker_niceness,
+        )
 
     def _plan(self, pending: Sequence[WorkUnit]) -> None:
         """Resource budget for actors and decode tasks; per-model actor resources and options."""
@@ -340,18 +366,24 @@ class RayRunner:
             run_spec = spec
             if num_gpus > 0 and device_ok and "device" not in spec.options:
                 run_spec = replace(spec, options={**dict(spec.options), "device": "cuda"})
-            if num_gpus == 0 and total_cpu > 0 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
-                # Several CPU actors of one model share the machine: split its cores between them
-                # instead of letting each backend start one thread per core.
-                slots = max(1, int(max(num_cpus, total_cpu - reserve) // num_cpus))
-                if self.workers:
-                    slots = min(slots, self.workers)
-                threads = max(1, int(total_cpu // slots))
-                if slots > 1:
-                    run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
-            run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus)
+            # Several CPU actors of one model share a machine: split its cores between them instead
+            # of letting each backend (and its BLAS) start one thread per core.
+            slots = max(1, int(max(num_cpus, total_cpu - reserve) // num_cpus)) if num_gpus == 0 else 1
+            if self.workers:
+                slots = min(slots, self.workers)
+            node_cpus = (
+                min(total_cpu, float(os.cpu_count() or total_cpu)) if total_cpu > 0 else 1.0
+            )  # a cluster total is no per-node figure
+            threads = max(1, int(node_cpus // slots))
+            if slots > 1 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
+                run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
+            run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus, threads=threads)
             if num_gpus > self._gpu_total:
-                self._fail_model(run, "unavailable", f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)")
+                self._fail_model(
+                    run,
+                    "unavailable",
+                    f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)",
+                )
             else:
                 biggest = max(biggest, num_cpus)
             self._runs[spec.name] = run
@@ -360,7 +392,13 @@ class RayRunner:
         # unreserved (num_cpus=0) rather than wait forever behind the actors.
         self._decode_cpus = min(1.0, max(0.0, total_cpu - self._cpu_budget))
         slots = max(1, int(self._cpu_budget // max(biggest, 1e-9))) if biggest else 1
-        self.stats.update(cpu_total=total_cpu, gpu_total=self._gpu_total, cpu_budget=self._cpu_budget, decode_cpus=self._decode_cpus, actor_slots_cpu=slots)
+        self.stats.update(
+            cpu_total=total_cpu,
+            gpu_total=self._gpu_total,
+            cpu_budget=self._cpu_budget,
+            decode_cpus=self._decode_cpus,
+            actor_slots_cpu=slots,
+        )
         if self.max_in_flight is None:
             gpu_slots = int(self._gpu_total) if self._gpu_total else 0
             self._max_in_flight = self.actor_queue_depth * max(1, slots + gpu_slots)
@@ -432,7 +470,8 @@ class RayRunner:
                 return
             ready, _ = ray.wait(list(self._watch), num_returns=1, timeout=self._poll_timeout())
             if ready:
-                rest = [r for r in self._watch if r not in set(ready)]
+                first = set(ready)
+                rest = [r for r in self._watch if r not in first]
                 if rest:
                     more, _ = ray.wait(rest, num_returns=len(rest), timeout=0)
                     ready = ready + more
@@ -485,7 +524,7 @@ class RayRunner:
             self.progress("loading", 0, {"model": run.spec.name})
             run.loading_announced = True
         opts: dict[str, Any] = {"num_cpus": run.num_cpus, "num_gpus": run.num_gpus, "max_restarts": 0, "max_task_retries": 0}
-        env = self._thread_env()
+        env = self._thread_env(run)
         if env:
             opts["runtime_env"] = {"env_vars": env}
         handle = actor_cls.options(**opts).remote(run.spec, self.warmup)
@@ -499,19 +538,20 @@ class RayRunner:
         run.actors_started += 1
         log.debug("started actor %d for %s (cpus=%g gpus=%g)", key, run.spec.name, run.num_cpus, run.num_gpus)
 
-    def _thread_env(self) -> dict[str, str] | None:
-        """Thread-count variables for the actors: the driver's (default) or Ray's own.
+    def _thread_env(self, run: _ModelRun) -> dict[str, str] | None:
+        """Thread-count variables for an actor's process: the driver's (default) or Ray's own.
 
         Ray starts workers with OMP_NUM_THREADS=<num_cpus>, and numpy's BLAS reads it at import:
         single-threaded BLAS changes the float sums in Whisper's log-Mel features, and an int8
         CTranslate2 model can then emit a different word. With 'driver' the actor's process starts
-        with the driver's values (an unset OMP_NUM_THREADS becomes this machine's CPU count,
-        which is what the libraries assume when it is unset), so rows equal the in-process runner's.
+        with the driver's values; an unset OMP_NUM_THREADS becomes the machine's CPU count split
+        between the model's concurrent actors (with one actor: what the libraries assume when it
+        is unset, so rows equal the in-process runner's).
         """
         if self.thread_env == "ray":
             return None
         env = {name: os.environ[name] for name in _THREAD_VARS if name in os.environ}
-        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        env.setdefault("OMP_NUM_THREADS", str(run.threads))
         return env
 
     def _remove_actor(self, actor: _Actor) -> None:
@@ -525,8 +565,8 @@ class RayRunner:
             run.actors.remove(actor.key)
         try:
             ray.kill(actor.handle, no_restart=True)
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        except Exception as exc:  # noqa: BLE001 - already gone
+            log.debug("actor %d was already gone: %s", actor.key, exc)
 
     def _retire_idle(self) -> None:
         """An actor whose model has nothing queued and nothing in flight frees its slot."""
@@ -651,7 +691,9 @@ class RayRunner:
     def _fail_model(self, run: _ModelRun, status: str, message: str, facts: Mapping[str, Any] | None = None) -> None:
         """The model cannot run here: record why, stop its actors; its units stay pending for a resume."""
         run.failed = True
-        base = dict(facts or {"model": run.spec.name, "backend": run.spec.backend, "batch_size": run.spec.batch_size, **dict(run.spec.meta)})
+        base = dict(
+            facts or {"model": run.spec.name, "backend": run.spec.backend, "batch_size": run.spec.batch_size, **dict(run.spec.meta)}
+        )
         base.update(status=status, error=message)
         run.facts = base
         self.store.write_model_facts(run.spec.name, base)
@@ -738,4 +780,4 @@ def _short(exc: BaseException, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-__all__ = ["ModelActor", "RayRunner"]
+__all__ = ["ModelActor", "RayRunner", "init_ray"]

@@ -41,11 +41,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from engine.data import DecodedAudio  # noqa: E402
-from engine.datasets import Dataset, open_dataset  # noqa: E402
-from engine.errors import AuditError, ConfigError  # noqa: E402
-from engine.runner import DecodeOptions, ModelSpec, decode_shard, load_model  # noqa: E402
-from engine.store import RunStore  # noqa: E402
+from engine.data import DecodedAudio
+from engine.datasets import Dataset, open_dataset
+from engine.errors import AuditError, ConfigError
+from engine.ray_runner import RayRunner, init_ray
+from engine.runner import DecodeOptions, ModelSpec, decode_shard, load_model
+from engine.store import RunStore
 
 log = logging.getLogger("bench")
 TESTDATA = Path("/usr/share/pocketsphinx/test/data")
@@ -66,7 +67,9 @@ def resolve_specs(names: list[str]) -> list[ModelSpec]:
     except (ImportError, AuditError) as exc:
         missing = [n for n in names if n not in FALLBACK_SPECS]
         if missing:
-            raise ConfigError(f"unknown model(s) {missing}: the registry could not be used ({exc}); built-in: {sorted(FALLBACK_SPECS)}") from exc
+            raise ConfigError(
+                f"unknown model(s) {missing}: the registry could not be used ({exc}); built-in: {sorted(FALLBACK_SPECS)}"
+            ) from exc
         return [FALLBACK_SPECS[n] for n in names]
 
 
@@ -115,10 +118,10 @@ def bare_loop(spec: ModelSpec, ds: Dataset, opts: DecodeOptions, warmup: int) ->
     return {"audio_s": audio_s, "wall_s": wall, "rtfx": audio_s / wall}
 
 
-def engine_run(spec: ModelSpec, ds: Dataset, opts: DecodeOptions, warmup: int, actors: int, work: Path, total_cpus: float) -> dict[str, float]:
+def engine_run(
+    spec: ModelSpec, ds: Dataset, opts: DecodeOptions, warmup: int, actors: int, work: Path, total_cpus: float
+) -> dict[str, float]:
     """One RayRunner run into a fresh store; RTFx over the span from first actor ready to last unit."""
-    from engine.ray_runner import RayRunner
-
     out = work / f"engine-{spec.name}-{actors}"
     shutil.rmtree(out, ignore_errors=True)
     reserve = max(0.0, min(1.0, total_cpus - actors))
@@ -132,7 +135,15 @@ def engine_run(spec: ModelSpec, ds: Dataset, opts: DecodeOptions, warmup: int, a
     audio_s = sum(r["duration_s"] or 0.0 for r in rows if r["error"] is None)
     eng = facts["engine"]
     span = eng["last_unit_written_s"] - eng["first_actor_ready_s"]
-    return {"audio_s": audio_s, "wall_s": span, "rtfx": audio_s / span, "total_wall_s": total, "actors_started": eng["actors_started"], "rows": len(rows), "errors": sum(r["error"] is not None for r in rows)}
+    return {
+        "audio_s": audio_s,
+        "wall_s": span,
+        "rtfx": audio_s / span,
+        "total_wall_s": total,
+        "actors_started": eng["actors_started"],
+        "rows": len(rows),
+        "errors": sum(r["error"] is not None for r in rows),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
         ds = open_dataset(manifest, shard_size=args.shard_size, limit=args.n_utts if args.manifest else None)
         opts = DecodeOptions()
         specs = resolve_specs([m.strip() for m in args.models.split(",") if m.strip()])
-        if args.address:
-            ray.init(address=args.address, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        else:
-            ray.init(num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        init_ray(args.address, num_cpus=args.num_cpus)
         total_cpus = float(ray.cluster_resources().get("CPU", 1))
-        log.info("%d utterances in %d shards; Ray CPUs %g, GPUs %g", ds.n_utts, len(ds.shard_ids), total_cpus, ray.cluster_resources().get("GPU", 0))
+        log.info(
+            "%d utterances in %d shards; Ray CPUs %g, GPUs %g",
+            ds.n_utts,
+            len(ds.shard_ids),
+            total_cpus,
+            ray.cluster_resources().get("GPU", 0),
+        )
         results: dict[str, Any] = {}
         for spec in specs:
             runs: dict[str, list[dict[str, float]]] = {"bare": [], "engine1": [], f"engine{args.actors}": []}
@@ -185,7 +199,9 @@ def main(argv: list[str] | None = None) -> int:
                 "rtfx_engine_1_actor": med["engine1"],
                 "ratio_engine_over_bare": med["engine1"] / med["bare"],
                 f"rtfx_engine_{args.actors}_actors": med.get(f"engine{args.actors}"),
-                f"ratio_{args.actors}_actors_over_1": (med[f"engine{args.actors}"] / med["engine1"]) if f"engine{args.actors}" in med else None,
+                f"ratio_{args.actors}_actors_over_1": (med[f"engine{args.actors}"] / med["engine1"])
+                if f"engine{args.actors}" in med
+                else None,
                 "engine_total_wall_s_1_actor": statistics.median(x["total_wall_s"] for x in runs["engine1"]),
                 "runs": runs,
             }
@@ -194,7 +210,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
     t = Table(title=f"Engine overhead ({ds.n_utts} utts, {len(ds.shard_ids)} shards, median of {args.repeats}, {total_cpus:g} CPUs)")
-    for col in ("model", "RTFx bare loop", "RTFx engine (1 actor)", "engine / bare", f"RTFx engine ({args.actors} actors)", f"{args.actors} / 1 actors"):
+    for col in (
+        "model",
+        "RTFx bare loop",
+        "RTFx engine (1 actor)",
+        "engine / bare",
+        f"RTFx engine ({args.actors} actors)",
+        f"{args.actors} / 1 actors",
+    ):
         t.add_column(col, justify="right" if col != "model" else "left", no_wrap=col == "model")
     for name, r in results.items():
         n_ratio = r[f"ratio_{args.actors}_actors_over_1"]
@@ -207,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
             "—" if n_ratio is None else f"{n_ratio:.3f}",
         )
     console.print(t)
-    console.print("engine RTFx: audio / (last unit written - first actor ready); bare: audio / (decode + transcribe loop). Target engine/bare >= 0.9.")
+    console.print(
+        "engine RTFx: audio / (last unit written - first actor ready); bare: audio / (decode + transcribe loop). Target engine/bare >= 0.9."
+    )
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,16 +17,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import ray
 
 from engine.backends.fault import FaultInjectionBackend, InjectedFault, ensure_registered
 from engine.data import WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
+from engine.ray_runner import RayRunner, init_ray
 from engine.runner import InProcessRunner, ModelSpec
 from engine.store import RunStore
-
-ray = pytest.importorskip("ray")
-from engine.ray_runner import RayRunner  # noqa: E402
 
 ensure_registered()
 
@@ -45,7 +43,7 @@ def fault_spec(name: str, **opts: Any) -> ModelSpec:
 
 def _testdata_clips() -> list[tuple[str, Path, str]]:
     if not TESTDATA.is_dir():
-        out = subprocess.run(["dpkg", "-L", "pocketsphinx-testdata"], capture_output=True, text=True).stdout.split()
+        out = subprocess.run(["dpkg", "-L", "pocketsphinx-testdata"], capture_output=True, text=True, check=False).stdout.split()
         raise FileNotFoundError(f"pocketsphinx-testdata not found under {TESTDATA} ({len(out)} files listed by dpkg)")
     clips = []
     for sub, trans_name in (("cards", "cards.transcription"), ("librivox", "transcription")):
@@ -89,8 +87,7 @@ def assert_no_duplicates(t: pa.Table) -> None:
 @pytest.fixture(scope="module")
 def ray_address() -> Any:
     """One local Ray instance (2 CPUs) for the module; its address lets subprocess drivers join."""
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"worker_process_setup_hook": SETUP_HOOK})
+    init_ray(num_cpus=2, runtime_env={"worker_process_setup_hook": SETUP_HOOK})
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -228,7 +225,12 @@ def test_driver_sigkill_then_resume(ray_address: str, small: Dataset, baseline: 
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, str(script), small.source, str(out), ray_address, SETUP_HOOK], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), small.source, str(out), ray_address, SETUP_HOOK],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     markers = out / "markers" / "ps-slow"
     deadline = time.monotonic() + 180
     try:
@@ -259,7 +261,9 @@ def test_driver_sigkill_then_resume(ray_address: str, small: Dataset, baseline: 
     assert hyps(t) == baseline
 
 
-def test_unloadable_model_reported_others_complete(ray_address: str, small: Dataset, baseline: dict[str, str | None], tmp_path: Path) -> None:
+def test_unloadable_model_reported_others_complete(
+    ray_address: str, small: Dataset, baseline: dict[str, str | None], tmp_path: Path
+) -> None:
     """(d) a faster-whisper model directory that does not exist: status 'unavailable', the rest runs."""
     missing = ModelSpec("whisper-missing", "faster-whisper", {"model": str(tmp_path / "no-such-model")}, batch_size=4)
     ev = Events()
@@ -298,7 +302,9 @@ def test_truncated_part_is_redone(ray_address: str, small: Dataset, baseline: di
     assert hyps(t) == baseline
 
 
-def test_write_failure_stops_cleanly_and_resumes(ray_address: str, small: Dataset, baseline: dict[str, str | None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_failure_stops_cleanly_and_resumes(
+    ray_address: str, small: Dataset, baseline: dict[str, str | None], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A write error (disk full) stops the run with a message; re-running finishes the table."""
     out = tmp_path / "out"
     store = RunStore(out)
@@ -333,15 +339,17 @@ def test_hanging_backend_is_timed_out_retried_then_quarantined(ray_address: str,
     always = fault_spec("ps-hang-always", hang_on_batch=1)
     out = tmp_path / "out"
     ev = Events()
-    facts = RayRunner(ds, [once, always], RunStore(out), progress=ev, unit_timeout_s=4.0, max_retries=1).run()
+    facts = RayRunner(ds, [once, always], RunStore(out), progress=ev, unit_timeout_s=6.0, max_retries=1).run()
     t = table(out)
     assert_no_duplicates(t)
     assert hyps(t, "ps-hang-once") == base
     assert facts["ps-hang-once"]["failed_units"] == [] and facts["ps-hang-once"]["engine"]["actor_restarts"] == 1
     (failed,) = facts["ps-hang-always"]["failed_units"]
-    assert failed["shard"] == "s00000" and failed["attempts"] == 2 and "timed out after 4 s" in failed["reason"]
+    assert failed["shard"] == "s00000" and failed["attempts"] == 2 and "timed out after 6 s" in failed["reason"]
     rows = [r for r in t.to_pylist() if r["model"] == "ps-hang-always"]
-    assert len(rows) == 2 and all(r["hyp_raw"] is None and r["error"].startswith("unit failed after 2 attempts: unit timed out") for r in rows)
+    assert len(rows) == 2 and all(
+        r["hyp_raw"] is None and r["error"].startswith("unit failed after 2 attempts: unit timed out") for r in rows
+    )
     marker = json.loads(RunStore(out).marker_path(WorkUnit("ps-hang-always", "s00000")).read_text())
     assert marker["quarantined"] is True and marker["rows"] == 2
     assert [u.model for u in RayRunner(ds, [once, always], RunStore(out)).pending()] == ["ps-hang-always"]

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -232,8 +233,8 @@ def apply_mask(
     if variant not in VARIANTS:
         raise ConfigError(f"unknown masking variant '{variant}'; choose from {list(VARIANTS)}")
     y = np.array(x, dtype=np.float32, copy=True)
-    a = max(0, int(round(start_s * sr)))
-    b = min(len(y), int(round(end_s * sr)))
+    a = max(0, round(start_s * sr))
+    b = min(len(y), round(end_s * sr))
     if b <= a:
         return y
     n = b - a
@@ -392,8 +393,7 @@ def build_masked_set(
     if derived:
         write_shards(derived, out_dir, shard_size=64)
     with open(out_dir / "skipped.jsonl", "w", encoding="utf-8") as fh:
-        for s in build.skipped:
-            fh.write(json.dumps(s.to_dict()) + "\n")
+        fh.writelines(json.dumps(s.to_dict()) + "\n" for s in build.skipped)
     log.info(
         "masking: %d derived clips from %d of %d clips; skipped %s",
         len(derived), build.n_clips_masked, build.n_clips, build.skip_counts() or "none",

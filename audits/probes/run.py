@@ -35,15 +35,24 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from audits.probes.masking import MaskSettings, build_masked_set, mask_clip, records_from_rows
-from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs, synthesize
+from audits.probes.synthetic_voice import (
+    Pair,
+    SyntheticSettings,
+    corrected_from_spans,
+    make_tts,
+    masking_pairs,
+    summarize_pairs,
+    synthesize,
+)
 from audits.probes.word_timings import METHODS, TimingCache, make_timer
 from engine.config import check_keys, expect_type
 from engine.data import Utterance
@@ -347,7 +356,7 @@ def _hyp_map(rows: pd.DataFrame) -> dict[tuple[str, str], str | None]:
         return out
     err = rows["error"] if "error" in rows else pd.Series([None] * len(rows))
     for m, u, h, e in zip(rows["model"], rows["utt_id"], rows["hyp_raw"], err):
-        out[(str(m), str(u))] = None if (e is not None and e == e) or h is None else str(h)
+        out[(str(m), str(u))] = None if (e is not None and not pd.isna(e)) or h is None else str(h)
     return out
 
 
@@ -371,7 +380,7 @@ def plant_reference_errors(utts: Sequence[Utterance], cfg: ReferenceErrors) -> t
     """
     eligible = [u for u in utts if u.reference and len(u.reference.split()) >= 4 and not u.problem]
     rng = np.random.default_rng(cfg.seed)
-    n = int(round(cfg.fraction * len(eligible)))
+    n = round(cfg.fraction * len(eligible))
     chosen = sorted(int(i) for i in rng.permutation(len(eligible))[:n])
     plan: dict[str, dict[str, str]] = {}
     for j, i in enumerate(chosen):
@@ -525,7 +534,7 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     recs = records_from_rows(build.derivations, build.parents, _hyp_map(rows), base_hyps, [s.name for s in specs])
     state["mask_records"] = recs
     leak = gated_leak_rate(recs, settings.primary_variant).to_dict()
-    for m, entry in leak.items():
+    for entry in leak.values():
         entry["k"], entry["n"] = entry["n_leaked"], entry["n_gated"]
     failed = _failed_models(run_facts)
     if failed:
@@ -586,9 +595,10 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     corrections = _load_corrections(cfg.corrections) if cfg.corrections else None
     report = run_bad_reference_probe(refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections, corrections_mode=cfg.corrections_mode)  # type: ignore[arg-type]
     state["badref"] = {"report": report, "refs": refs, "plan": plan, "work": work, "corrections": corrections}
-    out = report.to_dict()
+    out: dict[str, Any] = report.to_dict()
     for m in report.results:
-        out[m]["k"], out[m]["n"] = out[m]["n_ref"], out[m]["n_eligible"]
+        entry: dict[str, Any] = out[m]
+        entry["k"], entry["n"] = entry["n_ref"], entry["n_eligible"]
     overlap = sorted(set(cfg.panel) & set(names))
     if overlap:
         out["panel_overlap"] = overlap
@@ -636,7 +646,7 @@ def _load_corrections(path: str) -> dict[str, str]:
 
 def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any,
                progress: ProgressFn | None, state: dict[str, Any]) -> dict[str, Any]:
-    from audits.probes.bad_reference import _Tokenizer, _resolve_normalizer, accept_ref
+    from audits.probes.bad_reference import _resolve_normalizer, _Tokenizer, accept_ref
 
     sv = cfg.synthetic_voice
     assert sv is not None  # guaranteed by the caller
@@ -675,7 +685,12 @@ def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], p
             clean = Utterance(f"{parent}~tts", u.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
                               speaker=f"tts:{sv.tts}", labels={}, parent_id=parent,
                               derivation={"probe": "synthetic_voice", "source": "masking", "tts": facts["tts"], "text_spoken": spoken})
-            masked, skips = mask_clip(replace(clean, parent_id=None), x, lambda x=x, u=u: timer.timings(x, u.reference or ""), msettings)
+            ref_text = u.reference or ""
+
+            def generic_timings(x: np.ndarray = x, ref_text: str = ref_text) -> Sequence[Any]:
+                return list(timer.timings(x, ref_text))
+
+            masked, skips = mask_clip(replace(clean, parent_id=None), x, generic_timings, msettings)
             for s in skips:
                 skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
             generic.append(clean)

@@ -13,8 +13,9 @@ same on both: the difference is near 0. Intervals: percentile bootstrap over cli
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

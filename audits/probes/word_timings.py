@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -161,7 +162,10 @@ def align_timings(
         for k, i in enumerate(words):
             spans[i] = (float(edges[k]), float(edges[k + 1]), how)
 
-    ops = Levenshtein.opcodes([u[0] for u in ref_units], [u[0] for u in hyp_units]).as_list()
+    ops: list[tuple[str, int, int, int, int]] = [
+        (op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end)
+        for op in Levenshtein.opcodes([u[0] for u in ref_units], [u[0] for u in hyp_units])
+    ]
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             for k in range(i2 - i1):
@@ -304,7 +308,7 @@ class CtcTimer:
             self._tokenizer = bundle.get_tokenizer()
             self._aligner = bundle.get_aligner()
             self._sample_rate = int(bundle.sample_rate)
-        except Exception as exc:  # weights download failure, old torchaudio
+        except Exception as exc:  # noqa: BLE001 - any failure here (download, old torchaudio) means "not available"
             raise BackendUnavailable(
                 f"cannot load torchaudio's MMS_FA aligner ({type(exc).__name__}: {exc}); its weights download from "
                 "pytorch.org on first use; without network, timings come from whisper word timestamps"

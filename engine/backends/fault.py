@@ -13,8 +13,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,14 @@ class FaultInjectionBackend(ASRBackend):
         inner = self.inner.info()
         extra = dict(inner.extra)
         extra["fault_injection"] = {k: opts for k, opts in self.options.items() if k not in ("inner_options",)}
-        return BackendInfo(backend=f"{self.name}({inner.backend})", model_id=inner.model_id, device=inner.device, dtype=inner.dtype, batch_size=inner.batch_size, extra=extra)
+        return BackendInfo(
+            backend=f"{self.name}({inner.backend})",
+            model_id=inner.model_id,
+            device=inner.device,
+            dtype=inner.dtype,
+            batch_size=inner.batch_size,
+            extra=extra,
+        )
 
 
 def ensure_registered() -> None:

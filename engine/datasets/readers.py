@@ -60,6 +60,9 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
     if text is None or (isinstance(text, float) and math.isnan(text)):
         reference = None
         problem = problem or "no reference text (expected one of: " + ", ".join(TEXT_KEYS) + ")"
+    elif isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        reference = None  # str() of a list or a dict would be scored as if it were the transcript
+        problem = problem or f"reference must be text, got {type(text).__name__} ({str(text)[:60]!r})"
     else:
         reference = str(text)
         if "\ufffd" in reference:
@@ -247,8 +250,9 @@ class HuggingFaceReader:
             import datasets  # type: ignore[import-not-found]
         except ImportError:
             raise ConfigError(
-                f"reading '{path}' needs the Hugging Face 'datasets' package: pip install '.[hf]' "
-                "(or export the data to Parquet/JSONL and pass that path)"
+                f"reading '{path}' needs the Hugging Face 'datasets' package: pip install '.[hf]'. "
+                "Without network access, copy the data here (datasets.load_dataset(...).save_to_disk(DIR), or Parquet/JSONL "
+                "with audio) and pass --dataset DIR"
             ) from None
         p = Path(path)
         try:

@@ -1,0 +1,110 @@
+"""The memorizer positive control: matches its indexed clips (masked, attenuated, noised), nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from audits.probes.masking import MaskSettings, apply_mask
+from engine.audio import decode
+from engine.backends.memorizer import MemorizerBackend, fingerprint, similarity
+from engine.backends.tts_espeak import EspeakTTS, resample
+from engine.data import Utterance
+from engine.datasets import open_dataset
+from engine.errors import ConfigError
+from engine.shards import write_shards
+
+REPO = Path(__file__).resolve().parents[1]
+N_INDEXED = 8
+N_OTHER = 8
+
+
+def demo_utterances(tmp_root: Path, n: int) -> list[Utterance]:
+    """The first ``n`` demo clips: from data/demo when built, else a fresh small demo corpus."""
+    demo = REPO / "data" / "demo"
+    if not ((demo / "corpus.json").exists() and (demo / "shards").is_dir()):
+        from engine.corpus.demo import build_demo_corpus
+
+        demo = build_demo_corpus(tmp_root / "demo", n_utts=max(n, 24)).root
+    ds = open_dataset(demo, "parquet", limit=n)
+    return [u for s in ds.iter_shards() for u in s.utterances]
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    root = tmp_path_factory.mktemp("mem")
+    utts = demo_utterances(root, N_INDEXED + N_OTHER)
+    decoded = {u.utt_id: decode(u).samples for u in utts}
+    indexed = utts[:N_INDEXED]
+    write_shards([replace(u, audio_path=None) for u in indexed], root / "index", shard_size=64)
+    mem = MemorizerBackend(index=str(root / "index"), index_reader="parquet")
+    mem.load()
+    return {"mem": mem, "utts": utts, "audio": decoded, "indexed": indexed, "others": utts[N_INDEXED:]}
+
+
+def test_answers_indexed_clips_with_their_reference(clips: dict) -> None:
+    mem, audio = clips["mem"], clips["audio"]
+    got = mem.transcribe_batch([audio[u.utt_id] for u in clips["indexed"]])
+    assert got == [u.reference for u in clips["indexed"]]
+
+
+@pytest.mark.parametrize("variant", ["silence", "attenuate", "noise"])
+def test_matches_masked_versions_of_indexed_clips(clips: dict, variant: str) -> None:
+    mem, audio = clips["mem"], clips["audio"]
+    settings = MaskSettings(variants=(variant,), primary_variant=variant)
+    rng = np.random.default_rng(1)
+    masked = []
+    for u in clips["indexed"]:
+        x = audio[u.utt_id]
+        mid = len(x) / 16000 / 2
+        masked.append(apply_mask(x, mid - 0.3, mid + 0.3, variant, settings, rng))  # 0.6 s: longer than most words
+    assert mem.transcribe_batch(masked) == [u.reference for u in clips["indexed"]]
+
+
+def test_matches_clips_under_mild_added_noise(clips: dict) -> None:
+    mem, audio = clips["mem"], clips["audio"]
+    rng = np.random.default_rng(2)
+    noisy = []
+    for u in clips["indexed"]:
+        x = audio[u.utt_id]
+        noisy.append((x + rng.normal(0, 10 ** (-30 / 20) * float(np.sqrt(np.mean(x**2))), x.shape)).astype(np.float32))  # 30 dB SNR
+    assert mem.transcribe_batch(noisy) == [u.reference for u in clips["indexed"]]
+
+
+def test_does_not_match_other_clips(clips: dict) -> None:
+    mem, audio = clips["mem"], clips["audio"]
+    # no fallback configured: a clip that matches nothing gets an empty transcript
+    assert mem.transcribe_batch([audio[u.utt_id] for u in clips["others"]]) == [""] * len(clips["others"])
+    assert mem.n_deferred >= len(clips["others"])
+
+
+def test_unrelated_clips_score_well_below_threshold(clips: dict) -> None:
+    audio = clips["audio"]
+    fps = {k: fingerprint(v) for k, v in audio.items()}
+    worst = max(similarity(fps[a], fps[b]) for a in fps for b in fps if a != b)
+    assert worst < clips["mem"].threshold - 0.05
+
+
+def test_does_not_match_tts_resynthesis_of_the_same_text(clips: dict) -> None:
+    mem = clips["mem"]
+    tts = EspeakTTS()
+    resynth = []
+    for u in clips["indexed"][:4]:
+        x, sr = tts.synthesize(u.reference, "en-gb-x-gbcwmd")
+        resynth.append(resample(x, sr, 16000))
+    assert mem.transcribe_batch(resynth) == [""] * 4
+
+
+def test_gain_does_not_change_the_fingerprint(clips: dict) -> None:
+    x = clips["audio"][clips["indexed"][0].utt_id]
+    assert similarity(fingerprint(x * 0.05), fingerprint(x)) > 0.99
+
+
+def test_bad_options_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown option"):
+        MemorizerBackend(index="x", treshold=0.5)
+    with pytest.raises(ConfigError, match="'index'"):
+        MemorizerBackend().load()

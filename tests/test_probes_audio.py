@@ -1,0 +1,280 @@
+"""Probes from audio: word timings, masking, planted reference errors, config checks, and the
+end-to-end run on a demo slice where every probe flags the memorizer and not whisper-tiny.en."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from audits.probes.masking import MaskSettings, active_rms, apply_mask, mask_clip, records_from_rows
+from audits.probes.masking_score import gated_leak_rate, select_mask_targets
+from audits.probes.run import ReferenceErrors, parse_probe_config, plant_reference_errors, run_probes
+from audits.probes.synthetic_voice import Pair, corrected_from_spans, summarize_pairs
+from audits.probes.word_timings import WordTiming, align_timings, merge_fragments, span_timing, spoken_words
+from engine.data import Utterance
+from engine.errors import ConfigError
+
+SR = 16000
+
+
+# ------------------------------------------------------------------ word timings
+
+
+def test_timings_group_number_words_against_digits() -> None:
+    hyp = [("Our", 0.0, 0.3), ("friend", 0.3, 0.6), ("Mister", 0.6, 0.9), ("Davies", 0.9, 1.3), ("for", 1.3, 1.5),
+           ("23", 1.5, 2.1), ("years.", 2.1, 2.6)]
+    t = align_timings("Our friend Mr. Davies for twenty three years.", hyp, 3.0)
+    assert [x.how for x in t] == ["aligned"] * 8
+    assert (t[2].start, t[2].end) == (0.6, 0.9)  # Mr. = Mister
+    assert t[5].start == 1.5 and t[6].end == 2.1 and t[5].end == t[6].start  # "twenty three" shares "23"
+    assert all(x.method == "whisper-word-timestamps" for x in t)
+
+
+def test_timings_interpolate_skipped_words_or_mark_them_unknown() -> None:
+    t = align_timings("the red Bolzano car", [("the", 0.0, 0.2), ("red", 0.2, 0.5), ("car", 1.0, 1.3)], 2.0)
+    assert t[2].how == "interpolated" and (t[2].start, t[2].end) == (0.5, 1.0)
+    t = align_timings("the red Bolzano car", [("the", 0.0, 0.2), ("red", 0.2, 0.5), ("car", 0.5, 0.8)], 2.0)
+    assert t[2].how == "unknown" and not t[2].known
+    assert span_timing(t, 2, 3, 2.0) is None
+
+
+def test_fragments_join_and_spoken_forms() -> None:
+    assert merge_fragments([("350", 1.0, 1.4), (",000", 1.4, 1.9), ("to", 1.9, 2.0)]) == [("350,000", 1.0, 1.9), ("to", 1.9, 2.0)]
+    assert spoken_words("2016") == ["twenty", "sixteen"]
+    assert spoken_words("$120") == ["one", "hundred", "twenty", "dollars"]
+    assert spoken_words("1,500") == ["one", "thousand", "five", "hundred"]
+    assert spoken_words("8%") == ["eight", "percent"]
+
+
+# ------------------------------------------------------------------ masking audio
+
+
+def _tone(seconds: float = 3.0) -> np.ndarray:
+    t = np.arange(int(seconds * SR)) / SR
+    return (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+def test_mask_variants_change_only_the_span() -> None:
+    x = _tone()
+    s = MaskSettings(variants=("silence", "attenuate", "noise"))
+    rng = np.random.default_rng(0)
+    a, b = int(1.0 * SR), int(1.5 * SR)
+    sil = apply_mask(x, 1.0, 1.5, "silence", s, rng)
+    assert np.array_equal(sil[:a], x[:a]) and np.array_equal(sil[b:], x[b:])
+    assert np.max(np.abs(sil[a + 100 : b - 100])) == 0.0
+    att = apply_mask(x, 1.0, 1.5, "attenuate", s, rng)
+    ratio = np.sqrt(np.mean(att[a + 100 : b - 100] ** 2) / np.mean(x[a + 100 : b - 100] ** 2))
+    assert 20 * np.log10(ratio) == pytest.approx(-30.0, abs=0.1)
+    noi = apply_mask(x, 1.0, 1.5, "noise", s, rng)
+    assert np.sqrt(np.mean(noi[a + 100 : b - 100] ** 2)) == pytest.approx(active_rms(x), rel=0.1)
+    with pytest.raises(ConfigError, match="unknown masking variant"):
+        apply_mask(x, 1.0, 1.5, "reverse", s, rng)
+
+
+def _timings(ref: str, step: float = 0.3, lead: float = 0.2) -> list[WordTiming]:
+    return [WordTiming(i, w, lead + i * step, lead + (i + 1) * step - 0.02, "whisper-word-timestamps", "aligned") for i, w in enumerate(ref.split())]
+
+
+def test_mask_clip_writes_derived_utterances_with_parent_and_target() -> None:
+    ref = "We flew to Lisbon in 2016 with friends."
+    u = Utterance("c1", ref, speaker="s1", labels={"accent": "x"})
+    x = _tone(3.0)
+    s = MaskSettings(variants=("silence", "noise"), max_targets=2)
+    out, skips = mask_clip(u, x, lambda: _timings(ref), s)
+    assert not skips
+    assert [m.utt_id for m in out] == ["c1~mask-0-silence", "c1~mask-0-noise", "c1~mask-1-silence", "c1~mask-1-noise"]
+    d = out[0].derivation
+    assert out[0].parent_id == "c1" and out[0].reference == ref and out[0].labels == {"accent": "x"}
+    assert d["probe"] == "masking" and d["variant"] == "silence" and d["timing_method"] == "whisper-word-timestamps"
+    texts = {m.derivation["target"]["text"] for m in out}
+    assert texts == {"Lisbon", "2016"}
+    lo, hi = d["span_s"]
+    assert hi > lo and d["pad_s"] == 0.05
+
+
+def test_bad_inputs_are_skipped_with_reasons_not_zeros() -> None:
+    s = MaskSettings()
+    x = _tone(3.0)
+    called: list[int] = []
+
+    def timings() -> list[WordTiming]:
+        called.append(1)
+        return _timings("we went there again")
+
+    out, skips = mask_clip(Utterance("a", "we went there again and again"), x, timings, s)
+    assert out == [] and skips[0].reason == "no-maskable-word" and "no number" in skips[0].detail
+    assert not called  # no alignment spent on a clip without a target
+    out, skips = mask_clip(Utterance("b", "Paris in 2016"), _tone(0.5), timings, s)
+    assert out == [] and skips[0].reason == "clip-too-short" and "0.50 s" in skips[0].detail
+    unknown = [WordTiming(i, w, None, None, "whisper-word-timestamps", "unknown") for i, w in enumerate(["we", "saw", "Paris", "today"])]
+    out, skips = mask_clip(Utterance("c", "we saw Paris today"), x, lambda: unknown, s)
+    assert out == [] and skips[0].reason == "timing-unknown" and skips[0].target == "Paris"
+    out, skips = mask_clip(Utterance("d", ""), x, timings, s)
+    assert skips[0].reason == "no-reference"
+
+
+def test_numbers_match_across_digits_and_words_in_the_leak_rate() -> None:
+    ref = "They moved to Denver in 2016 with two daughters."
+    (target,) = select_mask_targets(ref, 1, kinds=("number",))
+    assert target.text == "2016"
+    der = {"u~mask-0-silence": {"target": target.to_dict(), "variant": "silence"}}
+    parents = {"u~mask-0-silence": "u"}
+    orig = {("m_words", "u"): "they moved to denver in twenty sixteen with two daughters",
+            ("m_digits", "u"): "They moved to Denver in 2016.",
+            ("m_miss", "u"): "They moved to Denver in 2015."}
+    masked = {("m_words", "u~mask-0-silence"): "They moved to Denver in 2016 with two daughters.",
+              ("m_digits", "u~mask-0-silence"): "they moved to denver in two thousand and sixteen",
+              ("m_miss", "u~mask-0-silence"): "They moved to Denver in 2016."}
+    recs = records_from_rows(der, parents, masked, orig, ["m_words", "m_digits", "m_miss"])
+    res = gated_leak_rate(recs).to_dict()
+    assert (res["m_words"]["n_gated"], res["m_words"]["n_leaked"]) == (1, 1)
+    assert (res["m_digits"]["n_gated"], res["m_digits"]["n_leaked"]) == (1, 1)
+    assert res["m_miss"]["n_gated"] == 0 and res["m_miss"]["rate"] is None and res["m_miss"]["status"] == "no-gated-clips"
+
+
+# ------------------------------------------------------------------ configuration
+
+
+def test_probe_config_rejects_bad_input_with_clear_messages() -> None:
+    with pytest.raises(ConfigError, match="unknown key 'maskng'"):
+        parse_probe_config({"maskng": {}}, "r.yaml")
+    with pytest.raises(ConfigError, match="masking: unknown key 'pads'"):
+        parse_probe_config({"masking": {"pads": 0.1}}, "r.yaml")
+    with pytest.raises(ConfigError, match="panel is empty"):
+        parse_probe_config({"bad_reference": {"panel": []}}, "r.yaml")
+    with pytest.raises(ConfigError, match=r"panel has 2 model\(s\).*min_eligible_panel is 3"):
+        parse_probe_config({"bad_reference": {"panel": ["whisper-base", "whisper-tiny.en"]}}, "r.yaml")
+    with pytest.raises(ConfigError, match="did you mean"):
+        parse_probe_config({"bad_reference": {"panel": ["whisper-bse", "whisper-tiny.en"], "min_eligible_panel": 2}}, "r.yaml")
+    with pytest.raises(ConfigError, match="memorizer"):
+        parse_probe_config({"bad_reference": {"panel": ["memorizer", "whisper-tiny.en"], "min_eligible_panel": 2}}, "r.yaml")
+    with pytest.raises(ConfigError, match="variant"):
+        parse_probe_config({"masking": {"variants": ["silence", "mute"]}}, "r.yaml")
+    with pytest.raises(ConfigError, match="need the masking or bad_reference probe"):
+        parse_probe_config({"synthetic_voice": {}}, "r.yaml")
+    with pytest.raises(ConfigError, match="TTS backend"):
+        parse_probe_config({"masking": {}, "synthetic_voice": {"tts": "espeak"}}, "r.yaml")
+    # human corrections alone define the spans: no panel needed
+    cfg = parse_probe_config({"bad_reference": {"corrections": "fixed.jsonl"}}, "r.yaml")
+    assert cfg.bad_reference is not None and cfg.bad_reference.panel == ()
+
+
+def test_probe_config_defaults_and_enabled_flags() -> None:
+    cfg = parse_probe_config({"masking": {"variants": ["noise", "silence"]}, "orthography": {"enabled": False}}, "r.yaml")
+    assert cfg.enabled == ["masking"]
+    assert cfg.masking is not None and cfg.masking.primary_variant == "silence" and cfg.masking.pad_s == 0.05
+
+
+def test_planted_reference_errors_are_deterministic_and_recorded() -> None:
+    utts = [Utterance(f"u{i}", f"The price rose by {i + 2} percent in Spain.") for i in range(8)]
+    a, plan = plant_reference_errors(utts, ReferenceErrors(fraction=0.5, seed=3))
+    _, plan2 = plant_reference_errors(utts, ReferenceErrors(fraction=0.5, seed=3))
+    assert plan == plan2 and len(plan) == 4
+    assert sorted(p["kind"] for p in plan.values()) == ["append", "drop-first", "drop-last", "prepend"]
+    for u in a:
+        if u.utt_id in plan:
+            p = plan[u.utt_id]
+            assert u.reference == p["corrupted"] != p["original"]
+            assert u.derivation["planted_reference_error"]["kind"] == p["kind"]
+            if p["kind"] == "prepend":
+                assert u.reference.startswith("Madam President, the price")
+            if p["kind"] == "drop-last":
+                assert u.reference.endswith("percent in.")
+        else:
+            assert u.reference == utts[int(u.utt_id[1:])].reference
+
+
+def test_corrected_text_and_paired_difference() -> None:
+    from audits.probes.bad_reference import BadSpan
+
+    spans = [BadSpan("c", "delete", "start", "madam president", "", (0, 1), 2, 2),
+             BadSpan("c", "insert", "end", "", "thank you", (7,), 2, 2)]
+    assert corrected_from_spans(["madam", "president", "the", "vote", "is", "now", "closed"], spans) == "the vote is now closed thank you"
+    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0) for i in range(6)] + [Pair("asr", "masking", f"c{i}", "t0", 0, 0) for i in range(6)]
+    out = summarize_pairs(pairs, ["mem", "asr", "absent"], n_boot=200)
+    assert out["mem"]["rate"] == 1.0 and out["mem"]["real_rate"] == 1.0 and out["mem"]["generic_rate"] == 0.0
+    assert out["asr"]["rate"] == 0.0 and out["asr"]["ci95"] == [0.0, 0.0]
+    assert out["absent"]["rate"] is None and out["absent"]["status"] == "no-pairs"
+
+
+# ------------------------------------------------------------------ end to end on a demo slice
+
+N_CLIPS = 10
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    from audits.probes.run import _run_models
+    from engine.datasets import open_dataset
+    from engine.model_registry import load_model_registry, resolve_models
+    from engine.runner import ModelSpec
+    from engine.shards import write_shards
+    from tests.test_memorizer import demo_utterances
+
+    root = tmp_path_factory.mktemp("probes")
+    utts = demo_utterances(root, N_CLIPS)
+    write_shards([replace(u, audio_path=None) for u in utts], root / "slice", shard_size=64)
+    ds = open_dataset(root / "slice", "parquet")
+    ds.name = "demo"
+    specs = []
+    for e in resolve_models(["whisper-tiny.en", "memorizer"], load_model_registry()):
+        s = e.spec()
+        if s.backend == "memorizer":  # what audits.pipeline.model_specs does: memorize the run's dataset
+            s = ModelSpec(s.name, s.backend, {**s.options, "index": ds.source, "index_reader": "parquet"}, s.batch_size, s.meta)
+        specs.append(s)
+    out = root / "run"
+    base, _ = _run_models(ds, specs, out, None)
+    cfg = parse_probe_config(
+        {
+            "masking": {"variants": ["silence", "noise"]},
+            "orthography": {"min_clips_per_arm": 2, "pool": True},
+            "bad_reference": {"panel": ["whisper-tiny.en", "whisper-base"], "min_eligible_panel": 2,
+                              "reference_errors": {"fraction": 0.8, "datasets": ["demo"]}},
+            "synthetic_voice": {"voice": "en-gb-x-gbcwmd", "n_boot": 200},
+        },
+        "test",
+    )
+    return {"probes": run_probes(cfg, ds, specs, out, base), "out": out}
+
+
+@pytest.mark.slow
+def test_masking_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
+    m = e2e["probes"]["masking"]
+    mem, tiny = m["memorizer"], m["whisper-tiny.en"]
+    assert mem["n_gated"] >= 8 and mem["rate"] >= 0.9
+    # noise at speech level over a long target (a year, "$500 million") can spoil a third of a short
+    # clip's frames, past what the median-cosine fingerprint tolerates; most noise-masked clips match
+    assert mem["by_variant"]["noise"]["rate"] >= 0.7
+    assert tiny["n_gated"] >= 3 and tiny["rate"] < mem["ci95"][0]
+    assert tiny["rate"] <= 0.34
+    assert m["n_derived"] >= 2 * 8 and m["timing_method"] in ("ctc-forced", "whisper-word-timestamps")
+    assert (e2e["out"] / "probes" / "masking" / "markers").is_dir()  # resumable engine store
+
+
+@pytest.mark.slow
+def test_orthography_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
+    o = e2e["probes"]["orthography"]
+    assert o["memorizer"]["rate"] == 1.0 and o["memorizer"]["n"] >= 5
+    assert o["whisper-tiny.en"]["rate"] is not None and o["whisper-tiny.en"]["rate"] < 0.9
+
+
+@pytest.mark.slow
+def test_bad_reference_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
+    b = e2e["probes"]["bad_reference"]
+    # a planted error is found where both panel members are eligible (whisper-tiny.en fails on many hard demo clips)
+    assert b["planted"]["n_planted"] == 8 and b["planted"]["n_planted_found"] >= 2
+    assert b["planted"]["n_spans_on_unplanted_clips"] == 0
+    assert b["memorizer"]["rate"] >= 0.9 and b["memorizer"]["n_eligible"] >= 2
+    assert b["whisper-tiny.en"]["rate"] <= 0.2
+    assert b["panel_overlap"] == ["whisper-tiny.en"]
+
+
+@pytest.mark.slow
+def test_synthetic_voice_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
+    s = e2e["probes"]["synthetic_voice"]
+    assert s["memorizer"]["rate"] >= 0.6 and s["memorizer"]["n_pairs"] >= 4 and s["memorizer"]["ci95"][0] > 0
+    assert abs(s["whisper-tiny.en"]["rate"]) <= 0.2
+    assert s["tts"]["engine"] == "espeak-ng"
