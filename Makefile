@@ -35,7 +35,7 @@ $(VENV)/.stamp-install: $(VENV)/bin/python pyproject.toml constraints.txt
 	@touch $@
 
 $(VENV)/.stamp-test: $(VENV)/.stamp-install
-	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS),test]"
+	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS),ray,test]"
 	@touch $@
 
 venv: $(VENV)/.stamp-install

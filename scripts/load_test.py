@@ -147,7 +147,6 @@ def child(n: int, work: Path, demo: Path, engine: str, shard_size: int) -> dict[
         "rows": int(len(table)),
         "rows_unique": int(len(table.drop_duplicates(["model", "utt_id"]))),
         "rows_failed": int(table["error"].notna().sum()),
-        "rows_hypothesis_equals_reference": int(m["n_scored"] - (m["word_errors"] > 0)),
         "wer": m["wer"],
         "wall_s": round(wall, 1),
         "rss_after_imports_mb": round(baseline_rss / 2**20, 1),
