@@ -73,6 +73,10 @@ def build_summary(
         entry["load_s"] = facts.get("load_s")
         entry["backend_info"] = info
         entry["params_m"] = facts.get("params_m")
+        if facts.get("failed_units"):
+            entry["failed_units"] = facts["failed_units"]
+        if facts.get("engine"):
+            entry["engine"] = facts["engine"]
         entry["tags"] = facts.get("tags", [])
         models[name] = entry
     for name, m in per_model.items():  # rows for models not in this recipe's facts (merged runs)
