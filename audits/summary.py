@@ -81,8 +81,16 @@ def build_summary(
         models[name] = entry
     for name, m in per_model.items():  # rows for models not in this recipe's facts (merged runs)
         models.setdefault(name, m)
+    run_failures = [
+        {"model": name, **dict(fu)} for name, facts in model_facts.items() for fu in (facts.get("failed_units") or [])
+    ] + [
+        {"model": name, "shard": None, "reason": facts.get("error"), "kind": facts.get("status")}
+        for name, facts in model_facts.items()
+        if facts.get("status") in ("unavailable", "failed-to-load")
+    ]
     summary = {
         "schema_version": SCHEMA_VERSION,
+        "failures": run_failures,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "recipe": dict(recipe),
         "dataset": dict(dataset),
