@@ -231,27 +231,39 @@ class InProcessRunner:
         by_shard: dict[str, list[WorkUnit]] = {}
         for u in pending:
             by_shard.setdefault(u.shard_id, []).append(u)
-        for shard_id, units in by_shard.items():
-            runnable = [u for u in units if not self.dataset.has_audio or states[u.model].backend is not None]
-            if not runnable:
-                if self.progress:
-                    self.progress("skip", len(units), {"shard": shard_id})
-                continue
-            shard = self.dataset.load_shard(shard_id)
-            decoded = decode_shard(shard, self.dataset.root, self.decode_options) if self.dataset.has_audio else []
-            for unit in runnable:
-                st = states[unit.model]
-                if self.dataset.has_audio:
-                    assert st.backend is not None
-                    rows = process_unit(st.backend, unit.model, shard, decoded, st.spec.batch_size)
-                else:
-                    rows = prediction_rows(self.dataset, unit.model, shard)
-                label_keys = sorted({k for u in shard.utterances for k in u.labels})
-                self.store.write_unit(unit, rows, label_keys)
-                if self.progress:
-                    self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
-            del decoded
-        for st in states.values():
-            if st.backend is not None:
-                st.backend.close()
+        try:
+            for shard_id, units in by_shard.items():
+                runnable = [u for u in units if not self.dataset.has_audio or states[u.model].backend is not None]
+                if not runnable:
+                    if self.progress:
+                        self.progress("skip", len(units), {"shard": shard_id})
+                    continue
+                shard = self.dataset.load_shard(shard_id)
+                decoded = decode_shard(shard, self.dataset.root, self.decode_options) if self.dataset.has_audio else []
+                for unit in runnable:
+                    st = states[unit.model]
+                    if self.dataset.has_audio:
+                        assert st.backend is not None
+                        rows = process_unit(st.backend, unit.model, shard, decoded, st.spec.batch_size)
+                    else:
+                        rows = prediction_rows(self.dataset, unit.model, shard)
+                    label_keys = sorted({k for u in shard.utterances for k in u.labels})
+                    self._write(unit, rows, label_keys)
+                    if self.progress:
+                        self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
+                del decoded
+        finally:
+            for st in states.values():
+                if st.backend is not None:
+                    st.backend.close()
         return {name: st.facts for name, st in states.items()}
+
+    def _write(self, unit: WorkUnit, rows: list[dict[str, Any]], label_keys: list[str]) -> None:
+        """Write one unit; a failed write (disk full, permissions) stops the run with a message that says how to resume."""
+        try:
+            self.store.write_unit(unit, rows, label_keys)
+        except OSError as exc:
+            raise AuditError(
+                f"cannot write results of {unit.key} under {self.store.root}: {exc}; "
+                "finished units are kept: fix the problem (disk space, permissions) and re-run the same command to resume"
+            ) from exc

@@ -40,8 +40,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
 log = logging.getLogger("load_test")
@@ -70,7 +71,7 @@ class PeakSampler:
             self.peak = max(self.peak, rss_bytes())
             self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> "PeakSampler":
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
@@ -144,8 +145,8 @@ def child(n: int, work: Path, demo: Path, engine: str, shard_size: int) -> dict[
         "engine": engine,
         "shard_size": shard_size,
         "units": state["units"],
-        "rows": int(len(table)),
-        "rows_unique": int(len(table.drop_duplicates(["model", "utt_id"]))),
+        "rows": len(table),
+        "rows_unique": len(table.drop_duplicates(["model", "utt_id"])),
         "rows_failed": int(table["error"].notna().sum()),
         "wer": m["wer"],
         "wall_s": round(wall, 1),
@@ -160,7 +161,7 @@ def run_size(n: int, out_dir: Path, demo: Path, engine: str, shard_size: int) ->
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, AUDIT_CONFIG_DIR=str(_config_dir(work, demo)), PYTHONPATH=str(REPO))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--work", str(work), "--demo", str(demo), "--engine", engine, "--shard-size", str(shard_size)]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"load run of {n} utterances failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])

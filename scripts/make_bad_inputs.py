@@ -24,9 +24,9 @@ import shutil
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import soundfile as sf
@@ -234,10 +234,8 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
 
     manifest = root / "manifest.jsonl"
     with open(manifest, "wb") as fh:
-        for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n")
-        for line in raw_lines:
-            fh.write(line + b"\n")
+        fh.writelines(json.dumps(r, ensure_ascii=False).encode("utf-8") + b"\n" for r in rows)
+        fh.writelines(line + b"\n" for line in raw_lines)
     return manifest, exp
 
 

@@ -12,8 +12,9 @@ import importlib.util
 import re
 import sys
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import pytest

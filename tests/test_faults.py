@@ -21,11 +21,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from engine.data import WorkUnit

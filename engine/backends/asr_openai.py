@@ -157,10 +157,16 @@ class OpenAICompatibleBackend(ASRBackend):
         try:
             data = json.loads(payload)
         except ValueError as exc:
-            raise TranscriptionRequestError(f"{self.endpoint} returned non-JSON: {payload[:200]!r}") from exc
+            raise TranscriptionRequestError(f"{self.endpoint} returned non-JSON: {self._redact(payload[:4096].decode('utf-8', 'replace'))[:200]!r}") from exc
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
-            raise TranscriptionRequestError(f"{self.endpoint} returned JSON without a 'text' string: {str(data)[:200]}")
+            raise TranscriptionRequestError(f"{self.endpoint} returned JSON without a 'text' string: {self._redact(str(data))[:200]}")
         return data["text"].strip()
+
+    def _redact(self, text: str) -> str:
+        """Server text with the API key removed (a server or proxy may echo request headers)."""
+        key_env = self.options["api_key_env"]
+        key = os.environ.get(str(key_env)) if key_env else None
+        return text.replace(key, "[redacted]") if key else text
 
     def _post(self, body: bytes, content_type: str) -> bytes:
         retries = int(self.options["max_retries"])
@@ -173,7 +179,7 @@ class OpenAICompatibleBackend(ASRBackend):
                 with urllib.request.urlopen(request, timeout=float(self.options["timeout_s"]), context=self._ssl) as resp:
                     return resp.read()
             except urllib.error.HTTPError as exc:
-                detail = exc.read()[:300].decode("utf-8", "replace")
+                detail = self._redact(exc.read(4096).decode("utf-8", "replace"))[:300]
                 if exc.code in (401, 403):
                     raise BackendUnavailable(
                         f"{self.endpoint} refused the credentials (HTTP {exc.code}); put a valid key in the "
