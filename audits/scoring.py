@@ -7,17 +7,24 @@ keep raw text. CER counts characters of the normalized text, spaces included (as
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-from audits.stats import block_bootstrap_ratio, bootstrap_ratio_difference
+from audits.stats import block_bootstrap_ratios, bootstrap_ratio_difference
 from engine.data import RESULT_COLUMNS
-from normalizers import Normalizer
+from normalizers import EnglishNormalizer, Normalizer
+
+log = logging.getLogger(__name__)
 
 # Values taken as the reference side of a gap when a slice family has them.
 BASELINES: Mapping[str, str] = {
@@ -49,48 +56,206 @@ class ScoredRows:
     label_columns: list[str] = field(default_factory=list)
 
 
-def score_table(rows: pd.DataFrame, normalizer: Normalizer) -> ScoredRows:
-    """Add ``ref_norm``, ``hyp_norm``, ``n_words``, ``word_errors``, ``n_chars``, ``char_errors``, ``ok``."""
+class _FastWhisperEnglish:
+    """Whisper's ``EnglishTextNormalizer`` with identical output, about 3x faster per string.
+
+    Scoring a 40-model sweep normalizes hundreds of thousands of distinct strings, and the
+    original compiles-and-runs ~65 regular expressions per string. This runs the same steps in
+    the same order, but (1) skips a substitution when the literal text its pattern needs is
+    absent (a substitution that cannot match returns its input), (2) maps symbols of ASCII text
+    with a table built from the original per-character rule, and (3) skips the number
+    normalizer when the text has no digit, no "half" and no word that the number normalizer
+    acts on (it then only re-joins the words on single spaces). Anything else goes through the
+    original code. A self-check against the original runs on construction.
+    """
+
+    _SELF_CHECK = (
+        "Mr. Smith paid $20.50 for the colour TV, didn't he? [noise] (laughs) hmm",
+        "It's 5 o'clock, OK? We'll meet at St. John's at half past two and a half.",
+        "One hundred and twenty-three thousand people; the 1960s; 32nd; 1,000,000 euros; 50 per cent",
+        "point and double triple zero oh one; Dr Jr Sr Capt Gen y'all gonna wanna ma'am",
+        "Ça coûte 10 €! Œuvre — naïve façade… ‘quoted’ “text” ß æ ø \t tabs\nnew  lines  ",
+        "",
+        "   ",
+        "no numbers here at all, just words and more words.",
+    )
+
+    def __init__(self) -> None:
+        from whisper_normalizer.basic import remove_symbols_and_diacritics
+        from whisper_normalizer.english import EnglishTextNormalizer
+
+        inner = EnglishTextNormalizer()
+        self._inner = inner
+        self._remove_symbols = remove_symbols_and_diacritics
+        self._keep = ".%$¢€£"
+        self._brackets = re.compile(r"[<\[][^>\]]*[>\]]")
+        self._parens = re.compile(r"\(([^)]+?)\)")
+        self._ignore = re.compile(inner.ignore_patterns)
+        self._space_apostrophe = re.compile(r"\s+'")
+        self._replacers: list[tuple[re.Pattern[str], str, str]] = []
+        for pattern, replacement in inner.replacers.items():
+            literal = pattern.replace(r"\b", "")
+            if not re.fullmatch(r"[a-z' ]+", literal):
+                raise ValueError(f"unexpected replacer pattern {pattern!r}")
+            self._replacers.append((re.compile(pattern), replacement, literal))
+        self._digit_commas = re.compile(r"(\d),(\d)")
+        self._periods = re.compile(r"\.([^0-9]|$)")
+        self._digit = re.compile(r"\d")
+        self._symbols_tail = re.compile(r"[.$¢€£]([^0-9])")
+        self._percent = re.compile(r"([^0-9])%")
+        self._spaces = re.compile(r"\s+")
+        self._ascii_table = {i: remove_symbols_and_diacritics(chr(i), keep=self._keep) for i in range(128)}
+        numbers = inner.standardize_numbers
+        # 'and', 'double', 'triple' pass through unchanged unless a number word or digit is near
+        self._number_words = frozenset(numbers.words) - {"and", "double", "triple"}
+        for text in self._SELF_CHECK:
+            if self(text) != inner(text):
+                raise ValueError(f"fast normalizer differs from the original on {text!r}")
+
+    def __call__(self, s: str) -> str:
+        s = s.lower()
+        if "<" in s or "[" in s:
+            s = self._brackets.sub("", s)
+        if "(" in s:
+            s = self._parens.sub("", s)
+        if "mm" in s or "mhm" in s or "uh" in s or "um" in s:
+            s = self._ignore.sub("", s)
+        apostrophe = "'" in s
+        if apostrophe:
+            s = self._space_apostrophe.sub("'", s)
+        for pattern, replacement, literal in self._replacers:
+            if literal in s:
+                s = pattern.sub(replacement, s)
+        if "," in s:
+            s = self._digit_commas.sub(r"\1\2", s)
+        if "." in s:
+            s = self._periods.sub(r" \1", s)
+        s = s.translate(self._ascii_table) if s.isascii() else self._remove_symbols(s, keep=self._keep)
+        words = s.split()
+        if self._digit.search(s) or "half" in s or not self._number_words.isdisjoint(words):
+            s = self._inner.standardize_numbers(s)
+        else:
+            s = " ".join(words)
+        s = self._inner.standardize_spellings(s)
+        if "." in s or "$" in s or "¢" in s or "€" in s or "£" in s:
+            s = self._symbols_tail.sub(r" \1", s)
+        if "%" in s:
+            s = self._percent.sub(r"\1 ", s)
+        return self._spaces.sub(" ", s)
+
+
+def fast_normalizer(normalizer: Normalizer) -> Callable[[str], str]:
+    """A faster callable with the same output as ``normalizer`` (itself when none is known)."""
+    if type(normalizer) is EnglishNormalizer:
+        try:
+            return _FastWhisperEnglish()
+        except Exception as exc:  # noqa: BLE001 - an unexpected package version: use the original
+            log.warning("fast Whisper normalizer unavailable (%s); using the original", exc)
+    return normalizer
+
+
+_POOL_NORMALIZER: Callable[[str], str] | None = None
+
+
+def _normalize_chunk(texts: list[str]) -> list[str]:
+    if _POOL_NORMALIZER is None:
+        raise RuntimeError("normalizer pool worker started without a normalizer")
+    return [_POOL_NORMALIZER(t) for t in texts]
+
+
+def _scoring_workers(n_texts: int, workers: int | None) -> int:
+    if workers is not None:
+        return max(1, int(workers))
+    env = os.environ.get("AUDIT_SCORING_WORKERS")
+    if env:
+        return max(1, int(env))
+    if n_texts < 20_000 or not sys.platform.startswith("linux"):
+        return 1  # a pool costs more than it saves on small tables
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def normalize_unique(texts: Iterable[str], normalizer: Normalizer, workers: int | None = None) -> dict[str, str]:
+    """Normalize each distinct string once (references repeat across models), in parallel when many.
+
+    ``workers``: processes (None = automatic: all cores up to 4 when there are >= 20,000 distinct
+    strings; env ``AUDIT_SCORING_WORKERS`` overrides). Output never depends on the worker count.
+    """
+    global _POOL_NORMALIZER
+    unique = list(dict.fromkeys(texts))
+    fn = fast_normalizer(normalizer)
+    n_workers = _scoring_workers(len(unique), workers)
+    if n_workers <= 1 or len(unique) < 2 * n_workers:
+        return {t: fn(t) for t in unique}
+    import multiprocessing as mp
+
+    _POOL_NORMALIZER = fn
+    step = max(1, -(-len(unique) // (n_workers * 8)))
+    chunks = [unique[i : i + step] for i in range(0, len(unique), step)]
+    try:
+        with mp.get_context("fork").Pool(n_workers) as pool:
+            results = pool.map(_normalize_chunk, chunks)
+    finally:
+        _POOL_NORMALIZER = None
+    return {t: n for chunk, out in zip(chunks, results) for t, n in zip(chunk, out)}
+
+
+def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None = None) -> ScoredRows:
+    """Add ``ref_norm``, ``hyp_norm``, ``n_words``, ``word_errors``, ``n_chars``, ``char_errors``, ``ok``.
+
+    ``workers``: processes for normalization (see ``normalize_unique``).
+    """
     df = rows.copy()
     ok = df["error"].isna() & df["hyp_raw"].notna() & df["ref_raw"].notna()
-    cache: dict[str, str] = {}
+    ok_list = ok.tolist()
 
-    def norm(text: Any) -> str:
-        if text is None or (isinstance(text, float) and math.isnan(text)):
-            return ""
-        s = str(text)
-        if s not in cache:
-            cache[s] = normalizer(s)
-        return cache[s]
+    def text(value: Any) -> str | None:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return str(value)
 
-    ref_n = [norm(r) if o else "" for r, o in zip(df["ref_raw"], ok)]
-    hyp_n = [norm(h) if o else "" for h, o in zip(df["hyp_raw"], ok)]
-    nw, we, subs, dels, ins, nc, ce = [], [], [], [], [], [], []
-    for r, h, o in zip(ref_n, hyp_n, ok):
+    refs = [text(r) if o else None for r, o in zip(df["ref_raw"].tolist(), ok_list)]
+    hyps = [text(h) if o else None for h, o in zip(df["hyp_raw"].tolist(), ok_list)]
+    cache = normalize_unique((t for t in refs + hyps if t is not None), normalizer, workers)
+    ref_n = ["" if r is None else cache[r] for r in refs]
+    hyp_n = ["" if h is None else cache[h] for h in hyps]
+    n = len(ref_n)
+    nw = np.zeros(n, dtype=np.int64)
+    subs = np.zeros(n, dtype=np.int64)
+    dels = np.zeros(n, dtype=np.int64)
+    ins = np.zeros(n, dtype=np.int64)
+    nc = np.zeros(n, dtype=np.int64)
+    ce = np.zeros(n, dtype=np.int64)
+    editops = Levenshtein.editops
+    distance = Levenshtein.distance
+    for k, (r, h, o) in enumerate(zip(ref_n, hyp_n, ok_list)):
         if not o:
-            nw.append(0), we.append(0), subs.append(0), dels.append(0), ins.append(0), nc.append(0), ce.append(0)
             continue
         rw, hw = r.split(), h.split()
+        nw[k] = len(rw)
+        nc[k] = len(r)
+        if r == h:
+            continue  # identical normalized text: no word or character edits
         s = d = i = 0
-        for op in Levenshtein.editops(rw, hw):
-            if op.tag == "replace":
+        for op in editops(rw, hw):
+            tag = op.tag
+            if tag == "replace":
                 s += 1
-            elif op.tag == "delete":
+            elif tag == "delete":
                 d += 1
             else:
                 i += 1
-        nw.append(len(rw)), we.append(s + d + i), subs.append(s), dels.append(d), ins.append(i)
-        nc.append(len(r)), ce.append(Levenshtein.distance(r, h))
+        subs[k], dels[k], ins[k] = s, d, i
+        ce[k] = distance(r, h)
     df["ok"] = ok.to_numpy()
     df["ref_norm"] = ref_n
     df["hyp_norm"] = hyp_n
-    df["n_words"] = np.asarray(nw, dtype=np.int64)
-    df["word_errors"] = np.asarray(we, dtype=np.int64)
-    df["subs"] = np.asarray(subs, dtype=np.int64)
-    df["dels"] = np.asarray(dels, dtype=np.int64)
-    df["ins"] = np.asarray(ins, dtype=np.int64)
-    df["n_chars"] = np.asarray(nc, dtype=np.int64)
-    df["char_errors"] = np.asarray(ce, dtype=np.int64)
+    df["n_words"] = nw
+    df["word_errors"] = subs + dels + ins
+    df["subs"] = subs
+    df["dels"] = dels
+    df["ins"] = ins
+    df["n_chars"] = nc
+    df["char_errors"] = ce
     labels = [c for c in rows.columns if c not in NON_SLICE_COLUMNS]
     return ScoredRows(df, getattr(normalizer, "name", "custom"), getattr(normalizer, "version", "unknown"), labels)
 
@@ -117,15 +282,21 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
     n_chars = int(okg["n_chars"].sum())
     we = int(okg["word_errors"].sum())
     ce = int(okg["char_errors"].sum())
-    wer_ci = block_bootstrap_ratio(okg["word_errors"].to_numpy(), okg["n_words"].to_numpy(), blocks, opts.n_boot, opts.seed + seed_offset, opts.alpha) if len(okg) else (math.nan, math.nan)
-    cer_ci = block_bootstrap_ratio(okg["char_errors"].to_numpy(), okg["n_chars"].to_numpy(), blocks, opts.n_boot, opts.seed + seed_offset, opts.alpha) if len(okg) else (math.nan, math.nan)
+    if len(okg):
+        # one set of speaker draws serves WER and CER (same seed: same intervals as two calls)
+        wer_ci, cer_ci = block_bootstrap_ratios(
+            [(okg["word_errors"].to_numpy(), okg["n_words"].to_numpy()), (okg["char_errors"].to_numpy(), okg["n_chars"].to_numpy())],
+            blocks, opts.n_boot, opts.seed + seed_offset, opts.alpha,
+        )
+    else:
+        wer_ci = cer_ci = (math.nan, math.nan)
     timed = okg[okg["infer_s"].notna()] if "infer_s" in okg else okg.iloc[0:0]
     audio_s = float(okg["duration_s"].fillna(0).sum())
     infer_s = float(timed["infer_s"].sum()) if len(timed) else 0.0
     timed_audio = float(timed["duration_s"].fillna(0).sum()) if len(timed) else 0.0
     return {
-        "n_utts": int(len(g)),
-        "n_scored": int(len(okg)),
+        "n_utts": len(g),
+        "n_scored": len(okg),
         "n_failed": int((~g["ok"]).sum()),
         "n_words": n_words,
         "n_chars": n_chars,
@@ -165,7 +336,7 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
     if wa is None or wb is None:
-        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "n_a": int(len(ga)), "n_b": int(len(gb))}
+        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "n_a": len(ga), "n_b": len(gb)}
 
     def blocks(x: pd.DataFrame) -> np.ndarray:
         return x["speaker"].where(x["speaker"].notna(), x["utt_id"]).astype(str).to_numpy()
@@ -185,30 +356,61 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
         "wer_b": wb,
         "ci95": [lo_c, hi_c],
         "excludes_zero": bool(lo_c is not None and hi_c is not None and (lo_c > 0 or hi_c < 0)),
-        "n_a": int(len(ga)),
-        "n_b": int(len(gb)),
+        "n_a": len(ga),
+        "n_b": len(gb),
     }
 
 
-def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()) -> dict[str, dict[str, Any]]:
-    """Per model: overall metrics, ``slices`` keyed ``"<label>=<value>"``, ``gaps`` and failures."""
+def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]], opts: ScoringOptions) -> dict[str, Any]:
+    """Everything ``summarize_models`` reports for one model (``mi``: its index, which seeds it)."""
+    m = group_metrics(g, opts, seed_offset=mi * 1000)
+    failures = g.loc[~g["ok"], "error"].fillna("no hypothesis").astype(str)
+    m["failures"] = {str(k): int(v) for k, v in failures.str.slice(0, 200).value_counts().items()}
+    slices: dict[str, Any] = {}
+    for li, col in enumerate(labels):
+        for vi, (value, sg) in enumerate(sorted(g.groupby(col, dropna=True), key=lambda kv: str(kv[0]))):
+            if len(sg) < opts.min_slice_utts:
+                continue
+            sm = group_metrics(sg, opts, seed_offset=mi * 1000 + li * 100 + vi + 1)
+            slices[f"{col}={value}"] = sm
+    m["slices"] = slices
+    m["gaps"] = [gap_metrics(g, lab, a, b, opts, mi * 1000 + gi) for gi, (lab, a, b) in enumerate(gaps) if lab in g.columns]
+    return m
+
+
+_POOL_GROUPS: list[pd.DataFrame] | None = None
+_POOL_ARGS: tuple[Sequence[str], Sequence[tuple[str, str, str]], ScoringOptions] | None = None
+
+
+def _pool_model_metrics(mi: int) -> dict[str, Any]:
+    if _POOL_GROUPS is None or _POOL_ARGS is None:
+        raise RuntimeError("scoring pool worker started without its data")
+    return _model_metrics(_POOL_GROUPS[mi], mi, *_POOL_ARGS)
+
+
+def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions(), workers: int | None = None) -> dict[str, dict[str, Any]]:
+    """Per model: overall metrics, ``slices`` keyed ``"<label>=<value>"``, ``gaps`` and failures.
+
+    ``workers``: processes, one model at a time each (None = automatic: all cores up to 4 when
+    there are several models and >= 20,000 rows; env ``AUDIT_SCORING_WORKERS`` overrides).
+    Each model's numbers depend only on its sorted position, never on the worker count.
+    """
+    global _POOL_GROUPS, _POOL_ARGS
     df = scored.frame
     labels = list(opts.slice_columns) if opts.slice_columns is not None else scored.label_columns
     labels = [c for c in labels if c in df.columns]
     gaps = list(opts.gaps) or default_gaps(df, labels)
-    out: dict[str, dict[str, Any]] = {}
-    for mi, (model, g) in enumerate(sorted(df.groupby("model", sort=True), key=lambda kv: str(kv[0]))):
-        m = group_metrics(g, opts, seed_offset=mi * 1000)
-        failures = g.loc[~g["ok"], "error"].fillna("no hypothesis").astype(str)
-        m["failures"] = {str(k): int(v) for k, v in failures.str.slice(0, 200).value_counts().items()}
-        slices: dict[str, Any] = {}
-        for li, col in enumerate(labels):
-            for vi, (value, sg) in enumerate(sorted(g.groupby(col, dropna=True), key=lambda kv: str(kv[0]))):
-                if len(sg) < opts.min_slice_utts:
-                    continue
-                sm = group_metrics(sg, opts, seed_offset=mi * 1000 + li * 100 + vi + 1)
-                slices[f"{col}={value}"] = sm
-        m["slices"] = slices
-        m["gaps"] = [gap_metrics(g, lab, a, b, opts, mi * 1000 + gi) for gi, (lab, a, b) in enumerate(gaps) if lab in g.columns]
-        out[str(model)] = m
-    return out
+    groups = sorted(df.groupby("model", sort=True), key=lambda kv: str(kv[0]))
+    n_workers = min(_scoring_workers(len(df), workers), len(groups))
+    if n_workers <= 1:
+        return {str(model): _model_metrics(g, mi, labels, gaps, opts) for mi, (model, g) in enumerate(groups)}
+    import multiprocessing as mp
+
+    _POOL_GROUPS = [g for _, g in groups]
+    _POOL_ARGS = (labels, gaps, opts)
+    try:
+        with mp.get_context("fork").Pool(n_workers) as pool:
+            results = pool.map(_pool_model_metrics, range(len(groups)), chunksize=1)
+    finally:
+        _POOL_GROUPS = _POOL_ARGS = None
+    return {str(model): m for (model, _), m in zip(groups, results)}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -36,28 +36,50 @@ def block_bootstrap_ratio(
     Blocks are speakers when known (utterances of one speaker are not independent), else
     each item is its own block. Returns (nan, nan) when there is nothing to resample.
     """
-    numer_a = np.asarray(numer, dtype=np.float64)
-    denom_a = np.asarray(denom, dtype=np.float64)
-    if numer_a.size == 0 or denom_a.sum() <= 0:
-        return (math.nan, math.nan)
+    return block_bootstrap_ratios([(numer, denom)], blocks, n_boot, seed, alpha)[0]
+
+
+def _block_codes(blocks: Sequence[object] | None, size: int) -> np.ndarray:
+    """Block index of every item, blocks numbered in sorted order of their string names."""
     if blocks is None:
-        codes = np.arange(numer_a.size)
-    else:
-        _, codes = np.unique(np.asarray([str(b) for b in blocks]), return_inverse=True)
+        return np.arange(size)
+    _, codes = np.unique(np.asarray([str(b) for b in blocks]), return_inverse=True)
+    return codes.reshape(-1)
+
+
+def block_bootstrap_ratios(
+    pairs: Sequence[tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray]],
+    blocks: Sequence[object] | None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> list[tuple[float, float]]:
+    """``block_bootstrap_ratio`` for several (numer, denom) pairs over the same items and blocks.
+
+    One set of block draws serves every pair (WER and CER of a slice), so each interval equals
+    what ``block_bootstrap_ratio`` returns for that pair alone, at the cost of a single draw.
+    """
+    arrays = [(np.asarray(n, dtype=np.float64), np.asarray(d, dtype=np.float64)) for n, d in pairs]
+    live = [i for i, (n, d) in enumerate(arrays) if n.size > 0 and d.sum() > 0]
+    out: list[tuple[float, float]] = [(math.nan, math.nan)] * len(arrays)
+    if not live:
+        return out
+    codes = _block_codes(blocks, arrays[live[0]][0].size)
     n_blocks = int(codes.max()) + 1
-    block_num = np.bincount(codes, weights=numer_a, minlength=n_blocks)
-    block_den = np.bincount(codes, weights=denom_a, minlength=n_blocks)
     rng = np.random.default_rng(seed)
     # counts[b, k] = how many times block k is drawn in replicate b (multinomial == resampling)
     counts = rng.multinomial(n_blocks, np.full(n_blocks, 1.0 / n_blocks), size=n_boot)
-    num = counts @ block_num
-    den = counts @ block_den
-    ok = den > 0
-    if not ok.any():
-        return (math.nan, math.nan)
-    ratios = num[ok] / den[ok]
-    lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
-    return (float(lo), float(hi))
+    for i in live:
+        numer_a, denom_a = arrays[i]
+        num = counts @ np.bincount(codes, weights=numer_a, minlength=n_blocks)
+        den = counts @ np.bincount(codes, weights=denom_a, minlength=n_blocks)
+        ok = den > 0
+        if not ok.any():
+            continue
+        ratios = num[ok] / den[ok]
+        lo, hi = np.quantile(ratios, [alpha / 2, 1 - alpha / 2])
+        out[i] = (float(lo), float(hi))
+    return out
 
 
 def bootstrap_ratio_difference(
