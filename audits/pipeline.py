@@ -18,7 +18,7 @@ from audits.scoring import ScoringOptions
 from audits.summary import build_summary, write_summary
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError
-from engine.model_registry import load_model_registry, resolve_models
+from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
 from engine.runner import DecodeOptions, InProcessRunner, ModelSpec, hardware_facts
 from engine.store import RunStore, atomic_write_text
 from normalizers import get_normalizer
@@ -43,6 +43,8 @@ def open_recipe_dataset(recipe: Recipe, shard_size: int | None = None) -> Datase
     path = recipe.dataset.path
     if path.startswith("builtin:"):
         path = str(ensure_demo_corpus(builtin_dataset_path(path)))
+    elif not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).exists():
+        path = str(REPO_ROOT / path)  # recipe paths may be relative to the repository root
     return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options))
 
 

@@ -409,14 +409,12 @@ def test_renders_in_headless_chromium(run_dir: Path, page: tuple[str, _Collector
         assert not [ln for ln in log.splitlines() if "CONSOLE" in ln and ("error" in ln.lower() or "Error" in ln)]
 
 
-def test_report_from_a_real_predictions_run(tmp_path: Path) -> None:
+def test_report_from_a_real_predictions_run(tmp_path: Path, voxpopuli_preds: Path) -> None:
     """End to end on real transcripts: the score-predictions recipe (5 models, VoxPopuli predictions) -> report."""
     from audits.pipeline import run_recipe
-    from audits.recipes import load_recipe
+    from audits.recipes import load_recipe, with_overrides
 
-    recipe = load_recipe("score-predictions")
-    if not Path(recipe.dataset.path).exists():
-        pytest.skip(f"prediction fixture {recipe.dataset.path} is not present in this checkout")
+    recipe = with_overrides(load_recipe("score-predictions"), dataset=str(voxpopuli_preds), reader="oasr-predictions")
     out = tmp_path / "preds"
     summary = run_recipe(recipe, out)
     path = write_html_report([out], out)
