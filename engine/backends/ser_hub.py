@@ -9,6 +9,8 @@ regressed on MSP-Podcast ratings (roughly 0..1), not categories.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import functools
 import logging
 from typing import Any, Sequence
@@ -49,8 +51,9 @@ class _HubSER(SERBackend):
         clips = prepare_clips(audios, sample_rate, self.min_duration_s, self.name)
         return self._predict(clips) if clips else []
 
+    @abstractmethod
     def _predict(self, clips: list[np.ndarray]) -> list[EmotionOutput]:
-        raise NotImplementedError
+        """Run the loaded model on prepared clips (each subclass knows its model)."""
 
     def _forward_logits(self, clips: list[np.ndarray]) -> np.ndarray:
         """Model logits for a batch; clip by clip for group-norm encoders, where padding is signal."""

@@ -8,6 +8,8 @@ NeMo) so air-gapped machines can point at copied weights.
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import logging
 import os
 from pathlib import Path
@@ -105,8 +107,9 @@ class _HubSV(SVBackend):
         self._dim = int(emb.shape[1])
         return emb
 
+    @abstractmethod
     def _embed(self, clips: list[np.ndarray]) -> np.ndarray:
-        raise NotImplementedError
+        """Run the loaded model on prepared clips (each subclass knows its model)."""
 
 
 class SpeechBrainECAPA(_HubSV):
