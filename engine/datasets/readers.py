@@ -278,8 +278,8 @@ class HuggingFaceReader:
         if audio_col == "audio":
             try:
                 ds = ds.cast_column("audio", datasets.Audio(decode=False))
-            except Exception:
-                pass
+            except Exception as exc:  # older datasets versions: rows then carry decoded arrays
+                log.warning("%s: could not read the audio column undecoded (%s); using decoded audio", path, exc)
         if limit:
             ds = ds.select(range(min(limit, len(ds))))
         utts = []
