@@ -7,7 +7,7 @@ alignment (which words are substituted, deleted, inserted) comes from its edit o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal, Sequence, cast
 
 from rapidfuzz.distance import Levenshtein
 
@@ -68,7 +68,8 @@ def align(ref: Sequence[str], hyp: Sequence[str]) -> list[AlignedPair]:
     ref = list(ref)
     hyp = list(hyp)
     out: list[AlignedPair] = []
-    for tag, i1, i2, j1, j2 in Levenshtein.opcodes(ref, hyp).as_list():
+    ops = cast(list[tuple[str, int, int, int, int]], Levenshtein.opcodes(ref, hyp).as_list())
+    for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             out.extend(AlignedPair("equal", ref[i1 + k], hyp[j1 + k], i1 + k, j1 + k) for k in range(i2 - i1))
         elif tag == "replace":

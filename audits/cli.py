@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import typer
 from rich.console import Console
@@ -13,7 +13,7 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from engine.errors import AuditError
+from engine.errors import AuditError, ConfigError
 
 app = typer.Typer(help="Batch ASR robustness and acoustic audit engine.", no_args_is_help=True, add_completion=False)
 corpus_app = typer.Typer(help="Build corpora (the embedded demo corpus).", no_args_is_help=True)
@@ -312,7 +312,10 @@ def probe_bad_reference_cmd(
         panel_list = [p.strip() for p in panel.split(",") if p.strip()]
         model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
         corr = _read_corrections(corrections) if corrections is not None else None
-        report = run_from_prediction_dir(preds, panel_list, models=model_list, settings=settings, corrections=corr, corrections_mode=corrections_mode)
+        if corrections_mode not in ("replace", "confirm"):
+            raise ConfigError(f"--corrections-mode must be 'replace' or 'confirm', got {corrections_mode!r}")
+        mode: Literal["replace", "confirm"] = "replace" if corrections_mode == "replace" else "confirm"
+        report = run_from_prediction_dir(preds, panel_list, models=model_list, settings=settings, corrections=corr, corrections_mode=mode)
     except AuditError as exc:
         _fail(exc)
         return

@@ -62,21 +62,29 @@ def _finite(*xs: float | None) -> bool:
     return all(x is not None and np.isfinite(x) for x in xs)
 
 
+def _num(x: float | None) -> float:
+    """``x`` as a float once :func:`_finite` has vouched for it (NaN otherwise)."""
+    return float("nan") if x is None else float(x)
+
+
 def _rel_gap(a: float | None, b: float | None) -> float | None:
-    if not _finite(a, b) or min(a, b) <= 0:  # type: ignore[type-var]
+    if not _finite(a, b):
         return None
-    return float(max(a, b) / min(a, b) - 1.0)  # type: ignore[type-var]
+    fa, fb = _num(a), _num(b)
+    if min(fa, fb) <= 0:
+        return None
+    return float(max(fa, fb) / min(fa, fb) - 1.0)
 
 
 def feature_gaps(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float | None]:
     """The six raw gaps between two descriptor sets (None where not measurable)."""
     fa, fb = a.get("f0_median_hz"), b.get("f0_median_hz")
-    pitch = abs(12 * math.log2(fa / fb)) if _finite(fa, fb) and fa > 0 and fb > 0 else None  # type: ignore[operator]
+    pitch = abs(12 * math.log2(_num(fa) / _num(fb))) if _finite(fa, fb) and _num(fa) > 0 and _num(fb) > 0 else None
     ea, eb = a.get("rms_db"), b.get("rms_db")
-    energy = abs(ea - eb) if _finite(ea, eb) else None  # type: ignore[operator]
+    energy = abs(_num(ea) - _num(eb)) if _finite(ea, eb) else None
     ma = [a.get(f"mfcc_mean_{k}") for k in range(1, 13)]
     mb = [b.get(f"mfcc_mean_{k}") for k in range(1, 13)]
-    mfcc = float(np.linalg.norm(np.subtract(ma, mb))) if _finite(*ma, *mb) else None
+    mfcc = float(np.linalg.norm(np.subtract([_num(x) for x in ma], [_num(x) for x in mb]))) if _finite(*ma, *mb) else None
     da = a.get("speech_s") if _finite(a.get("speech_s")) else a.get("duration_s")
     db = b.get("speech_s") if _finite(b.get("speech_s")) else b.get("duration_s")
     return {

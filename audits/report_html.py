@@ -28,6 +28,7 @@ import pandas as pd
 from audits.align import align
 from audits.cohort import COHORT_LABEL, CohortScores, cohort_scores, slice_family
 from audits.exports import probe_counts, probe_model_results
+from audits.summary import json_safe
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -76,21 +77,6 @@ def json_for_script(obj: Any) -> str:
     """JSON that is safe inside a ``<script>`` element (``<``, ``>``, ``&`` as unicode escapes)."""
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        try:
-            return _finite(obj.item())
-        except (TypeError, ValueError):
-            return str(obj)
-    return obj
 
 
 # --------------------------------------------------------------------------------------------
@@ -641,7 +627,7 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
         "empty_references": empty_references(df) if df is not None else {},
         "findings": findings(summary, cohort) + _empty_ref_finding(df),
     }
-    return _finite(data)
+    return json_safe(data)
 
 
 # --------------------------------------------------------------------------------------------

@@ -319,7 +319,7 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
 
 def default_gaps(frame: pd.DataFrame, label_columns: Iterable[str]) -> list[tuple[str, str, str]]:
     """Every non-baseline value minus the family's baseline (e.g. noise-10db minus clean)."""
-    gaps = []
+    gaps: list[tuple[str, str, str]] = []
     for col in label_columns:
         base = BASELINES.get(col)
         if base is None or col not in frame:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from audits.speaker import (
     generate_trials,
     read_trials,
 )
+from audits.summary import json_safe
 from engine.audio import decode
 from engine.backends import SV_BACKENDS
 from engine.backends.base import SAMPLE_RATE
@@ -107,19 +107,6 @@ class SpeakerConfig:
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
             "subsets": {k: {f: list(v) for f, v in flt.items()} for k, flt in self.subsets.items()},
         }  # fmt: skip
-
-
-def json_safe(value: Any) -> Any:
-    """Plain JSON values: numpy scalars to Python, NaN and infinities to None (strict JSON)."""
-    if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _str_list(value: Any, where: str) -> tuple[str, ...]:

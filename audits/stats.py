@@ -26,7 +26,7 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
 def block_bootstrap_ratio(
     numer: Sequence[float] | np.ndarray,
     denom: Sequence[float] | np.ndarray,
-    blocks: Sequence[object] | None,
+    blocks: Sequence[object] | np.ndarray | None,
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
@@ -39,7 +39,7 @@ def block_bootstrap_ratio(
     return block_bootstrap_ratios([(numer, denom)], blocks, n_boot, seed, alpha)[0]
 
 
-def _block_codes(blocks: Sequence[object] | None, size: int) -> np.ndarray:
+def _block_codes(blocks: Sequence[object] | np.ndarray | None, size: int) -> np.ndarray:
     """Block index of every item, blocks numbered in sorted order of their string names."""
     if blocks is None:
         return np.arange(size)
@@ -58,7 +58,7 @@ def _draw_blocks(rng: np.random.Generator, n_blocks: int, n_boot: int) -> np.nda
 
 def block_bootstrap_ratios(
     pairs: Sequence[tuple[Sequence[float] | np.ndarray, Sequence[float] | np.ndarray]],
-    blocks: Sequence[object] | None,
+    blocks: Sequence[object] | np.ndarray | None,
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
@@ -94,17 +94,17 @@ def block_bootstrap_ratios(
 def bootstrap_ratio_difference(
     numer_a: np.ndarray,
     denom_a: np.ndarray,
-    blocks_a: Sequence[object] | None,
+    blocks_a: Sequence[object] | np.ndarray | None,
     numer_b: np.ndarray,
     denom_b: np.ndarray,
-    blocks_b: Sequence[object] | None,
+    blocks_b: Sequence[object] | np.ndarray | None,
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
 ) -> tuple[float, float]:
     """Interval for ratio(A) - ratio(B), resampling blocks of A and of B independently."""
 
-    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | None, rng: np.random.Generator) -> np.ndarray:
+    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
         numer = np.asarray(numer, dtype=np.float64)
         denom = np.asarray(denom, dtype=np.float64)
         if blocks is None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from audits.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
@@ -32,15 +34,20 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _finite(obj: Any) -> Any:
-    """JSON has no NaN/Inf: map them to null recursively."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {str(k): _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+def json_safe(value: Any) -> Any:
+    """Plain strict-JSON values, recursively: numpy scalars and arrays to Python, NaN and
+    infinities to null (JSON has neither), mapping keys to strings."""
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def build_summary(
@@ -106,7 +113,7 @@ def build_summary(
         "models": models,
         **dict(extra or {}),
     }
-    return _finite(summary), scored
+    return json_safe(summary), scored
 
 
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:

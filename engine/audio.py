@@ -24,7 +24,7 @@ SILENCE_PEAK = 1e-4  # peak amplitude below which a clip counts as silent (-80 d
 UNKNOWN_LENGTH_FRAMES = 1 << 62  # libsndfile reports SF_COUNT_MAX frames when the header leaves the length open
 
 
-def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> object:
+def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> Path | io.BytesIO:
     if utt.audio_bytes is not None:
         if len(utt.audio_bytes) == 0:
             raise AudioError("audio bytes are empty (0-byte clip)")
@@ -51,7 +51,7 @@ def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) ->
     return path
 
 
-def _check_wav_truncation(src: object) -> None:
+def _check_wav_truncation(src: Path | io.BytesIO) -> None:
     """libsndfile quietly reads what is there; a WAV whose data chunk is cut short is corrupt."""
     import struct
 
@@ -59,8 +59,8 @@ def _check_wav_truncation(src: object) -> None:
         head = src.getvalue()
         size = len(head)
     else:
-        size = os.path.getsize(src)  # type: ignore[arg-type]
-        with open(src, "rb") as fh:  # type: ignore[arg-type]
+        size = os.path.getsize(src)
+        with open(src, "rb") as fh:
             head = fh.read(4096)
     if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
         return

@@ -121,7 +121,7 @@ class RunStore:
     def done_parts(self, models: Iterable[str] | None = None) -> list[Path]:
         """Parts whose markers agree with them (what a consolidated table is built from)."""
         wanted = None if models is None else {safe_name(m) for m in models}
-        out = []
+        out: list[Path] = []
         if not self.markers.is_dir():
             return out
         for marker in sorted(self.markers.glob("*/*.json")):

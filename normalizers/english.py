@@ -16,8 +16,11 @@ from typing import Callable, Protocol
 
 
 class Normalizer(Protocol):
-    name: str
-    version: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
 
     def __call__(self, text: str) -> str: ...
 

@@ -259,6 +259,14 @@ def bench_overhead(models: Sequence[str], n_utts: int, shard_size: int, repeats:
                 res[f"{kind}_over_bare_wall"] = res[f"{kind}_rtfx_wall"] / res["bare_rtfx_wall"]
                 res[f"{kind}_over_bare_infer"] = res[f"{kind}_rtfx_infer"] / res["bare_rtfx_infer"]
         results[spec.name] = res
+        # one line per model as soon as it is measured, so a later failure loses nothing
+        log.info(
+            "overhead %s: wall ratio in-process %.3f, Ray %s (runs: %s)",
+            spec.name,
+            res.get("inprocess_over_bare_wall", float("nan")),
+            f"{res['ray1_over_bare_wall']:.3f}" if "ray1_over_bare_wall" in res else "-",
+            json.dumps({k: [round(x["rtfx_wall"], 3) for x in v] for k, v in runs.items()}),
+        )
     rows = []
     for name in models:
         r = results[name]

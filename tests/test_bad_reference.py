@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from audits.probes.bad_reference import (
-    BadRefSettings,
     BadReferenceReport,
+    BadRefSettings,
     BadSpan,
     accept_ref,
     find_bad_spans,

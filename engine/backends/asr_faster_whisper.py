@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
@@ -310,14 +310,7 @@ class FasterWhisperBackend(ASRBackend):
             "task": self.options["task"],
             "batching": "cross-utterance (clips <= 30 s); sequential windows for longer clips",
         }
-        try:
-            import ctranslate2
-            import faster_whisper
-
-            extra["faster_whisper_version"] = faster_whisper.__version__
-            extra["ctranslate2_version"] = ctranslate2.__version__
-        except ImportError:
-            pass
+        extra.update(package_versions("faster-whisper", "ctranslate2"))
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),

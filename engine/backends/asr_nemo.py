@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -114,13 +114,7 @@ class NemoBackend(ASRBackend):
 
     def info(self) -> BackendInfo:
         """Model, device, dtype and NeMo version."""
-        extra: dict[str, Any] = {}
-        try:
-            from importlib.metadata import version
-
-            extra["nemo_toolkit_version"] = version("nemo_toolkit")
-        except Exception:  # noqa: BLE001 - NeMo absent: nothing to record
-            log.debug("nemo_toolkit version unknown")
+        extra: dict[str, Any] = package_versions("nemo_toolkit")
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),

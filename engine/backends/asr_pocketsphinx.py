@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
 from engine.errors import BackendUnavailable
 
@@ -108,12 +108,7 @@ class PocketsphinxBackend(ASRBackend):
     def info(self) -> BackendInfo:
         """Model files and library version."""
         extra: dict[str, Any] = {"model_paths": dict(self._paths), "decoding": "viterbi + n-gram LM"}
-        try:
-            from importlib.metadata import version
-
-            extra["pocketsphinx_version"] = version("pocketsphinx")
-        except Exception:  # noqa: BLE001 - metadata is optional information
-            log.debug("pocketsphinx version unknown")
+        extra.update(package_versions("pocketsphinx"))
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -260,14 +260,7 @@ class TransformersBackend(ASRBackend):
             extra["decoding"] = "greedy" if self.options["num_beams"] == 1 else f"beam search ({self.options['num_beams']})"
         if self.options["language"]:
             extra["language"] = self.options["language"]
-        try:
-            import torch
-            import transformers
-
-            extra["transformers_version"] = transformers.__version__
-            extra["torch_version"] = torch.__version__
-        except ImportError:
-            pass
+        extra.update(package_versions("transformers", "torch"))
         return BackendInfo(
             backend=self.name,
             model_id=str(self.options["model"]),

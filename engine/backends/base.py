@@ -4,8 +4,9 @@ and processes a batch of decoded mono 16 kHz float32 clips."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +33,20 @@ class BackendInfo:
             "batch_size": self.batch_size,
             **dict(self.extra),
         }
+
+
+def package_versions(*distributions: str) -> dict[str, str]:
+    """``{<name>_version: version}`` for each installed distribution (recorded with every result;
+    an absent one is left out rather than guessed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str] = {}
+    for dist in distributions:
+        try:
+            out[f"{dist.replace('-', '_')}_version"] = version(dist)
+        except PackageNotFoundError:
+            continue
+    return out
 
 
 class Backend(ABC):

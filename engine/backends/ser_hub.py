@@ -9,41 +9,25 @@ regressed on MSP-Podcast ratings (roughly 0..1), not categories.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import functools
 import logging
-from typing import Any, Sequence
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, BackendInfo, EmotionOutput, SERBackend
-from engine.backends.sv_hub import import_optional, prepare_clips, unreachable
+from engine.backends.base import SAMPLE_RATE, EmotionOutput, SERBackend
+from engine.backends.sv_hub import HubWeights, import_optional, prepare_clips, unreachable
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
 
-class _HubSER(SERBackend):
-    """Shared options: ``model_id`` (or ``model``), ``device``, ``cache_dir``, ``min_duration_s``."""
+class _HubSER(HubWeights, SERBackend):
+    """An emotion model with hub weights (see :class:`~engine.backends.sv_hub.HubWeights`)."""
 
-    default_model = ""
-    install_hint = ""
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.model_id = str(options.get("model_id") or options.get("model") or self.default_model)
-        self.device = str(options.get("device", "cpu"))
-        self.cache_dir = options.get("cache_dir")
-        self.min_duration_s = float(options.get("min_duration_s", 0.2))
-        self._model: Any = None
-        self._extractor: Any = None
-
-    def info(self) -> BackendInfo:
-        return BackendInfo(backend=self.name, model_id=self.model_id, device=self.device)
-
-    def close(self) -> None:
-        self._model = None
+    default_min_duration_s = 0.2
 
     def predict_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[EmotionOutput]:
         if self._model is None:
@@ -109,7 +93,7 @@ class TransformersSER(_HubSER):
 
 
 @functools.lru_cache(maxsize=1)
-def audeering_model_class() -> type:
+def audeering_model_class() -> Any:
     """The wav2vec2 + regression-head module of the audEERING MSP-Podcast checkpoints.
 
     Built on first use so that importing this module needs neither torch nor transformers.
@@ -142,7 +126,7 @@ def audeering_model_class() -> type:
             if attention_mask is None:
                 pooled = hidden.mean(dim=1)
             else:
-                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1], attention_mask)
+                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1], attention_mask)  # type: ignore[arg-type]  # stubs say LongTensor
                 mask = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
             return pooled, self.classifier(pooled)

@@ -8,12 +8,12 @@ NeMo) so air-gapped machines can point at copied weights.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-
 import logging
 import os
+from abc import abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -74,10 +74,17 @@ def pad_batch(clips: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return batch, lengths
 
 
-class _HubSV(SVBackend):
-    """Shared options: ``model_id`` (or ``model``), ``device``, ``cache_dir``, ``min_duration_s``."""
+class HubWeights:
+    """Options every hub-weights SV/SER backend takes, mixed in before its backend ABC.
 
+    ``model_id`` (or ``model``; default :attr:`default_model`), ``device`` (default cpu),
+    ``cache_dir``, ``min_duration_s`` (shorter clips are an error; default
+    :attr:`default_min_duration_s`).
+    """
+
+    name = ""
     default_model = ""
+    default_min_duration_s = 0.3
     install_hint = ""
 
     def __init__(self, **options: Any) -> None:
@@ -85,17 +92,29 @@ class _HubSV(SVBackend):
         self.model_id = str(options.get("model_id") or options.get("model") or self.default_model)
         self.device = str(options.get("device", "cpu"))
         self.cache_dir = options.get("cache_dir")
-        self.min_duration_s = float(options.get("min_duration_s", 0.3))
+        self.min_duration_s = float(options.get("min_duration_s", self.default_min_duration_s))
         self._model: Any = None
-        self._dim: int | None = None
+        self._extractor: Any = None
+
+    def _info_extra(self) -> dict[str, Any]:
+        return {}
 
     def info(self) -> BackendInfo:
-        return BackendInfo(
-            backend=self.name, model_id=self.model_id, device=self.device, extra={"embedding_dim": self._dim}
-        )
+        return BackendInfo(backend=self.name, model_id=self.model_id, device=self.device, extra=self._info_extra())
 
     def close(self) -> None:
         self._model = None
+
+
+class _HubSV(HubWeights, SVBackend):
+    """A speaker encoder with hub weights (see :class:`HubWeights` for the options)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._dim: int | None = None
+
+    def _info_extra(self) -> dict[str, Any]:
+        return {"embedding_dim": self._dim}
 
     def embed_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> np.ndarray:
         if self._model is None:

@@ -8,7 +8,8 @@ preprocessing) before embedding; a clip with too little voiced audio left raises
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

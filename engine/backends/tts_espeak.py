@@ -9,37 +9,19 @@ the system package is required.
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
-from engine.backends.base import BackendInfo, TTSBackend
-from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.backends.tts_program import ProgramTTS, read_wav, resample
+from engine.errors import AudioError, ConfigError
+
+__all__ = ["EspeakTTS", "resample"]
 
 log = logging.getLogger(__name__)
-
-INSTALL_HINT = "install the Debian/Ubuntu package 'espeak-ng' (sudo apt-get install espeak-ng)"
-
-
-def _read_wav(path: Path) -> tuple[np.ndarray, int]:
-    import soundfile as sf
-
-    samples, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    return np.ascontiguousarray(samples.mean(axis=1), dtype=np.float32), int(sr)
-
-
-def resample(samples: np.ndarray, sr_in: float, sr_out: int) -> np.ndarray:
-    """High-quality, deterministic resampling with soxr (``sr_in`` may be fractional)."""
-    import soxr
-
-    if sr_in == sr_out:
-        return np.asarray(samples, dtype=np.float32)
-    return np.asarray(soxr.resample(np.asarray(samples, dtype=np.float32), sr_in, sr_out), dtype=np.float32)
 
 
 @lru_cache(maxsize=4)
@@ -61,7 +43,7 @@ def _voices(binary: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-class EspeakTTS(TTSBackend):
+class EspeakTTS(ProgramTTS):
     """Synthesize with espeak-ng.
 
     Options: ``voice`` (default ``en-us``; see ``espeak-ng --voices``), ``pitch`` (0-99, espeak
@@ -71,27 +53,9 @@ class EspeakTTS(TTSBackend):
     """
 
     name = "espeak-ng"
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.voice: str = str(options.get("voice", "en-us"))
-        self.binary_name: str = str(options.get("binary", "espeak-ng"))
-        self.sample_rate: int | None = options.get("sample_rate")
-        self.timeout_s: float = float(options.get("timeout_s", 60.0))
-        self._binary: str | None = None
-
-    def load(self) -> None:
-        """Find the program; raise ``BackendUnavailable`` with the package to install if absent."""
-        found = shutil.which(self.binary_name)
-        if found is None:
-            raise BackendUnavailable(f"espeak-ng program '{self.binary_name}' not found on PATH; {INSTALL_HINT}")
-        self._binary = found
-
-    @property
-    def binary(self) -> str:
-        if self._binary is None:
-            self.load()
-        return cast(str, self._binary)
+    program = "espeak-ng"
+    default_voice = "en-us"
+    install_hint = "install the Debian/Ubuntu package 'espeak-ng' (sudo apt-get install espeak-ng)"
 
     def version(self) -> str:
         return _version(self.binary)
@@ -99,13 +63,6 @@ class EspeakTTS(TTSBackend):
     def voices(self) -> list[str]:
         """Voice codes this installation accepts for ``-v``."""
         return list(_voices(self.binary))
-
-    def info(self) -> BackendInfo:
-        return BackendInfo(
-            backend=self.name,
-            model_id=f"espeak-ng:{self.voice}",
-            extra={"version": self.version() if self._binary else "not loaded"},
-        )
 
     def command(
         self,
@@ -149,7 +106,7 @@ class EspeakTTS(TTSBackend):
                 if voice not in _voices(self.binary):
                     raise ConfigError(f"espeak-ng voice '{voice}' is not installed; list voices with `espeak-ng --voices=en`")
                 raise AudioError(f"espeak-ng failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}")
-            samples, sr = _read_wav(out_path)
+            samples, sr = read_wav(out_path)
         if self.sample_rate and sr != int(self.sample_rate):
             samples, sr = resample(samples, sr, int(self.sample_rate)), int(self.sample_rate)
         log.debug("espeak-ng %s: %.2f s for %r", voice, len(samples) / sr, text[:40])

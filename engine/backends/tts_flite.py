@@ -13,22 +13,17 @@ Amplitude is a plain linear gain on the samples.
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
 
 import numpy as np
 
-from engine.backends.base import BackendInfo, TTSBackend
-from engine.backends.tts_espeak import _read_wav, resample
-from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.backends.tts_program import ProgramTTS, read_wav, resample
+from engine.errors import AudioError, ConfigError
 
 log = logging.getLogger(__name__)
-
-INSTALL_HINT = "install the Debian/Ubuntu package 'flite' (sudo apt-get install flite)"
 
 
 @lru_cache(maxsize=4)
@@ -52,7 +47,7 @@ def _check_factor(name: str, value: float, lo: float, hi: float) -> float:
     return value
 
 
-class FliteTTS(TTSBackend):
+class FliteTTS(ProgramTTS):
     """Synthesize with Flite.
 
     Options: ``voice`` (default ``slt``; see ``flite -lv``), ``rate`` (speed factor, 1.0 = the
@@ -62,27 +57,9 @@ class FliteTTS(TTSBackend):
     """
 
     name = "flite"
-
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self.voice: str = str(options.get("voice", "slt"))
-        self.binary_name: str = str(options.get("binary", "flite"))
-        self.sample_rate: int | None = options.get("sample_rate")
-        self.timeout_s: float = float(options.get("timeout_s", 60.0))
-        self._binary: str | None = None
-
-    def load(self) -> None:
-        """Find the program; raise ``BackendUnavailable`` with the package to install if absent."""
-        found = shutil.which(self.binary_name)
-        if found is None:
-            raise BackendUnavailable(f"flite program '{self.binary_name}' not found on PATH; {INSTALL_HINT}")
-        self._binary = found
-
-    @property
-    def binary(self) -> str:
-        if self._binary is None:
-            self.load()
-        return cast(str, self._binary)
+    program = "flite"
+    default_voice = "slt"
+    install_hint = "install the Debian/Ubuntu package 'flite' (sudo apt-get install flite)"
 
     def version(self) -> str:
         return _version(self.binary)
@@ -90,13 +67,6 @@ class FliteTTS(TTSBackend):
     def voices(self) -> list[str]:
         """Voice names compiled into this Flite (``flite -lv``)."""
         return list(_voices(self.binary))
-
-    def info(self) -> BackendInfo:
-        return BackendInfo(
-            backend=self.name,
-            model_id=f"flite:{self.voice}",
-            extra={"version": self.version() if self._binary else "not loaded"},
-        )
 
     def synthesize(
         self,
@@ -129,7 +99,7 @@ class FliteTTS(TTSBackend):
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=self.timeout_s)
             if proc.returncode != 0 or not out_path.exists() or out_path.stat().st_size <= 44:
                 raise AudioError(f"flite failed (exit {proc.returncode}) for voice '{voice}': {proc.stderr.strip()[:300]}")
-            samples, sr = _read_wav(out_path)
+            samples, sr = read_wav(out_path)
         out_sr = int(self.sample_rate) if self.sample_rate else sr
         if abs(pitch_f - 1.0) > 1e-9 or out_sr != sr:
             # Treating the samples as recorded at sr * pitch raises f0 by ``pitch``.
