@@ -21,7 +21,8 @@ placement:
   list lives in the object store and every model's actor reads the same object. A bounded LRU of
   shard refs (``shard_cache_size``) keeps decoded shards across models; a model prefers shards
   still cached, so with model-major order the next model starts where the previous one ended.
-  Evicted shards are decoded again when needed.
+  Evicted shards are decoded again when needed. The first model's first shards are decoded
+  while its actors load (the load hides the decode worker's start-up).
 * **Writes and resume.** Actors return rows; the driver writes each unit with
   ``RunStore.write_unit`` (part under a temporary name, atomic rename, then the marker). Units
   whose marker agrees with their part are skipped; quarantined units (below) are retried.
@@ -422,6 +423,7 @@ class RayRunner:
             if self.progress:
                 self.progress("start", len(pending), {})
             self._plan(pending)
+            self._prefetch()
             self._loop()
         finally:
             self._shutdown_actors()
@@ -607,6 +609,22 @@ class RayRunner:
         while len(self._cache) > self.shard_cache_size:
             self._cache.popitem(last=False)  # in-flight tasks keep their own references
         return shard_ref, decoded_ref
+
+    def _prefetch(self) -> None:
+        """Start decoding the first model's first shards before any actor has loaded.
+
+        Loading a model takes seconds (CPU) to minutes (large GPU checkpoints); decoding the
+        shards its actors will ask for first, and starting the decode worker process, fit inside
+        that time instead of after it. The refs go into the shard cache, which the first units
+        then take (``_next_shard`` prefers cached shards).
+        """
+        n = min(self.shard_cache_size, self._max_in_flight)
+        for run in self._runs.values():
+            if run.failed or not run.queue:
+                continue
+            for shard_id in list(run.queue)[:n]:
+                self._shard_refs(shard_id)
+            return  # model-major: only the first model's actors start now
 
     def _n_inflight(self) -> int:
         return sum(len(a.inflight) for a in self._actors.values())

@@ -1,7 +1,7 @@
 """Property-based tests (hypothesis) of the text side: edit counts, corpus WER/CER, normalizers,
 and manifest/shard round trips.
 
-Normalizer idempotence, measured with random text (see docs/GUARANTEES.md):
+Normalizer idempotence, measured with random text (see the README, "What the engine guarantees"):
 
 * ``basic`` and ``identity`` are idempotent on any Unicode text (tested below).
 * ``whisper-english`` (Whisper's EnglishTextNormalizer, the Open ASR Leaderboard default) is
