@@ -227,7 +227,8 @@ class BareLoop:
         self.torch = torch
         self.device = device
         self.processor = AutoProcessor.from_pretrained(model_dir)
-        self.model = Wav2Vec2ForCTC.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device).eval()
+        # cast after loading: older transformers ignore the 'dtype' keyword (they used 'torch_dtype')
+        self.model = Wav2Vec2ForCTC.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device=device, dtype=getattr(torch, dtype)).eval()
 
     def run(self, batches: list[list[np.ndarray]]) -> dict[str, float]:
         torch = self.torch
@@ -324,6 +325,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     bare.run(batches[: max(2, len(batches) // 10)])  # untimed warm-up of the kernels for real shapes
     spec = model_spec(Path(args.model_dir), args.device, args.batch_size)
     res: dict[str, Any] = {"part": args.part, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "decode_reader": reader, "bare": [], "engine": []}
+    res["bare_model"] = {"dtype": str(bare.model.dtype).replace("torch.", ""), "device": str(next(bare.model.parameters()).device)}
     if torch.cuda.is_available():
         res["gpu"] = torch.cuda.get_device_name(0)
     mem: dict[str, dict[str, float]] = {}
@@ -476,6 +478,13 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{p['part']:<7} {(p.get('gpu') or 'cpu')[:22]:<22} {audio:8.0f}  {b_w:15.1f}  {e_w:17.1f}  {e_w / b_w:5.3f}   {b_i:16.1f}  {e_i:18.1f}  {e_i / b_i:5.3f}   "
             f"{mem_s:<35}  {p['decode_reader'][:40]}" + (f"  FAILED ROWS: {failed}" if failed else "")
+        )
+    for p in parts:
+        info = p["engine"][-1].get("info", {}) if p["engine"] else {}
+        print(
+            f"worker {p['part']}: bare model {p['bare_model']['dtype']} on {p['bare_model']['device']}; "
+            f"engine model {info.get('dtype', '?')} on {info.get('device', '?')}; "
+            f"{p['n_clips']} clips, {p['n_batches']} batches"
         )
     report["total"] = {"audio_s_per_repeat": tot_audio, "bare_rtfx_wall_sum": tot_bare, "engine_rtfx_wall_sum": tot_eng, "ratio_wall": tot_eng / tot_bare}
     print(f"\nall workers: bare RTFx {tot_bare:.1f}, engine RTFx {tot_eng:.1f} (sums over GPUs), engine / bare = {tot_eng / tot_bare:.3f} (target >= 0.95)")

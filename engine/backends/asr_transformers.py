@@ -154,10 +154,13 @@ class TransformersBackend(ASRBackend):
         except (OSError, ValueError) as exc:
             raise self._unavailable(source, exc) from exc
         if self._kind != "pipeline":
-            self._model.to(device)
+            # transformers releases before 'dtype' replaced 'torch_dtype' ignore the keyword: cast here
+            # so the requested precision holds on every version
+            self._model.to(device=device, dtype=dtype)
         self._model.eval()
         self._device = device
-        self._dtype_name = dtype_name
+        # record the precision the weights really have, not the one asked for
+        self._dtype_name = str(getattr(self._model, "dtype", dtype_name)).replace("torch.", "")
         log.info("loaded transformers %s (%s path) on %s/%s", source, self._kind, device, dtype_name)
 
     # -- transcription -----------------------------------------------------------------------
