@@ -330,6 +330,8 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         res["gpu"] = torch.cuda.get_device_name(0)
     mem: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="gpu-check-run-") as tmp:
+        # untimed: one shard through the engine, as the bare loop had its warm-up batches above
+        engine_inprocess(make_dataset(clips[: args.shard_size], args.shard_size, prefix=f"w{args.part}-"), spec, Path(tmp) / "warm")
         for r in range(args.repeats):
             for side in (("bare", "engine") if r % 2 == 0 else ("engine", "bare")):
                 if torch.cuda.is_available():
