@@ -10,6 +10,7 @@ import logging
 import platform
 import time
 import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -188,7 +189,13 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
 
 
 class InProcessRunner:
-    """Runs every pending unit in this process: shard-major, all models loaded once."""
+    """Runs every pending unit in this process: shard-major, all models loaded once.
+
+    With ``prefetch`` (default) one background thread reads and decodes the next shard while the
+    models work on the current one, so on a GPU the CPU-side decoding does not sit between
+    forward passes (soundfile, soxr and the model libraries release the GIL). At most two shards
+    of audio are alive at once: the current one and the next.
+    """
 
     def __init__(
         self,
@@ -198,6 +205,7 @@ class InProcessRunner:
         warmup: int = 1,
         decode_options: DecodeOptions = DecodeOptions(),
         progress: ProgressFn | None = None,
+        prefetch: bool = True,
     ) -> None:
         self.dataset = dataset
         self.models = list(models)
@@ -205,6 +213,12 @@ class InProcessRunner:
         self.warmup = warmup
         self.decode_options = decode_options
         self.progress = progress
+        self.prefetch = prefetch
+
+    def _read_shard(self, shard_id: str) -> tuple[Shard, list[DecodedAudio]]:
+        shard = self.dataset.load_shard(shard_id)
+        decoded = decode_shard(shard, self.dataset.root, self.decode_options) if self.dataset.has_audio else []
+        return shard, decoded
 
     def pending(self) -> list[WorkUnit]:
         return [WorkUnit(m.name, s) for s in self.dataset.shard_ids for m in self.models if not self.store.is_done(WorkUnit(m.name, s))]
@@ -231,15 +245,24 @@ class InProcessRunner:
         by_shard: dict[str, list[WorkUnit]] = {}
         for u in pending:
             by_shard.setdefault(u.shard_id, []).append(u)
+        work: list[tuple[str, list[WorkUnit]]] = []
+        for shard_id, units in by_shard.items():
+            runnable = [u for u in units if not self.dataset.has_audio or states[u.model].backend is not None]
+            if runnable:
+                work.append((shard_id, runnable))
+            elif self.progress:
+                self.progress("skip", len(units), {"shard": shard_id})
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="audit-decode") if self.prefetch and len(work) > 1 else None
+        nxt: Future[tuple[Shard, list[DecodedAudio]]] | None = None
         try:
-            for shard_id, units in by_shard.items():
-                runnable = [u for u in units if not self.dataset.has_audio or states[u.model].backend is not None]
-                if not runnable:
-                    if self.progress:
-                        self.progress("skip", len(units), {"shard": shard_id})
-                    continue
-                shard = self.dataset.load_shard(shard_id)
-                decoded = decode_shard(shard, self.dataset.root, self.decode_options) if self.dataset.has_audio else []
+            if pool is not None and work:
+                nxt = pool.submit(self._read_shard, work[0][0])
+            for i, (shard_id, runnable) in enumerate(work):
+                if nxt is not None:
+                    shard, decoded = nxt.result()
+                    nxt = pool.submit(self._read_shard, work[i + 1][0]) if pool is not None and i + 1 < len(work) else None
+                else:
+                    shard, decoded = self._read_shard(shard_id)
                 for unit in runnable:
                     st = states[unit.model]
                     if self.dataset.has_audio:
@@ -253,6 +276,8 @@ class InProcessRunner:
                         self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
                 del decoded
         finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
             for st in states.values():
                 if st.backend is not None:
                     st.backend.close()

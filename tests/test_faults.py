@@ -321,3 +321,31 @@ def test_ray_disk_full_then_resume_in_process(ray_session: Any, dataset: Dataset
     monkeypatch.setattr(RunStore, "write_unit", real)
     InProcessRunner(dataset, [PS], RunStore(out)).run()
     check_equal(baseline, rows(out), "Ray disk full, resumed in-process", record_property)
+
+
+def test_prefetch_off_gives_the_same_rows(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path) -> None:
+    """The baseline ran with the background decode thread (the default); without it, rows are identical."""
+    out = tmp_path / "noprefetch"
+    InProcessRunner(dataset, [PS], RunStore(out), prefetch=False).run()
+    pd.testing.assert_frame_equal(rows(out), baseline)
+
+
+def test_shard_read_error_in_prefetch_thread_reaches_the_caller(dataset: Dataset, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shard that cannot be read while the next one is prefetched stops the run with that error;
+    units finished before it are kept and a re-run completes."""
+    bad = dataset.shard_ids[1]
+    real = dataset.load_shard
+
+    def load(shard_id: str) -> Any:
+        if shard_id == bad:
+            raise AuditError(f"cannot read shard {shard_id}: injected")
+        return real(shard_id)
+
+    monkeypatch.setattr(dataset, "load_shard", load)
+    out = tmp_path / "err"
+    with pytest.raises(AuditError, match="injected"):
+        InProcessRunner(dataset, [PS], RunStore(out)).run()
+    assert RunStore(out).is_done(WorkUnit("pocketsphinx", dataset.shard_ids[0]))
+    monkeypatch.setattr(dataset, "load_shard", real)
+    InProcessRunner(dataset, [PS], RunStore(out)).run()
+    assert len(rows(out)) == len(CLIPS)
