@@ -4,7 +4,7 @@
     python scripts/bench_engine_overhead.py [--n-utts 24] [--models whisper-tiny.en] [--actors 2]
 
 runs ``bench.py overhead`` (bare loop vs in-process runner vs Ray runner with one actor) and, with
-``--actors N`` > 1, ``bench.py scaling --workers N``. See the README (Performance).
+``--actors N`` > 1, ``bench.py scaling --workers N``. See the README, Performance section.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ This script (1) runs our engine (in-process runner) on ``n_utts`` clips of the d
 applies the leaderboard's normalizer + jiwer WER and its RTFx formula to our stored rows, and (3)
 re-times the same backend on the same audio with a loop written the leaderboard's way (dataset
 order, equal split per clip, warm-up batches). Engine and leaderboard loop alternate; medians.
-Differences in the timing definitions are listed in the output and in the README (Performance).
+Differences in the timing definitions are listed in the output and in the README (Performance section).
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def compare(
     if unb is not None:
         res["leaderboard_ctranslate2_unbatched_rtfx"] = unb["rtfx"]
         res["leaderboard_ctranslate2_unbatched_wer"] = leaderboard_wer([refs[i] for i in ids], unb["texts"])[0]
-        rows.append(["RTFx, leaderboard CTranslate2 script (transcribe per clip)", f"{unb['rtfx']:.2f}", "unbatched: see the README (Performance)"])
+        rows.append(["RTFx, leaderboard CTranslate2 script (transcribe per clip)", f"{unb['rtfx']:.2f}", "unbatched: see the README, Performance section"])
         rows.append(["WER, leaderboard CTranslate2 script", f"{res['leaderboard_ctranslate2_unbatched_wer']:.6f}", ""])
     print_table(
         f"Open ASR Leaderboard method vs ours: {spec.name}, {len(clips)} clips, {res['audio_s']:.0f} s audio, batch {spec.batch_size}, median of {repeats}",

@@ -1,7 +1,7 @@
 """Smoke tests of the performance scripts: each piece runs on tiny sizes and returns sane numbers.
 
 No timing assertions (the machines that run tests are shared and noisy); the benchmarks
-themselves are run by hand (the README (Performance)).
+themselves are run by hand (see the README, Performance section).
 """
 
 from __future__ import annotations
