@@ -21,6 +21,7 @@ the engine records in ``infer_s``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import logging
@@ -49,6 +50,7 @@ from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
 from engine.errors import AuditError, ConfigError
 from engine.runner import DecodeOptions, InProcessRunner, ModelSpec, decode_shard, load_model
+from engine.shards import encode_audio
 from engine.store import RunStore
 
 log = logging.getLogger("bench")
@@ -543,25 +545,12 @@ def register_null_backend() -> str:
     return NullASR.name
 
 
-def _wav_bytes(samples: np.ndarray) -> bytes:
-    import io
-    import wave
-
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(SAMPLE_RATE)
-        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-    return buf.getvalue()
-
-
 def streaming_dataset(n_utts: int, shard_size: int = 64, clip_s: float = 1.0) -> Dataset:
     """A dataset that makes each shard when asked (the driver never holds more than one)."""
     from engine.datasets.base import Dataset as DS
 
     rng = np.random.default_rng(0)
-    clip = _wav_bytes((0.1 * rng.standard_normal(int(clip_s * SAMPLE_RATE))).astype(np.float32))
+    clip = encode_audio((0.1 * rng.standard_normal(int(clip_s * SAMPLE_RATE))).astype(np.float32), SAMPLE_RATE, "WAV")
     shard_ids = [f"s{i:05d}" for i in range(-(-n_utts // shard_size))]
 
     def load(sid: str) -> Shard:
@@ -686,13 +675,11 @@ def main(argv: list[str] | None = None) -> int:
                 results[name] = step()
                 log.info("%s done in %.0f s", name, time.perf_counter() - t0)
     finally:
-        try:
+        with contextlib.suppress(ImportError):  # Ray is optional: nothing to shut down without it
             import ray
 
             if ray.is_initialized():
                 ray.shutdown()
-        except ImportError:
-            pass
         shutil.rmtree(work, ignore_errors=True)
     results["load_avg_after"] = os.getloadavg()
     if args.json:

@@ -77,13 +77,14 @@ def install_wav_reader_if_missing() -> str:
     """The engine decodes clips with soundfile; where it is not installed (the GPU image has no
     libsndfile binding) register a stand-in with the two calls the engine uses, for 16-bit PCM WAV
     only, so the engine's own decode path still runs. Returns which reader is in use."""
+    import importlib.machinery
+
     try:
         import soundfile
-
+    except ImportError:  # the GPU image: fall through to the stand-in below
+        soundfile = None
+    if soundfile is not None:
         return f"soundfile {soundfile.__version__}"
-    except ImportError:
-        pass
-    import importlib.machinery
 
     mod = types.ModuleType("soundfile")
     mod.__spec__ = importlib.machinery.ModuleSpec("soundfile", None)  # importlib.util.find_spec needs one

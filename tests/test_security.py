@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -153,18 +154,16 @@ class FakeServer:
                     body = body(self.headers)
                 time.sleep(delay)
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                try:
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up (timeout tests)
                     self.send_response(status)
                     for k, v in headers.items():
                         self.send_header(k, v)
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
 
             def log_message(self, *args: Any) -> None:
-                pass
+                """Keep the test output clean: no access log lines."""
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
