@@ -8,6 +8,9 @@ SYSTEM_PKGS := espeak-ng flite sox ffmpeg libsndfile1
 TEST_PKGS := sctk pocketsphinx-testdata chromium
 APT := $(shell command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get
 EXTRAS := bundled,speaker,semantic,report
+# Where pip takes torch from. Empty: pip's default index (on Linux the CUDA build, right for GPU
+# machines). CPU-only machines: make demo TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_INDEX_URL ?=
 
 .PHONY: help system system-test venv venv-test corpus demo test test-fast clean
 
@@ -30,7 +33,7 @@ $(VENV)/bin/python:
 	$(PIP) install -q --upgrade pip "setuptools<81" wheel
 
 $(VENV)/.stamp-install: $(VENV)/bin/python pyproject.toml constraints.txt
-	$(PIP) install -q -c constraints.txt torch==2.13.0
+	$(PIP) install -q -c constraints.txt torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(PIP) install -q -c constraints.txt -e ".[$(EXTRAS)]"
 	@touch $@
 

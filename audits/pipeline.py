@@ -12,20 +12,20 @@ from typing import Any, Callable
 import pandas as pd
 import pyarrow.parquet as pq
 
+from audits.asr.scoring import ScoringOptions
+from audits.asr.summary import build_summary, write_summary
 from audits.recipes import Recipe, builtin_dataset_path
-from audits.report_md import render_markdown
-from audits.scoring import ScoringOptions
-from audits.summary import build_summary, write_summary
+from audits.reports.markdown import render_markdown
+from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
-from engine.runner import DecodeOptions, InProcessRunner, ModelSpec, hardware_facts
+from engine.runner import InProcessRunner, hardware_facts
 from engine.store import RunStore, atomic_write_text
 from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 
 def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None = None) -> Path:
@@ -90,12 +90,12 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
     if sc.semantic_similarity:
-        from audits.semantic import add_semantic_similarity
+        from audits.asr.semantic import add_semantic_similarity
 
         add_semantic_similarity(summary, scored)
     write_summary(out, summary)
     atomic_write_text(out / "report.md", render_markdown(summary))
-    from audits.report_cli import build_report
+    from audits.reports.build import build_report
 
     build_report([out], None, worst=5, exports=True)  # report.md (+ cohort), report.html, exports/
     return summary
@@ -142,11 +142,11 @@ def run_recipe(
     normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
     speaker_cfg = emotion_cfg = probe_cfg = None
     if recipe.speaker:
-        from audits.speaker_run import parse_speaker_config
+        from audits.speaker.run import parse_speaker_config
 
         speaker_cfg = parse_speaker_config(recipe.speaker, recipe.source)
     if recipe.emotion:
-        from audits.emotion_run import parse_emotion_config
+        from audits.emotion.run import parse_emotion_config
 
         emotion_cfg = parse_emotion_config(recipe.emotion, recipe.source)
     if recipe.probes:
@@ -175,11 +175,11 @@ def run_recipe(
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
     if speaker_cfg is not None:
-        from audits.speaker_run import run_speaker_audit
+        from audits.speaker.run import run_speaker_audit
 
         extra["speaker"] = run_speaker_audit(speaker_cfg, dataset, out, progress, decode_options=dec)
     if emotion_cfg is not None:
-        from audits.emotion_run import run_emotion_audit
+        from audits.emotion.run import run_emotion_audit
 
         extra["emotion"] = run_emotion_audit(emotion_cfg, dataset, out, progress, decode_options=dec)
     if probe_cfg is not None:

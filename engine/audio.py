@@ -13,13 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE
-from engine.data import DecodedAudio, Utterance
+from engine.data import DEFAULT_MAX_DURATION_S, SAMPLE_RATE, DecodedAudio, Utterance
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_DURATION_S = 1800.0
 SILENCE_PEAK = 1e-4  # peak amplitude below which a clip counts as silent (-80 dBFS)
 UNKNOWN_LENGTH_FRAMES = 1 << 62  # libsndfile reports SF_COUNT_MAX frames when the header leaves the length open
 

@@ -1,13 +1,23 @@
-"""The data model: small frozen records for utterances, shards and result rows.
+"""The data model: small frozen records for utterances, shards, result rows and model specs.
 
-References are always stored raw; normalization happens at scoring time.
+Everything else in the engine imports from here, never the other way round, so these records
+have no dependencies. References are always stored raw; normalization happens at scoring time.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
+
+#: The engine's one sample rate: every clip is decoded, down-mixed and resampled to it once per shard.
+SAMPLE_RATE = 16_000
+
+#: Longest clip read by default (seconds); longer ones become error rows before their samples are read.
+DEFAULT_MAX_DURATION_S = 1800.0
+
+#: Progress callback: (event, count, details). Events: loading, start, unit, skip, ...
+ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 # Columns every result row has (DESIGN.md contract); slice labels are added as extra columns.
 RESULT_COLUMNS: tuple[str, ...] = (
@@ -108,3 +118,22 @@ class WorkUnit:
     @property
     def key(self) -> str:
         return f"{self.model}::{self.shard_id}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A registry model resolved to its backend and options: what a runner needs to load it."""
+
+    name: str
+    backend: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+    batch_size: int = 8
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How clips are read: the duration cap and whether paths may leave the dataset root."""
+
+    max_duration_s: float = DEFAULT_MAX_DURATION_S
+    allow_outside_root: bool = True

@@ -26,7 +26,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,11 +36,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.backends import SER_BACKENDS, SV_BACKENDS
-from engine.backends.base import SAMPLE_RATE, EmotionOutput, SERBackend, SVBackend
-from engine.data import DecodedAudio, Shard, Utterance
+from engine.backends.base import EmotionOutput, SERBackend, SVBackend
+from engine.data import SAMPLE_RATE, DecodedAudio, DecodeOptions, ProgressFn, Shard, Utterance
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable, ConfigError
-from engine.runner import DecodeOptions, decode_shard
+from engine.runner import decode_shard
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,6 @@ PART_DIRS = {"sv": "embeddings", "ser": "emotion"}
 MARKER_DIR = "markers-embed"
 FACTS_DIR = "models-embed"
 
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 SV_SCHEMA = pa.schema(
     [

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 from engine.backends import ASR_BACKENDS
 from engine.config import check_keys, expect_type, load_yaml
+from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
-from engine.runner import ModelSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))

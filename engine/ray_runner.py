@@ -48,19 +48,10 @@ from typing import Any
 import numpy as np
 
 from engine.backends import ASR_BACKENDS
-from engine.data import DecodedAudio, Shard, WorkUnit
+from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import (
-    DecodeOptions,
-    InProcessRunner,
-    ModelSpec,
-    ProgressFn,
-    _base_row,
-    decode_shard,
-    load_model,
-    process_unit,
-)
+from engine.runner import InProcessRunner, _base_row, decode_shard, load_model, process_unit
 from engine.store import RunStore
 
 log = logging.getLogger(__name__)

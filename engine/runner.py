@@ -13,12 +13,12 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Sequence
 
-from engine.audio import DEFAULT_MAX_DURATION_S, decode
-from engine.backends import ASR_BACKENDS
+from engine.audio import decode
+from engine.backends import build_backend
 from engine.backends.base import ASRBackend
-from engine.data import DecodedAudio, Shard, Utterance, WorkUnit
+from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.store import RunStore
@@ -26,36 +26,11 @@ from engine.store import RunStore
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """A registry model resolved to its backend and options."""
-
-    name: str
-    backend: str
-    options: Mapping[str, Any] = field(default_factory=dict)
-    batch_size: int = 8
-    meta: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    max_duration_s: float = DEFAULT_MAX_DURATION_S
-    allow_outside_root: bool = True
-
-
 @dataclass
 class ModelState:
     spec: ModelSpec
     backend: ASRBackend | None = None
     facts: dict[str, Any] = field(default_factory=dict)
-
-
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
-
-
-def build_backend(spec: ModelSpec) -> ASRBackend:
-    cls = ASR_BACKENDS.get(spec.backend)
-    return cls(**dict(spec.options))
 
 
 def decode_shard(shard: Shard, root: Path | None, opts: DecodeOptions) -> list[DecodedAudio]:

@@ -206,7 +206,8 @@ def make_dataset(clips: list[np.ndarray], shard_size: int, prefix: str) -> Any:
 
 def engine_batches(ds: Any, batch_size: int) -> list[list[np.ndarray]]:
     """The engine's batches: per shard, decoded clips longest-first, ``batch_size`` at a time."""
-    from engine.runner import DecodeOptions, decode_shard
+    from engine.data import DecodeOptions
+    from engine.runner import decode_shard
 
     batches = []
     for sid in ds.shard_ids:
@@ -290,7 +291,7 @@ def _engine_figures(store: Any, model: str, wall: float, facts: dict[str, Any]) 
 
 
 def model_spec(model_dir: Path, device: str, batch_size: int) -> Any:
-    from engine.runner import ModelSpec
+    from engine.data import ModelSpec
 
     return ModelSpec("w2v2-large-random", "transformers", {"model": str(model_dir), "device": device, "local_files_only": True}, batch_size)
 

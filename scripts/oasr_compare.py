@@ -38,8 +38,9 @@ for p in (str(REPO), str(Path(__file__).resolve().parent)):
     if p not in sys.path:
         sys.path.insert(0, p)
 
+from engine.data import ModelSpec
 from engine.errors import AuditError
-from engine.runner import InProcessRunner, ModelSpec, load_model
+from engine.runner import InProcessRunner, load_model
 from engine.store import RunStore
 
 log = logging.getLogger("oasr_compare")
@@ -101,7 +102,7 @@ def leaderboard_unbatched(backend: Any, clips: list[Any], warmup: int = 2) -> di
 
 def engine_once(spec: ModelSpec, ds: Any, work: Path, warmup: int) -> dict[str, Any]:
     """Our engine end to end; our RTFx and WER exactly as summary.json computes them."""
-    from audits.scoring import ScoringOptions, score_table, summarize_models
+    from audits.asr.scoring import ScoringOptions, score_table, summarize_models
     from normalizers import get_normalizer
 
     out = work / "engine"
@@ -123,7 +124,7 @@ def compare(
     unbatched: bool = True,
 ) -> dict[str, Any]:
     """Run both methods side by side and print the comparison; returns every figure."""
-    from bench import bench_dataset, decoded_clips, print_table, resolve_specs
+    from benchlib import bench_dataset, decoded_clips, print_table, resolve_specs
 
     spec = resolve_specs([model])[0]
     if batch_size:

@@ -1,9 +1,8 @@
-"""Shared fixtures: real speech from Debian's pocketsphinx-testdata, paths to shared fixtures."""
+"""Shared fixtures: real speech from Debian's pocketsphinx-testdata and the fixtures under tests/fixtures."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,17 +14,13 @@ import soundfile as sf
 REPO = Path(__file__).resolve().parents[1]
 
 
-def shared_dir() -> Path:
-    env = os.environ.get("AUDIT_SHARED_DIR")
-    return Path(env) if env else REPO.parent / "shared"
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
 def voxpopuli_preds() -> Path:
-    p = shared_dir() / "fixtures" / "voxpopuli-150-predictions"
-    if not p.is_dir():
-        raise FileNotFoundError(f"shared fixtures not found at {p}; set AUDIT_SHARED_DIR")
-    return p
+    """Real VoxPopuli-150 predictions of five models (Apache-2.0; see the folder's NOTICE)."""
+    return FIXTURES / "voxpopuli-150-predictions"
 
 
 def _librivox_dir() -> Path:

@@ -20,9 +20,9 @@ import pytest
 import soundfile as sf
 import soxr
 
-from audits.align import edit_counts
+from audits.asr.align import edit_counts
 from engine.backends import ASR_BACKENDS
-from engine.backends.base import SAMPLE_RATE, ASRBackend
+from engine.backends.base import ASRBackend
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     Availability,
@@ -34,6 +34,7 @@ from engine.backends.bundled import (
     pocketsphinx_model_dir,
     tiny_en_model_dir,
 )
+from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 from normalizers import EnglishNormalizer
 

@@ -22,10 +22,10 @@ import pytest
 from audits.pipeline import run_recipe
 from audits.recipes import parse_recipe
 from engine.audio import decode
-from engine.data import Utterance
+from engine.data import DecodeOptions, Utterance
 from engine.datasets import open_dataset
 from engine.errors import ManifestError
-from engine.runner import DecodeOptions, decode_shard
+from engine.runner import decode_shard
 from normalizers import EnglishNormalizer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -17,24 +16,16 @@ from audits.probes.bad_reference import (
     accept_ref,
     find_bad_spans,
     find_spans_from_corrections,
-    load_prediction_dir,
-    load_prediction_file,
     run_bad_reference_probe,
-    run_from_prediction_dir,
     span_cer,
-    split_predictions,
 )
+from audits.probes.predictions import load_prediction_dir, load_prediction_file, run_from_prediction_dir, split_predictions
 from engine.errors import ConfigError, ManifestError
 
 PANEL = ["wav2vec2-base-960h", "whisper-tiny.en", "whisper-base.en", "whisper-small.en"]
 
 
-def _shared_dir() -> Path:
-    env = os.environ.get("AUDIT_SHARED_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "shared"
-
-
-FIXTURE = _shared_dir() / "fixtures" / "voxpopuli-150-predictions"
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "voxpopuli-150-predictions"
 
 
 # ------------------------------------------------------------------------------------------
@@ -55,7 +46,7 @@ def _published_rows() -> dict[str, tuple[float, float, float, int, int]]:
 @pytest.fixture(scope="module")
 def vox() -> tuple[dict[str, str], dict[str, dict[str, str]], BadReferenceReport]:
     if not (FIXTURE / "README.md").is_file():
-        pytest.fail(f"fixture folder {FIXTURE} is missing; set AUDIT_SHARED_DIR to the folder holding fixtures/")
+        pytest.fail(f"fixture folder {FIXTURE} is missing from the repository")
     refs, hyps = split_predictions(load_prediction_dir(FIXTURE))
     report = run_bad_reference_probe(refs, {m: hyps[m] for m in PANEL}, hyps, BadRefSettings())
     return refs, hyps, report

@@ -23,8 +23,9 @@ sys.path.insert(0, str(SCRIPTS))
 import bench
 import oasr_compare
 
-from audits.scoring import ScoringOptions, fast_normalizer, normalize_unique, score_table, summarize_models
+from audits.asr.scoring import ScoringOptions, normalize_unique, score_table, summarize_models
 from normalizers import EnglishNormalizer
+from normalizers.fast_english import fast_normalizer
 
 
 def _positive(x: float) -> bool:

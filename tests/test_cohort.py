@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audits.cohort import COHORT_LABEL, cohort_markdown, cohort_scores, robust_scores
+from audits.asr.cohort import COHORT_LABEL, cohort_markdown, cohort_scores, robust_scores
 
 
 def test_hand_computed_with_cap() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score, confusion_matrix, f1_score
 
-from audits import emotion as em
+from audits.emotion import metrics as em
 from engine.backends.base import EmotionOutput
 from engine.errors import AuditError, ConfigError
 

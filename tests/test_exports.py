@@ -11,11 +11,11 @@ import jiwer
 import pandas as pd
 import pytest
 
-from audits.exports import safe_filename, write_exports
-from audits.merge import load_run
-from audits.query import QueryError, query
-from audits.scoring import ScoringOptions, score_table, summarize_models
-from audits.summary import load_summary
+from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from audits.asr.summary import load_summary
+from audits.reports.exports import safe_filename, write_exports
+from audits.reports.merge import load_run
+from audits.reports.query import QueryError, query
 from engine.datasets.readers import OasrPredictionsReader
 from engine.errors import ConfigError
 from normalizers import get_normalizer

@@ -28,10 +28,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from engine.data import WorkUnit
+from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.runner import InProcessRunner, ModelSpec
+from engine.runner import InProcessRunner
 from engine.store import RunStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,7 +164,8 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from engine.datasets import open_dataset
-    from engine.runner import InProcessRunner, ModelSpec
+    from engine.runner import InProcessRunner
+    from engine.data import ModelSpec
     from engine.store import RunStore
     manifest, out = sys.argv[1:3]
     spec = ModelSpec("pocketsphinx", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.5}, batch_size=1)

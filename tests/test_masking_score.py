@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from audits.asr.stats import wilson_interval
 from audits.probes import masking_score as ms
 from audits.probes.masking_score import (
     MaskRecord,
@@ -21,7 +22,6 @@ from audits.probes.masking_score import (
     select_mask_targets,
     target_in_text,
 )
-from audits.stats import wilson_interval
 from engine.errors import AuditError, ConfigError
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from audits.merge import merge_runs
-from audits.report_html import write_html_report
-from audits.scoring import ScoringOptions, score_table, summarize_models
-from audits.summary import load_summary
+from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from audits.asr.summary import load_summary
+from audits.reports.html import write_html_report
+from audits.reports.merge import merge_runs
 from engine.errors import ConfigError
 from normalizers import get_normalizer
 from tests.test_report_html import make_run, make_table
@@ -134,10 +134,10 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def _cli():  # the commands as the lead registers them in audits/cli.py
+def _cli():  # the commands as the lead registers them in audits/cli/main.py
     import typer
 
-    from audits.report_cli import query_command, report_command
+    from audits.reports.build import query_command, report_command
 
     app = typer.Typer()
     app.command("report")(report_command)

@@ -1,4 +1,4 @@
-"""Number matching across digits and words (audits/numbers.py)."""
+"""Number matching across digits and words (normalizers/numbers.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audits.numbers import (
+from normalizers.numbers import (
     count_number,
     find_numbers,
     int_to_words,

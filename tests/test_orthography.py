@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from audits.numbers import year_to_words
+from audits.asr.stats import wilson_interval
 from audits.probes.orthography import (
     OrthoFamily,
     default_families,
@@ -17,8 +17,8 @@ from audits.probes.orthography import (
     orthographic_switch,
     orthographic_switch_by_model,
 )
-from audits.stats import wilson_interval
 from engine.errors import AuditError, ConfigError
+from normalizers.numbers import year_to_words
 from normalizers.spelling import GB_US_EXCLUDED, gb_to_us, gb_us_pairs, spelling_map_source, spelling_variants
 
 FAMS = {f.name: f for f in default_families()}

@@ -13,7 +13,7 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-from audits.cli import app
+from audits.cli.main import app
 from audits.pipeline import run_recipe
 from audits.recipes import load_recipe, with_overrides
 from normalizers import EnglishNormalizer

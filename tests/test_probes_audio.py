@@ -208,9 +208,9 @@ N_CLIPS = 10
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from audits.probes.run import _run_models
+    from engine.data import ModelSpec
     from engine.datasets import open_dataset
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.runner import ModelSpec
     from engine.shards import write_shards
     from tests.test_memorizer import demo_utterances
 

@@ -31,8 +31,8 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from audits.align import align, edit_counts, error_count
-from audits.scoring import ScoringOptions, score_table, summarize_models
+from audits.asr.align import align, edit_counts, error_count
+from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from engine.data import RESERVED_KEYS, Utterance
 from engine.datasets import open_dataset
 from engine.datasets.readers import AUDIO_KEYS, ID_KEYS, SPEAKER_KEYS, TEXT_KEYS

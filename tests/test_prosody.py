@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from audits import prosody_contrast as pc
+from audits.emotion import prosody_contrast as pc
 from engine.backends import ser_prosody as sp
 from engine.errors import AudioError, ConfigError
 

@@ -20,11 +20,11 @@ import pytest
 import ray
 
 from engine.backends.fault import FaultInjectionBackend, InjectedFault, ensure_registered
-from engine.data import WorkUnit
+from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
 from engine.ray_runner import RayRunner, init_ray
-from engine.runner import InProcessRunner, ModelSpec
+from engine.runner import InProcessRunner
 from engine.store import RunStore
 
 ensure_registered()
@@ -209,7 +209,7 @@ DRIVER = textwrap.dedent(
     import sys
     from engine.datasets import open_dataset
     from engine.ray_runner import RayRunner
-    from engine.runner import ModelSpec
+    from engine.data import ModelSpec
     from engine.store import RunStore
     manifest, out, address, hook = sys.argv[1:5]
     spec = ModelSpec("ps-slow", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.0}, batch_size=1)

@@ -9,10 +9,10 @@ import pytest
 import soundfile as sf
 
 from engine.audio import decode
-from engine.data import Utterance
+from engine.data import DecodeOptions, Utterance
 from engine.datasets import DATASET_READERS, detect_reader, open_dataset
 from engine.errors import ConfigError, ManifestError, RegistryError
-from engine.runner import DecodeOptions, decode_shard
+from engine.runner import decode_shard
 from engine.shards import encode_audio, write_shards
 from tests.conftest import write_manifest
 

@@ -15,11 +15,13 @@ import pandas as pd
 import pytest
 from rapidfuzz.distance import Levenshtein
 
-from audits.cohort import cohort_scores
-from audits.report_html import findings, json_for_script, render_html, write_html_report
-from audits.scoring import ScoringOptions
-from audits.stats import wilson_interval
-from audits.summary import build_summary, load_summary, write_summary
+from audits.asr.cohort import cohort_scores
+from audits.asr.scoring import ScoringOptions
+from audits.asr.stats import wilson_interval
+from audits.asr.summary import build_summary, load_summary, write_summary
+from audits.reports.findings import findings
+from audits.reports.formatting import json_for_script
+from audits.reports.html import render_html, write_html_report
 from engine.data import RESULT_COLUMNS
 from normalizers import get_normalizer
 
@@ -90,7 +92,7 @@ def make_table(models: dict[str, float] = MODELS, n_speakers: int = 8, per_speak
 
 
 def speaker_section() -> dict[str, Any]:
-    from audits.speaker import evaluate_speaker, generate_trials
+    from audits.speaker.metrics import evaluate_speaker, generate_trials
 
     rng = np.random.default_rng(0)
     centres = {f"spk{s}": rng.normal(size=16) for s in range(6)}
@@ -106,7 +108,7 @@ def speaker_section() -> dict[str, Any]:
 
 
 def emotion_section() -> dict[str, Any]:
-    from audits.emotion import evaluate_emotion
+    from audits.emotion.metrics import evaluate_emotion
     from engine.backends.base import EmotionOutput
 
     classes = ["neutral", "happy", "angry", "sad"]

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from audits.align import align, edit_counts, error_count
-from audits.scoring import ScoringOptions, score_table, summarize_models
-from audits.stats import block_bootstrap_ratio, wilson_interval
+from audits.asr.align import align, edit_counts, error_count
+from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from audits.asr.stats import block_bootstrap_ratio, wilson_interval
 from normalizers import EnglishNormalizer, IdentityNormalizer
 
 

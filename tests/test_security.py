@@ -371,7 +371,7 @@ def test_report_html_escapes_hostile_text(cli_run: tuple[Path, str, FakeServer])
 
 
 def test_report_built_by_report_cli_escapes(cli_run: tuple[Path, str, FakeServer], tmp_path: Path) -> None:
-    from audits.report_cli import build_report
+    from audits.reports.build import build_report
 
     run_dir, _, _ = cli_run
     copy = tmp_path / "run"

@@ -1,6 +1,6 @@
 """The packaged MiniLM embedder gives real, sensible similarities offline."""
 
-from audits.semantic import similarities
+from audits.asr.semantic import similarities
 
 
 def test_semantic_similarity_orders_meaning():

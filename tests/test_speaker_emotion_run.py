@@ -22,13 +22,14 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from audits.emotion import categorical_scores
-from audits.emotion_run import parse_emotion_config, rendition_pairs, run_emotion_audit
+from audits.emotion.metrics import categorical_scores
+from audits.emotion.run import parse_emotion_config, rendition_pairs, run_emotion_audit
 from audits.recipes import load_recipe
-from audits.speaker import Trial, cosine_scores, eer, write_trials
-from audits.speaker_run import UttMeta, build_trials, collect_meta, parse_speaker_config, run_speaker_audit
+from audits.speaker.metrics import Trial, cosine_scores, eer, write_trials
+from audits.speaker.run import UttMeta, build_trials, collect_meta, parse_speaker_config, run_speaker_audit
 from engine.backends import SER_BACKENDS, SV_BACKENDS
-from engine.backends.base import SAMPLE_RATE, BackendInfo, EmotionOutput, SERBackend, SVBackend
+from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
+from engine.data import SAMPLE_RATE
 from engine.datasets import open_dataset
 from engine.embed_runner import EmbedSpec, EmbedStore, read_embeddings, read_emotion_outputs, read_errors, run_embed_backends
 from engine.errors import BackendUnavailable, ConfigError, ManifestError

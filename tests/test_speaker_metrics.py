@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import brentq
 from sklearn.metrics import roc_curve
 
-from audits import speaker as sv
+from audits.speaker import metrics as sv
 from engine.errors import AuditError, ConfigError, ManifestError
 
 

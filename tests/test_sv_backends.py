@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from audits.speaker import evaluate_speaker, generate_trials
+from audits.speaker.metrics import evaluate_speaker, generate_trials
 from engine.backends.sv_hub import NemoTitaNet, SpeechBrainECAPA, WavLMSV
 from engine.backends.sv_resemblyzer import EMBED_DIM, ResemblyzerBackend
 from engine.errors import AudioError, BackendUnavailable

@@ -19,19 +19,17 @@ and why the deletion CER is difflib's character coverage rather than an edit dis
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from functools import lru_cache
-from pathlib import Path
 from typing import Callable, Literal, Mapping, Sequence
 
 from rapidfuzz.distance import Levenshtein
 
-from audits.stats import wilson_interval
-from engine.errors import ConfigError, ManifestError
+from audits.asr.stats import wilson_interval
+from engine.errors import ConfigError
 from normalizers import Normalizer, get_normalizer
 
 log = logging.getLogger(__name__)
@@ -236,7 +234,7 @@ class BadReferenceReport:
 # text preparation and alignment
 
 
-class _Tokenizer:
+class Tokenizer:
     """Normalizes (and optionally digitizes numbers) once per distinct text, then splits."""
 
     def __init__(self, normalizer: Normalizer, canonicalize_numbers: bool) -> None:
@@ -257,13 +255,12 @@ class _Tokenizer:
 
 
 @lru_cache(maxsize=1)
-def _number_canonicalizer() -> Callable[[str], str] | None:
-    """text2num's English digitizer, or None (with a warning) when text2num is not installed."""
+def _number_canonicalizer() -> Callable[[str], str]:
+    """text2num's English digitizer (a declared dependency: without it results would differ by machine)."""
     try:
         from text_to_num import alpha2digit
     except ImportError:
-        log.warning("text2num is not installed: spelled-out numbers are left as words (pip install text2num)")
-        return None
+        raise ConfigError("the bad-reference probe needs text2num to canonicalize spelled-out numbers: pip install text2num") from None
 
     def digitize(text: str) -> str:
         try:
@@ -422,7 +419,7 @@ def _check_panel(panel_hyps: Mapping[str, Mapping[str, str]], settings: BadRefSe
         )
 
 
-def _resolve_normalizer(settings: BadRefSettings, normalizer: Normalizer | None) -> Normalizer:
+def resolve_normalizer(settings: BadRefSettings, normalizer: Normalizer | None) -> Normalizer:
     if normalizer is not None:
         return normalizer
     try:
@@ -451,7 +448,7 @@ def find_bad_spans(
     clip_ids = list(refs)
     for member, hyps in panel_hyps.items():
         _check_coverage(f"panel model '{member}'", hyps, clip_ids)
-    tok = _Tokenizer(_resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
+    tok = Tokenizer(resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
 
     spans: list[BadSpan] = []
     n_skipped = 0
@@ -572,7 +569,7 @@ def find_spans_from_corrections(
             f"corrections name {len(unknown)} clip(s) with no reference ({', '.join(unknown[:5])}); "
             "check that the corrections file belongs to this dataset"
         )
-    tok = _Tokenizer(_resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
+    tok = Tokenizer(resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
     spans: list[BadSpan] = []
     for clip_id in refs:
         if clip_id not in corrected_refs:
@@ -644,7 +641,7 @@ def accept_ref(
     if no_ref:
         raise ConfigError(f"spans name {len(no_ref)} clip(s) missing from the references ({', '.join(no_ref[:5])})")
     _check_coverage(f"model '{model}'", model_hyps, clips)
-    tok = _Tokenizer(_resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
+    tok = Tokenizer(resolve_normalizer(settings, normalizer), settings.canonicalize_numbers)
 
     cache: dict[str, tuple[_Alignment, bool]] = {}
     decisions: list[SpanDecision] = []
@@ -686,7 +683,7 @@ def run_bad_reference_probe(
     clash = sorted(RESERVED_KEYS & set(models_hyps))
     if clash:
         raise ConfigError(f"bad_reference: model name(s) {clash} collide with report keys; rename the model(s)")
-    norm = _resolve_normalizer(settings, normalizer)
+    norm = resolve_normalizer(settings, normalizer)
     clip_ids = list(refs)
     for m, hyps in models_hyps.items():
         _check_coverage(f"model '{m}'", hyps, clip_ids)
@@ -723,103 +720,3 @@ def run_bad_reference_probe(
 # Open ASR Leaderboard prediction files
 
 
-def load_prediction_file(path: str | Path) -> dict[str, tuple[str, str]]:
-    """One Open ASR Leaderboard JSONL manifest: clip id -> (raw reference, raw prediction).
-
-    Rows whose ``pred_text`` is null are skipped (the model did not run on that clip).
-    """
-    path = Path(path)
-    out: dict[str, tuple[str, str]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ManifestError(path, f"cannot read: {exc.strerror or exc}") from None
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(path, f"not valid JSON ({exc.msg})", line=lineno) from None
-        if not isinstance(row, dict):
-            raise ManifestError(path, "each line must be a JSON object", line=lineno)
-        for key in ("audio_filepath", "text"):
-            if not isinstance(row.get(key), str):
-                raise ManifestError(path, "missing or not a string", line=lineno, field=key)
-        hyp = row.get("pred_text")
-        if hyp is None:
-            log.debug("%s line %d: pred_text is null, clip skipped", path, lineno)
-            continue
-        if not isinstance(hyp, str):
-            raise ManifestError(path, "must be a string", line=lineno, field="pred_text")
-        clip = row["audio_filepath"]
-        if clip in out:
-            raise ManifestError(path, f"clip '{clip}' appears twice", line=lineno, field="audio_filepath")
-        out[clip] = (row["text"], hyp)
-    return out
-
-
-def load_prediction_dir(directory: str | Path, pattern: str = "*.jsonl") -> dict[str, dict[str, tuple[str, str]]]:
-    """Every prediction file in a folder: model name (file stem) -> clip id -> (ref_raw, hyp_raw)."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ConfigError(f"prediction folder '{directory}' does not exist or is not a folder")
-    files = sorted(directory.glob(pattern))
-    if not files:
-        raise ConfigError(f"no files matching '{pattern}' in '{directory}'; name one JSONL file per model")
-    return {f.stem: load_prediction_file(f) for f in files}
-
-
-def split_predictions(
-    predictions: Mapping[str, Mapping[str, tuple[str, str]]],
-) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
-    """Split loaded predictions into (references, model -> clip -> hypothesis).
-
-    The files must agree on each clip's reference; a disagreement means they come from
-    different dataset versions, which would make the models' scores incomparable.
-    """
-    refs: dict[str, str] = {}
-    conflicts: list[str] = []
-    hyps: dict[str, dict[str, str]] = {}
-    for model, rows in predictions.items():
-        hyps[model] = {}
-        for clip, (ref, hyp) in rows.items():
-            prev = refs.setdefault(clip, ref)
-            if prev != ref:
-                conflicts.append(f"{clip} ({model})")
-            hyps[model][clip] = hyp
-    if conflicts:
-        raise ConfigError(
-            f"{len(conflicts)} clip(s) have different references in different prediction files "
-            f"({', '.join(conflicts[:5])}); use predictions made on the same dataset version"
-        )
-    return refs, hyps
-
-
-def run_from_prediction_dir(
-    directory: str | Path,
-    panel: Sequence[str],
-    models: Sequence[str] | None = None,
-    settings: BadRefSettings | None = None,
-    corrections: Mapping[str, str] | None = None,
-    corrections_mode: Literal["replace", "confirm"] = "replace",
-) -> BadReferenceReport:
-    """The probe on a folder of Open ASR Leaderboard prediction files (one per model, named by stem).
-
-    ``models`` defaults to every file in the folder, panel members included.
-    """
-    refs, hyps = split_predictions(load_prediction_dir(directory))
-    unknown = [m for m in [*panel, *(models or [])] if m not in hyps]
-    if unknown:
-        raise ConfigError(
-            f"model(s) {', '.join(unknown)} have no prediction file in '{directory}'; available: {', '.join(hyps)}"
-        )
-    chosen = list(models) if models is not None else list(hyps)
-    return run_bad_reference_probe(
-        refs,
-        {m: hyps[m] for m in panel},
-        {m: hyps[m] for m in chosen},
-        settings,
-        corrections=corrections,
-        corrections_mode=corrections_mode,
-    )

@@ -29,8 +29,7 @@ import numpy as np
 from audits.probes.masking_score import KINDS, MaskTarget, explain_no_targets, select_mask_targets
 from audits.probes.word_timings import SpanTiming, Timer, TimingCache, span_timing
 from engine.audio import decode
-from engine.backends.base import SAMPLE_RATE
-from engine.data import Utterance
+from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
 from engine.shards import encode_audio, write_shards

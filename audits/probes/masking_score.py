@@ -9,7 +9,7 @@ model that still writes it has it from somewhere other than the audio.
 Gated leak rate, per model: among (clip, target) pairs where the model wrote the target on
 the *unmasked* audio, the share where it still writes it on the masked audio. Pairs the
 model missed on clean audio say nothing about leakage and are counted as not gated.
-Matching: numbers by value across digits and words (:mod:`audits.numbers`); names after
+Matching: numbers by value across digits and words (:mod:`normalizers.numbers`); names after
 Whisper English normalization of both sides, on word boundaries, case-insensitively. A
 target the reference writes k times must appear k times in the hypothesis, so another
 occurrence elsewhere in the sentence does not count as a leak.
@@ -26,10 +26,10 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Literal
 
-from audits.numbers import Number, count_number, find_numbers, is_number_word
-from audits.stats import wilson_interval
+from audits.asr.stats import wilson_interval
 from engine.errors import AuditError, ConfigError
 from normalizers import EnglishNormalizer
+from normalizers.numbers import Number, count_number, find_numbers, is_number_word
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from audits.numbers import NUMBER_WORDS, find_numbers
-from audits.stats import wilson_interval
+from audits.asr.stats import wilson_interval
 from engine.errors import AuditError, ConfigError
+from normalizers.numbers import NUMBER_WORDS, find_numbers
 from normalizers.spelling import (
     COMPOUNDS,
     CURRENCIES,
@@ -62,7 +62,7 @@ class OrthoFamily:
     word must be capitalized), "amount" (symbols next to a number, currency/percent words
     after one). ``skip_proper_nouns``: ignore capitalized words that are not sentence-initial
     ("Labour", "Grey"). ``matcher``: "number" reads digits vs number words with
-    :mod:`audits.numbers`, arms are then (digits, words) and ``arms`` only label them.
+    :mod:`normalizers.numbers`, arms are then (digits, words) and ``arms`` only label them.
     Families compare by identity (they are configuration objects with large arms, used as cache keys).
     """
 

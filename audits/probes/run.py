@@ -35,7 +35,7 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -55,16 +55,15 @@ from audits.probes.synthetic_voice import (
 )
 from audits.probes.word_timings import METHODS, TimingCache, make_timer
 from engine.config import check_keys, expect_type
-from engine.data import Utterance
+from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import InProcessRunner, ModelSpec
+from engine.runner import InProcessRunner
 from engine.shards import encode_audio, write_shards
 from engine.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 PROBE_KEYS = {"word_timings", "masking", "orthography", "bad_reference", "synthetic_voice"}
 TIMING_KEYS = {"method", "model"}
@@ -646,7 +645,7 @@ def _load_corrections(path: str) -> dict[str, str]:
 
 def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any,
                progress: ProgressFn | None, state: dict[str, Any]) -> dict[str, Any]:
-    from audits.probes.bad_reference import _resolve_normalizer, _Tokenizer, accept_ref
+    from audits.probes.bad_reference import Tokenizer, accept_ref, resolve_normalizer
 
     sv = cfg.synthetic_voice
     assert sv is not None  # guaranteed by the caller
@@ -708,7 +707,7 @@ def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], p
         ref_clips = sorted({d.clip_id for m, r in report.results.items() for d in r.decisions if d.verdict == "ref"})
         br_clips = ref_clips[: sv.max_clips]
         settings = cfg.bad_reference.settings() if cfg.bad_reference else None
-        tok = _Tokenizer(_resolve_normalizer(settings, None), settings.canonicalize_numbers) if settings else None
+        tok = Tokenizer(resolve_normalizer(settings, None), settings.canonicalize_numbers) if settings else None
         for clip in br_clips:
             if clip in br["plan"]:
                 text, how = br["plan"][clip]["original"], "planted-original"

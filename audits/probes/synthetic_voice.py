@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from audits.stats import block_bootstrap_ratio
-from engine.backends.base import SAMPLE_RATE, TTSBackend
+from audits.asr.stats import block_bootstrap_ratio
+from engine.backends.base import TTSBackend
+from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)

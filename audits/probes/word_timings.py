@@ -29,9 +29,9 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from audits.numbers import find_numbers, int_to_words, year_to_words
-from engine.backends.base import SAMPLE_RATE
+from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
+from normalizers.numbers import find_numbers, int_to_words, year_to_words
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,8 @@ class WhisperTimer:
 
     def _load(self) -> Any:
         if self._backend is None:
+            from engine.backends import build_backend
             from engine.model_registry import load_model_registry, resolve_models
-            from engine.runner import build_backend
 
             entry = resolve_models([self.model], load_model_registry())[0]
             if entry.backend != "faster-whisper":

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from engine.data import ModelSpec
 from engine.registry import Registry
 
 ASR_BACKENDS: Registry[type] = Registry("ASR backend")
@@ -29,3 +32,9 @@ SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
 
 TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
 TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")
+
+
+def build_backend(spec: ModelSpec) -> Any:
+    """Construct (not load) the ASR backend a model spec names; options are checked by the backend."""
+    cls = ASR_BACKENDS.get(spec.backend)
+    return cls(**dict(spec.options))

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
@@ -30,6 +30,7 @@ from engine.backends.bundled import (
     check_batch_size,
     check_options,
 )
+from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import ASRBackend, BackendInfo
 from engine.backends.bundled import check_audio_batch, check_options
+from engine.data import SAMPLE_RATE
 from engine.errors import AuditError, BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)

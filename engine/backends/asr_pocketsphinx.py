@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
+from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)

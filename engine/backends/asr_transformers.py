@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
+from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)

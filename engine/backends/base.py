@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-SAMPLE_RATE = 16_000
+from engine.data import SAMPLE_RATE
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE
+from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, ASRBackend, BackendInfo
+from engine.backends.base import ASRBackend, BackendInfo
+from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -145,8 +146,8 @@ class MemorizerBackend(ASRBackend):
         log.info("memorizer indexed %d clips of %s", len(self._index), index)
         fb = self.options.get("fallback")
         if fb:
+            from engine.backends import build_backend
             from engine.model_registry import load_model_registry, resolve_models
-            from engine.runner import build_backend
 
             spec = resolve_models([str(fb)], load_model_registry())[0].spec()
             self._fallback = build_backend(spec)

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, EmotionOutput, SERBackend
+from engine.backends.base import EmotionOutput, SERBackend
 from engine.backends.sv_hub import HubWeights, import_optional, prepare_clips, unreachable
+from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)

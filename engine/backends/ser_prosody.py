@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, BackendInfo, EmotionOutput, SERBackend
+from engine.backends.base import BackendInfo, EmotionOutput, SERBackend
+from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, ConfigError
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE, BackendInfo, SVBackend
+from engine.backends.base import BackendInfo, SVBackend
+from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable
 
 log = logging.getLogger(__name__)

@@ -58,12 +58,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE
 from engine.backends.tts_espeak import EspeakTTS, resample
 from engine.backends.tts_flite import FliteTTS
 from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES, Sentence, text_info
-from engine.data import Utterance
+from engine.data import SAMPLE_RATE, Utterance
 from engine.errors import AuditError, BackendUnavailable, ConfigError
 from engine.shards import encode_audio, write_manifest, write_shards
 

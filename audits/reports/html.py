@@ -13,70 +13,58 @@ support it (they do not overlap); otherwise they say the difference is within th
 
 from __future__ import annotations
 
-import html
-import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import pandas as pd
 
-from audits.align import align
-from audits.cohort import COHORT_LABEL, CohortScores, cohort_scores, slice_family
-from audits.exports import probe_counts, probe_model_results
-from audits.summary import json_safe
+from audits.asr.align import align
+from audits.asr.cohort import COHORT_LABEL, CohortScores, cohort_scores, slice_family
+from audits.asr.summary import json_safe
+from audits.reports.charts import (
+    IntervalRow,
+    diverging_color,
+    heat_color,
+    nice_max,
+    svg_det,
+    svg_histogram,
+    svg_interval_panels,
+    svg_scatter,
+)
+from audits.reports.findings import (
+    by_wer,
+    control_models,
+    empty_ref_finding,
+    empty_references,
+    families,
+    findings,
+    intervals_disjoint,
+    model_names,
+)
+from audits.reports.formatting import (
+    PALETTE,
+    attrs,
+    ci_bounds,
+    ci_text,
+    color_map,
+    esc,
+    json_for_script,
+    num_attr,
+    pct,
+    rate_ci_text,
+    rate_text,
+    seconds_text,
+    section_html,
+)
+from audits.reports.tables import probe_counts, probe_model_results
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
-FAMILY_ORDER = ("accent", "accent_group", "emotion", "background", "conversation")
 WORST_N = 5
-
-
-def esc(x: Any) -> str:
-    """HTML-escape anything (quotes too, so the result is safe inside attributes)."""
-    return html.escape("" if x is None else str(x), quote=True)
-
-
-def pct(x: float | None, digits: int = 1) -> str:
-    return "—" if x is None else f"{100 * x:.{digits}f}"
-
-
-def ci_text(ci: Any, digits: int = 1) -> str:
-    lo, hi = _ci(ci)
-    return "—" if lo is None or hi is None else f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
-
-
-def _ci(ci: Any) -> tuple[float | None, float | None]:
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
-        return float(ci[0]), float(ci[1])
-    return None, None
-
-
-def _num_attr(x: Any) -> str:
-    """A number for a data attribute: full precision, empty when missing."""
-    if x is None:
-        return ""
-    try:
-        f = float(x)
-    except (TypeError, ValueError):
-        return ""
-    return repr(f) if math.isfinite(f) else ""
-
-
-def _attrs(**kv: Any) -> str:
-    return "".join(f' data-{k.replace("_", "-")}="{esc(v)}"' for k, v in kv.items())
-
-
-def json_for_script(obj: Any) -> str:
-    """JSON that is safe inside a ``<script>`` element (``<``, ``>``, ``&`` as unicode escapes)."""
-    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 # --------------------------------------------------------------------------------------------
@@ -84,420 +72,14 @@ def json_for_script(obj: Any) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def model_names(summary: Mapping[str, Any]) -> list[str]:
-    return sorted((summary.get("models") or {}).keys())
-
-
-def by_wer(summary: Mapping[str, Any]) -> list[str]:
-    """Models with a WER, lowest overall WER first (the order every per-model plot and table uses)."""
-    models = summary.get("models") or {}
-    return sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: (models[m]["wer"], m))
-
-
-def families(summary: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Slice family -> its ``label=value`` keys, in a stable reading order."""
-    keys: set[str] = set()
-    for m in (summary.get("models") or {}).values():
-        keys.update((m.get("slices") or {}).keys())
-    fam: dict[str, list[str]] = {}
-    for k in sorted(keys):
-        fam.setdefault(slice_family(k)[0], []).append(k)
-    order = {f: i for i, f in enumerate(FAMILY_ORDER)}
-    return dict(sorted(fam.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
-
-
-def control_models(summary: Mapping[str, Any], candidates: Iterable[str]) -> list[str]:
-    """Positive-control models: the memorizer backend, or a model tagged 'control'/'memorizer'."""
-    out = []
-    models = summary.get("models") or {}
-    for m in candidates:
-        e = models.get(m) or {}
-        tags = {str(t).lower() for t in (e.get("tags") or [])}
-        if "memorizer" in m.lower() or str(e.get("backend") or "").lower() == "memorizer" or tags & {"control", "memorizer", "positive-control"}:
-            out.append(m)
-    return out
-
-
-def intervals_disjoint(a: Any, b: Any) -> int:
-    """-1 when interval a lies wholly below b, +1 when wholly above, 0 when they overlap or are unknown."""
-    alo, ahi = _ci(a)
-    blo, bhi = _ci(b)
-    if None in (alo, ahi, blo, bhi):
-        return 0
-    if ahi < blo:  # type: ignore[operator]
-        return -1
-    if alo > bhi:  # type: ignore[operator]
-        return 1
-    return 0
-
-
 # --------------------------------------------------------------------------------------------
 # Plain-language findings
 # --------------------------------------------------------------------------------------------
 
 
-def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> list[str]:
-    """Short sentences about what stands out, each backed by the numbers (plain text, unescaped)."""
-    models = summary.get("models") or {}
-    out: list[str] = []
-    scored = sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: models[m]["wer"])
-    failed = [m for m in models if models[m].get("wer") is None]
-    if failed:
-        out.append(f"{len(failed)} model(s) produced no scorable output: {', '.join(failed)} (see run facts for the reason).")
-    if len(scored) == 1:
-        m = scored[0]
-        out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {ci_text(models[m].get('ci95'))}) over {models[m].get('n_words', 0)} reference words.")
-    elif len(scored) >= 2:
-        lead = scored[0]
-        lw = models[lead]
-        overlapping = [m for m in scored[1:] if intervals_disjoint(lw.get("ci95"), models[m].get("ci95")) == 0]
-        separated = [m for m in scored[1:] if intervals_disjoint(lw.get("ci95"), models[m].get("ci95")) == -1]
-        if not overlapping:
-            out.append(
-                f"{lead} has the lowest WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}); its interval does not overlap any other model's, "
-                "so it is lower than every other model on this data."
-            )
-        else:
-            shown = ", ".join(overlapping[:6]) + (f" and {len(overlapping) - 6} more" if len(overlapping) > 6 else "")
-            out.append(
-                f"{lead} has the lowest point WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}), but its interval overlaps "
-                f"{shown}: those differences are within the intervals."
-            )
-            if separated:
-                out.append(f"{lead} has lower WER than {', '.join(separated[:6])}{' and more' if len(separated) > 6 else ''}; those intervals do not overlap.")
-        tail = scored[-1]
-        if tail != lead:
-            above = [m for m in scored[:-1] if intervals_disjoint(models[tail].get("ci95"), models[m].get("ci95")) == 1]
-            if len(above) == len(scored) - 1:
-                out.append(f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}), above every other model with non-overlapping intervals.")
-            else:
-                out.append(f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}); it overlaps at least one other model's interval.")
-    # slices: hardest slice by the median across models
-    fam = families(summary)
-    slice_medians: list[tuple[float, str, int]] = []
-    for keys in fam.values():
-        for k in keys:
-            ws = [models[m]["slices"][k]["wer"] for m in scored if (models[m].get("slices") or {}).get(k, {}).get("wer") is not None]
-            if ws:
-                slice_medians.append((float(pd.Series(ws).median()), k, len(ws)))
-    if slice_medians:
-        slice_medians.sort(reverse=True)
-        w, k, n = slice_medians[0]
-        easy_w, easy_k, _ = slice_medians[-1]
-        if k != easy_k:
-            out.append(f"The hardest slice is {k} (median WER {pct(w)}% across {n} model(s)); the easiest is {easy_k} ({pct(easy_w)}%).")
-    # gaps
-    all_gaps = [(m, g) for m in scored for g in (models[m].get("gaps") or []) if g.get("gap") is not None]
-    sig = [(m, g) for m, g in all_gaps if g.get("excludes_zero")]
-    if all_gaps:
-        out.append(f"{len(sig)} of {len(all_gaps)} fairness gaps have a 95% interval that excludes zero.")
-        for m, g in sorted(sig, key=lambda mg: -abs(mg[1]["gap"]))[:4]:
-            direction = "higher" if g["gap"] > 0 else "lower"
-            out.append(
-                f"{m}: WER on {g['label']}={g['a']} is {abs(100 * g['gap']):.1f} points {direction} than on {g['label']}={g['b']} "
-                f"(95% CI {ci_text(g.get('ci95'))}); the interval excludes zero."
-            )
-    # speed
-    timed = [m for m in scored if models[m].get("rtfx")]
-    if len(timed) >= 2:
-        timed.sort(key=lambda m: -models[m]["rtfx"])
-        frontier = pareto_front({m: (models[m]["wer"], models[m]["rtfx"]) for m in timed})
-        devices = sorted({str(models[m].get("device") or "?") for m in timed})
-        out.append(
-            f"Fastest measured: {timed[0]} (RTFx {models[timed[0]]['rtfx']:.1f}); slowest: {timed[-1]} (RTFx {models[timed[-1]]['rtfx']:.1f}) "
-            f"on {', '.join(devices)}. On point estimates, the speed/accuracy frontier is: {', '.join(frontier)}."
-        )
-    failing_rows = [(m, models[m].get("n_failed", 0)) for m in models if models[m].get("n_failed")]
-    if failing_rows:
-        out.append("Failed rows (excluded from WER, listed in run facts): " + ", ".join(f"{m} {n}" for m, n in failing_rows) + ".")
-    # probes
-    for probe, p in sorted((summary.get("probes") or {}).items()):
-        if not isinstance(p, Mapping):
-            continue
-        res = probe_model_results(p)
-        ctrl = control_models(summary, res)
-        for c in ctrl:
-            r = res[c]
-            others = [m for m in res if m not in ctrl and res[m].get("rate") is not None]
-            below = [m for m in others if intervals_disjoint(res[m].get("ci95"), r.get("ci95")) == -1]
-            out.append(
-                f"Probe {probe}: the memorizer control {c} scores {_rate(r.get('rate'))} (95% CI {_rate_ci(r.get('ci95'))}); "
-                f"{len(below)} of {len(others)} other model(s) lie below it with non-overlapping intervals."
-            )
-    if cohort is not None and len(cohort.models) >= 3:
-        hi = [m for m, s in cohort.overall.items() if s is not None and s >= 115]
-        if hi:
-            out.append(f"Cohort scores ({COHORT_LABEL}): {', '.join(hi)} score at least one robust deviation above the cohort median overall.")
-    return out
-
-
-def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
-    """Models not dominated in (lower WER, higher RTFx), fastest first."""
-    front = []
-    for m, (w, r) in points.items():
-        dominated = any((w2 <= w and r2 >= r) and (w2 < w or r2 > r) for m2, (w2, r2) in points.items() if m2 != m)
-        if not dominated:
-            front.append(m)
-    return sorted(front, key=lambda m: -points[m][1])
-
-
-def _rate(x: Any) -> str:
-    return "—" if x is None else f"{float(x):.3f}"
-
-
-def _rate_ci(ci: Any) -> str:
-    lo, hi = _ci(ci)
-    return "—" if lo is None else f"[{lo:.3f}, {hi:.3f}]"
-
-
 # --------------------------------------------------------------------------------------------
 # SVG
 # --------------------------------------------------------------------------------------------
-
-
-def _nice_max(x: float) -> float:
-    if x <= 0 or not math.isfinite(x):
-        return 1.0
-    exp = 10 ** math.floor(math.log10(x))
-    for m in (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10):
-        if m * exp >= x:
-            return m * exp
-    return 10 * exp
-
-
-def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
-    span = hi - lo
-    if span <= 0:
-        return [lo]
-    raw = span / n
-    exp = 10 ** math.floor(math.log10(raw))
-    step = next(m * exp for m in (1, 2, 2.5, 5, 10) if m * exp >= raw)
-    start = math.ceil(lo / step - 1e-9) * step
-    out = []
-    v = start
-    while v <= hi + 1e-9:
-        out.append(round(v, 10))
-        v += step
-    return out
-
-
-def _trunc(label: str, n: int = 34) -> str:
-    return label if len(label) <= n else label[: n - 1] + "…"
-
-
-@dataclass
-class IntervalRow:
-    label: str
-    value: float | None
-    lo: float | None
-    hi: float | None
-    color: str = "#4e79a7"
-    strong: bool = False  # filled marker + bold label (e.g. interval excludes zero)
-    attrs: str = ""
-
-
-def svg_interval_panels(
-    labels: Sequence[str],
-    panels: Sequence[tuple[str, Sequence[IntervalRow]]],
-    x_min: float,
-    x_max: float,
-    title: str,
-    percent: bool = True,
-    zero_line: bool = False,
-    width: int = 1100,
-    label_w: int | None = None,
-    n_cols: int | None = None,
-) -> str:
-    """Small multiples of point + interval rows; one shared label column, one panel per column.
-
-    ``n_cols`` fixes the panel width as if that many panels were drawn, so wrapped rows of a
-    family line up with the full ones.
-    """
-    label_w = label_w or min(280, 20 + 7 * max([len(_trunc(s)) for s in labels] + [8]))
-    row_h = 17
-    top = 40
-    bottom = 30
-    n = len(labels)
-    gap = 14
-    cols = max(1, n_cols or len(panels))
-    panel_w = max(120, (width - label_w - gap * (cols - 1)) / cols)
-    width = int(label_w + len(panels) * panel_w + gap * (len(panels) - 1)) + 8
-    height = top + n * row_h + bottom
-    parts = [f'<svg class="plot" role="img" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
-             f"<title>{esc(title)}</title>"]
-    for i, lab in enumerate(labels):
-        y = top + i * row_h + row_h / 2
-        if i % 2 == 0:
-            parts.append(f'<rect x="0" y="{top + i * row_h:.1f}" width="{width}" height="{row_h}" fill="#f6f7f9"/>')
-        parts.append(f'<text x="{label_w - 8}" y="{y + 4:.1f}" text-anchor="end" class="lab">{esc(_trunc(lab))}<title>{esc(lab)}</title></text>')
-    fmt = (lambda v: f"{100 * v:g}") if percent else (lambda v: f"{v:g}")
-    for p, (ptitle, rows) in enumerate(panels):
-        x0 = label_w + p * (panel_w + gap)
-
-        def sx(v: float, x0: float = x0) -> float:
-            v = min(max(v, x_min), x_max)
-            return x0 + 6 + (v - x_min) / (x_max - x_min) * (panel_w - 12)
-
-        parts.append(f'<text x="{x0 + panel_w / 2:.1f}" y="16" text-anchor="middle" class="ptitle">{esc(_trunc(ptitle, 40))}<title>{esc(ptitle)}</title></text>')
-        parts.append(f'<rect x="{x0:.1f}" y="{top - 4}" width="{panel_w:.1f}" height="{n * row_h + 8}" fill="none" stroke="#c9ced6"/>')
-        for t in _ticks(x_min, x_max, 4):
-            tx = sx(t)
-            parts.append(f'<line x1="{tx:.1f}" x2="{tx:.1f}" y1="{top - 4}" y2="{top + n * row_h + 4}" stroke="#e3e6ea"/>')
-            parts.append(f'<text x="{tx:.1f}" y="{top + n * row_h + 18}" text-anchor="middle" class="tick">{esc(fmt(t))}</text>')
-        if zero_line and x_min < 0 < x_max:
-            parts.append(f'<line x1="{sx(0):.1f}" x2="{sx(0):.1f}" y1="{top - 4}" y2="{top + n * row_h + 4}" stroke="#333" stroke-dasharray="3,3"/>')
-        index = {lab: i for i, lab in enumerate(labels)}
-        for r in rows:
-            if r.label not in index or r.value is None:
-                continue
-            y = top + index[r.label] * row_h + row_h / 2
-            tip = f"{r.label}: {fmt(r.value)}" + (f" [{fmt(r.lo)}, {fmt(r.hi)}]" if r.lo is not None and r.hi is not None else "")
-            parts.append(f"<g{r.attrs}><title>{esc(ptitle + ' · ' + tip)}</title>")
-            if r.lo is not None and r.hi is not None:
-                parts.append(f'<line x1="{sx(r.lo):.1f}" x2="{sx(r.hi):.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="{r.color}" stroke-width="2"/>')
-                for e in (r.lo, r.hi):
-                    parts.append(f'<line x1="{sx(e):.1f}" x2="{sx(e):.1f}" y1="{y - 4:.1f}" y2="{y + 4:.1f}" stroke="{r.color}" stroke-width="1.5"/>')
-            fill = r.color if r.strong or not zero_line else "#fff"
-            parts.append(f'<circle cx="{sx(r.value):.1f}" cy="{y:.1f}" r="4" fill="{fill}" stroke="{r.color}" stroke-width="1.5"/></g>')
-            if r.value > x_max or (r.hi is not None and r.hi > x_max):
-                parts.append(f'<text x="{x0 + panel_w - 4:.1f}" y="{y + 4:.1f}" text-anchor="end" class="tick">→</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | None, str]], title: str, width: int = 900, height: int = 440) -> str:
-    """WER (y, with interval bars) against RTFx (x, log scale): (label, rtfx, wer, lo, hi, color)."""
-    left, right, top, bottom = 64, 170, 24, 46
-    xs = [p[1] for p in points]
-    ys = [p[4] if p[4] is not None else p[2] for p in points]
-    lx0 = math.floor(math.log10(min(xs) * 0.8))
-    lx1 = math.ceil(math.log10(max(xs) * 1.25))
-    if lx1 == lx0:
-        lx1 += 1
-    y_max = _nice_max(max(ys) * 1.1)
-
-    def sx(v: float) -> float:
-        return left + (math.log10(v) - lx0) / (lx1 - lx0) * (width - left - right)
-
-    def sy(v: float) -> float:
-        return top + (1 - min(v, y_max) / y_max) * (height - top - bottom)
-
-    parts = [f'<svg class="plot" role="img" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">', f"<title>{esc(title)}</title>"]
-    parts.append(f'<rect x="{left}" y="{top}" width="{width - left - right}" height="{height - top - bottom}" fill="#fbfbfc" stroke="#c9ced6"/>')
-    for e in range(lx0, lx1 + 1):
-        for mult in (1, 2, 5):
-            v = mult * 10**e
-            if 10**lx0 <= v <= 10**lx1:
-                x = sx(v)
-                parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{height - bottom}" stroke="{"#dde1e6" if mult == 1 else "#eef0f2"}"/>')
-                parts.append(f'<text x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle" class="tick">{v:g}</text>')
-    for t in _ticks(0, y_max, 5):
-        y = sy(t)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f2"/>')
-        parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{100 * t:g}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle" class="axis">RTFx (audio seconds per inference second, log scale) → faster</text>')
-    parts.append(f'<text transform="translate(16,{(top + height - bottom) / 2:.0f}) rotate(-90)" text-anchor="middle" class="axis">WER % (lower is better)</text>')
-    placed: list[tuple[float, float]] = []
-    for label, rtfx, wer, lo, hi, color in sorted(points, key=lambda p: p[2]):
-        x, y = sx(rtfx), sy(wer)
-        show_label = all(abs(y - py) > 11 or abs(x - px) > 150 for px, py in placed)
-        if show_label:
-            placed.append((x, y))
-        parts.append(f'<g class="pt"{_attrs(model=label, rtfx=_num_attr(rtfx), wer=_num_attr(wer))}><title>{esc(f"{label}: WER {pct(wer)}% {ci_text([lo, hi])}, RTFx {rtfx:.1f}")}</title>')
-        if lo is not None and hi is not None:
-            parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" y2="{sy(hi):.1f}" stroke="{color}" stroke-width="2" opacity="0.7"/>')
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color}" stroke="#222" stroke-width="0.6"/>')
-        parts.append((f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="ptlab">{esc(_trunc(label, 28))}</text>' if show_label else "") + "</g>")
-    if len(placed) < len(points):
-        hidden = len(points) - len(placed)
-        parts.append(f'<text x="{width - right - 6}" y="{top + 14}" text-anchor="end" class="tick">{hidden} label(s) hidden to avoid overlap; hover a point</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-_ND = NormalDist()
-
-
-def svg_det(curves: Sequence[tuple[str, Sequence[float], Sequence[float], str]], title: str, size: int = 420) -> str:
-    """DET curve on probit axes: (label, p_fa, p_miss, color)."""
-    left, top, pad = 56, 20, 44
-    ticks = [0.001, 0.01, 0.05, 0.2, 0.5, 0.8, 0.95]
-    lo, hi = _ND.inv_cdf(0.0005), _ND.inv_cdf(0.9995)
-
-    def s(p: float, flip: bool) -> float:
-        p = min(max(p, 0.0005), 0.9995)
-        f = (_ND.inv_cdf(p) - lo) / (hi - lo)
-        return top + (1 - f) * (size - top - pad) if flip else left + f * (size - left - 20)
-
-    parts = [f'<svg class="plot" role="img" xmlns="http://www.w3.org/2000/svg" width="{size + 150}" height="{size}" viewBox="0 0 {size + 150} {size}">', f"<title>{esc(title)}</title>"]
-    parts.append(f'<rect x="{left}" y="{top}" width="{size - left - 20}" height="{size - top - pad}" fill="#fbfbfc" stroke="#c9ced6"/>')
-    for t in ticks:
-        x, y = s(t, False), s(t, True)
-        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top}" y2="{size - pad}" stroke="#eef0f2"/><text x="{x:.1f}" y="{size - pad + 14}" text-anchor="middle" class="tick">{100 * t:g}</text>')
-        parts.append(f'<line x1="{left}" x2="{size - 20}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f2"/><text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" class="tick">{100 * t:g}</text>')
-    parts.append(f'<line x1="{s(0.0005, False):.1f}" y1="{s(0.0005, True):.1f}" x2="{s(0.9995, False):.1f}" y2="{s(0.9995, True):.1f}" stroke="#bbb" stroke-dasharray="4,3"/>')
-    parts.append(f'<text x="{(left + size - 20) / 2:.0f}" y="{size - 8}" text-anchor="middle" class="axis">false-accept rate %</text>')
-    parts.append(f'<text transform="translate(14,{(top + size - pad) / 2:.0f}) rotate(-90)" text-anchor="middle" class="axis">miss rate %</text>')
-    for i, (label, p_fa, p_miss, color) in enumerate(curves):
-        pts = " ".join(f"{s(f, False):.1f},{s(m, True):.1f}" for f, m in zip(p_fa, p_miss))
-        parts.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"><title>{esc(label)}</title></polyline>')
-        parts.append(f'<rect x="{size + 4}" y="{top + 16 * i}" width="10" height="10" fill="{color}"/><text x="{size + 18}" y="{top + 9 + 16 * i}" class="ptlab">{esc(_trunc(label, 20))}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def svg_histogram(edges: Sequence[float], target: Sequence[int], nontarget: Sequence[int], title: str, width: int = 520, height: int = 220) -> str:
-    """Target vs non-target score distributions (each normalized to its own total)."""
-    left, right, top, bottom = 40, 10, 26, 34
-    nt, nn = max(1, sum(target)), max(1, sum(nontarget))
-    ft = [c / nt for c in target]
-    fn = [c / nn for c in nontarget]
-    y_max = max(ft + fn + [1e-9])
-    x0, x1 = edges[0], edges[-1]
-    span = (x1 - x0) or 1.0
-
-    def sx(v: float) -> float:
-        return left + (v - x0) / span * (width - left - right)
-
-    def sy(v: float) -> float:
-        return top + (1 - v / y_max) * (height - top - bottom)
-
-    parts = [f'<svg class="plot" role="img" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">', f"<title>{esc(title)}</title>"]
-    for series, color in ((fn, "#e15759"), (ft, "#4e79a7")):
-        for i, v in enumerate(series):
-            parts.append(f'<rect x="{sx(edges[i]):.1f}" y="{sy(v):.1f}" width="{max(0.5, sx(edges[i + 1]) - sx(edges[i]) - 0.5):.1f}" height="{sy(0) - sy(v):.1f}" fill="{color}" opacity="0.55"/>')
-    for t in _ticks(x0, x1, 5):
-        parts.append(f'<text x="{sx(t):.1f}" y="{height - bottom + 14}" text-anchor="middle" class="tick">{t:g}</text>')
-    parts.append(f'<line x1="{left}" x2="{width - right}" y1="{sy(0):.1f}" y2="{sy(0):.1f}" stroke="#888"/>')
-    parts.append(f'<text x="{width - right}" y="12" text-anchor="end" class="ptlab"><tspan fill="#4e79a7">■ target</tspan> <tspan fill="#e15759">■ non-target</tspan></text>')
-    parts.append(f'<text x="{(left + width) / 2:.0f}" y="{height - 4}" text-anchor="middle" class="axis">score</text></svg>')
-    return "".join(parts)
-
-
-def heat_color(x: float | None, vmax: float) -> tuple[str, str]:
-    """(background, text colour) on a light-yellow → dark-purple ramp; grey for missing."""
-    if x is None:
-        return "#eceff3", "#555"
-    t = max(0.0, min(1.0, x / vmax if vmax > 0 else 0.0))
-    stops = [(255, 247, 214), (253, 187, 132), (227, 74, 51), (140, 20, 90), (50, 10, 80)]
-    pos = t * (len(stops) - 1)
-    i = min(int(pos), len(stops) - 2)
-    f = pos - i
-    r, g, b = (round(stops[i][k] + (stops[i + 1][k] - stops[i][k]) * f) for k in range(3))
-    lum = 0.2126 * r + 0.7152 * g + 0.0722 * b
-    return f"#{r:02x}{g:02x}{b:02x}", ("#000" if lum > 140 else "#fff")
-
-
-def diverging_color(score: float | None) -> tuple[str, str]:
-    """Cohort score colour: red below 100, green above, white at 100 (saturates at ±45)."""
-    if score is None:
-        return "#eceff3", "#555"
-    t = max(-1.0, min(1.0, (score - 100) / 45))
-    if t >= 0:
-        r, g, b = round(255 - 165 * t), round(255 - 60 * t), round(255 - 165 * t)
-    else:
-        r, g, b = round(255 + 30 * t), round(255 + 165 * t), round(255 + 165 * t)
-    return f"#{r:02x}{g:02x}{b:02x}", "#000"
 
 
 # --------------------------------------------------------------------------------------------
@@ -507,17 +89,11 @@ def diverging_color(score: float | None) -> tuple[str, str]:
 
 def scored_rows(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFrame:
     """The rows normalized with the run's normalizer, with per-row edit counts."""
-    from audits.scoring import score_table
+    from audits.asr.scoring import score_table
     from normalizers import get_normalizer
 
     norm = get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))
     return score_table(table, norm).frame
-
-
-def empty_references(df: pd.DataFrame) -> dict[str, int]:
-    """Per model: scored rows whose normalized reference is empty (every hypothesis word is an insertion)."""
-    bad = df[df["ok"] & (df["n_words"] == 0)]
-    return {str(m): len(g) for m, g in bad.groupby("model", sort=True)}
 
 
 def worst_utterances(df: pd.DataFrame, labels: Sequence[str], n: int = WORST_N) -> dict[str, list[dict[str, Any]]]:
@@ -554,23 +130,8 @@ def worst_utterances(df: pd.DataFrame, labels: Sequence[str], n: int = WORST_N) 
     return out
 
 
-def _empty_ref_finding(df: pd.DataFrame | None) -> list[str]:
-    if df is None:
-        return []
-    counts = empty_references(df)
-    if not counts:
-        return []
-    n = max(counts.values())
-    return [
-        (
-            f"{n} utterance(s) have an empty reference after normalization; every hypothesis word there counts as an insertion "
-            "(they are left out of the worst-utterance lists; check the dataset's references)."
-        )
-    ]
-
-
 def _label_columns(table: pd.DataFrame) -> list[str]:
-    from audits.exports import label_columns
+    from audits.reports.tables import label_columns
 
     return label_columns(table)
 
@@ -625,7 +186,7 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
         "emotion": {b: {k: v.get(k) for k in ("ua", "wa", "macro_f1", "n_scored", "n_utts", "n_missing", "confusion", "slices", "dimensional")} for b, v in sorted((summary.get("emotion") or {}).items()) if isinstance(v, Mapping)},
         "worst": worst_utterances(df, _label_columns(table), worst_n) if df is not None else {},
         "empty_references": empty_references(df) if df is not None else {},
-        "findings": findings(summary, cohort) + _empty_ref_finding(df),
+        "findings": findings(summary, cohort) + empty_ref_finding(df),
     }
     return json_safe(data)
 
@@ -716,14 +277,6 @@ JS = """
 """
 
 
-def _section(sid: str, title: str, body: str, note: str = "") -> str:
-    return f'<section id="{esc(sid)}"><h2>{esc(title)}</h2>' + (f'<p class="note">{note}</p>' if note else "") + body + "</section>"
-
-
-def _color_map(models: Sequence[str]) -> dict[str, str]:
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
-
-
 def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     ds = data["dataset"]
     norm = summary.get("normalizer") or {}
@@ -755,20 +308,20 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     cols = ["model", "status", "params (M)", "WER %", "95% CI", "CER %", "RTFx", "audio s", "infer s", "utts", "failed", "batch", "warm-up", "device", "dtype"]
     out.append("".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols) + "</tr></thead><tbody>")
     for m, e in sorted((summary.get("models") or {}).items()):
-        lo, hi = _ci(e.get("ci95"))
+        lo, hi = ci_bounds(e.get("ci95"))
         rtfx = e.get("rtfx")
         params = "—" if e.get("params_m") is None else f"{float(e['params_m']):g}"
         out.append(
-            f"<tr{_attrs(model=m)} class='model-row'>"
+            f"<tr{attrs(model=m)} class='model-row'>"
             f"<td class='l'>{esc(m)}</td><td class='l'>{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
-            f"<td data-sort='{_num_attr(e.get('params_m'))}'>{params}</td>"
-            f"<td{_attrs(wer=_num_attr(e.get('wer')))} data-sort='{_num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
-            f"<td class='ci'{_attrs(ci_lo=_num_attr(lo), ci_hi=_num_attr(hi))}>{ci_text(e.get('ci95'))}</td>"
-            f"<td data-sort='{_num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
-            f"<td{_attrs(rtfx=_num_attr(rtfx))} data-sort='{_num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
-            f"<td>{_fmt_s(e.get('audio_s'))}</td><td>{_fmt_s(e.get('infer_s'))}</td>"
-            f"<td>{esc(e.get('n_utts', 0))}</td><td{_attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
-            f"<td{_attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
+            f"<td data-sort='{num_attr(e.get('params_m'))}'>{params}</td>"
+            f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
+            f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{ci_text(e.get('ci95'))}</td>"
+            f"<td data-sort='{num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
+            f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
+            f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
+            f"<td>{esc(e.get('n_utts', 0))}</td><td{attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
+            f"<td{attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
             f"<td>{esc(e.get('warmup_batches', 0))}</td><td class='l'>{esc(e.get('device') or '—')}</td><td class='l'>{esc(e.get('dtype') or '—')}</td></tr>"
         )
     out.append("</tbody></table></div>")
@@ -784,20 +337,16 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     return "".join(out)
 
 
-def _fmt_s(x: Any) -> str:
-    return "—" if x is None else f"{float(x):.1f}"
-
-
 def render_overall(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     models = summary.get("models") or {}
     ms = sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: models[m]["wer"])
     if not ms:
         return "<p>No model produced scorable output.</p>"
-    x_max = _nice_max(max((_ci(models[m].get("ci95"))[1] or models[m]["wer"]) for m in ms) * 1.05)
-    rows = [IntervalRow(m, models[m]["wer"], *_ci(models[m].get("ci95")), color=colors[m], attrs=_attrs(model=m)) for m in ms]
+    x_max = nice_max(max((ci_bounds(models[m].get("ci95"))[1] or models[m]["wer"]) for m in ms) * 1.05)
+    rows = [IntervalRow(m, models[m]["wer"], *ci_bounds(models[m].get("ci95")), color=colors[m], attrs=attrs(model=m)) for m in ms]
     wer_svg = svg_interval_panels(ms, [("WER % (95% CI)", rows)], 0.0, x_max, "Overall WER per model with 95% intervals", width=720)
-    cer_rows = [IntervalRow(m, models[m].get("cer"), *_ci(models[m].get("cer_ci95")), color=colors[m]) for m in ms]
-    c_max = _nice_max(max((_ci(models[m].get("cer_ci95"))[1] or models[m].get("cer") or 0) for m in ms) * 1.05)
+    cer_rows = [IntervalRow(m, models[m].get("cer"), *ci_bounds(models[m].get("cer_ci95")), color=colors[m]) for m in ms]
+    c_max = nice_max(max((ci_bounds(models[m].get("cer_ci95"))[1] or models[m].get("cer") or 0) for m in ms) * 1.05)
     cer_svg = svg_interval_panels(ms, [("CER % (95% CI)", cer_rows)], 0.0, c_max, "Overall CER per model with 95% intervals", width=720)
     return "<div style='display:flex;flex-wrap:wrap;gap:12px'>" + f"<div>{wer_svg}</div><div>{cer_svg}</div></div>"
 
@@ -813,7 +362,7 @@ def render_speed(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
         if not e.get("rtfx"):
             untimed.append(m)
             continue
-        lo, hi = _ci(e.get("ci95"))
+        lo, hi = ci_bounds(e.get("ci95"))
         pts.append((m, float(e["rtfx"]), float(e["wer"]), lo, hi, colors[m]))
     out = []
     if pts:
@@ -845,7 +394,7 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
         bg, fg = heat_color(w, vmax)
         tip = f"{m} · {k}: WER {pct(w)}% {ci_text(ci)}, {n} utts"
         cls = "hm" if k != "all" else "hm-all"
-        return f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{_attrs(model=m, slice=k, wer=_num_attr(w))}>{pct(w)}</td>"
+        return f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{attrs(model=m, slice=k, wer=num_attr(w))}>{pct(w)}</td>"
 
     out = ["<div class='scroll'><table class='heat' id='heatmap-table'>"]
     if len(ms) <= len(keys):  # few models, many slices: one row per slice reads best
@@ -866,7 +415,7 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
     return "".join(out)
 
 
-def _single_speaker(s: Mapping[str, Any]) -> bool:
+def single_speaker(s: Mapping[str, Any]) -> bool:
     """A slice from one speaker: a bootstrap over speakers cannot say how much WER varies."""
     return s.get("n_speakers") == 1
 
@@ -880,8 +429,8 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
     any_single = False
     for fam, keys in fams.items():
         out.append(f"<h3 id='family-{esc(fam)}'>{esc(fam)}</h3>")
-        his = [(_ci(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0) for m in ms for k in keys if k in (models[m].get("slices") or {})]
-        x_max = _nice_max(max(his + [0.01]) * 1.05)
+        his = [(ci_bounds(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0) for m in ms for k in keys if k in (models[m].get("slices") or {})]
+        x_max = nice_max(max(his + [0.01]) * 1.05)
         n_cols = min(4, len(keys))
         for start in range(0, len(keys), 4):
             chunk = keys[start : start + 4]
@@ -891,8 +440,8 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
                 for m in ms:
                     sl = (models[m].get("slices") or {}).get(k)
                     if sl and sl.get("wer") is not None:
-                        lo, hi = (None, None) if _single_speaker(sl) else _ci(sl.get("ci95"))
-                        rows.append(IntervalRow(m, sl["wer"], lo, hi, color=colors[m], attrs=_attrs(model=m, slice=k)))
+                        lo, hi = (None, None) if single_speaker(sl) else ci_bounds(sl.get("ci95"))
+                        rows.append(IntervalRow(m, sl["wer"], lo, hi, color=colors[m], attrs=attrs(model=m, slice=k)))
                 panels.append((f"{slice_family(k)[1]}", rows))
             out.append(svg_interval_panels(ms, panels, 0.0, x_max, f"WER % per model for {fam} slices, with 95% intervals", n_cols=n_cols))
 
@@ -901,13 +450,13 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             sl = (models[m].get("slices") or {}).get(k)
             if not sl:
                 return "<td>—</td>"
-            lo, hi = _ci(sl.get("ci95"))
-            single = _single_speaker(sl)
+            lo, hi = ci_bounds(sl.get("ci95"))
+            single = single_speaker(sl)
             any_single = any_single or single
             ci = "<span class='ci' title='one speaker: no interval'>† 1 speaker</span>" if single else f"<span class='ci'>{ci_text(sl.get('ci95'))}</span>"
             return (
-                f"<td class='slice-cell'{_attrs(model=m, slice=k, wer=_num_attr(sl.get('wer')), ci_lo=_num_attr(lo), ci_hi=_num_attr(hi), n_utts=sl.get('n_utts', 0), n_words=sl.get('n_words', 0), n_speakers=sl.get('n_speakers', ''))}"
-                f" data-sort='{_num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
+                f"<td class='slice-cell'{attrs(model=m, slice=k, wer=num_attr(sl.get('wer')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), n_utts=sl.get('n_utts', 0), n_words=sl.get('n_words', 0), n_speakers=sl.get('n_speakers', ''))}"
+                f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
             )
 
         out.append(f"<div class='scroll'><table class='sortable slice-table' data-family='{esc(fam)}'><thead><tr>")
@@ -935,14 +484,14 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     for m in ms:
         for g in models[m]["gaps"]:
             defs.setdefault((str(g["label"]), str(g["a"]), str(g["b"])), []).append((m, g))
-    bound = max([abs(v) for gs in defs.values() for _, g in gs for v in (_ci(g.get("ci95")) + (g.get("gap"),)) if v is not None] + [0.01])
-    bound = _nice_max(bound * 1.05)
+    bound = max([abs(v) for gs in defs.values() for _, g in gs for v in (ci_bounds(g.get("ci95")) + (g.get("gap"),)) if v is not None] + [0.01])
+    bound = nice_max(bound * 1.05)
     out = []
     items = list(defs.items())
     for start in range(0, len(items), 3):
         panels = []
         for (lab, a, b), gs in items[start : start + 3]:
-            rows = [IntervalRow(m, g.get("gap"), *_ci(g.get("ci95")), color=colors.get(m, "#333"), strong=bool(g.get("excludes_zero")), attrs=_attrs(model=m, gap=f"{lab}:{a}-{b}")) for m, g in gs]
+            rows = [IntervalRow(m, g.get("gap"), *ci_bounds(g.get("ci95")), color=colors.get(m, "#333"), strong=bool(g.get("excludes_zero")), attrs=attrs(model=m, gap=f"{lab}:{a}-{b}")) for m, g in gs]
             panels.append((f"{lab}: {a} − {b}", rows))
         out.append(svg_interval_panels(ms, panels, -bound, bound, "Fairness gaps (WER points, a − b) with 95% intervals", zero_line=True, n_cols=min(3, len(items))))
     out.append("<p class='note'>Filled dot: the 95% interval excludes zero. Hollow dot: the gap is within its interval of zero. Positive = higher WER on the first value.</p>")
@@ -950,12 +499,12 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     for (lab, a, b), gs in items:
         for m, g in gs:
             gap = g.get("gap")
-            lo, hi = _ci(g.get("ci95"))
+            lo, hi = ci_bounds(g.get("ci95"))
             ex = bool(g.get("excludes_zero"))
             out.append(
-                f"<tr class='gap-row{' sig' if ex else ''}'{_attrs(model=m, label=lab, a=a, b=b, gap=_num_attr(gap), ci_lo=_num_attr(lo), ci_hi=_num_attr(hi), excludes_zero='true' if ex else 'false')}>"
+                f"<tr class='gap-row{' sig' if ex else ''}'{attrs(model=m, label=lab, a=a, b=b, gap=num_attr(gap), ci_lo=num_attr(lo), ci_hi=num_attr(hi), excludes_zero='true' if ex else 'false')}>"
                 f"<td class='l'>{esc(m)}</td><td class='l'>{esc(lab)}: {esc(a)} − {esc(b)}</td>"
-                f"<td data-sort='{_num_attr(gap)}'>{'—' if gap is None else f'{100 * gap:+.1f}'}</td><td class='ci'>{ci_text(g.get('ci95'))}</td>"
+                f"<td data-sort='{num_attr(gap)}'>{'—' if gap is None else f'{100 * gap:+.1f}'}</td><td class='ci'>{ci_text(g.get('ci95'))}</td>"
                 f"<td>{pct(g.get('wer_a'))}</td><td>{pct(g.get('wer_b'))}</td><td>{esc(g.get('n_a', ''))} / {esc(g.get('n_b', ''))}</td>"
                 f"<td class='l'>{'<span class=badge>✱ yes</span>' if ex else '<span class=gapmark>no</span>'}</td></tr>"
             )
@@ -983,7 +532,7 @@ def render_cohort(cohort: CohortScores) -> str:
         out.append(f"<tr><td class='l'>{esc(m)}</td>")
         for f, s in cells:
             bg, fg = diverging_color(s)
-            out.append(f"<td style='background:{bg};color:{fg}'{_attrs(model=m, family=f, score=_num_attr(s))} data-sort='{_num_attr(s)}'>{'—' if s is None else f'{s:.0f}'}</td>")
+            out.append(f"<td style='background:{bg};color:{fg}'{attrs(model=m, family=f, score=num_attr(s))} data-sort='{num_attr(s)}'>{'—' if s is None else f'{s:.0f}'}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
     if cohort.notes:
@@ -1003,13 +552,13 @@ def render_probes(summary: Mapping[str, Any], data: Mapping[str, Any], colors: M
         if not ctrl:
             out.append("<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows the probe can flag a model that memorized the references.</p>")
         order = ctrl + sorted((m for m in res if m not in ctrl), key=lambda m: -(res[m].get("rate") or 0))
-        rows = [IntervalRow(m, res[m].get("rate"), *_ci(res[m].get("ci95")), color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"), strong=m in ctrl) for m in order]
+        rows = [IntervalRow(m, res[m].get("rate"), *ci_bounds(res[m].get("ci95")), color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"), strong=m in ctrl) for m in order]
         out.append(svg_interval_panels(order, [(f"{probe}: rate (95% CI)", rows)], 0.0, 1.0, f"{probe} rate per model", percent=False, width=720))
         out.append(f"<table class='sortable probe-table' data-probe='{esc(probe)}'><thead><tr><th class='l'>model</th><th>rate</th><th>95% CI</th><th>count</th>")
         out.append("".join(f"<th>control {esc(c)}</th>" for c in ctrl) + "<th class='l'>against the control</th></tr></thead><tbody>")
         for m in order:
             r = res[m]
-            lo, hi = _ci(r.get("ci95"))
+            lo, hi = ci_bounds(r.get("ci95"))
             is_ctrl = m in ctrl
             cmp = "this is the positive control" if is_ctrl else ""
             if not is_ctrl and ctrl:
@@ -1019,10 +568,10 @@ def render_probes(summary: Mapping[str, Any], data: Mapping[str, Any], colors: M
                     rels.append({-1: f"below {c}; intervals do not overlap", 1: f"above {c}; intervals do not overlap", 0: f"overlaps {c}: not distinguishable from the control"}[d])
                 cmp = "; ".join(rels)
             out.append(
-                f"<tr class='probe-row{' control' if is_ctrl else ''}'{_attrs(probe=probe, model=m, rate=_num_attr(r.get('rate')), ci_lo=_num_attr(lo), ci_hi=_num_attr(hi), k=r.get('k') if r.get('k') is not None else '', n=r.get('n') if r.get('n') is not None else '', control='true' if is_ctrl else 'false')}>"
-                f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td data-sort='{_num_attr(r.get('rate'))}'>{_rate(r.get('rate'))}</td>"
-                f"<td class='ci'>{_rate_ci(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / {esc(r.get('n') if r.get('n') is not None else '—')}</td>"
-                + "".join(f"<td class='ci'>{_rate(res[c].get('rate'))} {_rate_ci(res[c].get('ci95'))}</td>" for c in ctrl)
+                f"<tr class='probe-row{' control' if is_ctrl else ''}'{attrs(probe=probe, model=m, rate=num_attr(r.get('rate')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), k=r.get('k') if r.get('k') is not None else '', n=r.get('n') if r.get('n') is not None else '', control='true' if is_ctrl else 'false')}>"
+                f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
+                f"<td class='ci'>{rate_ci_text(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / {esc(r.get('n') if r.get('n') is not None else '—')}</td>"
+                + "".join(f"<td class='ci'>{rate_text(res[c].get('rate'))} {rate_ci_text(res[c].get('ci95'))}</td>" for c in ctrl)
                 + f"<td class='l'>{esc(cmp)}</td></tr>"
             )
         out.append("</tbody></table>")
@@ -1037,9 +586,9 @@ def render_speaker(data: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
         color = PALETTE[i % len(PALETTE)]
         out.append(f"<h3>{esc(backend)}</h3>")
         out.append(
-            f"<table class='speaker-table'{_attrs(backend=backend)}><tr><th>EER %</th><th>minDCF (p_target {esc(v.get('p_target', 0.01))})</th><th>accuracy %</th><th>threshold</th><th>trials</th><th>target / non-target</th></tr>"
-            f"<tr><td{_attrs(eer=_num_attr(v.get('eer')))}>{pct(v.get('eer'), 2)}</td><td{_attrs(min_dcf=_num_attr(v.get('min_dcf')))}>{_rate(v.get('min_dcf'))}</td>"
-            f"<td>{pct(v.get('accuracy'))}</td><td>{_rate(v.get('threshold'))} <span class='n'>{esc(v.get('threshold_source') or '')}</span></td>"
+            f"<table class='speaker-table'{attrs(backend=backend)}><tr><th>EER %</th><th>minDCF (p_target {esc(v.get('p_target', 0.01))})</th><th>accuracy %</th><th>threshold</th><th>trials</th><th>target / non-target</th></tr>"
+            f"<tr><td{attrs(eer=num_attr(v.get('eer')))}>{pct(v.get('eer'), 2)}</td><td{attrs(min_dcf=num_attr(v.get('min_dcf')))}>{rate_text(v.get('min_dcf'))}</td>"
+            f"<td>{pct(v.get('accuracy'))}</td><td>{rate_text(v.get('threshold'))} <span class='n'>{esc(v.get('threshold_source') or '')}</span></td>"
             f"<td>{esc(v.get('n_trials', '—'))}</td><td>{esc(v.get('n_target', '—'))} / {esc(v.get('n_nontarget', '—'))}</td></tr></table>"
         )
         plots = []
@@ -1058,8 +607,8 @@ def render_speaker(data: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
             out.append(f"<table class='sortable speaker-slices'><thead><tr><th class='l'>{esc(title)}</th><th>EER %</th><th>minDCF</th><th>accuracy %</th><th>trials</th><th>target / non-target</th></tr></thead><tbody>")
             for k, s in sl.items():
                 out.append(
-                    f"<tr{_attrs(backend=backend, slice=k, eer=_num_attr(s.get('eer')))}><td class='l'>{esc(k)}</td><td data-sort='{_num_attr(s.get('eer'))}'>{pct(s.get('eer'), 2)}</td>"
-                    f"<td>{_rate(s.get('min_dcf'))}</td><td>{pct(s.get('accuracy'))}</td><td>{esc(s.get('n_trials', '—'))}</td><td>{esc(s.get('n_target', '—'))} / {esc(s.get('n_nontarget', '—'))}</td></tr>"
+                    f"<tr{attrs(backend=backend, slice=k, eer=num_attr(s.get('eer')))}><td class='l'>{esc(k)}</td><td data-sort='{num_attr(s.get('eer'))}'>{pct(s.get('eer'), 2)}</td>"
+                    f"<td>{rate_text(s.get('min_dcf'))}</td><td>{pct(s.get('accuracy'))}</td><td>{esc(s.get('n_trials', '—'))}</td><td>{esc(s.get('n_target', '—'))} / {esc(s.get('n_nontarget', '—'))}</td></tr>"
                 )
             out.append("</tbody></table>")
         if v.get("warnings"):
@@ -1074,36 +623,36 @@ def render_emotion(summary: Mapping[str, Any]) -> str:
             continue
         out.append(f"<h3>{esc(backend)}</h3>")
         out.append(
-            f"<table class='emotion-table'{_attrs(backend=backend)}><tr><th>UA % (mean per-class recall)</th><th>WA %</th><th>macro-F1</th><th>scored</th><th>missing</th></tr>"
-            f"<tr><td{_attrs(ua=_num_attr(v.get('ua')))}>{pct(v.get('ua'))}</td><td{_attrs(wa=_num_attr(v.get('wa')))}>{pct(v.get('wa'))}</td>"
-            f"<td>{_rate(v.get('macro_f1'))}</td><td>{esc(v.get('n_scored', v.get('n_utts', '—')))}</td><td>{esc(v.get('n_missing', 0))}</td></tr></table>"
+            f"<table class='emotion-table'{attrs(backend=backend)}><tr><th>UA % (mean per-class recall)</th><th>WA %</th><th>macro-F1</th><th>scored</th><th>missing</th></tr>"
+            f"<tr><td{attrs(ua=num_attr(v.get('ua')))}>{pct(v.get('ua'))}</td><td{attrs(wa=num_attr(v.get('wa')))}>{pct(v.get('wa'))}</td>"
+            f"<td>{rate_text(v.get('macro_f1'))}</td><td>{esc(v.get('n_scored', v.get('n_utts', '—')))}</td><td>{esc(v.get('n_missing', 0))}</td></tr></table>"
         )
         conf = v.get("confusion") or {}
         labels, mat = conf.get("labels") or [], conf.get("matrix") or []
         if labels and mat:
             vmax = max([max(r) for r in mat if r] + [1])
-            out.append(f"<p class='note'>Confusion matrix: rows are reference labels, columns are predictions.</p><table class='confusion'{_attrs(backend=backend)}><thead><tr><th class='l'>ref \\ pred</th>")
+            out.append(f"<p class='note'>Confusion matrix: rows are reference labels, columns are predictions.</p><table class='confusion'{attrs(backend=backend)}><thead><tr><th class='l'>ref \\ pred</th>")
             out.append("".join(f"<th>{esc(lab)}</th>" for lab in labels) + "<th>recall %</th></tr></thead><tbody>")
             for i, (lab, row) in enumerate(zip(labels, mat)):
                 tot = sum(row)
                 out.append(f"<tr><th class='l'>{esc(lab)}</th>")
                 for j, c in enumerate(row):
                     bg, fg = heat_color(c / vmax if vmax else 0, 1.0)
-                    out.append(f"<td style='background:{bg};color:{fg}'{_attrs(ref=lab, pred=labels[j], count=c)}>{esc(c)}</td>")
+                    out.append(f"<td style='background:{bg};color:{fg}'{attrs(ref=lab, pred=labels[j], count=c)}>{esc(c)}</td>")
                 out.append(f"<td>{pct(row[i] / tot if tot and i < len(row) else None)}</td></tr>")
             out.append("</tbody></table>")
         sl = v.get("slices") or {}
         if sl:
             out.append("<table class='sortable emotion-slices'><thead><tr><th class='l'>slice</th><th>UA %</th><th>WA %</th><th>macro-F1</th><th>utts</th></tr></thead><tbody>")
             for k, s in sl.items():
-                out.append(f"<tr{_attrs(backend=backend, slice=k, ua=_num_attr(s.get('ua')))}><td class='l'>{esc(k)}</td><td>{pct(s.get('ua'))}</td><td>{pct(s.get('wa'))}</td><td>{_rate(s.get('macro_f1'))}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
+                out.append(f"<tr{attrs(backend=backend, slice=k, ua=num_attr(s.get('ua')))}><td class='l'>{esc(k)}</td><td>{pct(s.get('ua'))}</td><td>{pct(s.get('wa'))}</td><td>{rate_text(s.get('macro_f1'))}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
             out.append("</tbody></table>")
         dims = v.get("dimensional") or {}
         if dims:
             out.append("<table><thead><tr><th class='l'>dimension</th><th>CCC</th><th>pairwise order accuracy</th><th>utts</th></tr></thead><tbody>")
             for d, s in dims.items():
                 comp = (s.get("comparison") or {}).get("accuracy")
-                out.append(f"<tr><td class='l'>{esc(d)}</td><td>{_rate(s.get('ccc'))}</td><td>{_rate(comp)}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
+                out.append(f"<tr><td class='l'>{esc(d)}</td><td>{rate_text(s.get('ccc'))}</td><td>{rate_text(comp)}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
             out.append("</tbody></table>")
         if v.get("warnings"):
             out.append("<ul class='note'>" + "".join(f"<li>{esc(w)}</li>" for w in v["warnings"][:10]) + "</ul>")
@@ -1131,11 +680,11 @@ def render_worst(data: Mapping[str, Any], summary: Mapping[str, Any], failed: Ma
     ]
     for i, m in enumerate(sorted(set(worst) | set(failed))):
         rows = worst.get(m, [])
-        out.append(f"<details class='worst-model'{_attrs(model=m)}{' open' if i == 0 else ''}><summary>{esc(m)} — {len(rows)} utterance(s)</summary>")
+        out.append(f"<details class='worst-model'{attrs(model=m)}{' open' if i == 0 else ''}><summary>{esc(m)} — {len(rows)} utterance(s)</summary>")
         for r in rows:
             labs = ", ".join(f"{k}={v}" for k, v in r["labels"].items())
             out.append(
-                f"<div class='worst'{_attrs(model=m, utt=r['utt_id'], errors=r['word_errors'], n_words=r['n_words'])}>"
+                f"<div class='worst'{attrs(model=m, utt=r['utt_id'], errors=r['word_errors'], n_words=r['n_words'])}>"
                 f"<div><b>{esc(r['utt_id'])}</b> <span class='n'>{esc(labs)}</span> — {r['word_errors']} error(s) in {r['n_words']} word(s) "
                 f"(S {r['subs']}, D {r['dels']}, I {r['ins']})</div>{render_alignment(r['alignment'])}"
                 f"<div class='raw'>ref: <span class='ref-raw'>{esc(r['ref_raw'])}</span></div><div class='raw'>hyp: <span class='hyp-raw'>{esc(r['hyp_raw'])}</span></div></div>"
@@ -1150,7 +699,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
     """The whole page as one string."""
     data = build_report_data(summary, table, worst_n)
     ms = model_names(summary)
-    colors = _color_map(ms)
+    colors = color_map(ms)
     fams = families(summary)
     cohort = cohort_scores(summary)
     failed = failed_examples(table) if table is not None else {}
@@ -1178,7 +727,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         f"<h1>{esc(data['title'])}</h1><p class='sub'>{esc(ds.get('name'))} · {esc(ds.get('n_utts'))} utterances · {len(ms)} model(s) · "
         f"normalizer {esc(norm.get('name'))} {esc(norm.get('version'))} · {esc(summary.get('created_at'))}</p>"
     )
-    body = "".join(_section(sid, title, b, note) for sid, title, b, note in sections)
+    body = "".join(section_html(sid, title, b, note) for sid, title, b, note in sections)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{esc(data['title'])}</title><style>{CSS}</style></head>"
@@ -1192,7 +741,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
 
 def write_html_report(run_dirs: Sequence[Path], out_dir: Path, worst_n: int = WORST_N) -> Path:
     """Merge ``run_dirs`` (one or more runs of one dataset) and write ``out_dir/report.html``."""
-    from audits.merge import merge_runs
+    from audits.reports.merge import merge_runs
 
     summary, table = merge_runs([Path(d) for d in run_dirs])
     out_dir = Path(out_dir)

@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from audits.scoring import ScoringOptions, score_table, summarize_models
-from audits.summary import load_summary
+from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from audits.asr.summary import load_summary
 from engine.errors import ConfigError
 from normalizers import get_normalizer
 

@@ -123,7 +123,7 @@ def _run_with_progress(rec: Any, out_dir: Path, engine: str, address: Optional[s
 
         summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng)
     if extra:
-        from audits.summary import write_summary
+        from audits.asr.summary import write_summary
 
         summary.update(extra)
         write_summary(out_dir, summary)
@@ -211,7 +211,7 @@ def _print_overview(summary: dict[str, Any]) -> None:
 
 
 def _register_report_commands() -> None:
-    from audits.report_cli import query_command, report_command
+    from audits.reports.build import query_command, report_command
 
     app.command("report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
@@ -305,7 +305,8 @@ def probe_bad_reference_cmd(
     """Bad-reference acceptance from predictions alone: which models reproduce reference errors."""
     import json
 
-    from audits.probes.bad_reference import BadRefSettings, run_from_prediction_dir
+    from audits.probes.bad_reference import BadRefSettings
+    from audits.probes.predictions import run_from_prediction_dir
 
     try:
         settings = BadRefSettings(supermajority=supermajority, min_agree=min_agree, min_eligible_panel=min_eligible_panel)

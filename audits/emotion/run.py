@@ -29,7 +29,7 @@ What is scored, per backend:
 * arousal ordering: each reference label is mapped to an expected arousal level (high > neutral
   > low) and the backend's arousal dimension must order clip pairs the same way -- over all
   pairs, within each speaker (voice is a confound for acoustic measures), and per label pair;
-* prosody contrast (``audits.prosody_contrast``) of paired renditions (same text, different
+* prosody contrast (``audits.emotion.prosody_contrast``) of paired renditions (same text, different
   delivery), from the acoustic descriptors of backends that give them (``prosody``);
 * optionally, model-derived emotion labels, always marked ``model_derived: true``.
 """
@@ -42,28 +42,27 @@ import logging
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audits.emotion import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
-from audits.prosody_contrast import audit_pairs, pairs_from_parents
-from audits.speaker_run import UttMeta, collect_meta, json_safe, parse_backend_list, parse_backend_options, resolve_path
+from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
+from audits.emotion.prosody_contrast import audit_pairs, pairs_from_parents
+from audits.speaker.run import UttMeta, collect_meta, json_safe, parse_backend_list, parse_backend_options, resolve_path
 from engine.backends import SER_BACKENDS
 from engine.backends.base import EmotionOutput
 from engine.config import check_keys, expect_type
+from engine.data import DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
 from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends
 from engine.errors import AuditError, ConfigError
-from engine.runner import DecodeOptions
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 EMOTION_KEYS = {
     "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from audits.scoring import ScoredRows
+from audits.asr.scoring import ScoredRows
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """``audit report`` and ``audit query``: command functions the CLI registers.
 
-Register them in ``audits/cli.py`` with::
+Register them in ``audits/cli/main.py`` with::
 
-    from audits.report_cli import query_command, report_command
+    from audits.reports.build import query_command, report_command
     app.command("report")(report_command)
     app.command("query")(query_command)
 """
@@ -34,12 +34,12 @@ def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, 
     also receives the merged ``summary.json`` and ``utterances.parquet`` so it is a run
     directory of its own (``audit query OUT`` works on it).
     """
-    from audits.cohort import cohort_markdown
-    from audits.exports import write_exports
-    from audits.merge import merge_runs
-    from audits.report_html import render_html
-    from audits.report_md import render_markdown
-    from audits.summary import write_summary
+    from audits.asr.cohort import cohort_markdown
+    from audits.asr.summary import write_summary
+    from audits.reports.exports import write_exports
+    from audits.reports.html import render_html
+    from audits.reports.markdown import render_markdown
+    from audits.reports.merge import merge_runs
     from engine.store import atomic_write_text
 
     dirs = [Path(d) for d in run_dirs]
@@ -129,7 +129,7 @@ def query_command(
 
     audit query runs/sweep "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) WHERE label='accent' AND params_m < 1000"
     """
-    from audits.query import query
+    from audits.reports.query import query
 
     if fmt not in ("table", "csv", "json"):
         _err.print(f"[bold red]error:[/] --format must be table, csv or json, not {fmt!r}")

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from audits.exports import GAP_COLUMNS, MODEL_COLUMNS, PROBE_COLUMNS, SLICE_COLUMNS, frame, gap_rows, model_rows, probe_rows, slice_rows
+from audits.reports.tables import summary_frames
 from engine.errors import AuditError, ConfigError
 
 VIEWS = ("utterances", "models", "slices", "gaps", "probes", "scored")
@@ -32,21 +32,9 @@ class QueryError(AuditError):
     """The SQL could not run; the message is DuckDB's, plus the views that exist."""
 
 
-def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
-    """The summary's tables as DataFrames (stable columns even when empty)."""
-    models = frame(model_rows(summary), MODEL_COLUMNS)
-    models["params_m"] = pd.to_numeric(models["params_m"], errors="coerce")
-    return {
-        "models": models,
-        "slices": frame(slice_rows(summary), SLICE_COLUMNS),
-        "gaps": frame(gap_rows(summary), GAP_COLUMNS),
-        "probes": frame(probe_rows(summary), PROBE_COLUMNS),
-    }
-
-
 def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFrame:
     """Rows with ``ref_norm``, ``hyp_norm``, ``n_words``, ``word_errors``, ... (normalized with the run's normalizer)."""
-    from audits.scoring import score_table
+    from audits.asr.scoring import score_table
     from normalizers import get_normalizer
 
     return score_table(table, get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))).frame
@@ -77,8 +65,8 @@ def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
     """Run ``sql`` against the views of one run directory (or of several, merged) and return the result."""
     import duckdb
 
-    from audits.merge import merge_runs
-    from audits.summary import load_summary
+    from audits.asr.summary import load_summary
+    from audits.reports.merge import merge_runs
 
     dirs = [Path(run_dir)] if isinstance(run_dir, (str, Path)) else [Path(d) for d in run_dir]
     if not sql.strip():

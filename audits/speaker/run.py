@@ -31,14 +31,15 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from audits.speaker import (
+from audits.asr.summary import json_safe
+from audits.speaker.metrics import (
     Trial,
     TrialList,
     combine_clips,
@@ -48,20 +49,17 @@ from audits.speaker import (
     generate_trials,
     read_trials,
 )
-from audits.summary import json_safe
 from engine.audio import decode
 from engine.backends import SV_BACKENDS
-from engine.backends.base import SAMPLE_RATE
 from engine.config import check_keys, expect_type
+from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
 from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends
 from engine.errors import AuditError, ConfigError, RegistryError
-from engine.runner import DecodeOptions
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
-ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
 SPEAKER_KEYS = {
     "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from engine.backends.base import SAMPLE_RATE
+from engine.data import SAMPLE_RATE
 from engine.errors import AuditError, ConfigError, ManifestError
 
 log = logging.getLogger(__name__)

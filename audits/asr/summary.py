@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audits.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
+from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from engine.store import atomic_write_text
 from normalizers import Normalizer
 

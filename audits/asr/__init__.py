@@ -1,0 +1,1 @@
+"""ASR scoring: normalized alignment, corpus WER/CER, intervals, gaps, cohort scores."""

@@ -1,0 +1,193 @@
+"""Findings: the sentences at the top of a report, derived only from summary figures (and, for empty references, the rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from audits.asr.cohort import COHORT_LABEL, CohortScores, slice_family
+from audits.reports.formatting import (
+    ci_bounds,
+    ci_text,
+    pct,
+    rate_ci_text,
+    rate_text,
+)
+from audits.reports.tables import probe_model_results
+
+FAMILY_ORDER = ("accent", "accent_group", "emotion", "background", "conversation")
+
+
+def model_names(summary: Mapping[str, Any]) -> list[str]:
+    return sorted((summary.get("models") or {}).keys())
+
+
+def by_wer(summary: Mapping[str, Any]) -> list[str]:
+    """Models with a WER, lowest overall WER first (the order every per-model plot and table uses)."""
+    models = summary.get("models") or {}
+    return sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: (models[m]["wer"], m))
+
+
+def families(summary: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Slice family -> its ``label=value`` keys, in a stable reading order."""
+    keys: set[str] = set()
+    for m in (summary.get("models") or {}).values():
+        keys.update((m.get("slices") or {}).keys())
+    fam: dict[str, list[str]] = {}
+    for k in sorted(keys):
+        fam.setdefault(slice_family(k)[0], []).append(k)
+    order = {f: i for i, f in enumerate(FAMILY_ORDER)}
+    return dict(sorted(fam.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+
+
+def control_models(summary: Mapping[str, Any], candidates: Iterable[str]) -> list[str]:
+    """Positive-control models: the memorizer backend, or a model tagged 'control'/'memorizer'."""
+    out = []
+    models = summary.get("models") or {}
+    for m in candidates:
+        e = models.get(m) or {}
+        tags = {str(t).lower() for t in (e.get("tags") or [])}
+        if "memorizer" in m.lower() or str(e.get("backend") or "").lower() == "memorizer" or tags & {"control", "memorizer", "positive-control"}:
+            out.append(m)
+    return out
+
+
+def intervals_disjoint(a: Any, b: Any) -> int:
+    """-1 when interval a lies wholly below b, +1 when wholly above, 0 when they overlap or are unknown."""
+    alo, ahi = ci_bounds(a)
+    blo, bhi = ci_bounds(b)
+    if None in (alo, ahi, blo, bhi):
+        return 0
+    if ahi < blo:  # type: ignore[operator]
+        return -1
+    if alo > bhi:  # type: ignore[operator]
+        return 1
+    return 0
+
+
+def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> list[str]:
+    """Short sentences about what stands out, each backed by the numbers (plain text, unescaped)."""
+    models = summary.get("models") or {}
+    out: list[str] = []
+    scored = sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: models[m]["wer"])
+    failed = [m for m in models if models[m].get("wer") is None]
+    if failed:
+        out.append(f"{len(failed)} model(s) produced no scorable output: {', '.join(failed)} (see run facts for the reason).")
+    if len(scored) == 1:
+        m = scored[0]
+        out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {ci_text(models[m].get('ci95'))}) over {models[m].get('n_words', 0)} reference words.")
+    elif len(scored) >= 2:
+        lead = scored[0]
+        lw = models[lead]
+        overlapping = [m for m in scored[1:] if intervals_disjoint(lw.get("ci95"), models[m].get("ci95")) == 0]
+        separated = [m for m in scored[1:] if intervals_disjoint(lw.get("ci95"), models[m].get("ci95")) == -1]
+        if not overlapping:
+            out.append(
+                f"{lead} has the lowest WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}); its interval does not overlap any other model's, "
+                "so it is lower than every other model on this data."
+            )
+        else:
+            shown = ", ".join(overlapping[:6]) + (f" and {len(overlapping) - 6} more" if len(overlapping) > 6 else "")
+            out.append(
+                f"{lead} has the lowest point WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}), but its interval overlaps "
+                f"{shown}: those differences are within the intervals."
+            )
+            if separated:
+                out.append(f"{lead} has lower WER than {', '.join(separated[:6])}{' and more' if len(separated) > 6 else ''}; those intervals do not overlap.")
+        tail = scored[-1]
+        if tail != lead:
+            above = [m for m in scored[:-1] if intervals_disjoint(models[tail].get("ci95"), models[m].get("ci95")) == 1]
+            if len(above) == len(scored) - 1:
+                out.append(f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}), above every other model with non-overlapping intervals.")
+            else:
+                out.append(f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}); it overlaps at least one other model's interval.")
+    # slices: hardest slice by the median across models
+    fam = families(summary)
+    slice_medians: list[tuple[float, str, int]] = []
+    for keys in fam.values():
+        for k in keys:
+            ws = [models[m]["slices"][k]["wer"] for m in scored if (models[m].get("slices") or {}).get(k, {}).get("wer") is not None]
+            if ws:
+                slice_medians.append((float(pd.Series(ws).median()), k, len(ws)))
+    if slice_medians:
+        slice_medians.sort(reverse=True)
+        w, k, n = slice_medians[0]
+        easy_w, easy_k, _ = slice_medians[-1]
+        if k != easy_k:
+            out.append(f"The hardest slice is {k} (median WER {pct(w)}% across {n} model(s)); the easiest is {easy_k} ({pct(easy_w)}%).")
+    # gaps
+    all_gaps = [(m, g) for m in scored for g in (models[m].get("gaps") or []) if g.get("gap") is not None]
+    sig = [(m, g) for m, g in all_gaps if g.get("excludes_zero")]
+    if all_gaps:
+        out.append(f"{len(sig)} of {len(all_gaps)} fairness gaps have a 95% interval that excludes zero.")
+        for m, g in sorted(sig, key=lambda mg: -abs(mg[1]["gap"]))[:4]:
+            direction = "higher" if g["gap"] > 0 else "lower"
+            out.append(
+                f"{m}: WER on {g['label']}={g['a']} is {abs(100 * g['gap']):.1f} points {direction} than on {g['label']}={g['b']} "
+                f"(95% CI {ci_text(g.get('ci95'))}); the interval excludes zero."
+            )
+    # speed
+    timed = [m for m in scored if models[m].get("rtfx")]
+    if len(timed) >= 2:
+        timed.sort(key=lambda m: -models[m]["rtfx"])
+        frontier = pareto_front({m: (models[m]["wer"], models[m]["rtfx"]) for m in timed})
+        devices = sorted({str(models[m].get("device") or "?") for m in timed})
+        out.append(
+            f"Fastest measured: {timed[0]} (RTFx {models[timed[0]]['rtfx']:.1f}); slowest: {timed[-1]} (RTFx {models[timed[-1]]['rtfx']:.1f}) "
+            f"on {', '.join(devices)}. On point estimates, the speed/accuracy frontier is: {', '.join(frontier)}."
+        )
+    failing_rows = [(m, models[m].get("n_failed", 0)) for m in models if models[m].get("n_failed")]
+    if failing_rows:
+        out.append("Failed rows (excluded from WER, listed in run facts): " + ", ".join(f"{m} {n}" for m, n in failing_rows) + ".")
+    # probes
+    for probe, p in sorted((summary.get("probes") or {}).items()):
+        if not isinstance(p, Mapping):
+            continue
+        res = probe_model_results(p)
+        ctrl = control_models(summary, res)
+        for c in ctrl:
+            r = res[c]
+            others = [m for m in res if m not in ctrl and res[m].get("rate") is not None]
+            below = [m for m in others if intervals_disjoint(res[m].get("ci95"), r.get("ci95")) == -1]
+            out.append(
+                f"Probe {probe}: the memorizer control {c} scores {rate_text(r.get('rate'))} (95% CI {rate_ci_text(r.get('ci95'))}); "
+                f"{len(below)} of {len(others)} other model(s) lie below it with non-overlapping intervals."
+            )
+    if cohort is not None and len(cohort.models) >= 3:
+        hi = [m for m, s in cohort.overall.items() if s is not None and s >= 115]
+        if hi:
+            out.append(f"Cohort scores ({COHORT_LABEL}): {', '.join(hi)} score at least one robust deviation above the cohort median overall.")
+    return out
+
+
+def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
+    """Models not dominated in (lower WER, higher RTFx), fastest first."""
+    front = []
+    for m, (w, r) in points.items():
+        dominated = any((w2 <= w and r2 >= r) and (w2 < w or r2 > r) for m2, (w2, r2) in points.items() if m2 != m)
+        if not dominated:
+            front.append(m)
+    return sorted(front, key=lambda m: -points[m][1])
+
+
+def empty_ref_finding(df: pd.DataFrame | None) -> list[str]:
+    if df is None:
+        return []
+    counts = empty_references(df)
+    if not counts:
+        return []
+    n = max(counts.values())
+    return [
+        (
+            f"{n} utterance(s) have an empty reference after normalization; every hypothesis word there counts as an insertion "
+            "(they are left out of the worst-utterance lists; check the dataset's references)."
+        )
+    ]
+
+
+def empty_references(df: pd.DataFrame) -> dict[str, int]:
+    """Per model: scored rows whose normalized reference is empty (every hypothesis word is an insertion)."""
+    bad = df[df["ok"] & (df["n_words"] == 0)]
+    return {str(m): len(g) for m, g in bad.groupby("model", sort=True)}

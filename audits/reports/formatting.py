@@ -1,0 +1,77 @@
+"""Escaping and number formatting shared by the HTML report and its charts: every value shown passes through here."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+
+
+def esc(x: Any) -> str:
+    """HTML-escape anything (quotes too, so the result is safe inside attributes)."""
+    return html.escape("" if x is None else str(x), quote=True)
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    return "—" if x is None else f"{100 * x:.{digits}f}"
+
+
+def ci_text(ci: Any, digits: int = 1) -> str:
+    lo, hi = ci_bounds(ci)
+    return "—" if lo is None or hi is None else f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
+
+
+def ci_bounds(ci: Any) -> tuple[float | None, float | None]:
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and ci[1] is not None:
+        return float(ci[0]), float(ci[1])
+    return None, None
+
+
+def num_attr(x: Any) -> str:
+    """A number for a data attribute: full precision, empty when missing."""
+    if x is None:
+        return ""
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return ""
+    return repr(f) if math.isfinite(f) else ""
+
+
+def attrs(**kv: Any) -> str:
+    return "".join(f' data-{k.replace("_", "-")}="{esc(v)}"' for k, v in kv.items())
+
+
+def json_for_script(obj: Any) -> str:
+    """JSON that is safe inside a ``<script>`` element (``<``, ``>``, ``&`` as unicode escapes)."""
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def rate_text(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.3f}"
+
+
+def rate_ci_text(ci: Any) -> str:
+    lo, hi = ci_bounds(ci)
+    return "—" if lo is None else f"[{lo:.3f}, {hi:.3f}]"
+
+
+def truncate(label: str, n: int = 34) -> str:
+    return label if len(label) <= n else label[: n - 1] + "…"
+
+
+def section_html(sid: str, title: str, body: str, note: str = "") -> str:
+    return f'<section id="{esc(sid)}"><h2>{esc(title)}</h2>' + (f'<p class="note">{note}</p>' if note else "") + body + "</section>"
+
+
+def color_map(models: Sequence[str]) -> dict[str, str]:
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(models)}
+
+
+def seconds_text(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.1f}"

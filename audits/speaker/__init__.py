@@ -1,0 +1,1 @@
+"""Speaker-verification audit: trials, EER/minDCF metrics, and the run over SV backends."""
