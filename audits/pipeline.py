@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, write_summary
 from audits.recipes import Recipe, builtin_dataset_path
-from audits.reports.markdown import render_markdown
+from engine.backends import ASR_BACKENDS
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError
@@ -51,17 +51,16 @@ def open_recipe_dataset(recipe: Recipe, shard_size: int | None = None) -> Datase
 def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     """Registry specs for the recipe's models (checked before anything loads)."""
     if not dataset.has_audio:
-        preds = dataset.meta.get("predictions", {})
+        preds = dataset.predictions
         names = [m for m in recipe.models if m in preds] if recipe.models and any(m in preds for m in recipe.models) else sorted(preds)
         return [ModelSpec(n, "predictions", {}, 0, {}) for n in names]
     registry = load_model_registry()
     specs = []
     for e in resolve_models(list(recipe.models), registry):
         spec = e.spec(recipe.batch_size)
-        if spec.backend == "memorizer" and "index" not in spec.options:
-            # the positive control memorizes the run's own dataset unless told otherwise
-            spec = ModelSpec(spec.name, spec.backend, {**spec.options, "index": dataset.source, "index_reader": dataset.reader}, spec.batch_size, spec.meta)
-        specs.append(spec)
+        backend_cls: Any = ASR_BACKENDS.get(spec.backend)
+        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader)
+        specs.append(replace(spec, options=options))
     return specs
 
 
@@ -89,16 +88,17 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
+    summary_dict: dict[str, Any] = dict(summary)
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
-        add_semantic_similarity(summary, scored)
-    write_summary(out, summary)
-    atomic_write_text(out / "report.md", render_markdown(summary))
+        add_semantic_similarity(summary_dict, scored)
+    write_summary(out, summary_dict)
     from audits.reports.build import build_report
 
-    build_report([out], None, worst=5, exports=True)  # report.md (+ cohort), report.html, exports/
-    return summary
+    # report.md (+ cohort), report.html and exports/ from the same scoring pass
+    build_report([out], None, worst=5, exports=True, scored=scored.frame)
+    return summary_dict
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ DEFAULT_MAX_DURATION_S = 1800.0
 #: Progress callback: (event, count, details). Events: loading, start, unit, skip, ...
 ProgressFn = Callable[[str, int, dict[str, Any]], None]
 
-# Columns every result row has (DESIGN.md contract); slice labels are added as extra columns.
+# Columns every result row has (docs/design.md, run-directory contract); slice labels are added as extra columns.
 RESULT_COLUMNS: tuple[str, ...] = (
     "utt_id",
     "model",

@@ -13,13 +13,13 @@ Each entry::
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from engine.backends import ASR_BACKENDS
+from engine.backends.availability import Availability, model_availability
 from engine.config import check_keys, expect_type, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
@@ -28,16 +28,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
 ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license"}
-
-# Python modules each backend needs, and the extra that provides them.
-BACKEND_REQUIREMENTS: Mapping[str, tuple[tuple[str, ...], str]] = {
-    "faster-whisper": (("faster_whisper", "ctranslate2"), "core"),
-    "pocketsphinx": (("pocketsphinx",), "core"),
-    "transformers": (("transformers", "torch"), "transformers"),
-    "nemo": (("nemo",), "nemo"),
-    "openai-compatible": ((), "core"),
-}
-
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -55,6 +45,10 @@ class ModelEntry:
     def spec(self, batch_size: int | None = None) -> ModelSpec:
         meta = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
         return ModelSpec(self.name, self.backend, dict(self.options), batch_size or self.batch_size, meta)
+
+    def availability(self) -> Availability:
+        """Can this model run here, and why (not): the backend's own check (engine/backends/availability.py)."""
+        return model_availability(self.backend, self.options, self.extra)
 
 
 def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
@@ -105,47 +99,3 @@ def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list
             raise ConfigError(f"unknown model '{n}'{hint} (see `audit list models`)")
         out.append(registry[n])
     return out
-
-
-def _hf_cached(model_id: str) -> bool:
-    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
-    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
-    return (hub / f"models--{model_id.replace('/', '--')}").exists()
-
-
-def runnable_here(entry: ModelEntry) -> tuple[bool, str]:
-    """Can this model run on this machine now, and if not, what to do about it."""
-    mods, extra = BACKEND_REQUIREMENTS.get(entry.backend, ((), "core"))
-    missing = [m for m in mods if importlib.util.find_spec(m) is None]
-    if missing:
-        return False, f"needs {', '.join(missing)}: pip install '.[{entry.extra or extra}]'"
-    opts = entry.options
-    if entry.backend == "faster-whisper":
-        from engine.backends.bundled import bundled_faster_whisper_status
-
-        model = str(opts.get("model", ""))
-        status = bundled_faster_whisper_status(model)
-        if status.runnable:
-            return True, status.reason
-        if Path(model).is_dir():
-            return True, f"local directory {model}"
-        if _hf_cached(model if "/" in model else f"Systran/faster-whisper-{model}"):
-            return True, "weights in the Hugging Face cache"
-        return False, f"weights for '{model}' are not on this machine and the hub is unreachable; download them and set options.model to the directory"
-    if entry.backend == "memorizer":
-        return True, "positive control: indexes the run's dataset, defers to " + str(opts.get("fallback", "nothing"))
-    if entry.backend == "fault-inject":
-        return True, "test backend wrapping " + str(opts.get("inner", "?"))
-    if entry.backend == "pocketsphinx":
-        return True, "model bundled with the pocketsphinx package"
-    if entry.backend == "openai-compatible":
-        env = str(opts.get("api_key_env", "OPENAI_API_KEY"))
-        if not opts.get("base_url"):
-            return False, "set options.base_url to the endpoint"
-        return (True, f"endpoint {opts['base_url']}") if os.environ.get(env) or opts.get("no_auth") else (False, f"set the API key in ${env}")
-    model = str(opts.get("model", opts.get("model_id", "")))
-    if Path(model).exists():
-        return True, f"local path {model}"
-    if _hf_cached(model):
-        return True, "weights in the Hugging Face cache"
-    return False, f"weights for '{model}' must come from the Hugging Face hub (unreachable here); download them and set options.model to the local path"

@@ -110,7 +110,7 @@ def process_unit(
 
 def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str, Any]]:
     """Rows for a predictions-only dataset (no audio, no timing)."""
-    preds = dataset.meta.get("predictions", {}).get(model, {})
+    preds = dataset.predictions.get(model, {})
     out = []
     for u in shard.utterances:
         row = _base_row(u, model, shard.shard_id)

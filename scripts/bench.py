@@ -12,7 +12,7 @@ taking medians, so that a busy or shared machine slows both sides alike. Subcomm
     python scripts/bench.py memory             # driver peak RSS per 10,000 utterances
     python scripts/bench.py oasr               # Open ASR Leaderboard method vs ours (scripts/oasr_compare.py)
 
-RTFx definitions (DESIGN.md): audio seconds / inference seconds, model loading and warm-up
+RTFx definitions (docs/metrics.md): audio seconds / inference seconds, model loading and warm-up
 excluded. "wall" RTFx divides by the wall time of the whole loop (decoding, batching, writing
 results included); "infer" RTFx divides by the summed per-batch ``transcribe_batch`` times that
 the engine records in ``infer_s``.

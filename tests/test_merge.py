@@ -137,7 +137,7 @@ def _flat(text: str) -> str:
 def _cli():  # the commands as the lead registers them in audits/cli/main.py
     import typer
 
-    from audits.reports.build import query_command, report_command
+    from audits.cli.report import query_command, report_command
 
     app = typer.Typer()
     app.command("report")(report_command)

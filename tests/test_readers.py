@@ -93,7 +93,7 @@ def test_shard_roundtrip(tmp_path):
 def test_predictions_reader(voxpopuli_preds):
     ds = open_dataset(voxpopuli_preds)
     assert ds.reader == "oasr-predictions" and not ds.has_audio and ds.n_utts == 150
-    assert set(ds.meta["predictions"]) == {"distil-small.en", "wav2vec2-base-960h", "whisper-base.en", "whisper-small.en", "whisper-tiny.en"}
+    assert "predictions" not in ds.describe() and set(ds.predictions) == {"distil-small.en", "wav2vec2-base-960h", "whisper-base.en", "whisper-small.en", "whisper-tiny.en"}
 
 
 def test_hf_reader_offline_message(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from audits.recipes import list_recipes, load_recipe, parse_recipe, with_overrides
 from engine.config import load_yaml
 from engine.errors import ConfigError
-from engine.model_registry import load_model_registry, resolve_models, runnable_here
+from engine.model_registry import load_model_registry, resolve_models
 
 
 def test_builtin_recipes_valid():
@@ -65,12 +65,11 @@ def test_model_registry():
     assert len([e for e in reg.values() if "study" in e.tags]) >= 30
     with pytest.raises(ConfigError, match="did you mean 'whisper-tiny.en'"):
         resolve_models(["whisper-tiny"], reg)
-    ok, why = runnable_here(reg["whisper-tiny.en"])
-    assert ok, why
-    ok, why = runnable_here(reg["pocketsphinx-en-us"])
-    assert ok, why
-    ok, why = runnable_here(reg["parakeet-tdt-0.6b-v2"])
-    assert not ok and ("pip install" in why or "hub" in why)
+    for name in ("whisper-tiny.en", "pocketsphinx-en-us"):
+        avail = reg[name].availability()
+        assert avail.runnable and avail.checked, avail.reason
+    parakeet = reg["parakeet-tdt-0.6b-v2"].availability()
+    assert not parakeet.runnable and ("pip install" in parakeet.reason or "hub" in parakeet.reason)
 
 
 def test_registry_rejects_unknown_entry_keys(tmp_path: Path, monkeypatch):

@@ -431,3 +431,22 @@ def test_report_from_a_real_predictions_run(tmp_path: Path, voxpopuli_preds: Pat
         assert p.find("worst", model=m)  # real errors shown, aligned
     assert "predictions" not in data["dataset"]  # the reader's raw predictions stay out of the page
     assert any("lowest" in f for f in data["findings"])
+
+
+def test_summary_size_does_not_grow_with_the_number_of_utterances(tmp_path: Path, voxpopuli_preds: Path) -> None:
+    """summary.json holds figures and provenance only: 150 clips give the same size as 30, and no hypothesis text."""
+    from audits.pipeline import run_recipe
+    from audits.recipes import load_recipe, with_overrides
+    from audits.schema import SCHEMA_VERSION
+
+    sizes = {}
+    for n in (30, 150):
+        recipe = with_overrides(load_recipe("score-predictions"), dataset=str(voxpopuli_preds), reader="oasr-predictions", limit=n)
+        summary = run_recipe(recipe, tmp_path / f"n{n}")
+        assert summary["schema_version"] == SCHEMA_VERSION and summary["dataset"]["n_utts"] == n
+        assert sorted(summary["dataset"]["prediction_models"]) == sorted(summary["models"])
+        text = (tmp_path / f"n{n}" / "summary.json").read_text(encoding="utf-8")
+        first_hyp = json.loads((voxpopuli_preds / "whisper-tiny.en.jsonl").read_text().splitlines()[0])["pred_text"]
+        assert first_hyp.strip() not in text
+        sizes[n] = len(text)
+    assert abs(sizes[150] - sizes[30]) < 0.05 * sizes[30], sizes

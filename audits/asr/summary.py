@@ -1,4 +1,7 @@
-"""``summary.json``: everything needed to know how each number was made, plus the numbers."""
+"""``summary.json``: everything needed to know how each number was made, plus the numbers.
+
+The field names and types are in ``audits/schema.py``.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +17,10 @@ import numpy as np
 import pandas as pd
 
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
+from audits.schema import SCHEMA_VERSION, Summary
 from engine.store import atomic_write_text
 from normalizers import Normalizer
 
-SCHEMA_VERSION = 1
 TRACKED_PACKAGES = (
     "audit-engine", "faster-whisper", "ctranslate2", "pocketsphinx", "whisper-normalizer", "rapidfuzz",
     "numpy", "pyarrow", "pandas", "soundfile", "soxr", "torch", "transformers", "ray", "resemblyzer",
@@ -59,8 +62,11 @@ def build_summary(
     hardware: Mapping[str, Any],
     options: ScoringOptions,
     extra: Mapping[str, Any] | None = None,
-) -> tuple[dict[str, Any], ScoredRows]:
-    """Score the result rows and assemble the summary (see DESIGN.md's run-directory contract)."""
+) -> tuple[Summary, ScoredRows]:
+    """Score the result rows once and assemble the summary (docs/design.md, run-directory contract).
+
+    The scored rows are returned too, so reports and exports reuse them instead of scoring again.
+    """
     scored = score_table(table, normalizer)
     per_model = summarize_models(scored, options) if len(table) else {}
     models: dict[str, Any] = {}
@@ -95,7 +101,7 @@ def build_summary(
         for name, facts in model_facts.items()
         if facts.get("status") in ("unavailable", "failed-to-load")
     ]
-    summary = {
+    summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "failures": run_failures,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -113,7 +119,8 @@ def build_summary(
         "models": models,
         **dict(extra or {}),
     }
-    return json_safe(summary), scored
+    out: Summary = json_safe(summary)
+    return out, scored
 
 
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:

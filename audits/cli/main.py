@@ -10,6 +10,7 @@ from typing import Any, Literal, Optional
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -152,7 +153,7 @@ def sweep_cmd(
     """Run every registry model that can run here (listing those skipped and why) into one run directory."""
     from audits.recipes import load_recipe, with_overrides
     from engine.errors import ConfigError
-    from engine.model_registry import load_model_registry, resolve_models, runnable_here
+    from engine.model_registry import load_model_registry, resolve_models
 
     try:
         reg = load_model_registry()
@@ -172,8 +173,8 @@ def sweep_cmd(
             if "control" in e.tags and models == "all":
                 skipped[name] = "positive control (name it explicitly to include it)"
                 continue
-            ok, why = runnable_here(e)
-            (runnable.append(name) if ok else skipped.__setitem__(name, why))
+            avail = e.availability()
+            (runnable.append(name) if avail.runnable else skipped.__setitem__(name, avail.reason))
         t = Table(title=f"sweep: {len(runnable)} to run, {len(skipped)} skipped")
         t.add_column("model")
         t.add_column("skipped because")
@@ -211,7 +212,7 @@ def _print_overview(summary: dict[str, Any]) -> None:
 
 
 def _register_report_commands() -> None:
-    from audits.reports.build import query_command, report_command
+    from audits.cli.report import query_command, report_command
 
     app.command("report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
@@ -247,7 +248,7 @@ def corpus_demo_cmd(
 @list_app.command("models")
 def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
     """Registry models, whether each can run here, and why not."""
-    from engine.model_registry import load_model_registry, runnable_here
+    from engine.model_registry import load_model_registry
 
     try:
         reg = load_model_registry()
@@ -260,10 +261,9 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
     for name, e in sorted(reg.items()):
         if tag and tag not in e.tags:
             continue
-        ok, why = runnable_here(e)
-        from rich.markup import escape
-
-        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), "[green]yes[/]" if ok else "[red]no[/]", escape(why))
+        avail = e.availability()
+        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not here[/]")
+        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
     out_console.print(t)
 
 

@@ -1,6 +1,6 @@
 """Emotion audit: categorical scores (UA, WA, macro-F1, confusion), CCC, relative comparisons.
 
-Definitions (DESIGN.md):
+Definitions (docs/metrics.md):
 
 * UA (unweighted accuracy) = mean over reference classes of per-class recall; classes that
   never occur in the references are not averaged (same as scikit-learn's balanced accuracy).

@@ -318,7 +318,7 @@ def find_occurrences(text: str, family: OrthoFamily) -> list[Occurrence]:
 
 
 def default_families(include_optional_compounds: bool = False) -> list[OrthoFamily]:
-    """The convention families of DESIGN.md; each family's arms sound identical."""
+    """The orthographic convention families (docs/probes.md); each family's arms sound identical."""
     fams: list[OrthoFamily] = []
     for name, abbr, spelled in HONORIFICS:
         fams.append(

@@ -153,12 +153,15 @@ _MODEL_KEYS = ("status", "backend", "wer", "ci95", "cer", "cer_ci95", "rtfx", "n
 _SLICE_KEYS = ("wer", "ci95", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 
-def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N) -> dict[str, Any]:
+def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (embedded in the page as ``report-data``)."""
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
     ds = summary.get("dataset") or {}
-    df = scored_rows(summary, table) if table is not None and len(table) else None
+    if scored is not None:
+        df: pd.DataFrame | None = scored  # the pass summary.json was built from
+    else:
+        df = scored_rows(summary, table) if table is not None and len(table) else None
     probes: dict[str, Any] = {}
     for probe, p in sorted((summary.get("probes") or {}).items()):
         if not isinstance(p, Mapping):
@@ -695,9 +698,9 @@ def render_worst(data: Mapping[str, Any], summary: Mapping[str, Any], failed: Ma
     return "".join(out)
 
 
-def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N) -> str:
-    """The whole page as one string."""
-    data = build_report_data(summary, table, worst_n)
+def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None) -> str:
+    """The whole page as one string; ``scored`` (the summary's own scoring pass) saves scoring the rows again."""
+    data = build_report_data(summary, table, worst_n, scored)
     ms = model_names(summary)
     colors = color_map(ms)
     fams = families(summary)

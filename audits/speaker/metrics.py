@@ -1,6 +1,6 @@
 """Speaker-verification scoring: trials, cosine scores, score normalization, EER and minDCF.
 
-Definitions (DESIGN.md, "Metrics, defined once"):
+Definitions (docs/metrics.md):
 
 * A trial is ``(label, enroll, test)``; label 1 = same speaker (target), 0 = different.
 * A trial is *accepted* when ``score >= threshold``. ``P_miss(t)`` is the share of target

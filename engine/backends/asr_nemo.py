@@ -7,12 +7,13 @@ raises ``BackendUnavailable`` with the install command.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.data import SAMPLE_RATE
@@ -47,6 +48,17 @@ class NemoBackend(ASRBackend):
     """NeMo ``ASRModel``: ``from_pretrained(name)`` or ``restore_from(path.nemo)``."""
 
     name = "nemo"
+    requires = ("nemo",)
+    extra = "nemo"
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """A local ``.nemo`` file, or a hub id already in the local cache."""
+        model = str(options.get("model") or "")
+        if model.endswith(".nemo"):
+            ok = Path(model).expanduser().is_file()
+            return Availability(ok, "local .nemo file" if ok else f"{model} not found")
+        return local_or_cached(model, model, lambda p: False)
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))

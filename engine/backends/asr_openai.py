@@ -18,12 +18,13 @@ import urllib.error
 import urllib.request
 import uuid
 import wave
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.backends.bundled import check_audio_batch, check_options
 from engine.data import SAMPLE_RATE
@@ -86,6 +87,15 @@ class OpenAICompatibleBackend(ASRBackend):
     """Remote transcription over the OpenAI audio API; the key never leaves its environment variable."""
 
     name = "openai-compatible"
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """An API key in the named environment variable (reachability is not checked)."""
+        base_url = options.get("base_url", _DEFAULTS["base_url"])
+        key_env = options.get("api_key_env", _DEFAULTS["api_key_env"])
+        if key_env and not os.environ.get(str(key_env)):
+            return Availability(False, f"set the environment variable {key_env} (API key for {base_url})")
+        return Availability(True, f"HTTP endpoint {base_url} (reachability not checked)", checked=False)
 
     def __init__(self, **options: Any) -> None:
         if "api_key" in options:

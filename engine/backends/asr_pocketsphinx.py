@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
 from engine.data import SAMPLE_RATE
@@ -37,6 +38,20 @@ class PocketsphinxBackend(ASRBackend):
     """PocketSphinx 5 with its bundled en-US acoustic model, CMUdict and n-gram LM by default."""
 
     name = "pocketsphinx"
+    requires = ("pocketsphinx",)
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """The en-US model bundled with the package, or the hmm/lm/dict paths the options name."""
+        given = {k: str(options[k]) for k in ("hmm", "lm", "dict") if options.get(k)}
+        if given:
+            missing = [v for v in given.values() if not Path(v).exists()]
+            if missing:
+                return Availability(False, f"model path(s) not found: {', '.join(missing)}")
+            return Availability(True, "model files given in the options")
+        if pocketsphinx_model_dir() is None:
+            return Availability(False, "the pocketsphinx package lacks its bundled en-US model; reinstall pocketsphinx")
+        return Availability(True, "bundled en-US model in the pocketsphinx package")
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.data import SAMPLE_RATE
@@ -54,6 +55,13 @@ class TransformersBackend(ASRBackend):
     """Any transformers ASR checkpoint: hub id (downloaded or cached) or local directory."""
 
     name = "transformers"
+    requires = ("transformers", "torch")
+    extra = "transformers"
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        model = str(options.get("model") or "")
+        return local_or_cached(model, model, lambda p: (p / "config.json").is_file())
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))

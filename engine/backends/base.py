@@ -6,10 +6,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from engine.backends.availability import Availability, missing_modules
 from engine.data import SAMPLE_RATE
 
 
@@ -53,9 +54,25 @@ class Backend(ABC):
     """Common life cycle: ``__init__(**options)`` is cheap, ``load()`` does the heavy work."""
 
     name: str = "backend"
+    #: Modules the backend imports when it loads, and the pip extra that provides them.
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = "core"
 
     def __init__(self, **options: Any) -> None:
         self.options = dict(options)
+
+    @classmethod
+    def availability(cls, options: Mapping[str, Any], extra: str | None = None) -> Availability:
+        """Can this backend run with ``options`` here? Cheap: no weights loaded, no network."""
+        missing = missing_modules(cls.requires)
+        if missing:
+            return Availability(False, f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'")
+        return cls.check_weights(options)
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """Whether the weights (or endpoint) the options name can be had here; backends override it."""
+        return Availability(True, "no weights to fetch")
 
     @abstractmethod
     def load(self) -> None:
@@ -71,6 +88,12 @@ class Backend(ABC):
 
 class ASRBackend(Backend):
     """Speech recognition: audio in, raw text out (never normalized)."""
+
+    @classmethod
+    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
+        """Options for a run over the dataset at ``source``; a backend that needs the run's data
+        (the memorizer control indexes it) fills them in here, so runners need no special cases."""
+        return dict(options)
 
     @abstractmethod
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:

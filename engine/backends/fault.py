@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.backends.bundled import check_options
 from engine.data import SAMPLE_RATE
@@ -54,6 +55,10 @@ class FaultInjectionBackend(ASRBackend):
     """Delegates to ``inner`` and injects the configured fault; warm-up batches are not counted."""
 
     name = "fault-inject"
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        return Availability(True, f"test backend wrapping {options.get('inner', '?')}")
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, list(_DEFAULTS))

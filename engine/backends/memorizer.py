@@ -21,12 +21,13 @@ re-synthesized speech (another voice) near 0.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
@@ -110,6 +111,17 @@ class MemorizerBackend(ASRBackend):
     ``threshold`` (0.85), ``length_tolerance`` (0.03)."""
 
     name = "memorizer"
+
+    @classmethod
+    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
+        """The positive control memorizes the run's own dataset unless its options name another index."""
+        if "index" in options:
+            return dict(options)
+        return {**dict(options), "index": source, "index_reader": reader}
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        return Availability(True, f"positive control: indexes the run's dataset, defers to {options.get('fallback', 'nothing')}")
     OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "fallback", "threshold", "length_tolerance", "index_limit"})
 
     def __init__(self, **options: Any) -> None:

@@ -36,7 +36,11 @@ class Dataset:
     has_audio: bool = True
     n_utts: int = 0
     fingerprint: str = ""
+    #: Small, JSON-able provenance (what built the dataset); it goes into summary.json as is.
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Predictions-only datasets: model -> utt_id -> raw hypothesis. Rows, never provenance:
+    #: kept out of ``describe()`` so summary.json does not grow with the dataset.
+    predictions: Mapping[str, Mapping[str, str]] = field(default_factory=dict, repr=False)
 
     def load_shard(self, shard_id: str) -> Shard:
         return self._loader(shard_id)
@@ -53,6 +57,7 @@ class Dataset:
             "n_utts": self.n_utts,
             "n_shards": len(self.shard_ids),
             "fingerprint": self.fingerprint,
+            **({"prediction_models": sorted(self.predictions)} if self.predictions else {}),
             **self.meta,
         }
 

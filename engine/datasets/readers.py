@@ -339,5 +339,5 @@ class OasrPredictionsReader:
                 base = [Utterance(u.utt_id, u.reference, duration_s=u.duration_s, labels=u.labels, source=u.source) for u in utts]
         assert base is not None
         ds = in_memory_dataset(p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False, limit=limit)
-        ds.meta["predictions"] = preds
+        ds.predictions = preds
         return ds

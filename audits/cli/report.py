@@ -1,0 +1,91 @@
+"""The ``audit report`` and ``audit query`` commands: thin wrappers that print what audits/reports builds."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from audits.reports.build import build_report
+from engine.errors import AuditError
+
+_err = Console(stderr=True)
+_out = Console()
+
+
+def report_command(
+    run_dirs: list[Path] = typer.Argument(..., help="One run directory, or several runs of the same dataset to merge (a sweep split across machines)."),
+    out: Path | None = typer.Option(None, "--out", help="Where to write (default: the run directory; required when merging)."),
+    worst: int = typer.Option(5, "--worst", help="Worst utterances shown per model."),
+    exports: bool = typer.Option(True, "--exports/--no-exports", help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Do not print the per-slice WER tables."),
+) -> None:
+    """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
+    try:
+        written = build_report(run_dirs, out, worst, exports)
+    except AuditError as exc:
+        from rich.markup import escape
+
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(code=2)
+    if not quiet:
+        _out.print(written["report_md"].read_text(), markup=False, highlight=False, soft_wrap=True)
+    for kind, path in written.items():
+        _out.print(f"{kind}: {path}", soft_wrap=True)
+
+
+def _print_frame(df: pd.DataFrame, fmt: str, max_rows: int) -> None:
+    if fmt == "csv":
+        _out.print(df.to_csv(index=False), end="", markup=False, highlight=False, soft_wrap=True)
+        return
+    if fmt == "json":
+        _out.print(json.dumps(json.loads(df.to_json(orient="records")), indent=1), markup=False, highlight=False, soft_wrap=True)
+        return
+    t = Table(show_lines=False)
+    for c in df.columns:
+        t.add_column(str(c), justify="right" if pd.api.types.is_numeric_dtype(df[c]) else "left")
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return "—"
+        if isinstance(v, float):
+            return f"{v:.6g}"
+        return str(v)
+
+    for row in df.head(max_rows).itertuples(index=False):
+        t.add_row(*(cell(v) for v in row))
+    _out.print(t)
+    if len(df) > max_rows:
+        _err.print(f"{len(df) - max_rows} more row(s); use --max-rows or --format csv")
+
+
+def query_command(
+    run_dir: Path = typer.Argument(..., help="A run directory (or a merged report directory)."),
+    sql: str = typer.Argument(..., help="SQL over the views utterances, models, slices, gaps, probes, scored."),
+    also: list[Path] | None = typer.Option(None, "--with", help="More run directories of the same dataset to merge in."),
+    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    max_rows: int = typer.Option(200, "--max-rows", help="Rows shown in table format."),
+) -> None:
+    """Ad-hoc SQL with DuckDB, e.g. WER by accent for models under 1 B parameters:
+
+    audit query runs/sweep "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) WHERE label='accent' AND params_m < 1000"
+    """
+    from audits.reports.query import query
+
+    if fmt not in ("table", "csv", "json"):
+        _err.print(f"[bold red]error:[/] --format must be table, csv or json, not {fmt!r}")
+        raise typer.Exit(code=2)
+    try:
+        df = query([run_dir, *(also or [])] if also else run_dir, sql)
+    except AuditError as exc:
+        from rich.markup import escape
+
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(code=2)
+    _print_frame(df, fmt, max_rows)

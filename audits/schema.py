@@ -1,0 +1,119 @@
+"""The ``summary.json`` contract as types: figures and provenance, never rows or predictions.
+
+Users script against these field names, so they are added to, never renamed. A summary's size
+does not grow with the number of utterances: per-utterance results live in
+``utterances.parquet``. ``SCHEMA_VERSION`` changes whenever a field changes meaning or moves.
+
+Version history:
+
+* 1: first published layout.
+* 2: ``dataset`` no longer embeds a predictions dataset's hypotheses (``dataset.predictions``);
+  it names the models instead (``dataset.prediction_models``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+SCHEMA_VERSION = 2
+
+
+class NormalizerInfo(TypedDict):
+    name: str
+    version: str
+
+
+class DatasetInfo(TypedDict, total=False):
+    """What was scored: enough to tell two datasets apart, nothing per utterance."""
+
+    name: str
+    source: str
+    reader: str
+    n_utts: int
+    n_shards: int
+    fingerprint: str
+    prediction_models: list[str]
+    corpus: dict[str, Any]
+
+
+class SliceFigures(TypedDict, total=False):
+    """One ``label=value`` slice of one model."""
+
+    wer: float | None
+    cer: float | None
+    ci95: list[float | None]
+    cer_ci95: list[float | None]
+    n_utts: int
+    n_failed: int
+    n_words: int
+    n_speakers: int
+    rtfx: float | None
+    ci_method: str
+
+
+class GapFigures(TypedDict, total=False):
+    """WER of slice ``a`` minus WER of slice ``b`` within one label, with its interval."""
+
+    label: str
+    a: str
+    b: str
+    gap: float | None
+    ci95: list[float | None]
+    excludes_zero: bool
+    wer_a: float | None
+    wer_b: float | None
+    n_a: int
+    n_b: int
+
+
+class FailedUnit(TypedDict, total=False):
+    model: str
+    shard: str | None
+    reason: str | None
+    kind: str | None
+
+
+class ModelFigures(TypedDict, total=False):
+    """One model's figures and how they were made (backend, batch size, device, dtype, warm-up)."""
+
+    status: str
+    error: str
+    backend: str | None
+    batch_size: int | None
+    warmup_batches: int
+    device: str | None
+    dtype: str | None
+    load_s: float | None
+    backend_info: dict[str, Any]
+    params_m: float | None
+    tags: list[str]
+    n_utts: int
+    n_failed: int
+    n_words: int
+    audio_s: float
+    infer_s: float
+    rtfx: float | None
+    wer: float | None
+    cer: float | None
+    ci95: list[float | None]
+    cer_ci95: list[float | None]
+    slices: dict[str, SliceFigures]
+    gaps: list[GapFigures]
+    failed_units: list[FailedUnit]
+    engine: dict[str, Any]
+
+
+class Summary(TypedDict, total=False):
+    """``summary.json``. Audit sections (probes, speaker, emotion, ...) add a key of their own."""
+
+    schema_version: int
+    failures: list[FailedUnit]
+    created_at: str
+    recipe: dict[str, Any]
+    dataset: DatasetInfo
+    normalizer: NormalizerInfo
+    scoring: dict[str, str]
+    packages: dict[str, str]
+    hardware: dict[str, Any]
+    models: dict[str, ModelFigures]
+    engine: dict[str, Any]
