@@ -221,5 +221,5 @@ def scoring_notes(collar: float, skip_overlap: bool, tcp_collar: float) -> dict[
         "tcpwer": f"meeteval tcpWER, collar {tcp_collar} s, pseudo-word timing character_based (ref) / character_based_points (hyp)",
         "der": f"pyannote.metrics DER, collar {collar} s total (centred on reference boundaries), "
         f"overlap {'skipped' if skip_overlap else 'scored'}, UEM = whole recording; pooled seconds",
-        "jer": f"pyannote.metrics JER, same collar and overlap handling; corpus = mean weighted by reference speakers",
+        "jer": "pyannote.metrics JER, same collar and overlap handling; corpus = mean weighted by reference speakers",
     }
