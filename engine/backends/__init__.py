@@ -11,6 +11,7 @@ ASR_BACKENDS: Registry[type] = Registry("ASR backend")
 SV_BACKENDS: Registry[type] = Registry("speaker-verification backend")
 SER_BACKENDS: Registry[type] = Registry("speech-emotion backend")
 TTS_BACKENDS: Registry[type] = Registry("TTS backend")
+DIAR_BACKENDS: Registry[type] = Registry("diarization backend")
 
 ASR_BACKENDS.register_lazy("faster-whisper", "engine.backends.asr_faster_whisper:FasterWhisperBackend")
 ASR_BACKENDS.register_lazy("pocketsphinx", "engine.backends.asr_pocketsphinx:PocketsphinxBackend")
@@ -32,6 +33,9 @@ SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
 
 TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
 TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")
+
+DIAR_BACKENDS.register_lazy("vad-resemblyzer", "engine.backends.diar_baseline:VadResemblyzerDiarizer")
+DIAR_BACKENDS.register_lazy("pyannote", "engine.backends.diar_pyannote:PyannoteDiarizer")
 
 
 def build_backend(spec: ModelSpec) -> Any:

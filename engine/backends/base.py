@@ -140,3 +140,20 @@ class TTSBackend(Backend):
     @abstractmethod
     def synthesize(self, text: str, voice: str | None = None) -> tuple[np.ndarray, int]:
         """Return (mono float32 samples, sample rate)."""
+
+
+@dataclass(frozen=True)
+class SpeakerTurn:
+    """One stretch of one speaker in a recording (seconds); turns of different speakers may overlap."""
+
+    start: float
+    end: float
+    speaker: str
+
+
+class DiarizationBackend(Backend):
+    """Speaker diarization: who spoke when in one long recording."""
+
+    @abstractmethod
+    def diarize(self, audio: np.ndarray, sample_rate: int = SAMPLE_RATE, num_speakers: int | None = None) -> list[SpeakerTurn]:
+        """Turns sorted by start; labels are arbitrary but consistent within the recording."""

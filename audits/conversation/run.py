@@ -1,0 +1,429 @@
+"""The conversation audit: long recordings through VAD segmentation, ASR, and diarization, scored
+with WER (long-form), cpWER / tcpWER (speaker-attributed) and DER / JER.
+
+Written as the four steps of an audit section, so a section plug-in can call them:
+:func:`parse_conversation_config` (before any model loads), :func:`run_conversation` (writes
+under ``<run>/conversation/`` and resumes), :func:`conversation_summary` (the dict for
+``summary.json``) and :func:`markdown_lines` / :func:`html_section` (the report parts).
+
+Two ASR passes per model, both through :mod:`engine.segmentation`:
+
+- **long-form**: Silero VAD chunks, stitched per recording, scored as one text per recording
+  against the reference turns in onset order (WER);
+- **speaker-attributed**: the diarization's turns are the chunks (a turn longer than the chunk
+  limit is split); each chunk's text belongs to the turn's speaker, giving a hypothesis SegLST
+  scored against the per-speaker reference (cpWER, tcpWER).
+
+Diarization runs once per recording (it does not depend on the ASR model). Every result is a
+small JSON file per (pass, model, recording), written atomically; a re-run skips those present
+for the same settings fingerprint and redoes the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audits.conversation.metrics import (
+    DEFAULT_COLLAR_S,
+    DEFAULT_SKIP_OVERLAP,
+    DEFAULT_TCP_COLLAR_S,
+    cpwer,
+    diarization_scores,
+    pool,
+    pool_diarization,
+    scoring_notes,
+    tcpwer,
+)
+from audits.conversation.readers import Annotations, Segment, check_durations, check_recordings, check_speakers, read_annotations
+from engine.errors import ConfigError, ManifestError
+from engine.segmentation import Chunk, SegmentationConfig, stitch
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEYS = {"dataset", "segmentation", "diarization", "collar", "skip_overlap", "tcp_collar", "slices", "oracle_speakers"}
+
+
+@dataclass(frozen=True)
+class ConversationConfig:
+    """The ``conversation:`` block of a recipe, validated."""
+
+    dataset: str = "builtin:demo-conversation"
+    segmentation: SegmentationConfig = SegmentationConfig()
+    diarization: str = "vad-resemblyzer"
+    diarization_options: Mapping[str, Any] = field(default_factory=dict)
+    collar: float = DEFAULT_COLLAR_S
+    skip_overlap: bool = DEFAULT_SKIP_OVERLAP
+    tcp_collar: float = DEFAULT_TCP_COLLAR_S
+    slices: tuple[str, ...] = ("n_speakers", "background")
+    oracle_speakers: bool = False  # give the diarizer the reference speaker count
+
+    def fingerprint(self) -> str:
+        """Hash of what changes the stored results (not the scoring options)."""
+        raw = json.dumps(
+            [self.dataset, self.segmentation.as_dict(), self.diarization, dict(self.diarization_options), self.oracle_speakers],
+            sort_keys=True, default=str,
+        )
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
+    """Validate the recipe block; unknown keys and bad types name the key."""
+    where = f"{source}: conversation"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
+    diar = raw.get("diarization", "vad-resemblyzer")
+    diar_opts: dict[str, Any] = {}
+    if isinstance(diar, Mapping):
+        if "backend" not in diar:
+            raise ConfigError(f"{where}.diarization: needs 'backend' (and optional 'options')")
+        diar_opts = dict(diar.get("options") or {})
+        diar = diar["backend"]
+    from engine.backends import DIAR_BACKENDS
+
+    DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
+    try:
+        collar, tcp_collar = float(raw.get("collar", DEFAULT_COLLAR_S)), float(raw.get("tcp_collar", DEFAULT_TCP_COLLAR_S))
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: collar and tcp_collar must be numbers (seconds)") from None
+    if collar < 0 or tcp_collar < 0:
+        raise ConfigError(f"{where}: collar and tcp_collar must be >= 0")
+    slices = raw.get("slices", ["n_speakers", "background"])
+    if not isinstance(slices, list) or not all(isinstance(s, str) for s in slices):
+        raise ConfigError(f"{where}.slices: expected a list of manifest label names")
+    return ConversationConfig(
+        dataset=str(raw.get("dataset", "builtin:demo-conversation")),
+        segmentation=SegmentationConfig.from_mapping(raw.get("segmentation"), f"{where}.segmentation"),
+        diarization=str(diar), diarization_options=diar_opts, collar=collar,
+        skip_overlap=bool(raw.get("skip_overlap", DEFAULT_SKIP_OVERLAP)), tcp_collar=tcp_collar,
+        slices=tuple(slices), oracle_speakers=bool(raw.get("oracle_speakers", False)),
+    )
+
+
+@dataclass
+class ConversationData:
+    """Recordings (id -> audio path, duration, labels) with their checked references."""
+
+    root: Path
+    recordings: dict[str, dict[str, Any]]
+    reference: Annotations  # per-speaker transcripts (SegLST / STM / NeMo offsets)
+    turns: Annotations  # speaker turns (RTTM), for DER
+    problems: list[str]
+    fingerprint: str
+
+
+def resolve_dataset(spec: str, data_dir: Path) -> Path:
+    """``builtin:demo-conversation`` -> built (on first use) under ``data_dir/conversation``."""
+    if spec.startswith("builtin:"):
+        name = spec.split(":", 1)[1]
+        if name != "demo-conversation":
+            raise ConfigError(f"unknown built-in conversation set '{name}' (known: demo-conversation)")
+        from engine.corpus.conversation import build_conversation_set
+
+        return build_conversation_set(data_dir / "conversation").root
+    return Path(spec)
+
+
+def load_conversation_data(root: Path) -> ConversationData:
+    """Read ``manifest.jsonl`` (one recording per line: audio_filepath, duration, labels),
+    ``reference.rttm`` and the per-speaker transcript (``reference.json`` SegLST, or
+    ``reference.stm``), and cross-check them: every annotated recording must exist, no
+    annotation may run past its audio, transcript speakers must appear in the RTTM."""
+    manifest = root / "manifest.jsonl"
+    if not manifest.exists():
+        raise ManifestError(manifest, "missing: a conversation set needs manifest.jsonl, reference.rttm and reference.json (or .stm)")
+    recordings: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ManifestError(manifest, f"not valid JSON: {exc.msg}", line=n) from None
+        if not isinstance(row, dict) or "audio_filepath" not in row:
+            raise ManifestError(manifest, "each line needs audio_filepath", line=n, field="audio_filepath")
+        audio = Path(str(row["audio_filepath"]))
+        audio = audio if audio.is_absolute() else root / audio
+        if not audio.exists():
+            raise ManifestError(manifest, f"audio file {audio} does not exist", line=n, field="audio_filepath")
+        rec = str(row.get("id") or audio.stem)
+        if rec in recordings:
+            raise ManifestError(manifest, f"recording id '{rec}' appears twice", line=n)
+        import soundfile as sf
+
+        info = sf.info(str(audio))
+        recordings[rec] = {"path": str(audio), "duration": info.frames / info.samplerate, "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
+    turns = read_annotations(root / "reference.rttm")
+    ref_path = root / "reference.json" if (root / "reference.json").exists() else root / "reference.stm"
+    reference = read_annotations(ref_path)
+    durations = {k: v["duration"] for k, v in recordings.items()}
+    for ann, name in ((turns, "reference.rttm"), (reference, ref_path.name)):
+        check_recordings(ann, recordings, name)
+        check_durations(ann, durations)
+    check_speakers(reference, turns.speakers(), ref_path.name)
+    h = hashlib.sha256()
+    for s in sorted(reference.segments, key=lambda s: (s.session_id, s.start, s.speaker)):
+        h.update(f"{s.session_id}|{s.speaker}|{s.start:.3f}|{s.end:.3f}|{s.words}\n".encode())
+    return ConversationData(root, recordings, reference, turns, turns.problems + reference.problems, h.hexdigest()[:16])
+
+
+def _load_audio(path: str) -> np.ndarray:
+    import soundfile as sf
+    import soxr
+
+    from engine.data import SAMPLE_RATE
+
+    x, sr = sf.read(path, dtype="float32", always_2d=True)
+    mono = x.mean(axis=1)
+    return np.asarray(soxr.resample(mono, sr, SAMPLE_RATE) if sr != SAMPLE_RATE else mono, dtype=np.float32)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from engine.store import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True))
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _turn_plans(turns: Sequence[Mapping[str, Any]], cfg: SegmentationConfig) -> list[tuple[float, float, str]]:
+    """Diarization turns as ASR chunks: consecutive turns of one speaker merge up to the chunk
+    limit, longer turns are split."""
+    out: list[list[Any]] = []
+    for t in sorted(turns, key=lambda t: t["start"]):
+        s, e, spk = float(t["start"]), float(t["end"]), str(t["speaker"])
+        if out and out[-1][2] == spk and e - out[-1][0] <= cfg.max_chunk_s and s - out[-1][1] < 1.0:
+            out[-1][1] = max(out[-1][1], e)
+            continue
+        while e - s > cfg.max_chunk_s:
+            out.append([s, s + cfg.max_chunk_s, spk])
+            s += cfg.max_chunk_s
+        out.append([s, e, spk])
+    return [(float(a), float(b), str(c)) for a, b, c in out]
+
+
+def run_conversation(
+    cfg: ConversationConfig, data: ConversationData, specs: Sequence[Any], out: Path,
+    progress: Callable[[str, int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run diarization and both ASR passes for every model, writing under ``out/conversation``;
+    returns the load facts per model. Finished (pass, model, recording) files are reused."""
+    from engine.backends import DIAR_BACKENDS, build_backend
+    from engine.segmentation import SileroVAD, segment_recordings, transcribe_chunks
+
+    base = out / "conversation"
+    stamp = {"settings": cfg.fingerprint(), "dataset": data.fingerprint}
+    stamp_path = base / "settings.json"
+    if stamp_path.exists() and json.loads(stamp_path.read_text()).get("settings") != stamp["settings"]:
+        raise ConfigError(f"{base} holds conversation results made with other settings; use a new --out or remove {base}")
+    _write_json(stamp_path, {**stamp, "segmentation": cfg.segmentation.as_dict(), "diarization": cfg.diarization, "diarization_options": dict(cfg.diarization_options)})
+    audios: dict[str, np.ndarray] = {}
+
+    def audio(rec: str) -> np.ndarray:
+        if rec not in audios:
+            audios[rec] = _load_audio(data.recordings[rec]["path"])
+        return audios[rec]
+
+    # 1. diarization, once per recording
+    diar_dir = base / "diarization" / _safe(cfg.diarization)
+    todo = [r for r in data.recordings if not (diar_dir / f"{_safe(r)}.json").exists()]
+    facts: dict[str, Any] = {"diarization": {"backend": cfg.diarization, "pending": len(todo)}}
+    if todo:
+        diar = DIAR_BACKENDS.get(cfg.diarization)(**dict(cfg.diarization_options))
+        diar.load()
+        facts["diarization"].update(diar.info().as_dict())
+        ref_counts = {k: len(v) for k, v in data.turns.speakers().items()}
+        for rec in todo:
+            t0 = time.perf_counter()
+            turns = diar.diarize(audio(rec), num_speakers=ref_counts.get(rec) if cfg.oracle_speakers else None)
+            _write_json(diar_dir / f"{_safe(rec)}.json", {"recording": rec, "seconds": time.perf_counter() - t0, "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]})
+            if progress:
+                progress("diarized", 1, {"recording": rec})
+        diar.close()
+    # 2. ASR passes per model
+    vad: SileroVAD | None = None
+    for spec in specs:
+        mdir = base / "asr" / _safe(spec.name)
+        pending = [r for r in data.recordings if not (mdir / f"{_safe(r)}.json").exists()]
+        if not pending:
+            continue
+        backend = build_backend(spec)
+        backend.load()
+        facts[spec.name] = backend.info().as_dict()
+        vad = vad or SileroVAD()
+        for rec in pending:
+            x = {rec: audio(rec)}
+            plans, vad_s = segment_recordings(x, cfg.segmentation, vad)
+            chunks, infer_lf = transcribe_chunks(backend.transcribe_batch, x, plans, cfg.segmentation.batch_size)
+            dturns = json.loads((diar_dir / f"{_safe(rec)}.json").read_text())["turns"]
+            tplans = _turn_plans(dturns, cfg.segmentation)
+            tchunks, infer_sa = transcribe_chunks(backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]}, cfg.segmentation.batch_size)
+            _write_json(mdir / f"{_safe(rec)}.json", {
+                "recording": rec, "model": spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
+                "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
+                "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec], tplans)],
+            })
+            if progress:
+                progress("transcribed", 1, {"model": spec.name, "recording": rec})
+        backend.close()
+    return facts
+
+
+def _reference_text(segments: Sequence[Segment]) -> str:
+    return " ".join(s.words for s in sorted(segments, key=lambda s: (s.start, s.speaker)))
+
+
+def conversation_summary(
+    cfg: ConversationConfig, data: ConversationData, models: Sequence[str], out: Path, normalize: Callable[[str], str],
+    facts: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
+    diarization's DER and JER) and the per-recording rows (written to
+    ``conversation/recordings.csv`` by the caller, never into summary.json)."""
+    from audits.asr.align import edit_counts
+
+    base = out / "conversation"
+    ref_by = data.reference.by_session()
+    durations = {k: v["duration"] for k, v in data.recordings.items()}
+    diar_dir = base / "diarization" / _safe(cfg.diarization)
+    hyp_turns = [
+        Segment(rec, t["speaker"], t["start"], t["end"])
+        for rec in data.recordings
+        for t in json.loads((diar_dir / f"{_safe(rec)}.json").read_text())["turns"]
+    ]
+    dscores = diarization_scores(data.turns.segments, hyp_turns, durations, cfg.collar, cfg.skip_overlap)
+    diar_s = sum(json.loads((diar_dir / f"{_safe(r)}.json").read_text())["seconds"] for r in data.recordings)
+    audio_s = sum(durations.values())
+    rows: list[dict[str, Any]] = []
+    slice_keys = [(k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]]
+
+    def group(recs: Sequence[str]) -> dict[str, Any]:
+        d = pool_diarization([dscores[r] for r in recs])
+        return {"der": d.der, "jer": d.jer, **d.as_dict()}
+
+    diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options), "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
+    diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
+    per_model: dict[str, Any] = {}
+    for model in models:
+        mdir = base / "asr" / _safe(model)
+        stored = {r: json.loads((mdir / f"{_safe(r)}.json").read_text()) for r in data.recordings}
+        hyp = [Segment(r, c["speaker"], c["start"], c["end"], c["text"]) for r, st in stored.items() for c in st["attributed"]]
+        cp = cpwer(data.reference.segments, hyp, normalize)
+        tcp = tcpwer(data.reference.segments, hyp, cfg.tcp_collar, normalize)
+        lf: dict[str, tuple[int, int]] = {}
+        for r, st in stored.items():
+            hyp_text = normalize(stitch([Chunk(c["start"], c["end"], c["text"]) for c in st["longform"]])).split()
+            ref_text = normalize(_reference_text(ref_by.get(r, []))).split()
+            ec = edit_counts(ref_text, hyp_text)
+            lf[r] = (ec.errors, ec.n_ref)
+            rows.append({
+                "model": model, "recording": r, "duration_s": durations[r], "wer": ec.errors / ec.n_ref if ec.n_ref else None,
+                "cpwer": cp[r].rate, "tcpwer": tcp[r].rate, "der": dscores[r].der, "jer": dscores[r].jer,
+                "n_chunks": len(st["longform"]), **{k: data.recordings[r]["labels"].get(k) for k in cfg.slices},
+            })
+
+        def figures(recs: Sequence[str]) -> dict[str, Any]:
+            errs, n = sum(lf[r][0] for r in recs), sum(lf[r][1] for r in recs)
+            a_s = sum(durations[r] for r in recs)
+            inf = sum(stored[r]["infer_longform_s"] + stored[r]["vad_s"] for r in recs)
+            return {
+                "n_recordings": len(recs), "audio_s": round(a_s, 3), "wer": errs / n if n else None, "word_errors": errs, "n_words": n,
+                "cpwer": pool(cp[r] for r in recs).as_dict(), "tcpwer": pool(tcp[r] for r in recs).as_dict(),
+                "infer_s": round(inf, 3), "rtfx": a_s / inf if inf else None,
+            }
+
+        m = figures(list(data.recordings))
+        m["slices"] = {f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
+        m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
+        if facts and model in facts:
+            m["backend_info"] = facts[model]
+        per_model[model] = m
+    summary = {
+        "dataset": {"root": str(data.root), "n_recordings": len(data.recordings), "audio_s": round(audio_s, 3), "fingerprint": data.fingerprint},
+        "segmentation": cfg.segmentation.as_dict(),
+        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar), "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts", "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
+        "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to its turn's speaker",
+        "diarization": diar_summary,
+        "models": per_model,
+        "problems": {"count": len(data.problems), "examples": data.problems[:10]},
+    }
+    return summary, rows
+
+
+def _rtfx(x: Any) -> str:
+    return "—" if x is None else f"{float(x):.1f}"
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * float(x):.1f}"
+
+
+def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The report.md part: one table per model set, one diarization line, slices."""
+    d = summary["diarization"]
+    lines = [
+        "## Conversation (long-form and speaker-attributed)",
+        "",
+        f"{summary['dataset']['n_recordings']} recordings, {summary['dataset']['audio_s'] / 60:.1f} min. "
+        f"Segmentation: Silero VAD, chunks up to {summary['segmentation']['max_chunk_s']} s, pad {summary['segmentation']['pad_s']} s. "
+        f"Diarization: {d['backend']}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
+        f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {summary['scoring']['der']}.",
+        "",
+        "| model | WER % | cpWER % | tcpWER % | DER % | RTFx |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, m in summary["models"].items():
+        lines.append(f"| {name} | {_pct(m['wer'])} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |")
+    lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
+    for name, m in summary["models"].items():
+        for key, s in m["slices"].items():
+            lines.append(f"| {name} | {key} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
+    if summary["problems"]["count"]:
+        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):", *[f"- {p}" for p in summary["problems"]["examples"]]]
+    return lines + [""]
+
+
+def html_section(summary: Mapping[str, Any]) -> str:
+    """The report.html part: the same tables, escaped."""
+    d = summary["diarization"]
+    rows = "".join(
+        f"<tr><td>{html.escape(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
+        f"<td>{_pct(d['der'])}</td><td>{_rtfx(m['rtfx'])}</td></tr>"
+        for n, m in summary["models"].items()
+    )
+    slices = "".join(
+        f"<tr><td>{html.escape(n)}</td><td>{html.escape(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>{_pct(d['slices'][k]['der'])}</td></tr>"
+        for n, m in summary["models"].items() for k, s in m["slices"].items()
+    )
+    return (
+        "<section id='conversation'><h2>Conversation</h2>"
+        f"<p>{summary['dataset']['n_recordings']} recordings; diarization {html.escape(str(d['backend']))}: "
+        f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {html.escape(summary['scoring']['der'])}.</p>"
+        "<table><tr><th>model</th><th>WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
+        f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table></section>"
+    )
+
+
+def write_recordings_csv(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
+    """Per-recording figures beside the run (summary.json stays size-independent of the data)."""
+    import pandas as pd
+
+    path = out / "conversation" / "recordings.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(list(rows)).to_csv(path, index=False)
+    return path
+

@@ -1,0 +1,106 @@
+"""pyannote.audio speaker-diarization pipelines (e.g. ``pyannote/speaker-diarization-3.1`` or
+``-community-1``) loaded from a local checkpoint: a folder holding the pipeline's
+``config.yaml`` (with its segmentation and embedding models beside it), or a path to that
+``config.yaml``. Weights are never fetched from a hub here; download the pipeline once where a
+network and the model's licence acceptance are available and point ``checkpoint`` at it.
+
+Needs the optional extra ``diarization`` (``pip install -c constraints.txt '.[diarization]'``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.backends.availability import Availability
+from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.data import SAMPLE_RATE
+from engine.errors import BackendUnavailable, ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def _config_path(checkpoint: str | Path) -> Path:
+    path = Path(checkpoint).expanduser()
+    return path / "config.yaml" if path.is_dir() else path
+
+
+class PyannoteDiarizer(DiarizationBackend):
+    """Options: ``checkpoint`` (required: local pipeline folder or its config.yaml), ``device``
+    (default cpu), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
+
+    name = "pyannote"
+    requires = ("pyannote.audio", "torch")
+    extra = "diarization"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        if not options.get("checkpoint"):
+            raise ConfigError("pyannote: option 'checkpoint' is required (a local pipeline folder holding config.yaml)")
+        known = {"checkpoint", "device", "min_speakers", "max_speakers"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(f"pyannote: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        self.checkpoint = str(options["checkpoint"])
+        self.device = str(options.get("device", "cpu"))
+        self._pipeline: Any = None
+
+    @classmethod
+    def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        ckpt = options.get("checkpoint")
+        if not ckpt:
+            return Availability(False, "needs option checkpoint: a local pyannote pipeline folder holding config.yaml")
+        cfg = _config_path(str(ckpt))
+        if not cfg.is_file():
+            return Availability(False, f"{cfg} does not exist: download the pipeline once and set checkpoint to its folder")
+        return Availability(True, f"local pipeline at {cfg}")
+
+    def load(self) -> None:
+        cfg = _config_path(self.checkpoint)
+        if not cfg.is_file():
+            raise BackendUnavailable(f"pyannote pipeline config {cfg} does not exist; set checkpoint to a local pipeline folder")
+        try:
+            import torch
+            from pyannote.audio import Pipeline
+        except ImportError as exc:
+            raise BackendUnavailable(f"pyannote.audio cannot be imported ({exc}): pip install -c constraints.txt '.[diarization]'") from exc
+        try:
+            pipeline = Pipeline.from_pretrained(str(cfg))
+        except Exception as exc:  # the library raises many kinds for a bad checkpoint
+            raise BackendUnavailable(f"pyannote pipeline at {cfg} could not load: {exc}") from exc
+        if pipeline is None:
+            raise BackendUnavailable(f"pyannote returned no pipeline for {cfg} (gated model not downloaded?)")
+        pipeline.to(torch.device(self.device))
+        self._pipeline = pipeline
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend=self.name, model_id=self.checkpoint, device=self.device,
+            extra=package_versions("pyannote.audio", "torch"),
+        )
+
+    def diarize(self, audio: np.ndarray, sample_rate: int = SAMPLE_RATE, num_speakers: int | None = None) -> list[SpeakerTurn]:
+        import torch
+
+        if self._pipeline is None:
+            self.load()
+        waveform = torch.from_numpy(np.asarray(audio, dtype=np.float32).reshape(1, -1))
+        kwargs: dict[str, Any] = {}
+        if num_speakers:
+            kwargs["num_speakers"] = int(num_speakers)
+        else:
+            for key in ("min_speakers", "max_speakers"):
+                if self.options.get(key) is not None:
+                    kwargs[key] = int(self.options[key])
+        out = self._pipeline({"waveform": waveform, "sample_rate": sample_rate}, **kwargs)
+        # pyannote.audio 4 returns an object holding the annotation; 3.x returns the annotation.
+        annotation = getattr(out, "speaker_diarization", out)
+        turns = [SpeakerTurn(float(seg.start), float(seg.end), str(label)) for seg, _, label in annotation.itertracks(yield_label=True)]
+        return sorted(turns, key=lambda t: (t.start, t.end, t.speaker))
+
+    def close(self) -> None:
+        self._pipeline = None
