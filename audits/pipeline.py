@@ -29,7 +29,11 @@ log = logging.getLogger(__name__)
 
 
 def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None = None) -> Path:
-    """Build the demo corpus when it is absent (deterministic, offline)."""
+    """Build the demo corpus (or the demo conversation set) when it is absent (deterministic, offline)."""
+    if path.name == "conversation":
+        from engine.corpus.conversation import build_conversation_set
+
+        return build_conversation_set(path).root
     if (path / "corpus.json").exists() and (path / "shards").is_dir():
         return path
     from engine.corpus.demo import build_demo_corpus
@@ -153,6 +157,11 @@ def run_recipe(
         from audits.probes.run import parse_probe_config
 
         probe_cfg = parse_probe_config(recipe.probes, recipe.source)
+    conversation_cfg = None
+    if recipe.conversation:
+        from audits.conversation.section import parse_section
+
+        conversation_cfg = parse_section(recipe)
     if recipe.dataset.path.startswith("builtin:"):
         ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
     dataset = open_recipe_dataset(recipe)
@@ -186,6 +195,10 @@ def run_recipe(
         from audits.probes.run import run_probes
 
         extra["probes"] = run_probes(probe_cfg, dataset, specs, out, load_rows(out), progress)
+    if conversation_cfg is not None:
+        from audits.conversation.section import run_section
+
+        extra["conversation"] = run_section(conversation_cfg, recipe, specs, out, progress)
     extra["engine"]["wall_s"] = time.perf_counter() - t0
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat

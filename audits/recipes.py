@@ -49,6 +49,7 @@ class Recipe:
     speaker: Mapping[str, Any] = field(default_factory=dict)
     emotion: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
+    conversation: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -56,7 +57,7 @@ class Recipe:
         return d
 
 
-RECIPE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "probes", "speaker", "emotion"}
+RECIPE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "probes", "speaker", "emotion", "conversation"}
 DATASET_KEYS = {"path", "reader", "limit", "options", "allow_outside_root", "max_duration_s"}
 SCORING_KEYS = {"n_boot", "seed", "slices", "gaps", "semantic_similarity"}
 
@@ -118,7 +119,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         gaps=tuple(gaps),
         semantic_similarity=bool(sc_raw.get("semantic_similarity", False)),
     )
-    for key in ("probes", "speaker", "emotion"):
+    for key in ("probes", "speaker", "emotion", "conversation"):
         expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
     shard_size = int(expect_type(data.get("shard_size", 32), int, f"{source}: shard_size"))
     if shard_size < 1:
@@ -137,6 +138,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         speaker=dict(data.get("speaker", {}) or {}),
         emotion=dict(data.get("emotion", {}) or {}),
         source=source,
+        conversation=dict(data.get("conversation", {}) or {}),
     )
 
 
@@ -163,6 +165,8 @@ def data_dir() -> Path:
 def builtin_dataset_path(spec: str) -> Path:
     """``builtin:demo`` -> the demo corpus folder (``$AUDIT_DATA_DIR/demo``)."""
     name = spec.split(":", 1)[1]
+    if name == "demo-conversation":
+        return data_dir() / "conversation"
     if name != "demo":
-        raise ConfigError(f"unknown built-in dataset '{name}' (known: demo)")
+        raise ConfigError(f"unknown built-in dataset '{name}' (known: demo, demo-conversation)")
     return data_dir() / "demo"

@@ -17,7 +17,7 @@ from rich.table import Table
 from engine.errors import AuditError, ConfigError
 
 app = typer.Typer(help="Batch ASR robustness and acoustic audit engine.", no_args_is_help=True, add_completion=False)
-corpus_app = typer.Typer(help="Build corpora (the embedded demo corpus).", no_args_is_help=True)
+corpus_app = typer.Typer(help="Build corpora (the embedded demo corpus and the demo conversation set).", no_args_is_help=True)
 list_app = typer.Typer(help="List models, recipes and backends.", no_args_is_help=True)
 probe_app = typer.Typer(help="Benchmark-optimization probes that run from stored predictions.", no_args_is_help=True)
 app.add_typer(corpus_app, name="corpus")
@@ -243,6 +243,32 @@ def corpus_demo_cmd(
         _fail(exc)
         return
     out_console.print(f"Demo corpus: {corpus.n_utts} utterances in {corpus.root} (manifest {corpus.manifest})")
+
+
+@corpus_app.command("conversation")
+def corpus_conversation_cmd(
+    out: Path = typer.Option(Path("data/conversation"), "--out", help="Folder for audio, manifest.jsonl, reference.rttm and reference.json."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same set."),
+    n: int = typer.Option(20, "--n", help="Number of recordings."),
+    min_s: float = typer.Option(60.0, "--min-s", help="Shortest recording, seconds."),
+    max_s: float = typer.Option(120.0, "--max-s", help="Longest recording, seconds."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if a matching set exists."),
+) -> None:
+    """Build the deterministic demo conversation set (2-3 TTS voices taking turns, overlaps, backchannels)."""
+    from engine.corpus.conversation import build_conversation_set
+
+    try:
+        with _progress() as prog:
+            task = prog.add_task("conversation set", total=n, status="synthesizing")
+
+            def cb(done: int, total: int) -> None:
+                prog.update(task, completed=done, total=total)
+
+            cs = build_conversation_set(out, seed=seed, n_recordings=n, min_s=min_s, max_s=max_s, force=force, progress=cb)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(f"Conversation set: {cs.n_recordings} recordings, {cs.info()['total_s'] / 60:.1f} min in {cs.root}")
 
 
 @list_app.command("models")

@@ -722,6 +722,10 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         sections.append(("speaker", "Speaker verification", render_speaker(data, summary), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."))
     if data["emotion"]:
         sections.append(("emotion", "Speech emotion", render_emotion(summary), ""))
+    if summary.get("conversation"):
+        from audits.conversation.run import html_section as conversation_html
+
+        sections.append(("conversation", "Conversation", conversation_html(summary["conversation"]), "Long-form WER, cpWER, tcpWER (meeteval), DER and JER (pyannote.metrics)."))
     sections.append(("worst", "Worst utterances per model", render_worst(data, summary, failed), ""))
     nav = "".join(f"<a href='#{sid}'>{esc(title.split(' (')[0])}</a>" for sid, title, _, _ in sections)
     ds = data["dataset"]

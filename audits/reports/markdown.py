@@ -79,6 +79,10 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines += probe_lines(summary.get("probes") or {})
     lines += speaker_lines(summary.get("speaker") or {})
     lines += emotion_lines(summary.get("emotion") or {})
+    if summary.get("conversation"):
+        from audits.conversation.run import markdown_lines as conversation_lines
+
+        lines += ["", *conversation_lines(summary["conversation"])]
     return "\n".join(lines)
 
 

@@ -17,8 +17,9 @@ the whole mix. Each voice is level-normalized to the same active level before mi
 
 References are exact by construction: a turn's segment is where its trimmed clip was placed.
 ``reference.rttm`` holds the speaker turns, ``reference.json`` the per-speaker SegLST with each
-turn's words (the sentence text as read), ``manifest.jsonl`` one line per recording
-(``audio_filepath``, ``duration``, ``text`` = every turn in onset order, labels).
+turn's words (the sentence's reference text), ``manifest.jsonl`` one NeMo line per recording
+(``audio_filepath``, ``duration``, ``text`` = every turn in onset order, and the slice labels
+``n_speakers`` and ``background``); ``corpus.json`` adds per-recording overlap and turn counts.
 """
 
 from __future__ import annotations
@@ -217,6 +218,7 @@ def build_conversation_set(
     rttm_lines: list[str] = []
     seglst: list[dict[str, Any]] = []
     manifest: list[dict[str, Any]] = []
+    stats: dict[str, dict[str, Any]] = {}
     by_speaker = {speaker_name(e, v): (e, v) for e, v in VOICE_POOL}
     for i in range(n_recordings):
         rec = f"conv-{i:03d}"
@@ -231,12 +233,14 @@ def build_conversation_set(
         speech = sum(t.end - t.start for t in turns)
         overlap = _overlap_seconds(turns)
         manifest.append({
-            "audio_filepath": f"audio/{rec}.flac", "duration": round(len(audio) / SAMPLE_RATE, 6), "id": rec,
-            "text": " ".join(t.text for t in turns), "n_speakers": len(cast),
+            "audio_filepath": f"audio/{rec}.flac", "duration": round(len(audio) / SAMPLE_RATE, 6),
+            "text": " ".join(t.text for t in turns), "n_speakers": str(len(cast)),
             "background": f"noise-{NOISE_SNR_DB:g}db" if noisy else "clean",
-            "overlap_share": round(overlap / speech, 4) if speech else 0.0,
-            "n_turns": sum(t.kind == "turn" for t in turns), "n_backchannels": sum(t.kind == "backchannel" for t in turns),
         })
+        stats[rec] = {
+            "speakers": [speaker_name(e, v) for e, v in cast], "overlap_s": round(overlap, 3), "speech_s": round(speech, 3),
+            "n_turns": sum(t.kind == "turn" for t in turns), "n_backchannels": sum(t.kind == "backchannel" for t in turns),
+        }
         if progress is not None:
             progress(i + 1, n_recordings)
     (out / "reference.rttm").write_text("\n".join(rttm_lines) + "\n", encoding="utf-8")
@@ -247,7 +251,7 @@ def build_conversation_set(
         "sample_rate": SAMPLE_RATE, "min_s": min_s, "max_s": max_s, "voices": [speaker_name(e, v) for e, v in VOICE_POOL],
         "design": (__doc__ or "").split("Design\n------\n", 1)[-1].strip(),
         "p_overlap": P_OVERLAP, "p_backchannel": P_BACKCHANNEL, "noise_snr_db": NOISE_SNR_DB, "tool_versions": versions,
-        "total_s": round(sum(m["duration"] for m in manifest), 3),
+        "total_s": round(sum(m["duration"] for m in manifest), 3), "recordings": stats,
     }
     tmp = out / f".corpus.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
