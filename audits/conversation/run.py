@@ -45,7 +45,7 @@ from audits.conversation.metrics import (
     tcpwer,
 )
 from audits.conversation.readers import Annotations, Segment, check_durations, check_recordings, check_speakers, read_annotations
-from engine.errors import ConfigError, ManifestError
+from engine.errors import ConfigError, ManifestError, RegistryError
 from engine.segmentation import Chunk, SegmentationConfig, stitch
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,10 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
         diar = diar["backend"]
     from engine.backends import DIAR_BACKENDS
 
-    DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
+    try:
+        DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
+    except RegistryError as exc:
+        raise ConfigError(f"{where}.diarization: {exc}") from None
     try:
         collar, tcp_collar = float(raw.get("collar", DEFAULT_COLLAR_S)), float(raw.get("tcp_collar", DEFAULT_TCP_COLLAR_S))
     except (TypeError, ValueError):

@@ -45,7 +45,7 @@ from engine.shards import encode_audio
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "conversation-1"
+BUILDER_VERSION = "conversation-2"
 DEFAULT_N_RECORDINGS = 20
 VOICE_POOL: tuple[tuple[str, str], ...] = (
     ("espeak-ng", "en-us"),
@@ -139,7 +139,8 @@ def plan_recording(index: int, seed: int, voices: _Voices, min_s: float, max_s: 
         k += 1
         engine, voice = cast[cur]
         dur = len(voices.clip(engine, voice, sentence.tts_text)) / SAMPLE_RATE
-        if t + dur > target and turns:
+        reached = max((x.end for x in turns), default=0.0) + LEAD_S
+        if turns and t + dur + LEAD_S > target and (reached >= min_s or t + dur + LEAD_S > max_s):
             break
         turns.append(Turn(speaker_name(engine, voice), sentence.text, round(t, 3), round(t + dur, 3), "turn", sentence.tts_text))
         if rng.random() < P_BACKCHANNEL:
