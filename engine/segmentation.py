@@ -63,7 +63,8 @@ class SegmentationConfig:
         if unknown:
             raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         try:
-            return cls(**{k: (int(v) if k == "batch_size" else float(v)) for k, v in raw.items()})
+            values: dict[str, Any] = {k: (int(v) if k == "batch_size" else float(v)) for k, v in raw.items()}
+            return cls(**values)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
 
@@ -114,9 +115,9 @@ class SileroVAD:
         n = int(np.ceil(len(x) / WINDOW)) if len(x) else 0
         if n == 0:
             return np.zeros(0, dtype=np.float32)
-        frames = np.zeros(n * WINDOW, dtype=np.float32)
-        frames[: len(x)] = x
-        frames = frames.reshape(n, WINDOW)
+        flat = np.zeros(n * WINDOW, dtype=np.float32)
+        flat[: len(x)] = x
+        frames = flat.reshape(n, WINDOW)
         context = np.zeros((n, CONTEXT), dtype=np.float32)
         context[1:] = frames[:-1, -CONTEXT:]
         batch = np.concatenate([context, frames], axis=1)

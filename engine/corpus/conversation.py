@@ -144,9 +144,9 @@ def plan_recording(index: int, seed: int, voices: _Voices, min_s: float, max_s: 
             break
         turns.append(Turn(speaker_name(engine, voice), sentence.text, round(t, 3), round(t + dur, 3), "turn", sentence.tts_text))
         if rng.random() < P_BACKCHANNEL:
-            other = [i for i in range(n_spk) if i != cur][int(rng.integers(n_spk - 1))]
+            listener = [i for i in range(n_spk) if i != cur][int(rng.integers(n_spk - 1))]
             word = BACKCHANNELS[int(rng.integers(len(BACKCHANNELS)))]
-            be, bv = cast[other]
+            be, bv = cast[listener]
             bdur = len(voices.clip(be, bv, word)) / SAMPLE_RATE
             bstart = t + float(rng.uniform(0.3, 0.6)) * dur
             turns.append(Turn(speaker_name(be, bv), word, round(bstart, 3), round(bstart + bdur, 3), "backchannel"))
