@@ -100,3 +100,39 @@ def test_baseline_diarizer_separates_two_voices(small_set: Path) -> None:
     score = diarization_scores(ref, hyp, {rec: data.recordings[rec]["duration"]})[rec]
     assert score.n_hyp_speakers == 2
     assert score.der is not None and score.der < 0.25
+
+
+@pytest.mark.slow
+def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path: Path) -> None:
+    pytest.importorskip("resemblyzer")
+    from audits.conversation.run import conversation_summary, load_conversation_data, markdown_lines, parse_conversation_config, run_conversation
+    from engine.backends.availability import missing_modules
+    from engine.model_registry import load_model_registry, resolve_models
+    from normalizers import get_normalizer
+
+    if missing_modules(("pocketsphinx",)):
+        pytest.skip("pocketsphinx not installed")
+    spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
+    cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
+    data = load_conversation_data(small_set)
+    run_conversation(cfg, data, [spec], tmp_path)
+    stored = sorted((tmp_path / "conversation").rglob("*.json"))
+    assert len(stored) == 1 + 2 + 2  # settings, diarization x2, asr x2
+    norm = get_normalizer("whisper-english")
+    summary, rows = conversation_summary(cfg, data, [spec.name], tmp_path, norm)
+    m = summary["models"][spec.name]
+    assert m["n_words"] == sum(len(norm(s.words).split()) for s in data.reference.segments) == m["cpwer"]["n_words"]
+    assert 0 <= m["wer"] < 1.0 and 0 <= m["cpwer"]["wer"] < 1.2 and m["rtfx"] > 0
+    assert summary["diarization"]["der"] is not None and len(rows) == 2
+    assert any("cpWER" in line for line in markdown_lines(summary))
+    # Resume: only the removed file is redone; the other keeps its bytes and time.
+    keep = tmp_path / "conversation" / "asr" / spec.name / "conv-000.json"
+    gone = tmp_path / "conversation" / "asr" / spec.name / "conv-001.json"
+    before = keep.stat().st_mtime_ns
+    gone.unlink()
+    facts = run_conversation(cfg, data, [spec], tmp_path)
+    assert gone.exists() and keep.stat().st_mtime_ns == before and facts["diarization"]["pending"] == 0
+    # Other settings in the same directory are refused.
+    other = parse_conversation_config({"segmentation": {"max_chunk_s": 12}}, "t.yaml")
+    with pytest.raises(ConfigError, match="other settings"):
+        run_conversation(other, data, [spec], tmp_path)
