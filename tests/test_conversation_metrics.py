@@ -174,3 +174,17 @@ def test_nemo_offsets_needs_speaker(tmp_path: Path) -> None:
     p.write_text(json.dumps({"audio_filepath": "a.wav", "offset": 0, "duration": 1, "text": "x"}) + "\n")
     with pytest.raises(ManifestError, match="line 1.*speaker"):
         read_nemo_offsets(p)
+
+
+def test_pyannote_backend_says_what_is_missing(tmp_path: Path) -> None:
+    from engine.backends import DIAR_BACKENDS
+    from engine.errors import BackendUnavailable, ConfigError
+
+    cls = DIAR_BACKENDS.get("pyannote")
+    with pytest.raises(ConfigError, match="checkpoint"):
+        cls()
+    avail = cls.availability({"checkpoint": str(tmp_path / "nowhere")})
+    assert not avail.runnable
+    assert "diarization" in avail.reason or "does not exist" in avail.reason
+    with pytest.raises(BackendUnavailable, match="config.yaml does not exist"):
+        cls(checkpoint=str(tmp_path)).load()
