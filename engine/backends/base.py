@@ -89,6 +89,10 @@ class Backend(ABC):
 class ASRBackend(Backend):
     """Speech recognition: audio in, raw text out (never normalized)."""
 
+    #: Options whose value names another registry model (the registry resolves them to
+    #: ``{name, backend, options}`` when it builds a spec, so backends never read the registry).
+    model_options: ClassVar[tuple[str, ...]] = ()
+
     @classmethod
     def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
         """Options for a run over the dataset at ``source``; a backend that needs the run's data
