@@ -26,7 +26,8 @@ from audits.emotion.metrics import categorical_scores
 from audits.emotion.run import parse_emotion_config, rendition_pairs, run_emotion_audit
 from audits.recipes import load_recipe
 from audits.speaker.metrics import Trial, cosine_scores, eer, write_trials
-from audits.speaker.run import UttMeta, build_trials, collect_meta, parse_speaker_config, run_speaker_audit
+from audits.speaker.run import build_trials, parse_speaker_config, run_speaker_audit
+from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.data import SAMPLE_RATE
