@@ -150,7 +150,7 @@ def run_recipe(
 
         emotion_cfg = parse_emotion_config(recipe.emotion, recipe.source)
     if recipe.probes:
-        from audits.probes.run import parse_probe_config
+        from audits.probes.config import parse_probe_config
 
         probe_cfg = parse_probe_config(recipe.probes, recipe.source)
     if recipe.dataset.path.startswith("builtin:"):
