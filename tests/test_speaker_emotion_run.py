@@ -222,12 +222,12 @@ def test_emotion_config_rejects_unknown_and_bad_values() -> None:
 def test_recipes_parse_and_validate() -> None:
     for name in ("demo-speaker", "speaker-match"):
         r = load_recipe(name)
-        assert r.models == () and r.speaker
-        assert parse_speaker_config(r.speaker, r.source).backends == ("resemblyzer",)
+        assert r.models == () and r.section("speaker")
+        assert parse_speaker_config(r.section("speaker"), r.source).backends == ("resemblyzer",)
     for name in ("demo-emotion", "emotion"):
         r = load_recipe(name)
-        assert r.models == () and r.emotion
-        assert parse_emotion_config(r.emotion, r.source).backends == ("prosody",)
+        assert r.models == () and r.section("emotion")
+        assert parse_emotion_config(r.section("emotion"), r.source).backends == ("prosody",)
     assert load_recipe("demo-speaker").dataset.path == "builtin:demo"
 
 
