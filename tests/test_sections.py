@@ -19,7 +19,7 @@ from audits.reports.formatting import esc
 from audits.sections import AuditSection, SectionContext, builtin_registry, get_section, ordered
 from engine.config import check_keys, expect_type, load_yaml
 from engine.errors import ConfigError, RegistryError
-from tests.conftest import write_manifest
+from tests.conftest import espeak_wav, write_manifest
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +111,22 @@ def test_asr_model_flags_give_the_same_errors(toy_registry: Any, tmp_path: Path,
     with pytest.raises(ConfigError, match=r"recipe 'flags': probes need ASR models under 'models'"):
         run_recipe(parse_recipe({**base, "probes": {"orthography": {}}, "toy": {"greeting": "x"}}, "flags.yaml"), tmp_path / "c")
     assert not any((tmp_path / d).exists() for d in "abc")
+
+
+def test_probes_section_gets_the_asr_models_and_rows(tmp_path: Path) -> None:
+    """The built-in probes section through run_recipe: the memorizer's rows feed the orthography probe."""
+    texts = ["The colour of the sky is grey today", "Please organise the meeting", "The center of the theater was full", "We analyze the color"]
+    rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)), "text": t} for i, t in enumerate(texts)]
+    recipe = parse_recipe(
+        {"name": "p", "dataset": str(write_manifest(tmp_path / "m.jsonl", rows)), "models": ["memorizer"], "scoring": {"n_boot": 20},
+         "probes": {"orthography": {"min_clips_per_arm": 1, "pool": True}}},
+        "p.yaml",
+    )
+    summary = run_recipe(recipe, tmp_path / "run")
+    ortho = summary["probes"]["orthography"]
+    assert ortho["memorizer"]["switch"] == 1.0 and ortho["memorizer"]["n_clips"] == 4  # the stored rows reached the probe
+    md = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+    assert "## Benchmark-optimization probes\n\n### orthography" in md and "| memorizer | 1.000 |" in md
 
 
 def test_unknown_section_keys_say_did_you_mean(toy_registry: Any) -> None:
