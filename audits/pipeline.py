@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, write_summary
 from audits.recipes import Recipe, builtin_dataset_path
+from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
@@ -136,31 +137,23 @@ def run_recipe(
     """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
-    any model loads.
+    any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
+    order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
     normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
-    speaker_cfg = emotion_cfg = probe_cfg = None
-    if recipe.speaker:
-        from audits.speaker.run import parse_speaker_config
-
-        speaker_cfg = parse_speaker_config(recipe.speaker, recipe.source)
-    if recipe.emotion:
-        from audits.emotion.run import parse_emotion_config
-
-        emotion_cfg = parse_emotion_config(recipe.emotion, recipe.source)
-    if recipe.probes:
-        from audits.probes.run import parse_probe_config
-
-        probe_cfg = parse_probe_config(recipe.probes, recipe.source)
+    # every section's config is validated before the dataset opens or any model loads
+    used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
+    parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
     if recipe.dataset.path.startswith("builtin:"):
         ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
     dataset = open_recipe_dataset(recipe)
     specs = model_specs(recipe, dataset)
-    if not specs and not (speaker_cfg or emotion_cfg):
+    if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
-    if probe_cfg is not None and not specs:
-        raise ConfigError(f"recipe '{recipe.name}': probes need ASR models under 'models'")
+    for sec, _ in parsed:
+        if sec.needs_asr_models and not specs:
+            raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
     out.mkdir(parents=True, exist_ok=True)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
@@ -174,18 +167,10 @@ def run_recipe(
     store.consolidate([s.name for s in specs])
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    if speaker_cfg is not None:
-        from audits.speaker.run import run_speaker_audit
-
-        extra["speaker"] = run_speaker_audit(speaker_cfg, dataset, out, progress, decode_options=dec)
-    if emotion_cfg is not None:
-        from audits.emotion.run import run_emotion_audit
-
-        extra["emotion"] = run_emotion_audit(emotion_cfg, dataset, out, progress, decode_options=dec)
-    if probe_cfg is not None:
-        from audits.probes.run import run_probes
-
-        extra["probes"] = run_probes(probe_cfg, dataset, specs, out, load_rows(out), progress)
+    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
+    for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+        extra[sec.key] = sec.run(cfg, ctx)
+    del ctx
     extra["engine"]["wall_s"] = time.perf_counter() - t0
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat

@@ -1,6 +1,8 @@
 """Recipes: YAML files under ``configs/recipes`` (or any path), loaded safely into typed records.
 
-Unknown keys are rejected with the key named, so a typo never silently changes an audit.
+Unknown keys are rejected with the key named, so a typo never silently changes an audit. The
+top-level keys are the base keys and the registered audit sections' (``audits.sections``); a
+section's own keys are validated by that section when a run starts.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from audits.sections import ordered, section_names
 from engine.config import check_keys, expect_type, load_yaml
 from engine.errors import ConfigError
 from engine.model_registry import CONFIG_DIR, REPO_ROOT
@@ -45,20 +48,42 @@ class Recipe:
     warmup: int = 1
     batch_size: int | None = None
     scoring: ScoringConfig = ScoringConfig()
-    probes: Mapping[str, Any] = field(default_factory=dict)
-    speaker: Mapping[str, Any] = field(default_factory=dict)
-    emotion: Mapping[str, Any] = field(default_factory=dict)
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Raw mappings of the audit sections the recipe uses (non-empty only), by section key;
+    each is validated by its section's ``parse`` when a run starts, before any model loads."""
     source: str = ""
 
+    def section(self, key: str) -> Mapping[str, Any]:
+        """The raw mapping under a section's key (``{}`` when the recipe does not use it)."""
+        return self.sections.get(key, {})
+
     def as_dict(self) -> dict[str, Any]:
+        """The recipe as embedded in ``summary.json``: every registered section key appears, ``{}`` when unused.
+
+        Sections sit where the old fixed fields did (after ``scoring``, before ``source``), in
+        section order, so summaries keep one shape whichever sections a recipe uses.
+        """
         d = asdict(self)
+        raw_sections = d.pop("sections")
+        source = d.pop("source")
         d["models"] = list(self.models)
+        for sec in ordered():
+            d[sec.key] = raw_sections.get(sec.key, {})
+        for key, raw in raw_sections.items():  # a section no longer registered still shows what the recipe asked
+            d.setdefault(key, raw)
+        d["source"] = source
         return d
 
 
-RECIPE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "probes", "speaker", "emotion"}
+BASE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring"}
+"""Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
 DATASET_KEYS = {"path", "reader", "limit", "options", "allow_outside_root", "max_duration_s"}
 SCORING_KEYS = {"n_boot", "seed", "slices", "gaps", "semantic_similarity"}
+
+
+def recipe_keys() -> set[str]:
+    """Allowed top-level keys: the base keys and every registered audit section's key."""
+    return BASE_KEYS | set(section_names())
 
 
 def recipe_dir() -> Path:
@@ -87,7 +112,7 @@ def find_recipe(name_or_path: str) -> Path:
 
 def parse_recipe(data: Any, source: str) -> Recipe:
     """Validate a recipe mapping; every error names the source file and the key."""
-    check_keys(data, RECIPE_KEYS, source, required={"dataset", "models"})
+    check_keys(data, recipe_keys(), source, required={"dataset", "models"})
     ds_raw = data["dataset"]
     if isinstance(ds_raw, str):
         ds_raw = {"path": ds_raw}
@@ -118,8 +143,11 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         gaps=tuple(gaps),
         semantic_similarity=bool(sc_raw.get("semantic_similarity", False)),
     )
-    for key in ("probes", "speaker", "emotion"):
-        expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
+    sections: dict[str, dict[str, Any]] = {}
+    for key in section_names():  # each section's own keys are checked by its parse when the run starts
+        raw = expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
+        if raw:
+            sections[key] = dict(raw)
     shard_size = int(expect_type(data.get("shard_size", 32), int, f"{source}: shard_size"))
     if shard_size < 1:
         raise ConfigError(f"{source}: shard_size must be >= 1")
@@ -133,9 +161,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         warmup=int(expect_type(data.get("warmup", 1), int, f"{source}: warmup")),
         batch_size=expect_type(data.get("batch_size"), (int, type(None)), f"{source}: batch_size"),
         scoring=scoring,
-        probes=dict(data.get("probes", {}) or {}),
-        speaker=dict(data.get("speaker", {}) or {}),
-        emotion=dict(data.get("emotion", {}) or {}),
+        sections=sections,
         source=source,
     )
 

@@ -1,8 +1,14 @@
-"""``report.md``: the per-slice WER table per model, readable in a terminal or on a forge."""
+"""``report.md``: the per-slice WER table per model, readable in a terminal or on a forge.
+
+The audit sections in the summary (probes, speaker, emotion, ...) each render their own part,
+in section order, through ``audits.sections``.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from audits.sections import present_in
 
 
 def _pct(x: float | None) -> str:
@@ -76,84 +82,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         lines += slice_table(name, m)
-    lines += probe_lines(summary.get("probes") or {})
-    lines += speaker_lines(summary.get("speaker") or {})
-    lines += emotion_lines(summary.get("emotion") or {})
+    for sec in present_in(summary):  # every registered section in the summary renders its own part
+        lines += sec.markdown(summary[sec.key])
     return "\n".join(lines)
 
-
-def _num(x: Any, pct: bool = False) -> str:
-    if x is None:
-        return "—"
-    return f"{100 * x:.1f}" if pct else f"{x:.3f}"
-
-
-def probe_lines(probes: Mapping[str, Any]) -> list[str]:
-    """One table per probe: rate (or switch), interval and counts per model."""
-    if not probes:
-        return []
-    out = ["## Benchmark-optimization probes", ""]
-    for probe, per_model in sorted(probes.items()):
-        if not isinstance(per_model, Mapping):
-            continue
-        rows = {m: v for m, v in per_model.items() if isinstance(v, Mapping) and ("rate" in v or "switch" in v or "diff" in v)}
-        if not rows:
-            continue
-        out += [f"### {probe}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
-        for m, v in sorted(rows.items()):
-            value = v.get("rate", v.get("switch", v.get("diff")))
-            counts = ", ".join(f"{k}={v[k]}" for k in ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs") if k in v)
-            out.append(f"| {m} | {_num(value)} | {_ci3(v.get('ci95'))} | {counts} | {v.get('status', '')} |")
-        out.append("")
-    return out
-
-
-def _ci3(ci: Any) -> str:
-    if not ci or ci[0] is None or ci[1] is None:
-        return "—"
-    return f"[{ci[0]:.3f}, {ci[1]:.3f}]"
-
-
-def speaker_lines(speaker: Mapping[str, Any]) -> list[str]:
-    if not speaker:
-        return []
-    out = ["## Speaker verification", "", "| backend | EER % | minDCF (p=0.01) | accuracy % | threshold | trials | failed clips |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for b, v in sorted(speaker.items()):
-        if not isinstance(v, Mapping):
-            continue
-        out.append(
-            f"| {b} | {_num(v.get('eer'), True)} | {_num(v.get('min_dcf'))} | {_num(v.get('accuracy'), True)} | {_num(v.get('threshold'))} | "
-            f"{v.get('n_trials', '—')} | {v.get('n_failed_clips', v.get('n_failed', 0))} |"
-        )
-    for b, v in sorted(speaker.items()):
-        if isinstance(v, Mapping) and v.get("slices"):
-            out += ["", f"EER per slice ({b}):", "", "| slice | EER % | trials |", "|---|---:|---:|"]
-            for k, sv in sorted(v["slices"].items()):
-                if isinstance(sv, Mapping):
-                    out.append(f"| {k} | {_num(sv.get('eer'), True)} | {sv.get('n_trials', '—')} |")
-        for note in (v.get("notes") or []) if isinstance(v, Mapping) else []:
-            out.append(f"- {note}")
-    return out + [""]
-
-
-def emotion_lines(emotion: Mapping[str, Any]) -> list[str]:
-    if not emotion:
-        return []
-    out = ["## Speech emotion", ""]
-    for b, v in sorted(emotion.items()):
-        if not isinstance(v, Mapping):
-            continue
-        out.append(f"### {b}")
-        cat = v.get("categorical") or {}
-        if cat:
-            out.append(f"- UA {_num(cat.get('ua'))}, WA {_num(cat.get('wa'))}, macro-F1 {_num(cat.get('macro_f1'))}")
-        ao = (v.get("arousal_ordering") or {}).get("within_speaker") or {}
-        if ao:
-            out.append(f"- relative arousal comparison accuracy (same speaker): {_num(ao.get('accuracy'))} over {ao.get('n_pairs')} pairs")
-        pc = v.get("prosody_contrast") or {}
-        if pc:
-            out.append(f"- prosody contrast: {pc.get('n_pairs')} pairs, mean {pc.get('mean_score', 0):.2f} / {pc.get('max_score')}, {pc.get('n_below_threshold')} below {pc.get('threshold')}")
-        for note in v.get("notes") or []:
-            out.append(f"- {note}")
-        out.append("")
-    return out
