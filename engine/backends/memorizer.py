@@ -144,6 +144,12 @@ class MemorizerBackend(ASRBackend):
         from engine.audio import decode
         from engine.datasets import open_dataset
 
+        fb = self.options.get("fallback")
+        if fb and (not isinstance(fb, Mapping) or "backend" not in fb):
+            raise ConfigError(
+                f"memorizer: option 'fallback' ({fb!r}) must be resolved to a model spec before loading; "
+                "name a registry model and run it through a recipe (the registry resolves it)"
+            )
         index = self.options.get("index")
         if not index:
             raise ConfigError("memorizer: option 'index' (the dataset to memorize) is required")
@@ -160,13 +166,7 @@ class MemorizerBackend(ASRBackend):
         self._index.sort(key=lambda t: t[1])
         self._lengths = np.array([t[1] for t in self._index])
         log.info("memorizer indexed %d clips of %s", len(self._index), index)
-        fb = self.options.get("fallback")
         if fb:
-            if not isinstance(fb, Mapping) or "backend" not in fb:
-                raise ConfigError(
-                    f"memorizer: option 'fallback' ({fb!r}) must be resolved to a model spec before loading; "
-                    "name a registry model and run it through a recipe (the registry resolves it)"
-                )
             from engine.backends import build_backend
 
             spec = ModelSpec(str(fb.get("name", fb["backend"])), str(fb["backend"]), dict(fb.get("options") or {}))
