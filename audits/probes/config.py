@@ -263,7 +263,9 @@ def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | No
             entries = resolve_models(list(panel), reg)  # type: ignore[arg-type]
         except ConfigError as exc:
             raise ConfigError(f"{w}.panel: {exc}") from None
-        ctrl = [e.name for e in entries if e.backend == "memorizer"]
+        from engine.backends import ASR_BACKENDS
+
+        ctrl = [e.name for e in entries if getattr(ASR_BACKENDS.get(e.backend), "positive_control", False)]
         if ctrl:
             raise ConfigError(f"{w}.panel: {ctrl} is a memorizer (a positive control), not an independent listener")
     re_raw = b.get("reference_errors")

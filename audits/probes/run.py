@@ -34,6 +34,7 @@ from audits.probes.synthetic_voice import (
     synthesize,
 )
 from audits.probes.word_timings import TimingCache, make_timer
+from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
@@ -302,9 +303,11 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
         to_run.append(e.spec())
     # a memorizer of the run's dataset re-indexes the planted copy (what a benchmark learner would have seen)
     rerun: set[str] = set()
-    for s in specs:
-        if plant is not None and s.backend == "memorizer" and str(s.options.get("index")) == str(dataset.source):
-            to_run.append(ModelSpec(s.name, s.backend, {**s.options, "index": str(root / "dataset"), "index_reader": "parquet"}, s.batch_size, s.meta))
+    for s in specs if plant is not None else ():
+        backend_cls: Any = ASR_BACKENDS.get(s.backend)
+        options = backend_cls.rebind_dataset(s.options, str(dataset.source), str(root / "dataset"), "parquet")
+        if options != dict(s.options):
+            to_run.append(ModelSpec(s.name, s.backend, options, s.batch_size, s.meta))
             rerun.add(s.name)
     own_hyps: dict[tuple[str, str], str | None] = {}
     failed: dict[str, str] = {}

@@ -114,6 +114,7 @@ class MemorizerBackend(ASRBackend):
     name = "memorizer"
     OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "fallback", "threshold", "length_tolerance", "index_limit"})
     model_options = ("fallback",)
+    positive_control = True
 
     @classmethod
     def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
@@ -121,6 +122,13 @@ class MemorizerBackend(ASRBackend):
         if "index" in options:
             return dict(options)
         return {**dict(options), "index": source, "index_reader": reader}
+
+    @classmethod
+    def rebind_dataset(cls, options: Mapping[str, Any], old_source: str, new_source: str, new_reader: str) -> dict[str, Any]:
+        """A memorizer of the run's dataset memorizes the derived copy instead (what a benchmark learner would have seen)."""
+        if str(options.get("index")) != str(old_source):
+            return dict(options)
+        return {**dict(options), "index": new_source, "index_reader": new_reader}
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
