@@ -119,10 +119,10 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     check_keys(ds_raw, DATASET_KEYS, f"{source}: dataset", required={"path"})
     dataset = DatasetConfig(
         path=str(expect_type(ds_raw["path"], str, f"{source}: dataset.path")),
-        reader=str(ds_raw.get("reader", "auto")),
+        reader=expect_type(ds_raw.get("reader", "auto"), str, f"{source}: dataset.reader"),
         limit=expect_type(ds_raw.get("limit"), (int, type(None)), f"{source}: dataset.limit"),
         options=dict(expect_type(ds_raw.get("options", {}) or {}, dict, f"{source}: dataset.options")),
-        allow_outside_root=bool(ds_raw.get("allow_outside_root", True)),
+        allow_outside_root=expect_type(ds_raw.get("allow_outside_root", True), bool, f"{source}: dataset.allow_outside_root"),
         max_duration_s=float(expect_type(ds_raw.get("max_duration_s", 1800.0), (int, float), f"{source}: dataset.max_duration_s")),
     )
     models = expect_type(data["models"], list, f"{source}: models")
@@ -141,7 +141,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         seed=int(expect_type(sc_raw.get("seed", 0), int, f"{source}: scoring.seed")),
         slices=None if slices is None else tuple(str(s) for s in expect_type(slices, list, f"{source}: scoring.slices")),
         gaps=tuple(gaps),
-        semantic_similarity=bool(sc_raw.get("semantic_similarity", False)),
+        semantic_similarity=expect_type(sc_raw.get("semantic_similarity", False), bool, f"{source}: scoring.semantic_similarity"),
     )
     sections: dict[str, dict[str, Any]] = {}
     for key in section_names():  # each section's own keys are checked by its parse when the run starts
@@ -156,7 +156,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         description=str(data.get("description", "")),
         dataset=dataset,
         models=tuple(models),
-        normalizer=str(data.get("normalizer", "whisper-english")),
+        normalizer=_normalizer_name(data.get("normalizer", "whisper-english"), source),
         shard_size=shard_size,
         warmup=int(expect_type(data.get("warmup", 1), int, f"{source}: warmup")),
         batch_size=expect_type(data.get("batch_size"), (int, type(None)), f"{source}: batch_size"),
@@ -164,6 +164,21 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         sections=sections,
         source=source,
     )
+
+
+def _normalizer_name(value: Any, source: str) -> str:
+    """A known normalizer name (checked here so a typo stops before any model loads)."""
+    import difflib
+
+    from normalizers import known_normalizers
+
+    name = expect_type(value, str, f"{source}: normalizer")
+    known = known_normalizers()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{source}: normalizer: unknown normalizer '{name}'{hint}; known: {', '.join(known)}")
+    return str(name)
 
 
 def load_recipe(name_or_path: str) -> Recipe:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from audits.reports.charts import heat_color
-from audits.reports.formatting import attrs, esc, num_attr, pct, rate_text
+from audits.reports.formatting import attrs, esc, md, num_attr, pct, rate_text
 
 _DATA_KEYS = ("ua", "wa", "macro_f1", "n_scored", "n_utts", "n_missing", "confusion", "slices", "dimensional")
 
@@ -19,7 +19,7 @@ def emotion_lines(emotion: Mapping[str, Any], title: str) -> list[str]:
     for b, v in sorted(emotion.items()):
         if not isinstance(v, Mapping):
             continue
-        out.append(f"### {b}")
+        out.append(f"### {md(b)}")
         cat = v.get("categorical") or {}
         if cat:
             out.append(f"- UA {rate_text(cat.get('ua'))}, WA {rate_text(cat.get('wa'))}, macro-F1 {rate_text(cat.get('macro_f1'))}")
@@ -30,7 +30,7 @@ def emotion_lines(emotion: Mapping[str, Any], title: str) -> list[str]:
         if pc:
             out.append(f"- prosody contrast: {pc.get('n_pairs')} pairs, mean {pc.get('mean_score', 0):.2f} / {pc.get('max_score')}, {pc.get('n_below_threshold')} below {pc.get('threshold')}")
         for note in v.get("notes") or []:
-            out.append(f"- {note}")
+            out.append(f"- {md(note)}")
         out.append("")
     return out
 

@@ -182,7 +182,7 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
     if o is not None:
         w = f"{where}.orthography"
         fams = _str_list(o["families"], f"{w}.families") if o.get("families") is not None else None
-        ortho = OrthographyConfig(int(_num(o, "min_clips_per_arm", 5, w, int)), bool(o.get("pool", False)), fams)
+        ortho = OrthographyConfig(int(_num(o, "min_clips_per_arm", 5, w, int)), expect_type(o.get("pool", False), bool, f"{w}.pool"), fams)
         if ortho.min_clips_per_arm < 1:
             raise ConfigError(f"{w}.min_clips_per_arm must be >= 1, got {ortho.min_clips_per_arm}")
         if fams is not None:

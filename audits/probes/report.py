@@ -12,7 +12,7 @@ from typing import Any
 
 from audits.reports.charts import IntervalRow, svg_interval_panels
 from audits.reports.findings import control_models, intervals_disjoint
-from audits.reports.formatting import attrs, ci_bounds, esc, num_attr, rate_ci_text, rate_text
+from audits.reports.formatting import attrs, ci_bounds, esc, md, num_attr, rate_ci_text, rate_text
 from audits.reports.tables import probe_counts, probe_model_results
 
 _COUNT_KEYS = ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs")
@@ -29,11 +29,11 @@ def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
         rows = {m: v for m, v in per_model.items() if isinstance(v, Mapping) and ("rate" in v or "switch" in v or "diff" in v)}
         if not rows:
             continue
-        out += [f"### {probe}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
+        out += [f"### {md(probe)}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
         for m, v in sorted(rows.items()):
             value = v.get("rate", v.get("switch", v.get("diff")))
             counts = ", ".join(f"{k}={v[k]}" for k in _COUNT_KEYS if k in v)
-            out.append(f"| {m} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {counts} | {v.get('status', '')} |")
+            out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {md(counts)} | {md(v.get('status', ''))} |")
         out.append("")
     return out
 

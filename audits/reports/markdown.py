@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from audits.reports.formatting import md
 from audits.sections import present_in
 
 
@@ -29,19 +30,19 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
     for name, m in sorted(summary.get("models", {}).items()):
         rtfx = m.get("rtfx")
         lines.append(
-            f"| {name} | {m.get('status', '')} | {_pct(m.get('wer'))} | {_ci(m.get('ci95'))} | {_pct(m.get('cer'))} | "
+            f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {_ci(m.get('ci95'))} | {_pct(m.get('cer'))} | "
             f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
-            f"{m.get('batch_size') or '—'} | {m.get('device') or '—'} | {m.get('dtype') or '—'} |"
+            f"{m.get('batch_size') or '—'} | {md(m.get('device') or '—')} | {md(m.get('dtype') or '—')} |"
         )
     return lines
 
 
 def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
-    lines = [f"### {name}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [f"### {md(name)}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |", "|---|---:|---|---:|---:|---:|---:|---:|"]
     for key, s in sorted(m.get("slices", {}).items()):
         rtfx = s.get("rtfx")
         lines.append(
-            f"| {key} | {_pct(s.get('wer'))} | {_ci(s.get('ci95'))} | {_pct(s.get('cer'))} | {s.get('n_utts', 0)} | "
+            f"| {md(key)} | {_pct(s.get('wer'))} | {_ci(s.get('ci95'))} | {_pct(s.get('cer'))} | {s.get('n_utts', 0)} | "
             f"{s.get('n_words', 0)} | {s.get('n_failed', 0)} | {'—' if rtfx is None else f'{rtfx:.1f}'} |"
         )
     gaps = m.get("gaps") or []
@@ -50,13 +51,13 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
         for g in gaps:
             gap = g.get("gap")
             lines.append(
-                f"| {g['label']}: {g['a']} − {g['b']} | {'—' if gap is None else f'{100 * gap:+.1f}'} | {_ci(g.get('ci95'))} | "
+                f"| {md(g['label'])}: {md(g['a'])} − {md(g['b'])} | {'—' if gap is None else f'{100 * gap:+.1f}'} | {_ci(g.get('ci95'))} | "
                 f"{'**yes**' if g.get('excludes_zero') else 'no'} |"
             )
     if m.get("failures"):
-        lines += ["", "Failures:", ""] + [f"- {n} × {reason}" for reason, n in m["failures"].items()]
+        lines += ["", "Failures:", ""] + [f"- {n} × {md(reason)}" for reason, n in m["failures"].items()]
     if m.get("error"):
-        lines += ["", f"Model could not run: {m['error']}"]
+        lines += ["", f"Model could not run: {md(m['error'])}"]
     return lines + [""]
 
 
@@ -64,9 +65,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     ds = summary.get("dataset", {})
     norm = summary.get("normalizer", {})
     lines = [
-        f"# Audit report: {summary.get('recipe', {}).get('name', '')}",
+        f"# Audit report: {md(summary.get('recipe', {}).get('name', ''))}",
         "",
-        f"- dataset: {ds.get('name')} ({ds.get('n_utts')} utterances, reader {ds.get('reader')}, fingerprint {ds.get('fingerprint')})",
+        f"- dataset: {md(ds.get('name'))} ({ds.get('n_utts')} utterances, reader {md(ds.get('reader'))}, fingerprint {md(ds.get('fingerprint'))})",
         f"- normalizer: {norm.get('name')} ({norm.get('version')})",
         f"- hardware: {summary.get('hardware', {}).get('processor')} × {summary.get('hardware', {}).get('cpu_count')} cores",
         f"- created: {summary.get('created_at')}",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from audits.reports.charts import svg_det, svg_histogram
-from audits.reports.formatting import PALETTE, attrs, esc, num_attr, pct, rate_text
+from audits.reports.formatting import PALETTE, attrs, esc, md, num_attr, pct, rate_text
 
 _DATA_KEYS = ("eer", "min_dcf", "accuracy", "threshold", "n_trials", "n_target", "n_nontarget", "slices")
 
@@ -20,17 +20,17 @@ def speaker_lines(speaker: Mapping[str, Any], title: str) -> list[str]:
         if not isinstance(v, Mapping):
             continue
         out.append(
-            f"| {b} | {pct(v.get('eer'))} | {rate_text(v.get('min_dcf'))} | {pct(v.get('accuracy'))} | {rate_text(v.get('threshold'))} | "
+            f"| {md(b)} | {pct(v.get('eer'))} | {rate_text(v.get('min_dcf'))} | {pct(v.get('accuracy'))} | {rate_text(v.get('threshold'))} | "
             f"{v.get('n_trials', '—')} | {v.get('n_failed_clips', v.get('n_failed', 0))} |"
         )
     for b, v in sorted(speaker.items()):
         if isinstance(v, Mapping) and v.get("slices"):
-            out += ["", f"EER per slice ({b}):", "", "| slice | EER % | trials |", "|---|---:|---:|"]
+            out += ["", f"EER per slice ({md(b)}):", "", "| slice | EER % | trials |", "|---|---:|---:|"]
             for k, sv in sorted(v["slices"].items()):
                 if isinstance(sv, Mapping):
-                    out.append(f"| {k} | {pct(sv.get('eer'))} | {sv.get('n_trials', '—')} |")
+                    out.append(f"| {md(k)} | {pct(sv.get('eer'))} | {sv.get('n_trials', '—')} |")
         for note in (v.get("notes") or []) if isinstance(v, Mapping) else []:
-            out.append(f"- {note}")
+            out.append(f"- {md(note)}")
     return out + [""]
 
 

@@ -103,7 +103,7 @@ class OpenAICompatibleBackend(ASRBackend):
                 f"{self.name}: option 'api_key' is not accepted (keys must not sit in recipes or results); "
                 "put the key in an environment variable and name that variable in 'api_key_env'"
             )
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (the server's model name, e.g. whisper-1)")
