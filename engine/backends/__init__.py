@@ -19,6 +19,16 @@ ASR_BACKENDS.register_lazy("nemo", "engine.backends.asr_nemo:NemoBackend")
 ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.asr_openai:OpenAICompatibleBackend")
 ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.fault:FaultInjectionBackend")
 ASR_BACKENDS.register_lazy("memorizer", "engine.backends.memorizer:MemorizerBackend")
+for _name, _cls in (
+    ("deepgram", "DeepgramBackend"),
+    ("assemblyai", "AssemblyAIBackend"),
+    ("speechmatics", "SpeechmaticsBackend"),
+    ("elevenlabs", "ElevenLabsBackend"),
+    ("gladia", "GladiaBackend"),
+    ("google-stt-v2", "GoogleSTTv2Backend"),
+    ("azure-fast", "AzureFastBackend"),
+):
+    ASR_BACKENDS.register_lazy(_name, f"engine.backends.hosted.vendors:{_cls}")
 
 SV_BACKENDS.register_lazy("resemblyzer", "engine.backends.sv_resemblyzer:ResemblyzerBackend")
 SV_BACKENDS.register_lazy("speechbrain-ecapa", "engine.backends.sv_hub:SpeechBrainECAPA")
