@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from audits.reports.cost import hosted_usage_lines
+
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
@@ -71,6 +73,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         "",
         *model_overview(summary),
         "",
+        *hosted_usage_lines(summary),
         "## WER per slice",
         "",
     ]

@@ -57,6 +57,8 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
                 f"{_safe_url(req.full_url)} redirected (HTTP {code}) to another origin {_safe_url(target)}; "
                 "refused so that the API key is not sent there. Point base_url at the final endpoint if this is expected"
             )
+        if code in (307, 308):  # same method and body (urllib would refuse a POST here)
+            return urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(), unverifiable=True)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
