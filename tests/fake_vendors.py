@@ -65,6 +65,7 @@ class FakeVendor:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed client is expected
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
