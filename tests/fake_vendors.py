@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure")
+JUDGE_VENDORS = ("gemini", "openai")
 AUTH = {
     "deepgram": ("authorization", "Token {key}"),
     "assemblyai": ("authorization", "{key}"),
@@ -28,6 +29,8 @@ AUTH = {
     "gladia": ("x-gladia-key", "{key}"),
     "google": ("x-goog-api-key", "{key}"),
     "azure": ("ocp-apim-subscription-key", "{key}"),
+    "gemini": ("x-goog-api-key", "{key}"),
+    "openai": ("authorization", "Bearer {key}"),
 }
 
 
@@ -40,7 +43,7 @@ class FakeVendor:
     """One vendor's API on an ephemeral port."""
 
     def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1) -> None:
-        if vendor not in VENDORS:
+        if vendor not in VENDORS + JUDGE_VENDORS:
             raise ValueError(vendor)
         self.vendor = vendor
         self.key = key
@@ -50,6 +53,8 @@ class FakeVendor:
         self.requests: list[tuple[str, str, dict[str, str]]] = []
         self.faults: list[str] = []
         self.jobs: dict[str, int] = {}
+        self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
+        self.audio_parts: list[int] = []  # judges: audio clips seen per request
         self.lock = threading.Lock()
         fake = self
 
@@ -237,6 +242,46 @@ class FakeVendor:
         self._bill()
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
+
+def _judge_reply(fake: FakeVendor) -> str:
+    with fake.lock:
+        return fake.replies.pop(0) if fake.replies else '{"answer": "same"}'
+
+
+def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    if method != "POST" or not re.fullmatch(r"/v1beta/models/[^/:]+:generateContent", path):
+        return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
+    req = json.loads(body)
+    parts = (req.get("contents") or [{}])[0].get("parts") or []
+    audio = [p for p in parts if str(p.get("inline_data", {}).get("mime_type", "")).startswith("audio/") and p["inline_data"].get("data")]
+    if not audio or not any("text" in p for p in parts):
+        return 400, {"error": {"code": 400, "message": "contents[0].parts needs text and inline audio", "status": "INVALID_ARGUMENT"}}
+    self._bill()
+    with self.lock:
+        self.audio_parts.append(len(audio))
+    reply = _judge_reply(self)
+    cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
+    return 200, {"candidates": [cand], "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
+
+
+def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    if method != "POST" or path != "/v1/chat/completions":
+        return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+    req = json.loads(body)
+    content = (req.get("messages") or [{}])[0].get("content") or []
+    audio = [c for c in content if c.get("type") == "input_audio" and c.get("input_audio", {}).get("format") == "wav" and c["input_audio"].get("data")]
+    if not req.get("model") or not audio:
+        return 400, {"error": {"message": "model and input_audio content are required", "type": "invalid_request_error"}}
+    self._bill()
+    with self.lock:
+        self.audio_parts.append(len(audio))
+    message = {"role": "assistant", "content": _judge_reply(self), "refusal": None}
+    return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"], "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
+
+
+FakeVendor._gemini = _gemini  # type: ignore[attr-defined]
+FakeVendor._openai = _openai  # type: ignore[attr-defined]
 
 #: backend registry name and model of each fake vendor, for building test registries
 BACKENDS = {

@@ -11,6 +11,7 @@ ASR_BACKENDS: Registry[type] = Registry("ASR backend")
 SV_BACKENDS: Registry[type] = Registry("speaker-verification backend")
 SER_BACKENDS: Registry[type] = Registry("speech-emotion backend")
 TTS_BACKENDS: Registry[type] = Registry("TTS backend")
+JUDGE_BACKENDS: Registry[type] = Registry("audio-LM judge backend")
 
 ASR_BACKENDS.register_lazy("faster-whisper", "engine.backends.asr_faster_whisper:FasterWhisperBackend")
 ASR_BACKENDS.register_lazy("pocketsphinx", "engine.backends.asr_pocketsphinx:PocketsphinxBackend")
@@ -39,6 +40,9 @@ SER_BACKENDS.register_lazy("prosody", "engine.backends.ser_prosody:ProsodyBacken
 SER_BACKENDS.register_lazy("transformers-ser", "engine.backends.ser_hub:TransformersSER")
 SER_BACKENDS.register_lazy("audeering-dim", "engine.backends.ser_hub:AudeeringDim")
 SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
+
+JUDGE_BACKENDS.register_lazy("gemini", "engine.backends.hosted.judges:GeminiJudge")
+JUDGE_BACKENDS.register_lazy("openai-audio", "engine.backends.hosted.judges:OpenAIAudioJudge")
 
 TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
 TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")
