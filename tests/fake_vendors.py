@@ -55,6 +55,7 @@ class FakeVendor:
         self.jobs: dict[str, int] = {}
         self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
         self.audio_parts: list[int] = []  # judges: audio clips seen per request
+        self.reply_by_size: dict[int, str] = {}  # judges: reply chosen by the first clip's WAV size in bytes
         self.lock = threading.Lock()
         fake = self
 
@@ -243,8 +244,13 @@ class FakeVendor:
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
 
-def _judge_reply(fake: FakeVendor) -> str:
+def _judge_reply(fake: FakeVendor, first_audio_b64: str = "") -> str:
+    import base64
+
     with fake.lock:
+        size = len(base64.b64decode(first_audio_b64)) if first_audio_b64 else -1
+        if size in fake.reply_by_size:
+            return fake.reply_by_size[size]
         return fake.replies.pop(0) if fake.replies else '{"answer": "same"}'
 
 
@@ -259,7 +265,7 @@ def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
-    reply = _judge_reply(self)
+    reply = _judge_reply(self, audio[0]["inline_data"]["data"])
     cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
     return 200, {"candidates": [cand], "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
 
@@ -275,7 +281,7 @@ def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
-    message = {"role": "assistant", "content": _judge_reply(self), "refusal": None}
+    message = {"role": "assistant", "content": _judge_reply(self, audio[0]["input_audio"]["data"]), "refusal": None}
     return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"], "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                  "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
 

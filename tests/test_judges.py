@@ -106,3 +106,40 @@ def test_prompt_file_errors_name_the_key(tmp_path: Path) -> None:
     path.write_text("tasks:\n  t:\n    promt: hi\n    answer: {key: a, type: choice}\n")
     with pytest.raises(ConfigError, match="did you mean 'prompt'"):
         load_prompts(path)
+
+
+def test_judge_as_emotion_backend_in_the_emotion_audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emotion audit runs the Gemini judge unchanged: parsed labels are scored, the unparseable
+    reply is a failed clip with its reason, and nothing is guessed."""
+    import json
+
+    import soundfile as sf
+
+    from audits.pipeline import run_recipe
+    from audits.recipes import parse_recipe
+
+    fake = FakeVendor("gemini", KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+    monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
+    try:
+        truth = ["happy", "sad", "happy", "sad"]
+        replies = ['{"label": "happy"}', '{"label": "sad"}', '{"label": "sad"}', "Sadness, I would say."]
+        lines = []
+        for i, (lab, reply) in enumerate(zip(truth, replies)):
+            n = 16000 + 1600 * i  # distinct lengths: the fake picks its reply by WAV size
+            sf.write(tmp_path / f"c{i}.wav", tone(200 + 50 * i, n / 16000), 16000, subtype="PCM_16")
+            fake.reply_by_size[44 + 2 * n] = reply
+            lines.append(json.dumps({"utt_id": f"c{i}", "audio_filepath": str(tmp_path / f"c{i}.wav"), "text": "x", "speaker": "s", "emotion": lab}))
+        (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
+        opts = {"model": "gemini-2.5-flash", "base_url": fake.base_url, "backoff_s": 0.01, "labels": ["happy", "sad"]}
+        recipe = parse_recipe({"name": "judge", "dataset": {"path": str(tmp_path / "m.jsonl")}, "models": [], "scoring": {"n_boot": 10},
+                               "emotion": {"backends": ["gemini-judge"], "label": "emotion", "warmup": 0, "pairs": "none",
+                                           "backend_options": {"gemini-judge": opts}}}, "judge.yaml")
+        summary = run_recipe(recipe, tmp_path / "run")
+        entry = summary["emotion"]["gemini-judge"]
+        assert entry["n_failed_clips"] == 1 and "unparseable judge answer" in json.dumps(entry["failed_clips"])
+        assert fake.billable == 4
+        assert entry["n_scored"] == 3 and entry["wa"] == pytest.approx(2 / 3)  # c2 judged wrongly; c3 not scored
+        assert KEY not in json.dumps(summary)
+    finally:
+        fake.close()

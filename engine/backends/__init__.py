@@ -40,6 +40,8 @@ SER_BACKENDS.register_lazy("prosody", "engine.backends.ser_prosody:ProsodyBacken
 SER_BACKENDS.register_lazy("transformers-ser", "engine.backends.ser_hub:TransformersSER")
 SER_BACKENDS.register_lazy("audeering-dim", "engine.backends.ser_hub:AudeeringDim")
 SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
+SER_BACKENDS.register_lazy("gemini-judge", "engine.backends.hosted.judge_ser:GeminiJudgeSER")
+SER_BACKENDS.register_lazy("openai-audio-judge", "engine.backends.hosted.judge_ser:OpenAIAudioJudgeSER")
 
 JUDGE_BACKENDS.register_lazy("gemini", "engine.backends.hosted.judges:GeminiJudge")
 JUDGE_BACKENDS.register_lazy("openai-audio", "engine.backends.hosted.judges:OpenAIAudioJudge")
