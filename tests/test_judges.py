@@ -139,6 +139,8 @@ def test_judge_as_emotion_backend_in_the_emotion_audit(tmp_path: Path, monkeypat
         entry = summary["emotion"]["gemini-judge"]
         assert entry["n_failed_clips"] == 1 and "unparseable judge answer" in json.dumps(entry["failed_clips"])
         assert fake.billable == 4
+        usage = entry["facts"]["info"]["usage"]
+        assert usage["billable_calls"] == 4 and usage["tasks"]["emotion_label"]["unparseable"] == 1
         assert entry["n_scored"] == 3 and entry["wa"] == pytest.approx(2 / 3)  # c2 judged wrongly; c3 not scored
         assert KEY not in json.dumps(summary)
     finally:

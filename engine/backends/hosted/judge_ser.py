@@ -61,6 +61,10 @@ class JudgeSER(SERBackend):
             out.append(EmotionOutput(posteriors={lab: 1.0 if lab == answer.value else 0.0 for lab in self.labels}))
         return out
 
+    def usage(self) -> dict[str, Any]:
+        """The judge's calls, cache hits, tokens and unparseable replies in this process."""
+        return self.judge.usage()
+
     def info(self) -> BackendInfo:
         base = self.judge.info()
         return BackendInfo(base.backend, base.model_id, base.device, base.dtype, base.batch_size, {**dict(base.extra), "labels": self.labels, "task": "emotion_label"})

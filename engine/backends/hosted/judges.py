@@ -178,6 +178,7 @@ class AudioJudge(Backend):
         self.cache: ResponseCache | None = None
         self._lock = threading.Lock()
         self._counts: dict[str, dict[str, int]] = {}
+        self._seen: set[str] = set()
         self._calls = 0
         self._hits = 0
         self._tokens = {"input": 0, "output": 0}
@@ -231,7 +232,7 @@ class AudioJudge(Backend):
             if hit is not None:
                 with self._lock:
                     self._hits += 1
-                return self._tally(JudgeAnswer(task, parse_answer(spec, hit["text"], choices), False, hit["text"], cached=True))
+                return self._tally(JudgeAnswer(task, parse_answer(spec, hit["text"], choices), False, hit["text"], cached=True), key)
         t0 = time.perf_counter()
         text, tokens, raw = self._ask(self.client, prompt, payloads)
         with self._lock:
@@ -241,14 +242,18 @@ class AudioJudge(Backend):
                 self._tokens[k] += int(tokens.get(k, 0))
         if self.cache is not None and key is not None:
             self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"]})
-        return self._tally(JudgeAnswer(task, parse_answer(spec, text, choices), False, text))
+        return self._tally(JudgeAnswer(task, parse_answer(spec, text, choices), False, text), key)
 
-    def _tally(self, answer: JudgeAnswer) -> JudgeAnswer:
+    def _tally(self, answer: JudgeAnswer, key: str | None) -> JudgeAnswer:
+        """Count each distinct question once per process (a retried batch asks again, from the cache)."""
         parsed = answer.value is not None
         with self._lock:
-            c = self._counts.setdefault(answer.task, {"n": 0, "unparseable": 0})
-            c["n"] += 1
-            c["unparseable"] += 0 if parsed else 1
+            if key is None or key not in self._seen:
+                if key is not None:
+                    self._seen.add(key)
+                c = self._counts.setdefault(answer.task, {"n": 0, "unparseable": 0})
+                c["n"] += 1
+                c["unparseable"] += 0 if parsed else 1
         return JudgeAnswer(answer.task, answer.value, parsed, answer.raw, answer.cached)
 
     # convenience wrappers for the audits
