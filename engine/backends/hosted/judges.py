@@ -68,9 +68,10 @@ class JudgeAnswer:
 
 
 def default_prompts_path() -> Path:
-    """``$AUDIT_CONFIG_DIR/judges/prompts.yaml``, else the repository's ``configs/judges/prompts.yaml``."""
-    root = os.environ.get("AUDIT_CONFIG_DIR")
-    return (Path(root) if root else Path(__file__).resolve().parents[3] / "configs") / "judges" / "prompts.yaml"
+    """``judges/prompts.yaml`` under the configuration folder (``$AUDIT_CONFIG_DIR`` or ``configs/``)."""
+    from engine.model_registry import CONFIG_DIR
+
+    return Path(CONFIG_DIR) / "judges" / "prompts.yaml"
 
 
 def load_prompts(path: Path) -> dict[str, JudgeTask]:
