@@ -40,3 +40,19 @@ class AudioError(AuditError):
 
 class BackendUnavailable(AuditError):
     """A backend cannot load here (missing extra, weights not reachable); says what to install."""
+
+
+class HostedRequestError(AuditError):
+    """A hosted API refused a request, answered nonsense, or kept failing after the allowed retries."""
+
+
+class UnsafeRedirectError(HostedRequestError):
+    """A hosted API redirected to (or named) another origin; credentials are never sent there."""
+
+
+class HostedAuthError(BackendUnavailable):
+    """The vendor refused the credentials (HTTP 401/403): fatal for the model, not per clip."""
+
+
+class HostedQuotaError(BackendUnavailable):
+    """The account is out of credit or quota (HTTP 402, or rate limited past every retry)."""

@@ -212,6 +212,7 @@ class InProcessRunner:
                 if self.progress:
                     self.progress("loading", 0, {"model": spec.name})
                 states[spec.name] = load_model(spec, self.warmup)
+                self._record_usage(states[spec.name], previous.get(spec.name))
             else:
                 states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
             self.store.write_model_facts(spec.name, states[spec.name].facts)
@@ -247,6 +248,7 @@ class InProcessRunner:
                         rows = prediction_rows(self.dataset, unit.model, shard)
                     label_keys = sorted({k for u in shard.utterances for k in u.labels})
                     self._write(unit, rows, label_keys)
+                    self._record_usage(st, previous.get(unit.model))
                     if self.progress:
                         self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
                 del decoded
@@ -257,6 +259,18 @@ class InProcessRunner:
                 if st.backend is not None:
                     st.backend.close()
         return {name: st.facts for name, st in states.items()}
+
+    def _record_usage(self, st: ModelState, previous: dict[str, Any] | None) -> None:
+        """Hosted APIs: keep the model's usage (calls billed, cache hits, cost) current in its facts
+        after every unit, added to what earlier sessions of this run recorded."""
+        usage = getattr(st.backend, "usage", None)
+        if not callable(usage):
+            return
+        from engine.backends.hosted.base import combine_usage
+
+        prev = ((previous or {}).get("info") or {}).get("usage")
+        st.facts.setdefault("info", {})["usage"] = combine_usage(prev, usage())
+        self.store.write_model_facts(st.spec.name, st.facts)
 
     def _write(self, unit: WorkUnit, rows: list[dict[str, Any]], label_keys: list[str]) -> None:
         """Write one unit; a failed write (disk full, permissions) stops the run with a message that says how to resume."""

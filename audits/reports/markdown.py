@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import md
 from audits.sections import present_in
 
@@ -78,6 +79,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         "",
         *model_overview(summary),
         "",
+        *hosted_usage_lines(summary),
         "## WER per slice",
         "",
     ]
