@@ -40,3 +40,12 @@ class AudioError(AuditError):
 
 class BackendUnavailable(AuditError):
     """A backend cannot load here (missing extra, weights not reachable); says what to install."""
+
+
+class ResultIntegrityError(AuditError):
+    """The stored rows are not exactly one per (model, utterance) of the run's plan; nothing is scored.
+
+    Raised instead of writing a summary from missing, doubled or foreign rows (a stale marker, a
+    reordered or re-sharded dataset, two names sharing one file): a wrong table must never be
+    scored silently. The message counts what is missing, doubled or unexpected, with examples.
+    """
