@@ -42,7 +42,10 @@ class Dataset:
     """Shards of utterances plus where they came from.
 
     ``shard_ids`` are stable; ``load_shard`` may read lazily (Parquet shards are read on demand,
-    so memory does not grow with the dataset).
+    so memory does not grow with the dataset). ``fingerprint`` identifies the content (see
+    ``fingerprint_utterances``); ``index`` holds each shard's utt_ids and clip digests, which the
+    runners' plan and the store's markers use to check what a unit holds (a few dozen bytes per
+    utterance); ``shard_size`` is the layout's, for messages.
     """
 
     name: str
@@ -158,11 +161,22 @@ def audio_stamp(utt: Utterance, root: Path | None, full: bool = False) -> tuple[
 
 
 def audio_stamps(utts: Sequence[Utterance], root: Path | None, full: bool = False) -> list[tuple[str, str]]:
-    """``audio_stamp`` of every clip, in order; file reads overlap on a few threads."""
-    if len(utts) < 32:
-        return [audio_stamp(u, root, full) for u in utts]
-    with ThreadPoolExecutor(max_workers=_STAMP_THREADS, thread_name_prefix="audit-stamp") as pool:
-        return list(pool.map(lambda u: audio_stamp(u, root, full), utts))
+    """``audio_stamp`` of every clip, in order; each file is read once, and reads overlap on a few threads."""
+    paths = {p for u in utts if u.audio_bytes is None and (p := audio_path_of(u, root)) is not None}
+    if len(paths) < 32:
+        by_path = {p: file_stamp(p, full) for p in paths}
+    else:
+        with ThreadPoolExecutor(max_workers=_STAMP_THREADS, thread_name_prefix="audit-stamp") as pool:
+            ordered = sorted(paths)
+            by_path = dict(zip(ordered, pool.map(lambda p: file_stamp(p, full), ordered)))
+    out: list[tuple[str, str]] = []
+    for u in utts:
+        if u.audio_bytes is not None:
+            out.append(audio_stamp(u, root, full))
+        else:
+            path = audio_path_of(u, root)
+            out.append(_NO_AUDIO if path is None else by_path[path])
+    return out
 
 
 def clip_digest(u: Utterance, stamp: tuple[str, str]) -> str:
