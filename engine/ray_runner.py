@@ -419,9 +419,9 @@ class RayRunner:
             if self.progress:
                 self.progress("start", 0, {})
             previous = self.store.read_model_facts()
-            facts = {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
-            self.plan.not_run = {n for n, f in facts.items() if f.get("status") != "loaded"}
-            return facts
+            result = {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
+            self.plan.not_run = {n for n, f in result.items() if f.get("status") != "loaded"}
+            return result
         started = self._init_ray()
         self._t0 = t0 = time.perf_counter()
         try:

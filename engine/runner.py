@@ -293,9 +293,9 @@ class InProcessRunner:
             for st in states.values():
                 if st.backend is not None:
                     st.backend.close()
-        facts = {name: st.facts for name, st in states.items()}
-        self.plan.not_run = {name for name, f in facts.items() if f.get("status") != "loaded"}
-        return facts
+        result = {name: st.facts for name, st in states.items()}
+        self.plan.not_run = {name for name, f in result.items() if f.get("status") != "loaded"}
+        return result
 
     def _write(self, unit: WorkUnit, rows: list[dict[str, Any]], label_keys: list[str]) -> None:
         """Write one unit; a failed write (disk full, permissions) stops the run with a message that says how to resume."""

@@ -38,7 +38,7 @@ import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -350,7 +350,7 @@ class RunStore:
             log.debug("unit %s: %s; not done", unit.key, text)
         return False
 
-    def pending_units(self, models: Sequence[str], also: Any = None) -> list[WorkUnit]:
+    def pending_units(self, models: Sequence[str], also: Callable[[WorkUnit], bool] | None = None) -> list[WorkUnit]:
         """The plan's units (shard-major) that are not done, or for which ``also(unit)`` is true.
 
         Stale markers are reported once, with a count and an example, instead of per unit.

@@ -42,7 +42,7 @@ from typer.testing import CliRunner
 from audits.cli import app
 from engine.audio import decode
 from engine.data import Utterance, WorkUnit
-from engine.datasets import Dataset, open_dataset
+from engine.datasets import open_dataset
 from engine.datasets.base import audio_stamp, fingerprint_utterances, in_memory_dataset
 from engine.errors import ConfigError, ResultIntegrityError
 from engine.runner import InProcessRunner, ModelSpec
