@@ -73,8 +73,8 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
     old = json.loads(meta_path.read_text())
     if old.get("dataset_fingerprint") != dataset.fingerprint:
         raise ConfigError(
-            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}); "
-            "use a new --out directory"
+            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}: "
+            "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
         raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out")
@@ -162,9 +162,13 @@ def run_recipe(
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
+    plan = None
     if specs:
-        facts = make_runner(engine, dataset, specs, store, recipe, progress).run()
-    store.consolidate([s.name for s in specs])
+        runner = make_runner(engine, dataset, specs, store, recipe, progress)
+        facts = runner.run()
+        plan = runner.plan
+    # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
+    store.consolidate([s.name for s in specs], plan=plan)
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
     ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)

@@ -56,3 +56,12 @@ class HostedAuthError(BackendUnavailable):
 
 class HostedQuotaError(BackendUnavailable):
     """The account is out of credit or quota (HTTP 402, or rate limited past every retry)."""
+
+
+class ResultIntegrityError(AuditError):
+    """The stored rows are not exactly one per (model, utterance) of the run's plan; nothing is scored.
+
+    Raised instead of writing a summary from missing, doubled or foreign rows (a stale marker, a
+    reordered or re-sharded dataset, two names sharing one file): a wrong table must never be
+    scored silently. The message counts what is missing, doubled or unexpected, with examples.
+    """

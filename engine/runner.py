@@ -11,7 +11,7 @@ import platform
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +21,7 @@ from engine.backends.base import ASRBackend
 from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
-from engine.store import RunStore
+from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,10 @@ class InProcessRunner:
     models work on the current one, so on a GPU the CPU-side decoding does not sit between
     forward passes (soundfile, soxr and the model libraries release the GIL). At most two shards
     of audio are alive at once: the current one and the next.
+
+    The runner plans every unit (``plan``: which utterances each holds, with which settings) and
+    attaches the plan to the store, so resume skips only units whose markers match it exactly and
+    ``store.consolidate`` checks the final table against it.
     """
 
     def __init__(
@@ -189,6 +193,8 @@ class InProcessRunner:
         self.decode_options = decode_options
         self.progress = progress
         self.prefetch = prefetch
+        self.plan = RunPlan.build(dataset, self.models, asdict(decode_options))
+        store.use_plan(self.plan)
 
     def _read_shard(self, shard_id: str) -> tuple[Shard, list[DecodedAudio]]:
         shard = self.dataset.load_shard(shard_id)
@@ -196,11 +202,17 @@ class InProcessRunner:
         return shard, decoded
 
     def pending(self) -> list[WorkUnit]:
-        return [WorkUnit(m.name, s) for s in self.dataset.shard_ids for m in self.models if not self.store.is_done(WorkUnit(m.name, s))]
+        """Units whose marker is missing, damaged or does not match the plan (shard-major order)."""
+        self.store.use_plan(self.plan)
+        return self.store.pending_units([m.name for m in self.models])
 
     def run(self) -> dict[str, dict[str, Any]]:
-        """Process pending units; returns per-model facts (also written to the store)."""
-        pending = self.pending()
+        """Process pending units; returns per-model facts (also written to the store).
+
+        Pending units whose rows an earlier run already stored under another layout are rebuilt
+        from those rows first (``RunStore.rebuild_from_parts``); only the rest is transcribed.
+        """
+        pending = self.store.rebuild_from_parts(self.pending())
         pending_models = {u.model for u in pending}
         states: dict[str, ModelState] = {}
         previous = self.store.read_model_facts()
@@ -258,7 +270,9 @@ class InProcessRunner:
             for st in states.values():
                 if st.backend is not None:
                     st.backend.close()
-        return {name: st.facts for name, st in states.items()}
+        result = {name: st.facts for name, st in states.items()}
+        self.plan.not_run = {name for name, f in result.items() if f.get("status") != "loaded"}
+        return result
 
     def _record_usage(self, st: ModelState, previous: dict[str, Any] | None) -> None:
         """Hosted APIs: keep the model's usage (calls billed, cache hits, cost) current in its facts
