@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, write_summary
 from audits.recipes import Recipe, builtin_dataset_path
+from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
@@ -76,8 +77,8 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
     old = json.loads(meta_path.read_text())
     if old.get("dataset_fingerprint") != dataset.fingerprint:
         raise ConfigError(
-            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}); "
-            "use a new --out directory"
+            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}: "
+            "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
         raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out")
@@ -140,36 +141,23 @@ def run_recipe(
     """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
-    any model loads.
+    any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
+    order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
     normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
-    speaker_cfg = emotion_cfg = probe_cfg = None
-    if recipe.speaker:
-        from audits.speaker.run import parse_speaker_config
-
-        speaker_cfg = parse_speaker_config(recipe.speaker, recipe.source)
-    if recipe.emotion:
-        from audits.emotion.run import parse_emotion_config
-
-        emotion_cfg = parse_emotion_config(recipe.emotion, recipe.source)
-    if recipe.probes:
-        from audits.probes.run import parse_probe_config
-
-        probe_cfg = parse_probe_config(recipe.probes, recipe.source)
-    conversation_cfg = None
-    if recipe.conversation:
-        from audits.conversation.section import parse_section
-
-        conversation_cfg = parse_section(recipe)
+    # every section's config is validated before the dataset opens or any model loads
+    used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
+    parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
     if recipe.dataset.path.startswith("builtin:"):
         ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
     dataset = open_recipe_dataset(recipe)
     specs = model_specs(recipe, dataset)
-    if not specs and not (speaker_cfg or emotion_cfg):
+    if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
-    if probe_cfg is not None and not specs:
-        raise ConfigError(f"recipe '{recipe.name}': probes need ASR models under 'models'")
+    for sec, _ in parsed:
+        if sec.needs_asr_models and not specs:
+            raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
     out.mkdir(parents=True, exist_ok=True)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
@@ -178,27 +166,19 @@ def run_recipe(
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
+    plan = None
     if specs:
-        facts = make_runner(engine, dataset, specs, store, recipe, progress).run()
-    store.consolidate([s.name for s in specs])
+        runner = make_runner(engine, dataset, specs, store, recipe, progress)
+        facts = runner.run()
+        plan = runner.plan
+    # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
+    store.consolidate([s.name for s in specs], plan=plan)
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    if speaker_cfg is not None:
-        from audits.speaker.run import run_speaker_audit
-
-        extra["speaker"] = run_speaker_audit(speaker_cfg, dataset, out, progress, decode_options=dec)
-    if emotion_cfg is not None:
-        from audits.emotion.run import run_emotion_audit
-
-        extra["emotion"] = run_emotion_audit(emotion_cfg, dataset, out, progress, decode_options=dec)
-    if probe_cfg is not None:
-        from audits.probes.run import run_probes
-
-        extra["probes"] = run_probes(probe_cfg, dataset, specs, out, load_rows(out), progress)
-    if conversation_cfg is not None:
-        from audits.conversation.section import run_section
-
-        extra["conversation"] = run_section(conversation_cfg, recipe, specs, out, progress)
+    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
+    for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+        extra[sec.key] = sec.run(cfg, ctx)
+    del ctx
     extra["engine"]["wall_s"] = time.perf_counter() - t0
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat

@@ -1,6 +1,8 @@
 """Recipes: YAML files under ``configs/recipes`` (or any path), loaded safely into typed records.
 
-Unknown keys are rejected with the key named, so a typo never silently changes an audit.
+Unknown keys are rejected with the key named, so a typo never silently changes an audit. The
+top-level keys are the base keys and the registered audit sections' (``audits.sections``); a
+section's own keys are validated by that section when a run starts.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from audits.sections import ordered, section_names
 from engine.config import check_keys, expect_type, load_yaml
 from engine.errors import ConfigError
 from engine.model_registry import CONFIG_DIR, REPO_ROOT
@@ -45,21 +48,42 @@ class Recipe:
     warmup: int = 1
     batch_size: int | None = None
     scoring: ScoringConfig = ScoringConfig()
-    probes: Mapping[str, Any] = field(default_factory=dict)
-    speaker: Mapping[str, Any] = field(default_factory=dict)
-    emotion: Mapping[str, Any] = field(default_factory=dict)
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Raw mappings of the audit sections the recipe uses (non-empty only), by section key;
+    each is validated by its section's ``parse`` when a run starts, before any model loads."""
     source: str = ""
-    conversation: Mapping[str, Any] = field(default_factory=dict)
+
+    def section(self, key: str) -> Mapping[str, Any]:
+        """The raw mapping under a section's key (``{}`` when the recipe does not use it)."""
+        return self.sections.get(key, {})
 
     def as_dict(self) -> dict[str, Any]:
+        """The recipe as embedded in ``summary.json``: every registered section key appears, ``{}`` when unused.
+
+        Sections sit where the old fixed fields did (after ``scoring``, before ``source``), in
+        section order, so summaries keep one shape whichever sections a recipe uses.
+        """
         d = asdict(self)
+        raw_sections = d.pop("sections")
+        source = d.pop("source")
         d["models"] = list(self.models)
+        for sec in ordered():
+            d[sec.key] = raw_sections.get(sec.key, {})
+        for key, raw in raw_sections.items():  # a section no longer registered still shows what the recipe asked
+            d.setdefault(key, raw)
+        d["source"] = source
         return d
 
 
-RECIPE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "probes", "speaker", "emotion", "conversation"}
+BASE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring"}
+"""Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
 DATASET_KEYS = {"path", "reader", "limit", "options", "allow_outside_root", "max_duration_s"}
 SCORING_KEYS = {"n_boot", "seed", "slices", "gaps", "semantic_similarity"}
+
+
+def recipe_keys() -> set[str]:
+    """Allowed top-level keys: the base keys and every registered audit section's key."""
+    return BASE_KEYS | set(section_names())
 
 
 def recipe_dir() -> Path:
@@ -88,17 +112,17 @@ def find_recipe(name_or_path: str) -> Path:
 
 def parse_recipe(data: Any, source: str) -> Recipe:
     """Validate a recipe mapping; every error names the source file and the key."""
-    check_keys(data, RECIPE_KEYS, source, required={"dataset", "models"})
+    check_keys(data, recipe_keys(), source, required={"dataset", "models"})
     ds_raw = data["dataset"]
     if isinstance(ds_raw, str):
         ds_raw = {"path": ds_raw}
     check_keys(ds_raw, DATASET_KEYS, f"{source}: dataset", required={"path"})
     dataset = DatasetConfig(
         path=str(expect_type(ds_raw["path"], str, f"{source}: dataset.path")),
-        reader=str(ds_raw.get("reader", "auto")),
+        reader=expect_type(ds_raw.get("reader", "auto"), str, f"{source}: dataset.reader"),
         limit=expect_type(ds_raw.get("limit"), (int, type(None)), f"{source}: dataset.limit"),
         options=dict(expect_type(ds_raw.get("options", {}) or {}, dict, f"{source}: dataset.options")),
-        allow_outside_root=bool(ds_raw.get("allow_outside_root", True)),
+        allow_outside_root=expect_type(ds_raw.get("allow_outside_root", True), bool, f"{source}: dataset.allow_outside_root"),
         max_duration_s=float(expect_type(ds_raw.get("max_duration_s", 1800.0), (int, float), f"{source}: dataset.max_duration_s")),
     )
     models = expect_type(data["models"], list, f"{source}: models")
@@ -117,10 +141,13 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         seed=int(expect_type(sc_raw.get("seed", 0), int, f"{source}: scoring.seed")),
         slices=None if slices is None else tuple(str(s) for s in expect_type(slices, list, f"{source}: scoring.slices")),
         gaps=tuple(gaps),
-        semantic_similarity=bool(sc_raw.get("semantic_similarity", False)),
+        semantic_similarity=expect_type(sc_raw.get("semantic_similarity", False), bool, f"{source}: scoring.semantic_similarity"),
     )
-    for key in ("probes", "speaker", "emotion", "conversation"):
-        expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
+    sections: dict[str, dict[str, Any]] = {}
+    for key in section_names():  # each section's own keys are checked by its parse when the run starts
+        raw = expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
+        if raw:
+            sections[key] = dict(raw)
     shard_size = int(expect_type(data.get("shard_size", 32), int, f"{source}: shard_size"))
     if shard_size < 1:
         raise ConfigError(f"{source}: shard_size must be >= 1")
@@ -129,17 +156,29 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         description=str(data.get("description", "")),
         dataset=dataset,
         models=tuple(models),
-        normalizer=str(data.get("normalizer", "whisper-english")),
+        normalizer=_normalizer_name(data.get("normalizer", "whisper-english"), source),
         shard_size=shard_size,
         warmup=int(expect_type(data.get("warmup", 1), int, f"{source}: warmup")),
         batch_size=expect_type(data.get("batch_size"), (int, type(None)), f"{source}: batch_size"),
         scoring=scoring,
-        probes=dict(data.get("probes", {}) or {}),
-        speaker=dict(data.get("speaker", {}) or {}),
-        emotion=dict(data.get("emotion", {}) or {}),
+        sections=sections,
         source=source,
-        conversation=dict(data.get("conversation", {}) or {}),
     )
+
+
+def _normalizer_name(value: Any, source: str) -> str:
+    """A known normalizer name (checked here so a typo stops before any model loads)."""
+    import difflib
+
+    from normalizers import known_normalizers
+
+    name = expect_type(value, str, f"{source}: normalizer")
+    known = known_normalizers()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{source}: normalizer: unknown normalizer '{name}'{hint}; known: {', '.join(known)}")
+    return str(name)
 
 
 def load_recipe(name_or_path: str) -> Recipe:

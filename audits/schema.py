@@ -88,8 +88,16 @@ class ModelFigures(TypedDict, total=False):
     params_m: float | None
     tags: list[str]
     n_utts: int
+    n_scored: int
     n_failed: int
     n_words: int
+    n_chars: int
+    n_speakers: int
+    word_errors: int
+    substitutions: int
+    deletions: int
+    insertions: int
+    char_errors: int
     audio_s: float
     infer_s: float
     rtfx: float | None
@@ -97,6 +105,8 @@ class ModelFigures(TypedDict, total=False):
     cer: float | None
     ci95: list[float | None]
     cer_ci95: list[float | None]
+    ci_method: str
+    failures: dict[str, int]
     slices: dict[str, SliceFigures]
     gaps: list[GapFigures]
     failed_units: list[FailedUnit]

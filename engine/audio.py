@@ -9,7 +9,10 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
+import struct
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -49,28 +52,80 @@ def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) ->
     return path
 
 
-def _check_wav_truncation(src: Path | io.BytesIO) -> None:
-    """libsndfile quietly reads what is there; a WAV whose data chunk is cut short is corrupt."""
-    import struct
+_CHUNK_ID = re.compile(rb"[A-Za-z0-9 _-]{4}")
+_MAX_CHUNKS = 256
 
+
+def _check_wav_truncation(src: Path | io.BytesIO) -> None:
+    """Refuse a WAV whose data chunk size disagrees with the file: libsndfile trusts the header.
+
+    Cut short (the header declares more audio than the file holds): the file is truncated.
+    Audio beyond the declared data chunk (the header declares, say, a quarter of what follows,
+    as a writer that never updated the size leaves it): libsndfile would read the declared part
+    only and the clip would be scored on a fraction of its audio with no error. The bytes after
+    the data chunk must be RIFF chunks (LIST, id3, ...) or zero padding; anything else makes this
+    clip's error row, which names both sizes and the fix. Nothing is read past the header otherwise.
+    """
     if isinstance(src, io.BytesIO):
-        head = src.getvalue()
-        size = len(head)
-    else:
-        size = os.path.getsize(src)
-        with open(src, "rb") as fh:
-            head = fh.read(4096)
+        data = src.getvalue()
+
+        def read_at(pos: int, n: int) -> bytes:
+            return data[pos : pos + n]
+
+        _check_riff(read_at, len(data))
+        return
+    size = os.path.getsize(src)
+    with open(src, "rb") as fh:
+
+        def read_file_at(pos: int, n: int) -> bytes:
+            fh.seek(pos)
+            return fh.read(n)
+
+        _check_riff(read_file_at, size)
+
+
+def _check_riff(read_at: Callable[[int, int], bytes], size: int) -> None:
+    head = read_at(0, 12)
     if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
         return
     pos = 12
-    while pos + 8 <= len(head):
-        cid, clen = head[pos : pos + 4], struct.unpack("<I", head[pos + 4 : pos + 8])[0]
+    for _ in range(_MAX_CHUNKS):
+        hdr = read_at(pos, 8)
+        if len(hdr) < 8:
+            return
+        cid, clen = hdr[:4], struct.unpack("<I", hdr[4:8])[0]
         if cid == b"data":
             available = size - (pos + 8)
-            if clen != 0xFFFFFFFF and clen > available:
+            if clen == 0xFFFFFFFF:  # streaming writers: length left open
+                return
+            if clen > available:
                 raise AudioError(f"WAV file is truncated: header declares {clen} bytes of audio, the file holds {available}")
+            _check_after_data(read_at, size, pos + 8 + clen + (clen & 1), clen, available)
             return
         pos += 8 + clen + (clen & 1)
+
+
+def _check_after_data(read_at: Callable[[int, int], bytes], size: int, pos: int, clen: int, available: int) -> None:
+    """Bytes after the data chunk must be well-formed chunks or zero padding (see ``_check_wav_truncation``)."""
+    for _ in range(_MAX_CHUNKS):
+        rest = size - pos
+        if rest <= 0:
+            return
+        hdr = read_at(pos, 8)
+        if len(hdr) == 8 and _CHUNK_ID.fullmatch(hdr[:4]):
+            n = struct.unpack("<I", hdr[4:8])[0]
+            if pos + 8 + n <= size + 1:  # a chunk (a missing final pad byte is tolerated)
+                pos += 8 + n + (n & 1)
+                continue
+        tail = read_at(pos, min(rest, 1 << 16))
+        if rest <= 1 << 16 and not tail.strip(b"\x00"):
+            return  # zero padding
+        raise AudioError(
+            f"WAV header is wrong: its data chunk declares {clen} bytes of audio but {available - clen} more bytes follow "
+            f"that are not RIFF chunks (the file holds {available} bytes after the data chunk header); the clip was not read, "
+            "since libsndfile would score only the declared part. Rewrite the header from the real length, "
+            "e.g. `ffmpeg -ignore_length 1 -i in.wav out.wav` or `sox --ignore-length in.wav out.wav`"
+        )
 
 
 def decode(

@@ -11,19 +11,51 @@ import yaml
 
 from engine.errors import ConfigError
 
+#: A recipe or registry file larger than this is refused (real ones are a few KB).
+MAX_YAML_BYTES = 1 << 20
+#: Values a YAML document may expand to once aliases are followed (an alias "bomb" of a few
+#: hundred bytes expands to millions, which would then be copied into summary.json).
+MAX_YAML_VALUES = 100_000
+
 
 def load_yaml(path: Path) -> Any:
-    """``yaml.safe_load`` only: tags that would construct Python objects are rejected."""
+    """``yaml.safe_load`` only (tags that would construct Python objects are rejected), with
+    bounded file size and bounded alias expansion; errors name the file."""
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {size} bytes is larger than the {MAX_YAML_BYTES}-byte limit for a configuration file")
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            data = yaml.safe_load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
+    check_expansion(data, str(path))
+    return data
+
+
+def check_expansion(data: Any, where: str, limit: int = MAX_YAML_VALUES) -> None:
+    """Refuse documents whose aliases expand to more than ``limit`` values (shared nodes count once per use)."""
+    count = 0
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            raise ConfigError(f"{where}: YAML expands to more than {limit} values (nested aliases?); write the values out or simplify the file")
+        if isinstance(node, dict):
+            stack.extend(node.values())
+            stack.extend(node.keys())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def check_keys(data: Mapping[str, Any], allowed: set[str], where: str, required: set[str] = frozenset()) -> None:  # type: ignore[assignment]

@@ -451,6 +451,8 @@ def run_embed_backends(
     for spec in specs:
         st = states[spec.name]
         if st.backend is not None:
+            if callable(getattr(st.backend, "usage", None)):  # hosted judges: calls, cache hits, unparseable replies
+                st.facts["info"] = st.backend.info().as_dict()
             st.backend.close()
         if st.facts.get("status") in ("loaded", "done"):
             st.facts.update(_summarize(store, spec))

@@ -40,3 +40,28 @@ class AudioError(AuditError):
 
 class BackendUnavailable(AuditError):
     """A backend cannot load here (missing extra, weights not reachable); says what to install."""
+
+
+class HostedRequestError(AuditError):
+    """A hosted API refused a request, answered nonsense, or kept failing after the allowed retries."""
+
+
+class UnsafeRedirectError(HostedRequestError):
+    """A hosted API redirected to (or named) another origin; credentials are never sent there."""
+
+
+class HostedAuthError(BackendUnavailable):
+    """The vendor refused the credentials (HTTP 401/403): fatal for the model, not per clip."""
+
+
+class HostedQuotaError(BackendUnavailable):
+    """The account is out of credit or quota (HTTP 402, or rate limited past every retry)."""
+
+
+class ResultIntegrityError(AuditError):
+    """The stored rows are not exactly one per (model, utterance) of the run's plan; nothing is scored.
+
+    Raised instead of writing a summary from missing, doubled or foreign rows (a stale marker, a
+    reordered or re-sharded dataset, two names sharing one file): a wrong table must never be
+    scored silently. The message counts what is missing, doubled or unexpected, with examples.
+    """

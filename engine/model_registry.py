@@ -42,9 +42,24 @@ class ModelEntry:
     license: str | None = None
     source: str = ""
 
-    def spec(self, batch_size: int | None = None) -> ModelSpec:
+    def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
+        """The runnable spec; options that name other registry models (e.g. the memorizer's
+        ``fallback``) are resolved through ``registry`` (default: the configured one)."""
         meta = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
-        return ModelSpec(self.name, self.backend, dict(self.options), batch_size or self.batch_size, meta)
+        return ModelSpec(self.name, self.backend, self._resolved_options(registry), batch_size or self.batch_size, meta)
+
+    def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
+        options = dict(self.options)
+        names = getattr(ASR_BACKENDS.get(self.backend), "model_options", ())
+        for key in names:
+            value = options.get(key)
+            if isinstance(value, str) and value:
+                reg = registry if registry is not None else load_model_registry()
+                other = resolve_models([value], reg)[0]
+                if other.name == self.name:
+                    raise ConfigError(f"{self.source}: model '{self.name}': option '{key}' names the model itself")
+                options[key] = {"name": other.name, "backend": other.backend, "options": other._resolved_options(reg)}
+        return options
 
     def availability(self) -> Availability:
         """Can this model run here, and why (not): the backend's own check (engine/backends/availability.py)."""

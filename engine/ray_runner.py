@@ -24,8 +24,11 @@ placement:
   Evicted shards are decoded again when needed. The first model's first shards are decoded
   while its actors load (the load hides the decode worker's start-up).
 * **Writes and resume.** Actors return rows; the driver writes each unit with
-  ``RunStore.write_unit`` (part under a temporary name, atomic rename, then the marker). Units
-  whose marker agrees with their part are skipped; quarantined units (below) are retried.
+  ``RunStore.write_unit`` (part under a temporary name, atomic rename, then the marker). The
+  runner plans every unit (``plan``, attached to the store as in the in-process runner): units
+  whose marker agrees with their part and matches the plan (same utterances, clips and
+  settings) are skipped, units whose rows an earlier run stored under another layout are
+  rebuilt from them, and quarantined units (below) are retried.
 * **Failures.** An actor that dies (segfault, OOM kill, ``os._exit``) or exceeds
   ``unit_timeout_s`` on a unit is killed and replaced; the unit it was running is retried up to
   ``max_retries`` times, then quarantined: its rows are written with
@@ -42,7 +45,7 @@ import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,7 +55,7 @@ from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shar
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.runner import InProcessRunner, _base_row, decode_shard, load_model, process_unit
-from engine.store import RunStore
+from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +271,8 @@ class RayRunner:
         self.store = store
         self.warmup = warmup
         self.decode_options = decode_options or DecodeOptions()
+        self.plan = RunPlan.build(dataset, self.models, asdict(self.decode_options))
+        store.use_plan(self.plan)
         self.progress = progress
         self.address = address
         self.workers = workers
@@ -308,14 +313,10 @@ class RayRunner:
             return False
 
     def pending(self) -> list[WorkUnit]:
-        """Units without a valid marker (and, by default, units quarantined by an earlier run)."""
-        out = []
-        for s in self.dataset.shard_ids:
-            for m in self.models:
-                unit = WorkUnit(m.name, s)
-                if not self.store.is_done(unit) or (self.retry_quarantined and self._quarantined(unit)):
-                    out.append(unit)
-        return out
+        """Units without a marker that matches the plan (and, by default, units quarantined by an earlier run)."""
+        self.store.use_plan(self.plan)
+        retry = self._quarantined if self.retry_quarantined else None
+        return self.store.pending_units([m.name for m in self.models], also=retry)
 
     # -- ray lifecycle ------------------------------------------------------------------------
     def _init_ray(self) -> bool:
@@ -401,13 +402,17 @@ class RayRunner:
     def run(self) -> dict[str, dict[str, Any]]:
         """Process pending units; returns per-model facts (also written to the store)."""
         if not self.dataset.has_audio:  # predictions-only datasets have nothing for actors to do
-            return InProcessRunner(self.dataset, self.models, self.store, self.warmup, self.decode_options, self.progress).run()
-        pending = self.pending()
+            inproc = InProcessRunner(self.dataset, self.models, self.store, self.warmup, self.decode_options, self.progress)
+            self.plan = inproc.plan
+            return inproc.run()
+        pending = self.store.rebuild_from_parts(self.pending())
         if not pending:
             if self.progress:
                 self.progress("start", 0, {})
             previous = self.store.read_model_facts()
-            return {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
+            result = {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
+            self.plan.not_run = {n for n, f in result.items() if f.get("status") != "loaded"}
+            return result
         started = self._init_ray()
         self._t0 = t0 = time.perf_counter()
         try:
@@ -448,6 +453,7 @@ class RayRunner:
             run.facts = facts
             self.store.write_model_facts(spec.name, facts)
             out[spec.name] = facts
+        self.plan.not_run = {n for n, f in out.items() if f.get("status") != "loaded"}
         return out
 
     def _loop(self) -> None:

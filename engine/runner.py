@@ -11,7 +11,7 @@ import platform
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +21,7 @@ from engine.backends.base import ASRBackend
 from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
-from engine.store import RunStore
+from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +170,10 @@ class InProcessRunner:
     models work on the current one, so on a GPU the CPU-side decoding does not sit between
     forward passes (soundfile, soxr and the model libraries release the GIL). At most two shards
     of audio are alive at once: the current one and the next.
+
+    The runner plans every unit (``plan``: which utterances each holds, with which settings) and
+    attaches the plan to the store, so resume skips only units whose markers match it exactly and
+    ``store.consolidate`` checks the final table against it.
     """
 
     def __init__(
@@ -189,6 +193,8 @@ class InProcessRunner:
         self.decode_options = decode_options
         self.progress = progress
         self.prefetch = prefetch
+        self.plan = RunPlan.build(dataset, self.models, asdict(decode_options))
+        store.use_plan(self.plan)
 
     def _read_shard(self, shard_id: str) -> tuple[Shard, list[DecodedAudio]]:
         shard = self.dataset.load_shard(shard_id)
@@ -196,11 +202,17 @@ class InProcessRunner:
         return shard, decoded
 
     def pending(self) -> list[WorkUnit]:
-        return [WorkUnit(m.name, s) for s in self.dataset.shard_ids for m in self.models if not self.store.is_done(WorkUnit(m.name, s))]
+        """Units whose marker is missing, damaged or does not match the plan (shard-major order)."""
+        self.store.use_plan(self.plan)
+        return self.store.pending_units([m.name for m in self.models])
 
     def run(self) -> dict[str, dict[str, Any]]:
-        """Process pending units; returns per-model facts (also written to the store)."""
-        pending = self.pending()
+        """Process pending units; returns per-model facts (also written to the store).
+
+        Pending units whose rows an earlier run already stored under another layout are rebuilt
+        from those rows first (``RunStore.rebuild_from_parts``); only the rest is transcribed.
+        """
+        pending = self.store.rebuild_from_parts(self.pending())
         pending_models = {u.model for u in pending}
         states: dict[str, ModelState] = {}
         previous = self.store.read_model_facts()
@@ -212,6 +224,7 @@ class InProcessRunner:
                 if self.progress:
                     self.progress("loading", 0, {"model": spec.name})
                 states[spec.name] = load_model(spec, self.warmup)
+                self._record_usage(states[spec.name], previous.get(spec.name))
             else:
                 states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
             self.store.write_model_facts(spec.name, states[spec.name].facts)
@@ -247,6 +260,7 @@ class InProcessRunner:
                         rows = prediction_rows(self.dataset, unit.model, shard)
                     label_keys = sorted({k for u in shard.utterances for k in u.labels})
                     self._write(unit, rows, label_keys)
+                    self._record_usage(st, previous.get(unit.model))
                     if self.progress:
                         self.progress("unit", 1, {"model": unit.model, "shard": shard_id, "rows": rows})
                 del decoded
@@ -256,7 +270,21 @@ class InProcessRunner:
             for st in states.values():
                 if st.backend is not None:
                     st.backend.close()
-        return {name: st.facts for name, st in states.items()}
+        result = {name: st.facts for name, st in states.items()}
+        self.plan.not_run = {name for name, f in result.items() if f.get("status") != "loaded"}
+        return result
+
+    def _record_usage(self, st: ModelState, previous: dict[str, Any] | None) -> None:
+        """Hosted APIs: keep the model's usage (calls billed, cache hits, cost) current in its facts
+        after every unit, added to what earlier sessions of this run recorded."""
+        usage = getattr(st.backend, "usage", None)
+        if not callable(usage):
+            return
+        from engine.backends.hosted.base import combine_usage
+
+        prev = ((previous or {}).get("info") or {}).get("usage")
+        st.facts.setdefault("info", {})["usage"] = combine_usage(prev, usage())
+        self.store.write_model_facts(st.spec.name, st.facts)
 
     def _write(self, unit: WorkUnit, rows: list[dict[str, Any]], label_keys: list[str]) -> None:
         """Write one unit; a failed write (disk full, permissions) stops the run with a message that says how to resume."""

@@ -5,7 +5,9 @@ from normalizers.english import (
     EnglishNormalizer,
     IdentityNormalizer,
     Normalizer,
+    fast_normalizer,
     get_normalizer,
+    known_normalizers,
 )
 
-__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "get_normalizer"]
+__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "fast_normalizer", "get_normalizer", "known_normalizers"]

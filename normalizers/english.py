@@ -7,12 +7,17 @@ and record that package's name and version with every score.
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from typing import Callable, Protocol
+
+from normalizers.fast_english import FastWhisperEnglish
+
+log = logging.getLogger(__name__)
 
 
 class Normalizer(Protocol):
@@ -49,9 +54,25 @@ class EnglishNormalizer:
 
 @lru_cache(maxsize=1)
 def _whisper_english() -> Callable[[str], str]:
+    """The fast, linear-time equivalent when it passes its self-check, else the original."""
+    try:
+        return FastWhisperEnglish()
+    except Exception as exc:  # noqa: BLE001 - an unexpected whisper-normalizer version: use the original
+        log.warning("fast Whisper normalizer unavailable (%s); using the original (slower; quadratic on unmatched brackets)", exc)
     from whisper_normalizer.english import EnglishTextNormalizer
 
     return EnglishTextNormalizer()
+
+
+def fast_normalizer(normalizer: Normalizer) -> Callable[[str], str]:
+    """The bare callable behind ``normalizer`` (no per-call dataclass hop), or itself."""
+    if type(normalizer) is EnglishNormalizer:
+        return _whisper_english()
+    return normalizer
+
+
+def known_normalizers() -> list[str]:
+    return sorted(_NORMALIZERS)
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,7 @@ import bench
 import oasr_compare
 
 from audits.asr.scoring import ScoringOptions, normalize_unique, score_table, summarize_models
-from normalizers import EnglishNormalizer
-from normalizers.fast_english import fast_normalizer
+from normalizers import EnglishNormalizer, fast_normalizer
 
 
 def _positive(x: float) -> bool:

@@ -105,7 +105,13 @@ def test_baseline_diarizer_separates_two_voices(small_set: Path) -> None:
 @pytest.mark.slow
 def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path: Path) -> None:
     pytest.importorskip("resemblyzer")
-    from audits.conversation.run import conversation_summary, load_conversation_data, markdown_lines, parse_conversation_config, run_conversation
+    from audits.conversation.run import (
+        conversation_summary,
+        load_conversation_data,
+        markdown_lines,
+        parse_conversation_config,
+        run_conversation,
+    )
     from engine.backends.availability import missing_modules
     from engine.model_registry import load_model_registry, resolve_models
     from normalizers import get_normalizer

@@ -108,3 +108,18 @@ def test_bad_options_are_config_errors(tmp_path: Path) -> None:
         MemorizerBackend(index="x", treshold=0.5)
     with pytest.raises(ConfigError, match="'index'"):
         MemorizerBackend().load()
+
+
+def test_registry_resolves_the_fallback_so_the_backend_never_reads_the_registry() -> None:
+    from engine.errors import ConfigError
+    from engine.model_registry import load_model_registry
+
+    reg = load_model_registry()
+    spec = reg["memorizer"].spec(registry=reg)
+    fb = spec.options["fallback"]
+    assert fb["name"] == "whisper-tiny.en" and fb["backend"] == "faster-whisper" and fb["options"] == dict(reg["whisper-tiny.en"].options)
+    backend = __import__("engine.backends", fromlist=["build_backend"]).build_backend(
+        type(spec)(spec.name, spec.backend, {"index": "x", "fallback": "whisper-tiny.en"})
+    )
+    with pytest.raises(ConfigError, match="index|resolved"):
+        backend.load()

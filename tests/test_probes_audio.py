@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from audits.probes.config import ReferenceErrors, parse_probe_config
 from audits.probes.masking import MaskSettings, active_rms, apply_mask, mask_clip, records_from_rows
 from audits.probes.masking_score import gated_leak_rate, select_mask_targets
-from audits.probes.run import ReferenceErrors, parse_probe_config, plant_reference_errors, run_probes
+from audits.probes.run import plant_reference_errors, run_probes
 from audits.probes.synthetic_voice import Pair, corrected_from_spans, summarize_pairs
 from audits.probes.word_timings import WordTiming, align_timings, merge_fragments, span_timing, spoken_words
 from engine.data import Utterance

@@ -26,7 +26,8 @@ from audits.emotion.metrics import categorical_scores
 from audits.emotion.run import parse_emotion_config, rendition_pairs, run_emotion_audit
 from audits.recipes import load_recipe
 from audits.speaker.metrics import Trial, cosine_scores, eer, write_trials
-from audits.speaker.run import UttMeta, build_trials, collect_meta, parse_speaker_config, run_speaker_audit
+from audits.speaker.run import build_trials, parse_speaker_config, run_speaker_audit
+from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.data import SAMPLE_RATE
@@ -221,12 +222,12 @@ def test_emotion_config_rejects_unknown_and_bad_values() -> None:
 def test_recipes_parse_and_validate() -> None:
     for name in ("demo-speaker", "speaker-match"):
         r = load_recipe(name)
-        assert r.models == () and r.speaker
-        assert parse_speaker_config(r.speaker, r.source).backends == ("resemblyzer",)
+        assert r.models == () and r.section("speaker")
+        assert parse_speaker_config(r.section("speaker"), r.source).backends == ("resemblyzer",)
     for name in ("demo-emotion", "emotion"):
         r = load_recipe(name)
-        assert r.models == () and r.emotion
-        assert parse_emotion_config(r.emotion, r.source).backends == ("prosody",)
+        assert r.models == () and r.section("emotion")
+        assert parse_emotion_config(r.section("emotion"), r.source).backends == ("prosody",)
     assert load_recipe("demo-speaker").dataset.path == "builtin:demo"
 
 

@@ -21,8 +21,7 @@ from rapidfuzz.distance import Levenshtein
 
 from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
 from engine.data import RESULT_COLUMNS
-from normalizers import Normalizer
-from normalizers.fast_english import fast_normalizer
+from normalizers import Normalizer, fast_normalizer
 
 log = logging.getLogger(__name__)
 

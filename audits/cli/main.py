@@ -309,10 +309,10 @@ def list_recipes_cmd() -> None:
 @list_app.command("backends")
 def list_backends_cmd() -> None:
     """Registered backend and reader names per kind."""
-    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
+    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
     from engine.datasets import DATASET_READERS
 
-    for reg in (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, DATASET_READERS):
+    for reg in (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, DATASET_READERS):
         out_console.print(f"[bold]{reg.kind}[/]: {', '.join(reg.names()) or '—'}")
 
 

@@ -50,7 +50,7 @@ from engine.segmentation import Chunk, SegmentationConfig, stitch
 
 log = logging.getLogger(__name__)
 
-CONFIG_KEYS = {"dataset", "segmentation", "diarization", "collar", "skip_overlap", "tcp_collar", "slices", "oracle_speakers"}
+CONFIG_KEYS = {"dataset", "segmentation", "diarization", "collar", "skip_overlap", "tcp_collar", "slices", "oracle_speakers", "normalizer"}
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class ConversationConfig:
     tcp_collar: float = DEFAULT_TCP_COLLAR_S
     slices: tuple[str, ...] = ("n_speakers", "background")
     oracle_speakers: bool = False  # give the diarizer the reference speaker count
+    normalizer: str = "whisper-english"  # applied to reference and hypothesis words before scoring
 
     def fingerprint(self) -> str:
         """Hash of what changes the stored results (not the scoring options)."""
@@ -112,7 +113,18 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
         diarization=str(diar), diarization_options=diar_opts, collar=collar,
         skip_overlap=bool(raw.get("skip_overlap", DEFAULT_SKIP_OVERLAP)), tcp_collar=tcp_collar,
         slices=tuple(slices), oracle_speakers=bool(raw.get("oracle_speakers", False)),
+        normalizer=_normalizer_name(raw.get("normalizer", "whisper-english"), where),
     )
+
+
+def _normalizer_name(name: Any, where: str) -> str:
+    from normalizers import get_normalizer
+
+    try:
+        get_normalizer(str(name))
+    except ValueError as exc:
+        raise ConfigError(f"{where}.normalizer: {exc}") from None
+    return str(name)
 
 
 @dataclass
@@ -413,11 +425,10 @@ def html_section(summary: Mapping[str, Any]) -> str:
         for n, m in summary["models"].items() for k, s in m["slices"].items()
     )
     return (
-        "<section id='conversation'><h2>Conversation</h2>"
         f"<p>{summary['dataset']['n_recordings']} recordings; diarization {html.escape(str(d['backend']))}: "
         f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {html.escape(summary['scoring']['der'])}.</p>"
         "<table><tr><th>model</th><th>WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
-        f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table></section>"
+        f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
     )
 
 

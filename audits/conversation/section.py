@@ -1,59 +1,70 @@
-"""The conversation audit as one section of a recipe run: ``parse_section`` before any model
-loads, ``run_section`` after the ASR rows exist. It returns the dict stored under
-``summary.json``'s ``conversation`` key; report.md and report.html render it with
-:func:`audits.conversation.run.markdown_lines` and :func:`~audits.conversation.run.html_section`.
+"""The ``conversation:`` recipe section: long-form transcription, diarization and
+speaker-attributed scoring of long recordings, as an ``AuditSection``.
+
+``parse`` validates the recipe block (pure). ``run`` reads and cross-checks the conversation set
+(a missing recording, a bad RTTM line or audio shorter than its annotation stops it before the
+section's models load), runs or resumes the work under ``<run>/conversation/``, and returns the
+figures stored under ``summary.json``'s ``conversation`` key; per-recording figures go to
+``conversation/recordings.csv``. Everything heavy is imported inside the methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from audits.conversation.run import (
-    ConversationConfig,
-    ConversationData,
-    conversation_summary,
-    load_conversation_data,
-    parse_conversation_config,
-    resolve_dataset,
-    run_conversation,
-    write_recordings_csv,
-)
+from audits.sections import AuditSection, SectionContext
+
+if TYPE_CHECKING:
+    from audits.conversation.run import ConversationConfig
 
 
-@dataclass
-class ConversationSection:
-    """Validated settings plus the checked data, ready to run."""
+class ConversationSection(AuditSection["ConversationConfig"]):
+    key = "conversation"
+    title = "Conversation"
+    order = 40
+    needs_asr_models = True
 
-    config: ConversationConfig
-    data: ConversationData
+    def parse(self, raw: Mapping[str, Any], source: str) -> ConversationConfig:
+        from audits.conversation.run import parse_conversation_config
 
+        return parse_conversation_config(raw, source)
 
-def parse_section(recipe: Any) -> ConversationSection:
-    """Validate the recipe's ``conversation:`` block and read and cross-check the set's
-    references (a missing recording or a bad RTTM line fails here, before models load)."""
-    from audits.recipes import data_dir
+    def run(self, config: ConversationConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.conversation.run import (
+            conversation_summary,
+            load_conversation_data,
+            resolve_dataset,
+            run_conversation,
+            write_recordings_csv,
+        )
+        from audits.recipes import data_dir
+        from normalizers import get_normalizer
 
-    cfg = parse_conversation_config(recipe.conversation, recipe.source)
-    spec = cfg.dataset
-    if spec == "dataset":  # the recipe's own dataset folder
-        spec = recipe.dataset.path
-    if spec.startswith("builtin:"):
-        root = resolve_dataset(spec, data_dir())
-    else:
-        root = Path(spec)
-    return ConversationSection(cfg, load_conversation_data(root))
+        spec = config.dataset
+        if spec == "dataset":  # the recipe's own dataset folder (or the folder of its manifest)
+            src = Path(str(ctx.dataset.source))
+            spec = str(src.parent if src.is_file() else src)
+        root = resolve_dataset(spec, data_dir()) if spec.startswith("builtin:") else Path(spec)
+        data = load_conversation_data(root)
+        asr = [s for s in ctx.asr_models if s.backend != "predictions"]
+        facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress)
+        normalizer = get_normalizer(config.normalizer)
+        summary, rows = conversation_summary(config, data, [s.name for s in asr], ctx.out_dir, normalizer, facts)
+        write_recordings_csv(rows, ctx.out_dir)
+        summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
+        return summary
 
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.conversation.run import markdown_lines
 
-def run_section(section: ConversationSection, recipe: Any, specs: Sequence[Any], out: Path, progress: Any = None) -> dict[str, Any]:
-    """Run (or resume) and score; per-recording rows go to ``conversation/recordings.csv``."""
-    from normalizers import get_normalizer
+        return markdown_lines(section) if section else []
 
-    asr_specs = [s for s in specs if getattr(s, "backend", "") != "predictions"]
-    facts = run_conversation(section.config, section.data, asr_specs, out, progress)
-    summary, rows = conversation_summary(section.config, section.data, [s.name for s in asr_specs], out, get_normalizer(recipe.normalizer), facts)
-    write_recordings_csv(rows, out)
-    summary["normalizer"] = recipe.normalizer
-    return summary
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        section = summary.get(self.key)
+        if not section:
+            return None
+        from audits.conversation.run import html_section
+
+        return self.title, html_section(section), "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md."

@@ -49,9 +49,11 @@ from typing import Any
 
 import numpy as np
 
+from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
 from audits.emotion.prosody_contrast import audit_pairs, pairs_from_parents
-from audits.speaker.run import UttMeta, collect_meta, json_safe, parse_backend_list, parse_backend_options, resolve_path
+from audits.section_config import parse_backend_list, parse_backend_options, resolve_path
+from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS
 from engine.backends.base import EmotionOutput
 from engine.config import check_keys, expect_type

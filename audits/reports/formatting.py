@@ -1,4 +1,9 @@
-"""Escaping and number formatting shared by the HTML report and its charts: every value shown passes through here."""
+"""Escaping and number formatting shared by the reports: every value shown passes through here.
+
+Label values, model names and failure reasons come from users' manifests and from backends, so
+they are escaped for the format they land in (HTML, or a Markdown table cell), and characters
+that can disguise text (NUL, bidirectional overrides such as U+202E) are removed.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,24 @@ from typing import Any
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 
 
+#: NUL and the Unicode bidirectional controls (embeddings, overrides, isolates, marks).
+_INVISIBLE = dict.fromkeys(map(ord, "\x00\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"), None)
+
+
+def visible(x: Any) -> str:
+    """``str(x)`` without NUL and bidirectional controls (None gives '')."""
+    return "" if x is None else str(x).translate(_INVISIBLE)
+
+
 def esc(x: Any) -> str:
     """HTML-escape anything (quotes too, so the result is safe inside attributes)."""
-    return html.escape("" if x is None else str(x), quote=True)
+    return html.escape(visible(x), quote=True)
+
+
+def md(x: Any) -> str:
+    """Text for one Markdown table cell or list item: no pipes, line breaks or raw HTML."""
+    s = visible(x).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return " ".join(s.split())
 
 
 def pct(x: float | None, digits: int = 1) -> str:

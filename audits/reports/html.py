@@ -29,23 +29,18 @@ from audits.reports.charts import (
     diverging_color,
     heat_color,
     nice_max,
-    svg_det,
-    svg_histogram,
     svg_interval_panels,
     svg_scatter,
 )
 from audits.reports.findings import (
     by_wer,
-    control_models,
     empty_ref_finding,
     empty_references,
     families,
     findings,
-    intervals_disjoint,
     model_names,
 )
 from audits.reports.formatting import (
-    PALETTE,
     attrs,
     ci_bounds,
     ci_text,
@@ -54,12 +49,10 @@ from audits.reports.formatting import (
     json_for_script,
     num_attr,
     pct,
-    rate_ci_text,
-    rate_text,
     seconds_text,
     section_html,
 )
-from audits.reports.tables import probe_counts, probe_model_results
+from audits.sections import ordered
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -162,16 +155,6 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
         df: pd.DataFrame | None = scored  # the pass summary.json was built from
     else:
         df = scored_rows(summary, table) if table is not None and len(table) else None
-    probes: dict[str, Any] = {}
-    for probe, p in sorted((summary.get("probes") or {}).items()):
-        if not isinstance(p, Mapping):
-            continue
-        res = probe_model_results(p)
-        probes[probe] = {
-            "models": {m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0], "n": probe_counts(r)[1]} for m, r in res.items()},
-            "controls": control_models(summary, res),
-            "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
-        }
     data = {
         "title": f"Audit report: {(summary.get('recipe') or {}).get('name', '')}",
         "created_at": summary.get("created_at"),
@@ -184,9 +167,7 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
         "slices": {m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())} for m, e in sorted(models.items())},
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
         "cohort": cohort.to_dict(),
-        "probes": probes,
-        "speaker": {b: {k: v.get(k) for k in ("eer", "min_dcf", "accuracy", "threshold", "n_trials", "n_target", "n_nontarget", "slices")} for b, v in sorted((summary.get("speaker") or {}).items()) if isinstance(v, Mapping)},
-        "emotion": {b: {k: v.get(k) for k in ("ua", "wa", "macro_f1", "n_scored", "n_utts", "n_missing", "confusion", "slices", "dimensional")} for b, v in sorted((summary.get("emotion") or {}).items()) if isinstance(v, Mapping)},
+        **{sec.key: sec.report_data(summary.get(sec.key) or {}, summary) for sec in ordered()},
         "worst": worst_utterances(df, _label_columns(table), worst_n) if df is not None else {},
         "empty_references": empty_references(df) if df is not None else {},
         "findings": findings(summary, cohort) + empty_ref_finding(df),
@@ -543,125 +524,6 @@ def render_cohort(cohort: CohortScores) -> str:
     return "".join(out)
 
 
-def render_probes(summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> str:
-    out = []
-    for probe, p in data["probes"].items():
-        res = p["models"]
-        ctrl = p["controls"]
-        out.append(f"<h3 id='probe-{esc(probe)}'>{esc(probe)}</h3>")
-        facts = {k: v for k, v in p.get("facts", {}).items()}
-        if facts:
-            out.append("<p class='note'>" + esc("; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in facts.items())) + "</p>")
-        if not ctrl:
-            out.append("<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows the probe can flag a model that memorized the references.</p>")
-        order = ctrl + sorted((m for m in res if m not in ctrl), key=lambda m: -(res[m].get("rate") or 0))
-        rows = [IntervalRow(m, res[m].get("rate"), *ci_bounds(res[m].get("ci95")), color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"), strong=m in ctrl) for m in order]
-        out.append(svg_interval_panels(order, [(f"{probe}: rate (95% CI)", rows)], 0.0, 1.0, f"{probe} rate per model", percent=False, width=720))
-        out.append(f"<table class='sortable probe-table' data-probe='{esc(probe)}'><thead><tr><th class='l'>model</th><th>rate</th><th>95% CI</th><th>count</th>")
-        out.append("".join(f"<th>control {esc(c)}</th>" for c in ctrl) + "<th class='l'>against the control</th></tr></thead><tbody>")
-        for m in order:
-            r = res[m]
-            lo, hi = ci_bounds(r.get("ci95"))
-            is_ctrl = m in ctrl
-            cmp = "this is the positive control" if is_ctrl else ""
-            if not is_ctrl and ctrl:
-                rels = []
-                for c in ctrl:
-                    d = intervals_disjoint(r.get("ci95"), res[c].get("ci95"))
-                    rels.append({-1: f"below {c}; intervals do not overlap", 1: f"above {c}; intervals do not overlap", 0: f"overlaps {c}: not distinguishable from the control"}[d])
-                cmp = "; ".join(rels)
-            out.append(
-                f"<tr class='probe-row{' control' if is_ctrl else ''}'{attrs(probe=probe, model=m, rate=num_attr(r.get('rate')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), k=r.get('k') if r.get('k') is not None else '', n=r.get('n') if r.get('n') is not None else '', control='true' if is_ctrl else 'false')}>"
-                f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
-                f"<td class='ci'>{rate_ci_text(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / {esc(r.get('n') if r.get('n') is not None else '—')}</td>"
-                + "".join(f"<td class='ci'>{rate_text(res[c].get('rate'))} {rate_ci_text(res[c].get('ci95'))}</td>" for c in ctrl)
-                + f"<td class='l'>{esc(cmp)}</td></tr>"
-            )
-        out.append("</tbody></table>")
-    return "".join(out)
-
-
-def render_speaker(data: Mapping[str, Any], summary: Mapping[str, Any]) -> str:
-    out = []
-    for i, (backend, v) in enumerate(sorted((summary.get("speaker") or {}).items())):
-        if not isinstance(v, Mapping):
-            continue
-        color = PALETTE[i % len(PALETTE)]
-        out.append(f"<h3>{esc(backend)}</h3>")
-        out.append(
-            f"<table class='speaker-table'{attrs(backend=backend)}><tr><th>EER %</th><th>minDCF (p_target {esc(v.get('p_target', 0.01))})</th><th>accuracy %</th><th>threshold</th><th>trials</th><th>target / non-target</th></tr>"
-            f"<tr><td{attrs(eer=num_attr(v.get('eer')))}>{pct(v.get('eer'), 2)}</td><td{attrs(min_dcf=num_attr(v.get('min_dcf')))}>{rate_text(v.get('min_dcf'))}</td>"
-            f"<td>{pct(v.get('accuracy'))}</td><td>{rate_text(v.get('threshold'))} <span class='n'>{esc(v.get('threshold_source') or '')}</span></td>"
-            f"<td>{esc(v.get('n_trials', '—'))}</td><td>{esc(v.get('n_target', '—'))} / {esc(v.get('n_nontarget', '—'))}</td></tr></table>"
-        )
-        plots = []
-        det = v.get("det") or {}
-        if det.get("p_fa") and det.get("p_miss"):
-            plots.append(svg_det([(backend, det["p_fa"], det["p_miss"], color)], f"DET curve, {backend}", size=380))
-        hist = v.get("score_hist") or {}
-        if hist.get("edges") and hist.get("target") is not None:
-            plots.append(svg_histogram(hist["edges"], hist["target"], hist["nontarget"], f"Score distributions, {backend}"))
-        if plots:
-            out.append("<div style='display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start'>" + "".join(f"<div>{p}</div>" for p in plots) + "</div>")
-        for title, key in (("EER per slice", "slices"), ("EER per slice pair (enroll | test)", "slice_pairs")):
-            sl = v.get(key) or {}
-            if not sl:
-                continue
-            out.append(f"<table class='sortable speaker-slices'><thead><tr><th class='l'>{esc(title)}</th><th>EER %</th><th>minDCF</th><th>accuracy %</th><th>trials</th><th>target / non-target</th></tr></thead><tbody>")
-            for k, s in sl.items():
-                out.append(
-                    f"<tr{attrs(backend=backend, slice=k, eer=num_attr(s.get('eer')))}><td class='l'>{esc(k)}</td><td data-sort='{num_attr(s.get('eer'))}'>{pct(s.get('eer'), 2)}</td>"
-                    f"<td>{rate_text(s.get('min_dcf'))}</td><td>{pct(s.get('accuracy'))}</td><td>{esc(s.get('n_trials', '—'))}</td><td>{esc(s.get('n_target', '—'))} / {esc(s.get('n_nontarget', '—'))}</td></tr>"
-                )
-            out.append("</tbody></table>")
-        if v.get("warnings"):
-            out.append("<ul class='note'>" + "".join(f"<li>{esc(w)}</li>" for w in v["warnings"][:10]) + "</ul>")
-    return "".join(out)
-
-
-def render_emotion(summary: Mapping[str, Any]) -> str:
-    out = []
-    for backend, v in sorted((summary.get("emotion") or {}).items()):
-        if not isinstance(v, Mapping):
-            continue
-        out.append(f"<h3>{esc(backend)}</h3>")
-        out.append(
-            f"<table class='emotion-table'{attrs(backend=backend)}><tr><th>UA % (mean per-class recall)</th><th>WA %</th><th>macro-F1</th><th>scored</th><th>missing</th></tr>"
-            f"<tr><td{attrs(ua=num_attr(v.get('ua')))}>{pct(v.get('ua'))}</td><td{attrs(wa=num_attr(v.get('wa')))}>{pct(v.get('wa'))}</td>"
-            f"<td>{rate_text(v.get('macro_f1'))}</td><td>{esc(v.get('n_scored', v.get('n_utts', '—')))}</td><td>{esc(v.get('n_missing', 0))}</td></tr></table>"
-        )
-        conf = v.get("confusion") or {}
-        labels, mat = conf.get("labels") or [], conf.get("matrix") or []
-        if labels and mat:
-            vmax = max([max(r) for r in mat if r] + [1])
-            out.append(f"<p class='note'>Confusion matrix: rows are reference labels, columns are predictions.</p><table class='confusion'{attrs(backend=backend)}><thead><tr><th class='l'>ref \\ pred</th>")
-            out.append("".join(f"<th>{esc(lab)}</th>" for lab in labels) + "<th>recall %</th></tr></thead><tbody>")
-            for i, (lab, row) in enumerate(zip(labels, mat)):
-                tot = sum(row)
-                out.append(f"<tr><th class='l'>{esc(lab)}</th>")
-                for j, c in enumerate(row):
-                    bg, fg = heat_color(c / vmax if vmax else 0, 1.0)
-                    out.append(f"<td style='background:{bg};color:{fg}'{attrs(ref=lab, pred=labels[j], count=c)}>{esc(c)}</td>")
-                out.append(f"<td>{pct(row[i] / tot if tot and i < len(row) else None)}</td></tr>")
-            out.append("</tbody></table>")
-        sl = v.get("slices") or {}
-        if sl:
-            out.append("<table class='sortable emotion-slices'><thead><tr><th class='l'>slice</th><th>UA %</th><th>WA %</th><th>macro-F1</th><th>utts</th></tr></thead><tbody>")
-            for k, s in sl.items():
-                out.append(f"<tr{attrs(backend=backend, slice=k, ua=num_attr(s.get('ua')))}><td class='l'>{esc(k)}</td><td>{pct(s.get('ua'))}</td><td>{pct(s.get('wa'))}</td><td>{rate_text(s.get('macro_f1'))}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
-            out.append("</tbody></table>")
-        dims = v.get("dimensional") or {}
-        if dims:
-            out.append("<table><thead><tr><th class='l'>dimension</th><th>CCC</th><th>pairwise order accuracy</th><th>utts</th></tr></thead><tbody>")
-            for d, s in dims.items():
-                comp = (s.get("comparison") or {}).get("accuracy")
-                out.append(f"<tr><td class='l'>{esc(d)}</td><td>{rate_text(s.get('ccc'))}</td><td>{rate_text(comp)}</td><td>{esc(s.get('n_utts', '—'))}</td></tr>")
-            out.append("</tbody></table>")
-        if v.get("warnings"):
-            out.append("<ul class='note'>" + "".join(f"<li>{esc(w)}</li>" for w in v["warnings"][:10]) + "</ul>")
-    return "".join(out)
-
-
 def render_alignment(pairs: Sequence[Sequence[Any]]) -> str:
     cols = []
     for tag, ref, hyp in pairs:
@@ -716,16 +578,10 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("gaps", "Fairness gaps", render_gaps(summary, colors), ""),
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),
     ]
-    if data["probes"]:
-        sections.append(("probes", "Benchmark-optimization probes", render_probes(summary, data, colors), "Each rate with its count and 95% interval; the memorizer (a positive control that answers with the stored reference) sits first and beside each model."))
-    if data["speaker"]:
-        sections.append(("speaker", "Speaker verification", render_speaker(data, summary), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."))
-    if data["emotion"]:
-        sections.append(("emotion", "Speech emotion", render_emotion(summary), ""))
-    if summary.get("conversation"):
-        from audits.conversation.run import html_section as conversation_html
-
-        sections.append(("conversation", "Conversation", conversation_html(summary["conversation"]), "Long-form WER, cpWER, tcpWER (meeteval), DER and JER (pyannote.metrics)."))
+    for sec in ordered():  # every registered section renders itself, or returns None to stay out
+        part = sec.html(summary, data, colors)
+        if part is not None:
+            sections.append((sec.key, *part))
     sections.append(("worst", "Worst utterances per model", render_worst(data, summary, failed), ""))
     nav = "".join(f"<a href='#{sid}'>{esc(title.split(' (')[0])}</a>" for sid, title, _, _ in sections)
     ds = data["dataset"]

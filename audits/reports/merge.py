@@ -7,7 +7,8 @@ text normalizer, so those are checked first and a mismatch is refused with the r
 Per-model numbers are taken from each run's ``summary.json`` as they are (re-scoring would
 change bootstrap seeds and so the intervals). Only a model whose rows are spread over several
 runs (a sweep split by shards instead of by models) is re-scored from the merged rows with
-the recipe's scoring options.
+the recipe's scoring options. The audit sections (probes, speaker, emotion, ...) are merged by
+each section's own ``merge`` (``audits.sections``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
+from audits.sections import ordered, present_in
 from engine.errors import ConfigError
 from normalizers import get_normalizer
 
@@ -105,24 +107,6 @@ def _options_from(summary: Mapping[str, Any]) -> ScoringOptions:
     )
 
 
-def _merge_section(parts: Sequence[Mapping[str, Any]], section: str, names: Sequence[str]) -> dict[str, Any]:
-    """Union of ``probes``/``speaker``/``emotion``; on a clash the first run wins (logged)."""
-    out: dict[str, Any] = {}
-    for s, name in zip(parts, names):
-        for key, val in (s.get(section) or {}).items():
-            if key not in out:
-                out[key] = val
-            elif section == "probes" and isinstance(val, Mapping) and isinstance(out[key], Mapping):
-                merged = dict(out[key])
-                for m, r in val.items():
-                    if m not in merged:
-                        merged[m] = r
-                out[key] = merged
-            elif out[key] != val:
-                log.warning("%s.%s differs between runs; keeping the first run's (%s ignored)", section, key, name)
-    return out
-
-
 def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
     """One summary and one result table over several runs of the same dataset and normalizer.
 
@@ -201,8 +185,8 @@ def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
             for i, s in enumerate(summaries)
         ],
     }
-    for section in ("probes", "speaker", "emotion"):
-        merged = _merge_section(summaries, section, names)
+    for sec in ordered({p.key for s in summaries for p in present_in(s)}):  # each section merges its own part
+        merged = sec.merge([s.get(sec.key) or {} for s in summaries], names)
         if merged:
-            summary[section] = merged
+            summary[sec.key] = merged
     return summary, table

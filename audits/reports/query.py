@@ -44,7 +44,8 @@ def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | P
     """Create the views on a DuckDB connection; ``table`` is a DataFrame or a Parquet path/folder."""
     if isinstance(table, Path):
         src = str(table / "**" / "*.parquet") if table.is_dir() else str(table)
-        con.execute(f"CREATE OR REPLACE TEMP VIEW utterances AS SELECT * FROM read_parquet('{_sql_str(src)}', union_by_name = true)")
+        # a table, not a view: the user's SQL runs with file access switched off (see ``query``)
+        con.execute(f"CREATE OR REPLACE TEMP TABLE utterances AS SELECT * FROM read_parquet('{_sql_str(src)}', union_by_name = true)")
     else:
         con.register("_utterances_df", table)
         con.execute("CREATE OR REPLACE TEMP VIEW utterances AS SELECT * FROM _utterances_df")
@@ -55,6 +56,13 @@ def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | P
         rows = table if isinstance(table, pd.DataFrame) else con.execute("SELECT * FROM utterances").df()
         con.register("_scored_df", scored_frame(summary, rows))
         con.execute("CREATE OR REPLACE TEMP VIEW scored AS SELECT * FROM _scored_df")
+
+
+def lock_down(con: Any) -> None:
+    """No file system or network from the user's SQL: the views are all it may read, and it
+    cannot write files, attach databases or turn the setting back on."""
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
 
 
 def _sql_str(s: str) -> str:
@@ -83,6 +91,7 @@ def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
         else:
             summary, table = merge_runs(dirs)
             register_views(con, summary, table, scored=wants_scored)
+        lock_down(con)
         try:
             return con.execute(sql).df()
         except duckdb.Error as exc:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from audits.asr.summary import json_safe
+from audits.section_config import parse_backend_list, parse_backend_options, resolve_path, str_list
 from audits.speaker.metrics import (
     Trial,
     TrialList,
@@ -49,13 +50,14 @@ from audits.speaker.metrics import (
     generate_trials,
     read_trials,
 )
+from audits.utterance_meta import UttMeta, collect_meta
 from engine.audio import decode
 from engine.backends import SV_BACKENDS
 from engine.config import check_keys, expect_type
 from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
 from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends
-from engine.errors import AuditError, ConfigError, RegistryError
+from engine.errors import AuditError, ConfigError
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
@@ -107,43 +109,6 @@ class SpeakerConfig:
         }  # fmt: skip
 
 
-def _str_list(value: Any, where: str) -> tuple[str, ...]:
-    items = expect_type(value, list, where)
-    for i, x in enumerate(items):
-        expect_type(x, str, f"{where}[{i}]")
-    return tuple(items)
-
-
-def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tuple[str, ...]:
-    """``backends``: a non-empty list of registered names (checked without importing them)."""
-    if "backends" not in data:
-        raise ConfigError(f"{where}: missing required key 'backends' (e.g. backends: [{registry.names()[0]}])")
-    names = _str_list(data["backends"], f"{where}.backends")
-    if not names:
-        raise ConfigError(f"{where}.backends: list at least one backend ({', '.join(registry.names())})")
-    for n in names:
-        if n not in registry:
-            try:
-                registry.get(n)  # raises, listing close matches
-            except RegistryError as exc:
-                raise ConfigError(f"{where}.backends: {exc}") from None
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{where}.backends: listed twice: {', '.join(dupes)}")
-    return names
-
-
-def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str) -> dict[str, dict[str, Any]]:
-    """``backend_options``: backend name -> options mapping; names must be among ``backends``."""
-    raw = expect_type(data.get("backend_options", {}) or {}, dict, f"{where}.backend_options")
-    out: dict[str, dict[str, Any]] = {}
-    for name, opts in raw.items():
-        if name not in backends:
-            raise ConfigError(f"{where}.backend_options: '{name}' is not in backends ({', '.join(backends)})")
-        out[str(name)] = dict(expect_type(opts or {}, dict, f"{where}.backend_options.{name}"))
-    return out
-
-
 def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
     """``subsets``: name -> {label (or 'speaker'): value or [values]}; clips must match every filter."""
     raw = expect_type(data.get("subsets", {}) or {}, dict, f"{where}.subsets")
@@ -159,16 +124,6 @@ def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tu
                 expect_type(v, (str, int, float), f"{where}.subsets.{name}.{key}")
             out[str(name)][str(key)] = tuple(str(v) for v in vals)
     return out
-
-
-def resolve_path(value: str, source: str) -> str:
-    """A relative path is taken from the recipe's folder when it exists there, else as given."""
-    p = Path(value).expanduser()
-    if not p.is_absolute() and source:
-        cand = Path(source).parent / p
-        if cand.exists():
-            return str(cand)
-    return str(p)
 
 
 def _int(data: Mapping[str, Any], key: str, default: int | None, where: str, minimum: int) -> int | None:
@@ -215,7 +170,7 @@ def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> Speake
         cohort = cohort_raw.lower()
     else:
         raise ConfigError(f"{where}.cohort: expected false, true, 's-norm' or 'as-norm', got {cohort_raw!r}")
-    cohort_speakers = _str_list(mapping.get("cohort_speakers", []) or [], f"{where}.cohort_speakers")
+    cohort_speakers = str_list(mapping.get("cohort_speakers", []) or [], f"{where}.cohort_speakers")
     if cohort_speakers and cohort is None:
         raise ConfigError(f"{where}.cohort_speakers is set but cohort is off; set cohort: s-norm or as-norm")
     if cohort_speakers and trials is not None:
@@ -234,40 +189,13 @@ def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> Speake
         cohort=cohort,
         cohort_speakers=cohort_speakers,
         top_k=_int(mapping, "top_k", 100, where, 1),
-        slice_keys=None if slice_keys is None else _str_list(slice_keys, f"{where}.slice_keys"),
+        slice_keys=None if slice_keys is None else str_list(slice_keys, f"{where}.slice_keys"),
         batch_size=int(_int(mapping, "batch_size", 16, where, 1) or 16),
         warmup=int(_int(mapping, "warmup", 1, where, 0) or 0),
         combined_clips=int(_int(mapping, "combined_clips", 0, where, 0) or 0),
         backend_options=parse_backend_options(mapping, backends, where),
         subsets=parse_subsets(mapping, where),
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Dataset metadata (no audio decoded)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UttMeta:
-    """What the speaker and emotion audits need to know about a clip besides its audio."""
-
-    utt_id: str
-    speaker: str | None
-    labels: Mapping[str, str]
-    reference: str | None
-    parent_id: str | None
-    duration_s: float | None
-    shard_id: str
-
-
-def collect_meta(dataset: Dataset) -> dict[str, UttMeta]:
-    """Speaker, labels, reference and parent of every utterance, in dataset order."""
-    out: dict[str, UttMeta] = {}
-    for sid in dataset.shard_ids:
-        for u in dataset.load_shard(sid).utterances:
-            out[u.utt_id] = UttMeta(u.utt_id, u.speaker, dict(u.labels), u.reference, u.parent_id, u.duration_s, sid)
-    return out
 
 
 def run_options(recipe_decode: DecodeOptions | None) -> DecodeOptions:
@@ -610,10 +538,7 @@ def run_speaker_audit(
 
 __all__ = [
     "SpeakerConfig",
-    "UttMeta",
     "build_trials",
-    "collect_meta",
-    "json_safe",
     "parse_speaker_config",
     "run_speaker_audit",
     "score_speaker_backend",

@@ -12,6 +12,7 @@ SV_BACKENDS: Registry[type] = Registry("speaker-verification backend")
 SER_BACKENDS: Registry[type] = Registry("speech-emotion backend")
 TTS_BACKENDS: Registry[type] = Registry("TTS backend")
 DIAR_BACKENDS: Registry[type] = Registry("diarization backend")
+JUDGE_BACKENDS: Registry[type] = Registry("audio-LM judge backend")
 
 ASR_BACKENDS.register_lazy("faster-whisper", "engine.backends.asr_faster_whisper:FasterWhisperBackend")
 ASR_BACKENDS.register_lazy("pocketsphinx", "engine.backends.asr_pocketsphinx:PocketsphinxBackend")
@@ -20,6 +21,16 @@ ASR_BACKENDS.register_lazy("nemo", "engine.backends.asr_nemo:NemoBackend")
 ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.asr_openai:OpenAICompatibleBackend")
 ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.fault:FaultInjectionBackend")
 ASR_BACKENDS.register_lazy("memorizer", "engine.backends.memorizer:MemorizerBackend")
+for _name, _cls in (
+    ("deepgram", "DeepgramBackend"),
+    ("assemblyai", "AssemblyAIBackend"),
+    ("speechmatics", "SpeechmaticsBackend"),
+    ("elevenlabs", "ElevenLabsBackend"),
+    ("gladia", "GladiaBackend"),
+    ("google-stt-v2", "GoogleSTTv2Backend"),
+    ("azure-fast", "AzureFastBackend"),
+):
+    ASR_BACKENDS.register_lazy(_name, f"engine.backends.hosted.vendors:{_cls}")
 
 SV_BACKENDS.register_lazy("resemblyzer", "engine.backends.sv_resemblyzer:ResemblyzerBackend")
 SV_BACKENDS.register_lazy("speechbrain-ecapa", "engine.backends.sv_hub:SpeechBrainECAPA")
@@ -30,6 +41,11 @@ SER_BACKENDS.register_lazy("prosody", "engine.backends.ser_prosody:ProsodyBacken
 SER_BACKENDS.register_lazy("transformers-ser", "engine.backends.ser_hub:TransformersSER")
 SER_BACKENDS.register_lazy("audeering-dim", "engine.backends.ser_hub:AudeeringDim")
 SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser_hub:Emotion2Vec")
+SER_BACKENDS.register_lazy("gemini-judge", "engine.backends.hosted.judge_ser:GeminiJudgeSER")
+SER_BACKENDS.register_lazy("openai-audio-judge", "engine.backends.hosted.judge_ser:OpenAIAudioJudgeSER")
+
+JUDGE_BACKENDS.register_lazy("gemini", "engine.backends.hosted.judges:GeminiJudge")
+JUDGE_BACKENDS.register_lazy("openai-audio", "engine.backends.hosted.judges:OpenAIAudioJudge")
 
 TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
 TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")

@@ -95,7 +95,7 @@ class FasterWhisperBackend(ASRBackend):
         return local_or_cached(model, _MODELS.get(model, model), is_ct2_model_dir)
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(

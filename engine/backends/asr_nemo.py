@@ -61,7 +61,7 @@ class NemoBackend(ASRBackend):
         return local_or_cached(model, model, lambda p: False)
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")

@@ -4,6 +4,10 @@ Works with OpenAI and with self-hosted servers that speak the same API (vLLM, sp
 LocalAI...). Standard library only. The API key is read from an environment variable whose
 *name* is an option, at request time, and is never stored in options, ``info()`` or ``repr``.
 Transient failures (429, 5xx, connection errors, timeouts) are retried with exponential backoff.
+Redirects are followed only within the endpoint's origin (scheme, host and port): urllib's
+default handler re-sends every request header, ``Authorization`` included, to wherever a 3xx
+points, so a redirecting server or proxy could collect the key. A redirect to another origin is
+refused with an error that names both origins; the key is never sent there.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import ssl
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 import wave
@@ -53,6 +58,40 @@ _DEFAULTS: dict[str, Any] = {
 
 class TranscriptionRequestError(AuditError):
     """The endpoint refused a request or kept failing after the allowed retries."""
+
+
+class CrossOriginRedirectError(TranscriptionRequestError):
+    """The endpoint redirected to another origin; following it would hand the API key to that origin."""
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """``(scheme, host, port)`` of a URL, default ports made explicit (https://h == https://h:443)."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to the request's own origin; refuse any other before it is requested.
+
+    The key travels as an unredirected header, so even a redirect this handler lets through
+    carries it only because it is re-added here for the same origin.
+    """
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
+        if origin(newurl) != origin(req.full_url):
+            fp.close()
+            raise CrossOriginRedirectError(
+                f"{req.full_url} redirected (HTTP {code}) to another origin, {newurl.split('?')[0]}; refused: the API key is "
+                "never sent across origins. Set base_url to the endpoint that answers directly"
+            )
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            for key, value in req.unredirected_hdrs.items():
+                if key.lower() == "authorization":
+                    new.add_unredirected_header(key, value)
+        return new
 
 
 def wav_bytes(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
@@ -103,7 +142,7 @@ class OpenAICompatibleBackend(ASRBackend):
                 f"{self.name}: option 'api_key' is not accepted (keys must not sit in recipes or results); "
                 "put the key in an environment variable and name that variable in 'api_key_env'"
             )
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (the server's model name, e.g. whisper-1)")
@@ -119,6 +158,7 @@ class OpenAICompatibleBackend(ASRBackend):
             raise ConfigError(f"{self.name}: 'timeout_s' must be > 0 and 'backoff_s' >= 0")
         super().__init__(**merged)
         self._ssl: ssl.SSLContext | None = None
+        self._opener: urllib.request.OpenerDirector | None = None
         self._loaded = False
 
     @property
@@ -134,18 +174,23 @@ class OpenAICompatibleBackend(ASRBackend):
         else:
             log.warning("%s: TLS certificate verification is OFF for %s", self.name, self.options["base_url"])
             self._ssl = ssl._create_unverified_context()
+        self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self._ssl), _SameOriginRedirects())
         key_env = self.options["api_key_env"]
         if key_env and not os.environ.get(str(key_env)):
             log.warning("%s: environment variable %s is not set; sending no API key", self.name, key_env)
         self._loaded = True
 
     def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        return {"Content-Type": content_type, "Accept": "application/json"}
+
+    def _request(self, body: bytes, content_type: str) -> urllib.request.Request:
+        """The POST, with the key as an unredirected header (never copied onto a redirect by urllib)."""
+        request = urllib.request.Request(self.endpoint, data=body, headers=self._headers(content_type), method="POST")
         key_env = self.options["api_key_env"]
         key = os.environ.get(str(key_env)) if key_env else None
         if key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+            request.add_unredirected_header("Authorization", f"Bearer {key}")
+        return request
 
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
         """One request per clip, up to ``batch_size`` in flight at once; order is preserved."""
@@ -184,10 +229,11 @@ class OpenAICompatibleBackend(ASRBackend):
         backoff = float(self.options["backoff_s"])
         last_problem = ""
         for attempt in range(retries + 1):
-            request = urllib.request.Request(self.endpoint, data=body, headers=self._headers(content_type), method="POST")
+            request = self._request(body, content_type)
             retry_after: float | None = None
+            opener = self._opener or urllib.request.build_opener(urllib.request.HTTPSHandler(context=self._ssl), _SameOriginRedirects())
             try:
-                with urllib.request.urlopen(request, timeout=float(self.options["timeout_s"]), context=self._ssl) as resp:
+                with opener.open(request, timeout=float(self.options["timeout_s"])) as resp:
                     return resp.read()
             except urllib.error.HTTPError as exc:
                 detail = self._redact(exc.read(4096).decode("utf-8", "replace"))[:300]
@@ -236,6 +282,7 @@ class OpenAICompatibleBackend(ASRBackend):
     def close(self) -> None:
         """Nothing persistent to release (one connection per request)."""
         self._loaded = False
+        self._opener = None
 
     def __repr__(self) -> str:
         return (

@@ -54,7 +54,7 @@ class PocketsphinxBackend(ASRBackend):
         return Availability(True, "bundled en-US model in the pocketsphinx package")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         check_batch_size(self.name, merged["batch_size"])
         super().__init__(**merged)

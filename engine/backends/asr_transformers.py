@@ -64,7 +64,7 @@ class TransformersBackend(ASRBackend):
         return local_or_cached(model, model, lambda p: (p / "config.json").is_file())
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a hub id or a local model directory)")

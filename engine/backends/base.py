@@ -89,10 +89,23 @@ class Backend(ABC):
 class ASRBackend(Backend):
     """Speech recognition: audio in, raw text out (never normalized)."""
 
+    #: Options whose value names another registry model (the registry resolves them to
+    #: ``{name, backend, options}`` when it builds a spec, so backends never read the registry).
+    model_options: ClassVar[tuple[str, ...]] = ()
+    #: A positive control (answers from the benchmark's references): probes must flag it, and it
+    #: may never serve as an independent listener.
+    positive_control: ClassVar[bool] = False
+
     @classmethod
     def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
         """Options for a run over the dataset at ``source``; a backend that needs the run's data
         (the memorizer control indexes it) fills them in here, so runners need no special cases."""
+        return dict(options)
+
+    @classmethod
+    def rebind_dataset(cls, options: Mapping[str, Any], old_source: str, new_source: str, new_reader: str) -> dict[str, Any]:
+        """Options for a derived copy of the run's dataset (a probe's corrupted references): a
+        backend bound to ``old_source`` follows it to ``new_source``; others are unchanged."""
         return dict(options)
 
     @abstractmethod

@@ -271,13 +271,37 @@ def check_batch_size(backend: str, value: Any) -> int | None:
     return value
 
 
-def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str]) -> None:
-    """Reject unknown option names before anything loads, naming the bad key and the valid ones."""
+def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str] | Mapping[str, Any]) -> None:
+    """Reject unknown option names before anything loads, naming the bad key and the valid ones.
+
+    With ``known`` a mapping of defaults, each given value must also have its default's type
+    (a quoted ``"false"`` is not a boolean: ``bool("false")`` would silently be True).
+    """
     unknown = sorted(set(given) - set(known))
-    if not unknown:
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
+        raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")
+    if isinstance(known, Mapping):
+        for key, value in given.items():
+            check_option_type(backend, key, value, known[key])
+
+
+def check_option_type(backend: str, key: str, value: Any, default: Any) -> None:
+    """``value`` must have the type of ``default`` (ints are accepted for floats; None defaults accept anything)."""
+    if default is None or value is None:
         return
-    hints = []
-    for key in unknown:
-        close = difflib.get_close_matches(key, list(known), n=1)
-        hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-    raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")
+    if isinstance(default, bool):
+        ok, want = isinstance(value, bool), "a boolean (true/false, unquoted)"
+    elif isinstance(default, int):
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif isinstance(default, float):
+        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, want = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"{backend} backend: option '{key}' must be {want}, got {type(value).__name__} {value!r}")

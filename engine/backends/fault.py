@@ -61,7 +61,7 @@ class FaultInjectionBackend(ASRBackend):
         return Availability(True, f"test backend wrapping {options.get('inner', '?')}")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
+        check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         if not merged["inner"]:
             raise ConfigError("fault-inject backend needs option 'inner' (the registry name of the ASR backend to wrap)")

@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
-from engine.data import SAMPLE_RATE
+from engine.data import SAMPLE_RATE, ModelSpec
 from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -107,10 +107,14 @@ def similarity(query: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.n
 
 class MemorizerBackend(ASRBackend):
     """Options: ``index`` (dataset path; set by the recipe to the run's own dataset unless given),
-    ``index_reader`` ('auto'), ``fallback`` (a model-registry name, e.g. whisper-tiny.en),
+    ``index_reader`` ('auto'), ``fallback`` (a model-registry name, e.g. whisper-tiny.en, which the
+    registry resolves to ``{name, backend, options}`` when it builds the spec),
     ``threshold`` (0.85), ``length_tolerance`` (0.03)."""
 
     name = "memorizer"
+    OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "fallback", "threshold", "length_tolerance", "index_limit"})
+    model_options = ("fallback",)
+    positive_control = True
 
     @classmethod
     def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
@@ -120,9 +124,17 @@ class MemorizerBackend(ASRBackend):
         return {**dict(options), "index": source, "index_reader": reader}
 
     @classmethod
+    def rebind_dataset(cls, options: Mapping[str, Any], old_source: str, new_source: str, new_reader: str) -> dict[str, Any]:
+        """A memorizer of the run's dataset memorizes the derived copy instead (what a benchmark learner would have seen)."""
+        if str(options.get("index")) != str(old_source):
+            return dict(options)
+        return {**dict(options), "index": new_source, "index_reader": new_reader}
+
+    @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        return Availability(True, f"positive control: indexes the run's dataset, defers to {options.get('fallback', 'nothing')}")
-    OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "fallback", "threshold", "length_tolerance", "index_limit"})
+        fallback = options.get("fallback")
+        name = fallback.get("name", "a model") if isinstance(fallback, Mapping) else (fallback or "nothing")
+        return Availability(True, f"positive control: indexes the run's dataset, defers to {name}")
 
     def __init__(self, **options: Any) -> None:
         unknown = set(options) - self.OPTIONS
@@ -140,6 +152,12 @@ class MemorizerBackend(ASRBackend):
         from engine.audio import decode
         from engine.datasets import open_dataset
 
+        fb = self.options.get("fallback")
+        if fb and (not isinstance(fb, Mapping) or "backend" not in fb):
+            raise ConfigError(
+                f"memorizer: option 'fallback' ({fb!r}) must be resolved to a model spec before loading; "
+                "name a registry model and run it through a recipe (the registry resolves it)"
+            )
         index = self.options.get("index")
         if not index:
             raise ConfigError("memorizer: option 'index' (the dataset to memorize) is required")
@@ -156,12 +174,10 @@ class MemorizerBackend(ASRBackend):
         self._index.sort(key=lambda t: t[1])
         self._lengths = np.array([t[1] for t in self._index])
         log.info("memorizer indexed %d clips of %s", len(self._index), index)
-        fb = self.options.get("fallback")
         if fb:
             from engine.backends import build_backend
-            from engine.model_registry import load_model_registry, resolve_models
 
-            spec = resolve_models([str(fb)], load_model_registry())[0].spec()
+            spec = ModelSpec(str(fb.get("name", fb["backend"])), str(fb["backend"]), dict(fb.get("options") or {}))
             self._fallback = build_backend(spec)
             self._fallback.load()
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from engine.backends.base import BackendInfo, SVBackend
 from engine.data import SAMPLE_RATE
-from engine.errors import AudioError, BackendUnavailable
+from engine.errors import AudioError, BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,9 @@ class ResemblyzerBackend(SVBackend):
         super().__init__(**options)
         self.device = str(options.get("device", "cpu"))
         self.min_speech_s = float(options.get("min_speech_s", 0.5))
-        self.trim_silence = bool(options.get("trim_silence", True))
+        self.trim_silence = options.get("trim_silence", True)
+        if not isinstance(self.trim_silence, bool):
+            raise ConfigError(f"resemblyzer: option 'trim_silence' must be a boolean (true/false, unquoted), got {self.trim_silence!r}")
         self.weights = options.get("weights")
         self.num_threads = options.get("num_threads")
         self._encoder: Any = None

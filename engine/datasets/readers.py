@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from engine.data import RESERVED_KEYS, Shard, Utterance
-from engine.datasets.base import Dataset, check_unique_ids, fingerprint_utterances, in_memory_dataset
+from engine.datasets.base import (
+    Dataset,
+    ShardIndex,
+    check_limit,
+    check_unique_ids,
+    clip_digest,
+    file_stamp,
+    fingerprint_utterances,
+    in_memory_dataset,
+)
 from engine.errors import ConfigError, ManifestError
 
 log = logging.getLogger(__name__)
@@ -165,12 +174,15 @@ class TsvReader(CsvReader):
 class ParquetReader:
     """Parquet shards: our shard schema or a Hugging Face style ``audio`` column ``{bytes, path}``.
 
-    Each file is one shard, read only when its unit runs (memory stays flat on big datasets).
+    Each file is one shard, read only when its unit runs (memory stays flat on big datasets). The
+    audio of a row is stamped with its file's stamp (size, mtime, first and last 64 KiB), so
+    opening never reads the audio column.
     """
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         import pyarrow.parquet as pq
 
+        check_limit(limit)
         p = Path(path)
         if p.is_dir():
             files = sorted((p / "shards").glob("*.parquet")) if (p / "shards").is_dir() else sorted(p.glob("*.parquet"))
@@ -185,7 +197,9 @@ class ParquetReader:
         if corpus_json.exists():
             meta["corpus"] = json.loads(corpus_json.read_text())
         light: list[Utterance] = []
+        stamps: list[tuple[str, str]] = []
         spans: dict[str, tuple[Path, int]] = {}
+        index: dict[str, ShardIndex] = {}
         remaining = limit
         for f in files:
             try:
@@ -203,12 +217,17 @@ class ParquetReader:
             if remaining is not None:
                 rows = rows[:remaining]
                 remaining -= len(rows)
+            stamp = file_stamp(f)
+            first = len(light)
             for i, row in enumerate(rows):
                 row = dict(row)
                 row["audio_filepath"] = "<parquet>"
                 light.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
+                stamps.append(stamp)
             if rows:
                 spans[f.stem] = (f, len(rows))
+                mine = light[first:]
+                index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, stamp) for u in mine))
             if remaining is not None and remaining <= 0:
                 break
         check_unique_ids(light, str(p))
@@ -229,8 +248,9 @@ class ParquetReader:
             _loader=load,
             root=root,
             n_utts=len(light),
-            fingerprint=fingerprint_utterances(light),
+            fingerprint=fingerprint_utterances(light, root, stamps),
             meta=meta,
+            index=index,
         )
 
 
@@ -272,6 +292,7 @@ class HuggingFaceReader:
                 "Without network access, download it elsewhere with datasets.load_dataset(...).save_to_disk(DIR) "
                 "(or export Parquet/JSONL) and pass --dataset DIR"
             ) from None
+        check_limit(limit)
         audio_col = next((c for c in ("audio", "audio_filepath", "path", "file") if c in ds.column_names), None)
         if audio_col is None:
             raise ConfigError(f"dataset '{path}' has no audio column; columns: {ds.column_names}")

@@ -1,0 +1,50 @@
+"""The ``emotion:`` recipe section: speech-emotion recognition with SER backends, as an ``AuditSection``.
+
+Like the speaker section it is a whole audit by itself (``can_run_without_asr_models``).
+Parsing and running live in ``audits.emotion.run``, rendering in ``audits.emotion.report``;
+both are imported inside the methods so that ordering the sections imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from audits.sections import AuditSection, SectionContext
+
+if TYPE_CHECKING:
+    from audits.emotion.run import EmotionConfig
+
+
+class EmotionSection(AuditSection["EmotionConfig"]):
+    key = "emotion"
+    title = "Speech emotion"
+    order = 30
+    can_run_without_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> EmotionConfig:
+        from audits.emotion.run import parse_emotion_config
+
+        return parse_emotion_config(raw, source)
+
+    def run(self, config: EmotionConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.emotion.run import run_emotion_audit
+
+        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.emotion.report import emotion_lines
+
+        return emotion_lines(section, self.title)
+
+    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+        from audits.emotion.report import emotion_data
+
+        return emotion_data(section)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        if not data.get(self.key):
+            return None
+        from audits.emotion.report import render_emotion
+
+        return self.title, render_emotion(summary.get(self.key) or {}), ""

@@ -1,0 +1,92 @@
+"""The benchmark-optimization probes' part of report.md and report.html (one table per probe).
+
+The page puts the positive control (the memorizer) first in each probe and compares every
+other model with it by interval overlap, so a reader sees whether the probe could have flagged
+a model that learned the references.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from audits.reports.charts import IntervalRow, svg_interval_panels
+from audits.reports.findings import control_models, intervals_disjoint
+from audits.reports.formatting import attrs, ci_bounds, esc, md, num_attr, rate_ci_text, rate_text
+from audits.reports.tables import probe_counts, probe_model_results
+
+_COUNT_KEYS = ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs")
+
+
+def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
+    """One table per probe: rate (or switch), interval and counts per model."""
+    if not probes:
+        return []
+    out = [f"## {title}", ""]
+    for probe, per_model in sorted(probes.items()):
+        if not isinstance(per_model, Mapping):
+            continue
+        rows = {m: v for m, v in per_model.items() if isinstance(v, Mapping) and ("rate" in v or "switch" in v or "diff" in v)}
+        if not rows:
+            continue
+        out += [f"### {md(probe)}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
+        for m, v in sorted(rows.items()):
+            value = v.get("rate", v.get("switch", v.get("diff")))
+            counts = ", ".join(f"{k}={v[k]}" for k in _COUNT_KEYS if k in v)
+            out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {md(counts)} | {md(v.get('status', ''))} |")
+        out.append("")
+    return out
+
+
+def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Per probe: each model's rate, interval and counts, the control models, and the probe's facts."""
+    out: dict[str, Any] = {}
+    for probe, p in sorted(probes.items()):
+        if not isinstance(p, Mapping):
+            continue
+        res = probe_model_results(p)
+        out[probe] = {
+            "models": {m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0], "n": probe_counts(r)[1]} for m, r in res.items()},
+            "controls": control_models(summary, res),
+            "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
+        }
+    return out
+
+
+def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+    """Per probe: facts, an interval plot with the control first, and a table comparing each model with the control."""
+    out = []
+    for probe, p in probes_data.items():
+        res = p["models"]
+        ctrl = p["controls"]
+        out.append(f"<h3 id='probe-{esc(probe)}'>{esc(probe)}</h3>")
+        facts = {k: v for k, v in p.get("facts", {}).items()}
+        if facts:
+            out.append("<p class='note'>" + esc("; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in facts.items())) + "</p>")
+        if not ctrl:
+            out.append("<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows the probe can flag a model that memorized the references.</p>")
+        order = ctrl + sorted((m for m in res if m not in ctrl), key=lambda m: -(res[m].get("rate") or 0))
+        rows = [IntervalRow(m, res[m].get("rate"), *ci_bounds(res[m].get("ci95")), color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"), strong=m in ctrl) for m in order]
+        out.append(svg_interval_panels(order, [(f"{probe}: rate (95% CI)", rows)], 0.0, 1.0, f"{probe} rate per model", percent=False, width=720))
+        out.append(f"<table class='sortable probe-table' data-probe='{esc(probe)}'><thead><tr><th class='l'>model</th><th>rate</th><th>95% CI</th><th>count</th>")
+        out.append("".join(f"<th>control {esc(c)}</th>" for c in ctrl) + "<th class='l'>against the control</th></tr></thead><tbody>")
+        for m in order:
+            r = res[m]
+            lo, hi = ci_bounds(r.get("ci95"))
+            is_ctrl = m in ctrl
+            cmp = "this is the positive control" if is_ctrl else ""
+            if not is_ctrl and ctrl:
+                rels = []
+                for c in ctrl:
+                    d = intervals_disjoint(r.get("ci95"), res[c].get("ci95"))
+                    rels.append({-1: f"below {c}; intervals do not overlap", 1: f"above {c}; intervals do not overlap", 0: f"overlaps {c}: not distinguishable from the control"}[d])
+                cmp = "; ".join(rels)
+            out.append(
+                f"<tr class='probe-row{' control' if is_ctrl else ''}'{attrs(probe=probe, model=m, rate=num_attr(r.get('rate')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), k=r.get('k') if r.get('k') is not None else '', n=r.get('n') if r.get('n') is not None else '', control='true' if is_ctrl else 'false')}>"
+                f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
+                f"<td class='ci'>{rate_ci_text(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / {esc(r.get('n') if r.get('n') is not None else '—')}</td>"
+                + "".join(f"<td class='ci'>{rate_text(res[c].get('rate'))} {rate_ci_text(res[c].get('ci95'))}</td>" for c in ctrl)
+                + f"<td class='l'>{esc(cmp)}</td></tr>"
+            )
+        out.append("</tbody></table>")
+    return "".join(out)

@@ -1,0 +1,61 @@
+"""The ``probes:`` recipe section: benchmark-optimization probes, as an ``AuditSection``.
+
+Probes run the recipe's ASR models on derived audio, so a recipe with probes must list ASR
+models (``needs_asr_models``). Merging runs unions each probe's per-model results, since a sweep
+split by models gives each run its own models' rates for the same probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from audits.sections import AuditSection, SectionContext
+
+if TYPE_CHECKING:
+    from audits.probes.config import ProbeConfig
+
+
+class ProbesSection(AuditSection["ProbeConfig"]):
+    key = "probes"
+    title = "Benchmark-optimization probes"
+    order = 10
+    needs_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> ProbeConfig:
+        from audits.probes.config import parse_probe_config
+
+        return parse_probe_config(raw, source)
+
+    def run(self, config: ProbeConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.probes.run import run_probes
+
+        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.probes.report import probe_lines
+
+        return probe_lines(section, self.title)
+
+    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+        from audits.probes.report import probes_data
+
+        return probes_data(section, summary)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        if not data.get(self.key):
+            return None
+        from audits.probes.report import render_probes
+
+        note = "Each rate with its count and 95% interval; the memorizer (a positive control that answers with the stored reference) sits first and beside each model."
+        return self.title, render_probes(data[self.key], colors), note
+
+    def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
+        """One probe over runs: the union of its per-model entries (the first run's entry wins for a model in both)."""
+        if isinstance(kept, Mapping) and isinstance(other, Mapping):
+            merged = dict(kept)
+            for model, result in other.items():
+                if model not in merged:
+                    merged[model] = result
+            return merged
+        return super().merge_entry(key, kept, other, other_run)

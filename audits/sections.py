@@ -1,0 +1,154 @@
+"""Audit sections: the parts of a recipe beyond ASR scoring (probes, speaker, emotion, and the ones to come).
+
+Each section plugs in through one interface, registered by name like the backends, so the
+pipeline, the recipe parser and the reports never list sections or branch on one:
+
+* ``parse(raw, source)``: validate the recipe's mapping under the section's key into a typed
+  config (errors name the recipe file and key); called for every section before any model loads;
+* ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
+  section's key);
+* ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
+  and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
+* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs).
+
+The registry name is the recipe key and the summary key. ``order`` fixes the order in which
+sections run and appear in reports, so adding a section never reshuffles the others.
+
+A section whose recipe mapping is empty (or absent) does not run. Entries are lazy
+(``"module:Class"``), so parsing a recipe imports no section package; section modules import
+their heavy parts inside the methods, so ordering sections stays cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.errors import RegistryError
+from engine.registry import Registry
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from engine.datasets.base import Dataset
+
+log = logging.getLogger(__name__)
+
+ConfigT = TypeVar("ConfigT")
+
+
+@dataclass(frozen=True)
+class SectionContext:
+    """What the pipeline hands a section's ``run``: the opened dataset and where to write.
+
+    ``load_rows`` reads the run's ASR result rows (``utterances.parquet``) on demand, so sections
+    that never look at transcripts do not pay for reading them.
+    """
+
+    dataset: Dataset
+    asr_models: Sequence[ModelSpec]
+    out_dir: Path
+    load_rows: Callable[[], pd.DataFrame]
+    progress: ProgressFn | None = None
+    decode_options: DecodeOptions = field(default_factory=DecodeOptions)
+    recipe_name: str = ""
+
+
+class AuditSection(ABC, Generic[ConfigT]):
+    """One pluggable part of an audit; subclasses set the class attributes and the abstract methods."""
+
+    key: ClassVar[str]
+    """Recipe key, summary key and registry name (one word, the same in all three)."""
+    title: ClassVar[str]
+    """Heading of the section in report.md and report.html."""
+    order: ClassVar[int] = 100
+    """Sections run and are reported in ascending ``order`` (then by key)."""
+    needs_asr_models: ClassVar[bool] = False
+    """The section runs the recipe's ASR models, so a recipe without any is refused before anything loads."""
+    can_run_without_asr_models: ClassVar[bool] = False
+    """The section is a whole audit by itself: a recipe may list no ASR models when it is present."""
+
+    @abstractmethod
+    def parse(self, raw: Mapping[str, Any], source: str) -> ConfigT:
+        """Validate the recipe's mapping (pure: nothing loaded); raise ``ConfigError`` naming ``source`` and the key."""
+
+    @abstractmethod
+    def run(self, config: ConfigT, ctx: SectionContext) -> dict[str, Any]:
+        """Run the section and return its part of ``summary.json`` (plain JSON values)."""
+
+    @abstractmethod
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        """Lines of ``report.md`` for this section of a summary (``[]`` to show nothing)."""
+
+    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+        """What ``report.html`` embeds (and shows) under this key; by default the section as it is."""
+        return dict(section)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        """``(title, body_html, note_html)`` for ``report.html``, or None to leave the section out.
+
+        ``data`` is the page's embedded data (this section's under ``data[self.key]``), ``colors``
+        maps model names to their colours on the page. Every data string must go through ``esc``.
+        """
+        return None
+
+    def merge(self, parts: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+        """This section over several runs (``parts[i]`` from run ``names[i]``, ``{}`` when absent).
+
+        Union by top-level key; when two runs disagree on a key the first run wins and the
+        disagreement is logged, since a merged report must not silently mix two results.
+        """
+        out: dict[str, Any] = {}
+        for part, name in zip(parts, names):
+            for key, val in (part or {}).items():
+                out[key] = val if key not in out else self.merge_entry(key, out[key], val, name)
+        return out
+
+    def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
+        """The value of ``key`` when a later run ``other_run`` has it too (default: keep the first, log a clash)."""
+        if kept != other:
+            log.warning("%s.%s differs between runs; keeping the first run's (%s ignored)", self.key, key, other_run)
+        return kept
+
+
+def builtin_registry() -> Registry[type[AuditSection[Any]]]:
+    """A registry holding the sections that ship with the project (tests build one to add a toy section)."""
+    reg: Registry[type[AuditSection[Any]]] = Registry("audit section")
+    reg.register_lazy("probes", "audits.probes.section:ProbesSection")
+    reg.register_lazy("speaker", "audits.speaker.section:SpeakerSection")
+    reg.register_lazy("emotion", "audits.emotion.section:EmotionSection")
+    reg.register_lazy("conversation", "audits.conversation.section:ConversationSection")
+    return reg
+
+
+SECTIONS: Registry[type[AuditSection[Any]]] = builtin_registry()
+"""Every audit section by recipe key; the functions below read it at call time."""
+
+
+def section_names() -> list[str]:
+    """Registered section keys (without importing any section package)."""
+    return SECTIONS.names()
+
+
+def get_section(name: str) -> AuditSection[Any]:
+    """The section registered as ``name``; unknown names raise ``RegistryError`` with close matches."""
+    cls = SECTIONS.get(name)
+    if getattr(cls, "key", None) != name:
+        raise RegistryError(f"audit section '{name}': its class {cls.__name__} has key {getattr(cls, 'key', None)!r}; the two must match")
+    return cls()
+
+
+def ordered(names: Iterable[str] | None = None) -> list[AuditSection[Any]]:
+    """The sections named (all registered ones when ``names`` is None), in run/report order."""
+    keys = section_names() if names is None else list(dict.fromkeys(names))
+    return sorted((get_section(k) for k in keys), key=lambda s: (s.order, s.key))
+
+
+def present_in(mapping: Mapping[str, Any]) -> list[AuditSection[Any]]:
+    """The registered sections with a non-empty entry in ``mapping`` (a recipe's sections or a summary), in order."""
+    return ordered(k for k in SECTIONS.names() if mapping.get(k))

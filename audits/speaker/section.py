@@ -1,0 +1,50 @@
+"""The ``speaker:`` recipe section: speaker verification with SV backends, as an ``AuditSection``.
+
+It is a whole audit by itself (``can_run_without_asr_models``): a speaker recipe may list no
+ASR models. Parsing and running live in ``audits.speaker.run``, rendering in ``audits.speaker.report``;
+both are imported inside the methods so that ordering the sections imports neither.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from audits.sections import AuditSection, SectionContext
+
+if TYPE_CHECKING:
+    from audits.speaker.run import SpeakerConfig
+
+
+class SpeakerSection(AuditSection["SpeakerConfig"]):
+    key = "speaker"
+    title = "Speaker verification"
+    order = 20
+    can_run_without_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> SpeakerConfig:
+        from audits.speaker.run import parse_speaker_config
+
+        return parse_speaker_config(raw, source)
+
+    def run(self, config: SpeakerConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.speaker.run import run_speaker_audit
+
+        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.speaker.report import speaker_lines
+
+        return speaker_lines(section, self.title)
+
+    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+        from audits.speaker.report import speaker_data
+
+        return speaker_data(section)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        if not data.get(self.key):
+            return None
+        from audits.speaker.report import render_speaker
+
+        return self.title, render_speaker(summary.get(self.key) or {}), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."

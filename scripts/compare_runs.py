@@ -1,0 +1,124 @@
+"""Compare two run directories, ignoring what legitimately changes between runs (timings, timestamps).
+
+Use it to check that a new version of the engine gives the same results as an old one on the same
+dataset: ``python scripts/compare_runs.py runs/old runs/new``. It compares
+
+* ``summary.json`` field by field, skipping timing fields (RTFx, inference/load/wall seconds) and
+  timestamps, and reporting every other difference by its JSON path;
+* ``utterances.parquet`` row by row (sorted by model and utt_id), every column but ``infer_s``;
+* ``report.md`` line by line, with timing columns of its tables blanked.
+
+It prints the differences and exits 1 when there are any (0 when the runs agree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+TIMING_KEYS = frozenset({"created_at", "infer_s", "rtfx", "load_s", "wall_s", "warmup_s", "elapsed_s", "duration_wall_s"})
+TIMING_COLUMNS = frozenset({"rtfx", "infer s", "load s", "wall s"})
+
+
+def json_diffs(a: Any, b: Any, path: str = "$", ignore: frozenset[str] = TIMING_KEYS) -> Iterator[str]:
+    """Paths where two JSON values differ (floats compared to 1e-12 relative)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            if key in ignore:
+                continue
+            if key not in a:
+                yield f"{path}.{key}: only in the second run"
+            elif key not in b:
+                yield f"{path}.{key}: only in the first run"
+            else:
+                yield from json_diffs(a[key], b[key], f"{path}.{key}", ignore)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            yield f"{path}: {len(a)} items vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from json_diffs(x, y, f"{path}[{i}]", ignore)
+    elif isinstance(a, float) and isinstance(b, float):
+        if not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-15):
+            yield f"{path}: {a!r} vs {b!r}"
+    elif a != b:
+        yield f"{path}: {str(a)[:80]!r} vs {str(b)[:80]!r}"
+
+
+def row_diffs(a: Path, b: Path) -> Iterator[str]:
+    ta = pd.read_parquet(a).sort_values(["model", "utt_id"]).reset_index(drop=True)
+    tb = pd.read_parquet(b).sort_values(["model", "utt_id"]).reset_index(drop=True)
+    if len(ta) != len(tb):
+        yield f"utterances.parquet: {len(ta)} rows vs {len(tb)}"
+        return
+    cols = sorted((set(ta.columns) | set(tb.columns)) - {"infer_s"})
+    for col in cols:
+        if col not in ta or col not in tb:
+            yield f"utterances.parquet: column {col!r} only in one run"
+            continue
+        x, y = ta[col], tb[col]
+        same = (x == y) | (x.isna() & y.isna())
+        if pd.api.types.is_float_dtype(x) and pd.api.types.is_float_dtype(y):
+            same = same | ((x - y).abs() <= 1e-9 * y.abs().clip(lower=1.0))
+        for i in list(same[~same].index)[:5]:
+            yield f"utterances.parquet: {ta.at[i, 'model']}/{ta.at[i, 'utt_id']} {col}: {x[i]!r} vs {y[i]!r}"
+
+
+def _blank_timing_columns(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    blank: set[int] = set()
+    for line in lines:
+        if line.startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            names = [c.strip().lower() for c in cells]
+            if any(n in TIMING_COLUMNS for n in names) and not set(line) <= set("|-: "):
+                blank = {i for i, n in enumerate(names) if n in TIMING_COLUMNS} or blank
+            cells = ["" if i in blank else c for i, c in enumerate(cells)]
+            line = "|" + "|".join(cells) + "|"
+        else:
+            blank = set()
+        line = re.sub(r"RTFx[ =:]*[0-9.]+", "RTFx", line)
+        out.append(line)
+    return [ln for ln in out if not ln.startswith("- created:")]
+
+
+def report_diffs(a: Path, b: Path) -> Iterator[str]:
+    la = _blank_timing_columns(a.read_text(encoding="utf-8").splitlines())
+    lb = _blank_timing_columns(b.read_text(encoding="utf-8").splitlines())
+    if len(la) != len(lb):
+        yield f"report.md: {len(la)} lines vs {len(lb)}"
+    for i, (x, y) in enumerate(zip(la, lb), start=1):
+        if x != y:
+            yield f"report.md line {i}: {x[:100]!r} vs {y[:100]!r}"
+
+
+def compare(a: Path, b: Path, ignore: frozenset[str] = TIMING_KEYS) -> list[str]:
+    diffs = list(json_diffs(json.loads((a / "summary.json").read_text()), json.loads((b / "summary.json").read_text()), ignore=ignore))
+    diffs += list(row_diffs(a / "utterances.parquet", b / "utterances.parquet"))
+    diffs += list(report_diffs(a / "report.md", b / "report.md"))
+    return diffs
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("first", type=Path)
+    ap.add_argument("second", type=Path)
+    ap.add_argument("--ignore", default="", help="Comma-separated extra summary keys to skip (e.g. schema_version,packages).")
+    args = ap.parse_args()
+    ignore = TIMING_KEYS | {k for k in args.ignore.split(",") if k}
+    diffs = compare(args.first, args.second, ignore)
+    for d in diffs:
+        print(d)
+    print(f"{len(diffs)} difference(s) between {args.first} and {args.second} (timings and timestamps ignored)")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

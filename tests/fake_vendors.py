@@ -1,0 +1,321 @@
+"""Local fake speech-to-text vendors on 127.0.0.1 that follow each vendor's documented API.
+
+Each fake checks the vendor's auth header and the documented request shape (answering 400/401
+as the vendor would), answers with the documented JSON, and counts billable calls (the request
+that creates a transcription) so tests can prove that nothing is paid for twice. Faults queued
+with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-After``), ``"500"``,
+``"slow:<seconds>"``, ``"malformed"`` (a 200 whose body is not JSON), ``"redirect:<url>"``
+(a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure")
+JUDGE_VENDORS = ("gemini", "openai")
+AUTH = {
+    "deepgram": ("authorization", "Token {key}"),
+    "assemblyai": ("authorization", "{key}"),
+    "speechmatics": ("authorization", "Bearer {key}"),
+    "elevenlabs": ("xi-api-key", "{key}"),
+    "gladia": ("x-gladia-key", "{key}"),
+    "google": ("x-goog-api-key", "{key}"),
+    "azure": ("ocp-apim-subscription-key", "{key}"),
+    "gemini": ("x-goog-api-key", "{key}"),
+    "openai": ("authorization", "Bearer {key}"),
+}
+
+
+def _fields(body: bytes) -> set[str]:
+    """Field names of a multipart/form-data body."""
+    return {m.decode() for m in re.findall(rb'Content-Disposition: form-data; name="([^"]+)"', body)}
+
+
+class FakeVendor:
+    """One vendor's API on an ephemeral port."""
+
+    def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1) -> None:
+        if vendor not in VENDORS + JUDGE_VENDORS:
+            raise ValueError(vendor)
+        self.vendor = vendor
+        self.key = key
+        self.transcript = transcript
+        self.polls_before_done = polls_before_done
+        self.billable = 0
+        self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.faults: list[str] = []
+        self.jobs: dict[str, int] = {}
+        self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
+        self.audio_parts: list[int] = []  # judges: audio clips seen per request
+        self.reply_by_size: dict[int, str] = {}  # judges: reply chosen by the first clip's WAV size in bytes
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_GET(self) -> None:
+                fake._handle(self, "GET")
+
+            def do_POST(self) -> None:
+                fake._handle(self, "POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed client is expected
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def inject(self, *faults: str) -> None:
+        with self.lock:
+            self.faults.extend(faults)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # ---- request handling -------------------------------------------------------------------
+
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any, ctype: str = "application/json", headers: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+        h.send_response(status)
+        h.send_header("Content-Type", ctype)
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            h.send_header(k, v)
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        length = int(h.headers.get("Content-Length") or 0)
+        body = h.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self.lock:
+            self.requests.append((method, h.path, headers))
+            fault = self.faults.pop(0) if self.faults else None
+        if fault is not None:
+            if fault == "429":
+                return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": "1"})
+            if fault == "500":
+                return self._send(h, 500, {"err_msg": "internal"})
+            if fault == "echo-key":
+                return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
+            if fault.startswith("slow:"):
+                time.sleep(float(fault.split(":", 1)[1]))
+            elif fault == "malformed":
+                return self._send(h, 200, b"<html>upstream proxy error", ctype="text/html")
+            elif fault.startswith("redirect:"):
+                return self._send(h, 307, b"", headers={"Location": fault.split(":", 1)[1]})
+            elif fault == "401":
+                return self._send(h, 401, {"err_msg": "Invalid credentials."})
+            elif fault == "402":
+                return self._send(h, 402, {"err_msg": "Insufficient credits"})
+        name, template = AUTH[self.vendor]
+        if headers.get(name) != template.format(key=self.key):
+            return self._send(h, 401, {"error": "missing or invalid API key"})
+        url = urlsplit(h.path)
+        route = getattr(self, f"_{self.vendor}")
+        status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        self._send(h, status, answer, *rest)
+
+    def _bill(self) -> None:
+        with self.lock:
+            self.billable += 1
+
+    def _job(self, prefix: str) -> str:
+        job = f"{prefix}{uuid.uuid4().hex[:12]}"
+        with self.lock:
+            self.jobs[job] = 0
+        return job
+
+    def _poll(self, job: str) -> bool | None:
+        """None for an unknown job, else whether it is finished (after ``polls_before_done`` polls)."""
+        with self.lock:
+            if job not in self.jobs:
+                return None
+            self.jobs[job] += 1
+            return self.jobs[job] > self.polls_before_done
+
+    # ---- vendors: documented paths and shapes -----------------------------------------------
+
+    def _deepgram(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method != "POST" or path != "/v1/listen":
+            return 404, {"err_msg": "not found"}
+        if not q.get("model") or not body.startswith(b"RIFF"):
+            return 400, {"err_code": "Bad Request", "err_msg": "model query parameter and audio body required"}
+        self._bill()
+        alt = {"transcript": self.transcript, "confidence": 0.97, "words": []}
+        return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1}, "results": {"channels": [{"alternatives": [alt]}]}}
+
+    def _assemblyai(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method == "POST" and path == "/v2/upload":
+            return 200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"}
+        if method == "POST" and path == "/v2/transcript":
+            req = json.loads(body)
+            if not str(req.get("audio_url", "")).startswith("https://cdn.assemblyai.com/") or not isinstance(req.get("speech_models"), list):
+                return 400, {"error": "audio_url and speech_models are required"}
+            self._bill()
+            return 200, {"id": self._job("aai-"), "status": "queued"}
+        if method == "GET" and path.startswith("/v2/transcript/"):
+            job = path.rsplit("/", 1)[1]
+            state = self._poll(job)
+            if state is None:
+                return 404, {"error": "Transcript not found"}
+            return 200, {"id": job, "status": "completed", "text": self.transcript} if state else {"id": job, "status": "processing", "text": None}
+        return 404, {"error": "not found"}
+
+    def _speechmatics(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method == "POST" and path.rstrip("/") == "/v2/jobs":
+            if not {"config", "data_file"} <= _fields(body):
+                return 400, {"code": 400, "error": "Job config and data_file are required"}
+            self._bill()
+            return 201, {"id": self._job("sm")}
+        m = re.fullmatch(r"/v2/jobs/([^/]+)(/transcript)?", path)
+        if method == "GET" and m:
+            job = m.group(1)
+            if m.group(2):
+                if q.get("format") != ["txt"]:
+                    return 400, {"error": "this fake serves format=txt"}
+                return 200, self.transcript + "\n", "text/plain"
+            state = self._poll(job)
+            if state is None:
+                return 404, {"code": 404, "error": "Job not found"}
+            return 200, {"job": {"id": job, "status": "done" if state else "running", "duration": 1}}
+        return 404, {"error": "not found"}
+
+    def _elevenlabs(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method != "POST" or path != "/v1/speech-to-text":
+            return 404, {"detail": "not found"}
+        if not {"model_id", "file"} <= _fields(body):
+            return 422, {"detail": [{"msg": "field required", "loc": ["body", "model_id"]}]}
+        self._bill()
+        return 200, {"language_code": "en", "language_probability": 0.99, "text": self.transcript, "words": []}
+
+    def _gladia(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method == "POST" and path == "/v2/upload":
+            if "audio" not in _fields(body):
+                return 400, {"message": "audio is required"}
+            fid = uuid.uuid4().hex
+            return 200, {"audio_url": f"https://api.gladia.io/file/{fid}", "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
+        if method == "POST" and path == "/v2/pre-recorded":
+            if "audio_url" not in json.loads(body):
+                return 400, {"message": "audio_url is required"}
+            self._bill()
+            job = self._job("gl-")
+            return 201, {"id": job, "result_url": f"https://api.gladia.io/v2/pre-recorded/{job}"}
+        if method == "GET" and path.startswith("/v2/pre-recorded/"):
+            job = path.rsplit("/", 1)[1]
+            state = self._poll(job)
+            if state is None:
+                return 404, {"message": "not found"}
+            if not state:
+                return 200, {"id": job, "status": "processing"}
+            return 200, {"id": job, "status": "done", "result": {"transcription": {"full_transcript": self.transcript, "utterances": []}}}
+        return 404, {"message": "not found"}
+
+    def _google(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method != "POST" or not re.fullmatch(r"/v2/projects/[^/]+/locations/[^/]+/recognizers/[^/:]+:recognize", path):
+            return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
+        req = json.loads(body)
+        if not req.get("content") or not req.get("config", {}).get("model"):
+            return 400, {"error": {"code": 400, "message": "config.model and content are required", "status": "INVALID_ARGUMENT"}}
+        self._bill()
+        return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}], "metadata": {"totalBilledDuration": "1s"}}
+
+    def _azure(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+        if method != "POST" or path != "/speechtotext/transcriptions:transcribe":
+            return 404, {"error": {"code": "404", "message": "Resource not found"}}
+        if not q.get("api-version") or not {"audio", "definition"} <= _fields(body):
+            return 400, {"error": {"code": "InvalidRequest", "message": "api-version, audio and definition are required"}}
+        self._bill()
+        return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
+
+
+def _judge_reply(fake: FakeVendor, first_audio_b64: str = "") -> str:
+    import base64
+
+    with fake.lock:
+        size = len(base64.b64decode(first_audio_b64)) if first_audio_b64 else -1
+        if size in fake.reply_by_size:
+            return fake.reply_by_size[size]
+        return fake.replies.pop(0) if fake.replies else '{"answer": "same"}'
+
+
+def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    if method != "POST" or not re.fullmatch(r"/v1beta/models/[^/:]+:generateContent", path):
+        return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
+    req = json.loads(body)
+    parts = (req.get("contents") or [{}])[0].get("parts") or []
+    audio = [p for p in parts if str(p.get("inline_data", {}).get("mime_type", "")).startswith("audio/") and p["inline_data"].get("data")]
+    if not audio or not any("text" in p for p in parts):
+        return 400, {"error": {"code": 400, "message": "contents[0].parts needs text and inline audio", "status": "INVALID_ARGUMENT"}}
+    self._bill()
+    with self.lock:
+        self.audio_parts.append(len(audio))
+    reply = _judge_reply(self, audio[0]["inline_data"]["data"])
+    cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
+    return 200, {"candidates": [cand], "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
+
+
+def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    if method != "POST" or path != "/v1/chat/completions":
+        return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+    req = json.loads(body)
+    content = (req.get("messages") or [{}])[0].get("content") or []
+    audio = [c for c in content if c.get("type") == "input_audio" and c.get("input_audio", {}).get("format") == "wav" and c["input_audio"].get("data")]
+    if not req.get("model") or not audio:
+        return 400, {"error": {"message": "model and input_audio content are required", "type": "invalid_request_error"}}
+    self._bill()
+    with self.lock:
+        self.audio_parts.append(len(audio))
+    message = {"role": "assistant", "content": _judge_reply(self, audio[0]["input_audio"]["data"]), "refusal": None}
+    return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"], "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                 "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
+
+
+FakeVendor._gemini = _gemini  # type: ignore[attr-defined]
+FakeVendor._openai = _openai  # type: ignore[attr-defined]
+
+#: backend registry name and model of each fake vendor, for building test registries
+BACKENDS = {
+    "deepgram": ("deepgram", "nova-3"),
+    "assemblyai": ("assemblyai", "universal-3-pro"),
+    "speechmatics": ("speechmatics", "enhanced"),
+    "elevenlabs": ("elevenlabs", "scribe_v2"),
+    "gladia": ("gladia", "solaria-1"),
+    "google": ("google-stt-v2", "chirp_3"),
+    "azure": ("azure-fast", "fast-transcription"),
+}
+KEY_ENV = {
+    "deepgram": "DEEPGRAM_API_KEY",
+    "assemblyai": "ASSEMBLYAI_API_KEY",
+    "speechmatics": "SPEECHMATICS_API_KEY",
+    "elevenlabs": "ELEVENLABS_API_KEY",
+    "gladia": "GLADIA_API_KEY",
+    "google": "GOOGLE_API_KEY",
+    "azure": "AZURE_SPEECH_KEY",
+}
+
+
+def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) -> dict[str, Any]:
+    """Backend options that point one backend at its fake (fast polling and backoff)."""
+    backend, model = BACKENDS[fake.vendor]
+    opts: dict[str, Any] = {"model": model, "base_url": fake.base_url, "poll_interval_s": 0.01, "backoff_s": 0.01, "max_retries": 3, "timeout_s": 5.0}
+    if fake.vendor == "google":
+        opts["project"] = "test-project"
+    if cache_dir is not None:
+        opts["cache_dir"] = cache_dir
+    return {**opts, **extra}
