@@ -304,7 +304,7 @@ def _reference_text(segments: Sequence[Segment]) -> str:
 
 def conversation_summary(
     cfg: ConversationConfig, data: ConversationData, models: Sequence[str], out: Path, normalize: Callable[[str], str],
-    facts: Mapping[str, Any] | None = None,
+    facts: Mapping[str, Any] | None = None, whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
     diarization's DER and JER) and the per-recording rows (written to
@@ -364,19 +364,35 @@ def conversation_summary(
         m = figures(list(data.recordings))
         m["slices"] = {f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
         m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
+        if whole and whole.get(model):
+            m["whole_recording"] = whole_recording_wer(whole[model], normalize)
         if facts and model in facts:
             m["backend_info"] = facts[model]
         per_model[model] = m
     summary = {
         "dataset": {"root": str(data.root), "n_recordings": len(data.recordings), "audio_s": round(audio_s, 3), "fingerprint": data.fingerprint},
         "segmentation": cfg.segmentation.as_dict(),
-        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar), "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts", "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
+        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar), "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
+            "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts", "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
         "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to its turn's speaker",
         "diarization": diar_summary,
         "models": per_model,
         "problems": {"count": len(data.problems), "examples": data.problems[:10]},
     }
     return summary, rows
+
+
+def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callable[[str], str]) -> dict[str, Any]:
+    """WER of the ASR section's rows, where each whole recording went to the model as one clip
+    (``pairs``: recording -> (reference, hypothesis)): the short-form baseline that long-form
+    segmentation is compared with."""
+    from audits.asr.align import edit_counts
+
+    errs = n = 0
+    for ref, hyp in pairs.values():
+        ec = edit_counts(normalize(ref).split(), normalize(hyp or "").split())
+        errs, n = errs + ec.errors, n + ec.n_ref
+    return {"wer": errs / n if n else None, "word_errors": errs, "n_words": n, "n_recordings": len(pairs)}
 
 
 def _rtfx(x: Any) -> str:
@@ -398,11 +414,14 @@ def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
         f"Diarization: {d['backend']}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
         f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {summary['scoring']['der']}.",
         "",
-        "| model | WER % | cpWER % | tcpWER % | DER % | RTFx |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "| model | long-form WER % | whole-recording WER % | cpWER % | tcpWER % | DER % | RTFx |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, m in summary["models"].items():
-        lines.append(f"| {name} | {_pct(m['wer'])} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |")
+        whole = (m.get("whole_recording") or {}).get("wer")
+        lines.append(
+            f"| {name} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |"
+        )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
     for name, m in summary["models"].items():
         for key, s in m["slices"].items():
@@ -416,7 +435,8 @@ def html_section(summary: Mapping[str, Any]) -> str:
     """The report.html part: the same tables, escaped."""
     d = summary["diarization"]
     rows = "".join(
-        f"<tr><td>{html.escape(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
+        f"<tr><td>{html.escape(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct((m.get('whole_recording') or {}).get('wer'))}</td>"
+        f"<td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
         f"<td>{_pct(d['der'])}</td><td>{_rtfx(m['rtfx'])}</td></tr>"
         for n, m in summary["models"].items()
     )
@@ -427,7 +447,7 @@ def html_section(summary: Mapping[str, Any]) -> str:
     return (
         f"<p>{summary['dataset']['n_recordings']} recordings; diarization {html.escape(str(d['backend']))}: "
         f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {html.escape(summary['scoring']['der'])}.</p>"
-        "<table><tr><th>model</th><th>WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
+        "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
     )
 

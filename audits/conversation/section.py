@@ -51,7 +51,8 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         asr = [s for s in ctx.asr_models if s.backend != "predictions"]
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress)
         normalizer = get_normalizer(config.normalizer)
-        summary, rows = conversation_summary(config, data, [s.name for s in asr], ctx.out_dir, normalizer, facts)
+        whole = _whole_recordings(ctx, data)
+        summary, rows = conversation_summary(config, data, [s.name for s in asr], ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
         return summary
@@ -68,3 +69,26 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         from audits.conversation.run import html_section
 
         return self.title, html_section(section), "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md."
+
+
+def _whole_recordings(ctx: SectionContext, data: Any) -> dict[str, dict[str, tuple[str, str]]]:
+    """The ASR section's (reference, hypothesis) per model and recording, when the run's dataset
+    is the conversation set itself (its utterance ids are the recordings' file stems)."""
+    try:
+        rows = ctx.load_rows()
+    except (OSError, ValueError):  # no ASR rows in this run
+        return {}
+    out: dict[str, dict[str, tuple[str, str]]] = {}
+    if rows is None or rows.empty:
+        return out
+    stems: dict[str, str] = {}  # utt_id -> audio file stem
+    for shard in ctx.dataset.iter_shards():
+        for u in shard.utterances:
+            if u.audio_path:
+                stems[u.utt_id] = Path(str(u.audio_path)).stem
+    for r in rows.itertuples(index=False):
+        rec = stems.get(str(r.utt_id), "")
+        if rec in data.recordings and not (isinstance(r.error, str) and r.error):
+            out.setdefault(str(r.model), {})[rec] = (str(r.ref_raw), str(r.hyp_raw or ""))
+    return {m: v for m, v in out.items() if len(v) == len(data.recordings)}
+
