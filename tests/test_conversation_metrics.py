@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from audits.conversation.metrics import cpwer, diarization_scores, pool, pool_diarization, tcpwer
 from audits.conversation.readers import (
@@ -55,7 +57,7 @@ def test_cpwer_extra_and_missing_speakers() -> None:
     hyp = [S("x", 0, 1, "a b"), S("y", 1, 2, "c d"), S("z", 2, 3, "e f g")]
     r = cpwer(ref, hyp)["s1"]
     assert (r.errors, r.insertions, r.falarm_speakers) == (3, 3, 1)
-    # meeteval README example (cpWER of a two-speaker session with one word wrong).
+    # Hand-computed: A 'a b c' vs x 'a b' (1 deletion), B 'd e' vs y 'd e f' (1 insertion): 2 / 5.
     ref2 = [S("A", 0, 1, "a b c"), S("B", 1, 2, "d e")]
     hyp2 = [S("x", 0, 1, "a b"), S("y", 1, 2, "d e f")]
     r2 = cpwer(ref2, hyp2)["s1"]
@@ -188,3 +190,40 @@ def test_pyannote_backend_says_what_is_missing(tmp_path: Path) -> None:
     assert "diarization" in avail.reason or "does not exist" in avail.reason
     with pytest.raises(BackendUnavailable, match="config.yaml does not exist"):
         cls(checkpoint=str(tmp_path)).load()
+
+
+@st.composite
+def _sessions(draw: st.DrawFn) -> tuple[list[Segment], list[Segment]]:
+    words = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=0, max_size=5)
+
+    def side(prefix: str, n: int) -> list[Segment]:
+        segs = []
+        for k in range(n):
+            for j in range(draw(st.integers(1, 2))):
+                segs.append(S(f"{prefix}{k}", 10.0 * j + k, 10.0 * j + k + 1, " ".join(draw(words))))
+        return segs
+
+    return side("R", draw(st.integers(1, 3))), side("H", draw(st.integers(1, 3)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(_sessions())
+def test_cpwer_equals_brute_force_permutation(pair: tuple[list[Segment], list[Segment]]) -> None:
+    """cpWER by definition: the minimum over speaker pairings of the summed word errors of each
+    speaker's concatenated words (unpaired speakers against nothing)."""
+    import itertools
+
+    from audits.asr.align import error_count
+
+    ref, hyp = pair
+
+    def streams(segs: list[Segment]) -> list[list[str]]:
+        spk = sorted({s.speaker for s in segs})
+        return [[w for s in sorted(segs, key=lambda s: s.start) if s.speaker == k for w in s.words.split()] for k in spk]
+
+    r, h = streams(ref), streams(hyp)
+    n = max(len(r), len(h))
+    r += [[]] * (n - len(r))
+    h += [[]] * (n - len(h))
+    best = min(sum(error_count(r[i], h[p[i]]) for i in range(n)) for p in itertools.permutations(range(n)))
+    assert cpwer(ref, hyp)["s1"].errors == best
