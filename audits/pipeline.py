@@ -141,7 +141,10 @@ def run_recipe(
     order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
-    normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    try:
+        normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    except ValueError as exc:
+        raise ConfigError(f"{recipe.source or recipe.name}: normalizer: {exc}") from None
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
@@ -154,6 +157,8 @@ def run_recipe(
     for sec, _ in parsed:
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(

@@ -49,6 +49,7 @@ GROUPS = {
     "red team: redirects": "tests/test_redirect_auth.py",
     "red team: normalizer": "tests/test_normalizer_linear.py",
     "red team: decoding": "tests/test_decode_bounds.py",
+    "red team: errors": "tests/test_redteam_errors.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 
