@@ -262,7 +262,7 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
-        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not here[/]")
+        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
         t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
     out_console.print(t)
 
