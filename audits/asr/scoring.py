@@ -20,7 +20,8 @@ import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
 from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
-from engine.data import RESULT_COLUMNS
+from audits.asr.hallucination import add_row_flags, hallucination_metrics
+from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS
 from normalizers import Normalizer
 from normalizers.fast_english import fast_normalizer
 
@@ -33,7 +34,7 @@ BASELINES: Mapping[str, str] = {
     "background": "clean",
     "conversation": "single",
 }
-NON_SLICE_COLUMNS = frozenset(RESULT_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
+NON_SLICE_COLUMNS = frozenset(RESULT_COLUMNS) | frozenset(CONFIDENCE_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
     df["ins"] = ins
     df["n_chars"] = nc
     df["char_errors"] = ce
+    add_row_flags(df)  # speech_free, hyp_words, loop, length_outlier (audits/asr/hallucination.py)
     labels = [c for c in rows.columns if c not in NON_SLICE_COLUMNS]
     return ScoredRows(df, getattr(normalizer, "name", "custom"), getattr(normalizer, "version", "unknown"), labels)
 
@@ -171,8 +173,12 @@ def _clean(x: float) -> float | None:
 
 
 def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -> dict[str, Any]:
-    """All numbers of one group of rows (a model, or a model's slice)."""
-    okg = g[g["ok"]]
+    """All numbers of one group of rows (a model, or a model's slice).
+
+    Speech-free clips (empty normalized reference) are left out of WER and CER and scored apart
+    in ``hallucination`` (their edits have no reference words to divide by).
+    """
+    okg = g[g["ok"] & ~g["speech_free"]]
     blocks = okg["speaker"].where(okg["speaker"].notna(), okg["utt_id"]).astype(str).to_numpy() if len(okg) else None
     n_spk = len(set(blocks)) if blocks is not None else 0
     ci_method = "speaker-block bootstrap"
@@ -192,13 +198,14 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         )
     else:
         wer_ci = cer_ci = (math.nan, math.nan)
-    timed = okg[okg["infer_s"].notna()] if "infer_s" in okg else okg.iloc[0:0]
-    audio_s = float(okg["duration_s"].fillna(0).sum())
+    okall = g[g["ok"]]  # speed counts every scored clip, speech-free ones included
+    timed = okall[okall["infer_s"].notna()] if "infer_s" in okall else okall.iloc[0:0]
+    audio_s = float(okall["duration_s"].fillna(0).sum())
     infer_s = float(timed["infer_s"].sum()) if len(timed) else 0.0
     timed_audio = float(timed["duration_s"].fillna(0).sum()) if len(timed) else 0.0
     return {
         "n_utts": len(g),
-        "n_scored": len(okg),
+        "n_scored": len(okall),
         "n_failed": int((~g["ok"]).sum()),
         "n_words": n_words,
         "n_chars": n_chars,
@@ -216,6 +223,7 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         "audio_s": audio_s,
         "infer_s": infer_s,
         "rtfx": _ratio(timed_audio, infer_s),
+        "hallucination": hallucination_metrics(g),
     }
 
 
@@ -233,8 +241,8 @@ def default_gaps(frame: pd.DataFrame, label_columns: Iterable[str]) -> list[tupl
 
 
 def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOptions, seed: int) -> dict[str, Any]:
-    ga = g[(g[label] == a) & g["ok"]]
-    gb = g[(g[label] == b) & g["ok"]]
+    ga = g[(g[label] == a) & g["ok"] & ~g["speech_free"]]
+    gb = g[(g[label] == b) & g["ok"] & ~g["speech_free"]]
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
     if wa is None or wb is None:

@@ -181,13 +181,13 @@ def empty_ref_finding(df: pd.DataFrame | None) -> list[str]:
     n = max(counts.values())
     return [
         (
-            f"{n} utterance(s) have an empty reference after normalization; every hypothesis word there counts as an insertion "
-            "(they are left out of the worst-utterance lists; check the dataset's references)."
+            f"{n} utterance(s) have an empty reference after normalization; they are scored apart from WER as speech-free clips "
+            "(hallucination rate in the hallucination section) and left out of the worst-utterance lists."
         )
     ]
 
 
 def empty_references(df: pd.DataFrame) -> dict[str, int]:
-    """Per model: scored rows whose normalized reference is empty (every hypothesis word is an insertion)."""
+    """Per model: scored rows whose normalized reference is empty (speech-free clips, scored apart from WER)."""
     bad = df[df["ok"] & (df["n_words"] == 0)]
     return {str(m): len(g) for m, g in bad.groupby("model", sort=True)}

@@ -59,6 +59,7 @@ from audits.reports.formatting import (
     seconds_text,
     section_html,
 )
+from audits.reports.robustness import robustness_sections
 from audits.reports.tables import probe_counts, probe_model_results
 from engine.store import atomic_write_text
 
@@ -714,6 +715,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("heatmap", "Heat map: models × slices (WER %)", render_heatmap(summary, fams), ""),
         ("slices", "WER per slice family", render_slices(summary, fams, colors), "Each panel is one slice value; dots are corpus WER, bars the 95% interval. Intervals that overlap do not support calling one model better on that slice."),
         ("gaps", "Fairness gaps", render_gaps(summary, colors), ""),
+        *robustness_sections(summary),
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),
     ]
     if data["probes"]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from audits.reports.robustness import comparison_markdown, hallucination_markdown
+
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
@@ -76,6 +78,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         lines += slice_table(name, m)
+    lines += hallucination_markdown(summary)
+    lines += comparison_markdown(summary.get("comparisons") or {})
     lines += probe_lines(summary.get("probes") or {})
     lines += speaker_lines(summary.get("speaker") or {})
     lines += emotion_lines(summary.get("emotion") or {})

@@ -10,12 +10,21 @@ import pandas as pd
 from audits.asr.cohort import slice_family
 from engine.data import RESULT_COLUMNS
 
-SLICE_COLUMNS = ("model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words", "n_speakers", "rtfx")
+# Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
+HALLUCINATION_COLUMNS = (
+    "insertion_rate", "n_loops", "loop_rate", "wer_without_loops", "n_long", "n_short", "n_speech_free", "n_hallucinated",
+    "hallucination_rate", "hallucination_ci_lo", "hallucination_ci_hi", "avg_logprob_loops", "avg_logprob_other", "no_speech_flagged",
+)
+
+SLICE_COLUMNS = (
+    "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words", "n_speakers", "rtfx",
+    *HALLUCINATION_COLUMNS,
+)
 
 
 MODEL_COLUMNS = (
     "model", "status", "backend", "params_m", "wer", "ci_lo", "ci_hi", "cer", "rtfx", "n_utts", "n_failed", "n_words",
-    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags",
+    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags", *HALLUCINATION_COLUMNS,
 )
 
 
@@ -34,6 +43,15 @@ def _ci(ci: Any) -> tuple[float | None, float | None]:
     return None, None
 
 
+def hallucination_fields(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``hallucination`` figures of a model or slice as flat columns (None when absent)."""
+    h = figures.get("hallucination") or {}
+    lo, hi = _ci(h.get("hallucination_ci95"))
+    out = {c: h.get(c) for c in HALLUCINATION_COLUMNS}
+    out["hallucination_ci_lo"], out["hallucination_ci_hi"] = lo, hi
+    return out
+
+
 def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The slice table: one row per (model, ``label=value``) of ``summary.json``."""
     rows = []
@@ -47,6 +65,7 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "model": model, "slice": key, "label": label, "value": value, "wer": s.get("wer"), "ci_lo": lo, "ci_hi": hi,
                     "cer": s.get("cer"), "cer_ci_lo": clo, "cer_ci_hi": chi, "n_utts": s.get("n_utts"), "n_failed": s.get("n_failed"),
                     "n_words": s.get("n_words"), "n_speakers": s.get("n_speakers"), "rtfx": s.get("rtfx"),
+                    **hallucination_fields(s),
                 }
             )
     return rows
@@ -65,6 +84,7 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "audio_s": m.get("audio_s"), "infer_s": m.get("infer_s"), "batch_size": m.get("batch_size"),
                 "device": m.get("device"), "dtype": m.get("dtype"), "warmup_batches": m.get("warmup_batches"),
                 "tags": ",".join(map(str, m.get("tags") or [])),
+                **hallucination_fields(m),
             }
         )
     return rows
