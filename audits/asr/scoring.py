@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
 from audits.asr.hallucination import add_row_flags, hallucination_metrics
+from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS
 from normalizers import Normalizer
 from normalizers.fast_english import fast_normalizer
