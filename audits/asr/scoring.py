@@ -20,7 +20,8 @@ import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
 from audits.asr.hallucination import add_row_flags, hallucination_metrics
-from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
+from audits.asr.paired import holm, shifted_p
+from audits.asr.stats import block_bootstrap_ratios, ratio_difference_replicates
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS
 from normalizers import Normalizer
 from normalizers.fast_english import fast_normalizer
@@ -246,17 +247,19 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
     if wa is None or wb is None:
-        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "n_a": len(ga), "n_b": len(gb)}
+        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "p_value": None, "n_a": len(ga), "n_b": len(gb)}
 
     def blocks(x: pd.DataFrame) -> np.ndarray:
         return x["speaker"].where(x["speaker"].notna(), x["utt_id"]).astype(str).to_numpy()
 
-    lo, hi = bootstrap_ratio_difference(
+    reps = ratio_difference_replicates(
         ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), blocks(ga),
         gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), blocks(gb),
-        opts.n_boot, opts.seed + seed, opts.alpha,
+        opts.n_boot, opts.seed + seed,
     )
-    lo_c, hi_c = _clean(lo), _clean(hi)
+    lo, hi = np.quantile(reps, [opts.alpha / 2, 1 - opts.alpha / 2]) if reps.size else (math.nan, math.nan)
+    lo_c, hi_c = _clean(float(lo)), _clean(float(hi))
+    p_value = shifted_p(reps, wa - wb) if reps.size else None
     return {
         "label": label,
         "a": a,
@@ -266,6 +269,7 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
         "wer_b": wb,
         "ci95": [lo_c, hi_c],
         "excludes_zero": bool(lo_c is not None and hi_c is not None and (lo_c > 0 or hi_c < 0)),
+        "p_value": _clean(p_value) if p_value is not None else None,
         "n_a": len(ga),
         "n_b": len(gb),
     }
@@ -313,7 +317,7 @@ def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()
     groups = sorted(df.groupby("model", sort=True), key=lambda kv: str(kv[0]))
     n_workers = min(_scoring_workers(len(df), workers), len(groups))
     if n_workers <= 1:
-        return {str(model): _model_metrics(g, mi, labels, gaps, opts) for mi, (model, g) in enumerate(groups)}
+        return correct_gaps({str(model): _model_metrics(g, mi, labels, gaps, opts) for mi, (model, g) in enumerate(groups)}, opts.alpha)
     import multiprocessing as mp
 
     _POOL_GROUPS = [g for _, g in groups]
@@ -323,4 +327,22 @@ def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()
             results = pool.map(_pool_model_metrics, range(len(groups)), chunksize=1)
     finally:
         _POOL_GROUPS = _POOL_ARGS = None
-    return {str(model): m for (model, _), m in zip(groups, results)}
+    return correct_gaps({str(model): m for (model, _), m in zip(groups, results)}, opts.alpha)
+
+
+def correct_gaps(per_model: dict[str, dict[str, Any]], alpha: float) -> dict[str, dict[str, Any]]:
+    """Holm-adjust the gap p-values across every gap of every model (one family), in place.
+
+    Adds ``p_holm`` and ``significant`` (``p_holm`` < alpha) to each gap; ``excludes_zero``
+    stays the uncorrected interval check.
+    """
+    found = [g for m in per_model.values() for g in m.get("gaps") or [] if g.get("p_value") is not None]
+    adjusted = holm([g["p_value"] for g in found])
+    for g, p in zip(found, adjusted):
+        g["p_holm"] = float(p)
+        g["significant"] = bool(p < alpha)
+    for m in per_model.values():
+        for g in m.get("gaps") or []:
+            g.setdefault("p_holm", None)
+            g.setdefault("significant", False)
+    return per_model

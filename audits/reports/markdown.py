@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from audits.reports.robustness import comparison_markdown, hallucination_markdown
+from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
 
 
 def _pct(x: float | None) -> str:
@@ -78,7 +78,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         lines += slice_table(name, m)
-    lines += hallucination_markdown(summary)
+    lines += hallucination_markdown(summary) + gap_correction_markdown(summary)
     lines += comparison_markdown(summary.get("comparisons") or {})
     lines += probe_lines(summary.get("probes") or {})
     lines += speaker_lines(summary.get("speaker") or {})

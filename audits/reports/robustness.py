@@ -187,3 +187,23 @@ def robustness_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str,
         out.append(("comparisons", "Paired model comparisons", c,
                     "A is called better than B only when the Holm-corrected paired bootstrap test says so; tiers group indistinguishable models."))
     return out
+
+
+def gap_correction_markdown(summary: Mapping[str, Any]) -> list[str]:
+    """The gaps that stay significant after Holm correction across every gap of every model."""
+    gaps = [(m, g) for m, v in sorted((summary.get("models") or {}).items()) for g in v.get("gaps") or [] if g.get("p_holm") is not None]
+    if not gaps:
+        return []
+    sig = [(m, g) for m, g in gaps if g.get("significant")]
+    lines = [
+        "## Fairness gaps after multiplicity correction",
+        "",
+        f"{sum(1 for _, g in gaps if g.get('excludes_zero'))} of {len(gaps)} gaps have an interval that excludes zero (uncorrected); "
+        f"{len(sig)} stay significant after Holm correction across all {len(gaps)} gaps.",
+        "",
+    ]
+    lines += [
+        f"- {m}: {g['label']}: {g['a']} − {g['b']} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = {g['p_holm']:.3g})"
+        for m, g in sig
+    ]
+    return lines + [""]

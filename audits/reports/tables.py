@@ -28,7 +28,10 @@ MODEL_COLUMNS = (
 )
 
 
-GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b")
+GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm", "significant")
+
+
+PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts")
 
 
 PROBE_COLUMNS = ("probe", "model", "rate", "ci_lo", "ci_hi", "n", "k")
@@ -100,9 +103,20 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 {
                     "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo, "ci_hi": hi,
                     "excludes_zero": bool(g.get("excludes_zero")), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
-                    "n_a": g.get("n_a"), "n_b": g.get("n_b"),
+                    "n_a": g.get("n_a"), "n_b": g.get("n_b"), "p_value": g.get("p_value"), "p_holm": g.get("p_holm"),
+                    "significant": bool(g.get("significant")),
                 }
             )
+    return rows
+
+
+def pair_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per pair of models: paired WER difference (a - b), interval, p and Holm p, verdict."""
+    rows = []
+    for p in (summary.get("comparisons") or {}).get("pairs") or []:
+        lo, hi = _ci(p.get("ci95"))
+        rows.append({"a": p.get("a"), "b": p.get("b"), "diff": p.get("diff"), "ci_lo": lo, "ci_hi": hi, "p_value": p.get("p_value"),
+                     "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts")})
     return rows
 
 
@@ -149,4 +163,5 @@ def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "slices": frame(slice_rows(summary), SLICE_COLUMNS),
         "gaps": frame(gap_rows(summary), GAP_COLUMNS),
         "probes": frame(probe_rows(summary), PROBE_COLUMNS),
+        "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
     }
