@@ -7,8 +7,11 @@ posteriors; arousal_proxy is "louder, faster, higher, brighter than a typical vo
 tracks activation within one speaker but is confounded by voice (a high-pitched speaker reads
 as aroused). Compare its values within a speaker or between renditions of the same text.
 
-Everything is numpy/scipy: a YIN f0 tracker, an energy-envelope syllable-nucleus counter and a
-log-mel DCT for MFCCs. Frames are 10 ms apart.
+The descriptors of the default prosody contrast (SpeechEQ's six dimensions, keys ``seq_*``) come
+from librosa, as in the paper. The older descriptors (f0 median, syllable rate, MFCC vector ...)
+used by the arousal proxy and the ``semitone-syllable`` contrast variant are numpy/scipy: a YIN f0
+tracker, an energy-envelope syllable-nucleus counter and a log-mel DCT for MFCCs. Frames are
+10 ms apart.
 """
 
 from __future__ import annotations
@@ -215,6 +218,50 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
     return d
 
 
+# SpeechEQ's six prosody dimensions, computed with librosa as the paper does (keys prefixed "seq_").
+SEQ_FRAME = 400  # 25 ms at 16 kHz
+SEQ_HOP = 160  # 10 ms
+SEQ_N_FFT = 512
+SEQ_ACTIVE_DB = 35.0  # frames within this many dB of the loudest frame are speech
+SEQ_VOICED_ZCR = 0.25  # and below this zero-crossing rate they count as voiced for the pitch mean
+
+
+def speecheq_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE) -> dict[str, float]:
+    """The six SpeechEQ prosody dimensions of one clip, with librosa.
+
+    ``seq_pitch_mean_hz``: mean of ``librosa.yin`` f0 (60-500 Hz) over voiced frames (active and
+    zero-crossing rate below ``SEQ_VOICED_ZCR``); ``seq_zcr``: mean zero-crossing rate (the
+    paper's speaking-rate proxy); ``seq_centroid_hz``: mean spectral centroid; ``seq_rms``: mean
+    RMS energy (linear); ``seq_mfcc_mean``: mean of the 13 MFCCs over coefficients and frames;
+    ``seq_duration_s``: clip duration. Means run over active frames (within ``SEQ_ACTIVE_DB`` of
+    the loudest), so leading and trailing silence do not dilute them; NaN where a clip has none.
+    """
+    import librosa
+
+    y = np.asarray(x, dtype=np.float32).reshape(-1)
+    nan = float("nan")
+    out = {"seq_duration_s": float(len(y) / sr)}
+    rms = librosa.feature.rms(y=y, frame_length=SEQ_FRAME, hop_length=SEQ_HOP)[0]
+    db = 20 * np.log10(rms + 1e-10)
+    active = (db > db.max() - SEQ_ACTIVE_DB) & (db > -70.0)
+    if not active.any():
+        out.update({k: nan for k in ("seq_pitch_mean_hz", "seq_zcr", "seq_centroid_hz", "seq_rms", "seq_mfcc_mean")})
+        return out
+    zcr = librosa.feature.zero_crossing_rate(y, frame_length=SEQ_FRAME, hop_length=SEQ_HOP)[0]
+    cent = librosa.feature.spectral_centroid(y=y, sr=sr, n_fft=SEQ_N_FFT, hop_length=SEQ_HOP)[0]
+    mf = librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, n_fft=SEQ_N_FFT, hop_length=SEQ_HOP)
+    f0 = librosa.yin(y, fmin=60.0, fmax=500.0, sr=sr, frame_length=1024, hop_length=SEQ_HOP)
+    n = min(len(active), len(zcr), len(cent), mf.shape[1], len(f0))
+    act = active[:n]
+    voiced = act & (zcr[:n] < SEQ_VOICED_ZCR)
+    out["seq_pitch_mean_hz"] = float(f0[:n][voiced].mean()) if voiced.sum() >= 3 else nan
+    out["seq_zcr"] = float(zcr[:n][act].mean())
+    out["seq_centroid_hz"] = float(cent[:n][act].mean())
+    out["seq_rms"] = float(rms[:n][act].mean())
+    out["seq_mfcc_mean"] = float(mf[:, :n][:, act].mean())
+    return out
+
+
 def arousal_proxy(descriptors: Mapping[str, float], reference: Mapping[str, tuple[float, float]] | None = None) -> float:
     """Mean z-score of pitch level, pitch range, loudness, syllable rate and spectral centroid.
 
@@ -280,5 +327,6 @@ class ProsodyBackend(SERBackend):
             if not np.all(np.isfinite(x)):
                 raise AudioError(f"clip {i} in the batch contains NaN or infinite samples")
             desc = prosody_descriptors(x, sample_rate)
+            desc.update(speecheq_descriptors(x, sample_rate))
             outs.append(EmotionOutput(dimensions={"arousal_proxy": arousal_proxy(desc, self.reference)}, descriptors=desc))
         return outs
