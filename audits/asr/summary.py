@@ -112,7 +112,7 @@ def build_summary(
         "dataset": dict(dataset),
         "normalizer": {"name": normalizer.name, "version": normalizer.version},
         "scoring": {
-            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed",
+            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed; speech-free clips (empty normalized reference) excluded and scored under hallucination",
             "cer": "corpus-level over characters of the normalized text, spaces included",
             "ci95": f"percentile bootstrap over speaker blocks, {options.n_boot} replicates, seed {options.seed}",
             "rtfx": "audio seconds / inference seconds (batch wall time, feature extraction to decoded text), warm-up excluded",
