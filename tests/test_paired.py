@@ -125,3 +125,16 @@ def test_forty_models_on_many_clips_is_fast() -> None:
     t0 = time.perf_counter()
     comp = compare_models(rows, n_boot=1000)
     assert len(comp["pairs"]) == 780 and time.perf_counter() - t0 < 20
+
+
+def test_html_sections_escape_and_state_verdicts() -> None:
+    from audits.reports.robustness import robustness_sections
+
+    speakers = [f"s{i % 10}" for i in range(40)]
+    errs = {"<good>": [1] * 40, "bad": [5] * 40}
+    scored = score_table(_rows(errs, speakers), IdentityNormalizer())
+    models = summarize_models(scored, ScoringOptions(n_boot=100))
+    sections = dict((sid, body) for sid, _, body, _ in robustness_sections({"models": models, "comparisons": compare_models(scored.frame, n_boot=200)}))
+    assert set(sections) == {"hallucination", "comparisons"}
+    assert "&lt;good&gt; is better than bad" in sections["comparisons"] and "<good>" not in sections["comparisons"]
+    assert "id='hallucination-table'" in sections["hallucination"]
