@@ -99,3 +99,15 @@ def test_figures_reach_tables_and_markdown() -> None:
     assert frames["slices"].iloc[0]["n_loops"] == 1
     md = render_markdown(summary)
     assert "Hallucinations and insertions" in md and "| m |" in md
+
+
+def test_row_flags_follow_the_length_rule_on_a_grid() -> None:
+    from audits.asr.hallucination import add_row_flags
+
+    cases = [(r, h) for r in range(0, 12) for h in range(0, 30)]
+    df = pd.DataFrame({"ok": True, "n_words": [r for r, _ in cases], "ref_norm": [" ".join(f"r{i}" for i in range(r)) for r, _ in cases],
+                       "hyp_norm": [" ".join(f"h{i}" for i in range(h)) for _, h in cases]})
+    add_row_flags(df)
+    got = [v if isinstance(v, str) else None for v in df["length_outlier"].tolist()]
+    assert got == [length_outlier(r, h) for r, h in cases]
+    assert df["speech_free"].tolist() == [r == 0 for r, _ in cases] and not df["loop"].any()

@@ -97,15 +97,23 @@ def add_row_flags(df: pd.DataFrame) -> None:
     n = len(df)
     hyp_words = np.zeros(n, dtype=np.int64)
     loop = np.zeros(n, dtype=bool)
-    outlier: list[str | None] = [None] * n
+    k = LOOP_MIN_REPEATS
     for i, (o, h, r) in enumerate(zip(ok, hyps, refs)):
         if not o:
             continue
         hw = h.split()
-        hyp_words[i] = len(hw)
-        if _might_loop(hw, LOOP_MIN_REPEATS):
+        size = len(hw)
+        hyp_words[i] = size
+        if size >= k and len(set(hw)) <= size - (k - 1):  # _might_loop, inlined: this loop runs once per row
             loop[i] = is_loop(hw, r.split())
-        outlier[i] = length_outlier(int(n_ref[i]), len(hw))
+    # length outliers, vectorized (same rule as ``length_outlier``)
+    ref_n = n_ref.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(ref_n > 0, hyp_words / np.maximum(ref_n, 1), np.nan)
+    apart = (np.abs(hyp_words - n_ref) >= RATIO_MIN_DIFF) & (n_ref > 0) & ok
+    outlier = np.full(n, None, dtype=object)
+    outlier[apart & (ratio > RATIO_HIGH)] = "long"
+    outlier[apart & (ratio < RATIO_LOW)] = "short"
     df["speech_free"] = ok & (n_ref == 0)
     df["hyp_words"] = hyp_words
     df["loop"] = loop
