@@ -9,9 +9,9 @@ as aroused). Compare its values within a speaker or between renditions of the sa
 
 The descriptors of the default prosody contrast (SpeechEQ's six dimensions, keys ``seq_*``) come
 from librosa, as in the paper. The older descriptors (f0 median, syllable rate, MFCC vector ...)
-used by the arousal proxy and the ``semitone-syllable`` contrast variant are numpy/scipy: a YIN f0
-tracker, an energy-envelope syllable-nucleus counter and a log-mel DCT for MFCCs. Frames are
-10 ms apart.
+used by the arousal proxy and the ``semitone-syllable`` contrast variant come from a YIN f0 tracker
+with aperiodicity (numpy; librosa's ``yin`` gives no voicing), an energy-envelope syllable-nucleus
+counter, and librosa's mel filterbank and MFCC. Frames are 10 ms apart.
 """
 
 from __future__ import annotations
@@ -113,32 +113,18 @@ def _stft_power(x: np.ndarray, sr: int, n_fft: int = 512, hop_s: float = HOP_S) 
 
 
 def mel_filterbank(sr: int, n_fft: int, n_mels: int = N_MELS, fmin: float = 20.0, fmax: float | None = None) -> np.ndarray:
-    """Triangular filters on the HTK mel scale, shape (n_mels, n_fft // 2 + 1)."""
-    fmax = fmax or sr / 2
+    """Triangular filters on the HTK mel scale (librosa), peak 1, shape (n_mels, n_fft // 2 + 1)."""
+    import librosa
 
-    def hz_to_mel(f: np.ndarray | float) -> np.ndarray:
-        return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
-
-    def mel_to_hz(m: np.ndarray) -> np.ndarray:
-        return 700.0 * (10 ** (m / 2595.0) - 1.0)
-
-    edges = mel_to_hz(np.linspace(hz_to_mel(fmin), hz_to_mel(fmax), n_mels + 2))
-    freqs = np.linspace(0, sr / 2, n_fft // 2 + 1)
-    fb = np.zeros((n_mels, freqs.size))
-    for m in range(n_mels):
-        lo, mid, hi = edges[m], edges[m + 1], edges[m + 2]
-        up = (freqs - lo) / (mid - lo)
-        down = (hi - freqs) / (hi - mid)
-        fb[m] = np.maximum(0.0, np.minimum(up, down))
-    return fb
+    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None), dtype=np.float64)
 
 
 def mfcc(power: np.ndarray, sr: int, n_fft: int = 512, n_mfcc: int = N_MFCC) -> np.ndarray:
-    """MFCCs (orthonormal DCT-II of natural-log mel energies), shape (n_frames, n_mfcc)."""
-    from scipy.fft import dct
+    """MFCCs (librosa's orthonormal DCT-II of natural-log mel energies), shape (n_frames, n_mfcc)."""
+    import librosa
 
     mel = power @ mel_filterbank(sr, n_fft).T
-    return dct(np.log(mel + 1e-10), type=2, norm="ortho", axis=1)[:, :n_mfcc]
+    return np.asarray(librosa.feature.mfcc(S=np.log(mel + 1e-10).T, n_mfcc=n_mfcc, dct_type=2, norm="ortho")).T
 
 
 def _smooth(x: np.ndarray, n: int) -> np.ndarray:
