@@ -33,6 +33,10 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "parent_id",
 )
 
+# Optional result-row columns a backend fills when it exposes them (NaN otherwise): Whisper's mean
+# token log-probability and no-speech probability per clip. Never slice labels.
+CONFIDENCE_COLUMNS: tuple[str, ...] = ("asr_avg_logprob", "asr_no_speech_prob")
+
 # Keys that are part of an utterance record and never treated as slice labels.
 RESERVED_KEYS: frozenset[str] = frozenset(
     {

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from engine.audio import decode
 from engine.backends import build_backend
 from engine.backends.base import ASRBackend
-from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
+from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.store import RunPlan, RunStore
@@ -62,6 +62,17 @@ def _base_row(u: Utterance, model: str, shard_id: str) -> dict[str, Any]:
     return row
 
 
+def _copy_confidences(backend: ASRBackend, rows: Sequence[dict[str, Any]]) -> None:
+    """Copy the backend's per-clip confidences of its last batch into the rows, when it has them."""
+    conf = getattr(backend, "last_confidences", None)
+    if not conf or len(conf) != len(rows):
+        return
+    for row, c in zip(rows, conf):
+        for key in CONFIDENCE_COLUMNS:
+            if c and c.get(key) is not None:
+                row[key] = float(c[key])
+
+
 def process_unit(
     backend: ASRBackend,
     model: str,
@@ -95,6 +106,7 @@ def process_unit(
             for (u, d), h in zip(batch, hyps):
                 rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
                 rows[u.utt_id]["infer_s"] = dt * d.duration_s / total
+            _copy_confidences(backend, [rows[u.utt_id] for u, _ in batch])
         except Exception as exc:
             log.warning("%s: batch of %d failed (%s); retrying clip by clip", model, len(batch), exc)
             for u, d in batch:
@@ -103,6 +115,7 @@ def process_unit(
                     (h,) = backend.transcribe_batch([d.samples])
                     rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
                     rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
+                    _copy_confidences(backend, [rows[u.utt_id]])
                 except Exception as exc2:
                     rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
     return [rows[u.utt_id] for u in shard.utterances]

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.data import RESULT_COLUMNS, WorkUnit
+from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
 from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
 
 log = logging.getLogger(__name__)
@@ -275,6 +275,9 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) 
         ("parent_id", pa.string()),
     ]
     cols = {name: pa.array([r.get(name) for r in rows], typ) for name, typ in schema_fields}
+    for name in CONFIDENCE_COLUMNS:  # optional: only when the backend gave them (parts concatenate permissively)
+        if any(r.get(name) is not None for r in rows):
+            cols[name] = pa.array([r.get(name) for r in rows], pa.float64())
     for k in label_keys:
         if k in cols:
             continue

@@ -328,6 +328,35 @@ def probe_bad_reference_cmd(
         out_console.print(f"Written: {out}")
 
 
+@probe_app.command("orthography")
+def probe_orthography_cmd(
+    preds: Path = typer.Option(..., "--preds", help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models to score (default: every file)."),
+    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated spelling families (default: all; see docs/probes.md)."),
+    pool: bool = typer.Option(False, "--pool", help="Pool arms across the chosen families (arm 0 together, arm 1 together, ...)."),
+    min_per_arm: int = typer.Option(5, "--min-per-arm", help="Clips an arm needs before it counts; the switch needs two such arms."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
+) -> None:
+    """Orthographic switch from predictions alone: does a model write the benchmark's spelling?"""
+    import json
+
+    from audits.probes.predictions import format_orthography_table, orthography_from_prediction_dir
+
+    try:
+        model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
+        family_list = [f.strip() for f in families.split(",") if f.strip()] if families else None
+        result = orthography_from_prediction_dir(preds, model_list, family_list, pool, min_per_arm)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(format_orthography_table(result), markup=False, highlight=False, soft_wrap=True)
+    if out is not None:
+        from engine.store import atomic_write_text
+
+        atomic_write_text(out, json.dumps(result, indent=2))
+        out_console.print(f"Written: {out}")
+
+
 def _read_corrections(path: Path) -> dict[str, str]:
     """Corrections JSONL: one object per line with the clip id and the corrected text."""
     import json
