@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends import ASR_BACKENDS
+from engine.cluster import check_address, node_capacity, placement_problem
 from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
@@ -192,6 +193,7 @@ def init_ray(
     if runtime_env:
         kwargs["runtime_env"] = dict(runtime_env)
     if address:
+        check_address(address)  # nothing listening: fail in seconds, saying what was tried
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _system_config={"worker_niceness": int(worker_niceness)}, **kwargs)
@@ -341,6 +343,7 @@ class RayRunner:
         for u in pending:
             by_model[u.model].append(u.shard_id)
         biggest = 0.0
+        capacity = node_capacity()  # one actor must fit on one node, not on the cluster's total
         for spec in self.models:
             if not by_model[spec.name]:
                 continue
@@ -370,12 +373,9 @@ class RayRunner:
             if slots > 1 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
                 run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
             run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus, threads=threads)
-            if num_gpus > self._gpu_total:
-                self._fail_model(
-                    run,
-                    "unavailable",
-                    f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)",
-                )
+            problem = placement_problem(spec.name, num_gpus, meta, capacity)
+            if problem:
+                self._fail_model(run, "unavailable", problem)
             else:
                 biggest = max(biggest, num_cpus)
             self._runs[spec.name] = run
