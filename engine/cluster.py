@@ -53,7 +53,7 @@ def parse_address(address: str) -> tuple[str, int] | None:
     return host, int(port_text)
 
 
-def check_address(address: str, timeout_s: float = 20.0, attempt_s: float = 3.0) -> None:
+def check_address(address: str, timeout_s: float = 10.0, attempt_s: float = 3.0) -> None:
     """Fail within ``timeout_s`` (plus one attempt) when nothing accepts connections at ``address``.
 
     Retries every second (a head node that is still starting gets its chance); the error names the

@@ -149,47 +149,68 @@ def sweep_cmd(
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
 ) -> None:
-    """Run every registry model that can run here (listing those skipped and why) into one run directory."""
+    """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
     from audits.recipes import load_recipe, with_overrides
-    from engine.errors import ConfigError
-    from engine.model_registry import load_model_registry, resolve_models
+    from engine.model_registry import load_model_registry
+    from engine.sweep import plan_sweep, select_models
 
     try:
         reg = load_model_registry()
-        if models == "all":
-            chosen = sorted(reg)
-        elif "," in models or models in reg:
-            chosen = [m.strip() for m in models.split(",") if m.strip()]
-            resolve_models(chosen, reg)
-        else:
-            chosen = sorted(n for n, e in reg.items() if models in e.tags)
-            if not chosen:
-                tags = sorted({t for e in reg.values() for t in e.tags})
-                raise ConfigError(f"no model has tag '{models}' (tags: {', '.join(tags)})")
-        runnable, skipped = [], {}
-        for name in chosen:
-            e = reg[name]
-            if "control" in e.tags and models == "all":
-                skipped[name] = "positive control (name it explicitly to include it)"
-                continue
-            avail = e.availability()
-            (runnable.append(name) if avail.runnable else skipped.__setitem__(name, avail.reason))
-        t = Table(title=f"sweep: {len(runnable)} to run, {len(skipped)} skipped")
+        chosen = select_models(reg, models)
+        rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
+        if address:
+            from engine.cluster import check_address
+
+            check_address(address)  # nothing listening there: stop in seconds, before any work
+        if check:
+            _sweep_check(reg, chosen, address)
+            return
+        _check_dataset(rec)
+        plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
+        t = Table(title=f"sweep: {len(plan.run)} to run, {len(plan.skipped)} skipped")
         t.add_column("model")
         t.add_column("skipped because")
-        from rich.markup import escape
-
-        for n, why in skipped.items():
+        for n, why in plan.skipped.items():
             t.add_row(n, escape(why))
         out_console.print(t)
-        if not runnable:
-            raise ConfigError("no selected model can run here")
-        rec = with_overrides(load_recipe(recipe), dataset, runnable, limit)
+        for n, why in plan.advisory.items():
+            console.print(f"[yellow]{n}:[/] {escape(why)}; the process that loads it decides", soft_wrap=True)
+        if not plan.run:
+            raise ConfigError("no selected model can run: every one was skipped for the reason listed above")
+        rec = with_overrides(rec, None, plan.run, None)
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
-        _run_with_progress(rec, out_dir, engine, address, workers, True, {"sweep": {"selection": models, "run": runnable, "skipped": skipped}})
+        extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
+        _run_with_progress(rec, out_dir, engine, address, workers, True, extra)
     except AuditError as exc:
         _fail(exc)
+
+
+def _check_dataset(rec: Any) -> None:
+    """Open the sweep's dataset once before any model is checked or loaded: a dataset that does not
+    exist (or cannot be read) stops the sweep here, naming it. The built-in demo corpus is built by the run."""
+    from audits.pipeline import open_recipe_dataset
+
+    if rec.dataset.path.startswith("builtin:"):
+        return
+    try:
+        open_recipe_dataset(rec)
+    except AuditError as exc:
+        raise ConfigError(f"sweep '{rec.name}': dataset '{rec.dataset.path}': {exc}") from exc
+
+
+def _sweep_check(reg: Any, chosen: list[str], address: Optional[str]) -> None:
+    """`audit sweep --check`: the workers' availability table; nothing runs."""
+    from engine.sweep import check_in_workers
+
+    answers = check_in_workers(reg, chosen, address)
+    t = Table(title=f"availability in the Ray workers ({sum(1 for a in answers.values() if a['runnable'])} of {len(answers)} can run)")
+    for col in ("model", "runnable", "checked by", "reason"):
+        t.add_column(col)
+    for n, a in answers.items():
+        t.add_row(n, "yes" if a["runnable"] else "no", escape(str(a["where"])), escape(str(a["reason"])))
+    out_console.print(t)
 
 
 def _print_overview(summary: dict[str, Any]) -> None:
