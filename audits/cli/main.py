@@ -88,13 +88,16 @@ def run_cmd(
         _fail(exc)
 
 
-def _run_with_progress(rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def _run_with_progress(
+    rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
+    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     from audits.pipeline import EngineOptions, run_recipe
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers)
+    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **(memory or {}))
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
@@ -149,6 +152,8 @@ def sweep_cmd(
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
+    memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
     check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
@@ -182,7 +187,8 @@ def sweep_cmd(
         rec = with_overrides(rec, None, plan.run, None)
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
-        _run_with_progress(rec, out_dir, engine, address, workers, True, extra)
+        memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
+        _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
     except AuditError as exc:
         _fail(exc)
 

@@ -133,7 +133,10 @@ class SimulatedBackend(ASRBackend):
         self._trace("load", device=self.options["device"], cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     def close(self) -> None:
+        if self.loaded_at is not None:
+            self._trace("close")
         self._ballast = None
+        self.loaded_at = None
 
     def warmup(self) -> None:
         """No first-call costs to hide; loading already slept."""
