@@ -10,6 +10,7 @@ Each entry::
       num_gpus: 0.5                  # optional: GPUs per Ray actor (fractional shares a GPU)
       num_cpus: 1                    # optional: CPUs per Ray actor
       memory_mb: 2000                # optional: resident memory of one loaded copy
+      rtfx: 146                      # optional: expected speed; the Ray runner starts slow models first
       tags: [local, whisper]
       description: ...
 """
@@ -30,7 +31,7 @@ from engine.errors import ConfigError, RegistryError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
-ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb"}
+ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb", "rtfx"}
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -95,9 +96,9 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
 
 
 def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
-    """``num_gpus`` / ``num_cpus`` / ``memory_mb`` of an entry: non-negative numbers, kept only when set."""
+    """``num_gpus`` / ``num_cpus`` / ``memory_mb`` / ``rtfx`` of an entry: non-negative numbers, kept only when set."""
     out: dict[str, float] = {}
-    for key in ("num_gpus", "num_cpus", "memory_mb"):
+    for key in ("num_gpus", "num_cpus", "memory_mb", "rtfx"):
         value = raw.get(key)
         if value is None:
             continue

@@ -11,9 +11,9 @@ placement:
   GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget
   that keeps ``reserve_cpus`` (default 1 on machines with >= 2 CPUs) free for the driver and for
   decoding, so a 2-core laptop runs one actor and never deadlocks.
-* **Model-major.** Models are served in order: a model gets every actor slot it can use (capped
-  by ``workers``); an actor whose model has no queued shard left is retired, and its slot goes to
-  the next model. So each actor drains its model before another model loads in that slot.
+* **Longest first, then split.** Every model gets one actor before any gets a second, slowest
+  first; idle slots at the tail take extra copies of the model with the most work left
+  (``engine/schedule.py``). An actor whose model has no queued shard left is retired.
 * **Streaming with backpressure.** At most ``max_in_flight`` units are submitted at once, at most
   ``actor_queue_depth`` per actor (2: the next unit's audio is ready when the current one ends).
 * **Decoding once per shard.** A shard is decoded and resampled by a Ray task (not in the driver,
@@ -53,6 +53,7 @@ from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shar
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.runner import InProcessRunner, _base_row, decode_shard, load_model, process_unit
+from engine.schedule import choose_run, order_runs
 from engine.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -379,6 +380,7 @@ class RayRunner:
             else:
                 biggest = max(biggest, num_cpus)
             self._runs[spec.name] = run
+        self._runs = order_runs(self._runs)  # slowest first (engine/schedule.py)
         self._cpu_budget = max(biggest, total_cpu - reserve)
         # Decode tasks take a CPU when one is left over after the actor budget; otherwise they run
         # unreserved (num_cpus=0) rather than wait forever behind the actors.
@@ -494,23 +496,14 @@ class RayRunner:
         return cpu, gpu
 
     def _start_actors(self) -> None:
+        """Fill free slots in the order engine/schedule.py chooses; a chosen model that does not fit waits."""
         actor_cls, _ = _remote_types()
-        for run in self._runs.values():
-            if run.failed or not run.queue:
-                continue
-            cap = self.workers or _NO_LIMIT
-            while len(run.actors) < cap:
-                loading = sum(1 for k in run.actors if not self._actors[k].loaded)
-                if loading >= len(run.queue):
-                    break
-                cpu, gpu = self._used()
-                fits_cpu = cpu + run.num_cpus <= self._cpu_budget + 1e-9 or not self._actors
-                fits_gpu = gpu + run.num_gpus <= self._gpu_total + 1e-9
-                if not (fits_cpu and fits_gpu):
-                    return  # model-major: a later model waits until this one frees slots
-                if run.loaded_once is False and run.actors and loading:
-                    break  # learn whether the model loads at all before starting more copies
-                self._new_actor(actor_cls, run)
+        while (run := choose_run(self._runs.values(), {k: a.loaded for k, a in self._actors.items()}, self.workers, self._t0)) is not None:
+            cpu, gpu = self._used()
+            fits_cpu = cpu + run.num_cpus <= self._cpu_budget + 1e-9 or not self._actors
+            if not (fits_cpu and gpu + run.num_gpus <= self._gpu_total + 1e-9):
+                return
+            self._new_actor(actor_cls, run)
 
     def _new_actor(self, actor_cls: Any, run: _ModelRun) -> None:
         if self.progress and not run.loading_announced:
