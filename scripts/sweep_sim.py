@@ -168,7 +168,7 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
         ds = open_dataset(folder / "m.jsonl", shard_size=math.ceil(args.utts / args.shards))
         specs = [
             ModelSpec(m.name, "simulated", {"name": m.name, "rtfx": m.rtfx / stretch, "load_s": m.load_s, "time_scale": args.time_scale},
-                      64, {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000, "est_seconds": model_seconds(m, sum(shards))})
+                      64, {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000})  # no rtfx: ordered by size, as a registry without rtfx is
             for m in models
         ]
         init_ray(num_cpus=2, num_gpus=args.gpus)
