@@ -124,3 +124,35 @@ def test_check_asks_the_workers_and_runs_nothing(env: dict[str, Any]) -> None:
     assert "weights not in this worker's cache" in lines["sim-hub"]
     assert loaded(env["trace"]) == set()
     assert not (Path("runs") / "sweep-sweep").exists()
+
+
+def test_tracks_give_per_track_wer_and_the_average(env: dict[str, Any]) -> None:
+    second = sim_dataset(env["tmp"] / "data2", 6, shard_size=3, seconds=0.5)
+    out = env["tmp"] / "tracks"
+    res = audit("sweep", env["recipe"], "--models", "sim-a,sim-b", "--tracks", f"accent={env['data']},noise={second.source}", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    tracks = json.loads((out / "tracks.json").read_text())
+    for name in ("accent", "noise"):
+        run = json.loads((out / name / "summary.json").read_text())
+        for model in ("sim-a", "sim-b"):
+            assert tracks["models"][model]["tracks"][name]["wer"] == pytest.approx(run["models"][model]["wer"])
+    for model in ("sim-a", "sim-b"):
+        m = tracks["models"][model]
+        assert m["average_wer"] == pytest.approx((m["tracks"]["accent"]["wer"] + m["tracks"]["noise"]["wer"]) / 2)
+        lo, hi = m["average_ci95"]
+        assert lo <= m["average_wer"] <= hi
+    assert tracks["ranking"] == sorted(["sim-a", "sim-b"], key=lambda x: tracks["models"][x]["average_wer"])
+    assert set(tracks["winners"]) == {"accent", "noise"}
+    assert "Average WER" in (out / "tracks.md").read_text()
+    again = audit("tracks", f"accent={out / 'accent'}", f"noise={out / 'noise'}", "--out", str(env["tmp"] / "t2"), "--n-boot", "20")
+    assert again.exit_code == 0, again.output
+    t2 = json.loads((env["tmp"] / "t2" / "tracks.json").read_text())
+    assert t2["models"]["sim-a"]["average_wer"] == pytest.approx(tracks["models"]["sim-a"]["average_wer"])
+
+
+def test_a_track_with_a_missing_dataset_stops_before_anything_loads(env: dict[str, Any]) -> None:
+    res = audit("sweep", env["recipe"], "--models", "sim-a", "--tracks", f"accent={env['data']},noise=/nonexistent/noise.jsonl", "--out", str(env["tmp"] / "t"))
+    assert res.exit_code == 2 and "track 'noise': dataset '/nonexistent/noise.jsonl'" in res.output
+    assert loaded(env["trace"]) == set() and not (env["tmp"] / "t").exists()
+    res = audit("sweep", env["recipe"], "--models", "sim-a", "--tracks", f"accent={env['data']},accent={env['data']}", "--out", str(env["tmp"] / "t"))
+    assert res.exit_code == 2 and "track 'accent' is named twice" in res.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -154,6 +155,7 @@ def sweep_cmd(
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
     memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
+    tracks: Optional[str] = typer.Option(None, "--tracks", help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
     check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
@@ -172,7 +174,11 @@ def sweep_cmd(
         if check:
             _sweep_check(reg, chosen, address)
             return
-        _check_dataset(rec)
+        track_paths = _parse_track_datasets(tracks) if tracks else {}
+        for name, path in track_paths.items():
+            _check_dataset(with_overrides(rec, path, None, None), name)
+        if not track_paths:
+            _check_dataset(rec)
         plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
         t = Table(title=f"sweep: {len(plan.run)} to run, {len(plan.skipped)} skipped")
         t.add_column("model")
@@ -188,12 +194,39 @@ def sweep_cmd(
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
-        _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
+        if not track_paths:
+            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
+            return
+        from audits.asr.tracks import tracks_markdown, write_tracks
+
+        for name, path in track_paths.items():
+            console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
+            _run_with_progress(with_overrides(rec, path, None, limit), out_dir / name, engine, address, workers, True, extra, memory)
+        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
+        out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
         _fail(exc)
 
 
-def _check_dataset(rec: Any) -> None:
+def _parse_track_datasets(text: str) -> dict[str, str]:
+    """``NAME=PATH,NAME=PATH`` -> {name: dataset path}; names are run-directory names."""
+    out: dict[str, str] = {}
+    for item in [t.strip() for t in text.split(",") if t.strip()]:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ConfigError(f"--tracks entry '{item}': write NAME=PATH (e.g. accent=data/accent/manifest.jsonl)")
+        if name in out:
+            raise ConfigError(f"--tracks: track '{name}' is named twice")
+        if "/" in name or name.startswith("."):
+            raise ConfigError(f"--tracks: track name '{name}' becomes a folder name; use letters, digits, '-' or '_'")
+        out[name] = path
+    if len(out) < 2:
+        raise ConfigError("--tracks needs at least two NAME=PATH entries (one dataset per track)")
+    return out
+
+
+def _check_dataset(rec: Any, track: Optional[str] = None) -> None:
     """Open the sweep's dataset once before any model is checked or loaded: a dataset that does not
     exist (or cannot be read) stops the sweep here, naming it. The built-in demo corpus is built by the run."""
     from audits.pipeline import open_recipe_dataset
@@ -203,7 +236,8 @@ def _check_dataset(rec: Any) -> None:
     try:
         open_recipe_dataset(rec)
     except AuditError as exc:
-        raise ConfigError(f"sweep '{rec.name}': dataset '{rec.dataset.path}': {exc}") from exc
+        where = f"track '{track}': " if track else ""
+        raise ConfigError(f"sweep '{rec.name}': {where}dataset '{rec.dataset.path}': {exc}") from exc
 
 
 def _sweep_check(reg: Any, chosen: list[str], address: Optional[str]) -> None:
@@ -239,9 +273,10 @@ def _print_overview(summary: dict[str, Any]) -> None:
 
 
 def _register_report_commands() -> None:
-    from audits.cli.report import query_command, report_command
+    from audits.cli.report import query_command, report_command, tracks_command
 
     app.command("report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
+    app.command("tracks", help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.")(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
 
 
