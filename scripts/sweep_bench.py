@@ -20,7 +20,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -95,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cap", type=int, default=None)
     c.add_argument("--budget-mb", type=float, default=None)
     s = sub.add_parser("sim", help="40 simulated models on 8 logical GPUs: makespan / lower bound")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from sweep_sim import add_sim_args, run_sim
+
     add_sim_args(s)
     args = p.parse_args(argv)
     if args.cmd == "memory":
@@ -102,21 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "memory-child":
         memory_child(args)
     else:
-        from sweep_sim import run_sim
-
         run_sim(args)
     return 0
-
-
-def add_sim_args(s: Any) -> None:
-    s.add_argument("--utts", type=int, default=20_000)
-    s.add_argument("--mean-s", type=float, default=6.0, help="mean utterance duration (s)")
-    s.add_argument("--gpus", type=int, default=8)
-    s.add_argument("--time-scale", type=float, default=0.002)
-    s.add_argument("--shards", type=int, default=64)
-    s.add_argument("--schedules", nargs="+", default=["registry", "longest-first", "longest-first+split"])
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--real", action="store_true", help="also run the sweep on Ray with real sleeps (minutes)")
 
 
 if __name__ == "__main__":

@@ -203,16 +203,22 @@ def run_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from sweep_bench import add_sim_args
+def add_sim_args(s: Any) -> None:
+    s.add_argument("--utts", type=int, default=20_000)
+    s.add_argument("--mean-s", type=float, default=6.0, help="mean utterance duration (s)")
+    s.add_argument("--gpus", type=int, default=8)
+    s.add_argument("--time-scale", type=float, default=0.002)
+    s.add_argument("--shards", type=int, default=64)
+    s.add_argument("--schedules", nargs="+", default=["spread", "registry", "longest-first", "longest-first+split"])
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--real", action="store_true", help="also run the sweep on Ray with real sleeps (minutes)")
 
+
+
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_sim_args(p)
-    args = p.parse_args(argv)
-    if "spread" not in args.schedules:
-        args.schedules = ["spread", *args.schedules]
-    run_sim(args)
+    run_sim(p.parse_args(argv))
     return 0
 
 
