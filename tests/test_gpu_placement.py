@@ -130,12 +130,14 @@ def test_fractional_models_share_one_gpu(gpus8: str, tmp_path: Path) -> None:
     assert b0 < a1, "the two half-GPU actors did not run at the same time"
 
 
-def test_model_too_big_for_any_node_is_skipped_with_a_reason(gpus8: str, tmp_path: Path) -> None:
+def test_model_too_big_for_any_node_or_unloadable_is_skipped_with_a_reason(gpus8: str, tmp_path: Path) -> None:
     ds = sim_dataset(tmp_path / "data", 2)
     big_gpu = sim("needs-9-gpus", num_gpus=9)
     big_mem = ModelSpec("needs-1pb", "simulated", {}, 4, {"num_gpus": 1.0, "num_cpus": 0.25, "memory_mb": 1e9})
     ok = sim("fits", num_gpus=1)
-    facts = RayRunner(ds, [big_gpu, big_mem, ok], RunStore(tmp_path / "out"), warmup=0).run()
+    hub = sim("hub-only", num_gpus=1, unavailable="weights not in this worker's cache")  # only the actor can tell
+    facts = RayRunner(ds, [big_gpu, big_mem, ok, hub], RunStore(tmp_path / "out"), warmup=0).run()
+    assert facts["hub-only"]["status"] == "unavailable" and "weights not in this worker's cache" in facts["hub-only"]["error"]
     assert facts["needs-9-gpus"]["status"] == "unavailable"
     assert "needs 9 GPU(s) per actor; the largest node of the Ray cluster has 8" in facts["needs-9-gpus"]["error"]
     assert facts["needs-1pb"]["status"] == "unavailable" and "memory_mb" in facts["needs-1pb"]["error"]
