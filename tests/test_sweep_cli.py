@@ -144,6 +144,8 @@ def test_tracks_give_per_track_wer_and_the_average(env: dict[str, Any]) -> None:
     assert tracks["ranking"] == sorted(["sim-a", "sim-b"], key=lambda x: tracks["models"][x]["average_wer"])
     assert set(tracks["winners"]) == {"accent", "noise"}
     assert "Average WER" in (out / "tracks.md").read_text()
+    page = (out / "tracks.html").read_text()
+    assert "<th>accent</th><th>noise</th><th>Average WER</th>" in page and "sim-a" in page
     again = audit("tracks", f"accent={out / 'accent'}", f"noise={out / 'noise'}", "--out", str(env["tmp"] / "t2"), "--n-boot", "20")
     assert again.exit_code == 0, again.output
     t2 = json.loads((env["tmp"] / "t2" / "tracks.json").read_text())

@@ -158,8 +158,28 @@ def tracks_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def tracks_html(summary: Mapping[str, Any]) -> str:
+    """``tracks.md``'s table as a self-contained HTML page (every text escaped)."""
+    import html
+
+    rows = [ln for ln in tracks_markdown(summary).splitlines() if ln.startswith("| ") and not ln.startswith("| ---")]
+    cells = [[html.escape(c.strip()) for c in ln.strip("|").split("|")] for ln in rows]
+    head = "".join(f"<th>{c}</th>" for c in cells[0])
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:])
+    winners = ", ".join(f"{html.escape(n)}: {html.escape(str(w))}" for n, w in summary["winners"].items())
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Tracks</title><style>"
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+        "td:nth-child(2),th:nth-child(2){text-align:left}</style></head><body><h1>Tracks</h1>"
+        "<p>Average WER: the unweighted mean of the per-track corpus WERs (normalizer "
+        f"{html.escape(str(summary['normalizer']['name']))}); WER % with 95% intervals. Runs of different datasets, combined on purpose.</p>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>Best per track: {winners}</p></body></html>\n"
+    )
+
+
 def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed: int = 0) -> Path:
-    """Write ``tracks.json`` (figures and provenance, no per-utterance rows) and ``tracks.md``; returns the JSON path."""
+    """Write ``tracks.json`` (figures and provenance, no per-utterance rows), ``tracks.md`` and
+    ``tracks.html``; returns the JSON path."""
     from engine.store import atomic_write_text
 
     summary = track_summary(tracks, n_boot, seed)
@@ -167,4 +187,5 @@ def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed
     path = out / "tracks.json"
     atomic_write_text(path, json.dumps(summary, indent=2))
     atomic_write_text(out / "tracks.md", tracks_markdown(summary))
+    atomic_write_text(out / "tracks.html", tracks_html(summary))
     return path
