@@ -20,7 +20,7 @@ placement:
   so the driver never holds audio and its memory does not grow with the dataset); the decoded
   list lives in the object store and every model's actor reads the same object. A bounded LRU of
   shard refs (``shard_cache_size``) keeps decoded shards across models; a model prefers shards
-  still cached, so with model-major order the next model starts where the previous one ended.
+  still cached, so the next model in a slot starts where the previous one ended.
   Evicted shards are decoded again when needed. The first model's first shards are decoded
   while its actors load (the load hides the decode worker's start-up).
 * **Writes and resume.** Actors return rows; the driver writes each unit with
@@ -608,7 +608,7 @@ class RayRunner:
                 continue
             for shard_id in list(run.queue)[:n]:
                 self._shard_refs(shard_id)
-            return  # model-major: only the first model's actors start now
+            return  # only the first (slowest) model's actors start now
 
     def _n_inflight(self) -> int:
         return sum(len(a.inflight) for a in self._actors.values())
