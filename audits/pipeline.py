@@ -111,12 +111,17 @@ class EngineOptions:
     workers: int | None = None
     max_retries: int = 2
     unit_timeout_s: float | None = None
+    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
+    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
 
 
 def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
     if engine.kind == "inprocess":
-        return InProcessRunner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
+        return InProcessRunner(
+            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
+            max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
+        )
     if engine.kind == "ray":
         from engine.ray_runner import RayRunner
 
