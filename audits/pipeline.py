@@ -115,12 +115,17 @@ class EngineOptions:
     workers: int | None = None
     max_retries: int = 2
     unit_timeout_s: float | None = None
+    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
+    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
 
 
 def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
     if engine.kind == "inprocess":
-        return InProcessRunner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
+        return InProcessRunner(
+            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
+            max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
+        )
     if engine.kind == "ray":
         from engine.ray_runner import RayRunner
 
@@ -145,7 +150,10 @@ def run_recipe(
     order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
-    normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    try:
+        normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
+    except ValueError as exc:
+        raise ConfigError(f"{recipe.source or recipe.name}: normalizer: {exc}") from None
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
@@ -158,6 +166,8 @@ def run_recipe(
     for sec, _ in parsed:
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(

@@ -9,13 +9,17 @@ Version history:
 * 1: first published layout.
 * 2: ``dataset`` no longer embeds a predictions dataset's hypotheses (``dataset.predictions``);
   it names the models instead (``dataset.prediction_models``).
+* 3: speech-free clips (empty normalized reference) are left out of WER and CER (their words were
+  insertions over no reference words) and scored in ``hallucination``; added
+  ``models.*.hallucination`` and per-slice ``hallucination``, gaps' ``p_value``, ``p_holm`` and
+  ``significant``, and top-level ``comparisons``.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class NormalizerInfo(TypedDict):
@@ -49,6 +53,7 @@ class SliceFigures(TypedDict, total=False):
     n_speakers: int
     rtfx: float | None
     ci_method: str
+    hallucination: dict[str, Any]
 
 
 class GapFigures(TypedDict, total=False):
@@ -60,10 +65,39 @@ class GapFigures(TypedDict, total=False):
     gap: float | None
     ci95: list[float | None]
     excludes_zero: bool
+    p_value: float | None
+    p_holm: float | None
+    significant: bool
     wer_a: float | None
     wer_b: float | None
     n_a: int
     n_b: int
+
+
+class PairFigures(TypedDict, total=False):
+    """WER(a) - WER(b) on the clips both models scored, paired bootstrap, Holm across all pairs."""
+
+    a: str
+    b: str
+    diff: float | None
+    ci95: list[float | None]
+    p_value: float | None
+    p_holm: float | None
+    better: str | None
+    n_utts: int
+
+
+class Comparisons(TypedDict, total=False):
+    """Every pair of models (audits/asr/paired.py) and the tiers of indistinguishable models."""
+
+    method: str
+    correction: str
+    alpha: float
+    n_boot: int
+    seed: int
+    blocks: str
+    pairs: list[PairFigures]
+    tiers: list[list[str]]
 
 
 class FailedUnit(TypedDict, total=False):
@@ -109,6 +143,7 @@ class ModelFigures(TypedDict, total=False):
     failures: dict[str, int]
     slices: dict[str, SliceFigures]
     gaps: list[GapFigures]
+    hallucination: dict[str, Any]
     failed_units: list[FailedUnit]
     engine: dict[str, Any]
 
@@ -127,3 +162,4 @@ class Summary(TypedDict, total=False):
     hardware: dict[str, Any]
     models: dict[str, ModelFigures]
     engine: dict[str, Any]
+    comparisons: Comparisons

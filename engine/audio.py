@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 
 SILENCE_PEAK = 1e-4  # peak amplitude below which a clip counts as silent (-80 dBFS)
 UNKNOWN_LENGTH_FRAMES = 1 << 62  # libsndfile reports SF_COUNT_MAX frames when the header leaves the length open
+#: Header limits checked before any sample is decoded: a few hundred KB of FLAC can declare
+#: minutes of 8-channel audio at 655 kHz, which would take gigabytes to decode at once.
+MAX_CHANNELS = 32
+MAX_SOURCE_RATE = 384_000
+#: Clips with more source samples (frames x channels) than this are decoded block by block:
+#: down-mixed and resampled per block, so memory stays near the 16 kHz mono result.
+STREAM_SAMPLES = 1 << 22
+_BLOCK_FRAMES = 1 << 16
 
 
 def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> Path | io.BytesIO:
@@ -47,6 +55,8 @@ def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) ->
         raise AudioError(f"audio file not found: '{path}'")
     if path.is_dir():
         raise AudioError(f"audio path is a directory, not a file: '{path}'")
+    if not path.is_file():
+        raise AudioError(f"audio path is not a regular file (a FIFO, device or socket): '{path}'")
     if os.path.getsize(path) == 0:
         raise AudioError(f"audio file is empty (0 bytes): '{path}'")
     return path
@@ -170,21 +180,61 @@ def _decode(
             f"clip is {duration:.0f} s long, over the limit of {max_duration_s:.0f} s; split it into segments "
             "or raise dataset.max_duration_s in the recipe"
         )
-    try:
-        data, sr = sf.read(src, dtype="float32", always_2d=True)  # type: ignore[arg-type]
-    except Exception as exc:
-        raise AudioError(f"audio is truncated or corrupt: {exc}") from None
-    if data.shape[0] == 0:
-        raise AudioError("audio has 0 samples (0-length clip)")
-    if not np.isfinite(data).all():
-        n_bad = int((~np.isfinite(data)).sum())
-        raise AudioError(f"audio contains {n_bad} NaN/Inf samples")
-    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
-    if sr != target_sr:
-        import soxr
+    if info.channels > MAX_CHANNELS:
+        raise AudioError(f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 out.wav`)")
+    if info.samplerate > MAX_SOURCE_RATE:
+        raise AudioError(
+            f"audio is sampled at {info.samplerate} Hz, over the limit of {MAX_SOURCE_RATE} Hz; resample it first (e.g. `sox in.flac -r 48000 out.flac`)"
+        )
+    if info.frames * info.channels > STREAM_SAMPLES:
+        mono = _decode_blocks(src, info.samplerate, target_sr)
+    else:
+        try:
+            data, sr = sf.read(src, dtype="float32", always_2d=True)  # type: ignore[arg-type]
+        except Exception as exc:
+            raise AudioError(f"audio is truncated or corrupt: {exc}") from None
+        if data.shape[0] == 0:
+            raise AudioError("audio has 0 samples (0-length clip)")
+        _check_finite(data)
+        mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+        if sr != target_sr:
+            import soxr
 
-        mono = soxr.resample(mono, sr, target_sr, quality="HQ").astype(np.float32)
+            mono = soxr.resample(mono, sr, target_sr, quality="HQ").astype(np.float32)
     peak = float(np.max(np.abs(mono))) if mono.size else 0.0
     if peak < SILENCE_PEAK:
         raise AudioError(f"audio is silent (peak amplitude {peak:.2g}, below {SILENCE_PEAK:g})")
     return np.ascontiguousarray(mono, dtype=np.float32)
+
+
+def _check_finite(data: np.ndarray) -> None:
+    if not np.isfinite(data).all():
+        n_bad = int((~np.isfinite(data)).sum())
+        raise AudioError(f"audio contains {n_bad} NaN/Inf samples")
+
+
+def _decode_blocks(src: Path | io.BytesIO, source_rate: int, target_sr: int) -> np.ndarray:
+    """Read, down-mix and resample a long clip block by block (bounded memory; same filter as the
+    one-shot path up to the edges of blocks, where a streaming resampler keeps its state)."""
+    import soundfile as sf
+    import soxr
+
+    stream = soxr.ResampleStream(source_rate, target_sr, 1, dtype="float32", quality="HQ") if source_rate != target_sr else None
+    parts: list[np.ndarray] = []
+    n_read = 0
+    try:
+        with sf.SoundFile(src) as fh:  # type: ignore[arg-type]
+            for block in fh.blocks(blocksize=_BLOCK_FRAMES, dtype="float32", always_2d=True):
+                _check_finite(block)
+                n_read += block.shape[0]
+                mono = block.mean(axis=1) if block.shape[1] > 1 else block[:, 0].copy()
+                parts.append(stream.resample_chunk(mono) if stream is not None else mono)
+    except AudioError:
+        raise
+    except Exception as exc:
+        raise AudioError(f"audio is truncated or corrupt: {exc}") from None
+    if n_read == 0:
+        raise AudioError("audio has 0 samples (0-length clip)")
+    if stream is not None:
+        parts.append(stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True))
+    return np.concatenate(parts).astype(np.float32, copy=False)

@@ -33,6 +33,10 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "parent_id",
 )
 
+# Optional result-row columns a backend fills when it exposes them (NaN otherwise): Whisper's mean
+# token log-probability and no-speech probability per clip. Never slice labels.
+CONFIDENCE_COLUMNS: tuple[str, ...] = ("asr_avg_logprob", "asr_no_speech_prob")
+
 # Keys that are part of an utterance record and never treated as slice labels.
 RESERVED_KEYS: frozenset[str] = frozenset(
     {
@@ -56,6 +60,25 @@ RESERVED_KEYS: frozenset[str] = frozenset(
         "offset",
     }
 )
+
+
+#: Names a slice label may not have: the result row's own columns, the per-row scoring columns
+#: and the keys of the Open ASR Leaderboard export. A manifest column with one of these names would
+#: overwrite a hypothesis, turn a score into a fake slice, or vanish; readers refuse it instead.
+RESERVED_LABELS: frozenset[str] = frozenset(RESULT_COLUMNS) | frozenset(
+    {
+        "ok", "ref_norm", "hyp_norm", "n_words", "word_errors", "subs", "dels", "ins", "n_chars", "char_errors",
+        "pred_text", "time", "duration", "audio_filepath", "text", "derivation",
+    }
+)
+
+
+def check_label_names(labels: Mapping[str, Any], where: str) -> str | None:
+    """The first label name that is reserved, with what to do, or None."""
+    for key in labels:
+        if key in RESERVED_LABELS:
+            return f"column '{key}' is reserved by the result tables ({', '.join(sorted(RESERVED_LABELS))}); rename it in {where}"
+    return None
 
 
 @dataclass(frozen=True)

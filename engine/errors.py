@@ -65,3 +65,8 @@ class ResultIntegrityError(AuditError):
     reordered or re-sharded dataset, two names sharing one file): a wrong table must never be
     scored silently. The message counts what is missing, doubled or unexpected, with examples.
     """
+
+
+class StoreWriteError(AuditError, OSError):
+    """A run-directory file could not be written (disk full, permissions): names the file and the
+    fix. Still an ``OSError``, so callers that stop cleanly on write errors keep doing so."""

@@ -7,6 +7,10 @@ Each entry::
       options: {model: tiny.en}      # passed to the backend
       batch_size: 8
       params_m: 39                   # parameters in millions (for queries/plots)
+      num_gpus: 0.5                  # optional: GPUs per Ray actor (fractional shares a GPU)
+      num_cpus: 1                    # optional: CPUs per Ray actor
+      memory_mb: 2000                # optional: resident memory of one loaded copy
+      rtfx: 146                      # optional: expected speed; the Ray runner starts slow models first
       tags: [local, whisper]
       description: ...
 """
@@ -27,7 +31,7 @@ from engine.errors import ConfigError, RegistryError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
-ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license"}
+ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb", "rtfx"}
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -41,11 +45,14 @@ class ModelEntry:
     extra: str | None = None
     license: str | None = None
     source: str = ""
+    #: Placement facts: only those the entry sets travel in the spec's meta (the Ray runner reads them).
+    resources: Mapping[str, float] = field(default_factory=dict)
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
         ``fallback``) are resolved through ``registry`` (default: the configured one)."""
-        meta = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
+        meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
+        meta.update(self.resources)
         return ModelSpec(self.name, self.backend, self._resolved_options(registry), batch_size or self.batch_size, meta)
 
     def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
@@ -98,8 +105,24 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 extra=raw.get("extra"),
                 license=raw.get("license"),
                 source=str(path),
+                resources=_resources(raw, where),
             )
     return entries
+
+
+def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
+    """``num_gpus`` / ``num_cpus`` / ``memory_mb`` / ``rtfx`` of an entry: non-negative numbers, kept only when set."""
+    out: dict[str, float] = {}
+    for key in ("num_gpus", "num_cpus", "memory_mb", "rtfx"):
+        value = raw.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(f"{where}.{key}: must be a number >= 0, got {value!r}")
+        if key == "num_gpus" and value > 1 and value != int(value):
+            raise ConfigError(f"{where}.num_gpus: a fraction must be below 1 (Ray cannot split GPUs above one), got {value!r}")
+        out[key] = float(value)
+    return out
 
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:

@@ -11,16 +11,16 @@ placement:
   GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget
   that keeps ``reserve_cpus`` (default 1 on machines with >= 2 CPUs) free for the driver and for
   decoding, so a 2-core laptop runs one actor and never deadlocks.
-* **Model-major.** Models are served in order: a model gets every actor slot it can use (capped
-  by ``workers``); an actor whose model has no queued shard left is retired, and its slot goes to
-  the next model. So each actor drains its model before another model loads in that slot.
+* **Longest first, then split.** Every model gets one actor before any gets a second, slowest
+  first; idle slots at the tail take extra copies of the model with the most work left
+  (``engine/schedule.py``). An actor whose model has no queued shard left is retired.
 * **Streaming with backpressure.** At most ``max_in_flight`` units are submitted at once, at most
   ``actor_queue_depth`` per actor (2: the next unit's audio is ready when the current one ends).
 * **Decoding once per shard.** A shard is decoded and resampled by a Ray task (not in the driver,
   so the driver never holds audio and its memory does not grow with the dataset); the decoded
   list lives in the object store and every model's actor reads the same object. A bounded LRU of
   shard refs (``shard_cache_size``) keeps decoded shards across models; a model prefers shards
-  still cached, so with model-major order the next model starts where the previous one ended.
+  still cached, so the next model in a slot starts where the previous one ended.
   Evicted shards are decoded again when needed. The first model's first shards are decoded
   while its actors load (the load hides the decode worker's start-up).
 * **Writes and resume.** Actors return rows; the driver writes each unit with
@@ -51,10 +51,12 @@ from typing import Any
 import numpy as np
 
 from engine.backends import ASR_BACKENDS
+from engine.cluster import check_address, node_capacity, placement_problem
 from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.runner import InProcessRunner, _base_row, decode_shard, load_model, process_unit
+from engine.schedule import choose_run, order_runs
 from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
@@ -195,6 +197,7 @@ def init_ray(
     if runtime_env:
         kwargs["runtime_env"] = dict(runtime_env)
     if address:
+        check_address(address)  # nothing listening: fail in seconds, saying what was tried
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _system_config={"worker_niceness": int(worker_niceness)}, **kwargs)
@@ -342,6 +345,7 @@ class RayRunner:
         for u in pending:
             by_model[u.model].append(u.shard_id)
         biggest = 0.0
+        capacity = node_capacity()  # one actor must fit on one node, not on the cluster's total
         for spec in self.models:
             if not by_model[spec.name]:
                 continue
@@ -371,15 +375,13 @@ class RayRunner:
             if slots > 1 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
                 run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
             run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus, threads=threads)
-            if num_gpus > self._gpu_total:
-                self._fail_model(
-                    run,
-                    "unavailable",
-                    f"model {spec.name} needs {num_gpus:g} GPU(s) per actor; the Ray cluster has {self._gpu_total:g} (set meta.num_gpus: 0 to run it on CPU)",
-                )
+            problem = placement_problem(spec.name, num_gpus, meta, capacity)
+            if problem:
+                self._fail_model(run, "unavailable", problem)
             else:
                 biggest = max(biggest, num_cpus)
             self._runs[spec.name] = run
+        self._runs = order_runs(self._runs)  # slowest first (engine/schedule.py)
         self._cpu_budget = max(biggest, total_cpu - reserve)
         # Decode tasks take a CPU when one is left over after the actor budget; otherwise they run
         # unreserved (num_cpus=0) rather than wait forever behind the actors.
@@ -500,23 +502,14 @@ class RayRunner:
         return cpu, gpu
 
     def _start_actors(self) -> None:
+        """Fill free slots in the order engine/schedule.py chooses; a chosen model that does not fit waits."""
         actor_cls, _ = _remote_types()
-        for run in self._runs.values():
-            if run.failed or not run.queue:
-                continue
-            cap = self.workers or _NO_LIMIT
-            while len(run.actors) < cap:
-                loading = sum(1 for k in run.actors if not self._actors[k].loaded)
-                if loading >= len(run.queue):
-                    break
-                cpu, gpu = self._used()
-                fits_cpu = cpu + run.num_cpus <= self._cpu_budget + 1e-9 or not self._actors
-                fits_gpu = gpu + run.num_gpus <= self._gpu_total + 1e-9
-                if not (fits_cpu and fits_gpu):
-                    return  # model-major: a later model waits until this one frees slots
-                if run.loaded_once is False and run.actors and loading:
-                    break  # learn whether the model loads at all before starting more copies
-                self._new_actor(actor_cls, run)
+        while (run := choose_run(self._runs.values(), {k: a.loaded for k, a in self._actors.items()}, self.workers, self._t0)) is not None:
+            cpu, gpu = self._used()
+            fits_cpu = cpu + run.num_cpus <= self._cpu_budget + 1e-9 or not self._actors
+            if not (fits_cpu and gpu + run.num_gpus <= self._gpu_total + 1e-9):
+                return
+            self._new_actor(actor_cls, run)
 
     def _new_actor(self, actor_cls: Any, run: _ModelRun) -> None:
         if self.progress and not run.loading_announced:
@@ -621,7 +614,7 @@ class RayRunner:
                 continue
             for shard_id in list(run.queue)[:n]:
                 self._shard_refs(shard_id)
-            return  # model-major: only the first model's actors start now
+            return  # only the first (slowest) model's actors start now
 
     def _n_inflight(self) -> int:
         return sum(len(a.inflight) for a in self._actors.values())

@@ -18,9 +18,10 @@ from typing import Any, Sequence
 from engine.audio import decode
 from engine.backends import build_backend
 from engine.backends.base import ASRBackend
-from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
+from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
+from engine.memory_plan import LoadGroup, plan_groups
 from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,17 @@ def _base_row(u: Utterance, model: str, shard_id: str) -> dict[str, Any]:
     return row
 
 
+def _copy_confidences(backend: ASRBackend, rows: Sequence[dict[str, Any]]) -> None:
+    """Copy the backend's per-clip confidences of its last batch into the rows, when it has them."""
+    conf = getattr(backend, "last_confidences", None)
+    if not conf or len(conf) != len(rows):
+        return
+    for row, c in zip(rows, conf):
+        for key in CONFIDENCE_COLUMNS:
+            if c and c.get(key) is not None:
+                row[key] = float(c[key])
+
+
 def process_unit(
     backend: ASRBackend,
     model: str,
@@ -95,6 +107,7 @@ def process_unit(
             for (u, d), h in zip(batch, hyps):
                 rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
                 rows[u.utt_id]["infer_s"] = dt * d.duration_s / total
+            _copy_confidences(backend, [rows[u.utt_id] for u, _ in batch])
         except Exception as exc:
             log.warning("%s: batch of %d failed (%s); retrying clip by clip", model, len(batch), exc)
             for u, d in batch:
@@ -103,6 +116,7 @@ def process_unit(
                     (h,) = backend.transcribe_batch([d.samples])
                     rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
                     rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
+                    _copy_confidences(backend, [rows[u.utt_id]])
                 except Exception as exc2:
                     rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
     return [rows[u.utt_id] for u in shard.utterances]
@@ -164,7 +178,8 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
 
 
 class InProcessRunner:
-    """Runs every pending unit in this process: shard-major, all models loaded once.
+    """Runs every pending unit in this process: shard-major, all models loaded once, or, when
+    they do not fit the memory budget (or ``max_models_loaded``), one load group at a time.
 
     With ``prefetch`` (default) one background thread reads and decodes the next shard while the
     models work on the current one, so on a GPU the CPU-side decoding does not sit between
@@ -185,7 +200,11 @@ class InProcessRunner:
         decode_options: DecodeOptions = DecodeOptions(),
         progress: ProgressFn | None = None,
         prefetch: bool = True,
+        max_models_loaded: int | None = None,
+        memory_budget_mb: float | None = None,
     ) -> None:
+        self.max_models_loaded = max_models_loaded  # load groups (engine/memory_plan.py)
+        self.memory_budget_mb = memory_budget_mb
         self.dataset = dataset
         self.models = list(models)
         self.store = store
@@ -212,6 +231,10 @@ class InProcessRunner:
         Pending units whose rows an earlier run already stored under another layout are rebuilt
         from those rows first (``RunStore.rebuild_from_parts``); only the rest is transcribed.
         """
+        if self.dataset.has_audio and len(self.models) > 1:
+            groups = plan_groups(self.models, self.max_models_loaded, self.memory_budget_mb)
+            if len(groups) > 1:
+                return self._run_in_groups(groups)
         pending = self.store.rebuild_from_parts(self.pending())
         pending_models = {u.model for u in pending}
         states: dict[str, ModelState] = {}
@@ -285,6 +308,34 @@ class InProcessRunner:
         prev = ((previous or {}).get("info") or {}).get("usage")
         st.facts.setdefault("info", {})["usage"] = combine_usage(prev, usage())
         self.store.write_model_facts(st.spec.name, st.facts)
+
+    def _run_in_groups(self, groups: Sequence[LoadGroup]) -> dict[str, dict[str, Any]]:
+        """One load group after another, each run shard-major as above and closed before the next
+        loads, so at most one group's models are resident; progress sees one run."""
+        by_name = {m.name: m for m in self.models}
+        total = len(self.pending())
+        started = False
+
+        def progress(event: str, n: int, info: dict[str, Any]) -> None:
+            nonlocal started
+            if event == "start":
+                if started:
+                    return
+                started, n = True, total
+            if self.progress:
+                self.progress(event, n, info)
+
+        facts: dict[str, dict[str, Any]] = {}
+        for i, group in enumerate(groups):
+            log.info("load group %d/%d: %s (estimated %.0f MB)", i + 1, len(groups), ", ".join(group.models), group.estimated_mb)
+            sub = InProcessRunner(self.dataset, [by_name[n] for n in group.models], self.store, self.warmup, self.decode_options, progress, self.prefetch)
+            for name, f in sub.run().items():
+                facts[name] = {**f, "load_group": {"index": i, "of": len(groups), "estimated_mb": round(group.estimated_mb, 1)}}
+                self.store.write_model_facts(name, facts[name])
+        self.store.use_plan(self.plan)  # each group attached its own plan; the run's covers every model
+        result = {m.name: facts[m.name] for m in self.models}
+        self.plan.not_run = {name for name, f in result.items() if f.get("status") != "loaded"}
+        return result
 
     def _write(self, unit: WorkUnit, rows: list[dict[str, Any]], label_keys: list[str]) -> None:
         """Write one unit; a failed write (disk full, permissions) stops the run with a message that says how to resume."""

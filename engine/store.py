@@ -43,8 +43,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.data import RESULT_COLUMNS, WorkUnit
-from engine.errors import ConfigError, ResultIntegrityError
+from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
+from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
 
 log = logging.getLogger(__name__)
 
@@ -246,11 +246,18 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to a temporary file, fsync it, and rename it over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)  # never leave a half-written temporary file behind
+        raise StoreWriteError(
+            f"cannot write {path}: {exc.strerror or exc}; nothing already written was changed: "
+            "free disk space or fix permissions, then re-run the same command"
+        ) from exc
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) -> pa.Table:
@@ -268,6 +275,9 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) 
         ("parent_id", pa.string()),
     ]
     cols = {name: pa.array([r.get(name) for r in rows], typ) for name, typ in schema_fields}
+    for name in CONFIDENCE_COLUMNS:  # optional: only when the backend gave them (parts concatenate permissively)
+        if any(r.get(name) is not None for r in rows):
+            cols[name] = pa.array([r.get(name) for r in rows], pa.float64())
     for k in label_keys:
         if k in cols:
             continue

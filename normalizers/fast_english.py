@@ -106,7 +106,7 @@ _CLOSERS = re.compile(r"[>\]]")
 
 
 def remove_bracketed(s: str) -> str:
-    """``re.sub(r"[<\[][^>\]]*[>\]]", "", s)`` in linear time.
+    r"""``re.sub(r"[<\[][^>\]]*[>\]]", "", s)`` in linear time.
 
     The regex tries every opener and scans to the end when no closer follows, which is
     quadratic; here each match runs from the leftmost opener to the first closer after it, and
@@ -128,7 +128,7 @@ def remove_bracketed(s: str) -> str:
 
 
 def remove_parenthesized(s: str) -> str:
-    """``re.sub(r"\(([^)]+?)\)", "", s)`` in linear time (an empty ``()`` stays, as there)."""
+    r"""``re.sub(r"\(([^)]+?)\)", "", s)`` in linear time (an empty ``()`` stays, as there)."""
     out: list[str] = []
     pos = 0
     search = pos

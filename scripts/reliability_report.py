@@ -9,6 +9,8 @@ plugin that records every test's outcome and the figures the tests record with
 * rows lost and rows duplicated, summed over every fault test that compares its final table with
   an uninterrupted run's (must be 0), and over the bad-input run;
 * security and property checks passed;
+* red-team regression cases held (exact resume under any change, typed configuration, SQL and
+  report escaping, credentials and redirects, linear normalization, bounded decoding);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %).
 
     python scripts/reliability_report.py            # everything (slow tests, Ray, 5k/20k load)
@@ -42,7 +44,14 @@ GROUPS = {
     "ray faults": "tests/test_ray_engine.py",
     "security": "tests/test_security.py",
     "properties": "tests/test_properties.py",
+    "red team: resume": "tests/test_resume_exact.py",
+    "red team: inputs": "tests/test_redteam_inputs.py",
+    "red team: redirects": "tests/test_redirect_auth.py",
+    "red team: normalizer": "tests/test_normalizer_linear.py",
+    "red team: decoding": "tests/test_decode_bounds.py",
+    "red team: errors": "tests/test_redteam_errors.py",
 }
+RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 
 
 # -- pytest plugin (loaded in the child with ``-p reliability_report``) ---------------------------
@@ -138,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="reliability-"))
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    files = [GROUPS[g] for g in ("bad inputs", "faults", "security", "properties")]
+    files = [GROUPS[g] for g in ("bad inputs", "faults", "security", "properties", *RED_TEAM)]
+    files = [f for f in files if (REPO / f).exists()]
     if not (args.quick or args.no_ray):
         files.append(GROUPS["ray faults"])
     record = out / "tests.jsonl"
@@ -165,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"rows changed                    : {s['rows_changed']}",
         f"security checks passed          : {sec['passed']} / {sec['tried']}",
         f"property tests passed           : {prop['passed']} / {prop['tried']}",
+        f"red-team cases tried / held     : {sum(s[g]['tried'] for g in RED_TEAM)} / {sum(s[g]['passed'] for g in RED_TEAM)}  ("
+        + ", ".join(f"{g.split(': ')[1]} {s[g]['passed']}/{s[g]['tried']}" for g in RED_TEAM)
+        + ")",
         f"driver peak RSS at {small['n_utts']:>6} utts  : {small['peak_rss_mb']:.1f} MB (engine phase {small['engine_peak_rss_mb']:.1f} MB)",
         f"driver peak RSS at {large['n_utts']:>6} utts  : {large['peak_rss_mb']:.1f} MB (engine phase {large['engine_peak_rss_mb']:.1f} MB)",
         f"peak RSS growth                 : {100 * load['growth']:+.1f} % (target within {100 * load['tolerance']:.0f} %; {load['bytes_per_extra_utt']:.0f} bytes per extra utterance)",

@@ -505,3 +505,25 @@ def test_openai_compatible_connection_errors_are_retried() -> None:
     with pytest.raises(TranscriptionRequestError, match="2 attempts"):
         backend.transcribe_batch([np.zeros(160, np.float32)])
     assert backend.info().as_dict()["verify_tls"] is True
+
+
+def test_faster_whisper_confidences_reach_the_rows(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]], tmp_path: Path) -> None:
+    """avg log-prob and no-speech probability per clip, copied by process_unit into the stored part."""
+    import pyarrow.parquet as pq
+
+    from engine.data import DecodedAudio, Shard, Utterance, WorkUnit
+    from engine.runner import process_unit
+    from engine.store import RunStore
+
+    audios, refs = librivox_16k
+    silence = np.zeros(SAMPLE_RATE, np.float32)
+    utts = (Utterance("speech", refs[0]), Utterance("silence", ""))
+    decoded = [DecodedAudio("speech", audios[0], SAMPLE_RATE), DecodedAudio("silence", silence, SAMPLE_RATE)]
+    rows = process_unit(tiny_en, "tiny", Shard("s0", utts), decoded, batch_size=2)
+    speech, quiet = rows
+    assert -1.0 < speech["asr_avg_logprob"] < 0 and 0 <= speech["asr_no_speech_prob"] < 0.5
+    assert quiet["hyp_raw"] == "" and quiet["asr_no_speech_prob"] > 0.6  # Whisper's own no-speech rule emptied it
+    store = RunStore(tmp_path)
+    store.write_unit(WorkUnit("tiny", "s0"), rows, [])
+    table = pq.read_table(store.part_path(WorkUnit("tiny", "s0")))
+    assert table.column("asr_avg_logprob").to_pylist()[0] == pytest.approx(speech["asr_avg_logprob"])

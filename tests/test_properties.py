@@ -120,6 +120,8 @@ def _reference_metrics(df: pd.DataFrame, norm: object) -> dict[str, tuple[int, i
                 failed += 1
                 continue
             ref, hyp = norm(r["ref_raw"]), norm(r["hyp_raw"])  # type: ignore[operator]
+            if not ref.split():
+                continue  # speech-free clip: scored apart from WER (hallucination figures)
             we += levenshtein(ref.split(), hyp.split())
             nw += len(ref.split())
             ce += levenshtein(ref, hyp)

@@ -153,6 +153,9 @@ def test_arousal_ranks_espeak_renditions(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ contrast scoring rule
 
 
+V = pc.SEMITONE_SYLLABLE  # the earlier variant, kept as a named option
+
+
 def _desc(f0: float, rate: float, centroid: float, rms: float, mfcc_shift: float, dur: float) -> dict[str, float]:
     d = {"f0_median_hz": f0, "syllable_rate": rate, "spectral_centroid_hz": centroid, "rms_db": rms, "speech_s": dur}
     d.update({f"mfcc_mean_{k}": (mfcc_shift if k == 1 else 0.0) for k in range(13)})
@@ -163,25 +166,25 @@ def test_contrast_points_hand_computed() -> None:
     base = _desc(100.0, 4.0, 1000.0, -20.0, 0.0, 3.0)
     # pitch +2.5 st (2), rate +25% (2), centroid +12% (1), +4 dB (1), mfcc distance 2 (1), duration +20% (1)
     loud = _desc(100.0 * 2 ** (2.5 / 12), 5.0, 1120.0, -16.0, 2.0, 3.6)
-    p = pc.contrast_score(base, loud)
+    p = pc.contrast_score(base, loud, definition=V)
     assert p.points == {"pitch": 2, "rate": 2, "centroid": 1, "energy": 1, "mfcc": 1, "duration": 1}
     assert p.score == pc.MAX_SCORE == 8
     # pitch +1.5 st (1), rate +12% (1), centroid +5% (0), +2 dB (0), mfcc 1 (0), duration +5% (0)
     mild = _desc(100.0 * 2 ** (1.5 / 12), 4.48, 1050.0, -18.0, 1.0, 3.15)
-    q = pc.contrast_score(base, mild)
+    q = pc.contrast_score(base, mild, definition=V)
     assert q.points == {"pitch": 1, "rate": 1, "centroid": 0, "energy": 0, "mfcc": 0, "duration": 0}
     assert q.gaps["pitch"] == pytest.approx(1.5) and q.gaps["rate"] == pytest.approx(0.12)
     # symmetric, and a missing f0 earns no pitch points and is named
-    assert pc.contrast_score(loud, base).score == 8
+    assert pc.contrast_score(loud, base, definition=V).score == 8
     unvoiced = dict(loud, f0_median_hz=float("nan"))
-    r = pc.contrast_score(base, unvoiced)
+    r = pc.contrast_score(base, unvoiced, definition=V)
     assert r.points["pitch"] == 0 and r.missing == ["pitch"] and r.score == 6
 
 
 def test_contrast_rules_and_threshold_validation() -> None:
     base = _desc(100.0, 4.0, 1000.0, -20.0, 0.0, 3.0)
     other = _desc(100.0, 4.0, 1000.0, -18.0, 0.0, 3.0)
-    assert pc.contrast_score(base, other, pc.ContrastRules(energy_db=1.0)).points["energy"] == 1
+    assert pc.contrast_score(base, other, pc.ContrastRules(energy_db=1.0), definition=V).points["energy"] == 1
     with pytest.raises(ConfigError):
         pc.ContrastRules(pitch_st_1=3.0, pitch_st_2=2.0)
     with pytest.raises(ConfigError):
@@ -191,3 +194,46 @@ def test_contrast_rules_and_threshold_validation() -> None:
 def test_pairs_from_parents() -> None:
     parents = {"src": None, "src_angry": "src", "src_sad": "src", "orphan": "gone"}
     assert pc.pairs_from_parents(parents) == [("src", "src_angry"), ("src", "src_sad")]
+
+
+# ------------------------------------------------------------------ SpeechEQ definition (default)
+
+
+def _seq(pitch: float, zcr: float, centroid: float, rms: float, mfcc: float, dur: float) -> dict[str, float]:
+    return {"seq_pitch_mean_hz": pitch, "seq_zcr": zcr, "seq_centroid_hz": centroid, "seq_rms": rms, "seq_mfcc_mean": mfcc, "seq_duration_s": dur}
+
+
+def test_speecheq_points_hand_computed() -> None:
+    base = _seq(120.0, 0.10, 1500.0, 0.05, -20.0, 3.0)
+    # pitch +2.2 st (2), zcr +25% (2), centroid +11% (1), rms x1.5 = +3.52 dB (1), mfcc +1.2 (1), duration +15% (1)
+    strong = _seq(120.0 * 2 ** (2.2 / 12), 0.125, 1665.0, 0.075, -18.8, 3.45)
+    p = pc.contrast_score(base, strong)
+    assert p.points == {"pitch": 2, "rate": 2, "centroid": 1, "energy": 1, "mfcc": 1, "duration": 1} and p.score == 8
+    assert p.gaps["energy"] == pytest.approx(20 * np.log10(1.5)) and p.gaps["mfcc"] == pytest.approx(1.2)
+    # pitch +1.2 st (1), zcr +12% (1), centroid +5% (0), rms x1.2 = 1.58 dB (0), mfcc 0.5 (0), duration +5% (0): 2 < 4 fails
+    mild = _seq(120.0 * 2 ** (1.2 / 12), 0.112, 1575.0, 0.06, -19.5, 3.15)
+    q = pc.contrast_score(base, mild)
+    assert q.points == {"pitch": 1, "rate": 1, "centroid": 0, "energy": 0, "mfcc": 0, "duration": 0}
+    res = pc.audit_pairs([("base", "strong"), ("base", "mild")], {"base": base, "strong": strong, "mild": mild})
+    d = res.to_dict()
+    assert d["definition"] == "speecheq" and d["below_threshold"] == [{"a": "base", "b": "mild", "score": 2}]
+    assert pc.contrast_score(base, dict(strong, seq_pitch_mean_hz=float("nan"))).missing == ["pitch"]
+    with pytest.raises(ConfigError):
+        pc.audit_pairs([], {}, definition="nope")
+    with pytest.raises(ConfigError):
+        pc.contrast_score(base, strong, pc.ContrastRules())  # the variant's rules under the paper's definition
+
+
+def test_speecheq_descriptors_with_librosa() -> None:
+    """librosa descriptors on tones of known pitch, level and length."""
+    t = np.arange(int(1.5 * SR)) / SR
+    low = (0.1 * np.sin(2 * np.pi * 120 * t)).astype(np.float32)
+    high = (0.2 * np.sin(2 * np.pi * 240 * t[: SR])).astype(np.float32)
+    a, b = sp.speecheq_descriptors(low), sp.speecheq_descriptors(high)
+    assert a["seq_pitch_mean_hz"] == pytest.approx(120, rel=0.02) and b["seq_pitch_mean_hz"] == pytest.approx(240, rel=0.02)
+    assert a["seq_duration_s"] == pytest.approx(1.5) and b["seq_rms"] / a["seq_rms"] == pytest.approx(2.0, rel=0.02)
+    assert a["seq_zcr"] == pytest.approx(2 * 120 / SR, rel=0.05)  # a sine crosses zero twice per period
+    p = pc.contrast_score(a, b)
+    assert p.gaps["pitch"] == pytest.approx(12.0, abs=0.3) and p.gaps["energy"] == pytest.approx(6.02, abs=0.2)
+    silent = sp.speecheq_descriptors(np.zeros(SR, np.float32))
+    assert np.isnan(silent["seq_pitch_mean_hz"]) and silent["seq_duration_s"] == 1.0

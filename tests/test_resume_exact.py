@@ -39,7 +39,7 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-from audits.cli import app
+from audits.cli.main import app
 from engine.audio import decode
 from engine.data import ModelSpec, Utterance, WorkUnit
 from engine.datasets import open_dataset

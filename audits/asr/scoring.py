@@ -19,8 +19,10 @@ import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-from audits.asr.stats import block_bootstrap_ratios, bootstrap_ratio_difference
-from engine.data import RESULT_COLUMNS
+from audits.asr.hallucination import add_row_flags, hallucination_metrics
+from audits.asr.paired import holm, shifted_p
+from audits.asr.stats import block_bootstrap_ratios, ratio_difference_replicates
+from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS
 from normalizers import Normalizer, fast_normalizer
 
 log = logging.getLogger(__name__)
@@ -32,7 +34,7 @@ BASELINES: Mapping[str, str] = {
     "background": "clean",
     "conversation": "single",
 }
-NON_SLICE_COLUMNS = frozenset(RESULT_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
+NON_SLICE_COLUMNS = frozenset(RESULT_COLUMNS) | frozenset(CONFIDENCE_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,7 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
     df["ins"] = ins
     df["n_chars"] = nc
     df["char_errors"] = ce
+    add_row_flags(df)  # speech_free, hyp_words, loop, length_outlier (audits/asr/hallucination.py)
     labels = [c for c in rows.columns if c not in NON_SLICE_COLUMNS]
     return ScoredRows(df, getattr(normalizer, "name", "custom"), getattr(normalizer, "version", "unknown"), labels)
 
@@ -170,8 +173,12 @@ def _clean(x: float) -> float | None:
 
 
 def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -> dict[str, Any]:
-    """All numbers of one group of rows (a model, or a model's slice)."""
-    okg = g[g["ok"]]
+    """All numbers of one group of rows (a model, or a model's slice).
+
+    Speech-free clips (empty normalized reference) are left out of WER and CER and scored apart
+    in ``hallucination`` (their edits have no reference words to divide by).
+    """
+    okg = g[g["ok"] & ~g["speech_free"]]
     blocks = okg["speaker"].where(okg["speaker"].notna(), okg["utt_id"]).astype(str).to_numpy() if len(okg) else None
     n_spk = len(set(blocks)) if blocks is not None else 0
     ci_method = "speaker-block bootstrap"
@@ -191,13 +198,14 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         )
     else:
         wer_ci = cer_ci = (math.nan, math.nan)
-    timed = okg[okg["infer_s"].notna()] if "infer_s" in okg else okg.iloc[0:0]
-    audio_s = float(okg["duration_s"].fillna(0).sum())
+    okall = g[g["ok"]]  # speed counts every scored clip, speech-free ones included
+    timed = okall[okall["infer_s"].notna()] if "infer_s" in okall else okall.iloc[0:0]
+    audio_s = float(okall["duration_s"].fillna(0).sum())
     infer_s = float(timed["infer_s"].sum()) if len(timed) else 0.0
     timed_audio = float(timed["duration_s"].fillna(0).sum()) if len(timed) else 0.0
     return {
         "n_utts": len(g),
-        "n_scored": len(okg),
+        "n_scored": len(okall),
         "n_failed": int((~g["ok"]).sum()),
         "n_words": n_words,
         "n_chars": n_chars,
@@ -215,6 +223,7 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         "audio_s": audio_s,
         "infer_s": infer_s,
         "rtfx": _ratio(timed_audio, infer_s),
+        "hallucination": hallucination_metrics(g),
     }
 
 
@@ -232,22 +241,24 @@ def default_gaps(frame: pd.DataFrame, label_columns: Iterable[str]) -> list[tupl
 
 
 def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOptions, seed: int) -> dict[str, Any]:
-    ga = g[(g[label] == a) & g["ok"]]
-    gb = g[(g[label] == b) & g["ok"]]
+    ga = g[(g[label] == a) & g["ok"] & ~g["speech_free"]]
+    gb = g[(g[label] == b) & g["ok"] & ~g["speech_free"]]
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
     if wa is None or wb is None:
-        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "n_a": len(ga), "n_b": len(gb)}
+        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "p_value": None, "n_a": len(ga), "n_b": len(gb)}
 
     def blocks(x: pd.DataFrame) -> np.ndarray:
         return x["speaker"].where(x["speaker"].notna(), x["utt_id"]).astype(str).to_numpy()
 
-    lo, hi = bootstrap_ratio_difference(
+    reps = ratio_difference_replicates(
         ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), blocks(ga),
         gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), blocks(gb),
-        opts.n_boot, opts.seed + seed, opts.alpha,
+        opts.n_boot, opts.seed + seed,
     )
-    lo_c, hi_c = _clean(lo), _clean(hi)
+    lo, hi = np.quantile(reps, [opts.alpha / 2, 1 - opts.alpha / 2]) if reps.size else (math.nan, math.nan)
+    lo_c, hi_c = _clean(float(lo)), _clean(float(hi))
+    p_value = shifted_p(reps, wa - wb) if reps.size else None
     return {
         "label": label,
         "a": a,
@@ -257,6 +268,7 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
         "wer_b": wb,
         "ci95": [lo_c, hi_c],
         "excludes_zero": bool(lo_c is not None and hi_c is not None and (lo_c > 0 or hi_c < 0)),
+        "p_value": _clean(p_value) if p_value is not None else None,
         "n_a": len(ga),
         "n_b": len(gb),
     }
@@ -304,7 +316,7 @@ def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()
     groups = sorted(df.groupby("model", sort=True), key=lambda kv: str(kv[0]))
     n_workers = min(_scoring_workers(len(df), workers), len(groups))
     if n_workers <= 1:
-        return {str(model): _model_metrics(g, mi, labels, gaps, opts) for mi, (model, g) in enumerate(groups)}
+        return correct_gaps({str(model): _model_metrics(g, mi, labels, gaps, opts) for mi, (model, g) in enumerate(groups)}, opts.alpha)
     import multiprocessing as mp
 
     _POOL_GROUPS = [g for _, g in groups]
@@ -314,4 +326,22 @@ def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()
             results = pool.map(_pool_model_metrics, range(len(groups)), chunksize=1)
     finally:
         _POOL_GROUPS = _POOL_ARGS = None
-    return {str(model): m for (model, _), m in zip(groups, results)}
+    return correct_gaps({str(model): m for (model, _), m in zip(groups, results)}, opts.alpha)
+
+
+def correct_gaps(per_model: dict[str, dict[str, Any]], alpha: float) -> dict[str, dict[str, Any]]:
+    """Holm-adjust the gap p-values across every gap of every model (one family), in place.
+
+    Adds ``p_holm`` and ``significant`` (``p_holm`` < alpha) to each gap; ``excludes_zero``
+    stays the uncorrected interval check.
+    """
+    found = [g for m in per_model.values() for g in m.get("gaps") or [] if g.get("p_value") is not None]
+    adjusted = holm([g["p_value"] for g in found])
+    for g, p in zip(found, adjusted):
+        g["p_holm"] = float(p)
+        g["significant"] = bool(p < alpha)
+    for m in per_model.values():
+        for g in m.get("gaps") or []:
+            g.setdefault("p_holm", None)
+            g.setdefault("significant", False)
+    return per_model

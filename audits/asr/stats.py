@@ -103,14 +103,29 @@ def bootstrap_ratio_difference(
     alpha: float = 0.05,
 ) -> tuple[float, float]:
     """Interval for ratio(A) - ratio(B), resampling blocks of A and of B independently."""
+    diff = ratio_difference_replicates(numer_a, denom_a, blocks_a, numer_b, denom_b, blocks_b, n_boot, seed)
+    if diff.size == 0:
+        return (math.nan, math.nan)
+    lo, hi = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
+    return (float(lo), float(hi))
+
+
+def ratio_difference_replicates(
+    numer_a: np.ndarray,
+    denom_a: np.ndarray,
+    blocks_a: Sequence[object] | np.ndarray | None,
+    numer_b: np.ndarray,
+    denom_b: np.ndarray,
+    blocks_b: Sequence[object] | np.ndarray | None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> np.ndarray:
+    """The finite bootstrap replicates of ratio(A) - ratio(B) (independent block draws for A and B)."""
 
     def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
         numer = np.asarray(numer, dtype=np.float64)
         denom = np.asarray(denom, dtype=np.float64)
-        if blocks is None:
-            codes = np.arange(numer.size)
-        else:
-            _, codes = np.unique(np.asarray([str(b) for b in blocks]), return_inverse=True)
+        codes = _block_codes(blocks, numer.size)
         n_blocks = int(codes.max()) + 1
         bn = np.bincount(codes, weights=numer, minlength=n_blocks)
         bd = np.bincount(codes, weights=denom, minlength=n_blocks)
@@ -120,11 +135,7 @@ def bootstrap_ratio_difference(
             return bn[draws].sum(axis=1) / den
 
     if np.asarray(numer_a).size == 0 or np.asarray(numer_b).size == 0:
-        return (math.nan, math.nan)
+        return np.empty(0)
     rng = np.random.default_rng(seed)
     diff = replicates(numer_a, denom_a, blocks_a, rng) - replicates(numer_b, denom_b, blocks_b, rng)
-    diff = diff[np.isfinite(diff)]
-    if diff.size == 0:
-        return (math.nan, math.nan)
-    lo, hi = np.quantile(diff, [alpha / 2, 1 - alpha / 2])
-    return (float(lo), float(hi))
+    return diff[np.isfinite(diff)]

@@ -16,6 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from audits.asr.hallucination import SCORING_NOTE as HALLUCINATION_NOTE
+from audits.asr.paired import METHOD as PAIRED_METHOD
+from audits.asr.paired import compare_models
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from audits.schema import SCHEMA_VERSION, Summary
 from engine.store import atomic_write_text
@@ -109,14 +112,18 @@ def build_summary(
         "dataset": dict(dataset),
         "normalizer": {"name": normalizer.name, "version": normalizer.version},
         "scoring": {
-            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed",
+            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed; speech-free clips (empty normalized reference) excluded and scored under hallucination",
             "cer": "corpus-level over characters of the normalized text, spaces included",
             "ci95": f"percentile bootstrap over speaker blocks, {options.n_boot} replicates, seed {options.seed}",
             "rtfx": "audio seconds / inference seconds (batch wall time, feature extraction to decoded text), warm-up excluded",
+            "hallucination": HALLUCINATION_NOTE,
+            "comparisons": f"{PAIRED_METHOD}, {options.n_boot} replicates, seed {options.seed}, alpha {options.alpha}",
+            "gaps": "unpaired speaker-block bootstrap per gap; shifted-null two-sided p; Holm across all gaps of all models (p_holm, significant)",
         },
         "packages": package_versions(),
         "hardware": dict(hardware),
         "models": models,
+        "comparisons": compare_models(scored.frame, options.n_boot, options.seed, options.alpha) if len(table) else {},
         **dict(extra or {}),
     }
     out: Summary = json_safe(summary)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from pathlib import Path
@@ -88,13 +89,16 @@ def run_cmd(
         _fail(exc)
 
 
-def _run_with_progress(rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool, extra: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def _run_with_progress(
+    rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
+    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None,
+) -> dict[str, Any]:
     from audits.pipeline import EngineOptions, run_recipe
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers)
+    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **(memory or {}))
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
@@ -149,47 +153,104 @@ def sweep_cmd(
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
+    memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
+    tracks: Optional[str] = typer.Option(None, "--tracks", help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
+    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
 ) -> None:
-    """Run every registry model that can run here (listing those skipped and why) into one run directory."""
+    """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
     from audits.recipes import load_recipe, with_overrides
-    from engine.errors import ConfigError
-    from engine.model_registry import load_model_registry, resolve_models
+    from engine.model_registry import load_model_registry
+    from engine.sweep import plan_sweep, select_models
 
     try:
         reg = load_model_registry()
-        if models == "all":
-            chosen = sorted(reg)
-        elif "," in models or models in reg:
-            chosen = [m.strip() for m in models.split(",") if m.strip()]
-            resolve_models(chosen, reg)
-        else:
-            chosen = sorted(n for n, e in reg.items() if models in e.tags)
-            if not chosen:
-                tags = sorted({t for e in reg.values() for t in e.tags})
-                raise ConfigError(f"no model has tag '{models}' (tags: {', '.join(tags)})")
-        runnable, skipped = [], {}
-        for name in chosen:
-            e = reg[name]
-            if "control" in e.tags and models == "all":
-                skipped[name] = "positive control (name it explicitly to include it)"
-                continue
-            avail = e.availability()
-            (runnable.append(name) if avail.runnable else skipped.__setitem__(name, avail.reason))
-        t = Table(title=f"sweep: {len(runnable)} to run, {len(skipped)} skipped")
+        chosen = select_models(reg, models)
+        rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
+        if address:
+            from engine.cluster import check_address
+
+            check_address(address)  # nothing listening there: stop in seconds, before any work
+        if check:
+            _sweep_check(reg, chosen, address)
+            return
+        track_paths = _parse_track_datasets(tracks) if tracks else {}
+        for name, path in track_paths.items():
+            _check_dataset(with_overrides(rec, path, None, None), name)
+        if not track_paths:
+            _check_dataset(rec)
+        plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
+        t = Table(title=f"sweep: {len(plan.run)} to run, {len(plan.skipped)} skipped")
         t.add_column("model")
         t.add_column("skipped because")
-        from rich.markup import escape
-
-        for n, why in skipped.items():
+        for n, why in plan.skipped.items():
             t.add_row(n, escape(why))
         out_console.print(t)
-        if not runnable:
-            raise ConfigError("no selected model can run here")
-        rec = with_overrides(load_recipe(recipe), dataset, runnable, limit)
+        for n, why in plan.advisory.items():
+            console.print(f"[yellow]{n}:[/] {escape(why)}; the process that loads it decides", soft_wrap=True)
+        if not plan.run:
+            raise ConfigError("no selected model can run: every one was skipped for the reason listed above")
+        rec = with_overrides(rec, None, plan.run, None)
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
-        _run_with_progress(rec, out_dir, engine, address, workers, True, {"sweep": {"selection": models, "run": runnable, "skipped": skipped}})
+        extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
+        memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
+        if not track_paths:
+            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
+            return
+        from audits.asr.tracks import tracks_markdown, write_tracks
+
+        for name, path in track_paths.items():
+            console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
+            _run_with_progress(with_overrides(rec, path, None, limit), out_dir / name, engine, address, workers, True, extra, memory)
+        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
+        out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
         _fail(exc)
+
+
+def _parse_track_datasets(text: str) -> dict[str, str]:
+    """``NAME=PATH,NAME=PATH`` -> {name: dataset path}; names are run-directory names."""
+    out: dict[str, str] = {}
+    for item in [t.strip() for t in text.split(",") if t.strip()]:
+        name, sep, path = item.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise ConfigError(f"--tracks entry '{item}': write NAME=PATH (e.g. accent=data/accent/manifest.jsonl)")
+        if name in out:
+            raise ConfigError(f"--tracks: track '{name}' is named twice")
+        if "/" in name or name.startswith("."):
+            raise ConfigError(f"--tracks: track name '{name}' becomes a folder name; use letters, digits, '-' or '_'")
+        out[name] = path
+    if len(out) < 2:
+        raise ConfigError("--tracks needs at least two NAME=PATH entries (one dataset per track)")
+    return out
+
+
+def _check_dataset(rec: Any, track: Optional[str] = None) -> None:
+    """Open the sweep's dataset once before any model is checked or loaded: a dataset that does not
+    exist (or cannot be read) stops the sweep here, naming it. The built-in demo corpus is built by the run."""
+    from audits.pipeline import open_recipe_dataset
+
+    if rec.dataset.path.startswith("builtin:"):
+        return
+    try:
+        open_recipe_dataset(rec)
+    except AuditError as exc:
+        where = f"track '{track}': " if track else ""
+        raise ConfigError(f"sweep '{rec.name}': {where}dataset '{rec.dataset.path}': {exc}") from exc
+
+
+def _sweep_check(reg: Any, chosen: list[str], address: Optional[str]) -> None:
+    """`audit sweep --check`: the workers' availability table; nothing runs."""
+    from engine.sweep import check_in_workers
+
+    answers = check_in_workers(reg, chosen, address)
+    t = Table(title=f"availability in the Ray workers ({sum(1 for a in answers.values() if a['runnable'])} of {len(answers)} can run)")
+    for col in ("model", "runnable", "checked by", "reason"):
+        t.add_column(col)
+    for n, a in answers.items():
+        t.add_row(n, "yes" if a["runnable"] else "no", escape(str(a["where"])), escape(str(a["reason"])))
+    out_console.print(t)
 
 
 def _print_overview(summary: dict[str, Any]) -> None:
@@ -212,9 +273,10 @@ def _print_overview(summary: dict[str, Any]) -> None:
 
 
 def _register_report_commands() -> None:
-    from audits.cli.report import query_command, report_command
+    from audits.cli.report import query_command, report_command, tracks_command
 
     app.command("report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
+    app.command("tracks", help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.")(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
 
 
@@ -288,7 +350,7 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
-        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not here[/]")
+        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
         t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
     out_console.print(t)
 
@@ -351,6 +413,35 @@ def probe_bad_reference_cmd(
         from engine.store import atomic_write_text
 
         atomic_write_text(out, json.dumps(report.to_dict(), indent=2))
+        out_console.print(f"Written: {out}")
+
+
+@probe_app.command("orthography")
+def probe_orthography_cmd(
+    preds: Path = typer.Option(..., "--preds", help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."),
+    models: Optional[str] = typer.Option(None, "--models", help="Models to score (default: every file)."),
+    families: Optional[str] = typer.Option(None, "--families", help="Comma-separated spelling families (default: all; see docs/probes.md)."),
+    pool: bool = typer.Option(False, "--pool", help="Pool arms across the chosen families (arm 0 together, arm 1 together, ...)."),
+    min_per_arm: int = typer.Option(5, "--min-per-arm", help="Clips an arm needs before it counts; the switch needs two such arms."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
+) -> None:
+    """Orthographic switch from predictions alone: does a model write the benchmark's spelling?"""
+    import json
+
+    from audits.probes.predictions import format_orthography_table, orthography_from_prediction_dir
+
+    try:
+        model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
+        family_list = [f.strip() for f in families.split(",") if f.strip()] if families else None
+        result = orthography_from_prediction_dir(preds, model_list, family_list, pool, min_per_arm)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(format_orthography_table(result), markup=False, highlight=False, soft_wrap=True)
+    if out is not None:
+        from engine.store import atomic_write_text
+
+        atomic_write_text(out, json.dumps(result, indent=2))
         out_console.print(f"Written: {out}")
 
 

@@ -89,3 +89,23 @@ def query_command(
         _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2)
     _print_frame(df, fmt, max_rows)
+
+
+def tracks_command(
+    tracks: list[str] = typer.Argument(..., help="NAME=RUN_DIR for each track (one run directory per dataset), e.g. accent=runs/sweep/accent."),
+    out: Path = typer.Option(..., "--out", help="Folder for tracks.json and tracks.md."),
+    n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap replicates per track."),
+    seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+) -> None:
+    """Average WER over tracks (different datasets, combined on purpose): per-track corpus WER with CIs, the unweighted mean with a CI, ranking, per-track winners."""
+    from audits.asr.tracks import parse_tracks, write_tracks
+
+    try:
+        written = write_tracks(parse_tracks(tracks), out, n_boot, seed)
+    except AuditError as exc:
+        from rich.markup import escape
+
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        raise typer.Exit(code=2)
+    _out.print(written.with_suffix(".md").read_text(), markup=False, highlight=False, soft_wrap=True)
+    _out.print(f"tracks: {written}", soft_wrap=True)

@@ -598,6 +598,54 @@ def orthographic_switch(
     )
 
 
+def select_families(names: Sequence[str] | None) -> list[OrthoFamily]:
+    """The families a probe scores: all defaults, or the named ones (optional compounds then included).
+
+    Unknown names are a ``ConfigError`` that lists the known ones.
+    """
+    fams = default_families(include_optional_compounds=bool(names))
+    if not names:
+        return fams
+    known = [f.name for f in fams]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError(f"unknown orthographic family {unknown}; known: {', '.join(known)}")
+    return [f for f in fams if f.name in names]
+
+
+def switch_entries(
+    refs: Mapping[K, str],
+    hyps_by_model: Mapping[str, Mapping[K, str | None]],
+    families: Sequence[OrthoFamily],
+    min_clips_per_arm: int,
+    pool: bool,
+) -> dict[str, Any]:
+    """``probes.orthography`` of summary.json: per model the switch as ``rate`` with the limiting arm's
+    ``k`` (hits) and ``n``, plus the settings; one definition for the in-run probe and the
+    prediction-file command."""
+    out: dict[str, Any] = {}
+    for m, r in orthographic_switch_by_model(refs, hyps_by_model, families, min_clips_per_arm, pool).items():
+        arm = None
+        arms = r.get("pooled") if pool else ((r.get("families") or {}).get(r.get("limiting_family") or "", {}) or {}).get("arms")
+        if arms and r.get("limiting_arm") in arms:
+            arm = arms[r["limiting_arm"]]
+        out[m] = {"rate": r["switch"], **r, "k": arm.get("hits") if arm else None, "n": arm.get("n") if arm else None}
+    out["settings"] = {"min_clips_per_arm": min_clips_per_arm, "pool": pool, "families": [f.name for f in families], "provenance": families_provenance()}
+    return out
+
+
+def switch_from_arm_counts(arms: Mapping[str, tuple[int, int]], min_clips_per_arm: int = 5) -> dict[str, Any]:
+    """Switch, Wilson interval and limiting arm from per-arm (hits, n) counts alone.
+
+    The rule of :func:`orthographic_switch`: the lowest hit rate over arms with at least
+    ``min_clips_per_arm`` clips, needing two such arms. Lets a published table of arm counts be
+    checked against this implementation.
+    """
+    counts = [ArmCount(name, n=int(n), hits=int(h)) for name, (h, n) in arms.items()]
+    s = _summarize(counts, min_clips_per_arm)
+    return {"switch": s.switch, "ci95": list(s.ci95) if s.ci95 else None, "limiting_arm": s.limiting_arm, "status": s.status}
+
+
 def orthographic_switch_by_model(
     refs: Mapping[K, str],
     hyps_by_model: Mapping[str, Mapping[K, str | None]] | Mapping[str, Mapping[K, str]],

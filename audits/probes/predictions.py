@@ -113,3 +113,44 @@ def run_from_prediction_dir(
         corrections=corrections,
         corrections_mode=corrections_mode,
     )
+
+
+def orthography_from_prediction_dir(
+    directory: str | Path,
+    models: Sequence[str] | None = None,
+    families: Sequence[str] | None = None,
+    pool: bool = False,
+    min_clips_per_arm: int = 5,
+) -> dict[str, object]:
+    """The orthographic switch from a folder of prediction files alone (no audio, no run).
+
+    The same scoring as the in-run probe (``switch_entries``), so the two agree on the same
+    hypotheses. ``families``: family names (default: all); ``pool``: pool arms across families.
+    """
+    from audits.probes.orthography import select_families, switch_entries
+
+    if min_clips_per_arm < 1:
+        raise ConfigError(f"--min-per-arm must be at least 1, got {min_clips_per_arm}")
+    all_refs, hyps = split_predictions(load_prediction_dir(directory))
+    refs = {k: v for k, v in all_refs.items() if v}  # an empty reference writes no spelling (as in the in-run probe)
+    unknown = [m for m in (models or []) if m not in hyps]
+    if unknown:
+        raise ConfigError(f"model(s) {', '.join(unknown)} have no prediction file in '{directory}'; available: {', '.join(hyps)}")
+    chosen = list(models) if models is not None else list(hyps)
+    selected: dict[str, Mapping[str, str | None]] = {m: dict(hyps[m]) for m in chosen}
+    return switch_entries(refs, selected, select_families(families), min_clips_per_arm, pool)
+
+
+def format_orthography_table(result: Mapping[str, object]) -> str:
+    """A plain-text table: model, switch, Wilson 95% interval, limiting family and arm, counts, status."""
+    lines = [f"{'model':<28} {'switch':>7} {'95% CI':>17}  {'limiting (family: arm)':<36} {'hits/n':>8}  status"]
+    for model, r in sorted(result.items()):
+        if model == "settings" or not isinstance(r, Mapping):
+            continue
+        sw = r.get("switch")
+        ci = r.get("ci95")
+        ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if isinstance(ci, (list, tuple)) and ci else "—"
+        where = f"{r.get('limiting_family') or 'pooled'}: {r.get('limiting_arm') or '—'}"
+        counts = f"{r.get('k')}/{r.get('n')}" if r.get("n") is not None else "—"
+        lines.append(f"{model:<28} {'—' if sw is None else f'{sw:.3f}':>7} {ci_text:>17}  {where:<36} {counts:>8}  {r.get('status')}")
+    return "\n".join(lines)

@@ -209,25 +209,14 @@ def run_probes(
 
 
 def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, models: Sequence[str]) -> dict[str, Any]:
-    from audits.probes.orthography import default_families, families_provenance, orthographic_switch_by_model
+    from audits.probes.orthography import select_families, switch_entries
 
     refs = {u.utt_id: u.reference or "" for u in _originals(dataset) if u.reference}
     hyps: dict[str, dict[str, str | None]] = {m: {} for m in models}
     for (m, u), h in _hyp_map(base).items():
         if m in hyps and u in refs:
             hyps[m][u] = h
-    fams = default_families(include_optional_compounds=bool(cfg.families))
-    if cfg.families:
-        fams = [f for f in fams if f.name in cfg.families]
-    out: dict[str, Any] = {}
-    for m, r in orthographic_switch_by_model(refs, hyps, fams, cfg.min_clips_per_arm, cfg.pool).items():
-        arm = None
-        arms = r.get("pooled") if cfg.pool else ((r.get("families") or {}).get(r.get("limiting_family") or "", {}) or {}).get("arms")
-        if arms and r.get("limiting_arm") in arms:
-            arm = arms[r["limiting_arm"]]
-        out[m] = {"rate": r["switch"], **r, "k": arm.get("hits") if arm else None, "n": arm.get("n") if arm else None}
-    out["settings"] = {"min_clips_per_arm": cfg.min_clips_per_arm, "pool": cfg.pool, "families": [f.name for f in fams], "provenance": families_provenance()}
-    return out
+    return switch_entries(refs, hyps, select_families(cfg.families), cfg.min_clips_per_arm, cfg.pool)
 
 
 def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, base_hyps: Mapping[tuple[str, str], str | None],

@@ -78,6 +78,8 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     if len(scored) == 1:
         m = scored[0]
         out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {ci_text(models[m].get('ci95'))}) over {models[m].get('n_words', 0)} reference words.")
+    elif len(scored) >= 2 and ((summary.get("comparisons") or {}).get("pairs")):
+        out += paired_findings(summary, scored)
     elif len(scored) >= 2:
         lead = scored[0]
         lw = models[lead]
@@ -120,7 +122,20 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     # gaps
     all_gaps = [(m, g) for m in scored for g in (models[m].get("gaps") or []) if g.get("gap") is not None]
     sig = [(m, g) for m, g in all_gaps if g.get("excludes_zero")]
-    if all_gaps:
+    corrected = [(m, g) for m, g in all_gaps if g.get("p_holm") is not None]
+    if corrected:
+        sig = [(m, g) for m, g in corrected if g.get("significant")]
+        out.append(
+            f"{sum(1 for _, g in all_gaps if g.get('excludes_zero'))} of {len(all_gaps)} fairness gaps have a 95% interval that excludes zero; "
+            f"{len(sig)} remain significant after Holm correction across all {len(corrected)} gaps."
+        )
+        for m, g in sorted(sig, key=lambda mg: -abs(mg[1]["gap"]))[:4]:
+            direction = "higher" if g["gap"] > 0 else "lower"
+            out.append(
+                f"{m}: WER on {g['label']}={g['a']} is {abs(100 * g['gap']):.1f} points {direction} than on {g['label']}={g['b']} "
+                f"(95% CI {ci_text(g.get('ci95'))}, Holm-corrected p = {g['p_holm']:.3g})."
+            )
+    elif all_gaps:
         out.append(f"{len(sig)} of {len(all_gaps)} fairness gaps have a 95% interval that excludes zero.")
         for m, g in sorted(sig, key=lambda mg: -abs(mg[1]["gap"]))[:4]:
             direction = "higher" if g["gap"] > 0 else "lower"
@@ -162,6 +177,28 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     return out
 
 
+def paired_findings(summary: Mapping[str, Any], scored: list[str]) -> list[str]:
+    """Model ranking from the paired, Holm-corrected comparisons (never from overlapping intervals)."""
+    models = summary.get("models") or {}
+    comp = summary.get("comparisons") or {}
+    pairs = comp.get("pairs") or []
+    lead = scored[0]
+    beaten = sorted({p["b"] if p["better"] == p["a"] else p["a"] for p in pairs if p.get("better") == lead})
+    same = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs if lead in (p["a"], p["b"]) and not p.get("better")})
+    out = [f"{lead} has the lowest WER, {pct(models[lead]['wer'])}% (95% CI {ci_text(models[lead].get('ci95'))})."]
+    if beaten:
+        out.append(
+            f"{lead} is better than {', '.join(beaten[:6])}{f' and {len(beaten) - 6} more' if len(beaten) > 6 else ''} "
+            f"(paired speaker-block bootstrap, Holm-corrected across all {len(pairs)} pairs)."
+        )
+    if same:
+        out.append(f"{lead} is not distinguishable from {', '.join(same[:6])}{f' and {len(same) - 6} more' if len(same) > 6 else ''} after correction.")
+    tiers = comp.get("tiers") or []
+    if len(tiers) > 1:
+        out.append(f"Models fall into {len(tiers)} tiers of indistinguishable models: " + "; ".join(", ".join(t) for t in tiers) + ".")
+    return out
+
+
 def pareto_front(points: Mapping[str, tuple[float, float]]) -> list[str]:
     """Models not dominated in (lower WER, higher RTFx), fastest first."""
     front = []
@@ -181,13 +218,13 @@ def empty_ref_finding(df: pd.DataFrame | None) -> list[str]:
     n = max(counts.values())
     return [
         (
-            f"{n} utterance(s) have an empty reference after normalization; every hypothesis word there counts as an insertion "
-            "(they are left out of the worst-utterance lists; check the dataset's references)."
+            f"{n} utterance(s) have an empty reference after normalization; they are scored apart from WER as speech-free clips "
+            "(hallucination rate in the hallucination section) and left out of the worst-utterance lists."
         )
     ]
 
 
 def empty_references(df: pd.DataFrame) -> dict[str, int]:
-    """Per model: scored rows whose normalized reference is empty (every hypothesis word is an insertion)."""
+    """Per model: scored rows whose normalized reference is empty (speech-free clips, scored apart from WER)."""
     bad = df[df["ok"] & (df["n_words"] == 0)]
     return {str(m): len(g) for m, g in bad.groupby("model", sort=True)}

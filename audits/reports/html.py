@@ -52,6 +52,7 @@ from audits.reports.formatting import (
     seconds_text,
     section_html,
 )
+from audits.reports.robustness import robustness_sections
 from audits.sections import ordered
 from engine.store import atomic_write_text
 
@@ -576,6 +577,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("heatmap", "Heat map: models × slices (WER %)", render_heatmap(summary, fams), ""),
         ("slices", "WER per slice family", render_slices(summary, fams, colors), "Each panel is one slice value; dots are corpus WER, bars the 95% interval. Intervals that overlap do not support calling one model better on that slice."),
         ("gaps", "Fairness gaps", render_gaps(summary, colors), ""),
+        *robustness_sections(summary),
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),
     ]
     for sec in ordered():  # every registered section renders itself, or returns None to stay out

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import md
+from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
 from audits.sections import present_in
 
 
@@ -85,6 +86,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         lines += slice_table(name, m)
+    lines += hallucination_markdown(summary) + gap_correction_markdown(summary)
+    lines += comparison_markdown(summary.get("comparisons") or {})
     for sec in present_in(summary):  # every registered section in the summary renders its own part
         lines += sec.markdown(summary[sec.key])
     return "\n".join(lines)

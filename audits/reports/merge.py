@@ -189,4 +189,19 @@ def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
         merged = sec.merge([s.get(sec.key) or {} for s in summaries], names)
         if merged:
             summary[sec.key] = merged
+    _merged_comparisons(summary, table, first)
     return summary, table
+
+
+def _merged_comparisons(summary: dict[str, Any], table: pd.DataFrame, first: Mapping[str, Any]) -> None:
+    """Across the merged runs: paired comparisons of every model pair, and Holm over every gap again."""
+    from audits.asr.paired import compare_models
+    from audits.asr.scoring import correct_gaps
+
+    opts = _options_from(first)
+    for entry in summary["models"].values():  # copies: the runs' own summaries keep their figures
+        entry["gaps"] = [dict(g) for g in entry.get("gaps") or []]
+    correct_gaps(summary["models"], opts.alpha)
+    if len(table):
+        scored = score_table(table, get_normalizer(first["normalizer"]["name"]))
+        summary["comparisons"] = compare_models(scored.frame, opts.n_boot, opts.seed, opts.alpha)

@@ -25,7 +25,7 @@ import pandas as pd
 from audits.reports.tables import summary_frames
 from engine.errors import AuditError, ConfigError
 
-VIEWS = ("utterances", "models", "slices", "gaps", "probes", "scored")
+VIEWS = ("utterances", "models", "slices", "gaps", "probes", "pairs", "scored")
 
 
 class QueryError(AuditError):

@@ -10,16 +10,28 @@ import pandas as pd
 from audits.asr.cohort import slice_family
 from engine.data import RESULT_COLUMNS
 
-SLICE_COLUMNS = ("model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words", "n_speakers", "rtfx")
+# Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
+HALLUCINATION_COLUMNS = (
+    "insertion_rate", "n_loops", "loop_rate", "wer_without_loops", "n_long", "n_short", "n_speech_free", "n_hallucinated",
+    "hallucination_rate", "hallucination_ci_lo", "hallucination_ci_hi", "avg_logprob_loops", "avg_logprob_other", "no_speech_flagged",
+)
+
+SLICE_COLUMNS = (
+    "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words", "n_speakers", "rtfx",
+    *HALLUCINATION_COLUMNS,
+)
 
 
 MODEL_COLUMNS = (
     "model", "status", "backend", "params_m", "wer", "ci_lo", "ci_hi", "cer", "rtfx", "n_utts", "n_failed", "n_words",
-    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags",
+    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags", *HALLUCINATION_COLUMNS,
 )
 
 
-GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b")
+GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm", "significant")
+
+
+PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts")
 
 
 PROBE_COLUMNS = ("probe", "model", "rate", "ci_lo", "ci_hi", "n", "k")
@@ -32,6 +44,15 @@ def _ci(ci: Any) -> tuple[float | None, float | None]:
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         return ci[0], ci[1]
     return None, None
+
+
+def hallucination_fields(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``hallucination`` figures of a model or slice as flat columns (None when absent)."""
+    h = figures.get("hallucination") or {}
+    lo, hi = _ci(h.get("hallucination_ci95"))
+    out = {c: h.get(c) for c in HALLUCINATION_COLUMNS}
+    out["hallucination_ci_lo"], out["hallucination_ci_hi"] = lo, hi
+    return out
 
 
 def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -47,6 +68,7 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "model": model, "slice": key, "label": label, "value": value, "wer": s.get("wer"), "ci_lo": lo, "ci_hi": hi,
                     "cer": s.get("cer"), "cer_ci_lo": clo, "cer_ci_hi": chi, "n_utts": s.get("n_utts"), "n_failed": s.get("n_failed"),
                     "n_words": s.get("n_words"), "n_speakers": s.get("n_speakers"), "rtfx": s.get("rtfx"),
+                    **hallucination_fields(s),
                 }
             )
     return rows
@@ -65,6 +87,7 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "audio_s": m.get("audio_s"), "infer_s": m.get("infer_s"), "batch_size": m.get("batch_size"),
                 "device": m.get("device"), "dtype": m.get("dtype"), "warmup_batches": m.get("warmup_batches"),
                 "tags": ",".join(map(str, m.get("tags") or [])),
+                **hallucination_fields(m),
             }
         )
     return rows
@@ -80,9 +103,20 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 {
                     "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo, "ci_hi": hi,
                     "excludes_zero": bool(g.get("excludes_zero")), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
-                    "n_a": g.get("n_a"), "n_b": g.get("n_b"),
+                    "n_a": g.get("n_a"), "n_b": g.get("n_b"), "p_value": g.get("p_value"), "p_holm": g.get("p_holm"),
+                    "significant": bool(g.get("significant")),
                 }
             )
+    return rows
+
+
+def pair_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One row per pair of models: paired WER difference (a - b), interval, p and Holm p, verdict."""
+    rows = []
+    for p in (summary.get("comparisons") or {}).get("pairs") or []:
+        lo, hi = _ci(p.get("ci95"))
+        rows.append({"a": p.get("a"), "b": p.get("b"), "diff": p.get("diff"), "ci_lo": lo, "ci_hi": hi, "p_value": p.get("p_value"),
+                     "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts")})
     return rows
 
 
@@ -129,4 +163,5 @@ def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "slices": frame(slice_rows(summary), SLICE_COLUMNS),
         "gaps": frame(gap_rows(summary), GAP_COLUMNS),
         "probes": frame(probe_rows(summary), PROBE_COLUMNS),
+        "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
     }

@@ -20,6 +20,7 @@ ASR_BACKENDS.register_lazy("transformers", "engine.backends.asr_transformers:Tra
 ASR_BACKENDS.register_lazy("nemo", "engine.backends.asr_nemo:NemoBackend")
 ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.asr_openai:OpenAICompatibleBackend")
 ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.fault:FaultInjectionBackend")
+ASR_BACKENDS.register_lazy("simulated", "engine.backends.simulated:SimulatedBackend")
 ASR_BACKENDS.register_lazy("memorizer", "engine.backends.memorizer:MemorizerBackend")
 for _name, _cls in (
     ("deepgram", "DeepgramBackend"),

@@ -200,23 +200,31 @@ class FasterWhisperBackend(ASRBackend):
 
     # -- transcription -----------------------------------------------------------------------
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
-        """Raw Whisper text per clip; clips <= 30 s are decoded together (``batch_size`` at most)."""
+        """Raw Whisper text per clip; clips <= 30 s are decoded together (``batch_size`` at most).
+
+        Sets ``last_confidences``: per clip, the mean token log-probability and the no-speech
+        probability Whisper computed while decoding (None with word timestamps).
+        """
         clips = check_audio_batch(audios, sample_rate, self.name)
         self._require_model()
+        self.last_confidences = None
         if self.options["word_timestamps"]:
             self.last_word_timings = [self.transcribe_with_word_timestamps(c) for c in clips]
             return [" ".join(w.word.strip() for w in words).strip() for words in self.last_word_timings]
         texts: list[str | None] = [None] * len(clips)
+        conf: list[dict[str, float] | None] = [None] * len(clips)
         short = [i for i, c in enumerate(clips) if c.shape[0] <= _WINDOW_S * SAMPLE_RATE]
         batch_size = int(self.options["batch_size"] or max(1, len(short)))
         self._largest_batch = max(self._largest_batch, min(batch_size, len(clips)))
         for start in range(0, len(short), batch_size):
             idx = short[start : start + batch_size]
-            for i, text in zip(idx, self._decode_short([clips[i] for i in idx])):
+            for i, (text, c) in zip(idx, self._decode_short([clips[i] for i in idx])):
                 texts[i] = text
+                conf[i] = c
         for i, clip in enumerate(clips):
             if texts[i] is None:
-                texts[i] = self._decode_long(clip)
+                texts[i], conf[i] = self._decode_long(clip)
+        self.last_confidences = conf
         return [t or "" for t in texts]
 
     def _features(self, clip: np.ndarray) -> np.ndarray:
@@ -229,7 +237,7 @@ class FasterWhisperBackend(ASRBackend):
         padded[:, : window.shape[1]] = window
         return padded
 
-    def _decode_short(self, clips: Sequence[np.ndarray]) -> list[str]:
+    def _decode_short(self, clips: Sequence[np.ndarray]) -> list[tuple[str, dict[str, float]]]:
         model = self._require_model()
         features = np.stack([self._features(c) for c in clips])
         encoder_output = model.encode(features)
@@ -258,11 +266,17 @@ class FasterWhisperBackend(ASRBackend):
             suppress_blank=True,
             suppress_tokens=self._suppress_tokens,
         )
-        texts: list[str] = []
+        texts: list[tuple[str, dict[str, float]]] = []
         for result in results:
             tokens = result.sequences_ids[0]
-            texts.append("" if self._is_silence(result, len(tokens)) else base_tok.decode(tokens).strip())
+            conf = {"asr_avg_logprob": self._avg_logprob(result, len(tokens)), "asr_no_speech_prob": float(result.no_speech_prob)}
+            texts.append(("" if self._is_silence(result, len(tokens)) else base_tok.decode(tokens).strip(), conf))
         return texts
+
+    def _avg_logprob(self, result: Any, n_tokens: int) -> float:
+        """Mean token log-probability as ``WhisperModel.transcribe`` computes it (undoing the length penalty)."""
+        length_penalty = float(self.options["length_penalty"])
+        return float(result.scores[0] * (n_tokens**length_penalty) / (n_tokens + 1))
 
     def _is_silence(self, result: Any, n_tokens: int) -> bool:
         """The no-speech rule of ``WhisperModel.transcribe``: high no-speech prob and low log-prob."""
@@ -272,9 +286,7 @@ class FasterWhisperBackend(ASRBackend):
         log_prob_threshold = self.options["log_prob_threshold"]
         if log_prob_threshold is None:
             return True
-        length_penalty = float(self.options["length_penalty"])
-        avg_logprob = result.scores[0] * (n_tokens**length_penalty) / (n_tokens + 1)
-        return not avg_logprob > log_prob_threshold
+        return not self._avg_logprob(result, n_tokens) > log_prob_threshold
 
     def _transcribe_kwargs(self) -> dict[str, Any]:
         return {
@@ -293,10 +305,19 @@ class FasterWhisperBackend(ASRBackend):
             "vad_filter": False,
         }
 
-    def _decode_long(self, clip: np.ndarray) -> str:
-        """Clips over 30 s: faster-whisper's sequential windowing with timestamps."""
-        segments, _ = self._require_model().transcribe(clip, without_timestamps=False, **self._transcribe_kwargs())
-        return "".join(s.text for s in segments).strip()
+    def _decode_long(self, clip: np.ndarray) -> tuple[str, dict[str, float] | None]:
+        """Clips over 30 s: faster-whisper's sequential windowing with timestamps.
+
+        Confidences: the segments' log-probabilities averaged with their token counts as weights,
+        and the lowest no-speech probability of any segment (the clip holds speech if any window does).
+        """
+        segments = list(self._require_model().transcribe(clip, without_timestamps=False, **self._transcribe_kwargs())[0])
+        text = "".join(s.text for s in segments).strip()
+        if not segments:
+            return text, None
+        weights = [max(1, len(s.tokens)) for s in segments]
+        avg = sum(w * float(s.avg_logprob) for w, s in zip(weights, segments)) / sum(weights)
+        return text, {"asr_avg_logprob": avg, "asr_no_speech_prob": min(float(s.no_speech_prob) for s in segments)}
 
     def transcribe_unbatched(self, clip: np.ndarray) -> str:
         """Reference path: ``WhisperModel.transcribe`` on one clip with the same decoding settings."""

@@ -87,7 +87,14 @@ class Backend(ABC):
 
 
 class ASRBackend(Backend):
-    """Speech recognition: audio in, raw text out (never normalized)."""
+    """Speech recognition: audio in, raw text out (never normalized).
+
+    A backend that exposes per-clip confidences sets ``last_confidences`` in ``transcribe_batch``:
+    one mapping per clip with keys from ``engine.data.CONFIDENCE_COLUMNS`` (or None for a clip
+    without them). Runners copy them into the result rows; other backends leave it None.
+    """
+
+    last_confidences: list[dict[str, float] | None] | None = None
 
     #: Options whose value names another registry model (the registry resolves them to
     #: ``{name, backend, options}`` when it builds a spec, so backends never read the registry).

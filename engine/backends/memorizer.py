@@ -42,23 +42,10 @@ DEFAULT_THRESHOLD = 0.85
 
 
 def _mel_filterbank(n_fft: int, n_mels: int, sr: int) -> np.ndarray:
-    def hz_to_mel(f: np.ndarray) -> np.ndarray:
-        return 2595.0 * np.log10(1.0 + f / 700.0)
+    """Triangular filters on the HTK mel scale from 60 Hz to 95 % of Nyquist (librosa), peak 1."""
+    import librosa
 
-    def mel_to_hz(m: np.ndarray) -> np.ndarray:
-        return 700.0 * (10 ** (m / 2595.0) - 1.0)
-
-    mels = np.linspace(hz_to_mel(np.array(60.0)), hz_to_mel(np.array(sr / 2 * 0.95)), n_mels + 2)
-    hz = mel_to_hz(mels)
-    bins = np.floor((n_fft + 1) * hz / sr).astype(int)
-    fb = np.zeros((n_mels, n_fft // 2 + 1))
-    for i in range(n_mels):
-        lo, mid, hi = bins[i], bins[i + 1], max(bins[i + 2], bins[i + 1] + 1)
-        for k in range(lo, mid):
-            fb[i, k] = (k - lo) / max(1, mid - lo)
-        for k in range(mid, hi):
-            fb[i, k] = (hi - k) / max(1, hi - mid)
-    return fb
+    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=60.0, fmax=sr / 2 * 0.95, htk=True, norm=None), dtype=np.float64)
 
 
 _FB = _mel_filterbank(WIN, N_MELS, SAMPLE_RATE)

@@ -7,8 +7,11 @@ posteriors; arousal_proxy is "louder, faster, higher, brighter than a typical vo
 tracks activation within one speaker but is confounded by voice (a high-pitched speaker reads
 as aroused). Compare its values within a speaker or between renditions of the same text.
 
-Everything is numpy/scipy: a YIN f0 tracker, an energy-envelope syllable-nucleus counter and a
-log-mel DCT for MFCCs. Frames are 10 ms apart.
+The descriptors of the default prosody contrast (SpeechEQ's six dimensions, keys ``seq_*``) come
+from librosa, as in the paper. The older descriptors (f0 median, syllable rate, MFCC vector ...)
+used by the arousal proxy and the ``semitone-syllable`` contrast variant come from a YIN f0 tracker
+with aperiodicity (numpy; librosa's ``yin`` gives no voicing), an energy-envelope syllable-nucleus
+counter, and librosa's mel filterbank and MFCC. Frames are 10 ms apart.
 """
 
 from __future__ import annotations
@@ -110,32 +113,18 @@ def _stft_power(x: np.ndarray, sr: int, n_fft: int = 512, hop_s: float = HOP_S) 
 
 
 def mel_filterbank(sr: int, n_fft: int, n_mels: int = N_MELS, fmin: float = 20.0, fmax: float | None = None) -> np.ndarray:
-    """Triangular filters on the HTK mel scale, shape (n_mels, n_fft // 2 + 1)."""
-    fmax = fmax or sr / 2
+    """Triangular filters on the HTK mel scale (librosa), peak 1, shape (n_mels, n_fft // 2 + 1)."""
+    import librosa
 
-    def hz_to_mel(f: np.ndarray | float) -> np.ndarray:
-        return 2595.0 * np.log10(1.0 + np.asarray(f) / 700.0)
-
-    def mel_to_hz(m: np.ndarray) -> np.ndarray:
-        return 700.0 * (10 ** (m / 2595.0) - 1.0)
-
-    edges = mel_to_hz(np.linspace(hz_to_mel(fmin), hz_to_mel(fmax), n_mels + 2))
-    freqs = np.linspace(0, sr / 2, n_fft // 2 + 1)
-    fb = np.zeros((n_mels, freqs.size))
-    for m in range(n_mels):
-        lo, mid, hi = edges[m], edges[m + 1], edges[m + 2]
-        up = (freqs - lo) / (mid - lo)
-        down = (hi - freqs) / (hi - mid)
-        fb[m] = np.maximum(0.0, np.minimum(up, down))
-    return fb
+    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None), dtype=np.float64)
 
 
 def mfcc(power: np.ndarray, sr: int, n_fft: int = 512, n_mfcc: int = N_MFCC) -> np.ndarray:
-    """MFCCs (orthonormal DCT-II of natural-log mel energies), shape (n_frames, n_mfcc)."""
-    from scipy.fft import dct
+    """MFCCs (librosa's orthonormal DCT-II of natural-log mel energies), shape (n_frames, n_mfcc)."""
+    import librosa
 
     mel = power @ mel_filterbank(sr, n_fft).T
-    return dct(np.log(mel + 1e-10), type=2, norm="ortho", axis=1)[:, :n_mfcc]
+    return np.asarray(librosa.feature.mfcc(S=np.log(mel + 1e-10).T, n_mfcc=n_mfcc, dct_type=2, norm="ortho")).T
 
 
 def _smooth(x: np.ndarray, n: int) -> np.ndarray:
@@ -215,6 +204,50 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
     return d
 
 
+# SpeechEQ's six prosody dimensions, computed with librosa as the paper does (keys prefixed "seq_").
+SEQ_FRAME = 400  # 25 ms at 16 kHz
+SEQ_HOP = 160  # 10 ms
+SEQ_N_FFT = 512
+SEQ_ACTIVE_DB = 35.0  # frames within this many dB of the loudest frame are speech
+SEQ_VOICED_ZCR = 0.25  # and below this zero-crossing rate they count as voiced for the pitch mean
+
+
+def speecheq_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE) -> dict[str, float]:
+    """The six SpeechEQ prosody dimensions of one clip, with librosa.
+
+    ``seq_pitch_mean_hz``: mean of ``librosa.yin`` f0 (60-500 Hz) over voiced frames (active and
+    zero-crossing rate below ``SEQ_VOICED_ZCR``); ``seq_zcr``: mean zero-crossing rate (the
+    paper's speaking-rate proxy); ``seq_centroid_hz``: mean spectral centroid; ``seq_rms``: mean
+    RMS energy (linear); ``seq_mfcc_mean``: mean of the 13 MFCCs over coefficients and frames;
+    ``seq_duration_s``: clip duration. Means run over active frames (within ``SEQ_ACTIVE_DB`` of
+    the loudest), so leading and trailing silence do not dilute them; NaN where a clip has none.
+    """
+    import librosa
+
+    y = np.asarray(x, dtype=np.float32).reshape(-1)
+    nan = float("nan")
+    out = {"seq_duration_s": float(len(y) / sr)}
+    rms = librosa.feature.rms(y=y, frame_length=SEQ_FRAME, hop_length=SEQ_HOP)[0]
+    db = 20 * np.log10(rms + 1e-10)
+    active = (db > db.max() - SEQ_ACTIVE_DB) & (db > -70.0)
+    if not active.any():
+        out.update({k: nan for k in ("seq_pitch_mean_hz", "seq_zcr", "seq_centroid_hz", "seq_rms", "seq_mfcc_mean")})
+        return out
+    zcr = librosa.feature.zero_crossing_rate(y, frame_length=SEQ_FRAME, hop_length=SEQ_HOP)[0]
+    cent = librosa.feature.spectral_centroid(y=y, sr=sr, n_fft=SEQ_N_FFT, hop_length=SEQ_HOP)[0]
+    mf = librosa.feature.mfcc(y=y, sr=sr, n_mfcc=13, n_fft=SEQ_N_FFT, hop_length=SEQ_HOP)
+    f0 = librosa.yin(y, fmin=60.0, fmax=500.0, sr=sr, frame_length=1024, hop_length=SEQ_HOP)
+    n = min(len(active), len(zcr), len(cent), mf.shape[1], len(f0))
+    act = active[:n]
+    voiced = act & (zcr[:n] < SEQ_VOICED_ZCR)
+    out["seq_pitch_mean_hz"] = float(f0[:n][voiced].mean()) if voiced.sum() >= 3 else nan
+    out["seq_zcr"] = float(zcr[:n][act].mean())
+    out["seq_centroid_hz"] = float(cent[:n][act].mean())
+    out["seq_rms"] = float(rms[:n][act].mean())
+    out["seq_mfcc_mean"] = float(mf[:, :n][:, act].mean())
+    return out
+
+
 def arousal_proxy(descriptors: Mapping[str, float], reference: Mapping[str, tuple[float, float]] | None = None) -> float:
     """Mean z-score of pitch level, pitch range, loudness, syllable rate and spectral centroid.
 
@@ -280,5 +313,6 @@ class ProsodyBackend(SERBackend):
             if not np.all(np.isfinite(x)):
                 raise AudioError(f"clip {i} in the batch contains NaN or infinite samples")
             desc = prosody_descriptors(x, sample_rate)
+            desc.update(speecheq_descriptors(x, sample_rate))
             outs.append(EmotionOutput(dimensions={"arousal_proxy": arousal_proxy(desc, self.reference)}, descriptors=desc))
         return outs

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.data import RESERVED_KEYS, Shard, Utterance
+from engine.data import RESERVED_KEYS, RESERVED_LABELS, Shard, Utterance, check_label_names
 from engine.datasets.base import (
     Dataset,
     ShardIndex,
@@ -85,6 +85,9 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
     except (TypeError, ValueError):
         raise ManifestError(source.rsplit(":", 1)[0], f"duration '{duration}' is not a number", line=index, field="duration") from None
     labels = {k: lv for k, v in row.items() if k not in RESERVED_KEYS and k not in AUDIO_KEYS and (lv := _label_value(v)) is not None}
+    clash = check_label_names(labels, "the manifest")
+    if clash:
+        raise ManifestError(source.rsplit(":", 1)[0], clash, line=index, field=next(k for k in labels if k in RESERVED_LABELS))
     return Utterance(
         utt_id=utt_id,
         reference=reference,
@@ -329,10 +332,20 @@ class OasrPredictionsReader:
                     row = json.loads(raw.decode("utf-8", errors="replace"))
                 except json.JSONDecodeError as exc:
                     raise ManifestError(path, f"invalid JSON ({exc.msg})", line=lineno) from None
+                if not isinstance(row, dict):
+                    raise ManifestError(path, f"expected a JSON object per line, got {type(row).__name__} ({str(row)[:40]})", line=lineno)
                 for key in ("audio_filepath", "text", "pred_text"):
                     if key not in row:
                         raise ManifestError(path, f"missing '{key}'", line=lineno, field=key)
+                    if not isinstance(row[key], str):
+                        raise ManifestError(path, f"'{key}' must be a string, got {type(row[key]).__name__}", line=lineno, field=key)
+                duration = row.get("duration")
+                if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
+                    raise ManifestError(path, f"'duration' must be a number of seconds, got {duration!r}", line=lineno, field="duration")
                 labels = {k: lv for k, v in row.items() if k not in ("audio_filepath", "text", "pred_text", "duration", "time") and (lv := _label_value(v)) is not None}
+                clash = check_label_names(labels, path.name)
+                if clash:
+                    raise ManifestError(path, clash, line=lineno, field=next(k for k in labels if k in RESERVED_LABELS))
                 utts.append(
                     Utterance(
                         utt_id=str(row["audio_filepath"]),
