@@ -306,13 +306,65 @@ class HuggingFaceReader:
                 log.warning("%s: could not read the audio column undecoded (%s); using decoded audio", path, exc)
         if limit:
             ds = ds.select(range(min(limit, len(ds))))
-        utts = []
-        for i, row in enumerate(ds):
-            row = dict(row)
-            if self.text_column and self.text_column in row:
-                row["text"] = row.pop(self.text_column)
-            utts.append(record_to_utterance(row, f"{path}:row {i}", i, f"{Path(str(path)).name}-{i:06d}"))
+        if audio_col == "audio":
+            return self._streamed(ds, path, shard_size, p if p.exists() else None)
+        utts = [self._utterance(dict(row), path, i) for i, row in enumerate(ds)]  # paths only: no audio held
         return in_memory_dataset(str(path), str(path), "hf", utts, shard_size, p if p.exists() else None)
+
+    def _utterance(self, row: dict[str, Any], path: str, i: int) -> Utterance:
+        if self.text_column and self.text_column in row:
+            row["text"] = row.pop(self.text_column)
+        return record_to_utterance(row, f"{path}:row {i}", i, f"{Path(str(path)).name}-{i:06d}")
+
+    def _streamed(self, ds: Any, path: str, shard_size: int, root: Path | None) -> Dataset:
+        """Audio stays in the dataset's memory-mapped Arrow files until its shard runs: opening
+        reads every column but ``audio``, and each shard reads its own rows' bytes when loaded, so
+        the driver's memory does not grow with the dataset's audio."""
+        stamp = _arrow_stamp(ds)
+        light_ds = ds.remove_columns(["audio"])
+        light: list[Utterance] = []
+        for i, row in enumerate(light_ds):
+            row = dict(row)
+            row["audio_filepath"] = "<hf>"
+            light.append(self._utterance(row, path, i))
+        check_unique_ids(light, str(path))
+        spans: dict[str, tuple[int, int]] = {}
+        index: dict[str, ShardIndex] = {}
+        for start in range(0, len(light), shard_size):
+            sid = f"s{start // shard_size:05d}"
+            mine = light[start : start + shard_size]
+            spans[sid] = (start, len(mine))
+            index[sid] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, stamp) for u in mine))
+
+        def load(shard_id: str) -> Shard:
+            start, n = spans[shard_id]
+            rows = ds.select(range(start, start + n))
+            return Shard(shard_id, tuple(self._utterance(dict(row), path, start + j) for j, row in enumerate(rows)))
+
+        return Dataset(
+            name=str(path),
+            source=str(path),
+            reader="hf",
+            shard_ids=list(spans),
+            _loader=load,
+            root=root,
+            n_utts=len(light),
+            fingerprint=fingerprint_utterances(light, root, [stamp] * len(light)),
+            shard_size=shard_size,
+            index=index,
+        )
+
+
+def _arrow_stamp(ds: Any) -> tuple[str, str]:
+    """One stamp for a ``datasets`` table: the stamps of its Arrow cache files, combined."""
+    import hashlib
+
+    files = [Path(f["filename"]) for f in getattr(ds, "cache_files", []) or [] if f.get("filename")]
+    if not files:
+        return (f"in-memory:{getattr(ds, '_fingerprint', '')}", "")
+    parts = [file_stamp(f) for f in files]
+    content = hashlib.sha256("|".join(c for c, _ in parts).encode()).hexdigest()[:32]
+    return (content, "|".join(m for _, m in parts))
 
 
 class OasrPredictionsReader:
