@@ -62,7 +62,7 @@ def available_mb() -> float:
                 if line.startswith("MemAvailable:"):
                     return float(line.split()[1]) / 1024.0
     except OSError:
-        pass
+        pass  # no /proc (not Linux): fall through to the portable estimate below
     try:
         import psutil
 

