@@ -449,3 +449,14 @@ def test_emotion_unmapped_label_is_a_clear_error_and_missing_label_column(corpus
     cfg2 = parse_emotion_config({"backends": ["prosody"], "label": "mood"}, "test")
     with pytest.raises(ConfigError, match="no clip carries the emotion label 'mood'"):
         run_emotion_audit(cfg2, ds, tmp_path / "other")
+
+
+def test_prosody_contrast_definition_is_a_recipe_option() -> None:
+    """The paper's definition is the default; the earlier variant is chosen by name; a typo is an error."""
+    from engine.errors import ConfigError
+
+    assert parse_emotion_config({"backends": ["prosody"]}, "r.yaml").contrast_definition == "speecheq"
+    cfg = parse_emotion_config({"backends": ["prosody"], "contrast_definition": "semitone-syllable"}, "r.yaml")
+    assert cfg.contrast_definition == "semitone-syllable" and cfg.as_dict()["contrast_definition"] == "semitone-syllable"
+    with pytest.raises(ConfigError, match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"):
+        parse_emotion_config({"backends": ["prosody"], "contrast_definition": "speechEQ"}, "r.yaml")

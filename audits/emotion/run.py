@@ -15,6 +15,7 @@ Recipe section (``backends`` required; unknown keys are errors)::
       max_comparison_pairs: 200000
       pairs: auto                    # auto | parent | text-speaker | text | none (prosody contrast)
       contrast_threshold: 4
+      contrast_definition: speecheq  # speecheq (the paper's, default) | semitone-syllable (earlier variant)
       derive_labels: false           # label clips with the backend's top category (model-derived)
       min_confidence: 0.0
       batch_size: 16
@@ -36,6 +37,7 @@ What is scored, per backend:
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import json
 import logging
@@ -51,7 +53,7 @@ import numpy as np
 
 from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
-from audits.emotion.prosody_contrast import audit_pairs, pairs_from_parents
+from audits.emotion.prosody_contrast import DEFAULT_DEFINITION, DEFINITIONS, audit_pairs, pairs_from_parents
 from audits.section_config import parse_backend_list, parse_backend_options, resolve_path
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS
@@ -68,7 +70,7 @@ log = logging.getLogger(__name__)
 
 EMOTION_KEYS = {
     "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",
-    "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "derive_labels", "min_confidence",
+    "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "contrast_definition", "derive_labels", "min_confidence",
     "batch_size", "warmup", "backend_options",
 }  # fmt: skip
 PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
@@ -95,6 +97,7 @@ class EmotionConfig:
     max_comparison_pairs: int = 200_000
     pairs: str = "auto"
     contrast_threshold: float = 4.0
+    contrast_definition: str = DEFAULT_DEFINITION
     derive_labels: bool = False
     min_confidence: float = 0.0
     batch_size: int = 16
@@ -109,7 +112,8 @@ class EmotionConfig:
             "expected_arousal": None if self.expected_arousal is None else dict(self.expected_arousal),
             "arousal_dimension": self.arousal_dimension, "dimensions": dict(self.dimensions), "dim_map": dict(self.dim_map),
             "comparison_min_gap": self.comparison_min_gap, "max_comparison_pairs": self.max_comparison_pairs,
-            "pairs": self.pairs, "contrast_threshold": self.contrast_threshold, "derive_labels": self.derive_labels,
+            "pairs": self.pairs, "contrast_threshold": self.contrast_threshold,
+            "contrast_definition": self.contrast_definition, "derive_labels": self.derive_labels,
             "min_confidence": self.min_confidence, "batch_size": self.batch_size, "warmup": self.warmup,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
         }  # fmt: skip
@@ -133,6 +137,15 @@ def _arousal_value(value: Any, where: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
     raise ConfigError(f"{where}: expected high, neutral, low or a number, got {value!r}")
+
+
+def _contrast_definition(value: Any, where: str) -> str:
+    name = expect_type(value, str, where)
+    if name not in DEFINITIONS:
+        close = difflib.get_close_matches(name, DEFINITIONS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"{where}: unknown prosody-contrast definition '{name}'{hint}; known: {', '.join(DEFINITIONS)}")
+    return str(name)
 
 
 def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> EmotionConfig:
@@ -195,6 +208,7 @@ def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> Emotio
         max_comparison_pairs=max_pairs,
         pairs=pairs,
         contrast_threshold=threshold,
+        contrast_definition=_contrast_definition(mapping.get("contrast_definition", DEFAULT_DEFINITION), f"{where}.contrast_definition"),
         derive_labels=bool(expect_type(mapping.get("derive_labels", False), bool, f"{where}.derive_labels")),
         min_confidence=min_conf,
         batch_size=batch_size,
@@ -384,7 +398,7 @@ def prosody_contrast(
             + ("with different labels" if cfg.label else ""),
         }
     descriptors = {u: o.descriptors for u, o in outputs.items() if o.descriptors}
-    res = audit_pairs(found["pairs"], descriptors, threshold=cfg.contrast_threshold)
+    res = audit_pairs(found["pairs"], descriptors, threshold=cfg.contrast_threshold, definition=cfg.contrast_definition)
     d = res.to_dict()
     rows = d.pop("pairs")
     for r in rows:
@@ -402,7 +416,7 @@ def prosody_contrast(
         by_pair["|".join(sorted((str(r["label_a"]), str(r["label_b"]))))].append(int(r["score"]))
     d["by_label_pair"] = {k: {"mean_score": float(np.mean(v)), "n_pairs": len(v)} for k, v in sorted(by_pair.items())}
     if found["control"]:
-        ctrl = audit_pairs(found["control"], descriptors, threshold=cfg.contrast_threshold)
+        ctrl = audit_pairs(found["control"], descriptors, threshold=cfg.contrast_threshold, definition=cfg.contrast_definition)
         scores = [p.score for p in ctrl.pairs]
         d["control_same_label"] = {
             "n_pairs": len(scores),
