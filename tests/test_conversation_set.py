@@ -117,7 +117,7 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
     from normalizers import get_normalizer
 
     if missing_modules(("pocketsphinx",)):
-        pytest.skip("pocketsphinx not installed")
+        pytest.fail("pocketsphinx is a core dependency and is missing: pip install pocketsphinx")
     spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
     cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
     data = load_conversation_data(small_set)

@@ -16,11 +16,9 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
 from engine.runner import InProcessRunner
 from engine.store import RunStore
+from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
 CARDS = Path("/usr/share/pocketsphinx/test/data/cards")
@@ -181,21 +180,7 @@ def test_driver_sigkill_then_resume(dataset: Dataset, baseline: pd.DataFrame, tm
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, str(script), dataset.source, str(out)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     markers = out / "markers" / "pocketsphinx"
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            if markers.is_dir() and list(markers.glob("*.json")):
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"driver exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-            time.sleep(0.05)
-        else:
-            pytest.fail("no unit finished in time")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    sigkill_after_markers(proc, markers, 1, 120, pattern="*.json", poll_s=0.05)
     done = {p.stem for p in markers.glob("*.json")}
     assert 1 <= len(done) < len(dataset.shard_ids)
     runner = InProcessRunner(dataset, [PS], RunStore(out))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -27,6 +26,7 @@ from engine.model_registry import load_model_registry
 from engine.ray_runner import RayRunner, init_ray
 from engine.runner import InProcessRunner
 from engine.store import RunStore
+from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -171,21 +171,7 @@ def test_driver_sigkill_mid_gpu_sweep_then_same_command_resumes_exactly(gpus8: s
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     markers = out / "markers"
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline:
-            if markers.is_dir() and len(list(markers.rglob("*.json"))) >= 2:
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"driver exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-            time.sleep(0.05)
-        else:
-            pytest.fail("no unit finished in time")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    sigkill_after_markers(proc, markers, 2, 120, pattern="**/*.json", poll_s=0.05)
     before = {p: p.stat().st_mtime_ns for p in markers.rglob("*.json")}
     assert 2 <= len(before) < 16, "the kill should land mid-sweep"
     again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)

@@ -5,12 +5,9 @@ backend hangs. Audio: real speech from Debian's pocketsphinx-testdata."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from engine.errors import AuditError, ConfigError
 from engine.ray_runner import RayRunner, init_ray
 from engine.runner import InProcessRunner
 from engine.store import RunStore
+from tests.processes import sigkill_after_markers
 
 ensure_registered()
 
@@ -232,21 +230,7 @@ def test_driver_sigkill_then_resume(ray_address: str, small: Dataset, baseline: 
         stderr=subprocess.PIPE,
     )
     markers = out / "markers" / "ps-slow"
-    deadline = time.monotonic() + 180
-    try:
-        while time.monotonic() < deadline:
-            if markers.is_dir() and len(list(markers.glob("*.json"))) >= 1:
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"driver exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-            time.sleep(0.1)
-        else:
-            pytest.fail("no unit finished in time")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    sigkill_after_markers(proc, markers, 1, 180, pattern="*.json", poll_s=0.1)
     done_before = {p.stem for p in markers.glob("*.json")}
     assert 1 <= len(done_before) < len(small.shard_ids), "the kill should land mid-run"
     spec = ModelSpec("ps-slow", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}}, batch_size=1)

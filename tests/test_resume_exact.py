@@ -22,7 +22,6 @@ import io
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from engine.errors import ConfigError, ResultIntegrityError
 from engine.runner import InProcessRunner
 from engine.shards import utterances_to_table
 from engine.store import RunStore, check_distinct_paths, check_rows, safe_name
+from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
 CARDS = Path("/usr/share/pocketsphinx/test/data/cards")
@@ -61,7 +61,7 @@ cli = CliRunner()
 
 def _cards_refs() -> dict[str, str]:
     if not CARDS.is_dir():
-        pytest.skip(f"pocketsphinx-testdata not found under {CARDS} (apt-get install pocketsphinx-testdata)")
+        pytest.fail(f"pocketsphinx-testdata not found under {CARDS}: `make test` installs it (apt-get install pocketsphinx-testdata)")
     refs = {}
     for line in (CARDS / "cards.transcription").read_text().splitlines():
         text, uid = line.rsplit("(", 1)
@@ -160,21 +160,7 @@ def test_reordered_manifest_after_sigkill_resumes_exactly(clips: dict[str, tuple
     cmd = [sys.executable, "-m", "audits.cli", "run", str(recipe), "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=REPO, env=_cli_env(_config_dir(tmp_path, 1.0)), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     folder = out / "markers" / "ps-slow"
-    deadline = time.monotonic() + 180
-    try:
-        while time.monotonic() < deadline:
-            if folder.is_dir() and len(list(folder.glob("*.json"))) >= 3:
-                break
-            if proc.poll() is not None:
-                pytest.fail(f"run exited early ({proc.returncode}): {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-            time.sleep(0.02)
-        else:
-            pytest.fail("3 units did not finish in time")
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    sigkill_after_markers(proc, folder, 3, 180, pattern="*.json", poll_s=0.02)
     finished = len(list(folder.glob("*.json")))
     assert 3 <= finished < 8
     manifest(m, clips, IDS[::-1])  # same file, lines reversed
