@@ -18,6 +18,16 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 
 @pytest.fixture(scope="session")
+def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The full default demo corpus, built once per test session (about a minute on 2 cores)."""
+    from engine.corpus.demo import build_demo_corpus
+
+    root = tmp_path_factory.mktemp("corpus") / "demo"
+    build_demo_corpus(root)
+    return root
+
+
+@pytest.fixture(scope="session")
 def voxpopuli_preds() -> Path:
     """Real VoxPopuli-150 predictions of five models (Apache-2.0; see the folder's NOTICE)."""
     return FIXTURES / "voxpopuli-150-predictions"

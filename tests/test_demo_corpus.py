@@ -22,7 +22,7 @@ from engine.errors import AudioError, BackendUnavailable, ConfigError
 from engine.shards import encode_audio
 
 SR = 16000
-SMALL = 12
+SMALL = 14  # one clip per voice
 
 
 def _audio_bytes(corpus: DemoCorpus) -> dict[str, bytes]:
@@ -90,13 +90,18 @@ def test_texts_cover_every_spelling_variant_form() -> None:
 # ----------------------------------------------------------------------------- design
 
 
-def test_default_design_has_at_least_20_per_slice_value() -> None:
+SPEECH_FREE_VALUES = {("content", "speech-free"), *(("background", k) for k in demo_mod.SPEECH_FREE_KINDS)}
+
+
+def test_default_design_has_enough_per_slice_value() -> None:
     plans = plan_design(DEFAULT_N_UTTS, seed=0)
-    assert 160 <= len(plans) <= 200
-    counts = slice_counts(plans)
+    free = demo_mod.plan_speech_free(DEFAULT_N_UTTS, seed=0)
+    assert 160 <= len(plans) <= 200 and len(free) == 12
+    counts = slice_counts(plans, free)
     for family, values in FAMILIES.items():
         for value in values:
-            assert counts[family][value] >= 20, (family, value, counts[family])
+            least = 4 if (family, value) in SPEECH_FREE_VALUES else 14 if family == "accent" else 20
+            assert counts[family][value] >= least, (family, value, counts[family])
     assert counts["emotion"]["neutral"] > len(plans) / 3
     assert counts["background"]["clean"] > len(plans) / 2
     assert counts["conversation"]["single"] > len(plans) / 2
@@ -118,8 +123,15 @@ def test_design_is_balanced_and_one_channel_change_at_a_time() -> None:
     # every voice gets every channel condition
     per_voice = Counter((p.voice.accent, p.background, p.conversation) for p in plans)
     assert len(per_voice) == len(VOICES) * len(demo_mod.CHANNELS)
-    # no voice reads the same sentence twice; second talkers are other voices and other texts
-    assert len({(p.voice.voice, p.sentence) for p in plans}) == len(plans)
+    # no voice reads the same sentence twice, except an emotional clip re-voicing its neutral parent
+    roots = [p for p in plans if p.parent is None]
+    assert len({(p.voice.voice, p.sentence) for p in roots}) == len(roots)
+    children = [p for p in plans if p.parent is not None]
+    assert len(children) >= 40 and len({p.parent for p in children}) == len(children)
+    for p in children:
+        parent = plans[p.parent or 0]
+        assert p.emotion != "neutral" and parent.emotion == "neutral"
+        assert (parent.voice, parent.sentence, parent.background, parent.conversation) == (p.voice, p.sentence, p.background, p.conversation)
     for p in plans:
         if p.conversation == "single":
             assert p.second_voice is None and not p.second_sentences
@@ -141,7 +153,8 @@ def test_quotas_sum_and_cover() -> None:
         assert sum(q) == n and min(q) >= 1
     counts = slice_counts(plan_design(SMALL))
     for family, values in FAMILIES.items():
-        assert all(counts[family][v] >= 1 for v in values), (family, counts[family])
+        assert all(counts[family][v] >= 1 for v in values if (family, v) not in SPEECH_FREE_VALUES), (family, counts[family])
+    assert demo_mod.n_speech_free(47) == 0 and demo_mod.n_speech_free(48) == 3 and demo_mod.n_speech_free(1000) == 12
     with pytest.raises(ConfigError, match="n_utts"):
         plan_design(0)
 
@@ -215,11 +228,45 @@ def test_overlay_talker_sets_relative_level() -> None:
     assert info["offset_s"] == 1.5
 
 
-def test_emotion_prosody_maps_to_espeak_flags() -> None:
-    assert tf.EMOTIONS["neutral"].espeak_flags() == {"pitch": 50, "rate": 175}
-    hi = tf.EMOTIONS["positive-high-arousal"].espeak_flags()
-    lo = tf.EMOTIONS["negative-low-arousal"].espeak_flags()
-    assert hi["pitch"] > 50 and hi["rate"] > 175 and lo["pitch"] < 50 and lo["rate"] < 175
+def _formants(x: np.ndarray) -> tuple[float, float]:
+    import parselmouth
+
+    f = parselmouth.Sound(x.astype(np.float64), SR).to_formant_burg(max_number_of_formants=5, maximum_formant=5500)
+    values = [[f.get_value_at_time(k, t) for t in f.ts()] for k in (1, 2)]
+    return float(np.nanmedian(values[0])), float(np.nanmedian(values[1]))
+
+
+def _f0(x: np.ndarray) -> float:
+    import parselmouth
+
+    pitch = parselmouth.Sound(x.astype(np.float64), SR).to_pitch(pitch_floor=60, pitch_ceiling=600)
+    f0 = pitch.selected_array["frequency"]
+    return float(np.median(f0[f0 > 0]))
+
+
+def test_emotion_render_changes_pitch_and_rate_but_keeps_formants() -> None:
+    from engine.backends.tts_flite import FliteTTS
+    from engine.backends.tts_program import resample
+
+    raw, sr = FliteTTS().synthesize("The weather in Boston was warm and sunny all week.", "slt")
+    x = resample(raw, sr, SR)
+    hi = tf.EMOTIONS["positive-high-arousal"]
+    y, info = tf.render_emotion(x, SR, hi)
+    assert info["method"] == "praat-psola-change-gender" and info["formant_shift_ratio"] == 1.0
+    assert _f0(y) / _f0(x) == pytest.approx(hi.pitch, rel=0.06)
+    assert len(y) / len(x) == pytest.approx(1 / hi.rate, rel=0.03)
+    (f1, f2), (g1, g2) = _formants(x), _formants(y)
+    assert g1 / f1 == pytest.approx(1.0, abs=0.08) and g2 / f2 == pytest.approx(1.0, abs=0.05)
+    # the transform this replaces (resampling) moves the formants with f0
+    shifted = resample(x, SR * hi.pitch, SR)
+    assert _formants(shifted)[1] / f2 > 1.08
+    lo = tf.EMOTIONS["negative-low-arousal"]
+    z, _ = tf.render_emotion(x, SR, lo)
+    assert _f0(z) < _f0(x) < _f0(y) and len(z) > len(x) > len(y)
+    again, _ = tf.render_emotion(x, SR, hi)
+    assert np.array_equal(again, y)  # seeded: the same seed gives the same samples
+    same, ident = tf.render_emotion(x, SR, tf.EMOTIONS["neutral"])
+    assert ident == {"method": "none"} and np.array_equal(same, x)
 
 
 # ----------------------------------------------------------------------------- built corpus
@@ -257,17 +304,19 @@ def test_manifest_matches_shards(small: DemoCorpus) -> None:
             assert rec[family] == u.labels[family]
         assert u.labels["emotion_source"] == "simulated"
         assert u.reference and u.reference[0].isupper()  # raw text, not normalized
+        assert rec.get("parent_id") == u.parent_id
 
 
 def test_labels_and_derivation_records(small: DemoCorpus) -> None:
     utts = small.utterances()
     for family, values in FAMILIES.items():
         present = {u.labels[family] for u in utts}
-        assert present == set(values), family
+        assert present == {v for v in values if (family, v) not in SPEECH_FREE_VALUES}, family
     for u in utts:
         d = u.derivation or {}
         assert d["emotion"]["label"] == u.labels["emotion"] and d["emotion"]["source"] == "simulated"
-        assert {"pitch", "rate", "gain_db"} <= set(d["emotion"])
+        assert {"pitch", "rate", "gain_db", "pitch_range", "transform"} <= set(d["emotion"])
+        assert d["emotion"]["from_rendition_of"] == u.parent_id
         assert d["tts"]["voice"] in {v.voice for v in VOICES}
         assert u.speaker == f"{d['tts']['engine']}:{d['tts']['voice']}"
         bg = d["background"]
@@ -289,7 +338,8 @@ def test_corpus_json_and_reuse(small: DemoCorpus, monkeypatch: pytest.MonkeyPatc
     assert meta["name"] == "demo" and meta["seed"] == 0 and meta["n_utts"] == SMALL
     assert meta["builder_version"] == demo_mod.BUILDER_VERSION
     assert "eSpeak NG" in meta["tool_versions"]["espeak-ng"] and "flite" in meta["tool_versions"]["flite"]
-    assert len(meta["voices"]) == 9 and meta["slice_design"]["counts"]["accent"]
+    assert "kokoro-82m" in meta["tool_versions"]["kokoro"]
+    assert len(meta["voices"]) == 14 and meta["slice_design"]["counts"]["accent"]
     calls: list[object] = []
     original = demo_mod._Synth.run
 
@@ -328,13 +378,22 @@ def test_missing_tts_programs_name_the_packages(tmp_path: Path, monkeypatch: pyt
         build_demo_corpus(tmp_path / "x", n_utts=2)
 
 
-@pytest.mark.slow  # about 7 s on an idle 2-core machine, several times that under load
-def test_full_default_corpus(tmp_path: Path) -> None:
-    corpus = build_demo_corpus(tmp_path)
-    assert corpus.n_utts == DEFAULT_N_UTTS and len(corpus.shards) == 3
+@pytest.mark.slow  # builds the full corpus once per session (shared with the end-to-end tests)
+def test_full_default_corpus(demo_corpus: Path) -> None:
+    corpus = build_demo_corpus(demo_corpus)
+    assert corpus.n_utts == DEFAULT_N_UTTS and len(corpus.shards) == 4
     utts = corpus.utterances()
+    assert len(utts) == DEFAULT_N_UTTS + 12
     for family, values in FAMILIES.items():
-        counts = Counter(u.labels[family] for u in utts)
-        assert set(counts) == set(values) and min(counts.values()) >= 20, (family, counts)
+        counts = Counter(u.labels[family] for u in utts if family in u.labels)
+        assert set(counts) == set(values), (family, counts)
+    free = [u for u in utts if u.labels["content"] == "speech-free"]
+    assert len(free) == 12 and all(u.reference == "" and u.speaker is None and u.parent_id is None for u in free)
+    ids = {u.utt_id: u for u in utts}
+    pairs = [(ids[u.parent_id], u) for u in utts if u.parent_id]
+    assert len(pairs) >= 40
+    for parent, child in pairs:
+        assert parent.reference == child.reference and parent.speaker == child.speaker
+        assert parent.labels["emotion"] == "neutral" != child.labels["emotion"]
     hours = sum(u.duration_s or 0 for u in utts) / 3600
     assert 0.1 < hours < 0.5

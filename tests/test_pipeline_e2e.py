@@ -22,15 +22,6 @@ from tests.conftest import write_manifest
 runner = CliRunner()
 
 
-@pytest.fixture(scope="session")
-def demo_corpus(tmp_path_factory) -> Path:
-    from engine.corpus.demo import build_demo_corpus
-
-    root = tmp_path_factory.mktemp("corpus") / "demo"
-    build_demo_corpus(root)
-    return root
-
-
 def independent_wer(df: pd.DataFrame) -> float:
     norm = EnglishNormalizer()
     ok = df[df["error"].isna()]

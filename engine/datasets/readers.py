@@ -28,6 +28,9 @@ AUDIO_KEYS = ("audio_filepath", "audio_path", "path", "file", "audio")
 TEXT_KEYS = ("text", "reference", "sentence", "transcript", "transcription")
 ID_KEYS = ("utt_id", "id")
 SPEAKER_KEYS = ("speaker", "speaker_id")
+# A clip with no speech (silence, noise, music) has an empty reference and this label; an empty
+# reference without it is a problem row, because it usually means a lost transcript.
+SPEECH_FREE_LABEL, SPEECH_FREE_VALUE = "content", "speech-free"
 
 
 def _first(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[str | None, Any]:
@@ -76,8 +79,12 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
         reference = str(text)
         if "\ufffd" in reference:
             problem = problem or "reference is not valid UTF-8 (replacement characters after decoding)"
-        elif not reference.strip():
-            problem = problem or "reference is empty"
+        elif not reference.strip() and row.get(SPEECH_FREE_LABEL) != SPEECH_FREE_VALUE:
+            problem = problem or (
+                f"reference is empty; a clip with no speech in it must say so with '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}'"
+            )
+        elif reference.strip() and row.get(SPEECH_FREE_LABEL) == SPEECH_FREE_VALUE:
+            problem = problem or f"'{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' but the reference is not empty"
     _, spk = _first(row, SPEAKER_KEYS)
     duration = row.get("duration", row.get("duration_s"))
     try:
