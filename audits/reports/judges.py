@@ -35,7 +35,8 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
         for dim, d in (e.get("dimensions") or {}).items():
             parts.append(
                 f"more {dim}: accuracy {_rate(d.get('accuracy'))} of {d.get('n_scored', 0)} pairs "
-                f"(ordered pairs {_rate(d.get('accuracy_ordered'))} of {d.get('n_ordered', 0)}; 'same' answered {d.get('n_same_answers', 0)}x)"
+                f"(ordered pairs {_rate(d.get('accuracy_ordered'))} of {d.get('n_ordered', 0)}; 'same' answered {d.get('n_same_answers', 0)}x; "
+                f"{d.get('n_unparseable', 0)} unparseable)"
             )
         return "; ".join(parts) or "no pair had an expected level on both sides"
     if task == "synthetic_speech":
