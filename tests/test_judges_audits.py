@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audits.schema import CompareFigures, JudgeFigures, SeparationFigures
 from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.backends.hosted.base import wav_bytes
@@ -155,6 +156,7 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, gem
     assert "Audio-LM judges" in md and "false accept" in md and "| judges |" not in md
     assert "data-judge='gemini'" in render_speaker(result)
 
+    assert set(j) <= set(JudgeFigures.__annotations__), set(j) - set(JudgeFigures.__annotations__)
     again = run_speaker_audit(cfg, ds, tmp_path / "run2")  # the response cache: nothing is bought twice
     assert gemini.billable == 40 and again["judges"]["gemini"]["accuracy"] == j["accuracy"]
 
@@ -191,6 +193,7 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, gemini: FakeVend
     md = "\n".join(emotion_lines(result, "Emotion"))
     assert "more aroused: accuracy 50.0%" in md and "### judges" not in md
     assert "data-task='emotion_compare'" in render_emotion(result)
+    assert set(j) <= set(JudgeFigures.__annotations__) and set(ar) <= set(CompareFigures.__annotations__)
 
 
 def test_synthetic_speech_judge_per_arm(corpus: Any, gemini: FakeVendor, tmp_path: Path) -> None:
@@ -232,6 +235,7 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, gemini: FakeVendor, tmp_pat
     assert j["arms"]["generic"]["mean_likelihood"] == pytest.approx(0.9) and j["n_unparseable"] == 1
     sep = j["separation"]["generic"]
     assert sep["auc"] == 1.0 and sep["n_real"] == 2 and sep["n_arm"] == 3 and sep["paired_higher_rate"] == 1.0 and sep["n_paired"] == 2
+    assert set(j) <= set(JudgeFigures.__annotations__) and set(sep) <= set(SeparationFigures.__annotations__)
     probes = {"synthetic_voice": {"status": "ok", "judges": {"gemini": j}}}
     assert "AUC generic vs real 1.000" in "\n".join(probe_lines(probes, "Probes"))
     assert "data-task='synthetic_speech'" in render_probes(probes_data(probes, {}), {})
