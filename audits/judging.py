@@ -134,12 +134,14 @@ def judge_entry(name: str, judge: Any, task: str, ids: Sequence[str], results: S
     answers = [r for r in results if not isinstance(r, BaseException)]
     unparseable = [a for a in answers if a.value is None]
     info = judge.info().as_dict()
+    status = "error" if failed and not answers else "ok"  # e.g. a refused key: every question failed
     return {
         "kind": "judge",
         "judge": name,
         "task": task,
         "model_id": info.get("model_id"),
-        "status": "ok",
+        "status": status,
+        **({"error": next(iter(failed.values()))} if status == "error" else {}),
         "n_items": len(ids),
         "n_answered": len(answers) - len(unparseable),
         "n_unparseable": len(unparseable),

@@ -259,3 +259,17 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
                                                                       "backend_options": {"gemini": {"model": "m"}}}}, "r.yaml")  # fmt: skip
     with pytest.raises(ConfigError, match="did you mean 'max_items'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_item": 3}}, "r.yaml")
+
+
+def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, gemini: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from audits.speaker.run import parse_speaker_config, run_speaker_audit
+
+    ds, _ = corpus
+    monkeypatch.setenv("GEMINI_API_KEY", "a-wrong-key")
+    block = judges_block(gemini, tmp_path, max_items=10)
+    block["backend_options"]["gemini"]["max_concurrency"] = 1  # one request in flight: the first 401 is the only call
+    cfg = parse_speaker_config({"backends": ["test-spectrum-sv"], "max_per_class": None, "warmup": 0, "judges": block}, "test")
+    j = run_speaker_audit(cfg, ds, tmp_path / "run")["judges"]["gemini"]
+    assert j["status"] == "error" and "GEMINI_API_KEY" in j["error"] and j["n_failed_requests"] == 10 and j["n_answered"] == 0
+    assert len(gemini.requests) == 1  # the first 401 stops the rest without another request
+    assert "a-wrong-key" not in json.dumps(j)
