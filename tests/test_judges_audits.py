@@ -1,4 +1,4 @@
-"""Audio-LM judges wired into the audits, against the local fake Gemini server: same/different speaker
+"""Audio-LM judges wired into the audits, against the local fake Gemini and OpenAI servers: same/different speaker
 in the speaker audit (scored on its trials beside the embedding backend), relative emotion on the
 emotion audit's rendition pairs, synthetic-speech likelihood per arm of the synthetic-voice probe.
 The fake judge answers from what it hears (it knows which clip each WAV is), with planted wrong
@@ -101,20 +101,29 @@ def _digests(ds: Dataset) -> dict[str, str]:
     return out
 
 
-@pytest.fixture()
-def gemini(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeVendor]:
-    f = FakeVendor("gemini", KEY)
-    monkeypatch.setenv("GEMINI_API_KEY", KEY)
+JUDGE = {"gemini": ("gemini", "gemini-2.5-flash", "GEMINI_API_KEY"), "openai": ("openai-audio", "gpt-audio", "OPENAI_API_KEY")}
+
+
+@pytest.fixture(params=["gemini", "openai"])
+def judge_fake(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeVendor]:
+    """A local fake judge vendor (Gemini generateContent or OpenAI chat completions), key set."""
+    f = FakeVendor(request.param, KEY)
+    monkeypatch.setenv(JUDGE[request.param][2], KEY)
     yield f
     f.close()
 
 
 def judges_block(fake: FakeVendor, tmp_path: Path, **extra: Any) -> dict[str, Any]:
-    opts = {"model": "gemini-2.5-flash", "base_url": fake.base_url, "backoff_s": 0.01, "cache_dir": str(tmp_path / "cache")}
-    return {"backends": ["gemini"], "backend_options": {"gemini": opts}, **extra}
+    backend, model, _ = JUDGE[fake.vendor]
+    opts = {"model": model, "base_url": fake.base_url, "backoff_s": 0.01, "cache_dir": str(tmp_path / "cache")}
+    return {"backends": [backend], "backend_options": {backend: opts}, **extra}
 
 
-def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, gemini: FakeVendor, tmp_path: Path) -> None:
+def judge_name(fake: FakeVendor) -> str:
+    return JUDGE[fake.vendor][0]
+
+
+def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, judge_fake: FakeVendor, tmp_path: Path) -> None:
     from audits.speaker.report import render_speaker, speaker_lines
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
@@ -130,13 +139,13 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, gem
             return '{"answer": "same"}'  # a planted false accept
         return json.dumps({"answer": "same" if a == b else "different"})
 
-    gemini.reply_fn = reply
+    judge_fake.reply_fn = reply
     cfg = parse_speaker_config({"backends": ["test-spectrum-sv"], "max_per_class": None, "warmup": 0,
-                                "judges": judges_block(gemini, tmp_path, max_items=40, seed=3)}, "test")  # fmt: skip
+                                "judges": judges_block(judge_fake, tmp_path, max_items=40, seed=3)}, "test")  # fmt: skip
     result = run_speaker_audit(cfg, ds, tmp_path / "run")
-    j = result["judges"]["gemini"]
+    j = result["judges"][judge_name(judge_fake)]
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
-    assert j["n_items"] == len(rows) == 40 == gemini.billable
+    assert j["n_items"] == len(rows) == 40 == judge_fake.billable
     assert sum(r["label"] for r in rows) == 20  # balanced over target / non-target
     spk = {r["enroll"]: info[r["enroll"]]["speaker"] for r in rows} | {r["test"]: info[r["test"]]["speaker"] for r in rows}
     unparseable = [r for r in rows if spk[r["enroll"]] == spk[r["test"]] == "s2"]
@@ -154,14 +163,14 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, gem
     assert KEY not in json.dumps(result)
     md = "\n".join(speaker_lines(result, "Speaker verification"))
     assert "Audio-LM judges" in md and "false accept" in md and "| judges |" not in md
-    assert "data-judge='gemini'" in render_speaker(result)
+    assert f"data-judge='{judge_name(judge_fake)}'" in render_speaker(result)
 
     assert set(j) <= set(JudgeFigures.__annotations__), set(j) - set(JudgeFigures.__annotations__)
     again = run_speaker_audit(cfg, ds, tmp_path / "run2")  # the response cache: nothing is bought twice
-    assert gemini.billable == 40 and again["judges"]["gemini"]["accuracy"] == j["accuracy"]
+    assert judge_fake.billable == 40 and again["judges"][judge_name(judge_fake)]["accuracy"] == j["accuracy"]
 
 
-def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, gemini: FakeVendor, tmp_path: Path) -> None:
+def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: FakeVendor, tmp_path: Path) -> None:
     from audits.emotion.report import emotion_lines, render_emotion
     from audits.emotion.run import parse_emotion_config, run_emotion_audit
 
@@ -177,12 +186,12 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, gemini: FakeVend
             return '{"answer": "same"}'  # planted: cannot hear neutral vs low arousal
         return json.dumps({"answer": "A" if la > lb else "B"})
 
-    gemini.reply_fn = reply
+    judge_fake.reply_fn = reply
     cfg = parse_emotion_config({"backends": ["test-loud-ser"], "label": "emotion", "pairs": "parent", "warmup": 0,
-                                "judges": judges_block(gemini, tmp_path, dimensions=["aroused", "positive"])}, "test")  # fmt: skip
+                                "judges": judges_block(judge_fake, tmp_path, dimensions=["aroused", "positive"])}, "test")  # fmt: skip
     result = run_emotion_audit(cfg, ds, tmp_path / "run")
-    j = result["judges"]["gemini"]
-    assert j["n_pairs_available"] == 12 and j["n_items"] == 24 == gemini.billable
+    j = result["judges"][judge_name(judge_fake)]
+    assert j["n_pairs_available"] == 12 and j["n_items"] == 24 == judge_fake.billable
     ar = j["dimensions"]["aroused"]
     assert ar["n_scored"] == 12 and ar["n_same_answers"] == 6 and ar["accuracy"] == pytest.approx(0.5) and ar["accuracy_ordered"] == pytest.approx(0.5)
     pos = j["dimensions"]["positive"]
@@ -196,7 +205,7 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, gemini: FakeVend
     assert set(j) <= set(JudgeFigures.__annotations__) and set(ar) <= set(CompareFigures.__annotations__)
 
 
-def test_synthetic_speech_judge_per_arm(corpus: Any, gemini: FakeVendor, tmp_path: Path) -> None:
+def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp_path: Path) -> None:
     from audits.judging import parse_judge_config
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines, probes_data, render_probes
@@ -226,20 +235,20 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, gemini: FakeVendor, tmp_pat
             return '{"probability": "high"}'  # unparseable (not a number)
         return json.dumps({"probability": 0.9 if c.arm == "generic" else 0.2 if c.clip_id.startswith("s0") else 0.4})
 
-    gemini.reply_fn = reply
-    cfg = parse_judge_config(judges_block(gemini, tmp_path), "probes.synthetic_voice.judges")
+    judge_fake.reply_fn = reply
+    cfg = parse_judge_config(judges_block(judge_fake, tmp_path), "probes.synthetic_voice.judges")
     assert cfg is not None
-    j = judge_synthetic(cfg, clips, tmp_path / "probe")["gemini"]
+    j = judge_synthetic(cfg, clips, tmp_path / "probe")[judge_name(judge_fake)]
     assert j["arms"]["real"] == {"n_clips": 3, "n_answered": 2, "n_unparseable": 1, "n_failed_requests": 0,
                                  "mean_likelihood": pytest.approx(0.3), "median_likelihood": pytest.approx(0.3)}  # fmt: skip
     assert j["arms"]["generic"]["mean_likelihood"] == pytest.approx(0.9) and j["n_unparseable"] == 1
     sep = j["separation"]["generic"]
     assert sep["auc"] == 1.0 and sep["n_real"] == 2 and sep["n_arm"] == 3 and sep["paired_higher_rate"] == 1.0 and sep["n_paired"] == 2
     assert set(j) <= set(JudgeFigures.__annotations__) and set(sep) <= set(SeparationFigures.__annotations__)
-    probes = {"synthetic_voice": {"status": "ok", "judges": {"gemini": j}}}
+    probes = {"synthetic_voice": {"status": "ok", "judges": {judge_name(judge_fake): j}}}
     assert "AUC generic vs real 1.000" in "\n".join(probe_lines(probes, "Probes"))
     assert "data-task='synthetic_speech'" in render_probes(probes_data(probes, {}), {})
-    pc = parse_probe_config({"masking": {}, "synthetic_voice": {"judges": judges_block(gemini, tmp_path, max_items=5)}}, "r.yaml")
+    pc = parse_probe_config({"masking": {}, "synthetic_voice": {"judges": judges_block(judge_fake, tmp_path, max_items=5)}}, "r.yaml")
     assert pc.synthetic_judges is not None and pc.synthetic_judges.max_items == 5
 
 
@@ -249,7 +258,7 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"speaker\.judges\.backends: .*gemni"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemni"]}}, "r.yaml")
-    with pytest.raises(ConfigError, match=r"judges\.backend_options\.gemini: .*needs option 'model'"):
+    with pytest.raises(ConfigError, match=r"judges\.backend_options\.judge_fake: .*needs option 'model'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"]}}, "r.yaml")
     with pytest.raises(ConfigError, match=r"judges\.max_items"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_items": 0,
@@ -261,15 +270,15 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_item": 3}}, "r.yaml")
 
 
-def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, gemini: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, judge_fake: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
     ds, _ = corpus
-    monkeypatch.setenv("GEMINI_API_KEY", "a-wrong-key")
-    block = judges_block(gemini, tmp_path, max_items=10)
-    block["backend_options"]["gemini"]["max_concurrency"] = 1  # one request in flight: the first 401 is the only call
+    monkeypatch.setenv(JUDGE[judge_fake.vendor][2], "a-wrong-key")
+    block = judges_block(judge_fake, tmp_path, max_items=10)
+    block["backend_options"][judge_name(judge_fake)]["max_concurrency"] = 1  # one request in flight: the first 401 is the only call
     cfg = parse_speaker_config({"backends": ["test-spectrum-sv"], "max_per_class": None, "warmup": 0, "judges": block}, "test")
-    j = run_speaker_audit(cfg, ds, tmp_path / "run")["judges"]["gemini"]
-    assert j["status"] == "error" and "GEMINI_API_KEY" in j["error"] and j["n_failed_requests"] == 10 and j["n_answered"] == 0
-    assert len(gemini.requests) == 1  # the first 401 stops the rest without another request
+    j = run_speaker_audit(cfg, ds, tmp_path / "run")["judges"][judge_name(judge_fake)]
+    assert j["status"] == "error" and JUDGE[judge_fake.vendor][2] in j["error"] and j["n_failed_requests"] == 10 and j["n_answered"] == 0
+    assert len(judge_fake.requests) == 1  # the first 401 stops the rest without another request
     assert "a-wrong-key" not in json.dumps(j)
