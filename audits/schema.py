@@ -148,6 +148,104 @@ class ModelFigures(TypedDict, total=False):
     engine: dict[str, Any]
 
 
+class VerificationFigures(TypedDict, total=False):
+    """Decisions on speaker trials: a judge's answers, or an embedding backend at its threshold."""
+
+    n_trials: int
+    n_target: int
+    n_nontarget: int
+    accuracy: float | None
+    false_accept_rate: float | None  # non-target trials accepted / non-target trials decided
+    false_reject_rate: float | None  # target trials rejected / target trials decided
+    threshold: float  # embedding backends only
+
+
+class CompareFigures(TypedDict, total=False):
+    """Relative emotion judged on rendition pairs, for one dimension (``aroused``, ``positive``)."""
+
+    n_pairs: int
+    n_with_truth: int  # pairs whose two labels both have an expected level
+    n_unparseable: int
+    n_scored: int
+    accuracy: float | None  # right answer (A, B or same) over parsed answers with a truth
+    n_ordered: int
+    accuracy_ordered: float | None  # over pairs whose expected levels differ
+    n_same_answers: int
+
+
+class ArmFigures(TypedDict, total=False):
+    """Synthetic-speech likelihood of one arm of the synthetic-voice probe."""
+
+    n_clips: int
+    n_answered: int
+    n_unparseable: int
+    n_failed_requests: int
+    mean_likelihood: float | None
+    median_likelihood: float | None
+
+
+class SeparationFigures(TypedDict, total=False):
+    """How well a judge's likelihood separates an arm from the real clips."""
+
+    auc: float | None  # P(a clip of the arm scores above a real clip), ties half
+    n_arm: int
+    n_real: int
+    paired_higher_rate: float | None  # share of the arm's clips scored above their own real clip
+    n_paired: int
+    what: str
+
+
+class JudgeFigures(TypedDict, total=False):
+    """One audio-LM judge inside an audit: ``speaker.judges.<judge>`` (task ``same_speaker``),
+    ``emotion.judges.<judge>`` (``emotion_compare``), ``probes.synthetic_voice.judges.<judge>``
+    (``synthetic_speech``). Unparseable answers are counted and left out of every figure."""
+
+    kind: str  # "judge"
+    judge: str
+    task: str
+    model_id: str | None
+    status: str  # ok | unavailable | no-pairs | no-clips
+    error: str
+    n_items: int  # questions asked (emotion: pairs x dimensions)
+    n_answered: int
+    n_unparseable: int
+    unparseable_rate: float | None
+    unparseable_examples: list[str]  # at most 5, each cut to 120 characters
+    n_failed_requests: int
+    failed_requests: dict[str, str]
+    facts: dict[str, Any]  # endpoint, prompts file, temperature (never the key)
+    usage: dict[str, Any]  # billable calls, cache hits, tokens, unparseable per task
+    rows_path: str  # per-item answers (JSON lines)
+    sample: dict[str, Any]
+    parsing: str
+    clip_errors: dict[str, str]  # clips that could not be decoded (at most 20)
+    # same_speaker: which trials were judged and how a decision reads
+    n_trials_available: int
+    n_trials_sampled: int
+    n_trials_without_audio: int
+    decision: str
+    # emotion_compare: which pairs, and where the truth comes from
+    n_pairs_available: int
+    n_pairs_sampled: int
+    n_pairs_without_audio: int
+    truth: dict[str, str]
+    expected_valence: dict[str, float | None] | None
+    order: str
+    # same_speaker: VerificationFigures fields, plus the embedding backends on the judged trials
+    n_trials: int
+    n_target: int
+    n_nontarget: int
+    accuracy: float | None
+    false_accept_rate: float | None
+    false_reject_rate: float | None
+    on_judged_trials: dict[str, VerificationFigures]
+    # emotion_compare
+    dimensions: dict[str, CompareFigures]
+    # synthetic_speech
+    arms: dict[str, ArmFigures]
+    separation: dict[str, SeparationFigures]
+
+
 class Summary(TypedDict, total=False):
     """``summary.json``. Audit sections (probes, speaker, emotion, ...) add a key of their own."""
 

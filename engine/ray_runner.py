@@ -29,6 +29,9 @@ placement:
   whose marker agrees with their part and matches the plan (same utterances, clips and
   settings) are skipped, units whose rows an earlier run stored under another layout are
   rebuilt from them, and quarantined units (below) are retried.
+* **Hosted APIs.** A hosted model's actors report their usage (calls billed, cache hits, cost)
+  after each unit and when they go; the driver adds it to earlier sessions' in the model's facts
+  (``engine/ray_usage.py``), as the in-process runner does.
 * **Failures.** An actor that dies (segfault, OOM kill, ``os._exit``) or exceeds
   ``unit_timeout_s`` on a unit is killed and replaced; the unit it was running is retried up to
   ``max_retries`` times, then quarantined: its rows are written with
@@ -48,14 +51,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
 from engine.backends import ASR_BACKENDS
 from engine.cluster import check_address, node_capacity, placement_problem
-from engine.data import DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, WorkUnit
+from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import InProcessRunner, _base_row, decode_shard, load_model, process_unit
+from engine.ray_actor import ModelActor
+from engine.ray_usage import RayUsage, final_usage, is_hosted
+from engine.runner import InProcessRunner, _base_row, decode_shard
 from engine.schedule import choose_run, order_runs
 from engine.store import RunPlan, RunStore
 
@@ -63,42 +66,6 @@ log = logging.getLogger(__name__)
 
 _NO_LIMIT = 1 << 30
 _THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-class ModelActor:
-    """Holds one loaded model for its whole life; wrapped with ``ray.remote`` by :class:`RayRunner`."""
-
-    def __init__(self, spec: ModelSpec, warmup: int) -> None:
-        self.spec = spec
-        self.warmup = warmup
-        self.backend: Any = None
-
-    def load(self) -> dict[str, Any]:
-        """Load and warm the model; returns its facts (a load failure is a status, not an exception)."""
-        state = load_model(self.spec, self.warmup)
-        self.backend = state.backend
-        facts = dict(state.facts)
-        try:
-            import ray
-
-            ctx = ray.get_runtime_context()
-            facts["actor"] = {"pid": os.getpid(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
-        except Exception:  # noqa: BLE001 - placement facts are informative only
-            facts["actor"] = {"pid": os.getpid()}
-        return facts
-
-    def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
-        """Transcribe one shard (rows in shard order, errors included)."""
-        if self.backend is None:
-            raise AuditError(f"model {self.spec.name} is not loaded in this actor")
-        # Arrays from the object store are read-only views; some backends write into their input.
-        own = [d if d.samples is None or d.samples.flags.writeable else replace(d, samples=np.array(d.samples)) for d in decoded]
-        return process_unit(self.backend, self.spec.name, shard, own, self.spec.batch_size)
-
-    def close(self) -> None:
-        if self.backend is not None:
-            self.backend.close()
-            self.backend = None
 
 
 @dataclass
@@ -305,6 +272,7 @@ class RayRunner:
         self._label_keys: dict[str, list[str]] = {}
         self._t0 = time.perf_counter()
         self.stats: dict[str, Any] = {}
+        self._usage = RayUsage({})  # hosted APIs' calls billed and cost, per model (engine/ray_usage.py)
 
     # -- what is left to do -------------------------------------------------------------------
     def _quarantined(self, unit: WorkUnit) -> bool:
@@ -415,6 +383,7 @@ class RayRunner:
             result = {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
             self.plan.not_run = {n for n, f in result.items() if f.get("status") != "loaded"}
             return result
+        self._usage = RayUsage(self.store.read_model_facts())  # a resumed run keeps counting
         started = self._init_ray()
         self._t0 = t0 = time.perf_counter()
         try:
@@ -552,6 +521,7 @@ class RayRunner:
         for ref in [r for r, (_, k) in self._watch.items() if k == actor.key]:
             del self._watch[ref]
         self._actors.pop(actor.key, None)
+        self._usage.retire(actor.key)
         run = self._runs[actor.model]
         if actor.key in run.actors:
             run.actors.remove(actor.key)
@@ -566,10 +536,12 @@ class RayRunner:
             run = self._runs[actor.model]
             if actor.loaded and not actor.inflight and (not run.queue or run.failed):
                 log.debug("retiring actor %d of %s", actor.key, actor.model)
+                self._final_usage(actor)
                 self._remove_actor(actor)
 
     def _shutdown_actors(self) -> None:
         for actor in list(self._actors.values()):
+            self._final_usage(actor)
             self._remove_actor(actor)
         self._watch.clear()
 
@@ -642,6 +614,13 @@ class RayRunner:
         kind, key = self._watch.pop(ref)
         actor = self._actors[key]
         run = self._runs[actor.model]
+        if kind == "usage":
+            try:
+                self._usage.update(actor.model, key, ray.get(ref))
+            except RayError:  # a dead actor: its unit's result says so; its last figures count
+                return
+            self._store_usage(run)
+            return
         if kind == "load":
             try:
                 facts = ray.get(ref)
@@ -675,6 +654,20 @@ class RayRunner:
         actor.inflight.remove(task)
         self._set_next_head(actor)
         self._write(run, task.shard_id, rows)
+        if is_hosted(run.facts):  # answered after the actor's next queued unit; the driver does not wait
+            self._watch[actor.handle.usage.remote()] = ("usage", key)
+
+    def _store_usage(self, run: _ModelRun) -> None:
+        """Keep a hosted model's usage (this session's actors plus earlier sessions) current in its facts."""
+        if self._usage.apply(run.spec.name, run.facts):
+            self.store.write_model_facts(run.spec.name, run.facts)
+
+    def _final_usage(self, actor: _Actor) -> None:
+        """Before a hosted actor goes, read its final figures (after its queued units: they are billed)."""
+        run = self._runs[actor.model]
+        if actor.loaded and is_hosted(run.facts):
+            self._usage.update(actor.model, actor.key, final_usage(actor.handle))
+            self._store_usage(run)
 
     def _set_next_head(self, actor: _Actor) -> None:
         if actor.inflight and actor.inflight[0].head_since is None:
@@ -687,6 +680,7 @@ class RayRunner:
                 run.loaded_once = True
                 run.ready_at = time.perf_counter() - self._t0
                 run.facts = dict(facts)
+                self._usage.apply(run.spec.name, run.facts)
                 self.store.write_model_facts(run.spec.name, run.facts)
             return
         if run.loaded_once:  # it loaded before: treat as a transient failure of this actor

@@ -56,6 +56,7 @@ class FakeVendor:
         self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
         self.audio_parts: list[int] = []  # judges: audio clips seen per request
         self.reply_by_size: dict[int, str] = {}  # judges: reply chosen by the first clip's WAV size in bytes
+        self.reply_fn: Any = None  # judges: reply_fn(prompt text, [WAV bytes of each clip]) -> reply text, when set
         self.lock = threading.Lock()
         fake = self
 
@@ -244,9 +245,11 @@ class FakeVendor:
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
 
-def _judge_reply(fake: FakeVendor, first_audio_b64: str = "") -> str:
+def _judge_reply(fake: FakeVendor, first_audio_b64: str = "", prompt: str = "", clips_b64: list[str] | None = None) -> str:
     import base64
 
+    if fake.reply_fn is not None:
+        return str(fake.reply_fn(prompt, [base64.b64decode(c) for c in clips_b64 or [first_audio_b64]]))
     with fake.lock:
         size = len(base64.b64decode(first_audio_b64)) if first_audio_b64 else -1
         if size in fake.reply_by_size:
@@ -265,7 +268,8 @@ def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
-    reply = _judge_reply(self, audio[0]["inline_data"]["data"])
+    prompt = "".join(str(p["text"]) for p in parts if "text" in p)
+    reply = _judge_reply(self, audio[0]["inline_data"]["data"], prompt, [a["inline_data"]["data"] for a in audio])
     cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
     return 200, {"candidates": [cand], "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
 
@@ -281,7 +285,8 @@ def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
-    message = {"role": "assistant", "content": _judge_reply(self, audio[0]["input_audio"]["data"]), "refusal": None}
+    prompt = "".join(str(c.get("text", "")) for c in content if c.get("type") == "text")
+    message = {"role": "assistant", "content": _judge_reply(self, audio[0]["input_audio"]["data"], prompt, [a["input_audio"]["data"] for a in audio]), "refusal": None}
     return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"], "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                  "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
 

@@ -192,3 +192,21 @@ def test_hosted_registry_entries() -> None:
     for name, e in hosted.items():
         assert "price_per_audio_hour_usd" in e.options and e.options.get("price_note"), name
         ASR_BACKENDS.get(e.backend)(**e.options)  # options valid for the backend
+
+
+def test_missing_price_is_reported_as_unknown_never_as_zero() -> None:
+    """A registry entry without a list price (null) gives an unknown cost in summary.json, report.md
+    and report.html, never 0; the shipped entries without a confirmed price say why in price_note."""
+    from audits.reports.cost import hosted_usage_lines, hosted_usage_sections
+    from engine.backends.hosted.base import combine_usage, usage_summary
+    from engine.model_registry import load_model_registry
+
+    u = combine_usage(usage_summary({"billable_calls": 2, "audio_s_billed": 90.0}, None), usage_summary({"billable_calls": 1, "audio_s_billed": 30.0}, None))
+    assert u["billable_calls"] == 3 and u["audio_hours_billed"] == pytest.approx(120 / 3600, abs=1e-6) and u["estimated_cost_usd"] is None
+    summary = {"models": {"vendor-x": {"backend_info": {"usage": u}}}}
+    assert "est. cost unknown (no price)" in "\n".join(hosted_usage_lines(summary))
+    (_, _, html, _), = hosted_usage_sections(summary)
+    assert "unknown (no price)" in html and "data-cost=''" in html and "$0.0000" not in html
+    for name, e in load_model_registry().items():
+        if "hosted" in e.tags and e.options.get("price_per_audio_hour_usd") is None:
+            assert "no " in str(e.options["price_note"]) and "list price" in str(e.options["price_note"]), name

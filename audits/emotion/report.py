@@ -7,8 +7,15 @@ from typing import Any
 
 from audits.reports.charts import heat_color
 from audits.reports.formatting import attrs, esc, md, num_attr, pct, rate_text
+from audits.reports.judges import judge_lines, render_judges
 
 _DATA_KEYS = ("ua", "wa", "macro_f1", "n_scored", "n_utts", "n_missing", "confusion", "slices", "dimensional")
+JUDGES_TITLE = "Audio-LM judges: which rendition sounds more aroused / positive"
+
+
+def _backends(emotion: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The SER backends' entries (the ``judges`` key holds the audio-LM judges)."""
+    return [(b, v) for b, v in sorted(emotion.items()) if b != "judges" and isinstance(v, Mapping)]
 
 
 def emotion_lines(emotion: Mapping[str, Any], title: str) -> list[str]:
@@ -16,9 +23,7 @@ def emotion_lines(emotion: Mapping[str, Any], title: str) -> list[str]:
     if not emotion:
         return []
     out = [f"## {title}", ""]
-    for b, v in sorted(emotion.items()):
-        if not isinstance(v, Mapping):
-            continue
+    for b, v in _backends(emotion):
         out.append(f"### {md(b)}")
         cat = v.get("categorical") or {}
         if cat:
@@ -32,20 +37,18 @@ def emotion_lines(emotion: Mapping[str, Any], title: str) -> list[str]:
         for note in v.get("notes") or []:
             out.append(f"- {md(note)}")
         out.append("")
-    return out
+    return out + judge_lines(emotion.get("judges"), JUDGES_TITLE)
 
 
 def emotion_data(emotion: Mapping[str, Any]) -> dict[str, Any]:
     """The numbers report.html embeds per backend."""
-    return {b: {k: v.get(k) for k in _DATA_KEYS} for b, v in sorted(emotion.items()) if isinstance(v, Mapping)}
+    return {b: {k: v.get(k) for k in _DATA_KEYS} for b, v in _backends(emotion)}
 
 
 def render_emotion(emotion: Mapping[str, Any]) -> str:
     """Per backend: UA/WA/macro-F1, the confusion matrix as a heat map, slices, dimensions, warnings."""
     out = []
-    for backend, v in sorted(emotion.items()):
-        if not isinstance(v, Mapping):
-            continue
+    for backend, v in _backends(emotion):
         out.append(f"<h3>{esc(backend)}</h3>")
         out.append(
             f"<table class='emotion-table'{attrs(backend=backend)}><tr><th>UA % (mean per-class recall)</th><th>WA %</th><th>macro-F1</th><th>scored</th><th>missing</th></tr>"
@@ -81,4 +84,5 @@ def render_emotion(emotion: Mapping[str, Any]) -> str:
             out.append("</tbody></table>")
         if v.get("warnings"):
             out.append("<ul class='note'>" + "".join(f"<li>{esc(w)}</li>" for w in v["warnings"][:10]) + "</ul>")
+    out.append(render_judges(emotion.get("judges"), JUDGES_TITLE))
     return "".join(out)

@@ -21,6 +21,7 @@ Recipe section (``backends`` required; unknown keys are errors)::
       batch_size: 16
       warmup: 1
       backend_options: {}
+      judges: null                   # audio-LM judges comparing rendition pairs (audits/emotion/judge_compare.py)
 
 What is scored, per backend:
 
@@ -54,6 +55,7 @@ import numpy as np
 from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
 from audits.emotion.prosody_contrast import DEFAULT_DEFINITION, DEFINITIONS, audit_pairs, pairs_from_parents
+from audits.judging import JudgeConfig, parse_judge_config
 from audits.section_config import parse_backend_list, parse_backend_options, resolve_path
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS
@@ -71,7 +73,7 @@ log = logging.getLogger(__name__)
 EMOTION_KEYS = {
     "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",
     "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "contrast_definition", "derive_labels", "min_confidence",
-    "batch_size", "warmup", "backend_options",
+    "batch_size", "warmup", "backend_options", "judges",
 }  # fmt: skip
 PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
 AROUSAL_LEVELS = {"high": 1.0, "neutral": 0.0, "mid": 0.0, "medium": 0.0, "low": -1.0}
@@ -103,9 +105,10 @@ class EmotionConfig:
     batch_size: int = 16
     warmup: int = 1
     backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    judges: JudgeConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        return {"judges": None if self.judges is None else self.judges.as_dict(),
             "backends": list(self.backends), "label": self.label,
             "label_map": self.label_map if isinstance(self.label_map, (str, type(None))) else dict(self.label_map),
             "unmapped": self.unmapped,
@@ -214,7 +217,17 @@ def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> Emotio
         batch_size=batch_size,
         warmup=warmup,
         backend_options=parse_backend_options(mapping, backends, where),
+        judges=_judges(mapping.get("judges"), f"{where}.judges"),
     )
+
+
+def _judges(raw: Any, where: str) -> JudgeConfig | None:
+    from audits.emotion.judge_compare import check_dimensions
+
+    cfg = parse_judge_config(raw, where, extra_keys=("dimensions",))
+    if cfg is not None:
+        check_dimensions(cfg.extra.get("dimensions"), f"{where}.dimensions")
+    return cfg
 
 
 # --------------------------------------------------------------------------------------------
@@ -582,6 +595,14 @@ def run_emotion_audit(
         if warnings:
             entry.setdefault("warnings", []).extend(warnings)
         results[spec.name] = entry
+    if cfg.judges is not None:
+        from audits.emotion.judge_compare import judge_emotion_pairs
+
+        lm = cfg.make_label_map()
+        arousal, _ = expected_arousal_table([str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg, lm)
+        results["judges"] = judge_emotion_pairs(
+            cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions()
+        )
     atomic_write_text(out / "emotion" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
     return json_safe(results)
 

@@ -15,7 +15,8 @@ Recipe schema (every key optional; a probe runs when its key is present and ``en
                       min_ref_match: 0.5, corrections: null, corrections_mode: replace,
                       reference_errors: {fraction: 0.5, kinds: [...], seed: 0, datasets: [demo]}}
       synthetic_voice: {tts: espeak-ng, voice: null, sources: [masking, bad_reference],
-                        max_clips: 200, n_boot: 1000, seed: 0}
+                        max_clips: 200, n_boot: 1000, seed: 0,
+                        judges: null}   # audio-LM judges: synthetic-speech likelihood per arm (audits/judging.py)
 
 ``reference_errors`` (for corpora whose references are right, like the demo corpus) plants known,
 recorded reference errors in a copy of the dataset: the bad-reference probe then runs on that copy,
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from audits.judging import JudgeConfig, parse_judge_config
 from audits.probes.masking import MaskSettings
 from audits.probes.synthetic_voice import SyntheticSettings
 from audits.probes.word_timings import METHODS
@@ -45,7 +47,7 @@ ORTHO_KEYS = {"enabled", "min_clips_per_arm", "pool", "families"}
 BADREF_KEYS = {"enabled", "panel", "supermajority", "min_agree", "min_eligible_panel", "min_ref_match",
                "min_deletion_cer", "corrections", "corrections_mode", "reference_errors"}
 REFERR_KEYS = {"enabled", "fraction", "kinds", "seed", "prepend", "append", "datasets"}
-SYNTH_KEYS = {"enabled", "tts", "voice", "sources", "max_clips", "n_boot", "seed"}
+SYNTH_KEYS = {"enabled", "tts", "voice", "sources", "max_clips", "n_boot", "seed", "judges"}
 ERROR_KINDS = ("prepend", "append", "drop-first", "drop-last")
 
 
@@ -108,6 +110,7 @@ class ProbeConfig:
     bad_reference: BadReferenceConfig | None = None
     synthetic_voice: SyntheticSettings | None = None
     source: str = ""
+    synthetic_judges: JudgeConfig | None = None  # probes.synthetic_voice.judges (audits/judging.py)
 
     @property
     def enabled(self) -> list[str]:
@@ -200,6 +203,7 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
 
     synth = None
     s = _section(raw, "synthetic_voice", SYNTH_KEYS, where)
+    synth_judges = parse_judge_config(s.get("judges"), f"{where}.synthetic_voice.judges") if s is not None else None
     if s is not None:
         w = f"{where}.synthetic_voice"
         sources = _str_list(s.get("sources", ["masking", "bad_reference"]), f"{w}.sources")
@@ -220,7 +224,7 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
             raise ConfigError(
                 f"{w}: its sources {list(synth.sources)} need the masking or bad_reference probe; enable one of them"
             )
-    return ProbeConfig(timing, masking, ortho, badref, synth, source)
+    return ProbeConfig(timing, masking, ortho, badref, synth, source, synth_judges)
 
 
 def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | None) -> BadReferenceConfig:

@@ -13,6 +13,7 @@ from typing import Any
 from audits.reports.charts import IntervalRow, svg_interval_panels
 from audits.reports.findings import control_models, intervals_disjoint
 from audits.reports.formatting import attrs, ci_bounds, esc, md, num_attr, rate_ci_text, rate_text
+from audits.reports.judges import judge_lines, render_judges
 from audits.reports.tables import probe_counts, probe_model_results
 
 _COUNT_KEYS = ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs")
@@ -27,7 +28,9 @@ def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
         if not isinstance(per_model, Mapping):
             continue
         rows = {m: v for m, v in per_model.items() if isinstance(v, Mapping) and ("rate" in v or "switch" in v or "diff" in v)}
+        judges = judge_lines(per_model.get("judges"), f"{probe}: audio-LM judges (synthetic-speech likelihood)")
         if not rows:
+            out += judges
             continue
         out += [f"### {md(probe)}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
         for m, v in sorted(rows.items()):
@@ -35,6 +38,7 @@ def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
             counts = ", ".join(f"{k}={v[k]}" for k in _COUNT_KEYS if k in v)
             out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {md(counts)} | {md(v.get('status', ''))} |")
         out.append("")
+        out += judges
     return out
 
 
@@ -49,6 +53,7 @@ def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[s
             "models": {m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0], "n": probe_counts(r)[1]} for m, r in res.items()},
             "controls": control_models(summary, res),
             "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
+            "judges": p.get("judges") if isinstance(p.get("judges"), Mapping) else None,
         }
     return out
 
@@ -89,4 +94,5 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
                 + f"<td class='l'>{esc(cmp)}</td></tr>"
             )
         out.append("</tbody></table>")
+        out.append(render_judges(p.get("judges"), f"{probe}: audio-LM judges (synthetic-speech likelihood)"))
     return "".join(out)

@@ -447,6 +447,11 @@ def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], p
     if not generic:
         facts.update(status="no-clips", note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize")
         return facts
+    if cfg.synthetic_judges is not None:  # audio-LM judges: how synthetic each arm sounds (audits/probes/synthetic_judge.py)
+        from audits.probes.synthetic_judge import judge_synthetic, real_and_generic_arms
+
+        clips = real_and_generic_arms(generic, by_id, dataset.root, cfg.synthetic_judges.max_items)
+        facts["judges"] = judge_synthetic(cfg.synthetic_judges, clips, root)
     (root / "derived").mkdir(parents=True, exist_ok=True)
     for old in (root / "derived").glob("shard-*.parquet"):
         old.unlink()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audits.reports.formatting import md
+from audits.reports.formatting import esc, md
 
 
 def hosted_usage(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -33,3 +33,31 @@ def hosted_usage_lines(summary: Mapping[str, Any]) -> list[str]:
             f"est. cost {'unknown (no price)' if cost is None else f'${cost:.4f}'}, API RTFx {'—' if rtfx is None else f'{rtfx:.1f}'}"
         )
     return lines + [""]
+
+
+def _cost_text(u: Mapping[str, Any]) -> str:
+    cost = u.get("estimated_cost_usd")
+    return "unknown (no price)" if cost is None else f"${float(cost):.4f}"
+
+
+def hosted_usage_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str, str]]:
+    """report.html's 'Hosted APIs' section (none when the run used no hosted model): per model the
+    audio billed, calls, cache hits, retries, price and estimated cost; a missing price shows as
+    unknown, never as 0."""
+    rows = hosted_usage(summary)
+    if not rows:
+        return []
+    body = ["<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache hits</th>"
+            "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"]  # fmt: skip
+    for name, u in rows.items():
+        price = u.get("price_per_audio_hour_usd")
+        rtfx = u.get("api_rtfx")
+        body.append(
+            f"<tr data-model='{esc(name)}' data-cost='{esc('' if u.get('estimated_cost_usd') is None else u.get('estimated_cost_usd'))}'>"
+            f"<td class='l'>{esc(name)}</td><td>{float(u.get('audio_hours_billed') or 0) * 60:.2f}</td><td>{esc(u.get('billable_calls', 0))}</td>"
+            f"<td>{esc(u.get('cache_hits', 0))}</td><td>{esc(u.get('retries', 0))}</td><td>{'unknown' if price is None else f'${float(price):.3f}'}</td>"
+            f"<td>{esc(_cost_text(u))}</td><td>{'—' if rtfx is None else f'{float(rtfx):.1f}'}</td></tr>"
+        )
+    body.append("</tbody></table>")
+    note = "Cost is an estimate from list prices (no price: unknown); API RTFx = audio seconds / request wall time, network included."
+    return [("hosted", "Hosted APIs: usage and cost", "".join(body), note)]

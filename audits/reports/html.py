@@ -32,6 +32,7 @@ from audits.reports.charts import (
     svg_interval_panels,
     svg_scatter,
 )
+from audits.reports.cost import hosted_usage_sections
 from audits.reports.findings import (
     by_wer,
     empty_ref_finding,
@@ -574,6 +575,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("run-facts", "Run facts", render_facts(summary, data), ""),
         ("overall", "Overall WER and CER", render_overall(summary, colors), "Corpus-level rates (total edits over total reference words) with speaker-block bootstrap 95% intervals."),
         ("speed", "WER against speed (RTFx)", render_speed(summary, colors), ""),
+        *hosted_usage_sections(summary),
         ("heatmap", "Heat map: models × slices (WER %)", render_heatmap(summary, fams), ""),
         ("slices", "WER per slice family", render_slices(summary, fams, colors), "Each panel is one slice value; dots are corpus WER, bars the 95% interval. Intervals that overlap do not support calling one model better on that slice."),
         ("gaps", "Fairness gaps", render_gaps(summary, colors), ""),

@@ -7,8 +7,15 @@ from typing import Any
 
 from audits.reports.charts import svg_det, svg_histogram
 from audits.reports.formatting import PALETTE, attrs, esc, md, num_attr, pct, rate_text
+from audits.reports.judges import judge_lines, render_judges
 
 _DATA_KEYS = ("eer", "min_dcf", "accuracy", "threshold", "n_trials", "n_target", "n_nontarget", "slices")
+JUDGES_TITLE = "Audio-LM judges: same or different speaker"
+
+
+def _backends(speaker: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The embedding backends' entries (the ``judges`` key holds the audio-LM judges)."""
+    return [(b, v) for b, v in sorted(speaker.items()) if b != "judges" and isinstance(v, Mapping)]
 
 
 def speaker_lines(speaker: Mapping[str, Any], title: str) -> list[str]:
@@ -16,35 +23,31 @@ def speaker_lines(speaker: Mapping[str, Any], title: str) -> list[str]:
     if not speaker:
         return []
     out = [f"## {title}", "", "| backend | EER % | minDCF (p=0.01) | accuracy % | threshold | trials | failed clips |", "|---|---:|---:|---:|---:|---:|---:|"]
-    for b, v in sorted(speaker.items()):
-        if not isinstance(v, Mapping):
-            continue
+    for b, v in _backends(speaker):
         out.append(
             f"| {md(b)} | {pct(v.get('eer'))} | {rate_text(v.get('min_dcf'))} | {pct(v.get('accuracy'))} | {rate_text(v.get('threshold'))} | "
             f"{v.get('n_trials', '—')} | {v.get('n_failed_clips', v.get('n_failed', 0))} |"
         )
-    for b, v in sorted(speaker.items()):
-        if isinstance(v, Mapping) and v.get("slices"):
+    for b, v in _backends(speaker):
+        if v.get("slices"):
             out += ["", f"EER per slice ({md(b)}):", "", "| slice | EER % | trials |", "|---|---:|---:|"]
             for k, sv in sorted(v["slices"].items()):
                 if isinstance(sv, Mapping):
                     out.append(f"| {md(k)} | {pct(sv.get('eer'))} | {sv.get('n_trials', '—')} |")
-        for note in (v.get("notes") or []) if isinstance(v, Mapping) else []:
+        for note in v.get("notes") or []:
             out.append(f"- {md(note)}")
-    return out + [""]
+    return out + [""] + judge_lines(speaker.get("judges"), JUDGES_TITLE)
 
 
 def speaker_data(speaker: Mapping[str, Any]) -> dict[str, Any]:
     """The numbers report.html embeds per backend (curves and per-trial data stay in summary.json)."""
-    return {b: {k: v.get(k) for k in _DATA_KEYS} for b, v in sorted(speaker.items()) if isinstance(v, Mapping)}
+    return {b: {k: v.get(k) for k in _DATA_KEYS} for b, v in _backends(speaker)}
 
 
 def render_speaker(speaker: Mapping[str, Any]) -> str:
     """Per backend: the headline table, DET curve and score histograms, EER per slice (pair), warnings."""
     out = []
-    for i, (backend, v) in enumerate(sorted(speaker.items())):
-        if not isinstance(v, Mapping):
-            continue
+    for i, (backend, v) in enumerate(_backends(speaker)):
         color = PALETTE[i % len(PALETTE)]
         out.append(f"<h3>{esc(backend)}</h3>")
         out.append(
@@ -75,4 +78,5 @@ def render_speaker(speaker: Mapping[str, Any]) -> str:
             out.append("</tbody></table>")
         if v.get("warnings"):
             out.append("<ul class='note'>" + "".join(f"<li>{esc(w)}</li>" for w in v["warnings"][:10]) + "</ul>")
+    out.append(render_judges(speaker.get("judges"), JUDGES_TITLE))
     return "".join(out)

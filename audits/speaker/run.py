@@ -20,6 +20,7 @@ Recipe section (every key optional except ``backends``; unknown keys are errors)
       warmup: 1
       combined_clips: 0              # write this many 'A, beep, B' trial clips for audio judges
       backend_options: {resemblyzer: {num_threads: 1}}
+      judges: null                   # audio-LM judges deciding same/different on sampled trials (audits/judging.py)
 
 ``parse_speaker_config`` is pure (no model loads, no dataset reads), so a recipe can be
 validated before anything heavy happens. ``run_speaker_audit`` returns the ``speaker`` section
@@ -39,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from audits.asr.summary import json_safe
+from audits.judging import JudgeConfig, parse_judge_config
 from audits.section_config import parse_backend_list, parse_backend_options, resolve_path, str_list
 from audits.speaker.metrics import (
     Trial,
@@ -65,7 +67,7 @@ log = logging.getLogger(__name__)
 
 SPEAKER_KEYS = {
     "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",
-    "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips",
+    "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips", "judges",
     "backend_options", "subsets",
 }  # fmt: skip
 COHORT_MODES = (None, "s-norm", "as-norm")
@@ -95,9 +97,10 @@ class SpeakerConfig:
     combined_clips: int = 0
     backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     subsets: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    judges: JudgeConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        return {"judges": None if self.judges is None else self.judges.as_dict(),
             "backends": list(self.backends), "trials": self.trials, "cross": self.cross,
             "max_per_class": self.max_per_class, "seed": self.seed, "threshold": self.threshold,
             "threshold_criterion": self.threshold_criterion, "dev_fraction": self.dev_fraction,
@@ -195,6 +198,7 @@ def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> Speake
         combined_clips=int(_int(mapping, "combined_clips", 0, where, 0) or 0),
         backend_options=parse_backend_options(mapping, backends, where),
         subsets=parse_subsets(mapping, where),
+        judges=parse_judge_config(mapping.get("judges"), f"{where}.judges"),
     )
 
 
@@ -532,6 +536,10 @@ def run_speaker_audit(
         combined = write_combined_clips(dataset, trials.trials, cfg.combined_clips, out, opts, cfg.seed)
         for entry in results.values():
             entry["combined_clips"] = combined
+    if cfg.judges is not None:
+        from audits.speaker.judge_verify import judge_speaker_trials
+
+        results["judges"] = judge_speaker_trials(cfg.judges, dataset, trials.trials, results, out, opts)
     atomic_write_text(out / "speaker" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
     return json_safe(results)
 

@@ -1,0 +1,55 @@
+"""The Ray engine's model actor: one loaded model for the actor's whole life (see engine/ray_runner.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from engine.data import DecodedAudio, ModelSpec, Shard
+from engine.errors import AuditError
+from engine.runner import load_model, process_unit
+
+
+class ModelActor:
+    """Holds one loaded model for its whole life; wrapped with ``ray.remote`` by :class:`RayRunner`."""
+
+    def __init__(self, spec: ModelSpec, warmup: int) -> None:
+        self.spec = spec
+        self.warmup = warmup
+        self.backend: Any = None
+
+    def load(self) -> dict[str, Any]:
+        """Load and warm the model; returns its facts (a load failure is a status, not an exception)."""
+        state = load_model(self.spec, self.warmup)
+        self.backend = state.backend
+        facts = dict(state.facts)
+        try:
+            import ray
+
+            ctx = ray.get_runtime_context()
+            facts["actor"] = {"pid": os.getpid(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+        except Exception:  # noqa: BLE001 - placement facts are informative only
+            facts["actor"] = {"pid": os.getpid()}
+        return facts
+
+    def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
+        """Transcribe one shard (rows in shard order, errors included)."""
+        if self.backend is None:
+            raise AuditError(f"model {self.spec.name} is not loaded in this actor")
+        # Arrays from the object store are read-only views; some backends write into their input.
+        own = [d if d.samples is None or d.samples.flags.writeable else replace(d, samples=np.array(d.samples)) for d in decoded]
+        return process_unit(self.backend, self.spec.name, shard, own, self.spec.batch_size)
+
+    def close(self) -> None:
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+    def usage(self) -> dict[str, Any] | None:
+        """Hosted backends: this process's usage figures (collected by engine/ray_usage.py); None for local models."""
+        fn = getattr(self.backend, "usage", None)
+        return fn() if callable(fn) else None
