@@ -68,6 +68,22 @@ def test_csv_tsv_readers(tmp_path, tone_wav):
         open_dataset(tmp_path / "nocol.csv")
 
 
+def test_empty_reference_needs_the_speech_free_label(tmp_path, tone_wav):
+    tone_wav("a.wav")
+    m = write_manifest(tmp_path / "m.jsonl", [
+        {"audio_filepath": "a.wav", "text": "", "utt_id": "lost"},
+        {"audio_filepath": "a.wav", "text": "", "utt_id": "quiet", "content": "speech-free", "background": "silence"},
+        {"audio_filepath": "a.wav", "text": "some words", "utt_id": "contradiction", "content": "speech-free"},
+        {"audio_filepath": "a.wav", "text": "some words", "utt_id": "speech", "content": "speech"},
+    ])
+    ds = open_dataset(m)
+    utts = {u.utt_id: u for u in ds.load_shard(ds.shard_ids[0]).utterances}
+    assert utts["lost"].problem and "reference is empty" in utts["lost"].problem and "content: speech-free" in utts["lost"].problem
+    assert utts["quiet"].problem is None and utts["quiet"].reference == "" and utts["quiet"].labels == {"content": "speech-free", "background": "silence"}
+    assert utts["contradiction"].problem and "not empty" in utts["contradiction"].problem
+    assert utts["speech"].problem is None
+
+
 def test_parquet_hf_style_audio_column(tmp_path):
     x = (0.2 * np.sin(np.arange(16000) / 5)).astype(np.float32)
     table = pa.table({"id": ["p1"], "audio": [{"bytes": encode_audio(x, 16000, "WAV"), "path": "p1.wav"}], "sentence": ["hi"], "gender": ["f"]})
