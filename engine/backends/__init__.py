@@ -50,6 +50,7 @@ JUDGE_BACKENDS.register_lazy("openai-audio", "engine.backends.hosted.judges:Open
 
 TTS_BACKENDS.register_lazy("espeak-ng", "engine.backends.tts_espeak:EspeakTTS")
 TTS_BACKENDS.register_lazy("flite", "engine.backends.tts_flite:FliteTTS")
+TTS_BACKENDS.register_lazy("kokoro", "engine.backends.tts_kokoro:KokoroTTS")
 
 DIAR_BACKENDS.register_lazy("vad-resemblyzer", "engine.backends.diar_baseline:VadResemblyzerDiarizer")
 DIAR_BACKENDS.register_lazy("pyannote", "engine.backends.diar_pyannote:PyannoteDiarizer")
