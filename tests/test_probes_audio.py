@@ -219,11 +219,33 @@ def test_both_voice_arms_are_summarized_with_intervals() -> None:
     assert only["mem"]["rate"] == pytest.approx(5 / 6) and only["mem"]["rate_definition"] == "real - matched"
 
 
+def test_voice_arms_reach_reports_and_exports() -> None:
+    from audits.probes.report import probe_lines, probes_data, render_probes
+    from audits.reports.tables import summary_frames
+
+    pairs = [Pair("memorizer", "masking", f"c{i}", "t0", 1, 0, arm) for i in range(5) for arm in ("generic", "matched")]
+    pairs += [Pair("whisper-tiny.en", "masking", f"c{i}", "t0", 0, 0, arm) for i in range(5) for arm in ("generic", "matched")]
+    section = {**summarize_pairs(pairs, ["memorizer", "whisper-tiny.en"], n_boot=200, arms=("generic", "matched")),
+               "arms": ["generic", "matched"], "status": "ok",
+               "matched": {"n_speakers": 2, "chosen": {"flite:awb": 1, "kokoro:jm_kumo": 1}, "encoder": "resemblyzer",
+                           "similarity": {"mean": 0.8, "min": 0.75, "max": 0.85}}}
+    summary = {"probes": {"synthetic_voice": section}, "models": {"memorizer": {"backend": "memorizer"}}}
+    md_text = "\n".join(probe_lines(summary["probes"], "Probes"))
+    assert "| memorizer | matched | 5 | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] |" in md_text
+    assert "flite:awb (1), kokoro:jm_kumo (1)" in md_text
+    data = probes_data(summary["probes"], summary)
+    page = render_probes(data, {})
+    assert page.count("class='arm-row'") == 4 and "data-arm=\"matched\"" in page
+    arms = summary_frames(summary)["synthetic_voice_arms"]
+    row = arms[(arms["model"] == "memorizer") & (arms["arm"] == "matched")].iloc[0]
+    assert row["diff"] == 1.0 and row["real_rate"] == 1.0 and row["synthetic_rate"] == 0.0 and row["n_pairs"] == 5
+
+
 def test_voice_arm_settings_are_checked() -> None:
     base = {"masking": {}}
     cfg = parse_probe_config({**base, "synthetic_voice": {}}, "r.yaml")
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.arms == ("generic", "matched")
-    assert "flite:*" in cfg.synthetic_voice.matched_pool and "kokoro:*" in cfg.synthetic_voice.matched_pool
+    assert "flite:slt" in cfg.synthetic_voice.matched_pool and "kokoro:*" in cfg.synthetic_voice.matched_pool
     cfg = parse_probe_config({**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}}, "r.yaml")
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.matched_pool == ("flite:slt", "espeak-ng:en-us+m3")
     bad = {
@@ -364,7 +386,8 @@ def test_synthetic_voice_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) ->
     # the matched arm: a voice close to each original speaker, never the voice that made the clip
     mem, tiny = s["memorizer"]["arms"]["matched"], s["whisper-tiny.en"]["arms"]["matched"]
     assert mem["rate"] >= 0.6 and mem["n_pairs"] >= 4 and mem["ci95"][0] > 0
-    assert abs(tiny["rate"]) <= 0.2 and tiny["ci95"][1] < mem["ci95"][0]
+    # whisper-tiny.en sometimes adds "Thank you." or guesses a masked number on a clean rendition: near 0, not exactly 0
+    assert tiny["ci95"][0] <= 0.0 <= tiny["ci95"][1] and abs(tiny["rate"]) <= 0.34 and tiny["ci95"][1] < mem["ci95"][0]
     matched = s["matched"]
     assert matched["n_speakers"] >= 2 and sum(matched["chosen"].values()) == matched["n_speakers"]
     assert 0.5 < matched["similarity"]["mean"] <= 1.0

@@ -16,7 +16,7 @@ Recipe schema (every key optional; a probe runs when its key is present and ``en
                       reference_errors: {fraction: 0.5, kinds: [...], seed: 0, datasets: [demo]}}
       synthetic_voice: {tts: espeak-ng, voice: null, sources: [masking, bad_reference],
                         max_clips: 200, n_boot: 1000, seed: 0, arms: [generic, matched],
-                        matched_pool: [flite:*, espeak-ng:en-us+m3, ..., kokoro:*],
+                        matched_pool: [flite:slt, ..., espeak-ng:en-us+m3, ..., kokoro:*],
                         match_encoder: resemblyzer, match_encoder_options: {},
                         match_clips_per_speaker: 5,
                         exclude_source_voice: true}

@@ -127,7 +127,10 @@ def _match_speakers(
         spk_emb, counts = speaker_embeddings(audio, encoder)
     finally:
         encoder.close()
-    exclude = {spk: {v for u in by_speaker[spk] if (v := source_voice(u))} for spk in wanted} if sv.exclude_source_voice else None
+    exclude = None
+    if sv.exclude_source_voice:
+        # the voice that made a speaker's clips: from their derivations, or a speaker label that names a pool voice
+        exclude = {spk: {v for u in by_speaker[spk] if (v := source_voice(u))} | ({spk} & set(pool_emb)) for spk in wanted}
     matches = choose_voices(spk_emb, pool_emb, counts, exclude)
     file = root / "matched_voices.json"
     rows = [{**m.to_dict(), "excluded_source_voices": sorted((exclude or {}).get(s, ()))} for s, m in sorted(matches.items())]

@@ -32,10 +32,13 @@ log = logging.getLogger(__name__)
 
 SOURCES = ("masking", "bad_reference")
 ARMS = ("generic", "matched")
-#: the matched arm's default pool: flite's built-in voices, espeak-ng timbre variants and, when
+#: the matched arm's default pool: flite's four general voices, espeak-ng timbre variants and, when
 #: installed, the Kokoro voices (``engine:*`` entries of a backend that cannot load are skipped)
 DEFAULT_POOL = (
-    "flite:*",
+    "flite:slt",
+    "flite:rms",
+    "flite:awb",
+    "flite:kal",
     "espeak-ng:en-us+m3",
     "espeak-ng:en-us+m5",
     "espeak-ng:en-us+f2",

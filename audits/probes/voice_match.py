@@ -10,9 +10,9 @@ calibration text, the speaker is the mean embedding of up to ``match_clips_per_s
 real clips (L2-normalized before and after averaging), and the voice with the highest cosine
 wins. A clip without a speaker label is its own speaker.
 
-A pool voice that synthesized the speaker's own clips (``derivation.tts`` of a synthetic corpus
-such as the demo) is never chosen for them: its rendition would be a copy of the benchmark audio,
-not a control.
+A pool voice that synthesized the speaker's own clips (named by ``derivation.tts`` of a synthetic
+corpus, or by a speaker label that is a pool voice's ``engine:voice``, as in the demo corpus) is
+never chosen for them: its rendition would be a copy of the benchmark audio, not a control.
 """
 
 from __future__ import annotations
