@@ -209,7 +209,7 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     from audits.judging import parse_judge_config
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines, probes_data, render_probes
-    from audits.probes.synthetic_judge import judge_synthetic, real_and_generic_arms
+    from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
     from engine.data import Utterance
     from engine.shards import encode_audio
 
@@ -224,7 +224,7 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
                                  derivation={"probe": "synthetic_voice", "source": "masking"}))  # fmt: skip
         generic.append(Utterance(f"{uid}~tts~masked", "x", audio_bytes=encode_audio(x * 0.5, SAMPLE_RATE, "FLAC"), duration_s=1.0,
                                  parent_id=uid, derivation={"probe": "synthetic_voice", "target_index": 0}))  # fmt: skip
-    clips = real_and_generic_arms(generic, originals, ds.root, max_items=10)
+    clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
     assert sorted((c.arm, c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
     arm_of = {hashlib.sha256(wav_bytes(c.audio)).hexdigest(): c for c in clips}
 

@@ -201,6 +201,110 @@ def test_corrected_text_and_paired_difference() -> None:
     assert out["absent"]["rate"] is None and out["absent"]["status"] == "no-pairs"
 
 
+def test_both_voice_arms_are_summarized_with_intervals() -> None:
+    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0, "generic") for i in range(6)]
+    pairs += [Pair("mem", "masking", f"c{i}", "t0", 1, int(i == 0), "matched") for i in range(6)]
+    pairs += [Pair("asr", "masking", f"c{i}", "t0", int(i < 3), int(i < 2), arm) for i in range(6) for arm in ("generic", "matched")]
+    out = summarize_pairs(pairs, ["mem", "asr"], n_boot=200, arms=("generic", "matched"))
+    mem = out["mem"]
+    assert mem["rate"] == 1.0 and mem["rate_definition"] == "real - generic"
+    assert mem["arms"]["matched"]["rate"] == pytest.approx(5 / 6) and mem["arms"]["matched"]["matched_rate"] == pytest.approx(1 / 6)
+    assert mem["real_minus_matched"]["rate"] == pytest.approx(5 / 6) and mem["real_minus_generic"]["n_pairs"] == 6
+    assert mem["arms"]["generic"]["real_ci95"] == [1.0, 1.0]
+    lo, hi = out["asr"]["arms"]["matched"]["synthetic_ci95"]
+    assert 0.0 <= lo <= 2 / 6 <= hi <= 1.0
+    assert out["asr"]["real_minus_matched"]["rate"] == pytest.approx(1 / 6)
+    # matched arm only: it is the headline
+    only = summarize_pairs([p for p in pairs if p.arm == "matched"], ["mem"], n_boot=200, arms=("matched",))
+    assert only["mem"]["rate"] == pytest.approx(5 / 6) and only["mem"]["rate_definition"] == "real - matched"
+
+
+def test_voice_arms_reach_reports_and_exports() -> None:
+    from audits.probes.report import probe_lines, probes_data, render_probes
+    from audits.reports.tables import summary_frames
+
+    pairs = [Pair("memorizer", "masking", f"c{i}", "t0", 1, 0, arm) for i in range(5) for arm in ("generic", "matched")]
+    pairs += [Pair("whisper-tiny.en", "masking", f"c{i}", "t0", 0, 0, arm) for i in range(5) for arm in ("generic", "matched")]
+    section = {**summarize_pairs(pairs, ["memorizer", "whisper-tiny.en"], n_boot=200, arms=("generic", "matched")),
+               "arms": ["generic", "matched"], "status": "ok",
+               "matched": {"n_speakers": 2, "chosen": {"flite:awb": 1, "kokoro:jm_kumo": 1}, "encoder": "resemblyzer",
+                           "similarity": {"mean": 0.8, "min": 0.75, "max": 0.85}}}
+    summary = {"probes": {"synthetic_voice": section}, "models": {"memorizer": {"backend": "memorizer"}}}
+    md_text = "\n".join(probe_lines(summary["probes"], "Probes"))
+    assert "| memorizer | matched | 5 | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] |" in md_text
+    assert "flite:awb (1), kokoro:jm_kumo (1)" in md_text
+    data = probes_data(summary["probes"], summary)
+    page = render_probes(data, {})
+    assert page.count("class='arm-row'") == 4 and "data-arm=\"matched\"" in page
+    arms = summary_frames(summary)["synthetic_voice_arms"]
+    row = arms[(arms["model"] == "memorizer") & (arms["arm"] == "matched")].iloc[0]
+    assert row["diff"] == 1.0 and row["real_rate"] == 1.0 and row["synthetic_rate"] == 0.0 and row["n_pairs"] == 5
+
+
+def test_voice_arm_settings_are_checked() -> None:
+    base = {"masking": {}}
+    cfg = parse_probe_config({**base, "synthetic_voice": {}}, "r.yaml")
+    assert cfg.synthetic_voice is not None and cfg.synthetic_voice.arms == ("generic", "matched")
+    assert "flite:slt" in cfg.synthetic_voice.matched_pool and "kokoro:*" in cfg.synthetic_voice.matched_pool
+    cfg = parse_probe_config({**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}}, "r.yaml")
+    assert cfg.synthetic_voice is not None and cfg.synthetic_voice.matched_pool == ("flite:slt", "espeak-ng:en-us+m3")
+    bad = {
+        "arms": (["generic", "cloned"], r"synthetic_voice.arms: \['cloned'\]"),
+        "matched_pool": (["slt"], r"matched_pool\[0\]: 'slt' is not 'engine:voice'"),
+        "match_encoder": ("ecapa", "match_encoder: .*speaker-verification backend"),
+        "exclude_source_voice": ("yes", "exclude_source_voice: expected bool"),
+        "match_clips_per_speaker": (0, "match_clips_per_speaker must be >= 1"),
+    }
+    for key, (value, msg) in bad.items():
+        with pytest.raises(ConfigError, match=msg):
+            parse_probe_config({**base, "synthetic_voice": {key: value}}, "r.yaml")
+    with pytest.raises(ConfigError, match="TTS backend"):
+        parse_probe_config({**base, "synthetic_voice": {"matched_pool": ["festival:kal"]}}, "r.yaml")
+    with pytest.raises(ConfigError, match="listed twice"):
+        parse_probe_config({**base, "synthetic_voice": {"matched_pool": ["flite:slt", "flite:slt"]}}, "r.yaml")
+    with pytest.raises(ConfigError, match="matched_pool is empty"):
+        parse_probe_config({**base, "synthetic_voice": {"matched_pool": []}}, "r.yaml")
+
+
+def test_the_closest_voice_is_chosen_and_the_source_voice_excluded() -> None:
+    from audits.probes.voice_match import choose_voices
+
+    pool = {"flite:slt": np.array([1.0, 0.0, 0.0]), "flite:awb": np.array([0.0, 1.0, 0.0]), "kokoro:jm_kumo": np.array([0.6, 0.8, 0.0])}
+    speakers = {"ann": np.array([0.9, 0.1, 0.1]), "bob": np.array([0.1, 0.9, 0.2])}
+    got = choose_voices(speakers, pool, {"ann": 3, "bob": 2})
+    assert got["ann"].voice == "flite:slt" and got["bob"].voice == "flite:awb"
+    assert got["ann"].runner_up == "kokoro:jm_kumo" and got["ann"].similarity > got["ann"].runner_up_similarity  # type: ignore[operator]
+    assert got["ann"].n_clips == 3
+    cos = float(np.dot(speakers["ann"], pool["flite:slt"]) / np.linalg.norm(speakers["ann"]))
+    assert got["ann"].similarity == pytest.approx(cos)
+    got = choose_voices(speakers, pool, exclude={"ann": {"flite:slt"}})
+    assert got["ann"].voice == "kokoro:jm_kumo"
+
+
+def test_speakers_are_matched_to_their_own_voices_by_embedding() -> None:
+    """Real TTS and the resemblyzer encoder: clips of two flite voices pick those voices from a pool."""
+    pytest.importorskip("resemblyzer")
+    from audits.probes.voice_match import VoiceBank, choose_voices, speaker_embeddings, voice_embeddings
+    from engine.backends import SV_BACKENDS
+
+    bank = VoiceBank()
+    pool = ["flite:slt", "flite:awb", "espeak-ng:en-us+m3", "espeak-ng:en-us+f2"]
+    texts = ["Please call Stella and ask her to bring these things with her from the store.",
+             "Six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack."]
+    clips = {spk: [bank.render(spk, t) for t in texts] for spk in ("flite:slt", "flite:awb")}
+    encoder = SV_BACKENDS.get("resemblyzer")(num_threads=1)  # torch threads oversubscribe a shared CPU
+    encoder.load()
+    pool_emb, notes = voice_embeddings(bank, pool, encoder)
+    assert not notes and set(pool_emb) == set(pool)
+    spk_emb, counts = speaker_embeddings(clips, encoder)
+    assert counts == {"flite:slt": 2, "flite:awb": 2}
+    got = choose_voices(spk_emb, pool_emb, counts)
+    assert {s: m.voice for s, m in got.items()} == {"flite:slt": "flite:slt", "flite:awb": "flite:awb"}
+    assert all(m.similarity > 0.8 and m.similarity > (m.runner_up_similarity or 0) for m in got.values())
+    excluded = choose_voices(spk_emb, pool_emb, counts, {s: {s} for s in spk_emb})
+    assert all(m.voice != s for s, m in excluded.items())
+
+
 # ------------------------------------------------------------------ end to end on a demo slice
 
 N_CLIPS = 10
@@ -234,7 +338,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "orthography": {"min_clips_per_arm": 2, "pool": True},
             "bad_reference": {"panel": ["whisper-tiny.en", "whisper-base"], "min_eligible_panel": 2,
                               "reference_errors": {"fraction": 0.8, "datasets": ["demo"]}},
-            "synthetic_voice": {"voice": "en-gb-x-gbcwmd", "n_boot": 200},
+            "synthetic_voice": {"voice": "en-gb-x-gbcwmd", "n_boot": 200, "match_encoder_options": {"num_threads": 1}},
         },
         "test",
     )
@@ -278,4 +382,18 @@ def test_synthetic_voice_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) ->
     s = e2e["probes"]["synthetic_voice"]
     assert s["memorizer"]["rate"] >= 0.6 and s["memorizer"]["n_pairs"] >= 4 and s["memorizer"]["ci95"][0] > 0
     assert abs(s["whisper-tiny.en"]["rate"]) <= 0.2
-    assert s["tts"]["engine"] == "espeak-ng"
+    assert s["tts"]["engine"] == "espeak-ng" and s["arms"] == ["generic", "matched"]
+    # the matched arm: a voice close to each original speaker, never the voice that made the clip
+    mem, tiny = s["memorizer"]["arms"]["matched"], s["whisper-tiny.en"]["arms"]["matched"]
+    assert mem["rate"] >= 0.6 and mem["n_pairs"] >= 4 and mem["ci95"][0] > 0
+    # whisper-tiny.en sometimes adds "Thank you." or guesses a masked number on a clean rendition: near 0, not exactly 0
+    assert tiny["ci95"][0] <= 0.0 <= tiny["ci95"][1] and abs(tiny["rate"]) <= 0.34 and tiny["ci95"][1] < mem["ci95"][0]
+    matched = s["matched"]
+    assert matched["n_speakers"] >= 2 and sum(matched["chosen"].values()) == matched["n_speakers"]
+    assert 0.5 < matched["similarity"]["mean"] <= 1.0
+    import json
+    from pathlib import Path
+
+    rows = json.loads(Path(matched["file"]).read_text())
+    assert all(r["voice"] not in r["excluded_source_voices"] for r in rows)
+    assert s["n_matched_clips"] >= 4

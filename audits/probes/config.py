@@ -15,7 +15,11 @@ Recipe schema (every key optional; a probe runs when its key is present and ``en
                       min_ref_match: 0.5, corrections: null, corrections_mode: replace,
                       reference_errors: {fraction: 0.5, kinds: [...], seed: 0, datasets: [demo]}}
       synthetic_voice: {tts: espeak-ng, voice: null, sources: [masking, bad_reference],
-                        max_clips: 200, n_boot: 1000, seed: 0,
+                        max_clips: 200, n_boot: 1000, seed: 0, arms: [generic, matched],
+                        matched_pool: [flite:slt, ..., espeak-ng:en-us+m3, ..., kokoro:*],
+                        match_encoder: resemblyzer, match_encoder_options: {},
+                        match_clips_per_speaker: 5,
+                        exclude_source_voice: true,
                         judges: null}   # audio-LM judges: synthetic-speech likelihood per arm (audits/judging.py)
 
 ``reference_errors`` (for corpora whose references are right, like the demo corpus) plants known,
@@ -47,7 +51,8 @@ ORTHO_KEYS = {"enabled", "min_clips_per_arm", "pool", "families"}
 BADREF_KEYS = {"enabled", "panel", "supermajority", "min_agree", "min_eligible_panel", "min_ref_match",
                "min_deletion_cer", "corrections", "corrections_mode", "reference_errors"}
 REFERR_KEYS = {"enabled", "fraction", "kinds", "seed", "prepend", "append", "datasets"}
-SYNTH_KEYS = {"enabled", "tts", "voice", "sources", "max_clips", "n_boot", "seed", "judges"}
+SYNTH_KEYS = {"enabled", "tts", "voice", "sources", "max_clips", "n_boot", "seed", "arms", "matched_pool", "match_encoder",
+              "match_encoder_options", "match_clips_per_speaker", "exclude_source_voice", "judges"}
 ERROR_KINDS = ("prepend", "append", "drop-first", "drop-last")
 
 
@@ -207,24 +212,47 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
     if s is not None:
         w = f"{where}.synthetic_voice"
         sources = _str_list(s.get("sources", ["masking", "bad_reference"]), f"{w}.sources")
-        synth = SyntheticSettings(
-            tts=str(s.get("tts", "espeak-ng")), voice=s.get("voice"), sources=sources,
-            max_clips=int(_num(s, "max_clips", 200, w, int)), n_boot=int(_num(s, "n_boot", 1000, w, int)),
-            seed=int(_num(s, "seed", 0, w, int)),
-        )
-        from engine.backends import TTS_BACKENDS
-        from engine.errors import RegistryError
-
-        try:
-            TTS_BACKENDS.get(synth.tts)
-        except RegistryError as exc:
-            raise ConfigError(f"{w}.tts: {exc}") from None
+        synth = _parse_synthetic(s, w, sources)
         usable = [src for src in synth.sources if (src == "masking" and masking) or (src == "bad_reference" and badref)]
         if not usable:
             raise ConfigError(
                 f"{w}: its sources {list(synth.sources)} need the masking or bad_reference probe; enable one of them"
             )
     return ProbeConfig(timing, masking, ortho, badref, synth, source, synth_judges)
+
+
+def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> SyntheticSettings:
+    from audits.probes.synthetic_voice import ARMS, DEFAULT_POOL
+    from audits.probes.voice_match import parse_pool
+    from engine.backends import SV_BACKENDS, TTS_BACKENDS
+    from engine.errors import RegistryError
+
+    arms = _str_list(s.get("arms", list(ARMS)), f"{w}.arms")
+    unknown = [a for a in arms if a not in ARMS]
+    if unknown or not arms or len(set(arms)) != len(arms):
+        raise ConfigError(f"{w}.arms: {unknown or list(arms)} is not one or both of {list(ARMS)} (each once)")
+    raw_pool = s.get("matched_pool", list(DEFAULT_POOL))
+    if not isinstance(raw_pool, (list, tuple)):
+        raise ConfigError(f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', 'kokoro:*'])")
+    pool = parse_pool(raw_pool, f"{w}.matched_pool") if "matched" in arms else tuple(str(p) for p in raw_pool)
+    encoder = str(s.get("match_encoder", "resemblyzer"))
+    encoder_options = expect_type(s.get("match_encoder_options") or {}, dict, f"{w}.match_encoder_options")
+    try:
+        TTS_BACKENDS.get(str(s.get("tts", "espeak-ng")))
+    except RegistryError as exc:
+        raise ConfigError(f"{w}.tts: {exc}") from None
+    try:
+        SV_BACKENDS.get(encoder)
+    except RegistryError as exc:
+        raise ConfigError(f"{w}.match_encoder: {exc}") from None
+    return SyntheticSettings(
+        tts=str(s.get("tts", "espeak-ng")), voice=s.get("voice"), sources=sources,
+        max_clips=int(_num(s, "max_clips", 200, w, int)), n_boot=int(_num(s, "n_boot", 1000, w, int)),
+        seed=int(_num(s, "seed", 0, w, int)), arms=arms, matched_pool=pool, match_encoder=encoder,
+        match_encoder_options=tuple(sorted((str(k), v) for k, v in encoder_options.items())),
+        match_clips_per_speaker=int(_num(s, "match_clips_per_speaker", 5, w, int)),
+        exclude_source_voice=expect_type(s.get("exclude_source_voice", True), bool, f"{w}.exclude_source_voice"),
+    )
 
 
 def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | None) -> BadReferenceConfig:

@@ -39,7 +39,52 @@ def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
             out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {md(counts)} | {md(v.get('status', ''))} |")
         out.append("")
         out += judges
+        if probe == "synthetic_voice":
+            out += synthetic_arm_lines(per_model, rows)
     return out
+
+
+def arm_rows(per_model: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Real vs each synthetic-voice arm, one row per model and arm (``probes.synthetic_voice.<model>.arms``)."""
+    out = []
+    for m, v in sorted(per_model.items()):
+        arms = v.get("arms") if isinstance(v, Mapping) else None
+        if not isinstance(arms, Mapping):
+            continue
+        for arm, a in arms.items():
+            out.append({
+                "model": m, "arm": arm, "n_pairs": a.get("n_pairs"), "n_clips": a.get("n_clips"),
+                "real": a.get("real_rate"), "real_ci95": a.get("real_ci95"), "synthetic": a.get("synthetic_rate"),
+                "synthetic_ci95": a.get("synthetic_ci95"), "diff": a.get("rate"), "diff_ci95": a.get("ci95"), "status": a.get("status"),
+            })
+    return out
+
+
+def _matched_note(p: Mapping[str, Any]) -> str:
+    mt = p.get("matched")
+    if not isinstance(mt, Mapping):
+        return ""
+    chosen = ", ".join(f"{k} ({n})" for k, n in (mt.get("chosen") or {}).items())
+    sim = mt.get("similarity") or {}
+    sims = f"; cosine to the speaker mean {sim.get('mean')} (min {sim.get('min')}, max {sim.get('max')})" if sim else ""
+    return f"Matched voices ({mt.get('encoder', '')}, {mt.get('n_speakers', 0)} speakers): {chosen or 'none'}{sims}."
+
+
+def synthetic_arm_lines(section: Mapping[str, Any], models: Mapping[str, Any]) -> list[str]:
+    """Markdown: real vs matched vs generic per model, with the paired differences."""
+    rows = arm_rows(models)
+    if not rows:
+        return []
+    out = ["#### synthetic_voice: real vs each voice arm", "",
+           "Rates of writing the benchmark's version; the difference is paired (same items), 95% bootstrap intervals over clips.", "",
+           "| model | arm | pairs | real | synthetic | real − synthetic |", "|---|---|---:|---|---|---|"]
+    for r in rows:
+        out.append(
+            f"| {md(r['model'])} | {md(r['arm'])} | {r['n_pairs']} | {rate_text(r['real'])} {rate_ci_text(r['real_ci95'])} | "
+            f"{rate_text(r['synthetic'])} {rate_ci_text(r['synthetic_ci95'])} | {rate_text(r['diff'])} {rate_ci_text(r['diff_ci95'])} |"
+        )
+    note = _matched_note(section)
+    return out + ([""] + [md(note)] if note else []) + [""]
 
 
 def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,6 +100,9 @@ def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[s
             "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
             "judges": p.get("judges") if isinstance(p.get("judges"), Mapping) else None,
         }
+        if probe == "synthetic_voice":
+            out[probe]["arms"] = arm_rows(res)
+            out[probe]["matched_note"] = _matched_note(p)
     return out
 
 
@@ -95,4 +143,26 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
             )
         out.append("</tbody></table>")
         out.append(render_judges(p.get("judges"), f"{probe}: audio-LM judges (synthetic-speech likelihood)"))
+        if p.get("arms"):
+            out.append(_render_arms(probe, p["arms"], p.get("matched_note") or ""))
+    return "".join(out)
+
+
+def _render_arms(probe: str, rows: list[Mapping[str, Any]], note: str) -> str:
+    """HTML: real vs each voice arm per model (synthetic-voice probe)."""
+    out = [f"<h4>{esc(probe)}: real vs each voice arm</h4>"]
+    if note:
+        out.append(f"<p class='note'>{esc(note)}</p>")
+    out.append("<table class='sortable probe-arms'><thead><tr><th class='l'>model</th><th class='l'>arm</th><th>pairs</th>"
+               "<th>real</th><th>95% CI</th><th>synthetic</th><th>95% CI</th><th>real − synthetic</th><th>95% CI</th></tr></thead><tbody>")
+    for r in rows:
+        lo, hi = ci_bounds(r.get("diff_ci95"))
+        out.append(
+            f"<tr class='arm-row'{attrs(probe=probe, model=r['model'], arm=r['arm'], diff=num_attr(r.get('diff')), ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>"
+            f"<td class='l'>{esc(r['model'])}</td><td class='l'>{esc(r['arm'])}</td><td>{esc(r.get('n_pairs'))}</td>"
+            f"<td>{rate_text(r.get('real'))}</td><td class='ci'>{rate_ci_text(r.get('real_ci95'))}</td>"
+            f"<td>{rate_text(r.get('synthetic'))}</td><td class='ci'>{rate_ci_text(r.get('synthetic_ci95'))}</td>"
+            f"<td data-sort='{num_attr(r.get('diff'))}'>{rate_text(r.get('diff'))}</td><td class='ci'>{rate_ci_text(r.get('diff_ci95'))}</td></tr>"
+        )
+    out.append("</tbody></table>")
     return "".join(out)

@@ -11,10 +11,8 @@ The recipe schema and its validation live in ``audits.probes.config``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -24,76 +22,22 @@ import numpy as np
 import pandas as pd
 
 from audits.probes.config import ERROR_KINDS, BadReferenceConfig, OrthographyConfig, ProbeConfig, ReferenceErrors
-from audits.probes.masking import build_masked_set, mask_clip, records_from_rows
-from audits.probes.synthetic_voice import (
-    Pair,
-    corrected_from_spans,
-    make_tts,
-    masking_pairs,
-    summarize_pairs,
-    synthesize,
-)
+from audits.probes.engine_io import failed_models as _failed_models
+from audits.probes.engine_io import fresh_dir as _fresh_dir
+from audits.probes.engine_io import hyp_map as _hyp_map
+from audits.probes.engine_io import originals as _originals
+from audits.probes.engine_io import run_models as _run_models
+from audits.probes.masking import build_masked_set, records_from_rows
+from audits.probes.synthetic_run import run_synthetic_voice
 from audits.probes.word_timings import TimingCache, make_timer
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import InProcessRunner
-from engine.shards import encode_audio, write_shards
-from engine.store import RunStore, atomic_write_text
+from engine.shards import write_shards
+from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
-
-
-# ------------------------------------------------------------------ helpers
-
-
-def _fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _fresh_dir(path: Path, key: Mapping[str, Any]) -> Path:
-    """``path`` for this configuration: emptied when it holds results of another configuration."""
-    stamp = path / "probe.json"
-    fp = _fingerprint(key)
-    if stamp.exists():
-        try:
-            old = json.loads(stamp.read_text()).get("fingerprint")
-        except (OSError, json.JSONDecodeError):
-            old = None
-        if old != fp:
-            log.info("%s holds results of another probe configuration; starting it afresh", path)
-            shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(stamp, json.dumps({"fingerprint": fp, "key": key}, indent=2, sort_keys=True, default=str))
-    return path
-
-
-def _run_models(dataset: Dataset, specs: Sequence[ModelSpec], root: Path, progress: ProgressFn | None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Run ``specs`` on ``dataset`` with the engine into ``root`` (resumable); rows and model facts."""
-    store = RunStore(root)
-    facts = InProcessRunner(dataset, list(specs), store, warmup=0, progress=progress).run()
-    table = store.consolidate([s.name for s in specs]).to_pandas()
-    return table, facts
-
-
-def _hyp_map(rows: pd.DataFrame) -> dict[tuple[str, str], str | None]:
-    """(model, utt_id) -> raw hypothesis, None for failed rows."""
-    out: dict[tuple[str, str], str | None] = {}
-    if rows is None or len(rows) == 0:
-        return out
-    err = rows["error"] if "error" in rows else pd.Series([None] * len(rows))
-    for m, u, h, e in zip(rows["model"], rows["utt_id"], rows["hyp_raw"], err):
-        out[(str(m), str(u))] = None if (e is not None and not pd.isna(e)) or h is None else str(h)
-    return out
-
-
-def _originals(dataset: Dataset) -> list[Utterance]:
-    return [u for shard in dataset.iter_shards() for u in shard.utterances if not u.parent_id]
-
-
-def _failed_models(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    return {m: str(f.get("error", f.get("status"))) for m, f in facts.items() if f.get("status") not in (None, "loaded")}
 
 
 # ------------------------------------------------------------------ planted reference errors
@@ -201,7 +145,7 @@ def run_probes(
             result["bad_reference"] = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress, state)
         if cfg.synthetic_voice is not None:
             note("synthetic_voice")
-            result["synthetic_voice"] = _synthetic(cfg, dataset, specs, probes_dir, timer, progress, state)
+            result["synthetic_voice"] = run_synthetic_voice(cfg, dataset, specs, probes_dir, timer, progress, state)
     finally:
         if timer is not None and hasattr(timer, "close"):
             timer.close()
@@ -361,128 +305,3 @@ def _load_corrections(path: str) -> dict[str, str]:
             raise ConfigError(f"{p}, line {i}: needs 'utt_id' (or 'id'/'audio_filepath') and 'text'")
         out[str(uid)] = row["text"]
     return out
-
-
-def _synthetic(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any,
-               progress: ProgressFn | None, state: dict[str, Any]) -> dict[str, Any]:
-    from audits.probes.bad_reference import Tokenizer, accept_ref, resolve_normalizer
-
-    sv = cfg.synthetic_voice
-    assert sv is not None  # guaranteed by the caller
-    root = _fresh_dir(probes_dir / "synthetic_voice", {"settings": asdict(sv), "masking": asdict(cfg.masking) if cfg.masking else None,
-                                                        "badref": asdict(cfg.bad_reference) if cfg.bad_reference else None, "dataset": dataset.fingerprint})
-    tts = make_tts(sv)
-    names = [s.name for s in specs]
-    by_id = {u.utt_id: u for u in _originals(dataset)}
-    generic: list[Utterance] = []
-    facts: dict[str, Any] = {"tts": {"engine": sv.tts, "voice": sv.voice or getattr(tts, "voice", None)}}
-    skipped: dict[str, int] = {}
-
-    # masking source: clips where some model recovered a masked word
-    mask_ids: dict[tuple[str, int], tuple[str, str]] = {}
-    mask_recs: list[tuple[Any, int]] = []
-    if "masking" in sv.sources and state.get("mask_records"):
-        build = state["mask_build"]
-        primary = cfg.masking.primary_variant if cfg.masking else "silence"
-        idx = {(build.parents[uid], _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary}
-        recs = [r for r in state["mask_records"] if r.variant == primary]
-        from audits.probes.masking_score import target_in_text
-
-        leaked = sorted({r.parent_id for r in recs if r.hyp_original and r.hyp_masked and target_in_text(r.target, r.hyp_original) and target_in_text(r.target, r.hyp_masked)})
-        leaked = leaked[: sv.max_clips]
-        for r in recs:
-            k = idx.get((r.parent_id, (r.target.char_start, r.target.char_end)))
-            if k is not None:
-                mask_recs.append((r, k))
-        msettings = replace(cfg.masking, variants=(primary,), primary_variant=primary) if cfg.masking else None
-        for parent in leaked:
-            u = by_id.get(parent)
-            if u is None or msettings is None:
-                continue
-            spoken = ((u.derivation or {}).get("tts") or {}).get("text_spoken") or u.reference or ""
-            x = synthesize(tts, spoken, sv.voice)
-            clean = Utterance(f"{parent}~tts", u.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                              speaker=f"tts:{sv.tts}", labels={}, parent_id=parent,
-                              derivation={"probe": "synthetic_voice", "source": "masking", "tts": facts["tts"], "text_spoken": spoken})
-            ref_text = u.reference or ""
-
-            def generic_timings(x: np.ndarray = x, ref_text: str = ref_text) -> Sequence[Any]:
-                return list(timer.timings(x, ref_text))
-
-            masked, skips = mask_clip(replace(clean, parent_id=None), x, generic_timings, msettings)
-            for s in skips:
-                skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
-            generic.append(clean)
-            for mu in masked:
-                k = int((mu.derivation or {})["target_index"])
-                mu = replace(mu, parent_id=parent, derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking"})
-                generic.append(mu)
-                mask_ids[(parent, k)] = (clean.utt_id, mu.utt_id)
-
-    # bad-reference source: clips where some model wrote a span of the (wrong) reference
-    br = state.get("badref")
-    br_clips: list[str] = []
-    if "bad_reference" in sv.sources and br is not None:
-        report = br["report"]
-        ref_clips = sorted({d.clip_id for m, r in report.results.items() for d in r.decisions if d.verdict == "ref"})
-        br_clips = ref_clips[: sv.max_clips]
-        settings = cfg.bad_reference.settings() if cfg.bad_reference else None
-        tok = Tokenizer(resolve_normalizer(settings, None), settings.canonicalize_numbers) if settings else None
-        for clip in br_clips:
-            if clip in br["plan"]:
-                text, how = br["plan"][clip]["original"], "planted-original"
-            elif br["corrections"] and clip in br["corrections"]:
-                text, how = br["corrections"][clip], "corrections"
-            else:
-                assert tok is not None
-                text, how = corrected_from_spans(tok(br["refs"][clip]), [s for s in report.spans if s.clip_id == clip]), "panel-spans"
-            if not text.strip():
-                skipped["bad_reference:empty-corrected-text"] = skipped.get("bad_reference:empty-corrected-text", 0) + 1
-                continue
-            x = synthesize(tts, text, sv.voice)
-            generic.append(Utterance(f"{clip}~tts-corrected", br["refs"][clip], audio_bytes=encode_audio(x, 16000, "FLAC"),
-                                     duration_s=len(x) / 16000, speaker=f"tts:{sv.tts}", labels={}, parent_id=clip,
-                                     derivation={"probe": "synthetic_voice", "source": "bad_reference", "text_spoken": text, "corrected_from": how, "tts": facts["tts"]}))
-    facts.update(n_generic_clips=len(generic), n_masking_clips=len({p for p, _ in mask_ids}), n_bad_reference_clips=len(br_clips), skipped=skipped)
-    if not generic:
-        facts.update(status="no-clips", note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize")
-        return facts
-    if cfg.synthetic_judges is not None:  # audio-LM judges: how synthetic each arm sounds (audits/probes/synthetic_judge.py)
-        from audits.probes.synthetic_judge import judge_synthetic, real_and_generic_arms
-
-        clips = real_and_generic_arms(generic, by_id, dataset.root, cfg.synthetic_judges.max_items)
-        facts["judges"] = judge_synthetic(cfg.synthetic_judges, clips, root)
-    (root / "derived").mkdir(parents=True, exist_ok=True)
-    for old in (root / "derived").glob("shard-*.parquet"):
-        old.unlink()
-    write_shards(generic, root / "derived", shard_size=64)
-    rows, run_facts = _run_models(open_dataset(root / "derived", "parquet"), specs, root, progress)
-    ghyps = _hyp_map(rows)
-    pairs: list[Pair] = masking_pairs(mask_recs, ghyps, mask_ids)
-    if br is not None and br_clips:
-        report = br["report"]
-        gen_ids = {c: f"{c}~tts-corrected" for c in br_clips}
-        sel = [(i, s) for i, s in enumerate(report.spans) if s.clip_id in gen_ids]
-        spans_sel = [s for _, s in sel]
-        settings = cfg.bad_reference.settings() if cfg.bad_reference else None
-        for m in names:
-            if m not in report.results:
-                continue
-            real = {d.span_index: d.verdict for d in report.results[m].decisions}
-            gh = {c: ghyps.get((m, gen_ids[c])) or "" for c in {s.clip_id for s in spans_sel}}
-            gres = accept_ref(spans_sel, gh, br["refs"], settings, model=m)
-            for (orig_i, span), gd in zip(sel, gres.decisions):
-                rv = real.get(orig_i)
-                if rv in (None, "ineligible") or gd.verdict == "ineligible":
-                    continue
-                pairs.append(Pair(m, "bad_reference", span.clip_id, f"span-{orig_i}", int(rv == "ref"), int(gd.verdict == "ref")))
-    out: dict[str, Any] = summarize_pairs(pairs, names, sv.n_boot, sv.seed)
-    failed = _failed_models(run_facts)
-    if failed:
-        facts["failed_models"] = failed
-    return {**out, **facts, "status": "ok"}
-
-
-def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
-    t = derivation["target"]
-    return int(t["char_start"]), int(t["char_end"])

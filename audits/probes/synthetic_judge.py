@@ -45,14 +45,25 @@ class Clip(NamedTuple):
     audio: np.ndarray
 
 
-def real_and_generic_arms(generic: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None, max_items: int) -> list[Clip]:
-    """The probe's generic renditions (not their masked copies) and the real clips they re-speak."""
-    renditions = [u for u in generic if u.parent_id and "target_index" not in (u.derivation or {})][:max_items]
+def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None, max_items: int) -> list[Clip]:
+    """The probe's renditions in every voice arm (not their masked copies) and the real clips they re-speak.
+
+    ``max_items`` bounds the renditions per arm, so every arm is asked about the same real clips.
+    """
+    whole = [u for u in rendered if u.parent_id and "target_index" not in (u.derivation or {})]
+    by_arm: dict[str, list[Utterance]] = {}
+    for u in whole:
+        by_arm.setdefault(str((u.derivation or {}).get("arm", "generic")), []).append(u)
+    renditions = [u for arm_clips in by_arm.values() for u in arm_clips[:max_items]]
     gen_audio, _ = decode_clips(renditions, None, DecodeOptions())
     parents = [originals[str(u.parent_id)] for u in renditions if u.parent_id in originals]
     real_audio, _ = decode_clips(list({p.utt_id: p for p in parents}.values()), root, DecodeOptions())
     clips = [Clip(REFERENCE_ARM, uid, uid, x) for uid, x in real_audio.items()]
-    clips += [Clip("generic", u.utt_id, str(u.parent_id), gen_audio[u.utt_id]) for u in renditions if u.utt_id in gen_audio and u.parent_id in real_audio]
+    clips += [
+        Clip(str((u.derivation or {}).get("arm", "generic")), u.utt_id, str(u.parent_id), gen_audio[u.utt_id])
+        for u in renditions
+        if u.utt_id in gen_audio and u.parent_id in real_audio
+    ]
     return clips
 
 
@@ -112,4 +123,4 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> d
     return out
 
 
-__all__ = ["REFERENCE_ARM", "Clip", "judge_synthetic", "real_and_generic_arms"]
+__all__ = ["REFERENCE_ARM", "Clip", "judge_synthetic", "real_and_rendered_arms"]

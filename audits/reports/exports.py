@@ -7,7 +7,8 @@
   reads them back as labels). Failed rows are left out, as WER leaves them out, and counted in
   ``exports/oasr/index.json``.
 * ``exports/slices.csv``: one row per model and slice with WER and its interval.
-* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``probes``.
+* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``probes``, ``pairs``,
+  ``synthetic_voice_arms`` (real vs each voice arm of the synthetic-voice probe).
 """
 
 from __future__ import annotations

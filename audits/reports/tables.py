@@ -37,6 +37,12 @@ PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better
 PROBE_COLUMNS = ("probe", "model", "rate", "ci_lo", "ci_hi", "n", "k")
 
 
+SYNTHETIC_ARM_COLUMNS = (
+    "model", "arm", "n_pairs", "n_clips", "real_rate", "real_ci_lo", "real_ci_hi", "synthetic_rate", "synthetic_ci_lo",
+    "synthetic_ci_hi", "diff", "diff_ci_lo", "diff_ci_hi",
+)
+
+
 _EXCLUDED_LABELS = frozenset(RESULT_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
 
 
@@ -144,6 +150,24 @@ def probe_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def synthetic_arm_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The synthetic-voice probe per model and voice arm: real rate, synthetic rate, paired difference."""
+    probe = (summary.get("probes") or {}).get("synthetic_voice")
+    rows: list[dict[str, Any]] = []
+    if not isinstance(probe, Mapping):
+        return rows
+    for model, r in sorted(probe_model_results(probe).items()):
+        for arm, a in (r.get("arms") or {}).items():
+            (rl, rh), (sl, sh), (dl, dh) = _ci(a.get("real_ci95")), _ci(a.get("synthetic_ci95")), _ci(a.get("ci95"))
+            rows.append({
+                "model": model, "arm": arm, "n_pairs": a.get("n_pairs"), "n_clips": a.get("n_clips"),
+                "real_rate": a.get("real_rate"), "real_ci_lo": rl, "real_ci_hi": rh,
+                "synthetic_rate": a.get("synthetic_rate"), "synthetic_ci_lo": sl, "synthetic_ci_hi": sh,
+                "diff": a.get("rate"), "diff_ci_lo": dl, "diff_ci_hi": dh,
+            })
+    return rows
+
+
 def frame(rows: list[dict[str, Any]], columns: Iterable[str]) -> pd.DataFrame:
     """Rows as a DataFrame with the given columns even when there are no rows."""
     cols = list(columns)
@@ -164,4 +188,5 @@ def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "gaps": frame(gap_rows(summary), GAP_COLUMNS),
         "probes": frame(probe_rows(summary), PROBE_COLUMNS),
         "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
+        "synthetic_voice_arms": frame(synthetic_arm_rows(summary), SYNTHETIC_ARM_COLUMNS),
     }

@@ -1,0 +1,70 @@
+"""What the audio probes share for running the engine on derived audio: per-configuration work
+folders, running models into a resumable store, and reading hypotheses back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from engine.data import ModelSpec, ProgressFn, Utterance
+from engine.datasets import Dataset
+from engine.runner import InProcessRunner
+from engine.store import RunStore, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+
+
+def fingerprint(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def fresh_dir(path: Path, key: Mapping[str, Any]) -> Path:
+    """``path`` for this configuration: emptied when it holds results of another configuration."""
+    stamp = path / "probe.json"
+    fp = fingerprint(key)
+    if stamp.exists():
+        try:
+            old = json.loads(stamp.read_text()).get("fingerprint")
+        except (OSError, json.JSONDecodeError):
+            old = None
+        if old != fp:
+            log.info("%s holds results of another probe configuration; starting it afresh", path)
+            shutil.rmtree(path)
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(stamp, json.dumps({"fingerprint": fp, "key": key}, indent=2, sort_keys=True, default=str))
+    return path
+
+
+def run_models(dataset: Dataset, specs: Sequence[ModelSpec], root: Path, progress: ProgressFn | None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run ``specs`` on ``dataset`` with the engine into ``root`` (resumable); rows and model facts."""
+    store = RunStore(root)
+    facts = InProcessRunner(dataset, list(specs), store, warmup=0, progress=progress).run()
+    table = store.consolidate([s.name for s in specs]).to_pandas()
+    return table, facts
+
+
+def hyp_map(rows: pd.DataFrame) -> dict[tuple[str, str], str | None]:
+    """(model, utt_id) -> raw hypothesis, None for failed rows."""
+    out: dict[tuple[str, str], str | None] = {}
+    if rows is None or len(rows) == 0:
+        return out
+    err = rows["error"] if "error" in rows else pd.Series([None] * len(rows))
+    for m, u, h, e in zip(rows["model"], rows["utt_id"], rows["hyp_raw"], err):
+        out[(str(m), str(u))] = None if (e is not None and not pd.isna(e)) or h is None else str(h)
+    return out
+
+
+def originals(dataset: Dataset) -> list[Utterance]:
+    return [u for shard in dataset.iter_shards() for u in shard.utterances if not u.parent_id]
+
+
+def failed_models(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    return {m: str(f.get("error", f.get("status"))) for m, f in facts.items() if f.get("status") not in (None, "loaded")}
