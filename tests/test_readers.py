@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -82,6 +84,28 @@ def test_empty_reference_needs_the_speech_free_label(tmp_path, tone_wav):
     assert utts["quiet"].problem is None and utts["quiet"].reference == "" and utts["quiet"].labels == {"content": "speech-free", "background": "silence"}
     assert utts["contradiction"].problem and "not empty" in utts["contradiction"].problem
     assert utts["speech"].problem is None
+
+
+def test_derivation_is_read_back(tmp_path, tone_wav):
+    """Derived audio keeps how it was made through a manifest and through Parquet shards."""
+    tone_wav("a.wav")
+    der = {"tts": {"engine": "flite", "text_spoken": "Missus Smith"}}
+    m = write_manifest(tmp_path / "m.jsonl", [
+        {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d1", "parent_id": "p1", "derivation": der},
+        {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d2", "derivation": json.dumps(der)},
+        {"audio_filepath": "a.wav", "text": "plain", "utt_id": "d3"},
+    ])
+    ds = open_dataset(m)
+    utts = {u.utt_id: u for u in ds.load_shard(ds.shard_ids[0]).utterances}
+    assert utts["d1"].derivation == der and utts["d2"].derivation == der and utts["d3"].derivation is None
+    assert utts["d1"].parent_id == "p1" and "derivation" not in utts["d1"].labels
+    write_shards(list(utts.values()), tmp_path / "shards", shard_size=8)
+    pds = open_dataset(tmp_path / "shards", "parquet")
+    back = {u.utt_id: u for sid in pds.shard_ids for u in pds.load_shard(sid).utterances}
+    assert back["d1"].derivation == der and back["d3"].derivation is None
+    bad = write_manifest(tmp_path / "bad.jsonl", [{"audio_filepath": "a.wav", "text": "x", "derivation": "not json"}])
+    with pytest.raises(ManifestError, match="field 'derivation'"):
+        open_dataset(bad).load_shard(open_dataset(bad).shard_ids[0])
 
 
 def test_parquet_hf_style_audio_column(tmp_path):

@@ -50,6 +50,22 @@ def _label_value(v: Any) -> str | None:
     return str(v)
 
 
+def _derivation(value: Any, source: str, index: int) -> Mapping[str, Any] | None:
+    """A record's ``derivation`` (how derived audio was made): a mapping, or JSON text of one."""
+    if value in (None, ""):
+        return None
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError:
+            parsed = None
+        if isinstance(parsed, dict):
+            return parsed
+    raise ManifestError(source.rsplit(":", 1)[0], f"derivation must be a JSON object, got {str(value)[:60]!r}", line=index, field="derivation")
+
+
 def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str) -> Utterance:
     """Map a flat record to an Utterance; per-record problems go to ``problem``."""
     problem: str | None = None
@@ -104,6 +120,7 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
         speaker=None if spk in (None, "") else str(spk),
         labels=labels,
         parent_id=row.get("parent_id") or None,
+        derivation=_derivation(row.get("derivation"), source, index),
         source=source,
         problem=problem,
     )
