@@ -4,6 +4,7 @@ handling of bad input (each a clear error naming the place, or a counted problem
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,24 @@ def test_pyannote_backend_says_what_is_missing(tmp_path: Path) -> None:
     assert "diarization" in avail.reason or "does not exist" in avail.reason
     with pytest.raises(BackendUnavailable, match="config.yaml does not exist"):
         cls(checkpoint=str(tmp_path)).load()
+
+
+def test_pyannote_broken_checkpoint_is_a_clear_error_and_telemetry_stays_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config.yaml that names no loadable pipeline: without pyannote.audio installed the error
+    says which extra to install, with it the error names the checkpoint; either way nothing is
+    returned half-loaded, and the vendor's usage telemetry is switched off before the import."""
+    from engine.backends import DIAR_BACKENDS
+    from engine.errors import BackendUnavailable
+
+    (tmp_path / "config.yaml").write_text("pipeline:\n  name: no_such_package.NoSuchPipeline\n  params: {}\n")
+    monkeypatch.delenv("PYANNOTE_METRICS_ENABLED", raising=False)
+    backend = DIAR_BACKENDS.get("pyannote")(checkpoint=str(tmp_path))
+    avail = backend.availability({"checkpoint": str(tmp_path)})
+    assert avail.runnable or "'.[diarization]'" in avail.reason
+    with pytest.raises(BackendUnavailable, match=r"pyannote.*(diarization|torchaudio|config\.yaml)"):
+        backend.load()
+    assert os.environ["PYANNOTE_METRICS_ENABLED"] == "false"
+    assert backend._pipeline is None
 
 
 @st.composite

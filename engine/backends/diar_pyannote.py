@@ -4,12 +4,17 @@
 ``config.yaml``. Weights are never fetched from a hub here; download the pipeline once where a
 network and the model's licence acceptance are available and point ``checkpoint`` at it.
 
-Needs the optional extra ``diarization`` (``pip install -c constraints.txt '.[diarization]'``).
+Needs the optional extra ``diarization`` (``pip install -c constraints.txt '.[diarization]'``),
+with a torchaudio build that matches the installed torch (a CUDA torchaudio wheel does not load
+against a CPU-only torch). pyannote.audio 4 reports usage to its vendor's telemetry endpoint by
+default; this backend turns that off (``PYANNOTE_METRICS_ENABLED=false``) unless the variable is
+already set, so that a run stays offline.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -63,11 +68,17 @@ class PyannoteDiarizer(DiarizationBackend):
         cfg = _config_path(self.checkpoint)
         if not cfg.is_file():
             raise BackendUnavailable(f"pyannote pipeline config {cfg} does not exist; set checkpoint to a local pipeline folder")
+        os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
         try:
             import torch
             from pyannote.audio import Pipeline
         except ImportError as exc:
             raise BackendUnavailable(f"pyannote.audio cannot be imported ({exc}): pip install -c constraints.txt '.[diarization]'") from exc
+        except OSError as exc:  # torchaudio's compiled extension does not match the installed torch
+            raise BackendUnavailable(
+                f"pyannote.audio cannot be imported: a native library failed to load ({exc}); install a torchaudio "
+                "build that matches the installed torch (same version line and the same CPU/CUDA variant)"
+            ) from exc
         try:
             pipeline = Pipeline.from_pretrained(str(cfg))
         except Exception as exc:  # the library raises many kinds for a bad checkpoint
