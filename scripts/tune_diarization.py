@@ -52,15 +52,17 @@ def main() -> None:
     print(f"{root}: {len(recs)} recordings ({audio_s / 60:.1f} min), dev {len(dev)} ({dev[0]}..{dev[-1]}), "
           f"test {len(test)} ({test[0]}..{test[-1]}); embedded in {time.perf_counter() - t0:.0f} s; collar {args.collar:g}")
 
-    def score(names: Sequence[str], threshold: float) -> tuple[float, str]:
+    def score(names: Sequence[str], threshold: float, oracle: bool = False) -> tuple[float, str]:
         diar.threshold = threshold
-        hyp = [Segment(r, t.speaker, t.start, t.end) for r in names for t in diar.turns(analysed[r])]
         ref = [s for s in data.turns.segments if s.session_id in set(names)]
+        counts = {r: len({s.speaker for s in ref if s.session_id == r}) for r in names}
+        hyp = [Segment(r, t.speaker, t.start, t.end) for r in names for t in diar.turns(analysed[r], counts[r] if oracle else None)]
         durations = {r: float(data.recordings[r]["duration"]) for r in names}
         scores = diarization_scores(ref, hyp, durations, collar=args.collar)
         p = pool_diarization(scores.values())
         n_err = np.mean([abs(s.n_hyp_speakers - s.n_ref_speakers) for s in scores.values()])
-        return p.der or 0.0, (f"DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed {p.missed_s:6.1f} s  "
+        speech = sum(s.end - s.start for s in ref)
+        return p.der or 0.0, (f"reference speech {speech:6.1f} s  DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed {p.missed_s:6.1f} s  "
                 f"FA {p.false_alarm_s:5.1f} s  confusion {p.confusion_s:6.1f} s  mean |speaker-count error| {n_err:.2f}")
 
     results: dict[float, float] = {}
@@ -73,6 +75,7 @@ def main() -> None:
     print("test split (held out):")
     for thr in dict.fromkeys([best, DEFAULT_THRESHOLD]):
         print(f"  threshold {thr:.3f}: {score(test, thr)[1]}")
+    print(f"  oracle speaker count: {score(test, best, oracle=True)[1]}")
 
 
 if __name__ == "__main__":
