@@ -110,7 +110,14 @@ class PyannoteDiarizer(DiarizationBackend):
         out = self._pipeline({"waveform": waveform, "sample_rate": sample_rate}, **kwargs)
         # pyannote.audio 4 returns an object holding the annotation; 3.x returns the annotation.
         annotation = getattr(out, "speaker_diarization", out)
-        turns = [SpeakerTurn(float(seg.start), float(seg.end), str(label)) for seg, _, label in annotation.itertracks(yield_label=True)]
+        # The pipeline's sliding windows overhang the end of the audio, and so can its last turns:
+        # crop every turn to the recording, dropping any that lie wholly outside it.
+        duration = waveform.shape[1] / sample_rate
+        turns = []
+        for seg, _, label in annotation.itertracks(yield_label=True):
+            start, end = max(0.0, float(seg.start)), min(duration, float(seg.end))
+            if end > start:
+                turns.append(SpeakerTurn(start, end, str(label)))
         return sorted(turns, key=lambda t: (t.start, t.end, t.speaker))
 
     def close(self) -> None:
