@@ -211,6 +211,32 @@ def test_pyannote_broken_checkpoint_is_a_clear_error_and_telemetry_stays_off(tmp
     assert backend._pipeline is None
 
 
+
+def test_pyannote_refuses_configs_that_would_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A downloaded speaker-diarization-3.1 folder names its models by hub id: loading it would
+    fetch them, so the backend says which entries to point at local files (or that
+    HF_HUB_OFFLINE=1 reads them from the local cache) before importing anything."""
+    from engine.backends import DIAR_BACKENDS
+    from engine.errors import BackendUnavailable
+
+    cls = DIAR_BACKENDS.get("pyannote")
+    (tmp_path / "config.yaml").write_text(
+        "version: 3.1.0\npipeline:\n  name: pyannote.audio.pipelines.SpeakerDiarization\n  params:\n"
+        "    segmentation: pyannote/segmentation-3.0\n    embedding: $model/embedding\n    plda: $model/plda\n"
+    )
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    avail = cls.check_weights({"checkpoint": str(tmp_path)})
+    assert not avail.runnable and "segmentation: pyannote/segmentation-3.0" in avail.reason and "embedding" not in avail.reason
+    with pytest.raises(BackendUnavailable, match=r"config\.yaml refers to hub models .*segmentation-3\.0.*HF_HUB_OFFLINE=1"):
+        cls(checkpoint=str(tmp_path)).load()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cls.check_weights({"checkpoint": str(tmp_path)}).runnable
+    (tmp_path / "config.yaml").write_text("segmentation: x\n")
+    with pytest.raises(BackendUnavailable, match="not a pyannote pipeline config"):
+        cls(checkpoint=str(tmp_path)).load()
+
+
 @st.composite
 def _sessions(draw: st.DrawFn) -> tuple[list[Segment], list[Segment]]:
     words = st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=0, max_size=5)

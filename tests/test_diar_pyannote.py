@@ -166,3 +166,21 @@ def test_broken_local_pipeline_is_a_clear_error(tiny_pipeline: Path, tmp_path: P
     (broken / "segmentation" / "pytorch_model.bin").write_bytes(b"not a checkpoint")
     with pytest.raises(BackendUnavailable, match="could not load"):
         DIAR_BACKENDS.get("pyannote")(checkpoint=str(broken / "config.yaml")).load()
+
+
+def test_config_falling_back_to_the_hub_plda_is_refused(tiny_pipeline: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyannote.audio 4 fetches community-1's PLDA when a SpeakerDiarization config names none,
+    even with local models and a clustering that does not use it (a 3.1-style config): refused
+    before the library is asked, naming the entry."""
+    from engine.backends import DIAR_BACKENDS
+
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    seg, emb = tiny_pipeline / "segmentation" / "pytorch_model.bin", tiny_pipeline / "embedding" / "pytorch_model.bin"
+    (tmp_path / "config.yaml").write_text(
+        "version: 3.1.0\npipeline:\n  name: pyannote.audio.pipelines.SpeakerDiarization\n  params:\n"
+        f"    clustering: AgglomerativeClustering\n    segmentation: {seg}\n    embedding: {emb}\n"
+        "params:\n  clustering: {method: centroid, min_cluster_size: 2, threshold: 0.7}\n  segmentation: {min_duration_off: 0.0}\n"
+    )
+    with pytest.raises(BackendUnavailable, match=r"plda: pyannote/speaker-diarization-community-1"):
+        DIAR_BACKENDS.get("pyannote")(checkpoint=str(tmp_path)).load()

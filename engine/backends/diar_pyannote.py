@@ -34,6 +34,61 @@ def _config_path(checkpoint: str | Path) -> Path:
     return path / "config.yaml" if path.is_dir() else path
 
 
+#: Pipeline parameters that name a model; a value that is neither ``$model/...`` (beside
+#: config.yaml) nor an existing path is a hub repository id.
+_MODEL_PARAMS = ("segmentation", "embedding", "plda")
+_OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def _hub_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"} for v in _OFFLINE_VARS)
+
+
+def hub_references(cfg: Path) -> list[str]:
+    """The hub models that loading ``cfg`` would fetch: model parameters naming a repository id
+    rather than a local file, and, with pyannote.audio 4, the PLDA of
+    ``speaker-diarization-community-1`` that its SpeakerDiarization pipeline falls back to when
+    the config names none (3.x configs such as speaker-diarization-3.1 name none)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise BackendUnavailable(f"pyannote pipeline config {cfg} cannot be read: {exc}") from exc
+    pipeline = config.get("pipeline") if isinstance(config, Mapping) else None
+    if not isinstance(pipeline, Mapping) or not isinstance(pipeline.get("name"), str):
+        raise BackendUnavailable(f"{cfg} is not a pyannote pipeline config: it needs a 'pipeline' block with a 'name'")
+    params = pipeline.get("params") or {}
+    refs = []
+    for key in _MODEL_PARAMS:
+        value = params.get(key)
+        if isinstance(value, Mapping):
+            value = value.get("checkpoint")
+        if isinstance(value, str) and not value.startswith("$model/") and not Path(value).expanduser().exists():
+            refs.append(f"{key}: {value}")
+    if "plda" not in params and str(pipeline["name"]).endswith("SpeakerDiarization"):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            major = int(version("pyannote.audio").split(".")[0])
+        except (PackageNotFoundError, ValueError):
+            major = 0
+        if major >= 4:
+            refs.append("plda: pyannote/speaker-diarization-community-1 (pyannote.audio 4's default when config.yaml names none)")
+    return refs
+
+
+def _hub_problem(cfg: Path) -> str | None:
+    refs = hub_references(cfg)  # also checks that cfg is a pipeline config
+    if not refs or _hub_offline():
+        return None
+    return (
+        f"{cfg} refers to hub models that would be downloaded ({'; '.join(refs)}); this backend never downloads: "
+        "point those entries at local files (e.g. 'plda: $model/plda' with xvec_transform.npz and plda.npz beside "
+        "config.yaml), or set HF_HUB_OFFLINE=1 if they are already in the local Hugging Face cache"
+    )
+
+
 class PyannoteDiarizer(DiarizationBackend):
     """Options: ``checkpoint`` (required: local pipeline folder or its config.yaml), ``device``
     (default cpu), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
@@ -62,12 +117,21 @@ class PyannoteDiarizer(DiarizationBackend):
         cfg = _config_path(str(ckpt))
         if not cfg.is_file():
             return Availability(False, f"{cfg} does not exist: download the pipeline once and set checkpoint to its folder")
+        try:
+            problem = _hub_problem(cfg)
+        except BackendUnavailable as exc:
+            return Availability(False, str(exc))
+        if problem:
+            return Availability(False, problem)
         return Availability(True, f"local pipeline at {cfg}")
 
     def load(self) -> None:
         cfg = _config_path(self.checkpoint)
         if not cfg.is_file():
             raise BackendUnavailable(f"pyannote pipeline config {cfg} does not exist; set checkpoint to a local pipeline folder")
+        problem = _hub_problem(cfg)
+        if problem:
+            raise BackendUnavailable(problem)
         os.environ.setdefault("PYANNOTE_METRICS_ENABLED", "false")
         try:
             import torch
