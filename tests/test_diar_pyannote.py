@@ -184,3 +184,22 @@ def test_config_falling_back_to_the_hub_plda_is_refused(tiny_pipeline: Path, tmp
     )
     with pytest.raises(BackendUnavailable, match=r"plda: pyannote/speaker-diarization-community-1"):
         DIAR_BACKENDS.get("pyannote")(checkpoint=str(tmp_path)).load()
+
+
+def test_conversation_section_with_the_local_pipeline(tiny_pipeline: Path, conversation: Path, tmp_path: Path) -> None:
+    """The conversation section end to end with the pyannote backend: diarization, the
+    speaker-attributed ASR pass over its turns, and DER in the summary with its provenance."""
+    from audits.conversation.run import conversation_summary, load_conversation_data, parse_conversation_config, run_conversation
+    from engine.model_registry import load_model_registry, resolve_models
+    from normalizers import get_normalizer
+
+    spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
+    cfg = parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"checkpoint": str(tiny_pipeline)}}}, "r.yaml")
+    data = load_conversation_data(conversation)
+    facts = run_conversation(cfg, data, [spec], tmp_path)
+    assert facts["diarization"]["backend"] == "pyannote" and facts["diarization"]["pyannote.audio_version"]
+    summary, rows = conversation_summary(cfg, data, [spec.name], tmp_path, get_normalizer("whisper-english"))
+    diar = summary["diarization"]
+    assert diar["backend"] == "pyannote" and diar["options"] == {"checkpoint": str(tiny_pipeline)}
+    assert diar["der"] is not None and math.isfinite(diar["der"]) and diar["n_hyp_speakers"] >= 1
+    assert summary["models"][spec.name]["cpwer"]["n_words"] > 0 and len(rows) == 1
