@@ -4,6 +4,7 @@ handling of bad input (each a clear error naming the place, or a counted problem
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,50 @@ def test_pyannote_backend_says_what_is_missing(tmp_path: Path) -> None:
     assert not avail.runnable
     assert "diarization" in avail.reason or "does not exist" in avail.reason
     with pytest.raises(BackendUnavailable, match="config.yaml does not exist"):
+        cls(checkpoint=str(tmp_path)).load()
+
+
+def test_pyannote_broken_checkpoint_is_a_clear_error_and_telemetry_stays_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A config.yaml that names no loadable pipeline: without pyannote.audio installed the error
+    says which extra to install, with it the error names the checkpoint; either way nothing is
+    returned half-loaded, and the vendor's usage telemetry is switched off before the import."""
+    from engine.backends import DIAR_BACKENDS
+    from engine.errors import BackendUnavailable
+
+    (tmp_path / "config.yaml").write_text("pipeline:\n  name: no_such_package.NoSuchPipeline\n  params: {}\n")
+    monkeypatch.delenv("PYANNOTE_METRICS_ENABLED", raising=False)
+    backend = DIAR_BACKENDS.get("pyannote")(checkpoint=str(tmp_path))
+    avail = backend.availability({"checkpoint": str(tmp_path)})
+    assert avail.runnable or "'.[diarization]'" in avail.reason
+    with pytest.raises(BackendUnavailable, match=r"pyannote.*(diarization|torchaudio|config\.yaml)"):
+        backend.load()
+    assert os.environ["PYANNOTE_METRICS_ENABLED"] == "false"
+    assert backend._pipeline is None
+
+
+
+def test_pyannote_refuses_configs_that_would_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A downloaded speaker-diarization-3.1 folder names its models by hub id: loading it would
+    fetch them, so the backend says which entries to point at local files (or that
+    HF_HUB_OFFLINE=1 reads them from the local cache) before importing anything."""
+    from engine.backends import DIAR_BACKENDS
+    from engine.errors import BackendUnavailable
+
+    cls = DIAR_BACKENDS.get("pyannote")
+    (tmp_path / "config.yaml").write_text(
+        "version: 3.1.0\npipeline:\n  name: pyannote.audio.pipelines.SpeakerDiarization\n  params:\n"
+        "    segmentation: pyannote/segmentation-3.0\n    embedding: $model/embedding\n    plda: $model/plda\n"
+    )
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    avail = cls.check_weights({"checkpoint": str(tmp_path)})
+    assert not avail.runnable and "segmentation: pyannote/segmentation-3.0" in avail.reason and "embedding" not in avail.reason
+    with pytest.raises(BackendUnavailable, match=r"config\.yaml refers to hub models .*segmentation-3\.0.*HF_HUB_OFFLINE=1"):
+        cls(checkpoint=str(tmp_path)).load()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert cls.check_weights({"checkpoint": str(tmp_path)}).runnable
+    (tmp_path / "config.yaml").write_text("segmentation: x\n")
+    with pytest.raises(BackendUnavailable, match="not a pyannote pipeline config"):
         cls(checkpoint=str(tmp_path)).load()
 
 

@@ -100,6 +100,13 @@ def test_baseline_diarizer_separates_two_voices(small_set: Path) -> None:
     score = diarization_scores(ref, hyp, {rec: data.recordings[rec]["duration"]})[rec]
     assert score.n_hyp_speakers == 2
     assert score.der is not None and score.der < 0.25
+    # The threshold sweep reuses one analysis per recording: at any threshold it must give
+    # exactly what a fresh diarizer with that threshold gives.
+    audio = _load_audio(data.recordings[rec]["path"])
+    analysis = diar.analyse(audio)
+    for thr in (0.2, 0.6):
+        diar.threshold = thr
+        assert diar.turns(analysis) == DIAR_BACKENDS.get("vad-resemblyzer")(threshold=thr).diarize(audio)
 
 
 @pytest.mark.slow
