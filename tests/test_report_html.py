@@ -450,3 +450,18 @@ def test_summary_size_does_not_grow_with_the_number_of_utterances(tmp_path: Path
         assert first_hyp.strip() not in text
         sizes[n] = len(text)
     assert abs(sizes[150] - sizes[30]) < 0.05 * sizes[30], sizes
+
+
+def test_positive_controls_are_what_the_backend_declares_not_a_name() -> None:
+    from audits.reports.findings import control_models
+
+    summary = {
+        "models": {
+            "anti-memorizer-whisper": {"backend": "faster-whisper", "backend_info": {"backend": "faster-whisper"}, "tags": ["local"]},
+            "my-control": {"backend": "memorizer", "backend_info": {"backend": "memorizer", "positive_control": True}},
+            "old-run-memorizer": {"backend": "memorizer"},  # a summary written before backends declared it
+            "tagged": {"backend": "faster-whisper", "tags": ["control"]},
+        }
+    }
+    names = [*sorted(summary["models"]), "memorizer-predictions"]  # the last: a prediction file, no backend known
+    assert control_models(summary, names) == ["my-control", "old-run-memorizer", "tagged", "memorizer-predictions"]

@@ -43,13 +43,26 @@ def families(summary: Mapping[str, Any]) -> dict[str, list[str]]:
 
 
 def control_models(summary: Mapping[str, Any], candidates: Iterable[str]) -> list[str]:
-    """Positive-control models: the memorizer backend, or a model tagged 'control'/'memorizer'."""
+    """Positive-control models, as their backend declared them (``backend_info.positive_control``).
+
+    A summary written before backends declared it counts the memorizer backend or a 'control' tag.
+    A name counts only for a model the run knows nothing else about (prediction files named after
+    the memorizer); a model whose backend is known is never a control because of its name, so
+    "anti-memorizer-whisper" on faster-whisper is an ordinary model.
+    """
     out = []
     models = summary.get("models") or {}
     for m in candidates:
         e = models.get(m) or {}
+        info = e.get("backend_info")
+        declared = info.get("positive_control") if isinstance(info, Mapping) else None
+        backend = str(e.get("backend") or "").lower()
         tags = {str(t).lower() for t in (e.get("tags") or [])}
-        if "memorizer" in m.lower() or str(e.get("backend") or "").lower() == "memorizer" or tags & {"control", "memorizer", "positive-control"}:
+        if declared is True:
+            out.append(m)
+        elif declared is None and (backend == "memorizer" or tags & {"control", "positive-control"}):
+            out.append(m)
+        elif declared is None and not backend and "memorizer" in m.lower():
             out.append(m)
     return out
 
