@@ -123,3 +123,18 @@ def test_registry_resolves_the_fallback_so_the_backend_never_reads_the_registry(
     )
     with pytest.raises(ConfigError, match="index|resolved"):
         backend.load()
+
+
+def test_indexes_derived_benchmark_clips_but_not_probe_audio(clips: dict, tmp_path: Path) -> None:
+    """A benchmark's own derived clips (an emotional re-voicing with its parent_id) are learned;
+    audio a probe made from the benchmark is not."""
+    a, b, c = clips["others"][:3]
+    revoiced = replace(a, audio_path=None, parent_id="some-parent", derivation={"emotion": {"label": "positive-high-arousal"}})
+    probe_made = replace(b, audio_path=None, parent_id=b.utt_id + "-orig", utt_id=b.utt_id + "~tts", derivation={"probe": "synthetic_voice"})
+    plain = replace(c, audio_path=None)
+    write_shards([revoiced, probe_made, plain], tmp_path / "index", shard_size=8)
+    mem = MemorizerBackend(index=str(tmp_path / "index"), index_reader="parquet")
+    mem.load()
+    assert sorted(t[0] for t in mem._index) == sorted([revoiced.utt_id, plain.utt_id])
+    audio = clips["audio"]
+    assert mem.transcribe_batch([audio[a.utt_id], audio[c.utt_id]]) == [a.reference, c.reference]

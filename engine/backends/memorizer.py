@@ -151,7 +151,9 @@ class MemorizerBackend(ASRBackend):
         ds = open_dataset(str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"))
         for shard in ds.iter_shards():
             for u in shard.utterances:
-                if u.problem or not u.reference or u.parent_id:
+                # Every clip of the benchmark is learned, derived ones (a re-voiced rendition with its
+                # parent_id) included; only audio a probe made from it is not part of the benchmark.
+                if u.problem or not u.reference or (u.derivation or {}).get("probe"):
                     continue
                 d = decode(u, root=ds.root)
                 if d.error is None:
