@@ -62,8 +62,18 @@ def hyp_map(rows: pd.DataFrame) -> dict[tuple[str, str], str | None]:
     return out
 
 
+def made_by_probe(u: Utterance) -> bool:
+    """Audio a probe derived from the benchmark (masked copy, re-voicing); never probed again.
+
+    A benchmark's own derived clips (a ``parent_id`` without a probe derivation, like the demo
+    corpus's emotional re-voicings) are benchmark clips and are probed like any other.
+    """
+    return bool((u.derivation or {}).get("probe"))
+
+
 def originals(dataset: Dataset) -> list[Utterance]:
-    return [u for shard in dataset.iter_shards() for u in shard.utterances if not u.parent_id]
+    """The benchmark's clips: everything in the dataset that no probe made."""
+    return [u for shard in dataset.iter_shards() for u in shard.utterances if not made_by_probe(u)]
 
 
 def failed_models(facts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

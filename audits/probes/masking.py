@@ -356,7 +356,7 @@ def build_masked_set(
     done = 0
     for shard in dataset.iter_shards():
         for u in shard.utterances:
-            if u.parent_id or (wanted is not None and u.utt_id not in wanted):
+            if (u.derivation or {}).get("probe") or (wanted is not None and u.utt_id not in wanted):  # probe audio is never re-masked
                 continue
             build.n_clips += 1
             if u.problem:
