@@ -2,7 +2,7 @@
 
 Method (why it measures the right thing):
 
-* The corpus is the demo corpus (``data/demo``, 180 synthetic clips) repeated with derived ids
+* The corpus is the demo corpus (``data/demo``, 208 synthetic clips) repeated with derived ids
   (``demo-0001~r000123``) to N utterances, written as a NeMo manifest whose rows point at the demo
   audio files, so disk use does not grow with N.
 * Each size runs in a fresh Python process that calls ``audits.pipeline.run_recipe`` exactly as
@@ -12,7 +12,7 @@ Method (why it measures the right thing):
   (``ru_maxrss``) is the figure; a sampler thread also records the peak during the engine phase
   alone (until the last unit is written).
 * The model is the registry's real ``memorizer`` backend (the positive control), indexed on the
-  180 demo clips and with no fallback: it decodes, fingerprints and matches every clip, so the
+  208 demo clips and with no fallback: it decodes, fingerprints and matches every clip, so the
   whole audio path (decode, resample check, batch, rows) runs per utterance, but at a few ms per
   clip instead of a neural ASR model's seconds. Model cost is constant in N either way; what must
   not grow is what the driver keeps per utterance.

@@ -25,12 +25,11 @@ def hosted_usage_lines(summary: Mapping[str, Any]) -> list[str]:
         return []
     lines = ["Hosted APIs (cost is an estimate from list prices; API RTFx = audio s / request wall time, network included):", ""]
     for name, u in rows.items():
-        cost = u.get("estimated_cost_usd")
         rtfx = u.get("api_rtfx")
         lines.append(
             f"- {md(name)}: {float(u.get('audio_hours_billed') or 0) * 60:.2f} audio min billed in {u.get('billable_calls', 0)} calls, "
             f"{u.get('cache_hits', 0)} cache hits, {u.get('retries', 0)} retries, "
-            f"est. cost {'unknown (no price)' if cost is None else f'${cost:.4f}'}, API RTFx {'—' if rtfx is None else f'{rtfx:.1f}'}"
+            f"est. cost {_cost_text(u)}, API RTFx {'—' if rtfx is None else f'{rtfx:.1f}'}"
         )
     return lines + [""]
 

@@ -607,6 +607,33 @@ def _clear_previous(out_dir: Path) -> None:
             old.unlink()
 
 
+def _store(
+    audio_dir: Path,
+    utt_id: str,
+    samples: np.ndarray,
+    reference: str,
+    labels: dict[str, str],
+    derivation: dict[str, Any],
+    speaker: str | None = None,
+    parent_id: str | None = None,
+) -> Utterance:
+    """Write one clip as FLAC and return its utterance record (audio bytes embedded)."""
+    data = encode_audio(samples, SAMPLE_RATE, "FLAC")
+    path = audio_dir / f"{utt_id}.flac"
+    path.write_bytes(data)
+    return Utterance(
+        utt_id=utt_id,
+        reference=reference,
+        audio_path=str(path),
+        audio_bytes=data,
+        duration_s=round(len(samples) / SAMPLE_RATE, 6),
+        speaker=speaker,
+        labels=labels,
+        parent_id=parent_id,
+        derivation=derivation,
+    )
+
+
 def build_demo_corpus(
     out_dir: Path | str,
     seed: int = 0,
@@ -648,22 +675,7 @@ def build_demo_corpus(
         try:
             for done, plan in enumerate(plans, start=1):
                 samples, reference, derivation = _compose(plan, int(seed), futures)
-                data = encode_audio(samples, SAMPLE_RATE, "FLAC")
-                path = audio_dir / f"{plan.utt_id}.flac"
-                path.write_bytes(data)
-                utts.append(
-                    Utterance(
-                        utt_id=plan.utt_id,
-                        reference=reference,
-                        audio_path=str(path),
-                        audio_bytes=data,
-                        duration_s=round(len(samples) / SAMPLE_RATE, 6),
-                        speaker=plan.voice.speaker,
-                        labels=plan.labels(),
-                        parent_id=plan.parent_id,
-                        derivation=derivation,
-                    )
-                )
+                utts.append(_store(audio_dir, plan.utt_id, samples, reference, plan.labels(), derivation, plan.voice.speaker, plan.parent_id))
                 if progress is not None:
                     progress(done, total)
         except AuditError:
@@ -672,20 +684,7 @@ def build_demo_corpus(
             raise
     for done, free in enumerate(free_plans, start=len(plans) + 1):
         samples, derivation = _compose_speech_free(free, int(seed))
-        data = encode_audio(samples, SAMPLE_RATE, "FLAC")
-        path = audio_dir / f"{free.utt_id}.flac"
-        path.write_bytes(data)
-        utts.append(
-            Utterance(
-                utt_id=free.utt_id,
-                reference="",
-                audio_path=str(path),
-                audio_bytes=data,
-                duration_s=round(len(samples) / SAMPLE_RATE, 6),
-                labels=free.labels(),
-                derivation=derivation,
-            )
-        )
+        utts.append(_store(audio_dir, free.utt_id, samples, "", free.labels(), derivation))
         if progress is not None:
             progress(done, total)
 
