@@ -32,7 +32,7 @@ def gemini() -> Iterator[FakeVendor]:
 
 
 @pytest.mark.slow
-def test_synthetic_voice_probe_asks_the_judge_about_both_arms(gemini: FakeVendor, tmp_path: Path) -> None:
+def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor, tmp_path: Path) -> None:
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines
     from audits.probes.run import _run_models, run_probes
@@ -62,15 +62,20 @@ def test_synthetic_voice_probe_asks_the_judge_about_both_arms(gemini: FakeVendor
     base, _ = _run_models(ds, specs, tmp_path / "run", None)
     judges = {"backends": ["gemini"], "backend_options": {"gemini": {"model": "gemini-2.5-flash", "base_url": gemini.base_url, "backoff_s": 0.01,
                                                                      "max_concurrency": 1, "cache_dir": str(tmp_path / "cache")}}}  # fmt: skip
-    cfg = parse_probe_config({"masking": {"variants": ["silence"]}, "synthetic_voice": {"n_boot": 200, "judges": judges}}, "test")
+    synth = {"n_boot": 200, "judges": judges, "match_encoder_options": {"num_threads": 1}}  # both voice arms, the default
+    cfg = parse_probe_config({"masking": {"variants": ["silence"]}, "synthetic_voice": synth}, "test")
     probes = run_probes(cfg, ds, specs, tmp_path / "run", base)
     sv = probes["synthetic_voice"]
     j = sv["judges"]["gemini"]
     arms = j["arms"]
+    assert set(arms) == {"real", "generic", "matched"}
     assert sv["n_masking_clips"] >= 1 and arms["generic"]["n_clips"] == sv["n_masking_clips"] == arms["real"]["n_clips"]
-    assert gemini.billable == len(calls) == arms["real"]["n_clips"] + arms["generic"]["n_clips"] and set(calls) == {1}
-    assert j["n_unparseable"] == 1 and arms["real"]["n_unparseable"] + arms["generic"]["n_unparseable"] == 1
-    assert j["separation"]["generic"]["auc"] == 0.5  # a judge that answers 0.5 to everything cannot separate the arms
+    assert 1 <= arms["matched"]["n_clips"] <= sv["n_masking_clips"]
+    assert gemini.billable == len(calls) == sum(a["n_clips"] for a in arms.values()) and set(calls) == {1}
+    assert j["n_unparseable"] == 1 and sum(a["n_unparseable"] for a in arms.values()) == 1
+    # a judge that answers 0.5 to everything cannot separate either arm from the real clips
+    assert j["separation"]["generic"]["auc"] == 0.5 and j["separation"]["matched"]["auc"] == 0.5
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
-    assert {r["arm"] for r in rows} == {"real", "generic"} and all(r["pair"] in {x["clip_id"] for x in rows if x["arm"] == "real"} for r in rows)
+    assert {r["arm"] for r in rows} == {"real", "generic", "matched"}
+    assert all(r["pair"] in {x["clip_id"] for x in rows if x["arm"] == "real"} for r in rows)
     assert "AUC generic vs real 0.500" in "\n".join(probe_lines(probes, "Probes")) and KEY not in json.dumps(probes)
