@@ -485,6 +485,9 @@ class RayRunner:
             self.progress("loading", 0, {"model": run.spec.name})
             run.loading_announced = True
         opts: dict[str, Any] = {"num_cpus": run.num_cpus, "num_gpus": run.num_gpus, "max_restarts": 0, "max_task_retries": 0}
+        memory_mb = run.spec.meta.get("memory_mb")
+        if memory_mb:  # reserved on the node: Ray places no second copy where it would not fit
+            opts["memory"] = int(float(memory_mb) * 2**20)
         env = self._thread_env(run)
         if env:
             opts["runtime_env"] = {"env_vars": env}

@@ -130,6 +130,27 @@ def test_fractional_models_share_one_gpu(gpus8: str, tmp_path: Path) -> None:
     assert b0 < a1, "the two half-GPU actors did not run at the same time"
 
 
+def test_memory_mb_is_reserved_so_models_that_do_not_fit_together_take_turns(gpus8: str, tmp_path: Path) -> None:
+    """Two half-GPU models that would share a GPU run one after the other when their memory_mb
+    together exceeds the node's memory: Ray holds the second actor until the first retires."""
+    from engine.cluster import node_capacity
+
+    node_mb = node_capacity()["memory_mb"]
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    meta = {"num_gpus": 0.5, "num_cpus": 0.25, "memory_mb": 0.6 * node_mb}  # logical reservation; nothing that large is allocated
+    specs = [ModelSpec(n, "simulated", {"name": n, "load_s": 0.5, "rtfx": 4, "trace_dir": str(trace)}, 1, meta) for n in ("big-a", "big-b")]
+    ds = sim_dataset(tmp_path / "data", 2)
+    facts = RayRunner(ds, specs, RunStore(tmp_path / "out"), warmup=0, workers=1).run()
+    assert all(f["status"] == "loaded" for f in facts.values()), facts
+    spans = {}
+    for rec in traces(trace):
+        lo, hi = spans.get(rec["pid"], (rec["t"], rec["t"]))
+        spans[rec["pid"]] = (min(lo, rec["t"]), max(hi, rec["t"]))
+    (a0, a1), (b0, b1) = sorted(spans.values())
+    assert a1 <= b0, "the two actors ran at the same time although their memory does not fit together"
+
+
 def test_model_too_big_for_any_node_or_unloadable_is_skipped_with_a_reason(gpus8: str, tmp_path: Path) -> None:
     ds = sim_dataset(tmp_path / "data", 2)
     big_gpu = sim("needs-9-gpus", num_gpus=9)
