@@ -148,7 +148,7 @@ def hardware_facts() -> dict[str, Any]:
         if torch.cuda.is_available():
             facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except Exception:
-        pass
+        pass  # torch missing or broken: the facts then say nothing about torch or CUDA
     return facts
 
 

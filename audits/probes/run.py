@@ -291,7 +291,7 @@ def _load_corrections(path: str) -> dict[str, str]:
         if isinstance(data, dict):
             return {str(k): str(v) for k, v in data.items()}
     except json.JSONDecodeError:
-        pass
+        pass  # not one JSON object: read it as JSONL below, which names the bad line
     out: dict[str, str] = {}
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
