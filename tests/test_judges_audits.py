@@ -37,7 +37,7 @@ class _SpectrumSV(SVBackend):
     name = "test-spectrum-sv"
 
     def load(self) -> None:
-        pass
+        pass  # computed from the signal: no weights to load
 
     def info(self) -> BackendInfo:
         return BackendInfo(self.name, "spectrum-64")
@@ -55,7 +55,7 @@ class _LoudSER(SERBackend):
     name = "test-loud-ser"
 
     def load(self) -> None:
-        pass
+        pass  # computed from the signal: no weights to load
 
     def info(self) -> BackendInfo:
         return BackendInfo(self.name, "rms")

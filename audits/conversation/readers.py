@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -173,11 +173,9 @@ def _seglst_segments(path: Path, data: Sequence[Any]) -> tuple[list[Segment], li
     return segs, self_overlaps(segs)
 
 
-def read_nemo_offsets(path: str | Path) -> Annotations:
-    """A NeMo manifest whose lines cut long recordings: ``audio_filepath`` (the session),
-    ``offset``, ``duration``, ``text`` and ``speaker``. The session id is the file's stem."""
-    path = Path(path)
-    segs: list[Segment] = []
+def iter_json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL file; a line that is not a JSON
+    object is an error naming the file and line."""
     for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not raw.strip():
             continue
@@ -187,6 +185,15 @@ def read_nemo_offsets(path: str | Path) -> Annotations:
             raise ManifestError(path, f"not valid JSON: {exc.msg}", line=n) from None
         if not isinstance(row, dict):
             raise ManifestError(path, "each line must be a JSON object", line=n)
+        yield n, row
+
+
+def read_nemo_offsets(path: str | Path) -> Annotations:
+    """A NeMo manifest whose lines cut long recordings: ``audio_filepath`` (the session),
+    ``offset``, ``duration``, ``text`` and ``speaker``. The session id is the file's stem."""
+    path = Path(path)
+    segs: list[Segment] = []
+    for n, row in iter_json_lines(path):
         for key in ("audio_filepath", "offset", "duration"):
             if key not in row:
                 raise ManifestError(path, f"missing key '{key}' (a manifest with offsets needs audio_filepath, offset, duration)", line=n, field=key)

@@ -44,7 +44,15 @@ from audits.conversation.metrics import (
     scoring_notes,
     tcpwer,
 )
-from audits.conversation.readers import Annotations, Segment, check_durations, check_recordings, check_speakers, read_annotations
+from audits.conversation.readers import (
+    Annotations,
+    Segment,
+    check_durations,
+    check_recordings,
+    check_speakers,
+    iter_json_lines,
+    read_annotations,
+)
 from engine.errors import ConfigError, ManifestError, RegistryError
 from engine.segmentation import Chunk, SegmentationConfig, stitch
 
@@ -160,14 +168,8 @@ def load_conversation_data(root: Path) -> ConversationData:
     if not manifest.exists():
         raise ManifestError(manifest, "missing: a conversation set needs manifest.jsonl, reference.rttm and reference.json (or .stm)")
     recordings: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(manifest, f"not valid JSON: {exc.msg}", line=n) from None
-        if not isinstance(row, dict) or "audio_filepath" not in row:
+    for n, row in iter_json_lines(manifest):
+        if "audio_filepath" not in row:
             raise ManifestError(manifest, "each line needs audio_filepath", line=n, field="audio_filepath")
         audio = Path(str(row["audio_filepath"]))
         audio = audio if audio.is_absolute() else root / audio
