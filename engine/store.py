@@ -211,7 +211,7 @@ class RunPlan:
 def _result_identity(backend: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """The backend and options that determine a model's rows (what a marker's settings record).
 
-    The fault-injection wrapper (``engine/backends/fault.py``) hands every clip to its inner
+    The fault-injection wrapper (``engine/backends/asr/fault.py``) hands every clip to its inner
     backend and only adds failures, delays or exits: its rows are the inner backend's, so it
     takes the inner backend's identity, and a unit finished under the wrapper stays done when the
     run is resumed with the plain backend (which is how the fault tests resume).

@@ -27,7 +27,7 @@ import soundfile as sf
 import soxr
 
 from audits.emotion.prosody_contrast import FEATURES, SpeechEQRules, contrast_score
-from engine.backends.ser_prosody import speecheq_descriptors
+from engine.backends.ser.prosody import speecheq_descriptors
 
 SR = 16000
 VOICES = ("en-us", "en-gb", "en-gb-scotland", "en-gb-x-rp", "en+f3", "en-us+m3")

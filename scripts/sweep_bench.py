@@ -1,4 +1,4 @@
-"""Sweep benchmarks with simulated models (engine/backends/simulated.py).
+"""Sweep benchmarks with simulated models (engine/backends/asr/simulated.py).
 
 memory   peak RSS of the in-process runner for 1, 4 and 16 simulated models of a given size,
          with load groups (``--max-models-loaded``) and without; each run in a fresh process.

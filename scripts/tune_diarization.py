@@ -28,7 +28,7 @@ def main() -> None:
     from audits.conversation.readers import Segment
     from audits.conversation.run import _load_audio, load_conversation_data, resolve_dataset
     from audits.recipes import data_dir
-    from engine.backends.diar_baseline import DEFAULT_THRESHOLD, RecordingEmbeddings, VadResemblyzerDiarizer
+    from engine.backends.diarization.baseline import DEFAULT_THRESHOLD, RecordingEmbeddings, VadResemblyzerDiarizer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("set_dir", nargs="?", default="builtin:demo-conversation")

@@ -479,7 +479,7 @@ def test_openai_compatible_retries_then_succeeds() -> None:
 
 
 def test_openai_compatible_gives_up_and_reports() -> None:
-    from engine.backends.asr_openai import TranscriptionRequestError
+    from engine.backends.asr.openai_compatible import TranscriptionRequestError
 
     with _FakeTranscriptionServer(failures=10, fail_status=429) as server:
         backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=server.url, max_retries=2, backoff_s=0.0)
@@ -496,7 +496,7 @@ def test_openai_compatible_gives_up_and_reports() -> None:
 
 
 def test_openai_compatible_connection_errors_are_retried() -> None:
-    from engine.backends.asr_openai import TranscriptionRequestError
+    from engine.backends.asr.openai_compatible import TranscriptionRequestError
 
     with _FakeTranscriptionServer() as server:
         url = server.url

@@ -245,8 +245,8 @@ def _f0(x: np.ndarray) -> float:
 
 
 def test_emotion_render_changes_pitch_and_rate_but_keeps_formants() -> None:
-    from engine.backends.tts_flite import FliteTTS
-    from engine.backends.tts_program import resample
+    from engine.backends.tts.flite import FliteTTS
+    from engine.backends.tts.program import resample
 
     raw, sr = FliteTTS().synthesize("The weather in Boston was warm and sunny all week.", "slt")
     x = resample(raw, sr, SR)

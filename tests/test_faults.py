@@ -241,13 +241,13 @@ def test_unloadable_model_is_reported_and_others_complete(dataset: Dataset, base
 @pytest.fixture(scope="module")
 def ray_session() -> Any:
     ray = pytest.importorskip("ray")
-    from engine.backends.fault import ensure_registered
+    from engine.backends.asr.fault import ensure_registered
 
     ensure_registered()
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"worker_process_setup_hook": "engine.backends.fault.ensure_registered"})
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"})
     yield ray
     if started:
         ray.shutdown()

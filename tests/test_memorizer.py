@@ -10,8 +10,8 @@ import pytest
 
 from audits.probes.masking import MaskSettings, apply_mask
 from engine.audio import decode
-from engine.backends.memorizer import MemorizerBackend, fingerprint, similarity
-from engine.backends.tts_espeak import EspeakTTS, resample
+from engine.backends.asr.memorizer import MemorizerBackend, fingerprint, similarity
+from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ConfigError

@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from audits.emotion import prosody_contrast as pc
-from engine.backends import ser_prosody as sp
+from engine.backends.ser import prosody as sp
 from engine.errors import AudioError, ConfigError
 
 SR = 16_000

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import ray
 
-from engine.backends.fault import FaultInjectionBackend, InjectedFault, ensure_registered
+from engine.backends.asr.fault import FaultInjectionBackend, InjectedFault, ensure_registered
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
@@ -29,7 +29,7 @@ ensure_registered()
 
 REPO = Path(__file__).resolve().parents[1]
 TESTDATA = Path("/usr/share/pocketsphinx/test/data")
-SETUP_HOOK = "engine.backends.fault.ensure_registered"
+SETUP_HOOK = "engine.backends.asr.fault.ensure_registered"
 PS = ModelSpec("pocketsphinx", "pocketsphinx", {}, batch_size=1)
 WHISPER = ModelSpec("whisper-tiny.en", "faster-whisper", {"model": "tiny.en", "compute_type": "int8", "beam_size": 1}, batch_size=8)
 
@@ -150,7 +150,7 @@ def test_fault_backend_options_and_once_file(tmp_path: Path) -> None:
     assert once.exists()
     import soundfile as sf
 
-    from engine.backends.asr_pocketsphinx import PocketsphinxBackend
+    from engine.backends.asr.pocketsphinx import PocketsphinxBackend
 
     speech = sf.read(TESTDATA / "cards" / "001.wav", dtype="float32")[0]
     b2 = FaultInjectionBackend(inner="pocketsphinx", raise_on_batch=1, once_file=str(once))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.backends.asr_openai import CrossOriginRedirectError, OpenAICompatibleBackend, TranscriptionRequestError, origin
+from engine.backends.asr.openai_compatible import CrossOriginRedirectError, OpenAICompatibleBackend, TranscriptionRequestError, origin
 
 KEY_ENV = "AUDIT_TEST_REDIRECT_KEY"
 SECRET = "sk-redirect-test-" + os.urandom(8).hex()

@@ -49,7 +49,7 @@ def test_recipe_fields_are_validated_by_type(key: str, value: object, expected: 
 
 
 def test_backend_options_are_validated_by_type() -> None:
-    from engine.backends.asr_transformers import TransformersBackend
+    from engine.backends.asr.transformers import TransformersBackend
 
     with pytest.raises(ConfigError, match="trust_remote_code' must be a boolean"):
         TransformersBackend(model="x", trust_remote_code="false")

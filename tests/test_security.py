@@ -109,7 +109,7 @@ def test_malicious_checkpoint_is_not_unpickled(tmp_path: Path, monkeypatch: pyte
         pickle.dump({"model_state": _Boom()}, fh)
     with pytest.raises(Exception, match="(?i)weights_only|unpickl"):
         torch.load(evil, map_location="cpu")
-    from engine.backends.sv_resemblyzer import ResemblyzerBackend
+    from engine.backends.sv.resemblyzer import ResemblyzerBackend
 
     backend = ResemblyzerBackend(weights=str(evil))
     with pytest.raises(Exception, match="(?i)weights only load failed"):  # refused by torch, before unpickling
@@ -190,7 +190,7 @@ def ok(text: str = "hello world") -> tuple[int, Any, float, dict[str, str]]:
 
 
 def backend(url: str, **opts: Any) -> Any:
-    from engine.backends.asr_openai import OpenAICompatibleBackend
+    from engine.backends.asr.openai_compatible import OpenAICompatibleBackend
 
     b = OpenAICompatibleBackend(**{"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.05, "max_retries": 2, "batch_size": 1, **opts})
     b.load()
@@ -207,7 +207,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_defaults_are_safe() -> None:
-    from engine.backends.asr_openai import _DEFAULTS, OpenAICompatibleBackend
+    from engine.backends.asr.openai_compatible import _DEFAULTS, OpenAICompatibleBackend
 
     assert _DEFAULTS["verify_tls"] is True and 0 < _DEFAULTS["timeout_s"] <= 600 and 0 <= _DEFAULTS["max_retries"] <= 10
     with pytest.raises(ConfigError, match="api_key.*environment variable"):

@@ -79,7 +79,7 @@ def test_config_refuses_bad_values() -> None:
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_silero_vad_finds_speech_between_silences() -> None:
-    from engine.backends.tts_espeak import EspeakTTS
+    from engine.backends.tts.espeak import EspeakTTS
     from engine.segmentation import SileroVAD
 
     tts = EspeakTTS(sample_rate=SAMPLE_RATE)

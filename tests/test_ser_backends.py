@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.backends.ser_hub import AudeeringDim, Emotion2Vec, TransformersSER, audeering_model_class
+from engine.backends.ser.hub import AudeeringDim, Emotion2Vec, TransformersSER, audeering_model_class
 from engine.errors import AudioError, BackendUnavailable
 
 SR = 16_000

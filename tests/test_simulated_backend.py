@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.backends.availability import model_availability
-from engine.backends.simulated import SimulatedBackend, SimulatedFailure
+from engine.backends.asr.simulated import SimulatedBackend, SimulatedFailure
 from engine.errors import BackendUnavailable, ConfigError
 
 

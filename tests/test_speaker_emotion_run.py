@@ -111,7 +111,7 @@ def _tts_available() -> None:
 
 
 def _write(path: Path, x: np.ndarray, sr: int) -> float:
-    from engine.backends.tts_espeak import resample
+    from engine.backends.tts.espeak import resample
 
     y = resample(np.asarray(x, dtype=np.float32), sr, SAMPLE_RATE)
     sf.write(path, y, SAMPLE_RATE)
@@ -121,8 +121,8 @@ def _write(path: Path, x: np.ndarray, sr: int) -> float:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """NeMo manifest of 22 clips with speaker, emotion and tts_engine labels."""
-    from engine.backends.tts_espeak import EspeakTTS
-    from engine.backends.tts_flite import FliteTTS
+    from engine.backends.tts.espeak import EspeakTTS
+    from engine.backends.tts.flite import FliteTTS
 
     _tts_available()
     root = tmp_path_factory.mktemp("sv-ser-corpus")

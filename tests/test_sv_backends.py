@@ -14,8 +14,8 @@ import pytest
 import soundfile as sf
 
 from audits.speaker.metrics import evaluate_speaker, generate_trials
-from engine.backends.sv_hub import NemoTitaNet, SpeechBrainECAPA, WavLMSV
-from engine.backends.sv_resemblyzer import EMBED_DIM, ResemblyzerBackend
+from engine.backends.sv.hub import NemoTitaNet, SpeechBrainECAPA, WavLMSV
+from engine.backends.sv.resemblyzer import EMBED_DIM, ResemblyzerBackend
 from engine.errors import AudioError, BackendUnavailable
 
 log = logging.getLogger(__name__)

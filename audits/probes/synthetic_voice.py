@@ -114,7 +114,7 @@ def make_tts(settings: SyntheticSettings) -> TTSBackend:
 def synthesize(tts: TTSBackend, text: str, voice: str | None = None) -> np.ndarray:
     """``text`` spoken by ``voice`` (the backend's own voice when None), 16 kHz mono, peak-normalized,
     with short silent lead and tail."""
-    from engine.backends.tts_espeak import resample
+    from engine.backends.tts.espeak import resample
 
     x, sr = tts.synthesize(text, voice)
     y = resample(x, sr, SAMPLE_RATE)

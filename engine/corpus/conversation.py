@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.tts_espeak import EspeakTTS
-from engine.backends.tts_flite import FliteTTS
-from engine.backends.tts_program import resample
+from engine.backends.tts.espeak import EspeakTTS
+from engine.backends.tts.flite import FliteTTS
+from engine.backends.tts.program import resample
 from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES
 from engine.data import SAMPLE_RATE

@@ -71,8 +71,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engine.backends.tts_espeak import EspeakTTS, resample
-from engine.backends.tts_flite import FliteTTS
+from engine.backends.tts.espeak import EspeakTTS, resample
+from engine.backends.tts.flite import FliteTTS
 from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES, Sentence, text_info
 from engine.data import SAMPLE_RATE, Utterance
@@ -423,7 +423,7 @@ class _Synth:
     """Runs neutral TTS jobs on the three engines; returns trimmed 16 kHz audio plus the settings."""
 
     def __init__(self) -> None:
-        from engine.backends.tts_kokoro import KokoroTTS
+        from engine.backends.tts.kokoro import KokoroTTS
 
         self.engines: dict[str, _VoicedTTS] = {"espeak-ng": EspeakTTS(), "flite": FliteTTS(), "kokoro": KokoroTTS()}
 

@@ -32,7 +32,7 @@ import numpy as np
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, TTSBackend, package_versions
 from engine.backends.bundled import _package_dir
-from engine.backends.tts_program import resample
+from engine.backends.tts.program import resample
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)

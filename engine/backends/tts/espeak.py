@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.backends.tts_program import ProgramTTS, read_wav, resample
+from engine.backends.tts.program import ProgramTTS, read_wav, resample
 from engine.errors import AudioError, ConfigError
 
 __all__ = ["EspeakTTS", "resample"]

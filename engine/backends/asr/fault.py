@@ -139,10 +139,10 @@ class FaultInjectionBackend(ASRBackend):
 def ensure_registered() -> None:
     """Register this backend as ASR backend 'fault-inject' if nothing is registered under it.
 
-    Usable as a Ray ``worker_process_setup_hook`` ("engine.backends.fault.ensure_registered") so
+    Usable as a Ray ``worker_process_setup_hook`` ("engine.backends.asr.fault.ensure_registered") so
     that worker processes know the name even where the registry does not list it.
     """
     from engine.backends import ASR_BACKENDS
 
     if "fault-inject" not in ASR_BACKENDS:
-        ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.fault:FaultInjectionBackend")
+        ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.asr.fault:FaultInjectionBackend")

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import EmotionOutput, SERBackend
-from engine.backends.sv_hub import HubWeights, import_optional, prepare_clips, unreachable
+from engine.backends.sv.hub import HubWeights, import_optional, prepare_clips, unreachable
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
 
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class _HubSER(HubWeights, SERBackend):
-    """An emotion model with hub weights (see :class:`~engine.backends.sv_hub.HubWeights`)."""
+    """An emotion model with hub weights (see :class:`~engine.backends.sv.hub.HubWeights`)."""
 
     default_min_duration_s = 0.2
 

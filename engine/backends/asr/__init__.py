@@ -1,0 +1,1 @@
+"""Speech-recognition backends (local models, the positive control and test stand-ins)."""

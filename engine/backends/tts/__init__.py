@@ -1,0 +1,1 @@
+"""Text-to-speech backends (the demo corpus and the synthetic-voice probe)."""
