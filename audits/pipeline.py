@@ -17,6 +17,7 @@ from audits.asr.summary import build_summary, write_summary
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
+from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError
@@ -118,6 +119,24 @@ class EngineOptions:
     max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
     memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
 
+    def check(self) -> None:
+        """Every option typed and in range (``--memory-budget-mb -5``, ``--max-models-loaded 0``
+        are refused here, before the run directory is touched)."""
+        for name, f in ENGINE_FIELDS.items():
+            f.check(getattr(self, name), f"--{name.replace('_', '-')}")
+
+
+ENGINE_FIELDS: dict[str, Field] = {
+    "kind": Field(str, "inprocess", "which runner moves the audio", choices=("inprocess", "ray")),
+    "address": Field(str, None, "Ray cluster address", nullable=True),
+    "workers": Field(int, None, "cap on Ray actors per model on CPU", ge=1, le=10_000, nullable=True),
+    "max_retries": Field(int, 2, "retries of a failed unit", ge=0, le=100),
+    "unit_timeout_s": Field(float, None, "seconds a unit may take before it is retried", gt=0, nullable=True),
+    "max_models_loaded": Field(int, None, "in-process: models loaded at once", ge=1, le=1000, nullable=True),
+    "memory_budget_mb": Field(float, None, "in-process: memory the loaded models may take, MB", gt=0, le=1e9, nullable=True),
+}
+"""The engine's options (CLI flags), typed and bounded."""
+
 
 def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
@@ -166,6 +185,9 @@ def run_recipe(
     for sec, _ in parsed:
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
+    for sec, cfg in parsed:  # every section's inputs (references, turns, audio) before any model loads
+        sec.check_inputs(cfg, dataset)
+    engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from audits.sections import ordered, section_names
-from engine.config import check_keys, expect_type, load_yaml
+from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
 from engine.errors import ConfigError
 from engine.model_registry import CONFIG_DIR, REPO_ROOT
+
+MAX_N_BOOT = 100_000
+"""Most bootstrap replicates accepted (draws take n_boot x speakers integers of memory)."""
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,31 @@ class Recipe:
 
 BASE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring"}
 """Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
-DATASET_KEYS = {"path", "reader", "limit", "options", "allow_outside_root", "max_duration_s"}
-SCORING_KEYS = {"n_boot", "seed", "slices", "gaps", "semantic_similarity"}
+DATASET_FIELDS: dict[str, Field] = {
+    "path": Field(str, None, "manifest, CSV/TSV, Parquet folder, HF folder/id, predictions folder or builtin:demo"),
+    "reader": Field(str, "auto", "dataset reader; auto detects it"),
+    "limit": Field(int, None, "use only the first N utterances", ge=1, nullable=True),
+    "options": Field(dict, {}, "reader options", nullable=True),
+    "allow_outside_root": Field(bool, True, "let audio paths leave the dataset folder"),
+    "max_duration_s": Field(float, 1800.0, "longer clips are error rows", gt=0, le=86_400),
+}
+"""The ``dataset:`` keys, typed and bounded (engine.config.Field)."""
+SCORING_FIELDS: dict[str, Field] = {
+    "n_boot": Field(int, 1000, "bootstrap replicates per interval", ge=1, le=MAX_N_BOOT),
+    "seed": Field(int, 0, "bootstrap seed", ge=0, le=2**32 - 1),
+    "slices": Field(list, None, "label columns to slice by (default: every label)", nullable=True),
+    "gaps": Field(list, [], "[label, value_a, value_b] differences with intervals", nullable=True),
+    "semantic_similarity": Field(bool, False, "add a sentence-embedding similarity per model"),
+}
+"""The ``scoring:`` keys, typed and bounded."""
+TOP_FIELDS: dict[str, Field] = {
+    "shard_size": Field(int, 32, "utterances per (model, shard) unit", ge=1, le=1_000_000),
+    "warmup": Field(int, 1, "warm-up batches per loaded model (not timed)", ge=0, le=1000),
+    "batch_size": Field(int, None, "override every model's batch size", ge=1, le=100_000, nullable=True),
+}
+"""Top-level numeric keys, typed and bounded."""
+DATASET_KEYS = set(DATASET_FIELDS)
+SCORING_KEYS = set(SCORING_FIELDS)
 
 
 def recipe_keys() -> set[str]:
@@ -116,50 +142,42 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     ds_raw = data["dataset"]
     if isinstance(ds_raw, str):
         ds_raw = {"path": ds_raw}
-    check_keys(ds_raw, DATASET_KEYS, f"{source}: dataset", required={"path"})
+    ds = check_fields(ds_raw, DATASET_FIELDS, f"{source}: dataset", required={"path"})
     dataset = DatasetConfig(
-        path=str(expect_type(ds_raw["path"], str, f"{source}: dataset.path")),
-        reader=expect_type(ds_raw.get("reader", "auto"), str, f"{source}: dataset.reader"),
-        limit=expect_type(ds_raw.get("limit"), (int, type(None)), f"{source}: dataset.limit"),
-        options=dict(expect_type(ds_raw.get("options", {}) or {}, dict, f"{source}: dataset.options")),
-        allow_outside_root=expect_type(ds_raw.get("allow_outside_root", True), bool, f"{source}: dataset.allow_outside_root"),
-        max_duration_s=float(expect_type(ds_raw.get("max_duration_s", 1800.0), (int, float), f"{source}: dataset.max_duration_s")),
+        path=ds["path"], reader=ds["reader"], limit=ds["limit"], options=dict(ds["options"] or {}),
+        allow_outside_root=ds["allow_outside_root"], max_duration_s=ds["max_duration_s"],
     )
     models = expect_type(data["models"], list, f"{source}: models")
     for i, m in enumerate(models):
         expect_type(m, str, f"{source}: models[{i}]")
-    sc_raw = data.get("scoring", {}) or {}
-    check_keys(sc_raw, SCORING_KEYS, f"{source}: scoring")
+    sc = check_fields(data.get("scoring", {}) or {}, SCORING_FIELDS, f"{source}: scoring")
     gaps = []
-    for i, g in enumerate(sc_raw.get("gaps", []) or []):
+    for i, g in enumerate(sc["gaps"] or []):
         if not (isinstance(g, list) and len(g) == 3 and all(isinstance(x, str) for x in g)):
             raise ConfigError(f"{source}: scoring.gaps[{i}]: expected [label, value_a, value_b], got {g!r}")
         gaps.append((g[0], g[1], g[2]))
-    slices = sc_raw.get("slices")
+    slices = sc["slices"]
+    for i, x in enumerate(slices or []):
+        expect_type(x, str, f"{source}: scoring.slices[{i}]")
     scoring = ScoringConfig(
-        n_boot=int(expect_type(sc_raw.get("n_boot", 1000), int, f"{source}: scoring.n_boot")),
-        seed=int(expect_type(sc_raw.get("seed", 0), int, f"{source}: scoring.seed")),
-        slices=None if slices is None else tuple(str(s) for s in expect_type(slices, list, f"{source}: scoring.slices")),
-        gaps=tuple(gaps),
-        semantic_similarity=expect_type(sc_raw.get("semantic_similarity", False), bool, f"{source}: scoring.semantic_similarity"),
+        n_boot=sc["n_boot"], seed=sc["seed"], slices=None if slices is None else tuple(slices),
+        gaps=tuple(gaps), semantic_similarity=sc["semantic_similarity"],
     )
     sections: dict[str, dict[str, Any]] = {}
     for key in section_names():  # each section's own keys are checked by its parse when the run starts
         raw = expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
         if raw:
             sections[key] = dict(raw)
-    shard_size = int(expect_type(data.get("shard_size", 32), int, f"{source}: shard_size"))
-    if shard_size < 1:
-        raise ConfigError(f"{source}: shard_size must be >= 1")
+    top = {k: f.check(data.get(k, f.default), f"{source}: {k}") for k, f in TOP_FIELDS.items()}
     return Recipe(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
         dataset=dataset,
         models=tuple(models),
         normalizer=_normalizer_name(data.get("normalizer", "whisper-english"), source),
-        shard_size=shard_size,
-        warmup=int(expect_type(data.get("warmup", 1), int, f"{source}: warmup")),
-        batch_size=expect_type(data.get("batch_size"), (int, type(None)), f"{source}: batch_size"),
+        shard_size=top["shard_size"],
+        warmup=top["warmup"],
+        batch_size=top["batch_size"],
         scoring=scoring,
         sections=sections,
         source=source,
@@ -193,7 +211,7 @@ def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str]
     elif reader is not None:
         ds = replace(ds, reader=reader)
     if limit is not None:
-        ds = replace(ds, limit=limit)
+        ds = replace(ds, limit=DATASET_FIELDS["limit"].check(limit, "--limit"))
     return replace(recipe, dataset=ds, models=tuple(models) if models else recipe.models)
 
 

@@ -5,6 +5,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
 
 * ``parse(raw, source)``: validate the recipe's mapping under the section's key into a typed
   config (errors name the recipe file and key); called for every section before any model loads;
+* ``check_inputs(config, dataset)``: read and check the section's own inputs (references, turns,
+  audio headers) before any model loads or anything is written (default: nothing);
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
   section's key);
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
@@ -80,6 +82,11 @@ class AuditSection(ABC, Generic[ConfigT]):
     @abstractmethod
     def run(self, config: ConfigT, ctx: SectionContext) -> dict[str, Any]:
         """Run the section and return its part of ``summary.json`` (plain JSON values)."""
+
+    def check_inputs(self, config: ConfigT, dataset: Dataset) -> None:
+        """Read and check every input the section will use (references, turns, audio headers)
+        once the dataset is open and before any model loads or anything is written; raise
+        ``ConfigError`` naming the file, line and field. Default: nothing beyond ``parse``."""
 
     @abstractmethod
     def markdown(self, section: Mapping[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -77,7 +78,125 @@ def dataclass_keys(cls: type) -> set[str]:
 
 
 def expect_type(value: Any, types: type | tuple[type, ...], where: str) -> Any:
+    """``value`` when it is one of ``types`` (a bool is not an int; a float must be finite:
+    NaN and ±inf are never a meaningful setting), else a ``ConfigError`` naming ``where``."""
     if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
         names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
         raise ConfigError(f"{where}: expected {names}, got {type(value).__name__} ({value!r})")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     return value
+
+
+# ---- the typed option layer ----------------------------------------------------------------
+#
+# Every recipe section, CLI flag and backend option is checked through ``Field``: booleans only
+# from booleans, integers only from integers, finite numbers within the stated range. A value
+# that fails names the file and the key (``where``) and what is expected, before anything runs.
+
+_KIND_WORDS = {bool: "a boolean (true/false, unquoted)", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+
+
+def _num(x: float) -> str:
+    """A bound as written in messages: whole numbers without exponent or decimals."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+    """One option: its type, default, allowed range and a line of documentation.
+
+    ``kind`` is ``bool``, ``int``, ``float``, ``str``, ``list`` or ``dict``. Numbers are refused
+    when not finite (NaN, ±inf); ``ge``/``gt``/``le``/``lt`` bound them; ``nullable`` lets
+    ``null`` through (the default may then be None); ``choices`` limits strings.
+    """
+
+    kind: type
+    default: Any = None
+    doc: str = ""
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    nullable: bool = False
+    choices: tuple[str, ...] = ()
+
+    def range_text(self) -> str:
+        """The allowed range in words (for messages and docs)."""
+        parts = []
+        if self.ge is not None:
+            parts.append(f">= {_num(self.ge)}")
+        if self.gt is not None:
+            parts.append(f"> {_num(self.gt)}")
+        if self.le is not None:
+            parts.append(f"<= {_num(self.le)}")
+        if self.lt is not None:
+            parts.append(f"< {_num(self.lt)}")
+        if self.choices:
+            parts.append("one of " + ", ".join(self.choices))
+        return " and ".join(parts)
+
+    def check(self, value: Any, where: str) -> Any:
+        """The value, type- and range-checked (ints stay ints; an int is accepted for a float)."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise ConfigError(f"{where}: expected {_KIND_WORDS.get(self.kind, self.kind.__name__)}, got null")
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected {_KIND_WORDS[bool]}, got {type(value).__name__} {value!r}")
+            return value
+        if self.kind is int:
+            return check_number(value, where, integer=True, ge=self.ge, gt=self.gt, le=self.le, lt=self.lt)
+        if self.kind is float:  # 30 and 30.0 are one setting (fingerprints hash the value)
+            return float(check_number(value, where, ge=self.ge, gt=self.gt, le=self.le, lt=self.lt))
+        if not isinstance(value, self.kind) or isinstance(value, bool):
+            raise ConfigError(f"{where}: expected {_KIND_WORDS.get(self.kind, self.kind.__name__)}, got {type(value).__name__} {value!r}")
+        if self.choices and value not in self.choices:
+            close = difflib.get_close_matches(str(value), list(self.choices), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{where}: {value!r} is not allowed{hint}; use {self.range_text()}")
+        return value
+
+
+def check_number(
+    value: Any, where: str, *, integer: bool = False,
+    ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
+) -> Any:
+    """A finite number (an integer when ``integer``) within the bounds; booleans and strings are refused.
+
+    Used for recipe keys and for CLI flags alike, so ``--n-boot -1`` and ``n_boot: -1`` get the
+    same message.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        want = "an integer" if integer else "a number"
+        raise ConfigError(f"{where}: expected {want}, got {type(value).__name__} {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
+    bad = (
+        (ge is not None and value < ge) or (gt is not None and value <= gt)
+        or (le is not None and value > le) or (lt is not None and value >= lt)
+    )
+    if bad:
+        rng = Field(int if integer else float, ge=ge, gt=gt, le=le, lt=lt).range_text()
+        raise ConfigError(f"{where}: {value!r} is out of range; it must be {rng}")
+    return value
+
+
+def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    """Every field of ``fields`` from the mapping ``raw`` (defaults filled in), unknown keys refused.
+
+    ``where`` names the file and the section (``recipe.yaml: conversation``); each key's error
+    reads ``recipe.yaml: conversation.collar: ...``.
+    """
+    raw = {} if raw is None else raw
+    check_keys(raw, set(fields), where, required=set(required))
+    return {key: f.check(raw[key] if key in raw else f.default, f"{where}.{key}") for key, f in fields.items()}
+
+
+def fields_doc(fields: Mapping[str, Field]) -> list[str]:
+    """One Markdown table row per field (key, type, default, range, meaning) for the docs."""
+    rows = []
+    for key, f in fields.items():
+        rows.append(f"| `{key}` | {f.kind.__name__}{' or null' if f.nullable else ''} | `{f.default!r}` | {f.range_text() or '—'} | {f.doc} |")
+    return rows

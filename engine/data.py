@@ -12,6 +12,9 @@ from typing import Any, Callable, Mapping
 
 #: The engine's one sample rate: every clip is decoded, down-mixed and resampled to it once per shard.
 SAMPLE_RATE = 16_000
+# A clip with no speech (silence, noise, music) carries this label with an empty reference; an
+# empty reference without it is a problem row, and only labelled clips may be (digitally) silent.
+SPEECH_FREE_LABEL, SPEECH_FREE_VALUE = "content", "speech-free"
 
 #: Longest clip read by default (seconds); longer ones become error rows before their samples are read.
 DEFAULT_MAX_DURATION_S = 1800.0

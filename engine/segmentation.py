@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 WINDOW = 512  # Silero VAD v5/v6 frame at 16 kHz (32 ms)
 CONTEXT = 64  # samples of the previous frame the model sees
 FRAME_S = WINDOW / SAMPLE_RATE
+MIN_STEP_S = 0.5  # shortest allowed max_chunk_s - 2 * pad_s (the step long regions are split in)
 
 
 @dataclass(frozen=True)
@@ -53,23 +54,47 @@ class SegmentationConfig:
             raise ConfigError(f"segmentation: max_chunk_s {self.max_chunk_s} is below 1 s")
         if min(self.min_speech_s, self.min_silence_s, self.pad_s) < 0 or self.batch_size < 1:
             raise ConfigError("segmentation: min_speech_s, min_silence_s and pad_s must be >= 0 and batch_size >= 1")
+        if self.max_chunk_s - 2 * self.pad_s < MIN_STEP_S:
+            # long regions are split in steps of max_chunk_s - 2 * pad_s: a step of 0 never advances
+            raise ConfigError(
+                f"segmentation: pad_s ({self.pad_s:g}) must be less than max_chunk_s / 2 with at least {MIN_STEP_S:g} s to spare "
+                f"(max_chunk_s - 2 * pad_s >= {MIN_STEP_S:g}); lower pad_s to at most {(self.max_chunk_s - MIN_STEP_S) / 2:g} or raise max_chunk_s"
+            )
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "segmentation") -> SegmentationConfig:
-        """Build from a recipe block, refusing unknown keys (a typo must not silently fall back)."""
-        raw = dict(raw or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        """Build from a recipe block through the typed option layer (unknown keys, strings for
+        numbers, NaN and out-of-range values are refused, naming the key), then the cross-field
+        checks of ``__post_init__``."""
+        from engine.config import check_fields
+
+        values = check_fields(raw, SEGMENTATION_FIELDS, where)
         try:
-            values: dict[str, Any] = {k: (int(v) if k == "batch_size" else float(v)) for k, v in raw.items()}
             return cls(**values)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {str(exc).removeprefix('segmentation: ')}") from None
 
     def as_dict(self) -> dict[str, Any]:
         return {"vad": "silero (faster-whisper assets, onnxruntime)", **asdict(self)}
+
+
+def _segmentation_fields() -> dict[str, Any]:
+    from engine.config import Field
+
+    d = SegmentationConfig()
+    return {
+        "threshold": Field(float, d.threshold, "speech starts when P(speech) reaches this", gt=0, lt=1),
+        "neg_threshold": Field(float, d.neg_threshold, "speech ends when P(speech) falls below this (<= threshold)", gt=0, lt=1),
+        "min_speech_s": Field(float, d.min_speech_s, "shorter speech regions are dropped as clicks", ge=0, le=3600),
+        "min_silence_s": Field(float, d.min_silence_s, "shorter pauses do not end a region", ge=0, le=3600),
+        "pad_s": Field(float, d.pad_s, "seconds added each side of a chunk; max_chunk_s - 2 * pad_s must be >= 0.5", ge=0, le=3600),
+        "max_chunk_s": Field(float, d.max_chunk_s, "regions merge up to this length; longer ones are split", ge=1, le=3600),
+        "batch_size": Field(int, d.batch_size, "chunks per transcribe_batch call", ge=1, le=4096),
+    }
+
+
+SEGMENTATION_FIELDS = _segmentation_fields()
+"""The ``segmentation:`` keys, typed and bounded (engine.config.Field)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +189,8 @@ def _split_long(start: float, end: float, cfg: SegmentationConfig, probs: np.nda
             lo, hi = int((start + limit / 2) / FRAME_S), min(int(cut / FRAME_S), len(probs))
             if hi > lo:
                 cut = (lo + int(np.argmin(probs[lo:hi]))) * FRAME_S
+        if cut <= start:  # frame rounding must never stall the split
+            cut = start + limit
         out.append((start, cut))
         start = cut
     out.append((start, end))

@@ -17,6 +17,8 @@ def _rows(items: list[tuple[str, str | None, str]], model: str = "m", **extra: l
     for i, (ref, hyp, accent) in enumerate(items):
         row = {"utt_id": f"u{i}", "model": model, "ref_raw": ref, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1,
                "error": None if hyp is not None else "boom", "speaker": f"s{i % 2}", "shard": "s0", "parent_id": None, "accent": accent}
+        if ref == "":  # the reader's rule: an empty reference is a clip labelled speech-free
+            row["content"] = "speech-free"
         for k, v in extra.items():
             row[k] = v[i]
         data.append(row)

@@ -114,6 +114,8 @@ def add_row_flags(df: pd.DataFrame) -> None:
     outlier = np.full(n, None, dtype=object)
     outlier[apart & (ratio > RATIO_HIGH)] = "long"
     outlier[apart & (ratio < RATIO_LOW)] = "short"
+    # speech-free: a scored clip with no reference words; score_table has already failed the
+    # ones not labelled 'content: speech-free', so these are the labelled ones
     df["speech_free"] = ok & (n_ref == 0)
     df["hyp_words"] = hyp_words
     df["loop"] = loop

@@ -22,7 +22,7 @@ from rapidfuzz.distance import Levenshtein
 from audits.asr.hallucination import add_row_flags, hallucination_metrics
 from audits.asr.paired import holm, shifted_p
 from audits.asr.stats import block_bootstrap_ratios, ratio_difference_replicates
-from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS
+from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE
 from normalizers import Normalizer, fast_normalizer
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,27 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
                 i += 1
         subs[k], dels[k], ins[k] = s, d, i
         ce[k] = distance(r, h)
-    df["ok"] = ok.to_numpy()
+    # Only a clip labelled speech-free may have no reference words. A clip said to hold speech
+    # whose reference normalizes to nothing ("uh" under whisper-english) cannot be scored: every
+    # word of its hypothesis would count as a hallucination. It becomes a failed row saying why.
+    labelled_free = (
+        (df[SPEECH_FREE_LABEL].astype(str) == SPEECH_FREE_VALUE).to_numpy() if SPEECH_FREE_LABEL in df.columns else np.zeros(n, dtype=bool)
+    )
+    ok_arr = ok.to_numpy(dtype=bool)
+    empty_speech = ok_arr & (nw == 0) & ~labelled_free
+    if empty_speech.any():
+        errors = df["error"].astype(object).to_numpy(copy=True)
+        name = getattr(normalizer, "name", "the normalizer")
+        for k in np.flatnonzero(empty_speech):
+            errors[k] = (
+                f"reference {str(refs[k])[:60]!r} has no words after normalization ({name}); fix the reference, "
+                f"or if the clip holds no speech give it an empty reference and the label '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}'"
+            )
+        df["error"] = errors
+        ok_arr = ok_arr & ~empty_speech
+        for arr in (subs, dels, ins, ce, nc):
+            arr[empty_speech] = 0
+    df["ok"] = ok_arr
     df["ref_norm"] = ref_n
     df["hyp_norm"] = hyp_n
     df["n_words"] = nw

@@ -12,6 +12,7 @@ must not pass unnoticed (one speaker's segments overlapping each other) are retu
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -161,10 +162,17 @@ def _seglst_segments(path: Path, data: Sequence[Any]) -> tuple[list[Segment], li
         missing = [k for k in _SEGLST_KEYS if k not in item]
         if missing:
             raise ManifestError(path, f"{where} lacks key(s) {', '.join(missing)} (SegLST needs {', '.join(_SEGLST_KEYS)})")
+        for key in ("start_time", "end_time"):
+            value = item[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+                raise ManifestError(path, f"{where}: {key} must be a number of seconds, got {type(value).__name__} {value!r}", field=key)
         try:
             start, end = float(item["start_time"]), float(item["end_time"])
         except (TypeError, ValueError):
             raise ManifestError(path, f"{where}: start_time/end_time must be numbers") from None
+        for key, value in (("start_time", start), ("end_time", end)):
+            if not math.isfinite(value):  # json reads NaN and Infinity; every comparison with NaN is False
+                raise ManifestError(path, f"{where}: {key} {item[key]!r} is not a finite number of seconds", field=key)
         if start < 0 or end < start:
             raise ManifestError(path, f"{where}: times {start}..{end} are negative or reversed")
         if not isinstance(item["words"], str):

@@ -53,13 +53,11 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
+from engine.config import Field, check_fields, check_keys, expect_type
 from engine.errors import ConfigError, ManifestError, RegistryError
 from engine.segmentation import Chunk, SegmentationConfig, stitch
 
 log = logging.getLogger(__name__)
-
-CONFIG_KEYS = {"dataset", "segmentation", "diarization", "collar", "skip_overlap", "tcp_collar", "slices", "oracle_speakers", "normalizer"}
-
 
 @dataclass(frozen=True)
 class ConversationConfig:
@@ -85,43 +83,57 @@ class ConversationConfig:
         return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
+CONFIG_FIELDS: dict[str, Field] = {
+    "dataset": Field(str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
+    "segmentation": Field(dict, None, "VAD segmentation (engine.segmentation.SEGMENTATION_FIELDS)", nullable=True),
+    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}}"),
+    "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
+    "skip_overlap": Field(bool, DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER"),
+    "tcp_collar": Field(float, DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600),
+    "slices": Field(list, ["n_speakers", "background"], "manifest label names to slice by"),
+    "oracle_speakers": Field(bool, False, "give the diarizer the reference speaker count"),
+    "normalizer": Field(str, "whisper-english", "text normalizer applied before scoring"),
+}
+"""The ``conversation:`` keys, typed and bounded (engine.config.Field); docs/conversation.md lists them."""
+DIARIZATION_KEYS = {"backend", "options"}
+
+
 def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
-    """Validate the recipe block; unknown keys and bad types name the key."""
+    """Validate the recipe block through the typed option layer: unknown keys, ``"false"`` for a
+    boolean, NaN or negative collars, bad segmentation (``pad_s`` against ``max_chunk_s``) and the
+    diarizer's own options are refused here, naming the file and key, before anything runs."""
     where = f"{source}: conversation"
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - CONFIG_KEYS)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(CONFIG_KEYS))}")
-    diar = raw.get("diarization", "vad-resemblyzer")
-    diar_opts: dict[str, Any] = {}
+    v = check_fields(raw, CONFIG_FIELDS, where)
+    diar = v["diarization"]
+    diar_raw: Any = {}
     if isinstance(diar, Mapping):
-        if "backend" not in diar:
-            raise ConfigError(f"{where}.diarization: needs 'backend' (and optional 'options')")
-        diar_opts = dict(diar.get("options") or {})
+        check_keys(diar, DIARIZATION_KEYS, f"{where}.diarization", required={"backend"})
+        diar_raw = diar.get("options")
+        diar_raw = {} if diar_raw is None else diar_raw
+        expect_type(diar_raw, dict, f"{where}.diarization.options")
         diar = diar["backend"]
+    expect_type(diar, str, f"{where}.diarization")
     from engine.backends import DIAR_BACKENDS
 
     try:
-        DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
+        diar_cls: Any = DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
     except RegistryError as exc:
         raise ConfigError(f"{where}.diarization: {exc}") from None
-    try:
-        collar, tcp_collar = float(raw.get("collar", DEFAULT_COLLAR_S)), float(raw.get("tcp_collar", DEFAULT_TCP_COLLAR_S))
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: collar and tcp_collar must be numbers (seconds)") from None
-    if collar < 0 or tcp_collar < 0:
-        raise ConfigError(f"{where}: collar and tcp_collar must be >= 0")
-    slices = raw.get("slices", ["n_speakers", "background"])
-    if not isinstance(slices, list) or not all(isinstance(s, str) for s in slices):
-        raise ConfigError(f"{where}.slices: expected a list of manifest label names")
+    fields = getattr(diar_cls, "OPTIONS", None)
+    diar_opts: dict[str, Any] = dict(diar_raw)
+    if fields is not None:  # the diarizer's typed options, checked now rather than when it loads
+        check_fields(diar_opts, fields, f"{where}.diarization.options")
+    for i, s in enumerate(v["slices"]):
+        expect_type(s, str, f"{where}.slices[{i}]")
     return ConversationConfig(
-        dataset=str(raw.get("dataset", "builtin:demo-conversation")),
-        segmentation=SegmentationConfig.from_mapping(raw.get("segmentation"), f"{where}.segmentation"),
-        diarization=str(diar), diarization_options=diar_opts, collar=collar,
-        skip_overlap=bool(raw.get("skip_overlap", DEFAULT_SKIP_OVERLAP)), tcp_collar=tcp_collar,
-        slices=tuple(slices), oracle_speakers=bool(raw.get("oracle_speakers", False)),
-        normalizer=_normalizer_name(raw.get("normalizer", "whisper-english"), where),
+        dataset=v["dataset"],
+        segmentation=SegmentationConfig.from_mapping(v["segmentation"], f"{where}.segmentation"),
+        diarization=str(diar), diarization_options=diar_opts, collar=v["collar"],
+        skip_overlap=v["skip_overlap"], tcp_collar=v["tcp_collar"],
+        slices=tuple(v["slices"]), oracle_speakers=v["oracle_speakers"],
+        normalizer=_normalizer_name(v["normalizer"], where),
     )
 
 
@@ -180,7 +192,12 @@ def load_conversation_data(root: Path) -> ConversationData:
             raise ManifestError(manifest, f"recording id '{rec}' appears twice", line=n)
         import soundfile as sf
 
-        info = sf.info(str(audio))
+        try:
+            info = sf.info(str(audio))
+        except (RuntimeError, OSError, ValueError) as exc:  # soundfile's LibsndfileError is a RuntimeError
+            raise ManifestError(manifest, f"{audio} is not readable audio ({exc}); supported: WAV, FLAC, OGG, MP3", line=n, field="audio_filepath") from None
+        if info.frames <= 0 or info.samplerate <= 0:
+            raise ManifestError(manifest, f"{audio} holds no audio (0 samples)", line=n, field="audio_filepath")
         recordings[rec] = {"path": str(audio), "duration": info.frames / info.samplerate, "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
     turns = read_annotations(root / "reference.rttm")
     ref_path = root / "reference.json" if (root / "reference.json").exists() else root / "reference.stm"

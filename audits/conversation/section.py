@@ -35,19 +35,12 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         from audits.conversation.run import (
             conversation_summary,
             load_conversation_data,
-            resolve_dataset,
             run_conversation,
             write_recordings_csv,
         )
-        from audits.recipes import data_dir
         from normalizers import get_normalizer
 
-        spec = config.dataset
-        if spec == "dataset":  # the recipe's own dataset folder (or the folder of its manifest)
-            src = Path(str(ctx.dataset.source))
-            spec = str(src.parent if src.is_file() else src)
-        root = resolve_dataset(spec, data_dir()) if spec.startswith("builtin:") else Path(spec)
-        data = load_conversation_data(root)
+        data = load_conversation_data(_root(config, ctx.dataset))
         asr = [s for s in ctx.asr_models if s.backend != "predictions"]
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress)
         normalizer = get_normalizer(config.normalizer)
@@ -56,6 +49,13 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
         return summary
+
+    def check_inputs(self, config: ConversationConfig, dataset: Any) -> None:
+        """Read and cross-check the conversation set (manifest, audio headers, RTTM, transcript)
+        before any model loads, so a bad line stops the run naming the file, line and field."""
+        from audits.conversation.run import load_conversation_data
+
+        load_conversation_data(_root(config, dataset))
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.conversation.run import markdown_lines
@@ -69,6 +69,19 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         from audits.conversation.run import html_section
 
         return self.title, html_section(section), "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md."
+
+
+def _root(config: ConversationConfig, dataset: Any) -> Path:
+    """The conversation set's folder: ``dataset`` means the recipe's own dataset folder (or its
+    manifest's folder); ``builtin:`` sets are built on first use."""
+    from audits.conversation.run import resolve_dataset
+    from audits.recipes import data_dir
+
+    spec = config.dataset
+    if spec == "dataset":
+        src = Path(str(dataset.source))
+        spec = str(src.parent if src.is_file() else src)
+    return resolve_dataset(spec, data_dir()) if spec.startswith("builtin:") else Path(spec)
 
 
 def _whole_recordings(ctx: SectionContext, data: Any) -> dict[str, dict[str, tuple[str, str]]]:

@@ -40,7 +40,7 @@ from audits.judging import JudgeConfig, parse_judge_config
 from audits.probes.masking import MaskSettings
 from audits.probes.synthetic_voice import SyntheticSettings
 from audits.probes.word_timings import METHODS
-from engine.config import check_keys, expect_type
+from engine.config import check_keys, check_number, expect_type
 from engine.errors import ConfigError
 
 PROBE_KEYS = {"word_timings", "masking", "orthography", "bad_reference", "synthetic_voice"}
@@ -139,8 +139,11 @@ def _section(raw: Mapping[str, Any], key: str, allowed: set[str], where: str) ->
     return {k: v for k, v in sec.items() if k != "enabled"}
 
 
-def _num(sec: Mapping[str, Any], key: str, default: Any, where: str, types: Any = (int, float)) -> Any:
-    return expect_type(sec.get(key, default), types, f"{where}.{key}") if key in sec else default
+def _num(sec: Mapping[str, Any], key: str, default: Any, where: str, types: Any = (int, float), **bounds: float) -> Any:
+    """A number from the typed option layer: integers only from integers, finite, within ``bounds`` (ge/gt/le/lt)."""
+    if key not in sec:
+        return default
+    return check_number(sec[key], f"{where}.{key}", integer=types is int, **bounds)
 
 
 def _str_list(value: Any, where: str) -> tuple[str, ...]:
@@ -174,15 +177,15 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
         masking = MaskSettings(
             variants=variants,
             primary_variant=str(m.get("primary_variant", "silence" if "silence" in variants else variants[0] if variants else "silence")),
-            max_targets=int(_num(m, "max_targets", 1, w, int)),
-            pad_s=float(_num(m, "pad_s", 0.05, w)),
-            min_clip_s=float(_num(m, "min_clip_s", 1.0, w)),
+            max_targets=int(_num(m, "max_targets", 1, w, int, ge=1, le=1000)),
+            pad_s=float(_num(m, "pad_s", 0.05, w, ge=0, le=10)),
+            min_clip_s=float(_num(m, "min_clip_s", 1.0, w, ge=0, le=3600)),
             kinds=_str_list(m.get("kinds", ["number", "proper-noun"]), f"{w}.kinds"),
             ner=m.get("ner"),
-            attenuate_db=float(_num(m, "attenuate_db", -30.0, w)),
+            attenuate_db=float(_num(m, "attenuate_db", -30.0, w, ge=-200, le=0)),
             noise_color=str(m.get("noise", "pink")),
-            max_span_fraction=float(_num(m, "max_span_fraction", 0.5, w)),
-            seed=int(_num(m, "seed", 0, w, int)),
+            max_span_fraction=float(_num(m, "max_span_fraction", 0.5, w, gt=0, le=1)),
+            seed=int(_num(m, "seed", 0, w, int, ge=0, le=2**32 - 1)),
         )
 
     ortho = None
@@ -247,10 +250,10 @@ def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> 
         raise ConfigError(f"{w}.match_encoder: {exc}") from None
     return SyntheticSettings(
         tts=str(s.get("tts", "espeak-ng")), voice=s.get("voice"), sources=sources,
-        max_clips=int(_num(s, "max_clips", 200, w, int)), n_boot=int(_num(s, "n_boot", 1000, w, int)),
-        seed=int(_num(s, "seed", 0, w, int)), arms=arms, matched_pool=pool, match_encoder=encoder,
+        max_clips=int(_num(s, "max_clips", 200, w, int, ge=1, le=1_000_000)), n_boot=int(_num(s, "n_boot", 1000, w, int, ge=1, le=100_000)),
+        seed=int(_num(s, "seed", 0, w, int, ge=0, le=2**32 - 1)), arms=arms, matched_pool=pool, match_encoder=encoder,
         match_encoder_options=tuple(sorted((str(k), v) for k, v in encoder_options.items())),
-        match_clips_per_speaker=int(_num(s, "match_clips_per_speaker", 5, w, int)),
+        match_clips_per_speaker=int(_num(s, "match_clips_per_speaker", 5, w, int, ge=1, le=10_000)),
         exclude_source_voice=expect_type(s.get("exclude_source_voice", True), bool, f"{w}.exclude_source_voice"),
     )
 
@@ -264,8 +267,8 @@ def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | No
     cfg = BadReferenceConfig(
         panel=panel,
         supermajority=float(_num(b, "supermajority", 0.8, w)),
-        min_agree=int(_num(b, "min_agree", 2, w, int)),
-        min_eligible_panel=int(_num(b, "min_eligible_panel", 3, w, int)),
+        min_agree=int(_num(b, "min_agree", 2, w, int, ge=1)),
+        min_eligible_panel=int(_num(b, "min_eligible_panel", 3, w, int, ge=1)),
         min_ref_match=float(_num(b, "min_ref_match", 0.5, w)),
         min_deletion_cer=float(_num(b, "min_deletion_cer", 0.30, w)),
         corrections=None if corrections is None else str(expect_type(corrections, str, f"{w}.corrections")),
@@ -315,7 +318,7 @@ def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | No
                 raise ConfigError(f"{rw}.fraction must be in (0, 1], got {frac}")
             ds = re_raw.get("datasets")
             cfg = replace(cfg, reference_errors=ReferenceErrors(
-                fraction=frac, kinds=kinds, seed=int(_num(re_raw, "seed", 0, rw, int)),
+                fraction=frac, kinds=kinds, seed=int(_num(re_raw, "seed", 0, rw, int, ge=0, le=2**32 - 1)),
                 prepend=str(re_raw.get("prepend", "Madam President,")), append=str(re_raw.get("append", "Thank you very much.")),
                 datasets=None if ds is None else _str_list(ds, f"{rw}.datasets"),
             ))

@@ -13,6 +13,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -284,6 +285,9 @@ def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str] |
             close = difflib.get_close_matches(key, list(known), n=1)
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")
+    for key, value in given.items():  # no option of any backend is meaningfully NaN or infinite
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{backend} backend: option '{key}' must be a finite number, got {value!r}")
     if isinstance(known, Mapping):
         for key, value in given.items():
             check_option_type(backend, key, value, known[key])

@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.data import RESERVED_KEYS, RESERVED_LABELS, Shard, Utterance, check_label_names
+from engine.data import RESERVED_KEYS, RESERVED_LABELS, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Shard, Utterance, check_label_names
 from engine.datasets.base import (
     Dataset,
     ShardIndex,
@@ -28,9 +28,6 @@ AUDIO_KEYS = ("audio_filepath", "audio_path", "path", "file", "audio")
 TEXT_KEYS = ("text", "reference", "sentence", "transcript", "transcription")
 ID_KEYS = ("utt_id", "id")
 SPEAKER_KEYS = ("speaker", "speaker_id")
-# A clip with no speech (silence, noise, music) has an empty reference and this label; an empty
-# reference without it is a problem row, because it usually means a lost transcript.
-SPEECH_FREE_LABEL, SPEECH_FREE_VALUE = "content", "speech-free"
 
 
 def _first(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[str | None, Any]:

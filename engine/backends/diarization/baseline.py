@@ -19,14 +19,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
-from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.errors import AudioError, BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -54,23 +55,27 @@ class VadResemblyzerDiarizer(DiarizationBackend):
     resemblyzer ``pretrained.pt``), ``device`` (default cpu)."""
 
     name = "vad-resemblyzer"
+    OPTIONS: ClassVar[dict[str, Field]] = {
+        "threshold": Field(float, DEFAULT_THRESHOLD, "cosine distance that joins two windows' speakers", gt=0, lt=2),
+        "rate": Field(float, 2.0, "embedding windows per second", ge=0.625, le=100),
+        "min_silence_s": Field(float, 0.3, "VAD pause that splits regions", ge=0, le=60),
+        "smooth_frames": Field(int, 5, "median filter width in 0.1 s frames", ge=1, le=1000),
+        "weights": Field(str, None, "a custom resemblyzer pretrained.pt", nullable=True),
+        "device": Field(str, "cpu", "torch device"),
+    }
+    """Typed options (engine.config.Field), checked when the recipe is parsed."""
     requires = ("resemblyzer", "onnxruntime", "scipy")
     extra = "speaker"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        known = {"threshold", "rate", "min_silence_s", "smooth_frames", "weights", "device"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"{self.name}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        self.threshold = float(options.get("threshold", DEFAULT_THRESHOLD))
-        self.rate = float(options.get("rate", 2.0))
-        self.min_silence_s = float(options.get("min_silence_s", 0.3))
-        self.smooth = int(options.get("smooth_frames", 5))
-        self.device = str(options.get("device", "cpu"))
-        self.weights = options.get("weights")
-        if not 0.0 < self.threshold < 2.0 or self.rate < 0.625:
-            raise ConfigError(f"{self.name}: threshold must be in (0, 2) and rate >= 0.625 windows/s")
+        o = check_fields(options, self.OPTIONS, f"{self.name} diarizer options")
+        self.threshold = float(o["threshold"])
+        self.rate = float(o["rate"])
+        self.min_silence_s = float(o["min_silence_s"])
+        self.smooth = int(o["smooth_frames"])
+        self.device = str(o["device"])
+        self.weights = o["weights"]
         self._encoder: Any = None
         self._vad: Any = None
 

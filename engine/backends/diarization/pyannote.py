@@ -17,14 +17,15 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError
+from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -94,19 +95,21 @@ class PyannoteDiarizer(DiarizationBackend):
     (default cpu), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
 
     name = "pyannote"
+    OPTIONS: ClassVar[dict[str, Field]] = {
+        "checkpoint": Field(str, None, "a local pipeline folder holding config.yaml (required)"),
+        "device": Field(str, "cpu", "torch device"),
+        "min_speakers": Field(int, None, "lower bound on the number of speakers", ge=1, le=1000, nullable=True),
+        "max_speakers": Field(int, None, "upper bound on the number of speakers", ge=1, le=1000, nullable=True),
+    }
+    """Typed options (engine.config.Field), checked when the recipe is parsed."""
     requires = ("pyannote.audio", "torch")
     extra = "diarization"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        if not options.get("checkpoint"):
-            raise ConfigError("pyannote: option 'checkpoint' is required (a local pipeline folder holding config.yaml)")
-        known = {"checkpoint", "device", "min_speakers", "max_speakers"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ConfigError(f"pyannote: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        self.checkpoint = str(options["checkpoint"])
-        self.device = str(options.get("device", "cpu"))
+        o = check_fields(options, self.OPTIONS, "pyannote diarizer options", required={"checkpoint"})
+        self.checkpoint = str(o["checkpoint"])
+        self.device = str(o["device"])
         self._pipeline: Any = None
 
     @classmethod
