@@ -95,6 +95,10 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
     summary_dict: dict[str, Any] = dict(summary)
+    from audits.asr.tracks import rows_fingerprint
+
+    # what was scored: a later reader (tracks) refuses rows that changed after this point
+    summary_dict["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"), "n_rows": int(len(table))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 

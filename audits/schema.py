@@ -261,3 +261,5 @@ class Summary(TypedDict, total=False):
     models: dict[str, ModelFigures]
     engine: dict[str, Any]
     comparisons: Comparisons
+    rows: dict[str, Any]
+    """``{"file": "utterances.parquet", "sha256": ..., "n_rows": ...}``: the rows this summary was scored from."""

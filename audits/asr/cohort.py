@@ -130,6 +130,8 @@ def cohort_scores(summary: Mapping[str, Any], models: Sequence[str] | None = Non
 
 def cohort_markdown(summary: Mapping[str, Any]) -> str:
     """A Markdown section for ``report.md`` (appended after the per-slice tables)."""
+    from audits.reports.formatting import md
+
     cs = cohort_scores(summary)
     if not cs.models:
         return ""
@@ -143,7 +145,7 @@ def cohort_markdown(summary: Mapping[str, Any]) -> str:
             "Adding or removing models changes these numbers."
         ),
         "",
-        "| model | overall | " + " | ".join(fams) + " |",
+        "| model | overall | " + " | ".join(md(f) for f in fams) + " |",
         "|---|---:|" + "---:|" * len(fams),
     ]
 
@@ -151,5 +153,5 @@ def cohort_markdown(summary: Mapping[str, Any]) -> str:
         return "—" if x is None else f"{x:.0f}"
 
     for m in cs.models:
-        lines.append(f"| {m} | {fmt(cs.overall.get(m))} | " + " | ".join(fmt(cs.families[f].get(m)) for f in fams) + " |")
+        lines.append(f"| {md(m)} | {fmt(cs.overall.get(m))} | " + " | ".join(fmt(cs.families[f].get(m)) for f in fams) + " |")
     return "\n".join(lines + [""])

@@ -14,8 +14,10 @@ it has rows in (``n_tracks`` says how many); ties rank in name order.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,9 +50,38 @@ def _interval(values: np.ndarray, alpha: float) -> list[float | None]:
     return [float(lo), float(hi)]
 
 
+TRACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+"""A track name a sweep may use as a folder name: letters, digits, '-' and '_' (no dots, no slashes)."""
+RESERVED_NAMES = frozenset({"tracks", "markers", "parts", "exports"})
+"""Names of what a tracks folder or run directory holds beside the tracks."""
+
+
+def check_track_name(name: str, where: str) -> str:
+    """A sweep's track name becomes a folder beside tracks.json: refuse what cannot be one
+    (``tracks.json=...``, ``a/b``, ``..``) before anything runs."""
+    if not TRACK_NAME.match(name) or name.lower() in RESERVED_NAMES:
+        raise ConfigError(
+            f"{where}: track name {name!r} cannot be used as a folder name beside tracks.json; "
+            "use 1-64 letters, digits, '-' or '_' (not tracks, markers, parts or exports), e.g. accent=data/accent/manifest.jsonl"
+        )
+    return name
+
+
+def rows_fingerprint(path: Path) -> str:
+    """SHA-256 of ``utterances.parquet``'s bytes, recorded in summary.json when the run is scored,
+    so a later reader (tracks) can tell the rows it reads are the rows that were scored."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def parse_tracks(items: list[str]) -> dict[str, Path]:
-    """``NAME=RUN_DIR`` arguments -> {name: run dir}; each run dir must hold a finished run."""
+    """``NAME=RUN_DIR`` arguments -> {name: run dir}; each run dir must hold a finished run, and
+    no run may be given twice (under two names, or two paths to one folder)."""
     out: dict[str, Path] = {}
+    seen: dict[Path, str] = {}
     for item in items:
         name, sep, path = item.partition("=")
         if not sep or not name.strip() or not path.strip():
@@ -62,18 +93,67 @@ def parse_tracks(items: list[str]) -> dict[str, Path]:
         for needed in ("utterances.parquet", "summary.json"):
             if not (run / needed).is_file():
                 raise ConfigError(f"track '{name}': {run / needed} does not exist; run the sweep for this track first")
+        real = run.resolve()
+        if real in seen:
+            raise ConfigError(f"tracks '{seen[real]}' and '{name}' are the same run ({run}); each track is one run of its own dataset")
+        seen[real] = name
         out[name] = run
     if len(out) < 2:
         raise ConfigError("an Average WER needs at least two tracks (NAME=RUN_DIR ...)")
     return out
 
 
+def _check_run(name: str, run: Path, summary: Mapping[str, Any]) -> None:
+    """Refuse a run whose rows are not the rows its summary was scored from."""
+    recorded = summary.get("rows") or {}
+    if recorded.get("sha256") and recorded["sha256"] != rows_fingerprint(run / "utterances.parquet"):
+        raise ConfigError(
+            f"track '{name}': {run / 'utterances.parquet'} changed after the run was scored (its fingerprint differs from "
+            "summary.json's rows.sha256); re-run the recipe into that folder to score the rows it now holds"
+        )
+
+
+def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any], n_utts: int, errors: int, words: int) -> None:
+    """The rows must give the run's own figures (runs scored before fingerprints were recorded)."""
+    m = (summary.get("models") or {}).get(model)
+    if m is None:
+        raise ConfigError(f"track '{name}': {run / 'utterances.parquet'} holds model '{model}', which summary.json does not; the rows were changed after scoring")
+    if (m.get("n_utts"), m.get("word_errors"), m.get("n_words")) != (n_utts, errors, words):
+        raise ConfigError(
+            f"track '{name}': model '{model}' in {run / 'utterances.parquet'} gives {n_utts} rows, {errors} word errors over {words} words, "
+            f"but summary.json says {m.get('n_utts')}, {m.get('word_errors')} over {m.get('n_words')}: the rows were changed after scoring "
+            "or the run is incomplete; re-run the recipe into that folder"
+        )
+
+
 def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
-    """Per-track corpus WER with CIs, the Average WER with a CI, a ranking and per-track winners."""
+    """Per-track corpus WER with CIs, the Average WER with a CI, a ranking and per-track winners.
+
+    Each track's WER is computed from that run's scored rows exactly as the run computed its own
+    (failed rows and speech-free clips left out), and must equal the run's summary; a run whose
+    rows changed after scoring, or two tracks holding the same rows, are refused.
+    """
+    from audits.recipes import SCORING_FIELDS
+
+    n_boot = SCORING_FIELDS["n_boot"].check(n_boot, "--n-boot")
+    seed = SCORING_FIELDS["seed"].check(seed, "--seed")
     normalizers = {}
     fingerprints = {}
+    summaries: dict[str, dict[str, Any]] = {}
+    by_rows: dict[str, str] = {}
     for name, run in tracks.items():
-        summary = json.loads((run / "summary.json").read_text())
+        try:
+            summary = json.loads((run / "summary.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"track '{name}': {run / 'summary.json'} cannot be read ({exc}); re-run the recipe into that folder") from None
+        if not isinstance(summary, dict):
+            raise ConfigError(f"track '{name}': {run / 'summary.json'} is not a summary (a JSON object)")
+        _check_run(name, run, summary)
+        digest = rows_fingerprint(run / "utterances.parquet")
+        if digest in by_rows:
+            raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of its own dataset")
+        by_rows[digest] = name
+        summaries[name] = summary
         norm = summary.get("normalizer", {})
         normalizers[name] = (norm.get("name"), norm.get("version"))
         fingerprints[name] = summary.get("dataset", {}).get("fingerprint")
@@ -87,18 +167,21 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         rows = pd.read_parquet(run / "utterances.parquet")
         frame = score_table(rows, normalizer).frame
         for mi, (model, g) in enumerate(sorted(frame.groupby("model"), key=lambda kv: str(kv[0]))):
-            ok = g[g["ok"]]
+            ok = g[g["ok"] & ~g["speech_free"]]  # the run's own WER rows: speech-free clips are scored apart
             words = float(ok["n_words"].sum())
+            errors = int(ok["word_errors"].sum())
+            _check_figures(name, run, str(model), summaries[name], int(len(g)), errors, int(words))
             if words <= 0:
                 continue
             blocks = ok["speaker"].where(ok["speaker"].notna(), ok["utt_id"]).astype(str).to_numpy()
             r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot, seed + 1000 * ti + mi)
             entry = per_model.setdefault(str(model), {"tracks": {}})
             entry["tracks"][name] = {
-                "wer": float(ok["word_errors"].sum()) / words,
+                "wer": errors / words,
                 "ci95": _interval(r, alpha),
                 "n_utts": int(len(g)),
                 "n_scored": int(len(ok)),
+                "n_speech_free": int(g["speech_free"].sum()),
             }
             reps.setdefault(str(model), []).append(r)
     for model, entry in per_model.items():
@@ -113,8 +196,9 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         have = [(e["tracks"][name]["wer"], m) for m, e in per_model.items() if name in e["tracks"]]
         winners[name] = min(have)[1] if have else None
     return {
-        "definition": "Average WER = unweighted mean of per-track corpus WERs; CI: per-track speaker-block bootstrap, averaged per replicate",
-        "tracks": {n: {"run": str(p), "dataset_fingerprint": fingerprints[n]} for n, p in tracks.items()},
+        "definition": "Average WER = unweighted mean of per-track corpus WERs (each the run's own WER: failed rows and speech-free clips left out); "
+        "CI: per-track speaker-block bootstrap, averaged per replicate",
+        "tracks": {n: {"run": str(p), "dataset_fingerprint": fingerprints[n], "rows_sha256": d} for (n, p), d in zip(tracks.items(), by_rows)},
         "normalizer": {"name": norm_name, "version": norm_version},
         "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
         "models": per_model,
@@ -124,9 +208,10 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     }
 
 
-def tracks_markdown(summary: Mapping[str, Any]) -> str:
-    """The tracks side by side: one row per model (ranked), one column per track, then the average."""
-    names = list(summary["tracks"])
+def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]:
+    """The tracks table as plain text cells (header, rows) and the winners line's parts; the
+    Markdown and HTML pages escape these cells each for its own format."""
+    names = [str(n) for n in summary["tracks"]]
 
     def pct(x: float | None) -> str:
         return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.2f}"
@@ -137,15 +222,8 @@ def tracks_markdown(summary: Mapping[str, Any]) -> str:
         lo, hi = t["ci95"]
         return f"{pct(t['wer'])} [{pct(lo)}, {pct(hi)}]"
 
-    lines = [
-        "# Tracks",
-        "",
-        f"Average WER: the unweighted mean of the per-track corpus WERs (normalizer {summary['normalizer']['name']}). "
-        "WER % with 95% intervals; runs of different datasets are combined here on purpose, one column per track.",
-        "",
-        "| rank | model | " + " | ".join(names) + " | Average WER |",
-        "| --- | --- | " + " | ".join("---" for _ in names) + " | --- |",
-    ]
+    header = ["rank", "model", *names, "Average WER"]
+    rows = []
     models = summary["models"]
     for i, m in enumerate([*summary["ranking"], *summary["incomplete"]]):
         e = models[m]
@@ -153,26 +231,48 @@ def tracks_markdown(summary: Mapping[str, Any]) -> str:
         avg = cell({"wer": e["average_wer"], "ci95": e["average_ci95"]})
         if m in summary["incomplete"]:
             avg += f" ({e['n_tracks']} of {len(names)} tracks)"
-        lines.append(f"| {rank} | {m} | " + " | ".join(cell(e["tracks"].get(n)) for n in names) + f" | {avg} |")
-    lines += ["", "Best per track: " + ", ".join(f"{n}: {w}" for n, w in summary["winners"].items()), ""]
+        rows.append([rank, str(m), *(cell(e["tracks"].get(n)) for n in names), avg])
+    return header, rows, str(summary["normalizer"]["name"])
+
+
+def tracks_markdown(summary: Mapping[str, Any]) -> str:
+    """The tracks side by side: one row per model (ranked), one column per track, then the average.
+    Every cell goes through the reports' Markdown escaping (audits.reports.formatting.md)."""
+    from audits.reports.formatting import md
+
+    header, rows, norm = _table(summary)
+    lines = [
+        "# Tracks",
+        "",
+        f"Average WER: the unweighted mean of the per-track corpus WERs (normalizer {md(norm)}); each is the run's own WER "
+        "(failed rows and speech-free clips left out). "
+        "WER % with 95% intervals; runs of different datasets are combined here on purpose, one column per track.",
+        "",
+        "| " + " | ".join(md(c) for c in header) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in header[2:-1]) + " | --- |",
+        *("| " + " | ".join(md(c) for c in r) + " |" for r in rows),
+        "",
+        "Best per track: " + ", ".join(f"{md(n)}: {md(w)}" for n, w in summary["winners"].items()),
+        "",
+    ]
     return "\n".join(lines)
 
 
 def tracks_html(summary: Mapping[str, Any]) -> str:
-    """``tracks.md``'s table as a self-contained HTML page (every text escaped)."""
-    import html
+    """The tracks table as a self-contained HTML page, built from the table's cells (never from
+    the Markdown text), every text through the reports' HTML escaping."""
+    from audits.reports.formatting import esc
 
-    rows = [ln for ln in tracks_markdown(summary).splitlines() if ln.startswith("| ") and not ln.startswith("| ---")]
-    cells = [[html.escape(c.strip()) for c in ln.strip("|").split("|")] for ln in rows]
-    head = "".join(f"<th>{c}</th>" for c in cells[0])
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in cells[1:])
-    winners = ", ".join(f"{html.escape(n)}: {html.escape(str(w))}" for n, w in summary["winners"].items())
+    header, rows, norm = _table(summary)
+    head = "".join(f"<th>{esc(c)}</th>" for c in header)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+    winners = ", ".join(f"{esc(n)}: {esc(w)}" for n, w in summary["winners"].items())
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Tracks</title><style>"
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
         "td:nth-child(2),th:nth-child(2){text-align:left}</style></head><body><h1>Tracks</h1>"
         "<p>Average WER: the unweighted mean of the per-track corpus WERs (normalizer "
-        f"{html.escape(str(summary['normalizer']['name']))}); WER % with 95% intervals. Runs of different datasets, combined on purpose.</p>"
+        f"{esc(norm)}), each the run's own WER; WER % with 95% intervals. Runs of different datasets, combined on purpose.</p>"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>Best per track: {winners}</p></body></html>\n"
     )
 

@@ -99,6 +99,7 @@ def _run_with_progress(
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
     eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **(memory or {}))
+    eng.check()  # typed flags, refused before the run directory is touched
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
@@ -164,6 +165,10 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
+        from audits.pipeline import EngineOptions
+
+        memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
+        EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **memory).check()  # flags before any work
         reg = load_model_registry()
         chosen = select_models(reg, models)
         rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
@@ -193,7 +198,6 @@ def sweep_cmd(
         rec = with_overrides(rec, None, plan.run, None)
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
-        memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         if not track_paths:
             _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
             return
@@ -209,7 +213,10 @@ def sweep_cmd(
 
 
 def _parse_track_datasets(text: str) -> dict[str, str]:
-    """``NAME=PATH,NAME=PATH`` -> {name: dataset path}; names are run-directory names."""
+    """``NAME=PATH,NAME=PATH`` -> {name: dataset path}; names are run-directory names, checked
+    (and duplicates refused) before any track runs."""
+    from audits.asr.tracks import check_track_name
+
     out: dict[str, str] = {}
     for item in [t.strip() for t in text.split(",") if t.strip()]:
         name, sep, path = item.partition("=")
@@ -218,8 +225,9 @@ def _parse_track_datasets(text: str) -> dict[str, str]:
             raise ConfigError(f"--tracks entry '{item}': write NAME=PATH (e.g. accent=data/accent/manifest.jsonl)")
         if name in out:
             raise ConfigError(f"--tracks: track '{name}' is named twice")
-        if "/" in name or name.startswith("."):
-            raise ConfigError(f"--tracks: track name '{name}' becomes a folder name; use letters, digits, '-' or '_'")
+        if path in out.values():
+            raise ConfigError(f"--tracks: dataset '{path}' is given twice; each track is its own dataset")
+        check_track_name(name, "--tracks")
         out[name] = path
     if len(out) < 2:
         raise ConfigError("--tracks needs at least two NAME=PATH entries (one dataset per track)")

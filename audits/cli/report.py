@@ -28,6 +28,9 @@ def report_command(
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
     try:
+        from engine.config import check_number
+
+        check_number(worst, "--worst", integer=True, ge=0, le=10_000)
         written = build_report(run_dirs, out, worst, exports)
     except AuditError as exc:
         from rich.markup import escape
@@ -82,6 +85,9 @@ def query_command(
         _err.print(f"[bold red]error:[/] --format must be table, csv or json, not {fmt!r}")
         raise typer.Exit(code=2)
     try:
+        from engine.config import check_number
+
+        check_number(max_rows, "--max-rows", integer=True, ge=1)
         df = query([run_dir, *(also or [])] if also else run_dir, sql)
     except AuditError as exc:
         from rich.markup import escape
@@ -101,6 +107,10 @@ def tracks_command(
     from audits.asr.tracks import parse_tracks, write_tracks
 
     try:
+        from audits.recipes import SCORING_FIELDS
+
+        SCORING_FIELDS["n_boot"].check(n_boot, "--n-boot")  # before any run is read
+        SCORING_FIELDS["seed"].check(seed, "--seed")
         written = write_tracks(parse_tracks(tracks), out, n_boot, seed)
     except AuditError as exc:
         from rich.markup import escape

@@ -22,7 +22,6 @@ for the same settings fingerprint and redoes the rest.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import logging
 import time
@@ -423,15 +422,18 @@ def _pct(x: Any) -> str:
 
 
 def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
-    """The report.md part: one table per model set, one diarization line, slices."""
+    """The report.md part: one table per model set, one diarization line, slices. Every name,
+    label value and problem text passes the reports' Markdown escaping."""
+    from audits.reports.formatting import md
+
     d = summary["diarization"]
     lines = [
         "## Conversation (long-form and speaker-attributed)",
         "",
         f"{summary['dataset']['n_recordings']} recordings, {summary['dataset']['audio_s'] / 60:.1f} min. "
         f"Segmentation: Silero VAD, chunks up to {summary['segmentation']['max_chunk_s']} s, pad {summary['segmentation']['pad_s']} s. "
-        f"Diarization: {d['backend']}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
-        f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {summary['scoring']['der']}.",
+        f"Diarization: {md(d['backend'])}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
+        f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {md(summary['scoring']['der'])}.",
         "",
         "| model | long-form WER % | whole-recording WER % | cpWER % | tcpWER % | DER % | RTFx |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
@@ -439,35 +441,39 @@ def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
     for name, m in summary["models"].items():
         whole = (m.get("whole_recording") or {}).get("wer")
         lines.append(
-            f"| {name} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |"
+            f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |"
         )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
     for name, m in summary["models"].items():
         for key, s in m["slices"].items():
-            lines.append(f"| {name} | {key} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
+            lines.append(f"| {md(name)} | {md(key)} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
     if summary["problems"]["count"]:
-        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):", *[f"- {p}" for p in summary["problems"]["examples"]]]
+        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):", *[f"- {md(p)}" for p in summary["problems"]["examples"]]]
     return lines + [""]
 
 
 def html_section(summary: Mapping[str, Any]) -> str:
-    """The report.html part: the same tables, escaped."""
+    """The report.html part: the same tables, every text through the reports' HTML escaping."""
+    from audits.reports.formatting import esc
+
     d = summary["diarization"]
     rows = "".join(
-        f"<tr><td>{html.escape(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct((m.get('whole_recording') or {}).get('wer'))}</td>"
+        f"<tr><td>{esc(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct((m.get('whole_recording') or {}).get('wer'))}</td>"
         f"<td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
         f"<td>{_pct(d['der'])}</td><td>{_rtfx(m['rtfx'])}</td></tr>"
         for n, m in summary["models"].items()
     )
     slices = "".join(
-        f"<tr><td>{html.escape(n)}</td><td>{html.escape(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>{_pct(d['slices'][k]['der'])}</td></tr>"
+        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>{_pct(d['slices'][k]['der'])}</td></tr>"
         for n, m in summary["models"].items() for k, s in m["slices"].items()
     )
+    problems = "".join(f"<li>{esc(p)}</li>" for p in summary["problems"]["examples"])
     return (
-        f"<p>{summary['dataset']['n_recordings']} recordings; diarization {html.escape(str(d['backend']))}: "
-        f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {html.escape(summary['scoring']['der'])}.</p>"
+        f"<p>{summary['dataset']['n_recordings']} recordings; diarization {esc(d['backend'])}: "
+        f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {esc(summary['scoring']['der'])}.</p>"
         "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
+        + (f"<p>Annotation problems ({summary['problems']['count']}, kept and scored):</p><ul>{problems}</ul>" if problems else "")
     )
 
 

@@ -2,7 +2,7 @@
 
 Views:
 
-* ``utterances``: the result rows (``utterances.parquet``, read in place by DuckDB);
+* ``utterances``: the result rows (``utterances.parquet``, read with pyarrow so no glob character in the path is expanded);
 * ``models``: one row per model from ``summary.json`` (``params_m``, ``wer``, ``ci_lo``, ``ci_hi``, ``rtfx``, ...);
 * ``slices``: one row per model and ``label=value`` slice (``label``, ``value``, ``wer``, ``ci_lo``, ...);
 * ``gaps``: fairness gaps per model; ``probes``: probe rates per model;
@@ -43,9 +43,18 @@ def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFram
 def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | Path, scored: bool = False) -> None:
     """Create the views on a DuckDB connection; ``table`` is a DataFrame or a Parquet path/folder."""
     if isinstance(table, Path):
-        src = str(table / "**" / "*.parquet") if table.is_dir() else str(table)
+        # Read with pyarrow, not DuckDB's read_parquet: DuckDB expands glob characters in a path,
+        # so a run directory literally named ``run[1]`` would read ``run1``'s rows.
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        files = sorted(p for p in table.rglob("*.parquet") if p.is_file()) if table.is_dir() else [table]
+        parts = [pq.read_table(f) for f in files]
+        arrow = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+        con.register("_utterances_arrow", arrow)
         # a table, not a view: the user's SQL runs with file access switched off (see ``query``)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE utterances AS SELECT * FROM read_parquet('{_sql_str(src)}', union_by_name = true)")
+        con.execute("CREATE OR REPLACE TEMP TABLE utterances AS SELECT * FROM _utterances_arrow")
+        con.unregister("_utterances_arrow")
     else:
         con.register("_utterances_df", table)
         con.execute("CREATE OR REPLACE TEMP VIEW utterances AS SELECT * FROM _utterances_df")
@@ -63,10 +72,6 @@ def lock_down(con: Any) -> None:
     cannot write files, attach databases or turn the setting back on."""
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-
-
-def _sql_str(s: str) -> str:
-    return s.replace("'", "''")
 
 
 def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:

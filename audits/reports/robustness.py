@@ -6,8 +6,9 @@ Kept apart from ``markdown.py`` and ``html.py`` so those only call in here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from html import escape
 from typing import Any
+
+from audits.reports.formatting import esc, md
 
 
 def _pct(x: Any) -> str:
@@ -88,8 +89,8 @@ def hallucination_markdown(summary: Mapping[str, Any]) -> list[str]:
         "| " + " | ".join(HALLUCINATION_HEADER) + " |",
         "|---|" + "---:|" * (len(HALLUCINATION_HEADER) - 1),
     ]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += [""] + [f"- {f}" for f in hallucination_findings(summary)]
+    lines += ["| " + " | ".join(md(c) for c in r) + " |" for r in rows]
+    lines += [""] + [f"- {md(f)}" for f in hallucination_findings(summary)]
     return lines + [""]
 
 
@@ -97,12 +98,12 @@ def hallucination_html(summary: Mapping[str, Any]) -> str:
     rows = hallucination_table_rows(summary)
     if not rows:
         return ""
-    head = "".join(f"<th{' class=l' if i == 0 else ''}>{escape(h)}</th>" for i, h in enumerate(HALLUCINATION_HEADER))
+    head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(h)}</th>" for i, h in enumerate(HALLUCINATION_HEADER))
     body = "".join(
-        f"<tr class='halluc-row' data-model='{escape(r[0], quote=True)}'>" + "".join(f"<td{' class=l' if i == 0 else ''}>{escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        f"<tr class='halluc-row' data-model='{esc(r[0])}'>" + "".join(f"<td{' class=l' if i == 0 else ''}>{esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
-    notes = "".join(f"<li>{escape(f)}</li>" for f in hallucination_findings(summary))
+    notes = "".join(f"<li>{esc(f)}</li>" for f in hallucination_findings(summary))
     return (
         f"<div class='scroll'><table id='hallucination-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
         + (f"<ul>{notes}</ul>" if notes else "")
@@ -145,13 +146,13 @@ def comparison_markdown(comparisons: Mapping[str, Any]) -> list[str]:
         "|---|---|---:|---|---:|---:|---|",
     ]
     for p in pairs:
-        verdict = f"**{p['better']} better**" if p.get("better") else "indistinguishable"
+        verdict = f"**{md(p['better'])} better**" if p.get("better") else "indistinguishable"
         diff = p.get("diff")
         lines.append(
-            f"| {p['a']} | {p['b']} | {'—' if diff is None else f'{100 * diff:+.1f}'} | {_ci(p.get('ci95'))} | "
+            f"| {md(p['a'])} | {md(p['b'])} | {'—' if diff is None else f'{100 * diff:+.1f}'} | {_ci(p.get('ci95'))} | "
             f"{_num(p.get('p_value'), '.3g')} | {_num(p.get('p_holm'), '.3g')} | {verdict} |"
         )
-    return lines + [""] + [f"- {s}" for s in comparison_lines(comparisons)] + [""]
+    return lines + [""] + [f"- {md(s)}" for s in comparison_lines(comparisons)] + [""]
 
 
 def comparison_html(comparisons: Mapping[str, Any]) -> str:
@@ -163,12 +164,12 @@ def comparison_html(comparisons: Mapping[str, Any]) -> str:
         diff = p.get("diff")
         verdict = f"{p['better']} better" if p.get("better") else "indistinguishable"
         rows.append(
-            f"<tr class='pair-row{' sig' if p.get('better') else ''}' data-a='{escape(p['a'], quote=True)}' data-b='{escape(p['b'], quote=True)}' "
-            f"data-p-holm='{_num(p.get('p_holm'), '.6g')}'><td class=l>{escape(p['a'])}</td><td class=l>{escape(p['b'])}</td>"
-            f"<td>{'—' if diff is None else f'{100 * diff:+.1f}'}</td><td>{escape(_ci(p.get('ci95')))}</td>"
-            f"<td>{_num(p.get('p_value'), '.3g')}</td><td>{_num(p.get('p_holm'), '.3g')}</td><td class=l>{escape(verdict)}</td></tr>"
+            f"<tr class='pair-row{' sig' if p.get('better') else ''}' data-a='{esc(p['a'])}' data-b='{esc(p['b'])}' "
+            f"data-p-holm='{_num(p.get('p_holm'), '.6g')}'><td class=l>{esc(p['a'])}</td><td class=l>{esc(p['b'])}</td>"
+            f"<td>{'—' if diff is None else f'{100 * diff:+.1f}'}</td><td>{esc(_ci(p.get('ci95')))}</td>"
+            f"<td>{_num(p.get('p_value'), '.3g')}</td><td>{_num(p.get('p_holm'), '.3g')}</td><td class=l>{esc(verdict)}</td></tr>"
         )
-    notes = "".join(f"<li>{escape(s)}</li>" for s in comparison_lines(comparisons))
+    notes = "".join(f"<li>{esc(s)}</li>" for s in comparison_lines(comparisons))
     return (
         "<div class='scroll'><table id='pairs-table'><thead><tr><th class=l>a</th><th class=l>b</th><th>WER a − b (points)</th><th>95% CI</th>"
         f"<th>p</th><th>Holm p</th><th class=l>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div><ul>{notes}</ul>"
@@ -203,7 +204,7 @@ def gap_correction_markdown(summary: Mapping[str, Any]) -> list[str]:
         "",
     ]
     lines += [
-        f"- {m}: {g['label']}: {g['a']} − {g['b']} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = {g['p_holm']:.3g})"
+        f"- {md(m)}: {md(g['label'])}: {md(g['a'])} − {md(g['b'])} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = {g['p_holm']:.3g})"
         for m, g in sig
     ]
     return lines + [""]
