@@ -224,7 +224,12 @@ def read_annotations(path: str | Path) -> Annotations:
     reader = readers.get(path.suffix.lower())
     if reader is None:
         raise ManifestError(path, f"unknown annotation format '{path.suffix}'; use one of {', '.join(readers)}")
-    return reader(path)
+    if not path.is_file():
+        raise ManifestError(path, "is not a file")
+    try:
+        return reader(path)
+    except UnicodeDecodeError as exc:
+        raise ManifestError(path, f"not valid UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
 
 
 def self_overlaps(segments: Iterable[Segment]) -> list[str]:
