@@ -121,6 +121,8 @@ def _reference_metrics(df: pd.DataFrame, norm: object) -> dict[str, tuple[int, i
                 continue
             ref, hyp = norm(r["ref_raw"]), norm(r["hyp_raw"])  # type: ignore[operator]
             if not ref.split():
+                if r.get("content") != "speech-free":
+                    failed += 1  # a clip said to hold speech with no reference words cannot be scored
                 continue  # speech-free clip: scored apart from WER (hallucination figures)
             we += levenshtein(ref.split(), hyp.split())
             nw += len(ref.split())
