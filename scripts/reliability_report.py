@@ -11,10 +11,14 @@ plugin that records every test's outcome and the figures the tests record with
 * security and property checks passed;
 * red-team regression cases held (exact resume under any change, typed configuration, SQL and
   report escaping, credentials and redirects, linear normalization, bounded decoding);
-* driver peak RSS at both load sizes and the growth between them (target within 20 %).
+* driver peak RSS at both load sizes and the growth between them (target within 20 %);
+* the regression cases of each failure class found by adversarial rounds, held / failed per
+  class: every ``tests/test_reliability_*.py`` file whose docstring opens with
+  ``Reliability class N: title.`` (a file without that line is counted under its own name).
 
     python scripts/reliability_report.py            # everything (slow tests, Ray, 5k/20k load)
     python scripts/reliability_report.py --quick    # no slow tests, load test at 1k/4k
+    python scripts/reliability_report.py --classes  # only the per-class regression cases
 
 Exit status 0 only when every figure is as required.
 """
@@ -22,9 +26,11 @@ Exit status 0 only when every figure is as required.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,6 +58,55 @@ GROUPS = {
     "red team: errors": "tests/test_redteam_errors.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
+CLASS_LINE = re.compile(r"^Reliability class (\d+): (.+?)\.?$")
+
+
+def reliability_classes() -> dict[str, str]:
+    """``tests/test_reliability_*.py`` -> its class label (``"class 4: tracks"``), in class order."""
+    found: list[tuple[int, str, str]] = []
+    for path in sorted((REPO / "tests").glob("test_reliability_*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        m = CLASS_LINE.match(doc.strip().splitlines()[0] if doc.strip() else "")
+        rel = str(path.relative_to(REPO))
+        found.append((int(m.group(1)), f"class {m.group(1)}: {m.group(2)}", rel) if m else (10**6, path.stem, rel))
+    return {rel: label for _, label, rel in sorted(found)}
+
+
+def class_counts(records: list[dict[str, Any]], classes: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Held (passed) and failed cases per class; a case that errors in set-up counts as failed."""
+    out: dict[str, dict[str, Any]] = {}
+    for rel, label in classes.items():
+        rs = [r for r in records if r["nodeid"].startswith(rel + "::")]
+        entry = out.setdefault(label, {"held": 0, "failed": 0, "skipped": 0, "failed_cases": []})
+        entry["held"] += sum(r["outcome"] == "passed" for r in rs)
+        entry["failed"] += sum(r["outcome"] == "failed" for r in rs)
+        entry["skipped"] += sum(r["outcome"] == "skipped" for r in rs)
+        entry["failed_cases"] += [r["nodeid"] for r in rs if r["outcome"] == "failed"]
+    return out
+
+
+def class_lines(counts: dict[str, dict[str, Any]]) -> list[str]:
+    width = max((len(k) for k in counts), default=10)
+    lines = [f"{label:<{width}} : held {c['held']:>3} / failed {c['failed']}" + (f" ({c['skipped']} skipped)" if c["skipped"] else "") for label, c in counts.items()]
+    held, failed = sum(c["held"] for c in counts.values()), sum(c["failed"] for c in counts.values())
+    return [*lines, f"{'all classes':<{width}} : held {held:>3} / failed {failed}"]
+
+
+def classes_only(out: Path, quick: bool) -> int:
+    """``--classes``: run only the per-class regression files and print held / failed per class."""
+    classes = reliability_classes()
+    record = out / "classes.jsonl"
+    record.unlink(missing_ok=True)
+    rc = run_tests(list(classes), quick, record)
+    records = [json.loads(ln) for ln in record.read_text().splitlines()] if record.exists() else []
+    counts = class_counts(records, classes)
+    for ln in ["", "Regression cases per failure class", "----------------------------------", *class_lines(counts)]:
+        log.info("%s", ln)
+    for c in counts.values():
+        for nodeid in c["failed_cases"]:
+            log.info("FAILED: %s", nodeid)
+    (out / "classes.json").write_text(json.dumps({"classes": counts, "pytest_exit": rc}, indent=2))
+    return 0 if rc == 0 and not any(c["failed"] for c in counts.values()) else 1
 
 
 # -- pytest plugin (loaded in the child with ``-p reliability_report``) ---------------------------
@@ -142,13 +197,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--load-json", type=Path, default=None, help="reuse a load_test.json from an earlier scripts/load_test.py run")
     p.add_argument("--no-ray", action="store_true", help="leave out tests/test_ray_engine.py")
     p.add_argument("--out", type=Path, default=None, help="folder for the records (default: a temporary one)")
+    p.add_argument("--classes", action="store_true", help="only the per-class regression cases (tests/test_reliability_*.py): held / failed per class")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = args.out or Path(tempfile.mkdtemp(prefix="reliability-"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.classes:
+        return classes_only(out, args.quick)
     t0 = time.perf_counter()
     files = [GROUPS[g] for g in ("bad inputs", "faults", "security", "properties", *RED_TEAM)]
     files = [f for f in files if (REPO / f).exists()]
+    classes = reliability_classes()
+    files += list(classes)
     if not (args.quick or args.no_ray):
         files.append(GROUPS["ray faults"])
     record = out / "tests.jsonl"
@@ -187,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"load rows complete, unique      : {load['rows_complete']}",
         f"wall time                       : {time.perf_counter() - t0:.0f} s",
     ]
+    counts = class_counts(records, classes)
+    lines += ["", "regression cases per failure class:", *(f"  {ln}" for ln in class_lines(counts))]
+    for c in counts.values():
+        lines += [f"FAILED: {n}" for n in c["failed_cases"]]
     for name in GROUPS:
         for nodeid in s[name]["failed"]:
             lines.append(f"FAILED: {nodeid}")
@@ -194,12 +258,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines.append(f"skipped: {nodeid}")
     for ln in lines:
         log.info("%s", ln)
-    (out / "reliability.json").write_text(json.dumps({"tests": s, "load": load, "pytest_exit": rc}, indent=2))
+    (out / "reliability.json").write_text(json.dumps({"tests": s, "classes": counts, "load": load, "pytest_exit": rc}, indent=2))
     log.info("records: %s", out)
     good = (
         rc == 0
         and s["rows_lost"] == s["rows_duplicated"] == s["rows_changed"] == 0
         and all(not s[g]["failed"] for g in GROUPS)
+        and not any(c["failed"] for c in counts.values())
         and bool(load.get("pass"))
     )
     return 0 if good else 1

@@ -1,4 +1,4 @@
-"""Reliability class 3: the conversation section's configuration and inputs.
+"""Reliability class 3: conversation configuration and inputs.
 
 Every option goes through the typed option layer (engine.config.Field): a quoted "false", NaN,
 a negative collar, a segmentation that could never advance, or diarizer options of the wrong

@@ -1,4 +1,4 @@
-"""Reliability class 6: numbers that are not numbers, and flags out of range.
+"""Reliability class 6: numbers that are not numbers.
 
 NaN, infinities, negative or absurd values, floats where a count is meant and strings where a
 number is meant are refused by the one typed option layer (engine.config) wherever they come

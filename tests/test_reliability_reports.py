@@ -37,7 +37,7 @@ def _tables_are_rectangular(md: str) -> None:
             continue
         if table:
             widths = {_pipes(r) for r in table}
-            assert len(widths) == 1, f"a table row has a shifted column:\n" + "\n".join(table)
+            assert len(widths) == 1, "a table row has a shifted column:\n" + "\n".join(table)
             table = []
 
 
@@ -115,3 +115,29 @@ def test_the_conversation_part_escapes_models_slices_backends_and_problems() -> 
     html = html_section(s)
     _no_raw_markup(html)
     assert "<i>diar" not in html and "&lt;i&gt;diar" in html and "overlaps itself" in html
+
+
+HOSTILE = [
+    "a|b", "<script>x</script>", "x\u202ey\u2066z", "line\nbreak|", "`code`|**bold**", "&lt;already&gt;", "\\|escaped", "<img src=x onerror=y>",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_any_hostile_model_name_keeps_every_report_table_rectangular(run: Path, name: str) -> None:
+    """The run's summary with its models renamed: the Markdown tables (slices, hallucinations,
+    cohort, comparisons) and the HTML page stay well-formed and free of raw markup."""
+    import json
+
+    from audits.asr.cohort import cohort_markdown
+    from audits.reports.markdown import render_markdown
+    from audits.reports.robustness import hallucination_html, hallucination_markdown
+
+    summary = json.loads((run / "summary.json").read_text())
+    renamed = {f"{name}{i}": m for i, m in enumerate(summary["models"].values())}
+    summary["models"] = renamed
+    md = render_markdown(summary) + "\n" + "\n".join(hallucination_markdown(summary)) + "\n" + cohort_markdown(summary)
+    _tables_are_rectangular(md)
+    _no_raw_markup(md)
+    assert "<script>" not in md and "\u2066" not in md and "<img" not in md
+    html = hallucination_html(summary)
+    assert "<script>" not in html and "<img" not in html and "\u202e" not in html

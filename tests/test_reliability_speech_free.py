@@ -1,4 +1,4 @@
-"""Reliability class 8: speech-free clips as users mean them, and paths taken literally.
+"""Reliability class 8: speech-free clips and literal paths.
 
 * Digital silence (all-zero samples) labelled ``content: speech-free`` is a valid clip: the
   classic test of a model transcribing silence. Silence *not* so labelled is still an error row.

@@ -1,4 +1,4 @@
-"""Reliability class 4: tracks (``audit sweep --tracks`` and ``audit tracks``).
+"""Reliability class 4: tracks.
 
 Each track's WER is the run's own WER, from the run's own scored rows (failed rows and
 speech-free clips left out), so the Average WER is the mean of figures users can find in each
