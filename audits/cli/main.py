@@ -167,7 +167,7 @@ def sweep_cmd(
     try:
         from audits.pipeline import EngineOptions
 
-        memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
+        memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **memory).check()  # flags before any work
         reg = load_model_registry()
         chosen = select_models(reg, models)
