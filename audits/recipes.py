@@ -81,7 +81,7 @@ class Recipe:
 BASE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring"}
 """Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
 DATASET_FIELDS: dict[str, Field] = {
-    "path": Field(str, None, "manifest, CSV/TSV, Parquet folder, HF folder/id, predictions folder or builtin:demo"),
+    "path": Field(str, None, "required: manifest, CSV/TSV, Parquet folder, HF folder/id, predictions folder or builtin:demo"),
     "reader": Field(str, "auto", "dataset reader; auto detects it"),
     "limit": Field(int, None, "use only the first N utterances", ge=1, nullable=True),
     "options": Field(dict, {}, "reader options", nullable=True),

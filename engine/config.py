@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -120,6 +121,8 @@ class Field:
     lt: float | None = None
     nullable: bool = False
     choices: tuple[str, ...] = ()
+    kind_doc: str = ""
+    """The type as the docs name it, when ``kind`` alone would not say it (``object`` fields)."""
 
     def range_text(self) -> str:
         """The allowed range in words (for messages and docs)."""
@@ -194,9 +197,25 @@ def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: se
     return {key: f.check(raw[key] if key in raw else f.default, f"{where}.{key}") for key, f in fields.items()}
 
 
-def fields_doc(fields: Mapping[str, Field]) -> list[str]:
-    """One Markdown table row per field (key, type, default, range, meaning) for the docs."""
+_DOC_KIND = {bool: "boolean", int: "integer", float: "number", str: "text", list: "list", dict: "mapping"}
+
+
+def _doc_value(x: Any) -> str:
+    """A default as a recipe would write it (YAML spelling)."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (list, dict)):
+        return json.dumps(x)
+    return str(x)
+
+
+def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[str]:
+    """One Markdown table row per field (key, type, default, allowed values, meaning): the rows of
+    docs/datasets.md's option tables, which a test compares with the code."""
     rows = []
     for key, f in fields.items():
-        rows.append(f"| `{key}` | {f.kind.__name__}{' or null' if f.nullable else ''} | `{f.default!r}` | {f.range_text() or '—'} | {f.doc} |")
+        kind = f.kind_doc or _DOC_KIND.get(f.kind, f.kind.__name__)
+        rows.append(f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | {f.range_text() or '—'} | {f.doc} |")
     return rows

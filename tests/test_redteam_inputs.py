@@ -35,11 +35,11 @@ def _recipe(**over: object) -> dict:
 @pytest.mark.parametrize(
     "key, value, expected",
     [
-        ("dataset__allow_outside_root", "false", "dataset.allow_outside_root: expected bool"),
-        ("scoring__semantic_similarity", "yes", "scoring.semantic_similarity: expected bool"),
-        ("scoring__n_boot", "100", "scoring.n_boot: expected int"),
-        ("dataset__limit", 2.5, "dataset.limit: expected int"),
-        ("shard_size", True, "shard_size: expected int"),
+        ("dataset__allow_outside_root", "false", "dataset.allow_outside_root: expected a boolean"),
+        ("scoring__semantic_similarity", "yes", "scoring.semantic_similarity: expected a boolean"),
+        ("scoring__n_boot", "100", "scoring.n_boot: expected an integer"),
+        ("dataset__limit", 2.5, "dataset.limit: expected an integer"),
+        ("shard_size", True, "shard_size: expected an integer"),
     ],
 )
 def test_recipe_fields_are_validated_by_type(key: str, value: object, expected: str) -> None:

@@ -188,3 +188,22 @@ def test_diarizer_options_are_typed_when_built() -> None:
         cls(smooth_frames=2.5)
     with pytest.raises(ConfigError, match="rate: 0.1 is out of range"):
         cls(rate=0.1)
+
+
+def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
+    """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
+    from audits.conversation.run import CONFIG_FIELDS
+    from audits.pipeline import ENGINE_FIELDS
+    from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
+    from engine.backends.diarization.baseline import VadResemblyzerDiarizer
+    from engine.backends.diarization.pyannote import PyannoteDiarizer
+    from engine.config import fields_doc
+    from engine.segmentation import SEGMENTATION_FIELDS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    specs = [TOP_FIELDS, DATASET_FIELDS, SCORING_FIELDS, CONFIG_FIELDS, SEGMENTATION_FIELDS, VadResemblyzerDiarizer.OPTIONS, PyannoteDiarizer.OPTIONS]
+    rows = [row for spec in specs for row in fields_doc(spec)]
+    flags = {k: v for k, v in ENGINE_FIELDS.items() if k in ("workers", "max_models_loaded", "memory_budget_mb")}
+    rows += [r.replace("_", "-") if r.startswith("| `--") else r for r in fields_doc(flags, "`--{}`")]
+    missing = [r for r in rows if r not in doc]
+    assert not missing, "docs/datasets.md lacks (or has stale) option rows:\n" + "\n".join(missing)

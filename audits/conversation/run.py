@@ -85,7 +85,7 @@ class ConversationConfig:
 CONFIG_FIELDS: dict[str, Field] = {
     "dataset": Field(str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
     "segmentation": Field(dict, None, "VAD segmentation (engine.segmentation.SEGMENTATION_FIELDS)", nullable=True),
-    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}}"),
+    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)", kind_doc="text or mapping"),
     "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
     "skip_overlap": Field(bool, DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER"),
     "tcp_collar": Field(float, DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600),
