@@ -207,3 +207,24 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     rows += [r.replace("_", "-") if r.startswith("| `--") else r for r in fields_doc(flags, "`--{}`")]
     missing = [r for r in rows if r not in doc]
     assert not missing, "docs/datasets.md lacks (or has stale) option rows:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["corpus", "conversation", "--n", "0"], "--n: 0 is out of range"),
+        (["corpus", "conversation", "--min-s", "nan"], "--min-s: expected a finite number"),
+        (["corpus", "conversation", "--min-s", "90", "--max-s", "30"], "--max-s: 30.0 is out of range; it must be >= 90"),
+        (["corpus", "demo", "--seed", "-1"], "--seed: -1 is out of range"),
+        (["probe", "orthography", "--preds", ".", "--min-per-arm", "0"], "--min-per-arm: 0 is out of range"),
+        (["probe", "bad-reference", "--preds", ".", "--panel", "a,b,c", "--supermajority", "nan"], "--supermajority: expected a finite number"),
+        (["probe", "bad-reference", "--preds", ".", "--panel", "a,b,c", "--min-agree", "-2"], "--min-agree: -2 is out of range"),
+    ],
+)
+def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message: str) -> None:
+    if args[0] == "corpus":
+        args = [*args, "--out", str(tmp_path / "c")]
+    res = audit(*args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert message in " ".join(res.output.split())
+    assert not (tmp_path / "c").exists()

@@ -299,9 +299,13 @@ def corpus_demo_cmd(
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching corpus exists."),
 ) -> None:
     """Build the deterministic synthetic demo corpus with espeak-ng and flite voices."""
+    from engine.config import check_number
     from engine.corpus.demo import build_demo_corpus
 
     try:
+        check_number(seed, "--seed", integer=True, ge=0, le=2**32 - 1)
+        if n is not None:
+            check_number(n, "--n", integer=True, ge=1, le=1_000_000)
         with _progress() as prog:
             task = prog.add_task("demo corpus", total=None, status="synthesizing")
 
@@ -325,9 +329,14 @@ def corpus_conversation_cmd(
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching set exists."),
 ) -> None:
     """Build the deterministic demo conversation set (2-3 TTS voices taking turns, overlaps, backchannels)."""
+    from engine.config import check_number
     from engine.corpus.conversation import build_conversation_set
 
     try:
+        check_number(seed, "--seed", integer=True, ge=0, le=2**32 - 1)
+        check_number(n, "--n", integer=True, ge=1, le=10_000)
+        check_number(min_s, "--min-s", gt=0, le=86_400)
+        check_number(max_s, "--max-s", ge=min_s, le=86_400)
         with _progress() as prog:
             task = prog.add_task("conversation set", total=n, status="synthesizing")
 
@@ -405,6 +414,11 @@ def probe_bad_reference_cmd(
     from audits.probes.predictions import run_from_prediction_dir
 
     try:
+        from engine.config import check_number
+
+        check_number(supermajority, "--supermajority", gt=0, le=1)
+        check_number(min_agree, "--min-agree", integer=True, ge=1)
+        check_number(min_eligible_panel, "--min-eligible-panel", integer=True, ge=1)
         settings = BadRefSettings(supermajority=supermajority, min_agree=min_agree, min_eligible_panel=min_eligible_panel)
         panel_list = [p.strip() for p in panel.split(",") if p.strip()]
         model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
@@ -439,6 +453,9 @@ def probe_orthography_cmd(
     from audits.probes.predictions import format_orthography_table, orthography_from_prediction_dir
 
     try:
+        from engine.config import check_number
+
+        check_number(min_per_arm, "--min-per-arm", integer=True, ge=1)
         model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None
         family_list = [f.strip() for f in families.split(",") if f.strip()] if families else None
         result = orthography_from_prediction_dir(preds, model_list, family_list, pool, min_per_arm)
