@@ -165,3 +165,16 @@ def test_hostile_model_names_are_escaped_too(runs: dict[str, Path]) -> None:
     md, html = tracks_markdown(summary), tracks_html(summary)
     assert "<script>" not in md and "<script>" not in html and "\u202e" not in md and "\u202e" not in html
     assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in md.splitlines() if ln.startswith("| ")} == {6}
+
+
+def test_an_old_style_run_that_lost_a_whole_model_is_refused(runs: dict[str, Path]) -> None:
+    import pyarrow.compute as pc
+
+    run = _copy(runs["noise"], runs["tmp"] / "old-style-lost-model")
+    summary = json.loads((run / "summary.json").read_text())
+    summary.pop("rows")
+    (run / "summary.json").write_text(json.dumps(summary))
+    table = pq.read_table(run / "utterances.parquet")
+    pq.write_table(table.filter(pc.equal(table.column("model"), "sim-a")), run / "utterances.parquet")
+    with pytest.raises(ConfigError, match="holds no row of it"):
+        track_summary({"a": runs["accent"], "b": run}, n_boot=10)

@@ -166,6 +166,13 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     for ti, (name, run) in enumerate(tracks.items()):
         rows = pd.read_parquet(run / "utterances.parquet")
         frame = score_table(rows, normalizer).frame
+        present = set(frame["model"].astype(str))
+        lost = sorted(m for m, v in (summaries[name].get("models") or {}).items() if (v or {}).get("n_utts") and m not in present)
+        if lost:
+            raise ConfigError(
+                f"track '{name}': summary.json scores {', '.join(lost)} but {run / 'utterances.parquet'} holds no row of it; "
+                "the rows were changed after scoring or the run is incomplete; re-run the recipe into that folder"
+            )
         for mi, (model, g) in enumerate(sorted(frame.groupby("model"), key=lambda kv: str(kv[0]))):
             ok = g[g["ok"] & ~g["speech_free"]]  # the run's own WER rows: speech-free clips are scored apart
             words = float(ok["n_words"].sum())
