@@ -193,7 +193,9 @@ def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: se
     reads ``recipe.yaml: conversation.collar: ...``.
     """
     raw = {} if raw is None else raw
-    check_keys(raw, set(fields), where, required=set(required))
+    # a field without a default that may not be null must be given
+    needed = set(required) | {k for k, f in fields.items() if f.default is None and not f.nullable}
+    check_keys(raw, set(fields), where, required=needed)
     return {key: f.check(raw[key] if key in raw else f.default, f"{where}.{key}") for key, f in fields.items()}
 
 
