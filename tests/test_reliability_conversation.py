@@ -160,3 +160,24 @@ def test_a_diarizer_missing_a_required_option_is_refused_at_parse() -> None:
         parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"device": "cpu"}}}, "r.yaml")
     with pytest.raises(ConfigError, match="min_speakers: 0 is out of range"):
         parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"checkpoint": "x", "min_speakers": 0}}}, "r.yaml")
+
+
+@pytest.mark.parametrize(
+    ("trials", "needle"),
+    [
+        ("1 u000 u001\n0 u000 nope\n", "line 2"),
+        ("1 u000\n", "line 1"),
+        (b"1 u000 u001\n\xff\xfe\n", "not valid UTF-8"),
+    ],
+)
+def test_another_sections_input_is_read_before_any_model_loads(env: Env, trials: str | bytes, needle: str) -> None:
+    """The speaker section's trial list is read against the dataset's ids when the run starts."""
+    data = write_dataset(env.tmp / "asr", speech_clips(2))
+    path = env.tmp / "trials.txt"
+    if isinstance(trials, bytes):
+        path.write_bytes(trials)
+    else:
+        path.write_text(trials)
+    out = env.tmp / "out"
+    res = audit("run", env.recipe(data, f"speaker:\n  backends: [resemblyzer]\n  trials: '{path}'\n"), "--out", out)
+    refused_before_work(res, env, out, "trials.txt", needle)

@@ -32,6 +32,20 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
 
         return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
 
+    def check_inputs(self, config: SpeakerConfig, dataset: Any) -> None:
+        """Read the trial list (when one is given) against the dataset's ids before any model
+        loads: a malformed line or an unknown clip id stops the run naming the file and line."""
+        if config.trials is None:
+            return
+        from audits.speaker.metrics import read_trials
+        from engine.errors import ConfigError
+
+        ids = [u.utt_id for shard in dataset.iter_shards() for u in shard.utterances]
+        try:
+            read_trials(config.trials, known_ids=ids)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{config.trials}: not valid UTF-8 text (byte {exc.start}); save the trial list as UTF-8") from None
+
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.speaker.report import speaker_lines
 
