@@ -370,12 +370,23 @@ def list_recipes_cmd() -> None:
 
 @list_app.command("backends")
 def list_backends_cmd() -> None:
-    """Registered backend and reader names per kind."""
+    """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
+    from audits.normalizing import NORMALIZERS
+    from audits.runners import RUNNERS
+    from audits.sections import SECTIONS
     from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
     from engine.datasets import DATASET_READERS
 
-    for reg in (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, DATASET_READERS):
-        out_console.print(f"[bold]{reg.kind}[/]: {', '.join(reg.names()) or '—'}")
+    regs: tuple[Any, ...] = (
+        ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS, RUNNERS,
+    )
+    try:
+        for reg in regs:  # reads entry-point metadata only: nothing is imported
+            out_console.print(f"[bold]{reg.kind}[/] [dim]({reg.group})[/]")
+            for entry in reg.entries():
+                out_console.print(f"  {entry.name:<22} {entry.origin:<24} {entry.target}", markup=False, highlight=False, soft_wrap=True)
+    except AuditError as exc:
+        _fail(exc)
 
 
 @probe_app.command("bad-reference")

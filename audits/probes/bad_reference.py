@@ -29,8 +29,9 @@ from typing import Callable, Literal, Mapping, Sequence
 from rapidfuzz.distance import Levenshtein
 
 from audits.asr.stats import wilson_interval
+from audits.normalizing import get_normalizer
 from engine.errors import ConfigError
-from normalizers import Normalizer, get_normalizer
+from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
