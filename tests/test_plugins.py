@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -217,8 +218,9 @@ def _tones(path: Path, bursts: int) -> Path:
 def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     """pip installs tests/plugin_pkg into a temporary target; `audit run` uses its backend and section."""
     target = tmp_path / "plugins"
+    source = shutil.copytree(PLUGIN_PKG, tmp_path / "plugin_pkg")  # pip builds in the source folder: keep the repository clean
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(PLUGIN_PKG)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert pip.returncode == 0, pip.stdout + pip.stderr
