@@ -68,11 +68,11 @@ def _progress() -> Progress:
 def run_cmd(
     recipe: str = typer.Argument(..., help="Recipe name under configs/recipes (e.g. demo) or a YAML path."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."),
-    reader: Optional[str] = typer.Option(None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions); default: detected."),
+    reader: Optional[str] = typer.Option(None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions, or a plug-in's); default: detected."),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
-    engine: str = typer.Option("inprocess", "--engine", help="inprocess (one process) or ray (actors; local or --address)."),
+    engine: str = typer.Option("inprocess", "--engine", help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
