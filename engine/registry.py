@@ -133,9 +133,14 @@ class Registry(Generic[T]):
     def _discover(self) -> None:
         if self._discovered or self.group is None:
             return
-        self._discovered = True  # set first: a failing discovery is not retried half-way
-        for entry in [*builtin_entries(self.group), *plugin_entries(self.group)]:
-            self._add(entry)
+        before = dict(self._entries)
+        try:
+            for entry in [*builtin_entries(self.group), *plugin_entries(self.group)]:
+                self._add(entry)
+        except RegistryError:
+            self._entries = before  # every later use raises the same error, never a half-filled registry
+            raise
+        self._discovered = True
 
     def _add(self, entry: Entry) -> None:
         if not _TARGET.match(entry.target):

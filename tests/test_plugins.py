@@ -174,6 +174,8 @@ def test_duplicate_names_across_distributions_name_both(on_path: Path) -> None:
     with pytest.raises(RegistryError, match="duplicate dataset reader name 'shared'") as info:
         reg.names()
     assert "first-plug 1.0" in str(info.value) and "second-plug 4.1" in str(info.value)
+    with pytest.raises(RegistryError, match="duplicate"):  # and again: the registry is never left half-filled
+        reg.get("csv")
 
 
 def test_a_plugin_may_not_take_a_builtin_name(on_path: Path) -> None:
