@@ -18,7 +18,7 @@ ASR_BACKENDS.register_lazy("faster-whisper", "engine.backends.asr.faster_whisper
 ASR_BACKENDS.register_lazy("pocketsphinx", "engine.backends.asr.pocketsphinx:PocketsphinxBackend")
 ASR_BACKENDS.register_lazy("transformers", "engine.backends.asr.transformers:TransformersBackend")
 ASR_BACKENDS.register_lazy("nemo", "engine.backends.asr.nemo:NemoBackend")
-ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.asr.openai_compatible:OpenAICompatibleBackend")
+ASR_BACKENDS.register_lazy("openai-compatible", "engine.backends.hosted.vendors:OpenAICompatibleBackend")
 ASR_BACKENDS.register_lazy("fault-inject", "engine.backends.asr.fault:FaultInjectionBackend")
 ASR_BACKENDS.register_lazy("simulated", "engine.backends.asr.simulated:SimulatedBackend")
 ASR_BACKENDS.register_lazy("memorizer", "engine.backends.asr.memorizer:MemorizerBackend")
