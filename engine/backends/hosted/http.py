@@ -90,7 +90,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
-        where = f"{_safe_url(req.full_url)} redirected (HTTP {code}) to a URL that"
+        where = f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that"
         if checked_origin(target, where) != origin(req.full_url):
             raise UnsafeRedirectError(
                 f"{_safe_url(req.full_url)} redirected (HTTP {code}) to another origin {_safe_url(target)}; "
@@ -111,7 +111,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             return super().http_error_302(req, fp, code, msg, headers)
         except ValueError as exc:
             raise HostedRequestError(
-                f"{_safe_url(req.full_url)} redirected (HTTP {code}) to a URL that is not valid "
+                f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that is not a valid URL "
                 f"({_safe_url(str(headers.get('Location') or headers.get('URI') or ''))}): {exc}; refused"
             ) from None
 
