@@ -24,6 +24,7 @@ from typing import Any, Mapping
 
 from engine.backends import ASR_BACKENDS
 from engine.backends.availability import Availability, model_availability
+from engine.backends.hosted.scrub import register_secret_env
 from engine.config import check_keys, expect_type, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
@@ -54,6 +55,8 @@ class ModelEntry:
         ``fallback``) are resolved through ``registry`` (default: the configured one)."""
         meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
         meta.update(self.resources)
+        if isinstance(self.options.get("api_key_env"), str):  # the driver scrubs this key too (Ray: the model runs elsewhere)
+            register_secret_env(self.options["api_key_env"])
         return ModelSpec(self.name, self.backend, self._resolved_options(registry), batch_size or self.batch_size, meta)
 
     def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
 app = typer.Typer(help="Batch ASR robustness and acoustic audit engine.", no_args_is_help=True, add_completion=False)
@@ -39,6 +40,7 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logg
         handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
         force=True,
     )
+    install_log_scrubber()
     for noisy in ("faster_whisper", "ctranslate2", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -46,7 +48,7 @@ def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logg
 def _fail(exc: Exception) -> None:
     from rich.markup import escape
 
-    console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(scrub(str(exc)))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -138,7 +140,7 @@ def _run_with_progress(
         console.print(f"[yellow]failed rows:[/] {failed} (reasons in summary.json → models.<name>.failures)")
     unavailable = {m: v.get("error") for m, v in summary["models"].items() if v.get("status") not in ("loaded", None)}
     for m, why in unavailable.items():
-        console.print(f"[yellow]{m} did not run:[/] {why}", soft_wrap=True)
+        console.print(f"[yellow]{m} did not run:[/] {scrub(str(why))}", soft_wrap=True)
     out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}, {out_dir / 'report.html'}", soft_wrap=True)
     return summary
 
@@ -488,6 +490,11 @@ def entrypoint() -> None:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: finished units are kept; re-run the same command to resume[/]")
         sys.exit(130)
+    except Exception:  # an unexpected error: its traceback, with every configured secret removed
+        import traceback
+
+        console.print(scrub(traceback.format_exc()), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":
