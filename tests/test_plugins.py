@@ -73,20 +73,17 @@ def test_every_kind_has_its_builtins_from_pyproject() -> None:
             assert reg.get(name) is not None
 
 
-def test_installed_metadata_matches_the_source_tree(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An installed wheel (no pyproject.toml beside the code) reads the same built-ins from its metadata."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution("audit-engine")
-    except metadata.PackageNotFoundError:
-        pytest.skip("audit-engine is not installed here (source-tree run)")
-    if not any(ep.group.startswith("audit_engine.") for ep in dist.entry_points):
-        pytest.skip("the installed audit-engine metadata predates its entry points: pip install -e . again")
-    monkeypatch.setattr(registry_mod, "_source_tree_pyproject", lambda: None)
+def test_an_installed_wheel_reads_the_builtins_from_its_metadata(on_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pyproject.toml beside the code (a wheel): the built-ins come from audit-engine's entry_points.txt."""
     table = pyproject_entry_points()
+    fake_dist(on_path, "audit-engine", "9.9", {g: eps for g, eps in table.items() if g.startswith("audit_engine.")})
+    monkeypatch.setattr(registry_mod, "_source_tree_pyproject", lambda: None)
     for g in GROUPS:
-        assert {e.name: e.target for e in builtin_entries(f"audit_engine.{g}")} == table[f"audit_engine.{g}"]
+        group = f"audit_engine.{g}"
+        assert {e.name: e.target for e in builtin_entries(group)} == table[group]
+        assert registry_mod.plugin_entries(group) == []  # the project's own entries are not plug-ins
+    reg: Registry[type] = Registry("ASR backend", "audit_engine.asr_backends")
+    assert {e.origin for e in reg.entries()} == {BUILTIN} and "pocketsphinx" in reg
 
 
 def test_source_tree_without_any_install_finds_the_builtins(tmp_path: Path) -> None:
