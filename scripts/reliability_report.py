@@ -10,7 +10,8 @@ plugin that records every test's outcome and the figures the tests record with
   an uninterrupted run's (must be 0), and over the bad-input run;
 * security and property checks passed;
 * red-team regression cases held (exact resume under any change, typed configuration, SQL and
-  report escaping, credentials and redirects, linear normalization, bounded decoding);
+  report escaping, credentials and redirects, linear normalization, bounded decoding, secrets in
+  every encoding kept out of every artefact and log line, remote-call limits);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %);
 * the regression cases of each failure class found by adversarial rounds, held / failed per
   class: every ``tests/test_reliability_*.py`` file whose docstring opens with
@@ -56,14 +57,21 @@ GROUPS = {
     "red team: normalizer": "tests/test_normalizer_linear.py",
     "red team: decoding": "tests/test_decode_bounds.py",
     "red team: errors": "tests/test_redteam_errors.py",
+    "red team: secrets": "tests/test_secrets.py",
+    "red team: HTTP limits": "tests/test_http_limits.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 CLASS_LINE = re.compile(r"^Reliability class (\d+): (.+?)\.?$")
 
 
+#: regression files of a failure class that are not named test_reliability_*.py (their cases also
+#: count under "red team" above)
+CLASS_FILES = {"tests/test_secrets.py": (1, "secrets written to results"), "tests/test_http_limits.py": (5, "hosted client limits")}
+
+
 def reliability_classes() -> dict[str, str]:
-    """``tests/test_reliability_*.py`` -> its class label (``"class 4: tracks"``), in class order."""
-    found: list[tuple[int, str, str]] = []
+    """``tests/test_reliability_*.py`` (and ``CLASS_FILES``) -> its class label (``"class 4: tracks"``), in class order."""
+    found: list[tuple[int, str, str]] = [(n, f"class {n}: {title}", rel) for rel, (n, title) in CLASS_FILES.items() if (REPO / rel).exists()]
     for path in sorted((REPO / "tests").glob("test_reliability_*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         m = CLASS_LINE.match(doc.strip().splitlines()[0] if doc.strip() else "")
@@ -208,7 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = [GROUPS[g] for g in ("bad inputs", "faults", "security", "properties", *RED_TEAM)]
     files = [f for f in files if (REPO / f).exists()]
     classes = reliability_classes()
-    files += list(classes)
+    files += [f for f in classes if f not in files]
     if not (args.quick or args.no_ray):
         files.append(GROUPS["ray faults"])
     record = out / "tests.jsonl"

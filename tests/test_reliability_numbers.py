@@ -145,7 +145,7 @@ def test_run_limit_flag_is_typed(env: Env) -> None:
 def test_the_engine_options_are_checked_in_python_too(tmp_path: Path) -> None:
     from audits.pipeline import EngineOptions
 
-    for bad in (EngineOptions(memory_budget_mb=-5), EngineOptions(max_models_loaded=0), EngineOptions(kind="threads"), EngineOptions(memory_budget_mb=math.nan)):
+    for bad in (EngineOptions(memory_budget_mb=-5), EngineOptions(max_models_loaded=0), EngineOptions(memory_budget_mb=math.nan)):
         with pytest.raises(ConfigError):
             bad.check()
     EngineOptions(memory_budget_mb=512, max_models_loaded=2, workers=3).check()
@@ -193,7 +193,7 @@ def test_diarizer_options_are_typed_when_built() -> None:
 def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
-    from audits.pipeline import ENGINE_FIELDS
+    from audits.runners import ENGINE_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer

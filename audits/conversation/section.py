@@ -38,7 +38,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
             run_conversation,
             write_recordings_csv,
         )
-        from normalizers import get_normalizer
+        from audits.normalizing import get_normalizer
 
         data = load_conversation_data(_root(config, ctx.dataset))
         asr = [s for s in ctx.asr_models if s.backend != "predictions"]
