@@ -193,8 +193,8 @@ def test_diarizer_options_are_typed_when_built() -> None:
 def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
-    from audits.runners import ENGINE_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
+    from audits.runners import ENGINE_FIELDS
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
     from engine.config import fields_doc
