@@ -86,6 +86,9 @@ def class_counts(records: list[dict[str, Any]], classes: dict[str, str]) -> dict
     for rel, label in classes.items():
         rs = [r for r in records if r["nodeid"].startswith(rel + "::")]
         entry = out.setdefault(label, {"held": 0, "failed": 0, "skipped": 0, "failed_cases": []})
+        if not rs:  # nothing ran (a collection error): one failure, never a silent "failed 0"
+            entry["failed"] += 1
+            entry["failed_cases"].append(f"{rel} (no case ran; see pytest's output)")
         entry["held"] += sum(r["outcome"] == "passed" for r in rs)
         entry["failed"] += sum(r["outcome"] == "failed" for r in rs)
         entry["skipped"] += sum(r["outcome"] == "skipped" for r in rs)

@@ -20,7 +20,7 @@ import pytest
 from audits.asr.scoring import score_table
 from engine.audio import decode
 from engine.data import Utterance
-from normalizers import get_normalizer
+from audits.normalizing import get_normalizer
 from tests.reliability_env import Env, audit, noise, speech_clips, write_dataset
 
 
