@@ -228,3 +228,21 @@ def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message:
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert message in " ".join(res.output.split())
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    ("registry", "backend", "options", "message"),
+    [
+        ("asr", "memorizer", {"threshold": "0.9"}, "memorizer option 'threshold': expected a number"),
+        ("asr", "memorizer", {"length_tolerance": math.nan}, "finite"),
+        ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro option 'timeout_s': expected a finite number"),
+        ("tts", "kokoro", {"max_tokens": "500"}, "kokoro option 'max_tokens': expected an integer"),
+        ("tts", "kokoro", {"threads": 2.5}, "kokoro option 'threads': expected an integer"),
+    ],
+)
+def test_backends_that_parse_numbers_themselves_use_the_layer(registry: str, backend: str, options: dict[str, object], message: str) -> None:
+    from engine.backends import TTS_BACKENDS
+
+    reg = ASR_BACKENDS if registry == "asr" else TTS_BACKENDS
+    with pytest.raises(ConfigError, match=message):
+        reg.get(backend)(**options)

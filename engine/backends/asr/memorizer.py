@@ -29,6 +29,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
+from engine.config import check_number
 from engine.data import SAMPLE_RATE, ModelSpec
 from engine.errors import ConfigError
 
@@ -128,8 +129,8 @@ class MemorizerBackend(ASRBackend):
         if unknown:
             raise ConfigError(f"memorizer: unknown option(s) {sorted(unknown)}; allowed: {sorted(self.OPTIONS)}")
         super().__init__(**options)
-        self.threshold = float(options.get("threshold", DEFAULT_THRESHOLD))
-        self.tol = float(options.get("length_tolerance", 0.03))
+        self.threshold = float(check_number(options.get("threshold", DEFAULT_THRESHOLD), "memorizer option 'threshold'"))
+        self.tol = float(check_number(options.get("length_tolerance", 0.03), "memorizer option 'length_tolerance'", ge=0))
         self._index: list[tuple[str, int, tuple[np.ndarray, np.ndarray], str]] = []
         self._fallback: ASRBackend | None = None
         self.n_hits = 0

@@ -33,6 +33,7 @@ from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, TTSBackend, package_versions
 from engine.backends.bundled import _package_dir
 from engine.backends.tts.program import resample
+from engine.config import check_number
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
@@ -207,17 +208,19 @@ class KokoroTTS(TTSBackend):
         super().__init__(**options)
         self.voice = str(options.get("voice", self.default_voice))
         self.speed = self._check_speed(options.get("speed", 1.0))
-        self.sample_rate: int | None = int(options["sample_rate"]) if options.get("sample_rate") else None
+        rate = options.get("sample_rate")
+        self.sample_rate: int | None = int(check_number(rate, "kokoro option 'sample_rate'", integer=True, ge=8000, le=384_000)) if rate else None
         self.espeak_voice = str(options.get("espeak_voice", "en-us"))
         self.espeak_binary = str(options.get("espeak_binary", "espeak-ng"))
-        self.threads = int(options.get("threads") or min(4, os.cpu_count() or 1))
-        self.max_tokens = int(options.get("max_tokens", 500))
+        threads = options.get("threads")
+        self.threads = int(check_number(threads, "kokoro option 'threads'", integer=True, ge=1, le=1024)) if threads else min(4, os.cpu_count() or 1)
+        self.max_tokens = int(check_number(options.get("max_tokens", 500), "kokoro option 'max_tokens'", integer=True))
         if not 16 <= self.max_tokens <= CONTEXT_TOKENS:
             raise ConfigError(f"kokoro option 'max_tokens' must be between 16 and {CONTEXT_TOKENS}, got {self.max_tokens}")
-        self.pause_s = float(options.get("pause_s", 0.25))
+        self.pause_s = float(check_number(options.get("pause_s", 0.25), "kokoro option 'pause_s'"))
         if not 0.0 <= self.pause_s <= 5.0:
             raise ConfigError(f"kokoro option 'pause_s' must be between 0 and 5 seconds, got {self.pause_s}")
-        self.timeout_s = float(options.get("timeout_s", 60.0))
+        self.timeout_s = float(check_number(options.get("timeout_s", 60.0), "kokoro option 'timeout_s'", gt=0, le=86_400))
         self._session: Any = None
         self._vocab: dict[str, int] = {}
         self._styles: dict[str, np.ndarray] = {}
