@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from audits.asr.scoring import score_table
+from audits.normalizing import get_normalizer
 from engine.audio import decode
 from engine.data import Utterance
-from audits.normalizing import get_normalizer
 from tests.reliability_env import Env, audit, noise, speech_clips, write_dataset
 
 
