@@ -120,6 +120,7 @@ def builtin_registry() -> Registry[type[AuditSection[Any]]]:
     """A registry holding the sections that ship with the project (tests build one to add a toy section)."""
     reg: Registry[type[AuditSection[Any]]] = Registry("audit section")
     reg.register_lazy("probes", "audits.probes.section:ProbesSection")
+    reg.register_lazy("profiles", "audits.profiles.section:ProfilesSection")
     reg.register_lazy("speaker", "audits.speaker.section:SpeakerSection")
     reg.register_lazy("emotion", "audits.emotion.section:EmotionSection")
     reg.register_lazy("conversation", "audits.conversation.section:ConversationSection")
