@@ -169,6 +169,9 @@ def run_recipe(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)
+    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
+    for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made
+        dataset = sec.prepare_dataset(cfg, dataset, out, dec)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
@@ -184,7 +187,6 @@ def run_recipe(
     # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
     store.consolidate([s.name for s in specs], plan=plan)
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
-    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
     ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
     for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
         extra[sec.key] = sec.run(cfg, ctx)

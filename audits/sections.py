@@ -5,6 +5,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
 
 * ``parse(raw, source)``: validate the recipe's mapping under the section's key into a typed
   config (errors name the recipe file and key); called for every section before any model loads;
+* ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
+  see, e.g. with derived clips added; called once the dataset is open, before the run plan;
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
   section's key);
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
@@ -85,6 +87,11 @@ class AuditSection(ABC, Generic[ConfigT]):
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         """Lines of ``report.md`` for this section of a summary (``[]`` to show nothing)."""
 
+    def prepare_dataset(self, config: ConfigT, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
+        """The dataset the run's models see; by default the opened one. A section that derives
+        clips (perturbations) returns it extended, before the run plan is made."""
+        return dataset
+
     def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
         """What ``report.html`` embeds (and shows) under this key; by default the section as it is."""
         return dict(section)
@@ -121,6 +128,7 @@ def builtin_registry() -> Registry[type[AuditSection[Any]]]:
     reg: Registry[type[AuditSection[Any]]] = Registry("audit section")
     reg.register_lazy("probes", "audits.probes.section:ProbesSection")
     reg.register_lazy("profiles", "audits.profiles.section:ProfilesSection")
+    reg.register_lazy("perturbations", "audits.profiles.section:PerturbationsSection")
     reg.register_lazy("speaker", "audits.speaker.section:SpeakerSection")
     reg.register_lazy("emotion", "audits.emotion.section:EmotionSection")
     reg.register_lazy("conversation", "audits.conversation.section:ConversationSection")

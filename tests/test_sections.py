@@ -141,7 +141,7 @@ def test_unknown_section_keys_say_did_you_mean(toy_registry: Any) -> None:
 
 
 def test_registry_order_and_duplicates() -> None:
-    assert [s.key for s in ordered()] == ["probes", "speaker", "emotion", "conversation"]
+    assert [s.key for s in ordered()] == ["probes", "profiles", "perturbations", "speaker", "emotion", "conversation"]
     reg = builtin_registry()
     with pytest.raises(RegistryError, match="duplicate audit section name 'speaker'"):
         reg.register("speaker")(ToySection)

@@ -24,6 +24,14 @@ def _level(x: Any, unit: str) -> str:
     return "beyond ladder" if x is None else f"{float(x):g}{(' ' + unit) if unit else ''}"
 
 
+def _break_ci(r: Mapping[str, Any], unit: str) -> str:
+    """Interval of the breaking point; a bound beyond the harshest level reads 'beyond ladder'."""
+    if "breaking_share" not in r:
+        return "—"
+    lo, hi = r.get("breaking_ci95") or [None, None]
+    return f"[{_level(lo, unit)}, {_level(hi, unit)}]"
+
+
 def _rtfx_text(r: Mapping[str, Any]) -> str:
     return "—" if not r.get("rtfx") else f"{float(r['rtfx']):.1f}"
 
@@ -50,6 +58,43 @@ def map_lines(section: Mapping[str, Any]) -> list[str]:
         if m["unmapped"]:
             out.append(f"  - **unmapped** (in no condition): " + ", ".join(f"{md(v)} ({n} clips)" for v, n in m["unmapped"].items()))
     return out
+
+
+def ladder_md(lad: Mapping[str, Any]) -> list[str]:
+    """report.md lines of one ladder: WER per level, slope, breaking point."""
+    lines: list[str] = []
+    unit = lad.get("unit", "")
+    lines += [f"### Ladder: {md(lad['name'])} (baseline {md(lad['baseline'])}; breaking point = first level with WER > baseline + {100 * lad['margin']:.0f} points)", "",
+              "| model | baseline WER % | " + " | ".join(f"{md(x['value'])}" for x in lad["levels"]) + f" | slope (points / {md(unit) or 'unit'}) | breaking point | 95% CI |",
+              "|---|---:|" + "---:|" * len(lad["levels"]) + "---:|---|---|"]
+    for m, r in lad["models"].items():
+        sc = r.get("slope_ci95") or [None, None]
+        lines.append(
+            f"| {md(m)} | {pct(r['baseline']['wer'])} | " + " | ".join(f"{pct(x['wer'])} {ci_text(x['ci95'])}" for x in r["levels"])
+            + f" | {_pts(r.get('slope'))} {'' if sc[0] is None else f'[{100 * sc[0]:+.2f}, {100 * sc[1]:+.2f}]'} | {md(_level(r.get('breaking_point'), unit))} | "
+            + md(_break_ci(r, unit)) + " |"
+        )
+    lines.append("")
+    return lines
+
+
+def ladder_html(lad: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+    """report.html block of one ladder: small multiples of WER per level, slope and breaking point."""
+    unit = lad.get("unit", "")
+    labels = [lad["baseline"]] + [x["value"] for x in lad["levels"]]
+    panels = []
+    hi = 0.0
+    for m, r in lad["models"].items():
+        rows_ = [IntervalRow(lad["baseline"], r["baseline"]["wer"], *(r["baseline"]["ci95"] or [None, None]), colors.get(m, "#4e79a7"), strong=True)]
+        rows_ += [IntervalRow(x["value"], x["wer"], *(x["ci95"] or [None, None]), colors.get(m, "#4e79a7")) for x in r["levels"]]
+        hi = max([hi] + [v for x in rows_ for v in (x.value, x.hi) if v is not None])
+        panels.append((m, rows_))
+    body = svg_interval_panels(labels, panels, 0.0, min(1.5, max(0.1, hi * 1.05)), f"WER along the {lad['name']} ladder")
+    rows2 = "".join(f"<tr data-model='{esc(m)}'><td class='l'>{esc(m)}</td><td>{esc(_pts(r.get('slope')))}</td><td>{esc(_level(r.get('breaking_point'), unit))}</td>"
+                    f"<td>{esc(_break_ci(r, unit))}</td></tr>"
+                    for m, r in lad["models"].items())
+    return (f"<h3>Ladder: {esc(lad['name'])}</h3>{body}<table class='ladder'><thead><tr><th class='l'>model</th><th>slope (points / {esc(unit or 'unit')})</th>"
+                 f"<th>breaking point (WER > baseline + {100 * lad['margin']:.0f} pts)</th><th>95% CI</th></tr></thead><tbody>{rows2}</tbody></table>")
 
 
 def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
@@ -101,19 +146,7 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
                 f"{md(x['model'])} {x['max_shift']:+g} on {md(x['condition'])}" for x in rs["movers"][:5])]
         lines.append("")
     for lad in section.get("ladders") or []:
-        unit = lad.get("unit", "")
-        lines += [f"### Ladder: {md(lad['name'])} (baseline {md(lad['baseline'])}; breaking point = first level with WER > baseline + {100 * lad['margin']:.0f} points)", "",
-                  "| model | baseline WER % | " + " | ".join(f"{md(x['value'])}" for x in lad["levels"]) + f" | slope (points / {md(unit) or 'unit'}) | breaking point | 95% CI |",
-                  "|---|---:|" + "---:|" * len(lad["levels"]) + "---:|---|---|"]
-        for m, r in lad["models"].items():
-            sc = r.get("slope_ci95") or [None, None]
-            bc = r.get("breaking_ci95") or [None, None]
-            lines.append(
-                f"| {md(m)} | {pct(r['baseline']['wer'])} | " + " | ".join(f"{pct(x['wer'])} {ci_text(x['ci95'])}" for x in r["levels"])
-                + f" | {_pts(r.get('slope'))} {'' if sc[0] is None else f'[{100 * sc[0]:+.2f}, {100 * sc[1]:+.2f}]'} | {md(_level(r.get('breaking_point'), unit))} | "
-                + ("—" if r.get("breaking_ci95") is None else f"[{md(_level(bc[0], unit))}, {md(_level(bc[1], unit))}]") + " |"
-            )
-        lines.append("")
+        lines += ladder_md(lad)
     to = section.get("trade_offs") or {}
     if to.get("models"):
         lines += ["### Trade-offs: WER, speed, cost", "", "| model | WER % | 95% CI | RTFx | cost / audio h (USD) | basis | front |", "|---|---:|---|---:|---:|---|---|"]
@@ -174,21 +207,7 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
         parts.append("<h3>Rank stability</h3><table class='rank-stability'><thead><tr><th class='l'>condition</th><th>Kendall's tau-b</th><th>95% CI</th><th>models</th></tr></thead><tbody>"
                      + "".join(trs) + "</tbody></table>" + (f"<p>Largest rank moves (+ = worse rank there): {movers}</p>" if movers else ""))
     for lad in section.get("ladders") or []:
-        unit = lad.get("unit", "")
-        labels = [lad["baseline"]] + [x["value"] for x in lad["levels"]]
-        panels = []
-        hi = 0.0
-        for m, r in lad["models"].items():
-            rows_ = [IntervalRow(lad["baseline"], r["baseline"]["wer"], *(r["baseline"]["ci95"] or [None, None]), colors.get(m, "#4e79a7"), strong=True)]
-            rows_ += [IntervalRow(x["value"], x["wer"], *(x["ci95"] or [None, None]), colors.get(m, "#4e79a7")) for x in r["levels"]]
-            hi = max([hi] + [v for x in rows_ for v in (x.value, x.hi) if v is not None])
-            panels.append((m, rows_))
-        body = svg_interval_panels(labels, panels, 0.0, min(1.5, max(0.1, hi * 1.05)), f"WER along the {lad['name']} ladder")
-        rows2 = "".join(f"<tr data-model='{esc(m)}'><td class='l'>{esc(m)}</td><td>{esc(_pts(r.get('slope')))}</td><td>{esc(_level(r.get('breaking_point'), unit))}</td>"
-                        f"<td>{esc('—' if not r.get('breaking_ci95') or r['breaking_ci95'] == [None, None] and r.get('breaking_point') is None else '[' + _level(r['breaking_ci95'][0], unit) + ', ' + _level(r['breaking_ci95'][1], unit) + ']')}</td></tr>"
-                        for m, r in lad["models"].items())
-        parts.append(f"<h3>Ladder: {esc(lad['name'])}</h3>{body}<table class='ladder'><thead><tr><th class='l'>model</th><th>slope (points / {esc(unit or 'unit')})</th>"
-                     f"<th>breaking point (WER > baseline + {100 * lad['margin']:.0f} pts)</th><th>95% CI</th></tr></thead><tbody>{rows2}</tbody></table>")
+        parts.append(ladder_html(lad, colors))
     to = section.get("trade_offs") or {}
     pts = [(m, r["rtfx"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7")) for m, r in (to.get("models") or {}).items() if r.get("rtfx") and r.get("wer") is not None]
     if pts:

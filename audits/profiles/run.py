@@ -110,9 +110,10 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
     return {"models": models, "pareto_wer_rtfx": pareto_front(speed_pts), "pareto_wer_cost": pareto_front(cost_pts), "gpu_hour_usd": gpu_hour_usd}
 
 
-def _normalizer_name(config: ProfilesConfig, ctx: SectionContext) -> str:
-    if config.normalizer:
-        return config.normalizer
+def normalizer_name(configured: str | None, ctx: SectionContext) -> str:
+    """The section's normalizer: the configured one, else the run's (run.json), else whisper-english."""
+    if configured:
+        return configured
     run_json = ctx.out_dir / "run.json"
     if run_json.is_file():
         name = json.loads(run_json.read_text()).get("normalizer")
@@ -155,7 +156,7 @@ def compute_profiles(frame: pd.DataFrame, config: ProfilesConfig, specs: Sequenc
 
 def run_profiles(config: ProfilesConfig, ctx: SectionContext) -> dict[str, Any]:
     """The section's ``run``: score the run's rows with its normalizer and compute the profile."""
-    name = _normalizer_name(config, ctx)
+    name = normalizer_name(config.normalizer, ctx)
     scored = score_table(ctx.load_rows(), get_normalizer(name))
     out = compute_profiles(scored.frame, config, ctx.asr_models)
     out["normalizer"] = name

@@ -13,7 +13,12 @@ from typing import TYPE_CHECKING, Any
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from audits.profiles.config import ProfilesConfig
+    from audits.profiles.perturbations import PerturbationsConfig
+    from engine.data import DecodeOptions
+    from engine.datasets.base import Dataset
 
 
 class ProfilesSection(AuditSection["ProfilesConfig"]):
@@ -46,3 +51,41 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
         note = ("WER is corpus-level on clips with speech; intervals are speaker-block bootstrap percentiles; "
                 "gap p-values are Holm-corrected across every gap of every model, paired gap tests across every gap and pair.")
         return self.title, render_profiles(section, colors), note
+
+
+class PerturbationsSection(AuditSection["PerturbationsConfig"]):
+    """``perturbations:``: derived clips before the models run, WER ladders after."""
+
+    key = "perturbations"
+    title = "Perturbation ladders"
+    order = 16
+    needs_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> PerturbationsConfig:
+        from audits.profiles.perturbations import parse_perturbations
+
+        return parse_perturbations(raw, source)
+
+    def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
+        from audits.profiles.perturbations import derive
+
+        return derive(config, dataset, out_dir, decode_options)
+
+    def run(self, config: PerturbationsConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.profiles.perturbations import run_perturbations
+
+        return run_perturbations(config, ctx)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.profiles.perturbations import perturbation_lines
+
+        return perturbation_lines(section, self.title)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        section = summary.get(self.key) or {}
+        if not section:
+            return None
+        from audits.profiles.perturbations import render_perturbations
+
+        note = "Every clip at every level of every family, derived deterministically from the seed; baseline = the clean clips; intervals: speaker-block bootstrap."
+        return self.title, render_perturbations(section, colors), note
