@@ -56,7 +56,7 @@ def map_lines(section: Mapping[str, Any]) -> list[str]:
                            for v, a in m["mapped"].items())
         out.append(head + (mapped or "nothing mapped"))
         if m["unmapped"]:
-            out.append(f"  - **unmapped** (in no condition): " + ", ".join(f"{md(v)} ({n} clips)" for v, n in m["unmapped"].items()))
+            out.append("  - **unmapped** (in no condition): " + ", ".join(f"{md(v)} ({n} clips)" for v, n in m["unmapped"].items()))
     return out
 
 
