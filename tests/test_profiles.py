@@ -250,3 +250,12 @@ def test_reports_render_and_escape(result: dict) -> None:
     md = "\n".join(profiles_lines(result, "Robustness profiles"))
     assert "| whisper-tiny.en | circle: outer − inner |" in md and "breaking point" in md
     json.dumps(result, allow_nan=False)
+
+
+def test_perturbed_copies_do_not_enter_the_conditions(scored: pd.DataFrame, result: dict) -> None:
+    clean = scored.assign(perturbation="clean")
+    noisy = scored.assign(perturbation="white-noise:0", utt_id=scored["utt_id"] + "~w", hyp_raw="", hyp_norm="",
+                          word_errors=scored["n_words"], parent_id=scored["utt_id"])
+    both = compute_profiles(pd.concat([clean, noisy], ignore_index=True), parse_profiles_config(CONFIG, "recipe.yaml"))
+    assert both["rows"] == "source clips only (perturbation=clean)"
+    assert both["gap_table"] == result["gap_table"] and both["profiles"] == result["profiles"]
