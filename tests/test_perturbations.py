@@ -124,12 +124,12 @@ def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
 
 @pytest.mark.slow
 def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[Path, str]], tmp_path: Path) -> None:
-    """pocketsphinx on three LibriVox clips: per-level WER equals jiwer on that level's rows; resume redoes nothing."""
-    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": "en-us"} for p, t in librivox[:3]]
+    """pocketsphinx on two LibriVox clips: per-level WER equals jiwer on that level's rows; resume redoes nothing."""
+    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": "en-us"} for p, t in librivox[:2]]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     recipe_path = tmp_path / "r.yaml"
     recipe_path.write_text(yaml.safe_dump({
-        "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 3, "warmup": 0,
+        "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 2, "warmup": 0,
         "perturbations": {"families": [{"kind": "noise", "noise": "white", "levels": [10, -5]}], "n_boot": 100, "breaking_margin": 0.05},
     }))
     out = tmp_path / "run"
@@ -149,7 +149,7 @@ def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[P
     assert res["levels"][1]["wer"] > res["baseline"]["wer"]  # a real model gets worse in loud white noise
     assert res["slope"] == pytest.approx((res["levels"][0]["wer"] - res["levels"][1]["wer"]) / 15, abs=1e-9)
     derived = table[table["perturbation"] != "clean"]
-    assert len(derived) == 6 and set(derived["parent_id"]) == {r["utt_id"] for r in rows}
+    assert len(derived) == 4 and set(derived["parent_id"]) == {r["utt_id"] for r in rows}
     assert "Perturbation ladders" in (out / "report.md").read_text() and "white-noise" in (out / "report.html").read_text()
     events: list[str] = []
     again = run_recipe(load_recipe(str(recipe_path)), out, progress=lambda e, n, info: events.append(e))

@@ -32,6 +32,11 @@ def _break_ci(r: Mapping[str, Any], unit: str) -> str:
     return f"[{_level(lo, unit)}, {_level(hi, unit)}]"
 
 
+def _interval_row(label: str, x: Mapping[str, Any], color: str, strong: bool = False) -> IntervalRow:
+    lo, hi = x.get("ci95") or [None, None]
+    return IntervalRow(label, x.get("wer"), lo, hi, color, strong=strong)
+
+
 def _rtfx_text(r: Mapping[str, Any]) -> str:
     return "—" if not r.get("rtfx") else f"{float(r['rtfx']):.1f}"
 
@@ -85,8 +90,8 @@ def ladder_html(lad: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     panels = []
     hi = 0.0
     for m, r in lad["models"].items():
-        rows_ = [IntervalRow(lad["baseline"], r["baseline"]["wer"], *(r["baseline"]["ci95"] or [None, None]), colors.get(m, "#4e79a7"), strong=True)]
-        rows_ += [IntervalRow(x["value"], x["wer"], *(x["ci95"] or [None, None]), colors.get(m, "#4e79a7")) for x in r["levels"]]
+        color = colors.get(m, "#4e79a7")
+        rows_ = [_interval_row(lad["baseline"], r["baseline"], color, strong=True)] + [_interval_row(x["value"], x, color) for x in r["levels"]]
         hi = max([hi] + [v for x in rows_ for v in (x.value, x.hi) if v is not None])
         panels.append((m, rows_))
     body = svg_interval_panels(labels, panels, 0.0, min(1.5, max(0.1, hi * 1.05)), f"WER along the {lad['name']} ladder")

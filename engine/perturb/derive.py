@@ -158,10 +158,10 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     light: list[Utterance] = []  # ids and references only, for the fingerprint
     all_stamps: list[tuple[str, str]] = []
     for sid in shard_ids:
-        utts = loader(sid).utterances
-        stamps = audio_stamps(list(utts), dataset.root)
-        index[sid] = ShardIndex(tuple(u.utt_id for u in utts), tuple(clip_digest(u, st) for u, st in zip(utts, stamps)))
-        light.extend(Utterance(u.utt_id, u.reference) for u in utts)
+        held = loader(sid).utterances
+        stamps = audio_stamps(list(held), dataset.root)
+        index[sid] = ShardIndex(tuple(u.utt_id for u in held), tuple(clip_digest(u, st) for u, st in zip(held, stamps)))
+        light.extend(Utterance(u.utt_id, u.reference) for u in held)
         all_stamps.extend(stamps)
     n_utts = len(light)
     fingerprint = fingerprint_utterances(light, None, all_stamps)
