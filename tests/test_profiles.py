@@ -259,3 +259,23 @@ def test_perturbed_copies_do_not_enter_the_conditions(scored: pd.DataFrame, resu
     both = compute_profiles(pd.concat([clean, noisy], ignore_index=True), parse_profiles_config(CONFIG, "recipe.yaml"))
     assert both["rows"] == "source clips only (perturbation=clean)"
     assert both["gap_table"] == result["gap_table"] and both["profiles"] == result["profiles"]
+
+
+def test_demo_recipe_maps_every_demo_label() -> None:
+    """demo-profiles: every accent, emotion and background value of the demo corpus maps to a group."""
+    from audits.recipes import load_recipe
+    from audits.sections import get_section
+    from engine.corpus.demo import FAMILIES, VOICES
+
+    recipe = load_recipe("demo-profiles")
+    cfg = get_section("profiles").parse(recipe.section("profiles"), recipe.source)
+    get_section("perturbations").parse(recipe.section("perturbations"), recipe.source)
+    by_col = {u.column: u.map for u in cfg.maps}
+    for v in VOICES:
+        a, _ = by_col["accent"].lookup(v.accent)
+        assert a.outputs["circle"] == ("expanding" if v.engine == "kokoro" else "inner"), v.accent
+    for e in FAMILIES["emotion"]:
+        assert by_col["emotion"].lookup(e) is not None, e
+    speech_backgrounds = [b for b in FAMILIES["background"] if not b.endswith("-only") and b != "silence"]
+    assert {b: by_col["background"].lookup(b)[0].outputs["background_type"] for b in speech_backgrounds} == {
+        "clean": "clean", "noise-20db": "noise", "noise-10db": "noise", "noise-5db": "noise", "music": "music"}
