@@ -279,3 +279,25 @@ def test_demo_recipe_maps_every_demo_label() -> None:
     speech_backgrounds = [b for b in FAMILIES["background"] if not b.endswith("-only") and b != "silence"]
     assert {b: by_col["background"].lookup(b)[0].outputs["background_type"] for b in speech_backgrounds} == {
         "clean": "clean", "noise-20db": "noise", "noise-10db": "noise", "noise-5db": "noise", "music": "music"}
+
+
+def test_breaking_point_and_its_interval_on_a_clear_ladder() -> None:
+    """WER 5 % clean, 6 % at 20 dB, 30 % at 10 dB over 40 speakers: breaks at 10 dB in (nearly) every replicate."""
+    from audits.profiles.ladder import LadderSpec, ladder_for_model
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for value, rate in (("clean", 0.05), ("n20", 0.06), ("n10", 0.30), ("n0", 0.70)):
+        for s in range(40):
+            for k in range(3):
+                rows.append({"model": "m", "utt_id": f"{value}-{s}-{k}", "speaker": f"s{s}", "ok": True, "speech_free": False,
+                             "n_words": 20, "word_errors": int(rng.binomial(20, rate)), "bg": value})
+    frame = pd.DataFrame(rows)
+    spec = LadderSpec("bg", "clean", (("n20", 20.0), ("n10", 10.0), ("n0", 0.0)), "dB SNR")
+    r = ladder_for_model(frame, spec, margin=0.05, n_boot=300, seed=0, alpha=0.05)
+    wers = {v: frame[frame["bg"] == v]["word_errors"].sum() / frame[frame["bg"] == v]["n_words"].sum() for v in ("clean", "n20", "n10", "n0")}
+    assert r["breaking_point"] == 10.0 and r["breaking_value"] == "n10"
+    assert r["breaking_ci95"] == [10.0, 10.0] and r["breaking_share"] == 1.0
+    assert r["slope"] == pytest.approx(np.polyfit([20, 10, 0], [wers["n20"], wers["n10"], wers["n0"]], 1)[0])
+    never = ladder_for_model(frame, spec, margin=0.9, n_boot=100, seed=0, alpha=0.05)
+    assert never["breaking_point"] is None and never["breaking_ci95"] == [None, None] and never["breaking_share"] == 0.0
