@@ -5,7 +5,7 @@ Every string from the data goes through ``md`` (Markdown) or ``esc`` (HTML).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from audits.reports.charts import IntervalRow, svg_interval_panels, svg_scatter
@@ -35,6 +35,15 @@ def _break_ci(r: Mapping[str, Any], unit: str) -> str:
 def _interval_row(label: str, x: Mapping[str, Any], color: str, strong: bool = False) -> IntervalRow:
     lo, hi = x.get("ci95") or [None, None]
     return IntervalRow(label, x.get("wer"), lo, hi, color, strong=strong)
+
+
+def _movers_text(rs: Mapping[str, Any], quote: Callable[[Any], str]) -> str:
+    """The models whose rank moves most (``quote``: md or esc)."""
+    moved = [x for x in rs.get("movers") or [] if x["max_shift"] != 0]
+    if not moved:
+        return "No model changes rank in any condition."
+    return "Largest rank moves (+ = worse rank in that condition): " + "; ".join(
+        f"{quote(x['model'])} {x['max_shift']:+g} on {quote(x['condition'])}" for x in moved[:5]) + "."
 
 
 def _rtfx_text(r: Mapping[str, Any]) -> str:
@@ -146,9 +155,7 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
             ci = e.get("ci95") or [None, None]
             ci_s = "—" if ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
             lines.append(f"| {md(c)} | {_tau_text(e.get('tau'))} | {ci_s} | {e.get('n_models', 0)} |")
-        if rs.get("movers"):
-            lines += ["", "Largest rank moves (+ = worse rank in that condition): " + "; ".join(
-                f"{md(x['model'])} {x['max_shift']:+g} on {md(x['condition'])}" for x in rs["movers"][:5])]
+        lines += ["", _movers_text(rs, md)]
         lines.append("")
     for lad in section.get("ladders") or []:
         lines += ladder_md(lad)
@@ -208,9 +215,9 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
             tau = e.get("tau")
             trs.append(f"<tr data-condition='{esc(c)}' data-tau='{esc('' if tau is None else tau)}'><td class='l'>{esc(c)}</td><td>{'—' if tau is None else f'{tau:.2f}'}</td>"
                        f"<td>{'—' if ci[0] is None else esc(f'[{ci[0]:.2f}, {ci[1]:.2f}]')}</td><td>{esc(e.get('n_models', 0))}</td></tr>")
-        movers = "; ".join(f"{esc(x['model'])} {x['max_shift']:+g} on {esc(x['condition'])}" for x in (rs.get("movers") or [])[:5])
+        movers = _movers_text(rs, esc)
         parts.append("<h3>Rank stability</h3><table class='rank-stability'><thead><tr><th class='l'>condition</th><th>Kendall's tau-b</th><th>95% CI</th><th>models</th></tr></thead><tbody>"
-                     + "".join(trs) + "</tbody></table>" + (f"<p>Largest rank moves (+ = worse rank there): {movers}</p>" if movers else ""))
+                     + "".join(trs) + f"</tbody></table><p>{movers}</p>")
     for lad in section.get("ladders") or []:
         parts.append(ladder_html(lad, colors))
     to = section.get("trade_offs") or {}
