@@ -125,12 +125,13 @@ def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
 @pytest.mark.slow
 def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[Path, str]], tmp_path: Path) -> None:
     """pocketsphinx on two LibriVox clips: per-level WER equals jiwer on that level's rows; resume redoes nothing."""
-    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": "en-us"} for p, t in librivox[:2]]
+    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": acc} for (p, t), acc in zip(librivox[:2], ["en-us", "Japanese"])]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     recipe_path = tmp_path / "r.yaml"
     recipe_path.write_text(yaml.safe_dump({
         "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 2, "warmup": 0,
         "perturbations": {"families": [{"kind": "noise", "noise": "white", "levels": [10, -5]}], "n_boot": 100, "breaking_margin": 0.05},
+        "profiles": {"condition_maps": [{"map": "kachru", "column": "accent"}], "n_boot": 100},
     }))
     out = tmp_path / "run"
     summary = run_recipe(load_recipe(str(recipe_path)), out)
@@ -150,6 +151,18 @@ def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[P
     assert res["slope"] == pytest.approx((res["levels"][0]["wer"] - res["levels"][1]["wer"]) / 15, abs=1e-9)
     derived = table[table["perturbation"] != "clean"]
     assert len(derived) == 4 and set(derived["parent_id"]) == {r["utt_id"] for r in rows}
+    # the profiles section ran on the same rows: the source clips only, the accent gap as jiwer computes it
+    prof = summary["profiles"]
+    assert prof["rows"] == "source clips only (perturbation=clean)"
+    gap = {g["label"]: g for g in prof["gap_table"]["models"]["pocketsphinx-en-us"]}["nativeness"]
+    clean = table[table["perturbation"] == "clean"]
+
+    def clip_wer(accent: str) -> float:
+        sub = clean[clean["accent"] == accent]
+        return jiwer.wer([norm(r) for r in sub["ref_raw"]], [norm(h) for h in sub["hyp_raw"]])
+
+    assert gap["gap"] == pytest.approx(clip_wer("Japanese") - clip_wer("en-us"), abs=1e-9)
+    assert "Robustness profiles" in (out / "report.md").read_text()
     assert "Perturbation ladders" in (out / "report.md").read_text() and "white-noise" in (out / "report.html").read_text()
     events: list[str] = []
     again = run_recipe(load_recipe(str(recipe_path)), out, progress=lambda e, n, info: events.append(e))
