@@ -301,3 +301,15 @@ def test_breaking_point_and_its_interval_on_a_clear_ladder() -> None:
     assert r["slope"] == pytest.approx(np.polyfit([20, 10, 0], [wers["n20"], wers["n10"], wers["n0"]], 1)[0])
     never = ladder_for_model(frame, spec, margin=0.9, n_boot=100, seed=0, alpha=0.05)
     assert never["breaking_point"] is None and never["breaking_ci95"] == [None, None] and never["breaking_share"] == 0.0
+
+
+def test_hosted_cost_is_the_registry_price_and_a_missing_price_is_unknown(scored: pd.DataFrame, result: dict) -> None:
+    from audits.profiles.run import trade_offs
+    from engine.data import ModelSpec
+
+    specs = [ModelSpec("whisper-tiny.en", "deepgram", {"price_per_audio_hour_usd": 0.258}), ModelSpec("whisper-base.en", "speechmatics", {"price_per_audio_hour_usd": None})]
+    to = trade_offs(scored, result["profiles"], specs, gpu_hour_usd=None)
+    assert to["models"]["whisper-tiny.en"]["cost_per_audio_hour_usd"] == 0.258 and "registry" in to["models"]["whisper-tiny.en"]["cost_basis"]
+    assert to["models"]["whisper-base.en"]["cost_per_audio_hour_usd"] is None
+    assert to["models"]["whisper-small.en"]["cost_per_audio_hour_usd"] is None  # local, no gpu_hour_usd: unknown, never 0
+    assert to["pareto_wer_cost"] == ["whisper-tiny.en"]
