@@ -12,6 +12,7 @@ import pytest
 import soundfile as sf
 import yaml
 
+from audits.normalizing import get_normalizer
 from audits.pipeline import run_recipe
 from audits.profiles.perturbations import parse_perturbations
 from audits.recipes import load_recipe
@@ -22,7 +23,6 @@ from engine.errors import ConfigError
 from engine.perturb import ops
 from engine.perturb.derive import Family, derive_dataset
 from engine.shards import encode_audio
-from normalizers import get_normalizer
 from tests.conftest import write_manifest
 
 SR = 16000
@@ -36,7 +36,8 @@ def _voiced(i: int, seconds: float = 1.0) -> np.ndarray:
 
 
 def _dataset(n: int = 3):
-    utts = [Utterance(f"u{i}", "a b c", audio_bytes=encode_audio(_voiced(i), SR), duration_s=1.0, speaker=f"s{i}", labels={"accent": "en-us"}) for i in range(n)]
+    utts = [Utterance(f"u{i}", "a b c", audio_bytes=encode_audio(_voiced(i), SR), duration_s=1.0, speaker=f"s{i}",
+        labels={"accent": "en-us"}) for i in range(n)]
     return in_memory_dataset("t", "mem", "mem", utts, n, None)
 
 
@@ -125,11 +126,13 @@ def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
 @pytest.mark.slow
 def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[Path, str]], tmp_path: Path) -> None:
     """pocketsphinx on two LibriVox clips: per-level WER equals jiwer on that level's rows; resume redoes nothing."""
-    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": acc} for (p, t), acc in zip(librivox[:2], ["en-us", "Japanese"])]
+    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": acc} for (p,
+        t), acc in zip(librivox[:2], ["en-us", "Japanese"])]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     recipe_path = tmp_path / "r.yaml"
     recipe_path.write_text(yaml.safe_dump({
-        "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 2, "warmup": 0,
+        "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 2,
+        "warmup": 0,
         "perturbations": {"families": [{"kind": "noise", "noise": "white", "levels": [10, -5]}], "n_boot": 100, "breaking_margin": 0.05},
         "profiles": {"condition_maps": [{"map": "kachru", "column": "accent"}], "n_boot": 100},
     }))

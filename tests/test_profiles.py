@@ -13,13 +13,13 @@ import yaml
 from scipy.stats import kendalltau
 
 from audits.asr.scoring import score_table
+from audits.normalizing import get_normalizer
 from audits.profiles.config import STUDY_GAPS, parse_profiles_config
 from audits.profiles.maps import CONDITIONS_DIR, load_map, normalize_value
 from audits.profiles.report import profiles_lines, render_profiles
 from audits.profiles.run import compute_profiles
 from audits.profiles.stats import kendall_tau_b
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 
 PREDS = Path(__file__).resolve().parent / "fixtures" / "voxpopuli-150-predictions"
 ACCENTS = ["en-us", "en-gb", "Indian English", "nigerian", "japanese", "German", "martian"]
@@ -44,9 +44,11 @@ def scored() -> pd.DataFrame:
 
 
 CONFIG = {
-    "condition_maps": [{"map": "kachru", "column": "accent"}, {"map": "emotion-quadrants", "column": "emotion"}, {"map": "background", "column": "background"}],
+    "condition_maps": [{"map": "kachru", "column": "accent"}, {"map": "emotion-quadrants", "column": "emotion"},
+        {"map": "background", "column": "background"}],
     "columns": ["conversation"], "n_boot": 200, "gpu_hour_usd": 2.0, "breaking_margin": 0.01,
-    "ladders": [{"column": "background", "baseline": "clean", "levels": {"noise-20db": 20, "noise-10db": 10, "noise-5db": 5}, "unit": "dB SNR"}],
+    "ladders": [{"column": "background", "baseline": "clean", "levels": {"noise-20db": 20, "noise-10db": 10, "noise-5db": 5},
+        "unit": "dB SNR"}],
 }
 
 
@@ -84,7 +86,8 @@ def test_kachru_1985_figure_countries() -> None:
     cmap = load_map("kachru", "t")
     figure = {
         "inner": ["USA", "UK", "Canada", "Australia", "New Zealand"],
-        "outer": ["Bangladesh", "Ghana", "India", "Kenya", "Malaysia", "Nigeria", "Pakistan", "Philippines", "Singapore", "Sri Lanka", "Tanzania", "Zambia"],
+        "outer": ["Bangladesh", "Ghana", "India", "Kenya", "Malaysia", "Nigeria", "Pakistan", "Philippines", "Singapore", "Sri Lanka",
+            "Tanzania", "Zambia"],
         "expanding": ["China", "Egypt", "Indonesia", "Israel", "Japan", "Korea", "Nepal", "Saudi Arabia", "Taiwan", "USSR"],
     }
     for circle, countries in figure.items():
@@ -110,15 +113,18 @@ def test_lookup_by_prefix_and_pattern_and_unmapped() -> None:
 
 
 def test_recipe_values_override_and_are_sourced(tmp_path: Path) -> None:
-    cfg = parse_profiles_config({"condition_maps": [{"map": "kachru", "column": "accent", "values": {"martian": {"circle": "expanding", "nativeness": "non-native"}}}]}, "r.yaml")
+    cfg = parse_profiles_config({"condition_maps": [{"map": "kachru", "column": "accent",
+        "values": {"martian": {"circle": "expanding", "nativeness": "non-native"}}}]}, "r.yaml")
     a, _ = cfg.maps[0].map.lookup("martian")
     assert a.outputs["circle"] == "expanding" and a.source == "recipe"
 
 
 @pytest.mark.parametrize("raw, match", [
-    ({"condition_maps": [{"map": "nope", "column": "accent"}]}, r"r\.yaml: profiles\.condition_maps\[0\]\.map: no shipped condition map 'nope'"),
+    ({"condition_maps": [{"map": "nope", "column": "accent"}]},
+        r"r\.yaml: profiles\.condition_maps\[0\]\.map: no shipped condition map 'nope'"),
     ({"condition_maps": [{"map": "kachru"}]}, r"condition_maps\[0\]: missing required key 'column'"),
-    ({"condition_maps": [{"map": "kachru", "column": "a", "values": {"x": {"circle": "middle", "nativeness": "native"}}}]}, r"values\.x\.circle: 'middle' is not allowed"),
+    ({"condition_maps": [{"map": "kachru", "column": "a", "values": {"x": {"circle": "middle", "nativeness": "native"}}}]},
+        r"values\.x\.circle: 'middle' is not allowed"),
     ({"n_boot": "many"}, r"profiles\.n_boot: expected int"),
     ({"breaking_margin": float("nan")}, r"profiles\.breaking_margin: expected a finite number"),
     ({"gaps": [["circle", "outer"]]}, r"profiles\.gaps\[0\]: expected \[label, value_a, value_b\]"),
@@ -184,7 +190,8 @@ def test_paired_gap_tests(result: dict) -> None:
     assert [e["p_holm"] for e in pairs] == pytest.approx(list(holm([e["p_value"] for e in pairs])))
     for e in pairs:
         # every model scored every clip, so the paired diff is the difference of the two models' gaps
-        assert e["diff"] == pytest.approx(by[(e["label"], e["a_value"], e["b_value"], e["model_a"])] - by[(e["label"], e["a_value"], e["b_value"], e["model_b"])], abs=1e-12)
+        assert e["diff"] == pytest.approx(by[(e["label"], e["a_value"], e["b_value"], e["model_a"])] - by[(e["label"], e["a_value"],
+            e["b_value"], e["model_b"])], abs=1e-12)
         assert e["ci95"][0] <= e["diff"] <= e["ci95"][1]
         if e["smaller_gap"]:
             assert e["p_holm"] < 0.05
@@ -194,7 +201,8 @@ def test_kendall_tau_matches_scipy(result: dict, scored: pd.DataFrame) -> None:
     models = sorted(scored["model"].unique())
     overall = [direct_wer(scored, m, scored["model"] == m) for m in models]
     rs = result["rank_stability"]
-    for cond, col, vals in [("circle=outer", "accent", {"Indian English", "nigerian"}), ("conversation=overlap", "conversation", {"overlap"}),
+    for cond, col, vals in [("circle=outer", "accent", {"Indian English", "nigerian"}),
+        ("conversation=overlap", "conversation", {"overlap"}),
                             ("quadrant=negative-low", "emotion", {"sad"})]:
         per = [direct_wer(scored, m, scored[col].isin(vals)) for m in models]
         tau = kendalltau(overall, per).statistic
@@ -295,7 +303,8 @@ def test_breaking_point_and_its_interval_on_a_clear_ladder() -> None:
     frame = pd.DataFrame(rows)
     spec = LadderSpec("bg", "clean", (("n20", 20.0), ("n10", 10.0), ("n0", 0.0)), "dB SNR")
     r = ladder_for_model(frame, spec, margin=0.05, n_boot=300, seed=0, alpha=0.05)
-    wers = {v: frame[frame["bg"] == v]["word_errors"].sum() / frame[frame["bg"] == v]["n_words"].sum() for v in ("clean", "n20", "n10", "n0")}
+    wers = {v: frame[frame["bg"] == v]["word_errors"].sum() / frame[frame["bg"] == v]["n_words"].sum() for v in ("clean", "n20", "n10",
+        "n0")}
     assert r["breaking_point"] == 10.0 and r["breaking_value"] == "n10"
     assert r["breaking_ci95"] == [10.0, 10.0] and r["breaking_share"] == 1.0
     assert r["slope"] == pytest.approx(np.polyfit([20, 10, 0], [wers["n20"], wers["n10"], wers["n0"]], 1)[0])
@@ -307,9 +316,11 @@ def test_hosted_cost_is_the_registry_price_and_a_missing_price_is_unknown(scored
     from audits.profiles.run import trade_offs
     from engine.data import ModelSpec
 
-    specs = [ModelSpec("whisper-tiny.en", "deepgram", {"price_per_audio_hour_usd": 0.258}), ModelSpec("whisper-base.en", "speechmatics", {"price_per_audio_hour_usd": None})]
+    specs = [ModelSpec("whisper-tiny.en", "deepgram", {"price_per_audio_hour_usd": 0.258}),
+        ModelSpec("whisper-base.en", "speechmatics", {"price_per_audio_hour_usd": None})]
     to = trade_offs(scored, result["profiles"], specs, gpu_hour_usd=None)
-    assert to["models"]["whisper-tiny.en"]["cost_per_audio_hour_usd"] == 0.258 and "registry" in to["models"]["whisper-tiny.en"]["cost_basis"]
+    tiny = to["models"]["whisper-tiny.en"]
+    assert tiny["cost_per_audio_hour_usd"] == 0.258 and "registry" in tiny["cost_basis"]
     assert to["models"]["whisper-base.en"]["cost_per_audio_hour_usd"] is None
     assert to["models"]["whisper-small.en"]["cost_per_audio_hour_usd"] is None  # local, no gpu_hour_usd: unknown, never 0
     assert to["pareto_wer_cost"] == ["whisper-tiny.en"]

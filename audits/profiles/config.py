@@ -109,7 +109,8 @@ def parse_ladders(raw: Any, where: str) -> tuple[LadderSpec, ...]:
         if baseline in dict(levels):
             raise ConfigError(f"{w}.levels: the baseline '{baseline}' is not a level")
         out.append(LadderSpec(str(expect_type(data["column"], str, f"{w}.column")), baseline, levels,
-                              str(expect_type(data.get("unit", ""), str, f"{w}.unit")), str(expect_type(data.get("name", ""), str, f"{w}.name"))))
+                              str(expect_type(data.get("unit", ""), str, f"{w}.unit")),
+                              str(expect_type(data.get("name", ""), str, f"{w}.name"))))
     return tuple(out)
 
 

@@ -81,7 +81,8 @@ def _str(value: Any, where: str) -> str:
     return str(expect_type(value, str, where))
 
 
-def _assignment(entry: str, raw: Any, outputs: Sequence[str], allowed: Mapping[str, Sequence[str]], sources: Mapping[str, str], where: str, extra_keys: set[str] = frozenset()) -> Assignment:  # type: ignore[assignment]
+def _assignment(entry: str, raw: Any, outputs: Sequence[str], allowed: Mapping[str, Sequence[str]], sources: Mapping[str, str], where: str,
+        extra_keys: set[str] = frozenset()) -> Assignment:  # type: ignore[assignment]
     data = expect_type(raw, dict, where)
     check_keys(data, set(outputs) | META_KEYS | extra_keys, where, required=set(outputs) | {"source"})
     source = _str(data["source"], f"{where}.source")
@@ -118,7 +119,8 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
     for o in outputs:
         if o not in allowed_raw:
             raise ConfigError(f"{where}.allowed: missing the values of output '{o}'")
-        allowed[o] = tuple(_str(v, f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}")))
+        allowed[o] = tuple(_str(v,
+            f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}")))
     sources = {str(k): _str(v, f"{where}.sources.{k}") for k, v in expect_type(data["sources"], dict, f"{where}.sources").items()}
     table: dict[str, Assignment] = {}
     entries: dict[str, Assignment] = {}
@@ -149,7 +151,8 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
             rx = re.compile(rx_text)
         except re.error as exc:
             raise ConfigError(f"{w}.regex: invalid regular expression: {exc}") from None
-        patterns.append((rx, _assignment(f"pattern {rx_text}", {k: v for k, v in pdata.items() if k != "regex"}, outputs, allowed, sources, w)))
+        body = {k: v for k, v in pdata.items() if k != "regex"}
+        patterns.append((rx, _assignment(f"pattern {rx_text}", body, outputs, allowed, sources, w)))
     if overrides:
         sources = {**sources, "recipe": f"assigned in the recipe ({override_where or 'values'})"}
         for entry, raw in overrides.items():
@@ -177,7 +180,8 @@ def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
     if "/" not in name and not name.endswith((".yaml", ".yml")):
         p = CONDITIONS_DIR / f"{name}.yaml"
         if not p.is_file():
-            raise ConfigError(f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a YAML file")
+            raise ConfigError(f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a "
+                f"YAML file")
         return p
     p = Path(name).expanduser()
     if not p.is_absolute() and recipe_source and (Path(recipe_source).parent / p).exists():
@@ -190,4 +194,5 @@ def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
 def load_map(name: str, where: str, recipe_source: str = "", overrides: Mapping[str, Any] | None = None) -> ConditionMap:
     """Load and validate a map (shipped name or path) with a recipe's value overrides."""
     path = resolve_map_path(name, where, recipe_source)
-    return parse_map(load_map_file(path), str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path), overrides, f"{where}.values")
+    return parse_map(load_map_file(path), str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path), overrides,
+        f"{where}.values")

@@ -109,7 +109,8 @@ def parse_perturbations(mapping: Mapping[str, Any], source: str = "") -> Perturb
     if not 0 < alpha <= 0.5:
         raise ConfigError(f"{where}.alpha: must lie in (0, 0.5]")
     norm = mapping.get("normalizer")
-    return PerturbationsConfig(tuple(fams), int(seed), margin, int(n_boot), alpha, None if norm is None else str(expect_type(norm, str, f"{where}.normalizer")))
+    return PerturbationsConfig(tuple(fams), int(seed), margin, int(n_boot), alpha,
+        None if norm is None else str(expect_type(norm, str, f"{where}.normalizer")))
 
 
 def derive(config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
@@ -122,15 +123,16 @@ def derive(config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_
 def run_perturbations(config: PerturbationsConfig, ctx: SectionContext) -> dict[str, Any]:
     """Per family, the ladder of every model (WER per level, slope, breaking point)."""
     from audits.asr.scoring import score_table
+    from audits.normalizing import get_normalizer
     from audits.profiles.ladder import LadderSpec, ladders
     from audits.profiles.run import normalizer_name
-    from normalizers import get_normalizer
 
     name = normalizer_name(config.normalizer, ctx)
     frame = score_table(ctx.load_rows(), get_normalizer(name)).frame
     specs = [LadderSpec("perturbation", "clean", tuple((f.label(lv), lv) for lv in f.levels), f.unit, f.name) for f in config.families]
     return {
-        "families": [{"name": f.name, "kind": f.kind, "noise": f.noise or None, "levels": list(f.levels), "unit": f.unit} for f in config.families],
+        "families": [{"name": f.name, "kind": f.kind, "noise": f.noise or None, "levels": list(f.levels),
+            "unit": f.unit} for f in config.families],
         "seed": config.seed, "normalizer": name, "n_boot": config.n_boot,
         "derived": (ctx.dataset.meta or {}).get("perturbations"),
         "ladders": ladders(frame, specs, config.breaking_margin, config.n_boot, config.seed, config.alpha),
@@ -141,7 +143,8 @@ def perturbation_lines(section: Mapping[str, Any], title: str) -> list[str]:
     from audits.profiles.report import ladder_md
     from audits.reports.formatting import md
 
-    lines = [f"## {md(title)}", "", f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}.", ""]
+    lines = [f"## {md(title)}", "",
+        f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}.", ""]
     for lad in section.get("ladders") or []:
         lines += ladder_md(lad)
     return lines

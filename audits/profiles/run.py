@@ -16,13 +16,13 @@ from typing import Any
 import pandas as pd
 
 from audits.asr.scoring import score_table
+from audits.normalizing import get_normalizer
 from audits.profiles.config import ProfilesConfig
 from audits.profiles.ladder import ladders
 from audits.profiles.stats import conditions_present, gap_table, paired_gap_tests, profiles, rank_stability
 from audits.sections import SectionContext
 from engine.data import ModelSpec
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ def apply_maps(frame: pd.DataFrame, config: ProfilesConfig) -> tuple[pd.DataFram
                                  "sources": dict(cmap.sources), "mapped": {}, "unmapped": {}}
         clash = [o for o in cmap.outputs if o in df.columns]
         if clash:
-            raise ConfigError(f"profiles: map '{cmap.name}' would overwrite the dataset's label column(s) {', '.join(clash)}; rename them in the dataset or use another map file")
+            raise ConfigError(f"profiles: map '{cmap.name}' would overwrite the dataset's label column(s) {', '.join(clash)}; rename them "
+                f"in the dataset or use another map file")
         if use.column not in df.columns:
             entry["column_missing"] = True
             log.warning("profiles: the dataset has no label column '%s' for map '%s'", use.column, cmap.name)
@@ -106,8 +107,10 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
         models[name] = {"wer": overall.get("wer"), "ci95": overall.get("ci95", [None, None]), "rtfx": rtfx,
                         "cost_per_audio_hour_usd": cost, "cost_basis": basis}
     speed_pts = {m: (v["wer"], v["rtfx"]) for m, v in models.items() if v["wer"] is not None and v["rtfx"]}
-    cost_pts = {m: (v["wer"], -v["cost_per_audio_hour_usd"]) for m, v in models.items() if v["wer"] is not None and v["cost_per_audio_hour_usd"] is not None}
-    return {"models": models, "pareto_wer_rtfx": pareto_front(speed_pts), "pareto_wer_cost": pareto_front(cost_pts), "gpu_hour_usd": gpu_hour_usd}
+    cost_pts = {m: (v["wer"],
+        -v["cost_per_audio_hour_usd"]) for m, v in models.items() if v["wer"] is not None and v["cost_per_audio_hour_usd"] is not None}
+    return {"models": models, "pareto_wer_rtfx": pareto_front(speed_pts), "pareto_wer_cost": pareto_front(cost_pts),
+        "gpu_hour_usd": gpu_hour_usd}
 
 
 def normalizer_name(configured: str | None, ctx: SectionContext) -> str:

@@ -87,5 +87,6 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
             return None
         from audits.profiles.perturbations import render_perturbations
 
-        note = "Every clip at every level of every family, derived deterministically from the seed; baseline = the clean clips; intervals: speaker-block bootstrap."
+        note = ("Every clip at every level of every family, derived deterministically from the seed; "
+                "baseline = the clean clips; intervals: speaker-block bootstrap.")
         return self.title, render_perturbations(section, colors), note

@@ -77,7 +77,8 @@ def profiles(frame: pd.DataFrame, conditions: Sequence[tuple[str, str]], n_boot:
     return out
 
 
-def gap_table(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], n_boot: int, seed: int, alpha: float) -> dict[str, list[dict[str, Any]]]:
+def gap_table(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], n_boot: int, seed: int,
+        alpha: float) -> dict[str, list[dict[str, Any]]]:
     """Per model, each gap WER(a) - WER(b) with its interval and p; Holm across every gap of every model."""
     opts = ScoringOptions(n_boot=n_boot, seed=seed, alpha=alpha)
     per_model: dict[str, dict[str, Any]] = {}
@@ -150,7 +151,8 @@ def paired_gap_tests(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], 
                 with np.errstate(invalid="ignore", divide="ignore"):
                     reps += sign * (counts @ d) / (counts @ wd)
                 point += sign * (err[ia, shared].sum() - err[ib, shared].sum()) / w
-            entry: dict[str, Any] = {"gap": f"{col}: {a} − {b}", "label": col, "a_value": a, "b_value": b, "model_a": models[ia], "model_b": models[ib]}
+            entry: dict[str, Any] = {"gap": f"{col}: {a} − {b}", "label": col, "a_value": a, "b_value": b, "model_a": models[ia],
+                "model_b": models[ib]}
             r = reps[np.isfinite(reps)] if live else np.empty(0)
             if r.size:
                 lo, hi = np.quantile(r, [alpha / 2, 1 - alpha / 2])

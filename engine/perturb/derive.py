@@ -61,7 +61,8 @@ def _seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()[:8], "little")
 
 
-def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator, others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator,
+        others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
     """Apply one family at one level."""
     if fam.kind == "noise":
         return ops.add_noise(x, sr, fam.noise, level, rng, others)
@@ -79,7 +80,8 @@ def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Ge
 
 
 def cache_key(source_fingerprint: str, families: Sequence[Family], seed: int) -> str:
-    blob = json.dumps({"source": source_fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION}, sort_keys=True)
+    blob = json.dumps({"source": source_fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION},
+        sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -99,7 +101,8 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                 rng = np.random.default_rng(_seed(seed, u.utt_id, fam.name, f"{level:g}", VERSION))
                 others: list[np.ndarray] = []
                 if fam.kind == "noise" and fam.noise == "babble":
-                    pool = [j for j, (v, _) in enumerate(decoded) if j != i and (v.speaker is None or v.speaker != u.speaker)] or [j for j in range(len(decoded)) if j != i]
+                    others_any = [j for j in range(len(decoded)) if j != i]
+                    pool = [j for j in others_any if decoded[j][0].speaker is None or decoded[j][0].speaker != u.speaker] or others_any
                     if not pool:
                         raise AudioError(f"perturbations: babble for {u.utt_id} needs other clips in its shard; use a larger shard_size")
                     picks = rng.choice(len(pool), size=min(BABBLE_TALKERS, len(pool)), replace=False)
@@ -108,15 +111,19 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                 label = fam.label(level)
                 labels = {**dict(u.labels), "perturbation": label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
                 out.append(Utterance(
-                    utt_id=f"{u.utt_id}~{label}", reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE), duration_s=len(y) / SAMPLE_RATE,
+                    utt_id=f"{u.utt_id}~{label}", reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
+                    duration_s=len(y) / SAMPLE_RATE,
                     speaker=u.speaker, labels=labels, parent_id=u.utt_id,
-                    derivation={"perturbation": {"family": fam.name, "kind": fam.kind, "noise": fam.noise or None, "level": level, "unit": fam.unit,
-                                                 "seed": seed, "version": VERSION, **info}, "source_derivation": dict(u.derivation) if u.derivation else None},
+                    derivation={"perturbation": {"family": fam.name, "kind": fam.kind, "noise": fam.noise or None, "level": level,
+                        "unit": fam.unit,
+                                                 "seed": seed, "version": VERSION, **info},
+                                                 "source_derivation": dict(u.derivation) if u.derivation else None},
                 ))
     return out
 
 
-def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cache_dir: Path, decode_options: DecodeOptions = DecodeOptions(),
+def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cache_dir: Path,
+        decode_options: DecodeOptions = DecodeOptions(),
                    progress: Callable[[int, int], None] | None = None) -> Dataset:
     """The source dataset plus every derived clip, built (or resumed, or reused) under ``cache_dir``."""
     import pyarrow as pa
@@ -165,7 +172,9 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
         all_stamps.extend(stamps)
     n_utts = len(light)
     fingerprint = fingerprint_utterances(light, None, all_stamps)
-    meta = {**dataset.meta, "perturbations": {"cache_key": key, "families": [asdict(f) for f in families], "seed": seed, "source_fingerprint": dataset.fingerprint,
+    meta = {**dataset.meta,
+        "perturbations": {"cache_key": key, "families": [asdict(f) for f in families], "seed": seed,
+            "source_fingerprint": dataset.fingerprint,
                                               "source_n_utts": dataset.n_utts}}
     return Dataset(name=dataset.name, source=dataset.source, reader=dataset.reader, shard_ids=shard_ids, _loader=loader, root=dataset.root,
                    has_audio=True, n_utts=n_utts, fingerprint=fingerprint, meta=meta, shard_size=dataset.shard_size, index=index)

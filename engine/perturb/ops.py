@@ -29,7 +29,8 @@ def _peak_safe(x: np.ndarray) -> np.ndarray:
     return np.asarray(y, dtype=np.float32)
 
 
-def add_noise(x: np.ndarray, sr: int, noise: str, snr_db: float, rng: np.random.Generator, others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+def add_noise(x: np.ndarray, sr: int, noise: str, snr_db: float, rng: np.random.Generator,
+        others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
     """``x`` plus white, pink, babble (``others``: other clips of the dataset, summed) or music noise at ``snr_db``."""
     n = len(x)
     info: dict[str, Any] = {"noise": noise}
@@ -108,7 +109,8 @@ def codec(x: np.ndarray, sr: int, name: str, kbps: float) -> tuple[np.ndarray, d
                          input=wav.getvalue(), capture_output=True, check=False, timeout=120)
     if enc.returncode != 0 or not enc.stdout:
         raise AudioError(f"ffmpeg could not encode {name} at {kbps:g} kbps: {enc.stderr.decode(errors='replace')[-300:]}")
-    dec = subprocess.run(base + ["-f", fmt, "-i", "pipe:0", "-ac", "1", "-ar", str(sr), "-f", "wav", "-c:a", "pcm_f32le", "-fflags", "+bitexact", "pipe:1"],
+    dec = subprocess.run(base + ["-f", fmt, "-i", "pipe:0", "-ac", "1", "-ar", str(sr), "-f", "wav", "-c:a", "pcm_f32le", "-fflags",
+        "+bitexact", "pipe:1"],
                          input=enc.stdout, capture_output=True, check=False, timeout=120)
     if dec.returncode != 0 or not dec.stdout:
         raise AudioError(f"ffmpeg could not decode {name}: {dec.stderr.decode(errors='replace')[-300:]}")
