@@ -235,9 +235,9 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
         for c, e in rs["conditions"].items():
             ci = e.get("ci95") or [None, None]
             tau = e.get("tau")
-            trs.append(f"<tr data-condition='{esc(c)}' data-tau='{esc('' if tau is None else tau)}'><td class='l'>{esc(c)}</td><td>"
-                f"{'—' if tau is None else f'{tau:.2f}'}</td>"
-                       f"<td>{'—' if ci[0] is None else esc(f'[{ci[0]:.2f}, {ci[1]:.2f}]')}</td><td>{esc(e.get('n_models', 0))}</td></tr>")
+            ci_s = "—" if ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+            trs.append(f"<tr data-condition='{esc(c)}' data-tau='{esc('' if tau is None else tau)}'><td class='l'>{esc(c)}</td>"
+                       f"<td>{_tau_text(tau)}</td><td>{esc(ci_s)}</td><td>{esc(e.get('n_models', 0))}</td></tr>")
         movers = _movers_text(rs, esc)
         parts.append("<h3>Rank stability</h3><table class='rank-stability'><thead><tr><th class='l'>condition</th><th>Kendall's tau-b</th>"
             "<th>95% CI</th><th>models</th></tr></thead><tbody>"
