@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,7 +21,8 @@ from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
-from engine.runner import InProcessRunner, hardware_facts
+from engine.pass_engine import EngineOptions
+from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
 from normalizers import get_normalizer
 
@@ -106,34 +107,10 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     return summary_dict
 
 
-@dataclass(frozen=True)
-class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine) or ``ray``."""
-
-    kind: str = "inprocess"
-    address: str | None = None
-    workers: int | None = None
-    max_retries: int = 2
-    unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
-    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
-
-
 def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
+    """The recipe's ASR pass on the run's engine (``engine/pass_engine.py``)."""
     dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    if engine.kind == "inprocess":
-        return InProcessRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
-        )
-    if engine.kind == "ray":
-        from engine.ray_runner import RayRunner
-
-        return RayRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
-        )
-    raise ConfigError(f"unknown engine '{engine.kind}' (known: inprocess, ray)")
+    return engine.runner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
 
 
 def run_recipe(
@@ -177,18 +154,25 @@ def run_recipe(
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
     plan = None
-    if specs:
-        runner = make_runner(engine, dataset, specs, store, recipe, progress)
-        facts = runner.run()
-        plan = runner.plan
-    # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
-    store.consolidate([s.name for s in specs], plan=plan)
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
-    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
-    for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
-        extra[sec.key] = sec.run(cfg, ctx)
-    del ctx
+    started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
+    try:
+        if specs:
+            runner = make_runner(engine, dataset, specs, store, recipe, progress)
+            facts = runner.run()
+            plan = runner.plan
+        # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
+        store.consolidate([s.name for s in specs], plan=plan)
+        dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
+        ctx = SectionContext(
+            dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress,
+            decode_options=dec, recipe_name=recipe.name, engine=engine,
+        )
+        for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+            extra[sec.key] = sec.run(cfg, ctx)
+        del ctx
+    finally:
+        engine.stop(started)
     extra["engine"]["wall_s"] = time.perf_counter() - t0
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
