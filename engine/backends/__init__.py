@@ -37,11 +37,13 @@ SV_BACKENDS.register_lazy("resemblyzer", "engine.backends.sv.resemblyzer:Resembl
 SV_BACKENDS.register_lazy("speechbrain-ecapa", "engine.backends.sv.hub:SpeechBrainECAPA")
 SV_BACKENDS.register_lazy("nemo-titanet", "engine.backends.sv.hub:NemoTitaNet")
 SV_BACKENDS.register_lazy("wavlm-sv", "engine.backends.sv.hub:WavLMSV")
+SV_BACKENDS.register_lazy("simulated-sv", "engine.backends.asr.simulated:SimulatedSV")
 
 SER_BACKENDS.register_lazy("prosody", "engine.backends.ser.prosody:ProsodyBackend")
 SER_BACKENDS.register_lazy("transformers-ser", "engine.backends.ser.hub:TransformersSER")
 SER_BACKENDS.register_lazy("audeering-dim", "engine.backends.ser.hub:AudeeringDim")
 SER_BACKENDS.register_lazy("emotion2vec", "engine.backends.ser.hub:Emotion2Vec")
+SER_BACKENDS.register_lazy("simulated-ser", "engine.backends.asr.simulated:SimulatedSER")
 SER_BACKENDS.register_lazy("gemini-judge", "engine.backends.hosted.judge_ser:GeminiJudgeSER")
 SER_BACKENDS.register_lazy("openai-audio-judge", "engine.backends.hosted.judge_ser:OpenAIAudioJudgeSER")
 
