@@ -151,3 +151,18 @@ def test_placement_options_are_checked_and_kept_out_of_backend_options() -> None
         with pytest.raises(ConfigError, match="speaker.backend_options.x: option"):
             split_placement(bad, "speaker.backend_options.x")
     assert ModelSpec("a", "b").kind == "asr"
+
+
+@pytest.mark.slow
+def test_probe_reruns_go_to_the_runs_engine(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """The probes' re-runs on derived audio (``audits.probes.engine_io.run_models``) run on the engine
+    they are given: on Ray the rows equal the in-process rows exactly and the facts say ``ray``."""
+    from audits.probes.engine_io import run_models
+
+    specs = [ModelSpec("sim-a", "simulated", {"seed": 1}, batch_size=2, meta={"num_cpus": 0.25})]
+    local, lfacts = run_models(open_dataset(corpus, shard_size=2), specs, tmp_path / "local", None)
+    remote, rfacts = run_models(open_dataset(corpus, shard_size=2), specs, tmp_path / "ray", None, EngineOptions(kind="ray"))
+    cols = ["model", "utt_id", "hyp_raw", "error"]
+    assert local[cols].sort_values(["model", "utt_id"]).values.tolist() == remote[cols].sort_values(["model", "utt_id"]).values.tolist()
+    assert lfacts["sim-a"]["engine"]["runner"] == "inprocess" and rfacts["sim-a"]["engine"]["runner"] == "ray"
+    assert rfacts["sim-a"]["engine"]["actors"][0]["gpu_ids"] and rfacts["sim-a"]["engine"]["actors"][0]["device"] == "cuda"
