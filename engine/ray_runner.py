@@ -1,11 +1,15 @@
 """The Ray engine: long-lived model actors, streamed ``(model, shard)`` units, resume, fault handling.
 
+It runs passes of every kind (ASR, speaker verification, emotion; ``engine/passes.py``): a
+spec's ``kind`` picks the backend registry and the rows its actors return, and the store given
+is that kind's, so everything below holds for each pass.
+
 Same contract as :class:`engine.runner.InProcessRunner` (constructor, ``run() -> facts``, progress
-events, rows identical because both call ``decode_shard`` and ``process_unit``), with Ray doing the
+events, rows identical because both call ``decode_shard`` and ``process_pass``), with Ray doing the
 placement:
 
 * **Actors.** Each :class:`ModelActor` loads one model once (``load_model``, warm-up included) and
-  then transcribes unit after unit. With GPUs in the cluster an ASR actor asks for one GPU
+  then processes unit after unit. With GPUs in the cluster an actor asks for one GPU
   (``spec.meta['num_gpus']`` overrides, fractional allowed) and its backend gets ``device='cuda'``
   when it has a ``device`` option (Ray pins the actor through ``CUDA_VISIBLE_DEVICES``). Without
   GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget

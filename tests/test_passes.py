@@ -9,7 +9,11 @@ One Ray instance with 8 logical GPUs and 4 logical CPUs serves the module.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,9 @@ from engine.errors import ConfigError
 from engine.pass_engine import EngineOptions
 from engine.passes import split_placement
 from engine.store import RunStore
+from tests.processes import sigkill_after_markers
+
+REPO = Path(__file__).resolve().parents[1]
 
 ray = pytest.importorskip("ray")
 
@@ -57,7 +64,7 @@ def gpus8() -> Any:
     from engine.ray_setup import init_ray
 
     started = init_ray(num_cpus=4, num_gpus=8)
-    yield ray
+    yield ray.get_runtime_context().gcs_address  # subprocess drivers join this instance
     if started:
         ray.shutdown()
 
@@ -166,3 +173,45 @@ def test_probe_reruns_go_to_the_runs_engine(corpus: Path, gpus8: Any, tmp_path: 
     assert local[cols].sort_values(["model", "utt_id"]).values.tolist() == remote[cols].sort_values(["model", "utt_id"]).values.tolist()
     assert lfacts["sim-a"]["engine"]["runner"] == "inprocess" and rfacts["sim-a"]["engine"]["runner"] == "ray"
     assert rfacts["sim-a"]["engine"]["actors"][0]["gpu_ids"] and rfacts["sim-a"]["engine"]["actors"][0]["device"] == "cuda"
+
+
+PROBE_DRIVER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from audits.probes.engine_io import run_models
+    from engine.data import ModelSpec
+    from engine.datasets import open_dataset
+    from engine.pass_engine import EngineOptions
+    manifest, out, address = sys.argv[1], sys.argv[2], sys.argv[3]
+    specs = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2, {"num_cpus": 0.25, "num_gpus": 1})]
+    run_models(open_dataset(manifest, shard_size=1), specs, Path(out), None, EngineOptions(kind="ray", address=address))
+    """
+)
+
+
+@pytest.mark.slow
+def test_driver_sigkill_mid_probe_pass_on_ray_then_same_command_resumes_exactly(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """kill -9 of the driver while a probe re-run pass runs on Ray actors; the same command finishes
+    it without redoing a finished unit, and the rows equal an uninterrupted in-process run's."""
+    from audits.probes.engine_io import run_models
+
+    script = tmp_path / "driver.py"
+    script.write_text(PROBE_DRIVER)
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(script), str(corpus), str(out), str(gpus8)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    markers = out / "markers" / "slow"
+    sigkill_after_markers(proc, markers, 2, 240)
+    before = {p: p.stat().st_mtime_ns for p in markers.glob("*.json")}
+    assert 2 <= len(before) < 6, "the kill should land mid-pass"
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items()), "a finished unit was redone"
+    assert len(list(markers.glob("*.json"))) == 6
+    spec = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2)]
+    base, _ = run_models(open_dataset(corpus, shard_size=1), spec, tmp_path / "base", None)
+    got = RunStore(out).consolidate(["slow"]).to_pandas()
+    cols = ["utt_id", "hyp_raw", "error"]
+    assert got[cols].sort_values("utt_id").values.tolist() == base[cols].sort_values("utt_id").values.tolist()
