@@ -9,7 +9,7 @@ plugin that records every test's outcome and the figures the tests record with
 * rows lost and rows duplicated, summed over every fault test that compares its final table with
   an uninterrupted run's (must be 0), and over the bad-input run;
 * security and property checks passed;
-* red-team regression cases held (exact resume under any change, typed configuration, SQL and
+* red-team regression cases held (exact resume under any change, conversation results never reused or crossed, typed configuration, SQL and
   report escaping, credentials and redirects, linear normalization, bounded decoding);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %).
 
@@ -50,6 +50,7 @@ GROUPS = {
     "red team: normalizer": "tests/test_normalizer_linear.py",
     "red team: decoding": "tests/test_decode_bounds.py",
     "red team: errors": "tests/test_redteam_errors.py",
+    "red team: conversation results": "tests/test_conversation_units.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 
