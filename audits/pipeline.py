@@ -65,7 +65,7 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     for e in resolve_models(list(recipe.models), registry):
         spec = e.spec(recipe.batch_size)
         backend_cls: Any = ASR_BACKENDS.get(spec.backend)
-        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader)
+        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader, recipe.dataset.options)
         specs.append(replace(spec, options=options))
     return specs
 
