@@ -14,17 +14,17 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, write_summary
+from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
+from audits.runners import EngineOptions, check_runner, make_runner
 from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
-from engine.pass_engine import EngineOptions
 from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
@@ -107,12 +107,6 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     return summary_dict
 
 
-def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
-    """The recipe's ASR pass on the run's engine (``engine/pass_engine.py``)."""
-    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    return engine.runner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
-
-
 def run_recipe(
     recipe: Recipe,
     out: Path,
@@ -127,9 +121,10 @@ def run_recipe(
     order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
+    check_runner(engine.kind)
     try:
         normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
-    except ValueError as exc:
+    except RegistryError as exc:
         raise ConfigError(f"{recipe.source or recipe.name}: normalizer: {exc}") from None
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches

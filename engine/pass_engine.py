@@ -20,11 +20,16 @@ from engine.runner import InProcessRunner
 from engine.store import RunStore
 
 ENGINE_KINDS = ("inprocess", "ray")
+"""The runners that run every pass kind; a plug-in runner (``audit_engine.runners``) runs the ASR pass only."""
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine) or ``ray``."""
+    """Which runner moves the audio: ``inprocess`` (default on one machine), ``ray``, or a plug-in's name.
+
+    The pipeline checks the name against the runner registry (``audits/runners.py``) before
+    anything opens; :meth:`runner` builds the section passes' runners.
+    """
 
     kind: str = "inprocess"
     address: str | None = None
@@ -33,10 +38,6 @@ class EngineOptions:
     unit_timeout_s: float | None = None
     max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
     memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
-
-    def __post_init__(self) -> None:
-        if self.kind not in ENGINE_KINDS:
-            raise ConfigError(f"unknown engine '{self.kind}' (known: {', '.join(ENGINE_KINDS)})")
 
     def runner(
         self,
@@ -50,6 +51,11 @@ class EngineOptions:
     ) -> Any:
         """A runner for one pass (``specs`` of one kind, ``store`` of that kind); ``run()`` returns model facts."""
         dec = decode_options or DecodeOptions()
+        if self.kind not in ENGINE_KINDS:
+            raise ConfigError(
+                f"engine '{self.kind}' is a plug-in runner: it runs the recipe's ASR pass, but speaker, emotion and probe "
+                f"passes run on {' or '.join(ENGINE_KINDS)}; use --engine inprocess or --engine ray for a recipe with these sections"
+            )
         if self.kind == "ray":
             from engine.ray_runner import RayRunner
 

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from engine.backends import ASR_BACKENDS, SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import EmotionOutput
+from engine.backends.hosted.scrub import error_text, scrub, scrubber
 from engine.data import SAMPLE_RATE, DecodedAudio, ModelSpec, Shard, Utterance
 from engine.errors import AuditError, ConfigError
 from engine.registry import Registry
@@ -115,8 +116,12 @@ def build_pass_backend(spec: ModelSpec) -> Any:
 
 
 def pass_table(kind: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """SV/SER rows as an Arrow table with the kind's fixed schema."""
+    """SV/SER rows as an Arrow table with the kind's fixed schema; every text cell passes the secret
+    scrubber (a judge's error text may quote a server that echoed the key)."""
     schema = SCHEMAS[kind]
+    clean = scrubber()
+    if clean:
+        rows = [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
     return pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
 
 
@@ -247,7 +252,7 @@ def process_embed_unit(
                 _fill(rows[u.utt_id], kind, out)
         except Exception as exc:  # noqa: BLE001 - a failed batch is retried clip by clip
             if len(batch) > 1:
-                log.info("%s: batch of %d failed (%s); retrying clip by clip", name, len(batch), exc)
+                log.info("%s: batch of %d failed (%s); retrying clip by clip", name, len(batch), scrub(str(exc)))
             for u, d in batch:
                 try:
                     t0 = time.perf_counter()
@@ -255,7 +260,7 @@ def process_embed_unit(
                     rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
                     _fill(rows[u.utt_id], kind, out)
                 except Exception as exc2:  # noqa: BLE001 - one clip's failure becomes its row's error
-                    rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
+                    rows[u.utt_id]["error"] = error_text(exc2, "backend error: ")
     return [rows[u.utt_id] for u in shard.utterances]
 
 

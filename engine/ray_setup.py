@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from engine.backends.hosted.scrub import scrub
 from engine.cluster import check_address
 from engine.data import ModelSpec
 from engine.errors import ConfigError
@@ -75,9 +76,10 @@ def check_positive(name: str, value: float | None, integer: bool = False) -> Non
 
 
 def short_error(exc: BaseException, limit: int = 400) -> str:
-    """One line of an exception (Ray's own messages carry whole tracebacks)."""
+    """One line of an exception (Ray's own messages carry whole tracebacks), secrets scrubbed
+    before it is cut (a cut key would no longer match)."""
     cause = getattr(exc, "cause", None)
-    text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+    text = scrub(f"{type(cause).__name__}: {cause}" if cause is not None else str(exc))
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__

@@ -9,8 +9,10 @@ plugin that records every test's outcome and the figures the tests record with
 * rows lost and rows duplicated, summed over every fault test that compares its final table with
   an uninterrupted run's (must be 0), and over the bad-input run;
 * security and property checks passed;
-* red-team regression cases held (exact resume under any change, conversation results never reused or crossed, typed configuration, SQL and
-  report escaping, credentials and redirects, linear normalization, bounded decoding);
+* red-team regression cases held (exact resume under any change, typed configuration, SQL and
+  report escaping, credentials and redirects, linear normalization, bounded decoding, secrets in
+  every encoding kept out of every artefact and log line, remote-call limits, conversation
+  results never reused or crossed);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %).
 
     python scripts/reliability_report.py            # everything (slow tests, Ray, 5k/20k load)
@@ -51,6 +53,8 @@ GROUPS = {
     "red team: decoding": "tests/test_decode_bounds.py",
     "red team: errors": "tests/test_redteam_errors.py",
     "red team: conversation results": "tests/test_conversation_units.py",
+    "red team: secrets": "tests/test_secrets.py",
+    "red team: HTTP limits": "tests/test_http_limits.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 
