@@ -101,7 +101,7 @@ def sim(name: str, seed: int = 0) -> ModelSpec:
 
 def run(root: Path, out: Path, specs: Sequence[ModelSpec], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
     from audits.conversation.run import conversation_summary, load_conversation_data, parse_conversation_config, run_conversation
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     config = parse_conversation_config({"diarization": "test-band-diar", "segmentation": {"max_chunk_s": 10}, **cfg}, "t.yaml")
     data = load_conversation_data(root)
@@ -188,7 +188,7 @@ def test_a_result_its_marker_does_not_vouch_for_is_refused(voices: dict[str, np.
     stored["longform"] = [{"start": 0.0, "end": 1.0, "text": "words nobody said"}]
     path.write_text(json.dumps(stored))
     from audits.conversation.run import conversation_summary, load_conversation_data, parse_conversation_config
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     cfg = parse_conversation_config({"diarization": "test-band-diar", "segmentation": {"max_chunk_s": 10}}, "t.yaml")
     with pytest.raises(ResultIntegrityError, match="not the one its marker describes"):
