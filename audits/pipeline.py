@@ -65,7 +65,7 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     for e in resolve_models(list(recipe.models), registry):
         spec = e.spec(recipe.batch_size)
         backend_cls: Any = ASR_BACKENDS.get(spec.backend)
-        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader)
+        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader, recipe.dataset.options)
         specs.append(replace(spec, options=options))
     return specs
 
@@ -152,17 +152,24 @@ def run_recipe(
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
     plan = None
-    if specs:
-        runner = make_runner(engine, dataset, specs, store, recipe, progress)
-        facts = runner.run()
-        plan = runner.plan
-    # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
-    store.consolidate([s.name for s in specs], plan=plan)
     extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
-    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
-    for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
-        extra[sec.key] = sec.run(cfg, ctx)
-    del ctx
+    started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
+    try:
+        if specs:
+            runner = make_runner(engine, dataset, specs, store, recipe, progress)
+            facts = runner.run()
+            plan = runner.plan
+        # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
+        store.consolidate([s.name for s in specs], plan=plan)
+        ctx = SectionContext(
+            dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress,
+            decode_options=dec, recipe_name=recipe.name, engine=engine,
+        )
+        for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+            extra[sec.key] = sec.run(cfg, ctx)
+        del ctx
+    finally:
+        engine.stop(started)
     extra["engine"]["wall_s"] = time.perf_counter() - t0
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat

@@ -10,30 +10,17 @@ what both built-in runners offer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset
 from engine.errors import ConfigError, RegistryError
+from engine.pass_engine import EngineOptions  # one class: the pipeline's, the sections' and the engine's
 from engine.registry import Registry
 from engine.store import RunStore
 
 if TYPE_CHECKING:
     from audits.recipes import Recipe
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine), ``ray``, or a plug-in's name."""
-
-    kind: str = "inprocess"
-    address: str | None = None
-    workers: int | None = None
-    max_retries: int = 2
-    unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
-    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
 
 
 class Runner(Protocol):

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.errors import RegistryError
+from engine.pass_engine import EngineOptions
 from engine.registry import Registry
 
 if TYPE_CHECKING:
@@ -47,10 +48,11 @@ ConfigT = TypeVar("ConfigT")
 
 @dataclass(frozen=True)
 class SectionContext:
-    """What the pipeline hands a section's ``run``: the opened dataset and where to write.
+    """What the pipeline hands a section's ``run``: the opened dataset, where to write, and the run's engine.
 
     ``load_rows`` reads the run's ASR result rows (``utterances.parquet``) on demand, so sections
-    that never look at transcripts do not pay for reading them.
+    that never look at transcripts do not pay for reading them. ``engine`` is the run's
+    (``--engine``/``--address``): sections submit every pass to it (``engine.runner``).
     """
 
     dataset: Dataset
@@ -60,6 +62,7 @@ class SectionContext:
     progress: ProgressFn | None = None
     decode_options: DecodeOptions = field(default_factory=DecodeOptions)
     recipe_name: str = ""
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 class AuditSection(ABC, Generic[ConfigT]):

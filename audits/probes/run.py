@@ -1,8 +1,8 @@
 """Run the benchmark-optimization probes of a recipe end to end, from audio, through the engine.
 
 ``run_probes`` derives audio (masked clips, a copy of the dataset with planted reference errors,
-generic-voice clips), runs the recipe's models on it with the engine (``InProcessRunner`` and a
-resumable ``RunStore`` under ``DIR/probes/<probe>/``), scores the stored rows and returns the
+generic-voice clips), runs the recipe's models on it with the run's engine (in-process or Ray, whichever the run uses,
+into a resumable ``RunStore`` under ``DIR/probes/<probe>/``), scores the stored rows and returns the
 ``probes`` section of ``summary.json``: ``probes.<probe>.<model>`` with the rate, its 95%
 interval and counts, beside probe facts under non-model keys.
 
@@ -34,6 +34,7 @@ from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
+from engine.pass_engine import EngineOptions
 from engine.shards import write_shards
 from engine.store import atomic_write_text
 
@@ -107,8 +108,12 @@ def run_probes(
     out_dir: Path,
     base_rows: pd.DataFrame,
     progress: ProgressFn | None = None,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
-    """Run every enabled probe; returns ``summary['probes']`` (``probes.<probe>.<model>``)."""
+    """Run every enabled probe; returns ``summary['probes']`` (``probes.<probe>.<model>``).
+
+    Every re-run of the models on derived audio is submitted to ``engine`` (the run's).
+    """
     if not dataset.has_audio:
         raise ConfigError(
             "the masking, bad-reference (with a panel to run) and synthetic-voice probes need audio; this dataset "
@@ -124,7 +129,7 @@ def run_probes(
     base_hyps = _hyp_map(base)
     result: dict[str, Any] = {}
     timer = None
-    state: dict[str, Any] = {}
+    state: dict[str, Any] = {"engine": engine}  # shared by the probes; "engine" runs their passes
 
     def note(name: str) -> None:
         log.info("probe: %s", name)
@@ -191,7 +196,7 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
         log.warning("masking: %s", facts["note"])
         return facts
     derived = open_dataset(root / "derived", "parquet")
-    rows, run_facts = _run_models(derived, specs, root, progress)
+    rows, run_facts = _run_models(derived, specs, root, progress, state.get("engine"))
     recs = records_from_rows(build.derivations, build.parents, _hyp_map(rows), base_hyps, [s.name for s in specs])
     state["mask_records"] = recs
     leak = gated_leak_rate(recs, settings.primary_variant).to_dict()
@@ -245,7 +250,7 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     own_hyps: dict[tuple[str, str], str | None] = {}
     failed: dict[str, str] = {}
     if to_run:
-        rows, run_facts = _run_models(work, to_run, root, progress)
+        rows, run_facts = _run_models(work, to_run, root, progress, state.get("engine"))
         own_hyps = _hyp_map(rows)
         failed = _failed_models(run_facts)
 

@@ -30,7 +30,7 @@ class ProbesSection(AuditSection["ProbeConfig"]):
     def run(self, config: ProbeConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.probes.run import run_probes
 
-        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress)
+        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.probes.report import probe_lines

@@ -253,7 +253,7 @@ def run_synthetic_voice(
     for old in (root / "derived").glob("shard-*.parquet"):
         old.unlink()
     write_shards(rendered, root / "derived", shard_size=64)
-    rows, run_facts = run_models(open_dataset(root / "derived", "parquet"), specs, root, progress)
+    rows, run_facts = run_models(open_dataset(root / "derived", "parquet"), specs, root, progress, state.get("engine"))
     ghyps = hyp_map(rows)
     pairs: list[Pair] = []
     for arm in sv.arms:

@@ -30,7 +30,7 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
     def run(self, config: SpeakerConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.speaker.run import run_speaker_audit
 
-        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
+        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.speaker.report import speaker_lines

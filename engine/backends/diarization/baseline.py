@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
@@ -51,7 +52,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
     """Options: ``threshold`` (cosine distance, default 0.35), ``rate`` (embedding windows per
     second, default 2.0), ``min_silence_s`` (VAD pause that splits regions, default 0.3),
     ``smooth_frames`` (median filter width in 0.1 s frames, default 5), ``weights`` (a custom
-    resemblyzer ``pretrained.pt``), ``device`` (default cpu)."""
+    resemblyzer ``pretrained.pt``), ``device`` (default auto: CUDA when the process has a GPU)."""
 
     name = "vad-resemblyzer"
     requires = ("resemblyzer", "onnxruntime", "scipy")
@@ -67,7 +68,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         self.rate = float(options.get("rate", 2.0))
         self.min_silence_s = float(options.get("min_silence_s", 0.3))
         self.smooth = int(options.get("smooth_frames", 5))
-        self.device = str(options.get("device", "cpu"))
+        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
         self.weights = options.get("weights")
         if not 0.0 < self.threshold < 2.0 or self.rate < 0.625:
             raise ConfigError(f"{self.name}: threshold must be in (0, 2) and rate >= 0.625 windows/s")
@@ -79,6 +80,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         return Availability(True, "weights ship inside the resemblyzer and faster-whisper packages")
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         from engine.segmentation import SileroVAD
 
         try:

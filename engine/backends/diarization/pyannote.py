@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -91,7 +92,7 @@ def _hub_problem(cfg: Path) -> str | None:
 
 class PyannoteDiarizer(DiarizationBackend):
     """Options: ``checkpoint`` (required: local pipeline folder or its config.yaml), ``device``
-    (default cpu), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
+    (default auto: CUDA when the process has a GPU), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
 
     name = "pyannote"
     requires = ("pyannote.audio", "torch")
@@ -106,7 +107,7 @@ class PyannoteDiarizer(DiarizationBackend):
         if unknown:
             raise ConfigError(f"pyannote: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         self.checkpoint = str(options["checkpoint"])
-        self.device = str(options.get("device", "cpu"))
+        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
         self._pipeline: Any = None
 
     @classmethod
@@ -126,6 +127,7 @@ class PyannoteDiarizer(DiarizationBackend):
         return Availability(True, f"local pipeline at {cfg}")
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         cfg = _config_path(self.checkpoint)
         if not cfg.is_file():
             raise BackendUnavailable(f"pyannote pipeline config {cfg} does not exist; set checkpoint to a local pipeline folder")
