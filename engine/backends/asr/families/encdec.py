@@ -1,0 +1,80 @@
+"""Audio encoder-decoders in transformers: Moonshine (incl. streaming), Kyutai STT, Cohere Transcribe.
+
+Each follows its model card:
+
+* Moonshine / Moonshine streaming: ``processor(audio)`` then ``generate`` with a length cap of
+  6.5 tokens per second of audio (the card's guard against repetition loops on short clips).
+  The cap is applied per clip: a clip batched with longer ones is cut to its own cap, which is
+  what greedy decoding alone would have produced.
+* Kyutai STT (kyutai/stt-2.6b-en-trfs): ``processor(audio)`` then ``generate``.
+* Cohere Transcribe: ``processor(audio, language=..., punctuation=...)`` builds the decoder prompt
+  (language and punctuation tokens); then ``generate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from engine.backends.asr.families.base import FamilyLoader
+from engine.data import SAMPLE_RATE
+
+_MOONSHINE = frozenset({"moonshine", "moonshine_streaming"})
+_TOKENS_PER_S = 6.5  # Moonshine model card: max_length = audio seconds * 6.5
+
+
+class EncoderDecoderFamily(FamilyLoader):
+    """Processor features, encoder-decoder ``generate``, ``batch_decode``."""
+
+    name = "encoder-decoder"
+    model_types = frozenset({"moonshine", "moonshine_streaming", "kyutai_speech_to_text", "cohere_asr"})
+
+    def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
+        import transformers
+
+        self.check_type(config)
+        if self.model_type == "kyutai_speech_to_text":
+            self.model = transformers.KyutaiSpeechToTextForConditionalGeneration.from_pretrained(source, **model_kwargs)
+        else:
+            self.model = transformers.AutoModelForSpeechSeq2Seq.from_pretrained(source, **model_kwargs)
+        self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
+        self.place()
+
+    def _inputs(self, clips: Sequence[np.ndarray]) -> Any:
+        if self.model_type == "cohere_asr":
+            return self.processor(
+                list(clips), sampling_rate=SAMPLE_RATE, language=str(self.options.get("language") or "en"),
+                punctuation=bool(self.options.get("punctuation", True)), return_tensors="pt",
+            )  # fmt: skip
+        kwargs: dict[str, Any] = {"sampling_rate": SAMPLE_RATE, "return_tensors": "pt"}
+        if self.model_type in _MOONSHINE:
+            kwargs.update(padding=True, return_attention_mask=True)
+        return self.processor(list(clips), **kwargs)
+
+    def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+        inputs = self._inputs(clips)
+        kwargs = self.generate_kwargs({"num_beams": 1, "do_sample": False})
+        caps: list[int] | None = None
+        if self.model_type in _MOONSHINE and "max_new_tokens" not in kwargs:
+            caps = [max(1, int(c.shape[0] / SAMPLE_RATE * _TOKENS_PER_S)) for c in clips]
+            kwargs["max_length"] = max(caps)
+        ids = self.model.generate(**self.to_device(inputs), **kwargs).cpu()
+        rows = [row.tolist() for row in ids]
+        if caps is not None:
+            # max_length counts the decoder start token; greedy tokens do not depend on the cap
+            rows = [row[:cap] for row, cap in zip(rows, caps)]
+        return [str(t) for t in self.processor.batch_decode(rows, skip_special_tokens=True)]
+
+    def settings(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"decoding": "greedy", "generate_kwargs": self.generate_kwargs({"num_beams": 1, "do_sample": False})}
+        if self.model_type in _MOONSHINE:
+            out["prompt"] = None
+            out["length_cap"] = f"{_TOKENS_PER_S} tokens per second of audio, per clip (model card)"
+        elif self.model_type == "cohere_asr":
+            out["prompt"] = f"decoder prompt for language={self.options.get('language') or 'en'}, punctuation={bool(self.options.get('punctuation', True))}"
+        else:
+            out["prompt"] = None
+        out["post_processing"] = "batch_decode(skip_special_tokens=True), strip"
+        return out
