@@ -32,6 +32,9 @@ for _name, _cls in (
     ("azure-fast", "AzureFastBackend"),
 ):
     ASR_BACKENDS.register_lazy(_name, f"engine.backends.hosted.vendors:{_cls}")
+ASR_BACKENDS.register_lazy("modulate", "engine.backends.hosted.study_vendors:ModulateBackend")
+ASR_BACKENDS.register_lazy("smallest", "engine.backends.hosted.study_vendors:SmallestBackend")
+ASR_BACKENDS.register_lazy("qwen3-asr", "engine.backends.asr.qwen3_asr:Qwen3ASRBackend")
 
 SV_BACKENDS.register_lazy("resemblyzer", "engine.backends.sv.resemblyzer:ResemblyzerBackend")
 SV_BACKENDS.register_lazy("speechbrain-ecapa", "engine.backends.sv.hub:SpeechBrainECAPA")

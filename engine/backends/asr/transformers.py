@@ -61,6 +61,8 @@ class TransformersBackend(ASRBackend):
     name = "transformers"
     requires = ("transformers", "torch")
     extra = "transformers"
+    #: the registry passes the entry's ``family`` as the option ``family``
+    takes_family = True
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:

@@ -3,6 +3,8 @@
 One padded forward pass per batch with an attention mask (dropped for checkpoints trained
 without one, e.g. wav2vec2-base, which expect zero padding); each clip's logits are cut to its
 own frame count before greedy decoding, so a clip's text does not depend on its batch.
+data2vec-audio is the exception: its stack of positional convolutions (each followed by a layer
+norm) carries padding into the valid frames, so each of its clips gets a forward pass of its own.
 MMS (facebook/mms-1b-all) follows its model card: ``tokenizer.set_target_lang(lang)`` and
 ``model.load_adapter(lang)`` with the entry's ``target_lang`` (ISO 639-3, e.g. ``eng``).
 """
@@ -17,6 +19,10 @@ import numpy as np
 from engine.backends.asr.families.base import FamilyLoader
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
+
+
+#: Architectures whose encoder mixes padding into valid frames: one clip per forward pass.
+_PADDING_LEAKS = frozenset({"data2vec-audio"})
 
 
 class CTCFamily(FamilyLoader):
@@ -49,6 +55,11 @@ class CTCFamily(FamilyLoader):
         self.place()
 
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+        if self.model_type in _PADDING_LEAKS and len(clips) > 1:
+            return [self._forward([c])[0] for c in clips]
+        return self._forward(clips)
+
+    def _forward(self, clips: Sequence[np.ndarray]) -> list[str]:
         extractor = getattr(self.processor, "feature_extractor", self.processor)
         inputs = extractor(list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         attention = inputs.get("attention_mask")
@@ -71,6 +82,11 @@ class CTCFamily(FamilyLoader):
             "decoding": "greedy CTC",
             "post_processing": "collapse repeats, drop blanks (tokenizer.decode), cut to each clip's frames, strip",
         }
+        out["batching"] = (
+            "one clip per forward pass (positional convolutions carry padding into valid frames)"
+            if self.model_type in _PADDING_LEAKS
+            else "padded batch with attention mask, logits cut per clip"
+        )
         if self.options.get("target_lang"):
             out["target_lang"] = self.options["target_lang"]
             out["adapter"] = f"load_adapter({self.options['target_lang']!r})"

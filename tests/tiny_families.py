@@ -1,0 +1,152 @@
+"""Tiny randomly initialised models of the study's architectures, saved in each real checkpoint's layout.
+
+Nothing is downloaded: configs are shrunk to a few layers, tokenizers are built here from a small
+word vocabulary (``tokenizers``), feature extractors from their classes. Each builder returns the
+folder; a registry entry pointing at it runs the family loader exactly as for the real checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "house", "of", "speech", "test", "one", "two"]
+
+
+def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None, pad: str | None = None) -> Any:
+    """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate([*specials, "<unk>", *WORDS, *[f"w{i}" for i in range(extra_words)]])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token=bos, eos_token=eos, pad_token=pad)
+    fast.add_special_tokens({"additional_special_tokens": [s for s in specials if s not in (bos, eos, pad)]})
+    return fast
+
+
+def favour_words(model: Any, n_special: int) -> None:
+    """Random output heads mostly pick special tokens (then nothing is decoded): zero the rows of the
+    special tokens and scale the word rows, so greedy decoding emits words until its length cap."""
+    import torch
+
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        head.weight[:n_special] = 0.0
+        head.weight[n_special:] *= 20.0
+
+
+def build_whisper(out: Path, tokenizer_file: Path) -> Path:
+    """WhisperForConditionalGeneration (openai/whisper-* layout) with the real tiny.en tokenizer."""
+    import torch
+    import transformers
+    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperProcessor
+
+    tokenizer = getattr(transformers, "WhisperTokenizerFast")(tokenizer_file=str(tokenizer_file))  # noqa: B009
+    sot, eot, no_ts = tokenizer.convert_tokens_to_ids(["<|startoftranscript|>", "<|endoftext|>", "<|notimestamps|>"])
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(out)
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+        max_source_positions=1500, max_target_positions=64,
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
+    )  # fmt: skip
+    model = WhisperForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12, no_timestamps_token_id=no_ts)
+    model.save_pretrained(out)
+    return out
+
+
+def build_ctc(out: Path, arch: str, adapter_lang: str | None = None) -> Path:
+    """wav2vec2 / HuBERT / data2vec-audio CTC; with ``adapter_lang`` an MMS layout (adapter.<lang>.safetensors,
+    a vocabulary per language)."""
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+
+    letters = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate("etaoinshrdlucmwfgypbvk")}}
+    (out / "vocab.json").parent.mkdir(parents=True, exist_ok=True)
+    (out / "vocab.json").write_text(json.dumps({adapter_lang: letters} if adapter_lang else letters))
+    tok_kwargs: dict[str, Any] = {"target_lang": adapter_lang} if adapter_lang else {}
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|", **tok_kwargs)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True)
+    transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    common = dict(
+        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, feat_extract_norm="layer", do_stable_layer_norm=True, pad_token_id=0, apply_spec_augment=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    if arch == "wav2vec2":
+        config: Any = transformers.Wav2Vec2Config(**common, **({"adapter_attn_dim": 8} if adapter_lang else {}))
+        model: Any = transformers.Wav2Vec2ForCTC(config)
+    elif arch == "hubert":
+        model = transformers.HubertForCTC(transformers.HubertConfig(**common))
+    else:
+        common.pop("do_stable_layer_norm")
+        common.pop("feat_extract_norm")
+        model = transformers.Data2VecAudioForCTC(transformers.Data2VecAudioConfig(**common))
+    model.save_pretrained(out)
+    if adapter_lang:
+        weights = {k: v.detach().clone().contiguous() for k, v in model._get_adapters().items()}
+        save_file(weights, str(out / f"adapter.{adapter_lang}.safetensors"))
+    return out
+
+
+def build_moonshine(out: Path) -> Path:
+    """MoonshineForConditionalGeneration (UsefulSensors/moonshine-* layout: Wav2Vec2Processor)."""
+    import torch
+    import transformers
+
+    tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True)
+    transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    torch.manual_seed(0)
+    config = transformers.MoonshineConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
+        encoder_num_attention_heads=2, decoder_num_attention_heads=2, max_position_embeddings=256,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    )  # fmt: skip
+    model = transformers.MoonshineForConditionalGeneration(config)
+    favour_words(model, 4)
+    model.generation_config.decoder_start_token_id = 1
+    model.save_pretrained(out)
+    return out
+
+
+QWEN2_AUDIO_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for c in message['content'] %}"
+    "{% if c['type'] == 'audio' %}Audio 1: <|audio_bos|><|AUDIO|><|audio_eos|>\n{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_qwen2_audio(out: Path) -> Path:
+    """Qwen2AudioForConditionalGeneration (Qwen/Qwen2-Audio-7B-Instruct layout) with a chat template."""
+    import torch
+    import transformers
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
+    tokenizer = word_tokenizer(specials, extra_words=8, eos="<|im_end|>", pad="<|endoftext|>")
+    extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
+    transformers.Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN2_AUDIO_TEMPLATE).save_pretrained(out)
+    audio_id = tokenizer.convert_tokens_to_ids("<|AUDIO|>")
+    torch.manual_seed(0)
+    config = transformers.Qwen2AudioConfig(
+        audio_config={"d_model": 16, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "num_mel_bins": 128},
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
+                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
+        audio_token_index=audio_id,
+    )  # fmt: skip
+    model = transformers.Qwen2AudioForConditionalGeneration(config)
+    favour_words(model, len(specials) + 1)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    return out
