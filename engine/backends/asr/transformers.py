@@ -126,7 +126,7 @@ class TransformersBackend(ASRBackend):
             "add 'trust_remote_code: true' to the model's registry entry (configs/models/*.yaml) after reviewing that code"
         )
 
-    def _pick_family(self, model_type: str) -> type:
+    def _pick_family(self, model_type: str) -> Any:
         """The family the entry names, checked against the checkpoint; ``auto``: the one that drives it."""
         from engine.backends.asr.families import family_loader
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 from engine.errors import ConfigError
 
@@ -59,8 +60,8 @@ def get_family(name: str) -> Family:
     return FAMILIES[name]
 
 
-def family_loader(name: str) -> type:
+def family_loader(name: str) -> Any:
     """Import and return the loader class of a family (imports the module, never torch at import)."""
     module, attr = get_family(name).loader.split(":", 1)
-    loader: type = getattr(importlib.import_module(module), attr)
+    loader: Any = getattr(importlib.import_module(module), attr)
     return loader

@@ -20,7 +20,6 @@ from engine.backends.asr.families.base import FamilyLoader
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
 
-
 #: Architectures whose encoder mixes padding into valid frames: one clip per forward pass.
 _PADDING_LEAKS = frozenset({"data2vec-audio"})
 

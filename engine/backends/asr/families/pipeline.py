@@ -40,7 +40,7 @@ class PipelineFamily(FamilyLoader):
         return kwargs
 
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
-        inputs = [{"raw": c, "sampling_rate": SAMPLE_RATE} for c in clips]
+        inputs: Any = [{"raw": c, "sampling_rate": SAMPLE_RATE} for c in clips]
         outputs = self.pipeline(inputs, batch_size=len(clips), generate_kwargs=self._kwargs() or None)
         return [str(o["text"]) for o in outputs]
 
