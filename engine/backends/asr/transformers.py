@@ -78,7 +78,7 @@ class TransformersBackend(ASRBackend):
         for key in ("num_beams",):
             value = merged[key]
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {value!r}")
+                raise ConfigError(f"{self.name}: option '{key}' must be an integer >= 1 (or null: the model card's setting), got {value!r}")
         if merged["dtype"] not in ("auto", "float32", "float16", "bfloat16"):
             raise ConfigError(f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}")
         if merged["generate_kwargs"] is not None and not isinstance(merged["generate_kwargs"], Mapping):
