@@ -10,33 +10,20 @@ qwen-asr) are in tests/test_families_heavy.py, run by ``make test-families``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
-from tests.conftest import espeak_wav, write_manifest
 
 pytest.importorskip("transformers")
 
 from tests import tiny_families as tiny  # noqa: E402
 
-CLIPS = ["the cat sat on the mat", "one two three four five six seven"]
-
 
 @pytest.fixture(scope="module")
 def clips(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two espeak-ng clips of different lengths and their manifest."""
-    root = tmp_path_factory.mktemp("clips")
-    rows = []
-    for i, text in enumerate(CLIPS):
-        wav = espeak_wav(root / f"c{i}.wav", text)
-        rows.append({"audio_filepath": str(wav), "text": text})
-    return write_manifest(root / "manifest.jsonl", rows)
+    return tiny.two_clips(tmp_path_factory.mktemp("clips"))
 
 
 def _whisper(out: Path) -> Path:
@@ -59,46 +46,7 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
 }
 
 
-def _entry(folder: Path, family: str, options: dict[str, Any], batch: int) -> str:
-    opts = {"model": str(folder), "device": "cpu", "local_files_only": True, **{k: v for k, v in options.items() if v is not None}}
-    return json.dumps({"backend": "transformers", "family": family, "options": opts, "batch_size": batch, "tags": ["tiny"]})
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_family_runs_through_audit_run(case: str, clips: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.model_registry
-    from audits.cli.main import app
-
     family, build, options, expect = CASES[case]
-    folder = build(tmp_path / "model")
-    cfg = tmp_path / "configs"
-    (cfg / "models").mkdir(parents=True)
-    (cfg / "models" / "tiny.yaml").write_text(
-        f"models:\n  tiny-b2: {_entry(folder, family, options, 2)}\n  tiny-b1: {_entry(folder, family, options, 1)}\n"
-    )
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
-    recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"name: tiny\ndataset: {{path: {clips}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: {{n_boot: 10}}\n")
-    out = tmp_path / "run"
-    res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(out)], catch_exceptions=False)
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "summary.json").read_text())
-    rows = pd.read_parquet(out / "utterances.parquet")
-    texts: dict[str, dict[str, str]] = {}
-    for name in ("tiny-b2", "tiny-b1"):
-        m = summary["models"][name]
-        assert m["status"] == "loaded" and m["n_failed"] == 0, m
-        info = m["backend_info"]
-        assert info["family"] == family and info["family_fallback"] is False  # the family path ran, no pipeline fallback
-        assert "prompt" in info and ("decoding" in info or "generate_kwargs" in info) and info["post_processing"]
-        for key, value in expect.items():
-            assert info[key] == value, (key, info)
-        mine = rows[rows["model"] == name]
-        texts[name] = dict(zip(mine["utt_id"], mine["hyp_raw"]))
-        if name == "tiny-b2":
-            # one batch of two really ran: the runner shares a batch's time by duration, so both clips
-            # get the same seconds per audio second (a failed batch retried clip by clip would not)
-            per_s = (mine["infer_s"] / mine["duration_s"]).tolist()
-            assert per_s[0] == pytest.approx(per_s[1], rel=1e-9), per_s
-    assert len(texts["tiny-b2"]) == 2 and all(isinstance(t, str) and t.strip() for t in texts["tiny-b2"].values())
-    assert texts["tiny-b2"] == texts["tiny-b1"]  # batching does not change a clip's text
+    tiny.assert_family_runs(tmp_path, monkeypatch, clips, "transformers", family, build(tmp_path / "model"), options, expect)

@@ -11,7 +11,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+CLIPS = ["the cat sat on the mat", "one two three four five six seven"]
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "and", "ran", "to", "house", "of", "speech", "test", "one", "two"]
+
+
+def two_clips(root: Path) -> Path:
+    """Two espeak-ng clips of different lengths and their manifest."""
+    from tests.conftest import espeak_wav, write_manifest
+
+    rows = [{"audio_filepath": str(espeak_wav(root / f"c{i}.wav", text)), "text": text} for i, text in enumerate(CLIPS)]
+    return write_manifest(root / "manifest.jsonl", rows)
 
 
 def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None, pad: str | None = None) -> Any:
@@ -150,3 +161,100 @@ def build_qwen2_audio(out: Path) -> Path:
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
     return out
+
+
+QWEN3_ASR_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for c in message['content'] %}"
+    "{% if c['type'] == 'audio' %}<|audio_start|><|audio_pad|><|audio_end|>{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def build_qwen3_asr(out: Path) -> Path:
+    """Qwen3ASRForConditionalGeneration of the ``qwen-asr`` package (Qwen/Qwen3-ASR-* layout): its
+    config, a Qwen2 fast tokenizer with the audio tokens and the package's processor."""
+    import torch
+    import transformers
+    from qwen_asr.core.transformers_backend import Qwen3ASRConfig, Qwen3ASRForConditionalGeneration, Qwen3ASRProcessor
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>", "<asr_text>"]
+    base = word_tokenizer(specials, extra_words=8, eos="<|im_end|>", pad="<|endoftext|>")
+    tokenizer = transformers.Qwen2TokenizerFast(
+        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"},
+    )  # fmt: skip
+    extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
+    Qwen3ASRProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN3_ASR_TEMPLATE).save_pretrained(out)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
+    torch.manual_seed(0)
+    config = Qwen3ASRConfig(
+        thinker_config={
+            "audio_config": {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "d_model": 16,
+                             "output_dim": 32, "downsample_hidden_size": 8, "n_window": 50, "n_window_infer": 100, "conv_chunksize": 500},
+            "text_config": {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                            "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
+                            "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "interleaved": True, "mrope_interleaved": True}},
+            "audio_token_id": ids["<|audio_pad|>"], "audio_start_token_id": ids["<|audio_start|>"],
+        },
+        support_languages=["English"],
+    )  # fmt: skip
+    model = Qwen3ASRForConditionalGeneration(config)
+    favour_words(model.thinker, len(specials) + 1)  # the LM head sits on the thinker
+    for gen in (model.generation_config, model.thinker.generation_config):
+        gen.eos_token_id = ids["<|im_end|>"]
+        gen.pad_token_id = ids["<|endoftext|>"]
+    model.save_pretrained(out)
+    return out
+
+
+def _entry(backend: str, folder: Path, family: str, options: dict[str, Any], batch: int) -> str:
+    opts = {"model": str(folder), "device": "cpu", **{k: v for k, v in options.items() if v is not None}}
+    if backend == "transformers":
+        opts["local_files_only"] = True
+    return json.dumps({"backend": backend, "family": family, "options": opts, "batch_size": batch, "tags": ["tiny"]})
+
+
+def assert_family_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manifest: Path, backend: str, family: str, folder: Path,
+    options: dict[str, Any], expect: dict[str, Any],
+) -> None:
+    """``audit run`` over two clips with the model at batch 2 and batch 1: the family path ran, text
+    came out, batching changed nothing, and backend_info holds the prompt and decoding settings."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    import engine.model_registry
+    from audits.cli.main import app
+
+    cfg = tmp_path / "configs"
+    (cfg / "models").mkdir(parents=True)
+    (cfg / "models" / "tiny.yaml").write_text(
+        f"models:\n  tiny-b2: {_entry(backend, folder, family, options, 2)}\n  tiny-b1: {_entry(backend, folder, family, options, 1)}\n"
+    )
+    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: {{n_boot: 10}}\n")
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    rows = pd.read_parquet(out / "utterances.parquet")
+    texts: dict[str, dict[str, str]] = {}
+    for name in ("tiny-b2", "tiny-b1"):
+        m = summary["models"][name]
+        assert m["status"] == "loaded" and m["n_failed"] == 0, m
+        info = m["backend_info"]
+        assert info["family"] == family and info.get("family_fallback", False) is False  # the family path ran, no pipeline fallback
+        assert "prompt" in info and ("decoding" in info or "generate_kwargs" in info) and info["post_processing"]
+        for key, value in expect.items():
+            assert info[key] == value, (key, info)
+        mine = rows[rows["model"] == name]
+        texts[name] = dict(zip(mine["utt_id"], mine["hyp_raw"]))
+        if name == "tiny-b2":
+            # one batch of two really ran: the runner shares a batch's time by duration, so both clips
+            # get the same seconds per audio second (a failed batch retried clip by clip would not)
+            per_s = (mine["infer_s"] / mine["duration_s"]).tolist()
+            assert per_s[0] == pytest.approx(per_s[1], rel=1e-9), per_s
+    assert len(texts["tiny-b2"]) == 2 and all(isinstance(t, str) and t.strip() for t in texts["tiny-b2"].values())
+    assert texts["tiny-b2"] == texts["tiny-b1"], texts  # batching does not change a clip's text

@@ -6,6 +6,13 @@ builds the prompt itself (a system turn holding the optional ``context`` and a u
 the audio; with ``language`` set it appends ``language <Name><asr_text>`` so the model answers
 with the transcript only) and strips the language header from the answer.
 
+Batching: the package pads a batch's waveforms to the longest before its Whisper feature
+extractor, whose centred STFT then sees zeros instead of the reflected end of a shorter clip, so
+a clip's features (and, measured on a small model, its logits) change with its batch partners.
+By default (``exact_batches: true``) each clip therefore gets a ``transcribe`` call of its own,
+which is what the model card does; ``exact_batches: false`` lets the package batch (faster; a
+clip's text may then depend on its batch). Prompts are padded on the left either way.
+
 ``qwen-asr`` pins its own transformers release (4.57), so it lives in its own environment: the
 ``qwen-asr`` extra, installed and tested by ``make test-families``.
 """
@@ -37,6 +44,7 @@ _DEFAULTS: dict[str, Any] = {
     "language": "English",  # the package's language name; None lets the model detect it
     "context": "",  # optional context text (the card's biasing prompt); empty by default
     "max_new_tokens": 512,  # the package default
+    "exact_batches": True,  # one transcribe call per clip, so a clip's text never depends on its batch
 }
 
 
@@ -63,6 +71,8 @@ class Qwen3ASRBackend(ASRBackend):
         mnt = merged["max_new_tokens"]
         if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
             raise ConfigError(f"{self.name}: option 'max_new_tokens' must be a positive integer, got {mnt!r}")
+        if not isinstance(merged["exact_batches"], bool):
+            raise ConfigError(f"{self.name}: option 'exact_batches' must be true or false")
         if not isinstance(merged["context"], str):
             raise ConfigError(f"{self.name}: option 'context' must be text")
         super().__init__(**merged)
@@ -103,6 +113,11 @@ class Qwen3ASRBackend(ASRBackend):
                 f"cannot load Qwen3-ASR '{model}' ({exc}); without hub access download it (huggingface-cli download {model} --local-dir DIR) "
                 "and pass DIR as 'model'"
             ) from exc
+        tokenizer = getattr(getattr(self._asr, "processor", None), "tokenizer", None)
+        if tokenizer is not None:
+            # the package pads a batch of prompts with the tokenizer's side; a decoder-only model
+            # needs the padding on the left, or a short clip's answer depends on its batch
+            tokenizer.padding_side = "left"
         self._device = device
         self._dtype_name = dtype_name
         log.info("loaded Qwen3-ASR %s on %s/%s", model, device, dtype_name)
@@ -114,8 +129,11 @@ class Qwen3ASRBackend(ASRBackend):
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
         self._largest_batch = max(self._largest_batch, len(clips))
         language = self.options["language"] or None
+        groups = [[c] for c in clips] if self.options["exact_batches"] else [list(clips)]
+        results: list[Any] = []
         with self._torch.inference_mode():
-            results = self._asr.transcribe(audio=[(c, SAMPLE_RATE) for c in clips], context=self.options["context"], language=language)
+            for group in groups:
+                results += self._asr.transcribe(audio=[(c, SAMPLE_RATE) for c in group], context=self.options["context"], language=language)
         return [str(getattr(r, "text", "") or "").strip() for r in results]
 
     def info(self) -> BackendInfo:
@@ -126,6 +144,8 @@ class Qwen3ASRBackend(ASRBackend):
             + (f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"] else "; language detected"),
             "context": self.options["context"],
             "decoding": "greedy",
+            "padding": "left",
+            "batching": "one transcribe call per clip" if self.options["exact_batches"] else "the package's padded batches",
             "max_new_tokens": self.options["max_new_tokens"],
             "post_processing": "qwen-asr parse_asr_output (language header removed), strip",
         }
