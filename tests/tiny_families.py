@@ -258,3 +258,113 @@ def assert_family_runs(
             assert per_s[0] == pytest.approx(per_s[1], rel=1e-9), per_s
     assert len(texts["tiny-b2"]) == 2 and all(isinstance(t, str) and t.strip() for t in texts["tiny-b2"].values())
     assert texts["tiny-b2"] == texts["tiny-b1"], texts  # batching does not change a clip's text
+
+
+def build_nemo_ctc(out: Path) -> Path:
+    """A NeMo ``EncDecCTCModel`` (the ASRModel class of character CTC checkpoints such as
+    stt_en_conformer_ctc_*'s ancestors) from a tiny config, saved as a ``.nemo`` file."""
+    import torch
+    from nemo.collections.asr.models import EncDecCTCModel
+    from omegaconf import OmegaConf
+
+    labels = [" ", *"abcdefghijklmnopqrstuvwxyz", "'"]
+    cfg = {
+        "sample_rate": 16000,
+        "labels": labels,
+        "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
+                         "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
+        "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
+                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0, "residual": False,
+                                "separable": True, "se": False}]},
+        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": 32, "num_classes": len(labels), "vocabulary": labels},
+    }  # fmt: skip
+    torch.manual_seed(0)
+    model = EncDecCTCModel(cfg=OmegaConf.create(cfg))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save_to(str(out))
+    return out
+
+
+def build_moonshine_streaming(out: Path) -> Path:
+    """MoonshineStreamingForConditionalGeneration (UsefulSensors/moonshine-streaming-* layout)."""
+    import torch
+    import transformers
+
+    tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True)
+    transformers.MoonshineStreamingProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    torch.manual_seed(0)
+    config = transformers.MoonshineStreamingConfig(
+        encoder_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+                        "sliding_windows": [[16, 4], [16, 0]]},
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    )  # fmt: skip
+    model = transformers.MoonshineStreamingForConditionalGeneration(config)
+    favour_words(model, 4)
+    model.generation_config.decoder_start_token_id = 1
+    model.save_pretrained(out)
+    return out
+
+
+GLMASR_TEMPLATE = (
+    "{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for c in message['content'] %}"
+    "{% if c['type'] == 'audio' %}<|begin_of_audio|><|pad|><|end_of_audio|>\n{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
+def build_glmasr(out: Path) -> Path:
+    """GlmAsrForConditionalGeneration (zai-org/GLM-ASR-Nano-2512 layout) with a chat template."""
+    import torch
+    import transformers
+
+    specials = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|begin_of_audio|>", "<|end_of_audio|>", "<|pad|>"]
+    tokenizer = word_tokenizer(specials, extra_words=8, eos="<|endoftext|>", pad="<|endoftext|>")
+    extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
+    transformers.GlmAsrProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=GLMASR_TEMPLATE).save_pretrained(out)
+    torch.manual_seed(0)
+    config = transformers.GlmAsrConfig(
+        audio_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_mel_bins": 128},
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
+                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
+        audio_token_id=tokenizer.convert_tokens_to_ids("<|pad|>"),
+    )  # fmt: skip
+    model = transformers.GlmAsrForConditionalGeneration(config)
+    favour_words(model, len(specials) + 1)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    return out
+
+
+
+def build_cohere_asr(out: Path) -> Path:
+    """CohereAsrForConditionalGeneration (CohereLabs/cohere-transcribe-* layout: Parakeet-style encoder,
+    transformer decoder) with the decoder-prompt tokens its processor builds."""
+    import torch
+    import transformers
+
+    specials = ["<unk0>", "<|nospeech|>", "<pad>", "<|endoftext|>", "<|startoftranscript|>", "▁", "<|startofcontext|>", "<|emo:undefined|>",
+                "<|en|>", "<|pnc|>", "<|nopnc|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>"]  # fmt: skip
+    tokenizer = word_tokenizer(specials, extra_words=8, bos="<|startoftranscript|>", eos="<|endoftext|>", pad="<pad>")
+    extractor = transformers.CohereAsrFeatureExtractor(feature_size=32)
+    transformers.CohereAsrProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<pad>", "<|endoftext|>", "<|startoftranscript|>")}
+    torch.manual_seed(0)
+    config = transformers.CohereAsrConfig(
+        encoder_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, "conv_kernel_size": 3,
+                        "subsampling_conv_channels": 8, "num_mel_bins": 32},
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=256,
+        pad_token_id=ids["<pad>"], eos_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|startoftranscript|>"],
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+    )  # fmt: skip
+    model = transformers.CohereAsrForConditionalGeneration(config)
+    favour_words(model, len(specials) + 1)
+    model.generation_config.eos_token_id = ids["<|endoftext|>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.generation_config.max_new_tokens = 6
+    model.save_pretrained(out)
+    return out

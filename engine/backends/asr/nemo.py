@@ -177,9 +177,13 @@ class NemoBackend(ASRBackend):
         extra: dict[str, Any] = {"family": self.options["family"]}
         if self.options["family"] == "nemo-salm":
             extra.update(prompt=f"{self.options['prompt']} <audio locator>", decoding="greedy", max_new_tokens=self.options["max_new_tokens"])
+            extra["post_processing"] = "tokenizer.ids_to_text of the answer, strip"
         else:
+            task = {k: self.options[k] for k in ("source_lang", "target_lang", "task", "pnc") if self.options[k] is not None}
+            extra["prompt"] = ("Canary task prompt " + ", ".join(f"{k}={v}" for k, v in task.items())) if task else None
             extra["decoding"] = "the model's default decoder (CTC greedy / RNNT-TDT greedy batch / Canary beam from its config)"
-            extra.update({k: self.options[k] for k in ("source_lang", "target_lang", "task", "pnc") if self.options[k] is not None})
+            extra["post_processing"] = "hypothesis text, strip"
+            extra.update(task)
         extra.update(package_versions("nemo_toolkit"))
         return BackendInfo(
             backend=self.name,
