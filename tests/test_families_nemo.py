@@ -24,3 +24,9 @@ def test_nemo_asr_model_runs_through_audit_run(tmp_path: Path, monkeypatch: pyte
     manifest = tiny.two_clips(tmp_path)
     expect = {"decoding": "the model's default decoder (CTC greedy / RNNT-TDT greedy batch / Canary beam from its config)"}
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, {}, expect)
+
+
+def test_nemo_transducer_runs_through_audit_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tiny.build_nemo_rnnt(tmp_path / "tiny-rnnt.nemo")
+    manifest = tiny.two_clips(tmp_path)
+    tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, {}, {"family": "nemo-asr", "prompt": None})

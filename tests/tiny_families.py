@@ -368,3 +368,32 @@ def build_cohere_asr(out: Path) -> Path:
     model.generation_config.max_new_tokens = 6
     model.save_pretrained(out)
     return out
+
+
+def build_nemo_rnnt(out: Path) -> Path:
+    """A NeMo ``EncDecRNNTModel`` (the transducer ASRModel class behind Parakeet RNN-T) from a tiny
+    config with greedy batch decoding, saved as a ``.nemo`` file."""
+    import torch
+    from nemo.collections.asr.models import EncDecRNNTModel
+    from omegaconf import OmegaConf
+
+    labels = [" ", *"abcdefghijklmnopqrstuvwxyz", "'"]
+    cfg = {
+        "sample_rate": 16000,
+        "labels": labels,
+        "model_defaults": {"enc_hidden": 32, "pred_hidden": 16},
+        "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
+                         "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
+        "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
+                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0, "residual": False,
+                                "separable": True, "se": False}]},
+        "decoder": {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 16, "pred_rnn_layers": 1}},
+        "joint": {"_target_": "nemo.collections.asr.modules.RNNTJoint", "jointnet": {"joint_hidden": 16, "activation": "relu"}},
+        "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 5}},
+        "loss": {"loss_name": "default"},
+    }  # fmt: skip
+    torch.manual_seed(0)
+    model = EncDecRNNTModel(cfg=OmegaConf.create(cfg))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save_to(str(out))
+    return out
