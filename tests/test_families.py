@@ -7,7 +7,7 @@ the output is text, batching does not change a clip's text, and ``backend_info``
 prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
 qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
 ``make test-families``. Granite Speech (its feature extractor needs torchaudio), Voxtral (its
-tokenizer needs mistral-common), Phi-4-multimodal and Kyutai STT have no tiny-model test yet.
+tokenizer needs mistral-common) and Phi-4-multimodal have no tiny-model test yet.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "data2vec-audio": ("ctc", lambda p: tiny.build_ctc(p, "data2vec"), {}, {"model_type": "data2vec-audio"}),
     "moonshine": ("encoder-decoder", tiny.build_moonshine, {}, {"model_type": "moonshine"}),
     "moonshine-streaming": ("encoder-decoder", tiny.build_moonshine_streaming, {}, {"model_type": "moonshine_streaming"}),
+    "kyutai-stt": ("encoder-decoder", tiny.build_kyutai_stt, {}, {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000}),
     "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"}, {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
     "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5}, {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
     "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5}, {"prompt": "Detect the language and recognize the speech: <|en|>"}),
