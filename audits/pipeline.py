@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -14,16 +14,17 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, write_summary
+from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
+from audits.runners import EngineOptions, check_runner, make_runner
 from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
-from engine.runner import InProcessRunner, hardware_facts
+from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
@@ -106,36 +107,6 @@ def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts
     return summary_dict
 
 
-@dataclass(frozen=True)
-class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine) or ``ray``."""
-
-    kind: str = "inprocess"
-    address: str | None = None
-    workers: int | None = None
-    max_retries: int = 2
-    unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
-    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
-
-
-def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Any:
-    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    if engine.kind == "inprocess":
-        return InProcessRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
-        )
-    if engine.kind == "ray":
-        from engine.ray_runner import RayRunner
-
-        return RayRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
-        )
-    raise ConfigError(f"unknown engine '{engine.kind}' (known: inprocess, ray)")
-
-
 def run_recipe(
     recipe: Recipe,
     out: Path,
@@ -150,9 +121,10 @@ def run_recipe(
     order after the ASR models, each writing its part of the summary under its key.
     """
     t0 = time.perf_counter()
+    check_runner(engine.kind)
     try:
         normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
-    except ValueError as exc:
+    except RegistryError as exc:
         raise ConfigError(f"{recipe.source or recipe.name}: normalizer: {exc}") from None
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches

@@ -11,7 +11,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
 * ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs).
 
-The registry name is the recipe key and the summary key. ``order`` fixes the order in which
+The registry name is the recipe key and the summary key; a separately installed package adds a
+section through the entry-point group ``audit_engine.sections`` (docs/design.md, "Registries"). ``order`` fixes the order in which
 sections run and appear in reports, so adding a section never reshuffles the others.
 
 A section whose recipe mapping is empty (or absent) does not run. Entries are lazy
@@ -117,13 +118,12 @@ class AuditSection(ABC, Generic[ConfigT]):
 
 
 def builtin_registry() -> Registry[type[AuditSection[Any]]]:
-    """A registry holding the sections that ship with the project (tests build one to add a toy section)."""
-    reg: Registry[type[AuditSection[Any]]] = Registry("audit section")
-    reg.register_lazy("probes", "audits.probes.section:ProbesSection")
-    reg.register_lazy("speaker", "audits.speaker.section:SpeakerSection")
-    reg.register_lazy("emotion", "audits.emotion.section:EmotionSection")
-    reg.register_lazy("conversation", "audits.conversation.section:ConversationSection")
-    return reg
+    """A fresh registry of the installed sections (entry-point group ``audit_engine.sections``).
+
+    The project's own sections are entry points like a plug-in's (pyproject.toml); tests build a
+    fresh one to add a toy section without touching the global one.
+    """
+    return Registry("audit section", "audit_engine.sections")
 
 
 SECTIONS: Registry[type[AuditSection[Any]]] = builtin_registry()

@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
+from audits.normalizing import get_normalizer
 from audits.sections import ordered, present_in
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
