@@ -158,7 +158,8 @@ def sweep_cmd(
     max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
     memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
     tracks: Optional[str] = typer.Option(None, "--tracks", help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
-    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
+    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources): family, extra, weights; run nothing."),
+    smoke: bool = typer.Option(False, "--smoke", help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory)."),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
     from audits.recipes import load_recipe, with_overrides
@@ -173,8 +174,12 @@ def sweep_cmd(
             from engine.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
+        if smoke and not check:
+            raise ConfigError("--smoke goes with --check (audit sweep RECIPE --models ... --check --smoke)")
         if check:
-            _sweep_check(reg, chosen, address)
+            from audits.cli.sweep_check import run_check
+
+            run_check(reg, chosen, address, rec, smoke, console, out_console)
             return
         track_paths = _parse_track_datasets(tracks) if tracks else {}
         for name, path in track_paths.items():
@@ -240,19 +245,6 @@ def _check_dataset(rec: Any, track: Optional[str] = None) -> None:
     except AuditError as exc:
         where = f"track '{track}': " if track else ""
         raise ConfigError(f"sweep '{rec.name}': {where}dataset '{rec.dataset.path}': {exc}") from exc
-
-
-def _sweep_check(reg: Any, chosen: list[str], address: Optional[str]) -> None:
-    """`audit sweep --check`: the workers' availability table; nothing runs."""
-    from engine.sweep import check_in_workers
-
-    answers = check_in_workers(reg, chosen, address)
-    t = Table(title=f"availability in the Ray workers ({sum(1 for a in answers.values() if a['runnable'])} of {len(answers)} can run)")
-    for col in ("model", "runnable", "checked by", "reason"):
-        t.add_column(col)
-    for n, a in answers.items():
-        t.add_row(n, "yes" if a["runnable"] else "no", escape(str(a["where"])), escape(str(a["reason"])))
-    out_console.print(t)
 
 
 def _print_overview(summary: dict[str, Any]) -> None:
@@ -346,14 +338,14 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
         _fail(exc)
         return
     t = Table(title="Model registry (configs/models)")
-    for col in ("name", "backend", "params (M)", "tags", "runnable here", "why"):
+    for col in ("name", "backend", "family", "params (M)", "tags", "runnable here", "why"):
         t.add_column(col)
     for name, e in sorted(reg.items()):
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
         verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
-        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
+        t.add_row(name, e.backend, e.family or "—", "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
     out_console.print(t)
 
 
