@@ -5,7 +5,8 @@ Views:
 * ``utterances``: the result rows (``utterances.parquet``, read in place by DuckDB);
 * ``models``: one row per model from ``summary.json`` (``params_m``, ``wer``, ``ci_lo``, ``ci_hi``, ``rtfx``, ...);
 * ``slices``: one row per model and ``label=value`` slice (``label``, ``value``, ``wer``, ``ci_lo``, ...);
-* ``gaps``: fairness gaps per model; ``probes``: probe rates per model;
+* ``gaps``: fairness gaps per model; ``pairs``: paired comparisons of every two models;
+* each audit section's tables (``AuditSection.tables``: e.g. probe rates per model);
 * ``scored`` (built only when the SQL names it): the rows with normalized text and per-row
   ``n_words``/``word_errors``, so corpus WER of any grouping is ``sum(word_errors)/sum(n_words)``.
 
@@ -25,7 +26,10 @@ import pandas as pd
 from audits.reports.tables import summary_frames
 from engine.errors import AuditError, ConfigError
 
-VIEWS = ("utterances", "models", "slices", "gaps", "probes", "pairs", "scored")
+
+def view_names() -> list[str]:
+    """Every view a query can read: the rows, the summary's tables (sections' included), ``scored``."""
+    return ["utterances", *summary_frames({}), "scored"]
 
 
 class QueryError(AuditError):
@@ -69,6 +73,30 @@ def _sql_str(s: str) -> str:
     return s.replace("'", "''")
 
 
+def query_frames(summary: Mapping[str, Any], table: pd.DataFrame, sql: str) -> pd.DataFrame:
+    """Run ``sql`` against the views of a result held in memory (``RunResult.query``)."""
+    import duckdb
+
+    if not sql.strip():
+        raise ConfigError("empty SQL; try: SELECT model, wer, ci_lo, ci_hi FROM models ORDER BY wer")
+    con = duckdb.connect()
+    try:
+        register_views(con, summary, table, scored=re.search(r"\bscored\b", sql, flags=re.IGNORECASE) is not None)
+        lock_down(con)
+        return _execute(con, sql)
+    finally:
+        con.close()
+
+
+def _execute(con: Any, sql: str) -> pd.DataFrame:
+    import duckdb
+
+    try:
+        return con.execute(sql).df()
+    except duckdb.Error as exc:
+        raise QueryError(f"{exc}\nviews: {', '.join(view_names())} (see `DESCRIBE <view>`)") from None
+
+
 def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
     """Run ``sql`` against the views of one run directory (or of several, merged) and return the result."""
     import duckdb
@@ -92,9 +120,6 @@ def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
             summary, table = merge_runs(dirs)
             register_views(con, summary, table, scored=wants_scored)
         lock_down(con)
-        try:
-            return con.execute(sql).df()
-        except duckdb.Error as exc:
-            raise QueryError(f"{exc}\nviews: {', '.join(VIEWS)} (see `DESCRIBE <view>`)") from None
+        return _execute(con, sql)
     finally:
         con.close()
