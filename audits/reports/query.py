@@ -6,7 +6,7 @@ Views:
 * ``models``: one row per model from ``summary.json`` (``params_m``, ``wer``, ``ci_lo``, ``ci_hi``, ``rtfx``, ...);
 * ``slices``: one row per model and ``label=value`` slice (``label``, ``value``, ``wer``, ``ci_lo``, ...);
 * ``gaps``: fairness gaps per model; ``pairs``: paired comparisons of every two models;
-* each audit section's tables (``AuditSection.tables``: e.g. probe rates per model);
+* each audit section's tables (``AuditSection.tables``), whether or not the section ran;
 * ``scored`` (built only when the SQL names it): the rows with normalized text and per-row
   ``n_words``/``word_errors``, so corpus WER of any grouping is ``sum(word_errors)/sum(n_words)``.
 

@@ -137,8 +137,8 @@ def label_columns(table: pd.DataFrame) -> list[str]:
 def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """The summary's tables as DataFrames (stable columns even when empty), then each section's tables.
 
-    Every registered section is asked, present in the summary or not, so a view such as
-    ``probes`` exists (empty, with its columns) in every run and a query never depends on which
+    Every registered section is asked, present in the summary or not, so every table
+    of a section exists (empty, with its columns) in every run and a query never depends on which
     sections ran.
     """
     from audits.sections import ordered
