@@ -199,6 +199,7 @@ def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
                 "dir": names[i],
                 "recipe": (s.get("recipe") or {}).get("name"),
                 "created_at": s.get("created_at"),
+                "engine_version": s.get("engine_version"),
                 "hardware": s.get("hardware"),
                 "packages": s.get("packages"),
                 "models": sorted((s.get("models") or {}).keys()),
