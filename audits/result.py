@@ -77,7 +77,7 @@ class RunResult:
 
     def query(self, sql: str) -> pd.DataFrame:
         """SQL over this result's views, as ``audit query`` gives them (DuckDB, in memory)."""
-        from audits.reports.query import query_frames
+        from audits.reports.views import query_frames
 
         return query_frames(self.plain_summary, self.table, sql)
 
