@@ -51,7 +51,9 @@ def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None =
     return path
 
 
-def open_recipe_dataset(recipe: Recipe, shard_size: int | None = None, corpus_progress: Callable[[int, int], None] | None = None) -> Dataset:
+def open_recipe_dataset(
+    recipe: Recipe, shard_size: int | None = None, corpus_progress: Callable[[int, int], None] | None = None,
+) -> Dataset:
     """Open (and fingerprint) the recipe's dataset; the built-in demo corpus is built first when absent."""
     path = recipe.dataset.path
     if path.startswith("builtin:"):
@@ -123,7 +125,8 @@ def score_run(
 
 
 def score_run_dir(
-    out: Path, recipe: Recipe, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]], extra: Mapping[str, Any] | None = None,
+    out: Path, recipe: Recipe, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
 ) -> Summary:
     """(Re)score a run directory's ``utterances.parquet``: ``summary.json``, reports and exports (its summary)."""
     return score_run(out, recipe, load_rows(out), dataset_desc, facts, extra).summary
@@ -226,7 +229,10 @@ def run_audit(
     # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
     table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
     sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
-    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=table.copy, progress=progress, decode_options=dec, recipe_name=recipe.name)
+    ctx = SectionContext(
+        dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=table.copy, progress=progress, decode_options=dec,
+        recipe_name=recipe.name,
+    )
     for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
         sections[sec.key] = sec.run(cfg, ctx)
     del ctx

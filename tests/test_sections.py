@@ -109,7 +109,8 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
     con = duckdb.connect(str(out / "exports" / "results.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT model, greeting FROM toy_greetings ORDER BY model").fetchall() == [(m, "hello <world>") for m in models]
-        assert con.execute("SELECT count(*) FROM probes").fetchone() == (0,)  # every section's tables exist, with columns, when it did not run
+        # every section's tables exist, with their columns, when the section did not run
+        assert con.execute("SELECT count(*) FROM probes").fetchone() == (0,)
     finally:
         con.close()
     from audits.reports.query import query, view_names

@@ -210,7 +210,8 @@ def sweep_cmd(
 
         for name, path in track_paths.items():
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-            _run_with_progress(with_overrides(rec, path, None, limit), out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
+            track_rec = with_overrides(rec, path, None, limit)
+            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
         written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:

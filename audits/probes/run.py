@@ -205,7 +205,8 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
 
 
 def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
-                   base_hyps: Mapping[tuple[str, str], str | None], progress: ProgressFn | None) -> tuple[dict[str, Any], BadReferenceState]:
+                   base_hyps: Mapping[tuple[str, str], str | None],
+                   progress: ProgressFn | None) -> tuple[dict[str, Any], BadReferenceState]:
     """``probes.bad_reference`` and the report with its references (for the synthetic-voice probe)."""
     from audits.probes.bad_reference import run_bad_reference_probe
     from engine.model_registry import load_model_registry, resolve_models

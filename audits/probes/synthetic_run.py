@@ -58,7 +58,9 @@ def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
     return int(t["char_start"]), int(t["char_end"])
 
 
-def _select(cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utterance], state: ProbeState, skipped: dict[str, int]) -> _Selection:
+def _select(
+    cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utterance], state: ProbeState, skipped: dict[str, int],
+) -> _Selection:
     from audits.probes.bad_reference import Tokenizer, resolve_normalizer
     from audits.probes.masking_score import target_in_text
 
@@ -148,7 +150,8 @@ def _match_speakers(
 
 
 def run_synthetic_voice(
-    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None, state: ProbeState
+    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None,
+    state: ProbeState,
 ) -> dict[str, Any]:
     """``summary['probes']['synthetic_voice']``: per model real vs each arm, and the probe's facts."""
     from audits.probes.bad_reference import accept_ref
