@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,18 +20,19 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, json_safe, write_summary
+from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
+from audits.runners import EngineOptions, check_runner, decode_options, make_runner
 from audits.schema import Summary
 from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
-from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.data import ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
-from engine.runner import InProcessRunner, hardware_facts
+from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,6 @@ def open_recipe_dataset(
     elif not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).exists():
         path = str(REPO_ROOT / path)  # recipe paths may be relative to the repository root
     return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options))
-
-
-def decode_options(recipe: Recipe) -> DecodeOptions:
-    """How the run decodes audio (duration bound, paths outside the dataset root), from the recipe."""
-    return DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
 
 
 def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
@@ -132,39 +128,6 @@ def score_run_dir(
     return score_run(out, recipe, load_rows(out), dataset_desc, facts, extra).summary
 
 
-@dataclass(frozen=True)
-class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine) or ``ray``."""
-
-    kind: str = "inprocess"
-    address: str | None = None
-    workers: int | None = None
-    max_retries: int = 2
-    unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
-    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
-
-
-def make_runner(
-    engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None,
-    dec: DecodeOptions | None = None,
-) -> Any:
-    dec = dec if dec is not None else decode_options(recipe)
-    if engine.kind == "inprocess":
-        return InProcessRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
-        )
-    if engine.kind == "ray":
-        from engine.ray_runner import RayRunner
-
-        return RayRunner(
-            dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress,
-            address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
-        )
-    raise ConfigError(f"unknown engine '{engine.kind}' (known: inprocess, ray)")
-
-
 def run_recipe(
     recipe: Recipe,
     out: Path,
@@ -195,9 +158,10 @@ def run_audit(
     opened it already (a sweep checks it first), so it is opened and fingerprinted once.
     """
     t0 = time.perf_counter()
+    check_runner(engine.kind)
     try:
         normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
-    except ValueError as exc:
+    except RegistryError as exc:
         raise ConfigError(f"{recipe.source or recipe.name}: normalizer: {exc}") from None
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
@@ -223,7 +187,7 @@ def run_audit(
     plan = None
     dec = decode_options(recipe)
     if specs:
-        runner = make_runner(engine, dataset, specs, store, recipe, progress, dec)
+        runner = make_runner(engine, dataset, specs, store, recipe, progress)
         facts = runner.run()
         plan = runner.plan
     # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored

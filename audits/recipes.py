@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from audits.sections import ordered, section_names
 from engine.config import check_keys, expect_type, load_yaml
-from engine.errors import ConfigError
+from engine.errors import ConfigError, RegistryError
 from engine.model_registry import CONFIG_DIR, REPO_ROOT
 
 
@@ -167,17 +167,14 @@ def parse_recipe(data: Any, source: str) -> Recipe:
 
 
 def _normalizer_name(value: Any, source: str) -> str:
-    """A known normalizer name (checked here so a typo stops before any model loads)."""
-    import difflib
-
-    from normalizers import known_normalizers
+    """A registered normalizer name (checked here, nothing imported, so a typo stops before any model loads)."""
+    from audits.normalizing import NORMALIZERS
 
     name = expect_type(value, str, f"{source}: normalizer")
-    known = known_normalizers()
-    if name not in known:
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"{source}: normalizer: unknown normalizer '{name}'{hint}; known: {', '.join(known)}")
+    try:
+        NORMALIZERS.check(name)
+    except RegistryError as exc:
+        raise ConfigError(f"{source}: normalizer: {exc}") from None
     return str(name)
 
 

@@ -31,11 +31,10 @@ def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tu
     if not names:
         raise ConfigError(f"{where}.backends: list at least one backend ({', '.join(registry.names())})")
     for n in names:
-        if n not in registry:
-            try:
-                registry.get(n)  # raises, listing close matches
-            except RegistryError as exc:
-                raise ConfigError(f"{where}.backends: {exc}") from None
+        try:
+            registry.check(n)  # imports nothing; lists close matches
+        except RegistryError as exc:
+            raise ConfigError(f"{where}.backends: {exc}") from None
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}.backends: listed twice: {', '.join(dupes)}")

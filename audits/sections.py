@@ -19,7 +19,8 @@ Reports, exports, queries and findings iterate over the registered sections and 
 hooks; none of them names a section. Every hook but ``parse``, ``run`` and ``markdown`` has a
 default, so a new section writes only what it shows.
 
-The registry name is the recipe key and the summary key. ``order`` fixes the order in which
+The registry name is the recipe key and the summary key; a separately installed package adds a
+section through the entry-point group ``audit_engine.sections`` (docs/design.md, "Registries"). ``order`` fixes the order in which
 sections run and appear in reports, so adding a section never reshuffles the others.
 
 A section whose recipe mapping is empty (or absent) does not run. Entries are lazy
@@ -139,13 +140,12 @@ class AuditSection(ABC, Generic[ConfigT]):
 
 
 def builtin_registry() -> Registry[type[AuditSection[Any]]]:
-    """A registry holding the sections that ship with the project (tests build one to add a toy section)."""
-    reg: Registry[type[AuditSection[Any]]] = Registry("audit section")
-    reg.register_lazy("probes", "audits.probes.section:ProbesSection")
-    reg.register_lazy("speaker", "audits.speaker.section:SpeakerSection")
-    reg.register_lazy("emotion", "audits.emotion.section:EmotionSection")
-    reg.register_lazy("conversation", "audits.conversation.section:ConversationSection")
-    return reg
+    """A fresh registry of the installed sections (entry-point group ``audit_engine.sections``).
+
+    The project's own sections are entry points like a plug-in's (pyproject.toml); tests build a
+    fresh one to add a toy section without touching the global one.
+    """
+    return Registry("audit section", "audit_engine.sections")
 
 
 SECTIONS: Registry[type[AuditSection[Any]]] = builtin_registry()

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import EmotionOutput, SERBackend, SVBackend
+from engine.backends.hosted.scrub import error_text, scrub, scrubber
 from engine.data import SAMPLE_RATE, DecodedAudio, DecodeOptions, ProgressFn, Shard, Utterance
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable, ConfigError
@@ -136,6 +137,9 @@ class EmbedStore:
         part = self.part_path(kind, name, shard_id)
         part.parent.mkdir(parents=True, exist_ok=True)
         schema = SV_SCHEMA if kind == "sv" else SER_SCHEMA
+        clean = scrubber()  # a judge's error text may quote a server that echoed the key
+        if clean:
+            rows = [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
         table = pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
         tmp = part.with_name(f".{part.name}.tmp-{os.getpid()}")
         try:
@@ -312,7 +316,7 @@ def process_embed_unit(
                     rows[u.utt_id]["infer_s"] = time.perf_counter() - t0
                     _fill(rows[u.utt_id], kind, out)
                 except Exception as exc2:  # noqa: BLE001 - one clip's failure becomes its row's error
-                    rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
+                    rows[u.utt_id]["error"] = error_text(exc2, "backend error: ")
     return [rows[u.utt_id] for u in shard.utterances]
 
 
@@ -351,14 +355,14 @@ def load_embed_backend(spec: EmbedSpec) -> _State:
         facts["status"] = "loaded"
         state.backend = backend
     except BackendUnavailable as exc:
-        facts.update(status="unavailable", error=str(exc))
-        log.error("%s backend %s unavailable: %s", spec.kind, spec.name, exc)
+        facts.update(status="unavailable", error=scrub(str(exc)))
+        log.error("%s backend %s unavailable: %s", spec.kind, spec.name, facts["error"])
     except ConfigError as exc:
-        facts.update(status="failed-to-load", error=str(exc))
-        log.error("%s backend %s: bad options: %s", spec.kind, spec.name, exc)
+        facts.update(status="failed-to-load", error=scrub(str(exc)))
+        log.error("%s backend %s: bad options: %s", spec.kind, spec.name, facts["error"])
     except Exception as exc:  # noqa: BLE001 - load failures are reported in the facts, never raised
-        facts.update(status="failed-to-load", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=5))
-        log.error("%s backend %s failed to load: %s", spec.kind, spec.name, exc)
+        facts.update(status="failed-to-load", error=error_text(exc), traceback=scrub(traceback.format_exc(limit=5)))
+        log.error("%s backend %s failed to load: %s", spec.kind, spec.name, facts["error"])
     return state
 
 

@@ -24,9 +24,11 @@ from typing import Any, Mapping
 
 from engine.backends import ASR_BACKENDS
 from engine.backends.availability import Availability, model_availability
+from engine.backends.hosted.scrub import register_secret_env
 from engine.config import check_keys, expect_type, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
+from engine.registry import did_you_mean
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
@@ -53,6 +55,8 @@ class ModelEntry:
         ``fallback``) are resolved through ``registry`` (default: the configured one)."""
         meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
         meta.update(self.resources)
+        if isinstance(self.options.get("api_key_env"), str):  # the driver scrubs this key too (Ray: the model runs elsewhere)
+            register_secret_env(self.options["api_key_env"])
         return ModelSpec(self.name, self.backend, self._resolved_options(registry), batch_size or self.batch_size, meta)
 
     def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
@@ -89,11 +93,10 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
             if name in entries:
                 raise ConfigError(f"{where}: duplicate model name (also in {entries[name].source})")
             backend = expect_type(raw["backend"], str, f"{where}.backend")
-            if backend not in ASR_BACKENDS:
-                try:
-                    ASR_BACKENDS.get(backend)
-                except RegistryError as exc:
-                    raise ConfigError(f"{where}: {exc}") from None
+            try:
+                ASR_BACKENDS.check(backend)
+            except RegistryError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
             entries[name] = ModelEntry(
                 name=str(name),
                 backend=backend,
@@ -127,13 +130,9 @@ def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:
     """Registry entries for names; unknown names get a 'did you mean'."""
-    import difflib
-
     out = []
     for n in names:
         if n not in registry:
-            close = difflib.get_close_matches(n, list(registry), n=3, cutoff=0.5)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise ConfigError(f"unknown model '{n}'{hint} (see `audit list models`)")
+            raise ConfigError(f"{did_you_mean('model', n, sorted(registry))}; see `audit list models`")
         out.append(registry[n])
     return out

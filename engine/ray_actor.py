@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.hosted.scrub import install_log_scrubber
 from engine.data import DecodedAudio, ModelSpec, Shard
 from engine.errors import AuditError
 from engine.runner import load_model, process_unit
@@ -18,6 +19,7 @@ class ModelActor:
     """Holds one loaded model for its whole life; wrapped with ``ray.remote`` by :class:`RayRunner`."""
 
     def __init__(self, spec: ModelSpec, warmup: int) -> None:
+        install_log_scrubber()  # the actor's log lines reach the driver's console
         self.spec = spec
         self.warmup = warmup
         self.backend: Any = None

@@ -52,6 +52,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from engine.backends import ASR_BACKENDS
+from engine.backends.hosted.scrub import scrub
 from engine.cluster import check_address, node_capacity, placement_problem
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
@@ -775,9 +776,10 @@ class RayRunner:
 
 
 def _short(exc: BaseException, limit: int = 400) -> str:
-    """One line of an exception (Ray's own messages carry whole tracebacks)."""
+    """One line of an exception (Ray's own messages carry whole tracebacks), secrets scrubbed
+    before it is cut (a cut key would no longer match)."""
     cause = getattr(exc, "cause", None)
-    text = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+    text = scrub(f"{type(cause).__name__}: {cause}" if cause is not None else str(exc))
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 from engine.audio import decode
 from engine.backends import build_backend
 from engine.backends.base import ASRBackend
+from engine.backends.hosted.scrub import error_text, scrub
 from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
@@ -109,7 +110,7 @@ def process_unit(
                 rows[u.utt_id]["infer_s"] = dt * d.duration_s / total
             _copy_confidences(backend, [rows[u.utt_id] for u, _ in batch])
         except Exception as exc:
-            log.warning("%s: batch of %d failed (%s); retrying clip by clip", model, len(batch), exc)
+            log.warning("%s: batch of %d failed (%s); retrying clip by clip", model, len(batch), scrub(str(exc)))
             for u, d in batch:
                 try:
                     t0 = time.perf_counter()
@@ -118,7 +119,7 @@ def process_unit(
                     rows[u.utt_id]["hyp_raw"] = "" if h is None else str(h)
                     _copy_confidences(backend, [rows[u.utt_id]])
                 except Exception as exc2:
-                    rows[u.utt_id]["error"] = f"backend error: {type(exc2).__name__}: {exc2}"
+                    rows[u.utt_id]["error"] = error_text(exc2, "backend error: ")
     return [rows[u.utt_id] for u in shard.utterances]
 
 
@@ -168,11 +169,11 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
         facts["status"] = "loaded"
         state.backend = backend
     except BackendUnavailable as exc:
-        facts.update(status="unavailable", error=str(exc))
-        log.error("model %s unavailable: %s", spec.name, exc)
+        facts.update(status="unavailable", error=scrub(str(exc)))
+        log.error("model %s unavailable: %s", spec.name, facts["error"])
     except Exception as exc:
-        facts.update(status="failed-to-load", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(limit=5))
-        log.error("model %s failed to load: %s", spec.name, exc)
+        facts.update(status="failed-to-load", error=error_text(exc), traceback=scrub(traceback.format_exc(limit=5)))
+        log.error("model %s failed to load: %s", spec.name, facts["error"])
     state.facts = facts
     return state
 

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
 from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
 
@@ -243,7 +244,12 @@ def _settings_diff(old: Any, new: Mapping[str, Any]) -> str:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``."""
+    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``.
+
+    Every text artefact of a run is written here, so the secret scrubber runs here: no form of a
+    configured API key reaches a file (engine/backends/hosted/scrub.py).
+    """
+    text = scrubber()(text)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -261,7 +267,11 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) -> pa.Table:
-    """Result rows as an Arrow table with a fixed schema (labels as strings)."""
+    """Result rows as an Arrow table with a fixed schema (labels as strings); every text cell
+    passes the secret scrubber (a server may echo a key into an error or a transcript)."""
+    clean = scrubber()
+    if clean:
+        rows = [{k: clean(v) if isinstance(v, str) else v for k, v in r.items()} for r in rows]
     schema_fields = [
         ("utt_id", pa.string()),
         ("model", pa.string()),

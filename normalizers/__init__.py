@@ -1,13 +1,10 @@
-"""Text normalization applied at scoring time; stored text is always raw."""
+"""Text normalization applied at scoring time; stored text is always raw.
 
-from normalizers.english import (
-    BasicNormalizer,
-    EnglishNormalizer,
-    IdentityNormalizer,
-    Normalizer,
-    fast_normalizer,
-    get_normalizer,
-    known_normalizers,
-)
+This package holds the normalizer classes only and imports nothing of the project; the names
+recipes use are registered as entry points (group ``audit_engine.normalizers``) and looked up
+through ``audits.normalizing``.
+"""
 
-__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "fast_normalizer", "get_normalizer", "known_normalizers"]
+from normalizers.english import BasicNormalizer, EnglishNormalizer, IdentityNormalizer, Normalizer, fast_normalizer
+
+__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "fast_normalizer"]

@@ -71,10 +71,6 @@ def fast_normalizer(normalizer: Normalizer) -> Callable[[str], str]:
     return normalizer
 
 
-def known_normalizers() -> list[str]:
-    return sorted(_NORMALIZERS)
-
-
 @dataclass(frozen=True)
 class BasicNormalizer:
     """Lower-case, strip punctuation/symbols, collapse spaces (language independent)."""
@@ -97,19 +93,3 @@ class IdentityNormalizer:
 
     def __call__(self, text: str) -> str:
         return re.sub(r"\s+", " ", text).strip()
-
-
-_NORMALIZERS: dict[str, Callable[[], Normalizer]] = {
-    "whisper-english": EnglishNormalizer,
-    "open-asr-english": EnglishNormalizer,
-    "basic": BasicNormalizer,
-    "identity": IdentityNormalizer,
-}
-
-
-def get_normalizer(name: str) -> Normalizer:
-    """Return a normalizer by name; unknown names list the known ones."""
-    try:
-        return _NORMALIZERS[name]()
-    except KeyError:
-        raise ValueError(f"unknown normalizer '{name}' (known: {', '.join(sorted(_NORMALIZERS))})") from None

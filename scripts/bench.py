@@ -401,7 +401,7 @@ def synthetic_sweep(n_models: int, n_utts: int, n_speakers: int = 500, seed: int
 def score_once(table: Any, n_boot: int = 1000, workers: int | None = None) -> dict[str, float]:
     """Normalize + align + corpus WER/CER with speaker-block bootstrap intervals per model and slice."""
     from audits.asr.scoring import ScoringOptions, score_table, summarize_models
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     norm = get_normalizer("whisper-english")
     t0 = time.perf_counter()

@@ -103,7 +103,7 @@ def leaderboard_unbatched(backend: Any, clips: list[Any], warmup: int = 2) -> di
 def engine_once(spec: ModelSpec, ds: Any, work: Path, warmup: int) -> dict[str, Any]:
     """Our engine end to end; our RTFx and WER exactly as summary.json computes them."""
     from audits.asr.scoring import ScoringOptions, score_table, summarize_models
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     out = work / "engine"
     shutil.rmtree(out, ignore_errors=True)

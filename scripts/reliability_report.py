@@ -10,7 +10,8 @@ plugin that records every test's outcome and the figures the tests record with
   an uninterrupted run's (must be 0), and over the bad-input run;
 * security and property checks passed;
 * red-team regression cases held (exact resume under any change, typed configuration, SQL and
-  report escaping, credentials and redirects, linear normalization, bounded decoding);
+  report escaping, credentials and redirects, linear normalization, bounded decoding, secrets in
+  every encoding kept out of every artefact and log line, remote-call limits);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %).
 
     python scripts/reliability_report.py            # everything (slow tests, Ray, 5k/20k load)
@@ -50,6 +51,8 @@ GROUPS = {
     "red team: normalizer": "tests/test_normalizer_linear.py",
     "red team: decoding": "tests/test_decode_bounds.py",
     "red team: errors": "tests/test_redteam_errors.py",
+    "red team: secrets": "tests/test_secrets.py",
+    "red team: HTTP limits": "tests/test_http_limits.py",
 }
 RED_TEAM = [g for g in GROUPS if g.startswith("red team")]
 

@@ -5,7 +5,12 @@ as the vendor would), answers with the documented JSON, and counts billable call
 that creates a transcription) so tests can prove that nothing is paid for twice. Faults queued
 with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-After``), ``"500"``,
 ``"slow:<seconds>"``, ``"malformed"`` (a 200 whose body is not JSON), ``"redirect:<url>"``
-(a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key).
+(a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key),
+``"echo:<form>"`` (a 500 repeating the key as ``quote``, ``quote_plus``, ``b64-basic`` (base64 of
+``user:key``), ``b64-urlsafe`` or ``raw``), ``"retry-after:<value>"`` (a 429 with that header),
+``"trickle:<seconds>"`` (a 200 whose body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a
+200 declaring and streaming that many bytes) and ``"huge-unsized:<bytes>"`` (the same without
+Content-Length). ``openai-stt`` is the OpenAI audio transcription API (``openai-compatible``).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure")
+OPENAI_STT = "openai-stt"
 JUDGE_VENDORS = ("gemini", "openai")
 AUTH = {
     "deepgram": ("authorization", "Token {key}"),
@@ -31,6 +37,7 @@ AUTH = {
     "azure": ("ocp-apim-subscription-key", "{key}"),
     "gemini": ("x-goog-api-key", "{key}"),
     "openai": ("authorization", "Bearer {key}"),
+    OPENAI_STT: ("authorization", "Bearer {key}"),
 }
 
 
@@ -43,7 +50,7 @@ class FakeVendor:
     """One vendor's API on an ephemeral port."""
 
     def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1) -> None:
-        if vendor not in VENDORS + JUDGE_VENDORS:
+        if vendor not in (*VENDORS, *JUDGE_VENDORS, OPENAI_STT):
             raise ValueError(vendor)
         self.vendor = vendor
         self.key = key
@@ -114,6 +121,14 @@ class FakeVendor:
                 return self._send(h, 500, {"err_msg": "internal"})
             if fault == "echo-key":
                 return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
+            if fault.startswith("echo:"):
+                return self._send(h, 500, f"bad request; you sent {_encoded(self.key, fault.split(':', 1)[1])} (check it)", ctype="text/plain")
+            if fault.startswith("retry-after:"):
+                return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": fault.split(":", 1)[1]})
+            if fault.startswith("trickle:"):
+                return _trickle(h, float(fault.split(":", 1)[1]))
+            if fault.startswith(("huge:", "huge-unsized:")):
+                return _huge(h, int(fault.split(":", 1)[1]), sized=fault.startswith("huge:"))
             if fault.startswith("slow:"):
                 time.sleep(float(fault.split(":", 1)[1]))
             elif fault == "malformed":
@@ -128,7 +143,7 @@ class FakeVendor:
         if headers.get(name) != template.format(key=self.key):
             return self._send(h, 401, {"error": "missing or invalid API key"})
         url = urlsplit(h.path)
-        route = getattr(self, f"_{self.vendor}")
+        route = getattr(self, f"_{self.vendor.replace('-', '_')}")
         status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
         self._send(h, status, answer, *rest)
 
@@ -245,6 +260,66 @@ class FakeVendor:
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
 
+def _openai_stt(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    """OpenAI ``POST /v1/audio/transcriptions``: multipart ``model`` and ``file``; JSON ``{"text": ...}``."""
+    if method != "POST" or path != "/v1/audio/transcriptions":
+        return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
+    if not {"model", "file"} <= _fields(body) or not hd.get("content-type", "").startswith("multipart/form-data"):
+        return 400, {"error": {"message": "model and file are required", "type": "invalid_request_error"}}
+    self._bill()
+    return 200, {"text": self.transcript}
+
+
+def _encoded(key: str, form: str) -> str:
+    """The key as a server or proxy might echo it."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    forms = {
+        "raw": key,
+        "quote": quote(key, safe=""),
+        "quote_plus": quote_plus(key),
+        "b64-basic": "Basic " + base64.b64encode(f"apiuser:{key}".encode()).decode(),
+        "b64-urlsafe": base64.urlsafe_b64encode(key.encode()).decode().rstrip("="),
+    }
+    return forms[form]
+
+
+def _trickle(h: BaseHTTPRequestHandler, seconds: float) -> None:
+    """A 200 whose declared 4000-byte body arrives one byte every 0.25 s, for at most ``seconds``."""
+    try:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", "4000")
+        h.end_headers()
+        h.wfile.flush()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            h.wfile.write(b" ")
+            h.wfile.flush()
+            time.sleep(0.25)
+    except OSError:
+        return  # the client hung up (what a deadline does)
+
+
+def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
+    """A 200 streaming ``n`` bytes (with or without Content-Length) until done or the client hangs up."""
+    try:
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        if sized:
+            h.send_header("Content-Length", str(n))
+        h.end_headers()
+        block = b" " * (1 << 20)
+        sent = 0
+        while sent < n:
+            part = block[: min(len(block), n - sent)]
+            h.wfile.write(part)
+            sent += len(part)
+    except OSError:
+        return
+
+
 def _judge_reply(fake: FakeVendor, first_audio_b64: str = "", prompt: str = "", clips_b64: list[str] | None = None) -> str:
     import base64
 
@@ -293,6 +368,7 @@ def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
 
 FakeVendor._gemini = _gemini  # type: ignore[attr-defined]
 FakeVendor._openai = _openai  # type: ignore[attr-defined]
+FakeVendor._openai_stt = _openai_stt  # type: ignore[attr-defined]
 
 #: backend registry name and model of each fake vendor, for building test registries
 BACKENDS = {
@@ -312,12 +388,13 @@ KEY_ENV = {
     "gladia": "GLADIA_API_KEY",
     "google": "GOOGLE_API_KEY",
     "azure": "AZURE_SPEECH_KEY",
+    OPENAI_STT: "OPENAI_API_KEY",
 }
 
 
 def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) -> dict[str, Any]:
     """Backend options that point one backend at its fake (fast polling and backoff)."""
-    backend, model = BACKENDS[fake.vendor]
+    backend, model = {**BACKENDS, OPENAI_STT: ("openai-compatible", "whisper-1")}[fake.vendor]
     opts: dict[str, Any] = {"model": model, "base_url": fake.base_url, "poll_interval_s": 0.01, "backoff_s": 0.01, "max_retries": 3, "timeout_s": 5.0}
     if fake.vendor == "google":
         opts["project"] = "test-project"

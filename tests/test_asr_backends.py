@@ -444,11 +444,11 @@ class _FakeTranscriptionServer:
         self.server.server_close()
 
 
-def test_openai_compatible_sends_key_and_multipart(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_openai_compatible_sends_key_and_multipart(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TEST_ASR_KEY", "sk-test-very-secret")
     with _FakeTranscriptionServer() as server:
         backend = ASR_BACKENDS.get("openai-compatible")(
-            model="whisper-1", base_url=server.url, api_key_env="TEST_ASR_KEY", language="en", batch_size=2
+            model="whisper-1", base_url=server.url, api_key_env="TEST_ASR_KEY", language="en", batch_size=2, cache_dir=str(tmp_path)
         )
         backend.load()
         texts = backend.transcribe_batch([np.zeros(1600, np.float32), np.zeros(3200, np.float32), np.zeros(800, np.float32)])
@@ -469,7 +469,7 @@ def test_openai_compatible_sends_key_and_multipart(monkeypatch: pytest.MonkeyPat
 def test_openai_compatible_retries_then_succeeds() -> None:
     with _FakeTranscriptionServer(failures=2, fail_status=503) as server:
         backend = ASR_BACKENDS.get("openai-compatible")(
-            model="m", base_url=server.url + "/v1", api_key_env="", max_retries=3, backoff_s=0.01
+            model="m", base_url=server.url + "/v1", api_key_env="", max_retries=3, backoff_s=0.01, cache=False
         )
         backend.load()
         assert backend.transcribe_batch([np.zeros(160, np.float32)]) == ["heard 160 samples"]
@@ -478,17 +478,18 @@ def test_openai_compatible_retries_then_succeeds() -> None:
     assert "Authorization" not in server.requests[0]["headers"]
 
 
-def test_openai_compatible_gives_up_and_reports() -> None:
-    from engine.backends.asr.openai_compatible import TranscriptionRequestError
+def test_openai_compatible_gives_up_and_reports(monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.errors import HostedQuotaError
 
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-gives-up")
     with _FakeTranscriptionServer(failures=10, fail_status=429) as server:
-        backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=server.url, max_retries=2, backoff_s=0.0)
+        backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=server.url, max_retries=2, backoff_s=0.0, cache=False)
         backend.load()
-        with pytest.raises(TranscriptionRequestError, match="after 3 attempts.*429"):
+        with pytest.raises(HostedQuotaError, match="429.*after 3 attempts"):
             backend.transcribe_batch([np.zeros(160, np.float32)])
     assert len(server.requests) == 3
     with _FakeTranscriptionServer(failures=1, fail_status=401) as server:
-        backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=server.url, max_retries=5, backoff_s=0.0)
+        backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=server.url, max_retries=5, backoff_s=0.0, cache=False)
         backend.load()
         with pytest.raises(BackendUnavailable, match="OPENAI_API_KEY"):
             backend.transcribe_batch([np.zeros(160, np.float32)])
@@ -496,13 +497,13 @@ def test_openai_compatible_gives_up_and_reports() -> None:
 
 
 def test_openai_compatible_connection_errors_are_retried() -> None:
-    from engine.backends.asr.openai_compatible import TranscriptionRequestError
+    from engine.errors import HostedRequestError
 
     with _FakeTranscriptionServer() as server:
         url = server.url
-    backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=url, max_retries=1, backoff_s=0.0, timeout_s=2)
+    backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=url, api_key_env="", max_retries=1, backoff_s=0.0, timeout_s=2, cache=False)
     backend.load()
-    with pytest.raises(TranscriptionRequestError, match="2 attempts"):
+    with pytest.raises(HostedRequestError, match="2 attempts"):
         backend.transcribe_batch([np.zeros(160, np.float32)])
     assert backend.info().as_dict()["verify_tls"] is True
 

@@ -119,9 +119,9 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
         parse_conversation_config,
         run_conversation,
     )
+    from audits.normalizing import get_normalizer
     from engine.backends.availability import missing_modules
     from engine.model_registry import load_model_registry, resolve_models
-    from normalizers import get_normalizer
 
     if missing_modules(("pocketsphinx",)):
         pytest.fail("pocketsphinx is a core dependency and is missing: pip install pocketsphinx")

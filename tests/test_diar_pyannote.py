@@ -190,8 +190,8 @@ def test_conversation_section_with_the_local_pipeline(tiny_pipeline: Path, conve
     """The conversation section end to end with the pyannote backend: diarization, the
     speaker-attributed ASR pass over its turns, and DER in the summary with its provenance."""
     from audits.conversation.run import conversation_summary, load_conversation_data, parse_conversation_config, run_conversation
+    from audits.normalizing import get_normalizer
     from engine.model_registry import load_model_registry, resolve_models
-    from normalizers import get_normalizer
 
     spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
     cfg = parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"checkpoint": str(tiny_pipeline)}}}, "r.yaml")

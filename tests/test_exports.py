@@ -13,12 +13,12 @@ import pytest
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
+from audits.normalizing import get_normalizer
 from audits.reports.exports import safe_filename, write_exports
 from audits.reports.merge import load_run
 from audits.reports.query import QueryError, query
 from engine.datasets.readers import OasrPredictionsReader
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 from tests.test_report_html import make_run
 
 

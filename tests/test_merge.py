@@ -10,10 +10,10 @@ import pytest
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
+from audits.normalizing import get_normalizer
 from audits.reports.html import write_html_report
 from audits.reports.merge import merge_runs
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 from tests.test_report_html import make_run, make_table
 
 

@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from normalizers import get_normalizer
+from audits.normalizing import get_normalizer
 from normalizers.fast_english import remove_bracketed, remove_parenthesized
 
 BRACKETS = re.compile(r"[<\[][^>\]]*[>\]]")

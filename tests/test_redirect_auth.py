@@ -1,4 +1,4 @@
-"""The OpenAI-compatible backend never forwards its API key across origins.
+"""The OpenAI-compatible backend (a hosted vendor on the shared client) never forwards its API key across origins.
 
 urllib's default redirect handler re-sends every request header, ``Authorization`` included, to
 wherever a 302 points. Two local HTTP servers on 127.0.0.1 (two ports = two origins): the
@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.backends.asr.openai_compatible import CrossOriginRedirectError, OpenAICompatibleBackend, TranscriptionRequestError, origin
+from engine.backends.hosted.http import origin
+from engine.backends.hosted.vendors import OpenAICompatibleBackend
+from engine.errors import HostedRequestError, UnsafeRedirectError
 
 KEY_ENV = "AUDIT_TEST_REDIRECT_KEY"
 SECRET = "sk-redirect-test-" + os.urandom(8).hex()
@@ -74,7 +76,7 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def backend(url: str) -> OpenAICompatibleBackend:
-    b = OpenAICompatibleBackend(model="whisper-1", base_url=url, api_key_env=KEY_ENV, max_retries=2, backoff_s=0.0, batch_size=1, timeout_s=10)
+    b = OpenAICompatibleBackend(model="whisper-1", base_url=url, api_key_env=KEY_ENV, max_retries=2, backoff_s=0.0, batch_size=1, timeout_s=10, cache=False)
     b.load()
     return b
 
@@ -90,14 +92,14 @@ def collector() -> Iterator[Server]:
 def test_cross_origin_redirect_is_refused_without_sending_the_key(code: int, key: str, collector: Server) -> None:
     target = f"{collector.url}/v1/audio/transcriptions?steal=1"
     with Server(lambda method, path, headers: (code, {"Location": target}, {"moved": True})) as endpoint:
-        with pytest.raises(TranscriptionRequestError) as info:
+        with pytest.raises(HostedRequestError) as info:
             backend(endpoint.url).transcribe_batch([CLIP])
         assert endpoint.requests and endpoint.requests[0]["headers"].get("authorization") == f"Bearer {key}"
         assert len(endpoint.requests) == 1, "a refused redirect must not be retried"
     assert collector.requests == [], f"the other origin was contacted: {collector.requests}"
     msg = str(info.value)  # 301-303: urllib's default handler would have followed these (as a GET) with every header
-    assert isinstance(info.value, CrossOriginRedirectError)
-    assert endpoint.url in msg and collector.url in msg and "never sent across origins" in msg, msg
+    assert isinstance(info.value, UnsafeRedirectError)
+    assert endpoint.url in msg and collector.url in msg and "not sent there" in msg, msg
     assert key not in msg and "steal" not in msg
 
 
@@ -105,7 +107,7 @@ def test_redirect_to_another_host_name_is_refused(key: str, collector: Server) -
     """localhost and 127.0.0.1 are different origins even on one port."""
     port = collector.url.rsplit(":", 1)[1]
     with Server(lambda method, path, headers: (302, {"Location": f"http://localhost:{port}/v1/audio/transcriptions"}, {})) as endpoint:
-        with pytest.raises(CrossOriginRedirectError):
+        with pytest.raises(UnsafeRedirectError):
             backend(endpoint.url).transcribe_batch([CLIP])
     assert collector.requests == []
 

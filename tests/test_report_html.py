@@ -19,11 +19,11 @@ from audits.asr.cohort import cohort_scores
 from audits.asr.scoring import ScoringOptions
 from audits.asr.stats import wilson_interval
 from audits.asr.summary import build_summary, load_summary, write_summary
+from audits.normalizing import get_normalizer
 from audits.reports.findings import findings
 from audits.reports.formatting import json_for_script
 from audits.reports.html import render_html, write_html_report
 from engine.data import RESULT_COLUMNS
-from normalizers import get_normalizer
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog near the river bank",

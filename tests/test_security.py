@@ -190,9 +190,9 @@ def ok(text: str = "hello world") -> tuple[int, Any, float, dict[str, str]]:
 
 
 def backend(url: str, **opts: Any) -> Any:
-    from engine.backends.asr.openai_compatible import OpenAICompatibleBackend
+    from engine.backends.hosted.vendors import OpenAICompatibleBackend
 
-    b = OpenAICompatibleBackend(**{"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.05, "max_retries": 2, "batch_size": 1, **opts})
+    b = OpenAICompatibleBackend(**{"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.05, "max_retries": 2, "batch_size": 1, "cache": False, **opts})
     b.load()
     return b
 
@@ -207,10 +207,12 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_defaults_are_safe() -> None:
-    from engine.backends.asr.openai_compatible import _DEFAULTS, OpenAICompatibleBackend
+    from engine.backends.hosted.base import COMMON_DEFAULTS as _DEFAULTS
+    from engine.backends.hosted.vendors import OpenAICompatibleBackend
 
     assert _DEFAULTS["verify_tls"] is True and 0 < _DEFAULTS["timeout_s"] <= 600 and 0 <= _DEFAULTS["max_retries"] <= 10
-    with pytest.raises(ConfigError, match="api_key.*environment variable"):
+    assert 0 < _DEFAULTS["max_response_bytes"] <= 256 * 1024 * 1024
+    with pytest.raises(ConfigError, match="(?i)api.key.*environment variable"):
         OpenAICompatibleBackend(model="m", api_key=SECRET)
 
 
@@ -311,7 +313,7 @@ def _librivox(n: int) -> list[tuple[Path, str]]:
 def _config_dir(tmp: Path, url: str) -> Path:
     cfg = tmp / "configs"
     shutil.copytree(REPO / "configs", cfg)
-    entry = {"backend": "openai-compatible", "options": {"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.01, "max_retries": 2}, "batch_size": 2}
+    entry = {"backend": "openai-compatible", "options": {"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.01, "max_retries": 2, "cache_dir": str(tmp / "hosted-cache")}, "batch_size": 2}
     (cfg / "models" / "remote.yaml").write_text(json.dumps({"models": {"remote-asr": entry}}))
     return cfg
 

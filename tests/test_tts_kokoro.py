@@ -9,6 +9,7 @@ import jiwer
 import numpy as np
 import pytest
 
+from audits.normalizing import get_normalizer
 from engine.backends import ASR_BACKENDS, SV_BACKENDS, TTS_BACKENDS
 from engine.backends.tts.kokoro import (
     KokoroTTS,
@@ -19,7 +20,6 @@ from engine.backends.tts.kokoro import (
 )
 from engine.backends.tts.program import resample
 from engine.errors import AudioError, BackendUnavailable, ConfigError
-from normalizers.english import get_normalizer
 
 SENTENCES = ("The quick brown fox jumps over the lazy dog.", "Please call Stella and ask her to bring these things.")
 VOICES = ("jf_alpha", "jm_kumo")

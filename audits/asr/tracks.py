@@ -25,8 +25,8 @@ import pandas as pd
 
 from audits.asr.scoring import score_table
 from audits.asr.stats import _block_codes, _draw_blocks
+from audits.normalizing import get_normalizer
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 
 
 def _replicates(numer: np.ndarray, denom: np.ndarray, blocks: np.ndarray, n_boot: int, seed: int) -> np.ndarray:

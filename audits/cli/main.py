@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
 app = typer.Typer(help="Batch ASR robustness and acoustic audit engine.", no_args_is_help=True, add_completion=False)
@@ -51,6 +52,7 @@ def main(
         handlers=[RichHandler(console=console, show_path=False, rich_tracebacks=False)],
         force=True,
     )
+    install_log_scrubber()
     for noisy in ("faster_whisper", "ctranslate2", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -58,7 +60,7 @@ def main(
 def _fail(exc: Exception) -> None:
     from rich.markup import escape
 
-    console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(scrub(str(exc)))}", soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -80,11 +82,11 @@ def _progress() -> Progress:
 def run_cmd(
     recipe: str = typer.Argument(..., help="Recipe name under configs/recipes (e.g. demo) or a YAML path."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."),
-    reader: Optional[str] = typer.Option(None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions); default: detected."),
+    reader: Optional[str] = typer.Option(None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions, or a plug-in's); default: detected."),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
-    engine: str = typer.Option("inprocess", "--engine", help="inprocess (one process) or ray (actors; local or --address)."),
+    engine: str = typer.Option("inprocess", "--engine", help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
@@ -148,7 +150,7 @@ def _run_with_progress(
         console.print(f"[yellow]failed rows:[/] {failed} (reasons in summary.json → models.<name>.failures)")
     unavailable = {m: v.get("error") for m, v in summary["models"].items() if v.get("status") not in ("loaded", None)}
     for m, why in unavailable.items():
-        console.print(f"[yellow]{m} did not run:[/] {why}", soft_wrap=True)
+        console.print(f"[yellow]{m} did not run:[/] {scrub(str(why))}", soft_wrap=True)
     out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}, {out_dir / 'report.html'}", soft_wrap=True)
     return summary
 
@@ -381,12 +383,23 @@ def list_recipes_cmd() -> None:
 
 @list_app.command("backends")
 def list_backends_cmd() -> None:
-    """Registered backend and reader names per kind."""
+    """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
+    from audits.normalizing import NORMALIZERS
+    from audits.runners import RUNNERS
+    from audits.sections import SECTIONS
     from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
     from engine.datasets import DATASET_READERS
 
-    for reg in (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, DATASET_READERS):
-        out_console.print(f"[bold]{reg.kind}[/]: {', '.join(reg.names()) or '—'}")
+    regs: tuple[Any, ...] = (
+        ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS, RUNNERS,
+    )
+    try:
+        for reg in regs:  # reads entry-point metadata only: nothing is imported
+            out_console.print(f"[bold]{reg.kind}[/] [dim]({reg.group})[/]")
+            for entry in reg.entries():
+                out_console.print(f"  {entry.name:<22} {entry.origin:<24} {entry.target}", markup=False, highlight=False, soft_wrap=True)
+    except AuditError as exc:
+        _fail(exc)
 
 
 @probe_app.command("bad-reference")
@@ -488,6 +501,11 @@ def entrypoint() -> None:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: finished units are kept; re-run the same command to resume[/]")
         sys.exit(130)
+    except Exception:  # an unexpected error: its traceback, with every configured secret removed
+        import traceback
+
+        console.print(scrub(traceback.format_exc()), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -126,11 +126,11 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
 
 
 def _normalizer_name(name: Any, where: str) -> str:
-    from normalizers import get_normalizer
+    from audits.normalizing import NORMALIZERS
 
     try:
-        get_normalizer(str(name))
-    except ValueError as exc:
+        NORMALIZERS.check(str(name))
+    except RegistryError as exc:
         raise ConfigError(f"{where}.normalizer: {exc}") from None
     return str(name)
 

@@ -39,8 +39,8 @@ class ConversationSection(AuditSection["ConversationConfig"]):
             run_conversation,
             write_recordings_csv,
         )
+        from audits.normalizing import get_normalizer
         from audits.recipes import data_dir
-        from normalizers import get_normalizer
 
         spec = config.dataset
         if spec == "dataset":  # the recipe's own dataset folder (or the folder of its manifest)

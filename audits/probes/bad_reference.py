@@ -29,8 +29,9 @@ from typing import Callable, Literal, Mapping, Sequence
 from rapidfuzz.distance import Levenshtein
 
 from audits.asr.stats import wilson_interval
-from engine.errors import ConfigError
-from normalizers import Normalizer, get_normalizer
+from audits.normalizing import get_normalizer
+from engine.errors import ConfigError, RegistryError
+from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
@@ -424,7 +425,7 @@ def resolve_normalizer(settings: BadRefSettings, normalizer: Normalizer | None) 
         return normalizer
     try:
         return get_normalizer(settings.normalizer)
-    except ValueError as exc:
+    except RegistryError as exc:
         raise ConfigError(f"bad_reference.normalizer: {exc}") from None
 
 

@@ -85,7 +85,7 @@ WORST_N = 5
 def scored_rows(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFrame:
     """The rows normalized with the run's normalizer, with per-row edit counts."""
     from audits.asr.scoring import score_table
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     norm = get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))
     return score_table(table, norm).frame

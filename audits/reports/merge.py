@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
+from audits.normalizing import get_normalizer
 from audits.result import RunResult
 from audits.schema import Summary
 from audits.sections import ordered, present_in
 from audits.version import version as engine_version
 from engine.errors import ConfigError
-from normalizers import get_normalizer
 
 log = logging.getLogger(__name__)
 

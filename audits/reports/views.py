@@ -31,7 +31,7 @@ class QueryError(AuditError):
 def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFrame:
     """Rows with ``ref_norm``, ``hyp_norm``, ``n_words``, ``word_errors``, ... (normalized with the run's normalizer)."""
     from audits.asr.scoring import score_table
-    from normalizers import get_normalizer
+    from audits.normalizing import get_normalizer
 
     return score_table(table, get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))).frame
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import ssl
 import threading
@@ -29,9 +30,10 @@ from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_options
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
-from engine.backends.hosted.http import HostedClient
+from engine.backends.hosted.http import DEFAULT_MAX_RESPONSE_BYTES, HostedClient, checked_origin
+from engine.backends.hosted.scrub import clean_key, register_secret_env
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError, HostedAuthError, HostedQuotaError
+from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +44,8 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "base_url": None,  # the vendor's public endpoint unless set (tests point it at a local fake)
     "api_key_env": None,  # NAME of the environment variable holding the key
     "language": None,
-    "timeout_s": 120.0,
+    "timeout_s": 120.0,  # whole-request deadline of one attempt (connect, upload, answer)
+    "max_response_bytes": DEFAULT_MAX_RESPONSE_BYTES,  # larger answers are refused, never read whole
     "max_retries": 5,
     "backoff_s": 1.0,
     "max_backoff_s": 60.0,
@@ -58,10 +61,15 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "ca_file": None,
 }
 TRANSPORT = frozenset(
-    {"api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute",
+    {"api_key_env", "timeout_s", "max_response_bytes", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute",
      "poll_interval_s", "poll_timeout_s", "price_per_audio_hour_usd", "price_note", "cache", "cache_dir", "verify_tls", "ca_file"}
 )
 USAGE_COUNTERS = ("clips", "billable_calls", "cache_hits", "http_requests", "retries", "failed_calls", "audio_s_billed", "audio_s_cached", "request_wall_s")
+
+
+def _finite(value: Any) -> bool:
+    """A real number, not a bool, not NaN or infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def wav_bytes(audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
@@ -106,6 +114,8 @@ class HostedASRBackend(ASRBackend):
     default_key_env: ClassVar[str] = ""
     #: vendor-specific options and their defaults (part of the cache key unless in TRANSPORT)
     vendor_defaults: ClassVar[dict[str, Any]] = {}
+    #: ``api_key_env: ""`` means "send no key" (self-hosted servers); otherwise a key is required
+    key_optional: ClassVar[bool] = False
 
     @classmethod
     def _merged(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,13 +123,18 @@ class HostedASRBackend(ASRBackend):
 
     @classmethod
     def key_env_name(cls, options: Mapping[str, Any]) -> str:
+        if cls.key_optional and options.get("api_key_env") == "":
+            return ""
         return str(options.get("api_key_env") or cls.default_key_env)
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         """Runnable when the API key's environment variable is set (the endpoint is not contacted)."""
         env = cls.key_env_name(options)
-        if not os.environ.get(env):
+        if not env and cls.key_optional:
+            base = options.get("base_url") or cls.default_base_url
+            return Availability(True, f"{cls.vendor} API at {base}, no key (api_key_env is empty; reachability not checked)", checked=False)
+        if not clean_key(os.environ.get(env)):
             return Availability(False, f"set the environment variable {env} (API key for {cls.vendor})")
         base = options.get("base_url") or cls.default_base_url
         return Availability(True, f"{cls.vendor} API at {base}, key in ${env} (reachability not checked)", checked=False)
@@ -137,19 +152,27 @@ class HostedASRBackend(ASRBackend):
         merged["base_url"] = str(merged["base_url"] or self.resolve_base_url(merged)).rstrip("/")
         if not merged["base_url"].startswith(("http://", "https://")):
             raise ConfigError(f"{self.name}: 'base_url' must start with http:// or https://, got {merged['base_url']!r}")
+        try:
+            checked_origin(merged["base_url"], f"{self.name}: 'base_url'")
+        except HostedRequestError as exc:
+            raise ConfigError(str(exc)) from None
         merged["api_key_env"] = self.key_env_name(merged)
+        register_secret_env(merged["api_key_env"])  # its value is scrubbed from every artefact and log line
         for key in ("max_retries",):
             if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < 0:
                 raise ConfigError(f"{self.name}: option '{key}' must be a non-negative integer, got {merged[key]!r}")
         if not isinstance(merged["max_concurrency"], int) or isinstance(merged["max_concurrency"], bool) or merged["max_concurrency"] < 1:
             raise ConfigError(f"{self.name}: option 'max_concurrency' must be a positive integer, got {merged['max_concurrency']!r}")
         for key in ("timeout_s", "poll_interval_s", "poll_timeout_s"):
-            if not isinstance(merged[key], (int, float)) or isinstance(merged[key], bool) or merged[key] <= 0:
-                raise ConfigError(f"{self.name}: option '{key}' must be a positive number, got {merged[key]!r}")
+            if not _finite(merged[key]) or merged[key] <= 0:
+                raise ConfigError(f"{self.name}: option '{key}' must be a positive finite number, got {merged[key]!r}")
         for key in ("backoff_s", "max_backoff_s", "price_per_audio_hour_usd", "requests_per_minute"):
             value = merged[key]
-            if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
-                raise ConfigError(f"{self.name}: option '{key}' must be a non-negative number or null, got {value!r}")
+            if value is not None and (not _finite(value) or value < 0):
+                raise ConfigError(f"{self.name}: option '{key}' must be a non-negative finite number or null, got {value!r}")
+        cap = merged["max_response_bytes"]
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1024:
+            raise ConfigError(f"{self.name}: option 'max_response_bytes' must be an integer of at least 1024 (bytes), got {cap!r}")
         super().__init__(**merged)
         self.client: HostedClient | None = None
         self.cache: ResponseCache | None = None
@@ -174,8 +197,9 @@ class HostedASRBackend(ASRBackend):
     # ---- shared machinery --------------------------------------------------------------------
 
     def _key(self) -> str:
+        """The key, stripped (a CRLF .env file leaves a CR that no header may carry)."""
         env = str(self.options["api_key_env"])
-        return os.environ.get(env, "") if env else ""
+        return clean_key(os.environ.get(env)) if env else ""
 
     def _headers(self) -> dict[str, str]:
         key = self._key()
@@ -183,7 +207,7 @@ class HostedASRBackend(ASRBackend):
 
     def load(self) -> None:
         """Build the client and open the cache; no network call (the first clip reveals a bad key)."""
-        if not self._key():
+        if not self._key() and not (self.key_optional and not self.options["api_key_env"]):
             raise BackendUnavailable(f"{self.name}: set the environment variable {self.options['api_key_env']} (API key for {self.vendor})")
         ctx: ssl.SSLContext | None
         if self.options["verify_tls"]:
@@ -197,6 +221,7 @@ class HostedASRBackend(ASRBackend):
             timeout_s=float(o["timeout_s"]), max_retries=int(o["max_retries"]), backoff_s=float(o["backoff_s"]),
             max_backoff_s=float(o["max_backoff_s"]), max_concurrency=int(o["max_concurrency"]),
             requests_per_minute=o["requests_per_minute"], ssl_context=ctx, key_env=str(o["api_key_env"]),
+            max_response_bytes=int(o["max_response_bytes"]),
         )
         if o["cache"]:
             root = Path(o["cache_dir"]).expanduser() if o["cache_dir"] else audit_cache_dir() / "hosted"
@@ -227,16 +252,17 @@ class HostedASRBackend(ASRBackend):
         payload = wav_bytes(clip)
         duration = len(clip) / SAMPLE_RATE
         key = None
+        ident = {"backend": self.name, "model": str(self.options["model"]), "options_digest": options_digest(self.request_options()), "audio_sha256": audio_digest(payload)}
         if self.cache is not None:
-            key = self.cache.key(str(self.options["model"]), options_digest(self.request_options()), audio_digest(payload))
-            hit = self.cache.get(key)
+            key = self.cache.key(ident["model"], ident["options_digest"], ident["audio_sha256"])
+            hit = self.cache.get(key, expect=ident)
             if hit is not None:
                 self._count(clips=1, cache_hits=1, audio_s_cached=duration, request_wall_s=float(hit.get("request_s") or 0.0))
                 return str(hit["text"])
         t0 = time.perf_counter()
         try:
             text, raw = self._recognize(self.client, payload, duration)
-        except (HostedAuthError, HostedQuotaError) as exc:
+        except BackendUnavailable as exc:  # refused key, empty account, TLS that cannot verify
             self._fatal = exc
             self._count(failed_calls=1)
             raise
@@ -246,7 +272,7 @@ class HostedASRBackend(ASRBackend):
         wall = time.perf_counter() - t0
         self._count(clips=1, billable_calls=1, audio_s_billed=duration, request_wall_s=wall)
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": text, "response": raw, "audio_s": duration, "request_s": wall, "backend": self.name, "model": self.options["model"]})
+            self.cache.put(key, {"text": text, "response": raw, "audio_s": duration, "request_s": wall, **ident})
         return text
 
     def _count(self, **inc: float) -> None:
@@ -281,6 +307,8 @@ class HostedASRBackend(ASRBackend):
                 "requests_per_minute": o["requests_per_minute"],
                 "max_retries": o["max_retries"],
                 "timeout_s": o["timeout_s"],
+                "max_response_bytes": o["max_response_bytes"],
+                "verify_tls": bool(o["verify_tls"]),
                 "price_note": o["price_note"],
                 "upload_format": "wav pcm_s16le 16 kHz mono",
                 "rtfx_definition": "api_rtfx = audio seconds / request wall time (network, upload, queue and polling included)",

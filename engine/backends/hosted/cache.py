@@ -4,7 +4,10 @@ Key: (backend and model, digest of the options that change the answer, SHA-256 o
 bytes sent). One JSON file per answer under ``<root>/<backend>/<key[:2]>/<key>.json``, written to
 a temporary file and renamed into place, so a killed process leaves either the whole answer or
 nothing. The record holds the text, the raw vendor answer, the audio duration and the original
-request's wall time (so API RTFx stays the request's, not the cache's). Never a credential.
+request's wall time (so API RTFx stays the request's, not the cache's), and what it answered:
+backend, model, options digest and audio digest. An entry is served only when those match the
+request (a copied, stale or tampered file is a miss, paid for again, never a wrong answer).
+Never a credential: the record passes the secret scrubber before it is written.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from engine.backends.hosted.scrub import scrubber
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +52,12 @@ class ResponseCache:
     def path(self, key: str) -> Path:
         return self.root / self.namespace / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, expect: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The entry under ``key`` when it records exactly ``expect`` (backend, model, digests).
+
+        An entry written before these fields were recorded is served when its backend and model
+        match (its key already holds the digests).
+        """
         path = self.path(key)
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
@@ -59,11 +69,20 @@ class ResponseCache:
         if not isinstance(record, dict) or not isinstance(record.get("text"), str):
             log.warning("response cache entry %s has no text; asking the API again", path)
             return None
+        for field, want in (expect or {}).items():
+            legacy = field not in record and field not in ("backend", "model")
+            if not legacy and record.get(field) != want:
+                log.warning(
+                    "response cache entry %s was recorded for %s=%r, not %r as this request asks; asking the API again",
+                    path, field, record.get(field), want,
+                )
+                return None
         return record
 
     def put(self, key: str, record: Mapping[str, Any]) -> None:
-        """Write one answer atomically; a failed write is logged, never fatal (the answer is in hand)."""
+        """Write one answer atomically, secrets scrubbed; a failed write is logged, never fatal (the answer is in hand)."""
         path = self.path(key)
+        record = scrubber().value(dict(record))
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -11,16 +11,31 @@ are easy to get subtly wrong once per vendor.
 - Concurrency and request rate are limited per vendor and base URL, shared by every backend
   instance in the process (two registry models of one vendor share one account's limits).
 - 408/425/429/5xx, timeouts and connection errors are retried with exponential backoff; a
-  numeric or HTTP-date ``Retry-After`` is honoured (capped at ``max_backoff_s``).
-- 401/403 raise ``HostedAuthError``, 402 ``HostedQuotaError``; server text in messages has the
-  key removed.
+  numeric or HTTP-date ``Retry-After`` is honoured, parsed defensively: NaN, negative and
+  unparseable values are ignored, infinite, huge and far-future ones are capped at
+  ``max_backoff_s``; a bad header never fails a request.
+- ``timeout_s`` bounds each attempt as a whole (connect, headers and body together): a watchdog
+  shuts the socket at the deadline, so a server that trickles a byte a second is cut there and
+  its partial answer is dropped.
+- Answer bodies are capped at ``max_response_bytes`` (64 MiB by default): a larger
+  ``Content-Length`` is refused before reading, and a body that grows past the cap is dropped as
+  it streams; it is never read whole.
+- A redirect (or a URL named by the API) that is not a valid URL (a port out of range, a broken
+  host) is a clean ``HostedRequestError`` naming the problem, not a library traceback.
+- 401/403 raise ``HostedAuthError``, 402 ``HostedQuotaError``; every message passes the secret
+  scrubber (``scrub.py``), which removes every form of every configured key.
 """
 
 from __future__ import annotations
 
+import datetime
 import email.utils
+import http.client
 import json
 import logging
+import math
+import re
+import socket
 import ssl
 import threading
 import time
@@ -32,19 +47,42 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import HostedAuthError, HostedQuotaError, HostedRequestError, UnsafeRedirectError
+from engine.backends.hosted.scrub import install_log_scrubber, scrub
+from engine.errors import BackendUnavailable, HostedAuthError, HostedQuotaError, HostedRequestError, UnsafeRedirectError
 
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: default cap on one answer's body (vendors' transcripts are kilobytes; 64 MiB is generous)
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+_CHUNK = 64 * 1024
+
+
+class ResponseTooLargeError(HostedRequestError):
+    """An answer's body is larger than ``max_response_bytes``; refused, never read whole."""
+
+
+class DeadlineExceeded(TimeoutError):
+    """An attempt did not finish within ``timeout_s`` (the whole-request deadline)."""
 
 
 def origin(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) of a URL, with default ports filled in, for same-origin checks."""
+    """(scheme, host, port) of a URL, with default ports filled in, for same-origin checks.
+
+    Raises ``ValueError`` for a URL that is not valid (a port out of range, a broken host).
+    """
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     port = parts.port or (443 if scheme == "https" else 80)
     return scheme, (parts.hostname or "").lower(), port
+
+
+def checked_origin(url: str, what: str) -> tuple[str, str, int]:
+    """``origin(url)``, or a ``HostedRequestError`` that names the URL's problem."""
+    try:
+        return origin(url)
+    except ValueError as exc:
+        raise HostedRequestError(f"{what} is not a valid URL ({_safe_url(url)}): {exc}; refused") from None
 
 
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
@@ -52,20 +90,138 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
-        if origin(target) != origin(req.full_url):
+        where = f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that"
+        if checked_origin(target, where) != origin(req.full_url):
             raise UnsafeRedirectError(
                 f"{_safe_url(req.full_url)} redirected (HTTP {code}) to another origin {_safe_url(target)}; "
                 "refused so that the API key is not sent there. Point base_url at the final endpoint if this is expected"
             )
+        new: urllib.request.Request | None
         if code in (307, 308):  # same method and body (urllib would refuse a POST here)
-            return urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(), unverifiable=True)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+            new = urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(), unverifiable=True)
+        else:
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.audit_deadline = getattr(req, "audit_deadline", None)  # type: ignore[attr-defined]
+        return new
+
+    def http_error_302(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any) -> Any:
+        """urllib's redirect, with a Location it cannot parse turned into a clean error."""
+        try:
+            return super().http_error_302(req, fp, code, msg, headers)
+        except ValueError as exc:
+            raise HostedRequestError(
+                f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that is not a valid URL "
+                f"({_safe_url(str(headers.get('Location') or headers.get('URI') or ''))}): {exc}; refused"
+            ) from None
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+class _Deadline:
+    """The whole-request deadline of one attempt: at ``seconds`` a timer shuts every socket the
+    attempt opened, which wakes a read blocked on a trickling server; ``expired`` then says why."""
+
+    def __init__(self, seconds: float) -> None:
+        self.expired = False
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(max(seconds, 0.0), self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def watch(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._socks.append(sock)
+            expired = self.expired
+        if expired:
+            _shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            socks = list(self._socks)
+        for sock in socks:
+            _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    """Shut a socket down at the OS level (TLS state untouched; a closed socket is left alone)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed, detached (wrapped by TLS) or never connected: nothing to wake
+
+
+class _WatchedConnection:
+    """Mix-in for http.client connections: every socket they open is handed to the deadline."""
+
+    audit_deadline: _Deadline | None = None
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        if self.audit_deadline is not None:
+            self.audit_deadline.watch(getattr(self, "sock", None))
+
+
+class _WatchedHTTP(_WatchedConnection, http.client.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPS(_WatchedConnection, http.client.HTTPSConnection):
+    pass
+
+
+def _factory(cls: type[Any], req: urllib.request.Request) -> Callable[..., Any]:
+    deadline = getattr(req, "audit_deadline", None)
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        conn = cls(*args, **kwargs)
+        conn.audit_deadline = deadline
+        if deadline is not None:  # the raw socket too, so a trickled TLS handshake is cut as well
+            create = conn._create_connection
+
+            def watched(*a: Any, **k: Any) -> socket.socket:
+                sock = create(*a, **k)
+                deadline.watch(sock)
+                return sock
+
+            conn._create_connection = watched
+        return conn
+
+    return make
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_factory(_WatchedHTTP, req), req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        super().__init__(context=context)
+        self._audit_context = context
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        return self.do_open(_factory(_WatchedHTTPS, req), req, context=self._audit_context)
 
 
 def _safe_url(url: str) -> str:
-    """A URL without its query string (queries may carry tokens) for messages."""
-    parts = urllib.parse.urlsplit(url)
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    """A URL without its query string (queries may carry tokens) for messages, secrets scrubbed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        text = urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+    except ValueError:
+        text = url.split("?", 1)[0].split("#", 1)[0]
+    return scrub(text[:300])
 
 
 class RateLimiter:
@@ -116,7 +272,7 @@ class Response:
     body: bytes
     elapsed_s: float
 
-    def json(self, redact: Callable[[str], str] = lambda s: s) -> Any:
+    def json(self, redact: Callable[[str], str] = scrub) -> Any:
         """The body as JSON, or a ``HostedRequestError`` quoting the start of what came instead."""
         try:
             return json.loads(self.body)
@@ -126,19 +282,35 @@ class Response:
 
 
 def parse_retry_after(value: str | None, cap: float) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), capped; junk is ignored."""
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), in ``[0, cap]``.
+
+    Never raises and never returns NaN or infinity: NaN, negative and unparseable values give
+    None (the caller's exponential backoff applies), infinite, huge and far-future values give
+    ``cap``, dates in the past give 0.
+    """
+    if not math.isfinite(cap) or cap < 0:
+        cap = 60.0
     if not value:
         return None
-    value = value.strip()
     try:
-        return min(max(float(value), 0.0), cap)
-    except ValueError:
-        pass  # not a number of seconds: Retry-After may also be an HTTP date, tried next
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+        text = str(value).strip()
+        try:
+            seconds = float(text)
+        except ValueError:
+            seconds = None  # not a number of seconds: Retry-After may also be an HTTP date, tried next
+        if seconds is not None:
+            if math.isnan(seconds) or seconds < 0:
+                return None
+            return min(seconds, cap)
+        when = email.utils.parsedate_to_datetime(text)
+        if when.tzinfo is None:  # an HTTP date is always GMT
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        delay = when.timestamp() - time.time()
+    except Exception:  # noqa: BLE001 - any malformed header is ignored, never fatal to the clip
         return None
-    return min(max(when.timestamp() - time.time(), 0.0), cap)
+    if not math.isfinite(delay):
+        return None
+    return min(max(delay, 0.0), cap)
 
 
 def multipart(fields: Sequence[tuple[str, str | bytes, str | None, str | None]]) -> tuple[bytes, str]:
@@ -158,11 +330,14 @@ def multipart(fields: Sequence[tuple[str, str | bytes, str | None, str | None]])
     return b"".join(out), f"multipart/form-data; boundary={boundary}"
 
 
+_BAD_HEADER_CHAR = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]|[^\x00-\xff]")
+
+
 class HostedClient:
     """HTTP for one backend: ``request(method, path_or_url, ...)`` with every guarantee above.
 
     ``auth_headers`` is called for each attempt (the key is never stored here) and ``secrets``
-    returns the strings to scrub from messages.
+    returns extra strings to scrub from messages (every configured key is scrubbed anyway).
     """
 
     def __init__(
@@ -180,36 +355,35 @@ class HostedClient:
         requests_per_minute: float | None = None,
         ssl_context: ssl.SSLContext | None = None,
         key_env: str = "",
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
+        install_log_scrubber()  # retries and failures are logged: no key may reach a log line
         self.vendor = vendor
         self.base_url = base_url.rstrip("/")
+        checked_origin(self.base_url, f"{vendor}: base_url")
         self._auth_headers = auth_headers
         self._secrets = secrets
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.max_response_bytes = max_response_bytes
         self.key_env = key_env
         self.limits = shared_limits(vendor, base_url, max_concurrency, requests_per_minute)
-        handlers: list[Any] = [_SameOriginRedirects()]
-        if ssl_context is not None:
-            handlers.append(urllib.request.HTTPSHandler(context=ssl_context))
+        handlers: list[Any] = [_SameOriginRedirects(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler(ssl_context)]
         self._opener = urllib.request.build_opener(*handlers)
         self._lock = threading.Lock()
         self.http_requests = 0
         self.retries = 0
 
     def redact(self, text: str) -> str:
-        """``text`` with every secret replaced (servers and proxies may echo request headers)."""
-        for secret in self._secrets():
-            if secret:
-                text = text.replace(secret, "[redacted]")
-        return text
+        """``text`` with every form of every secret replaced (servers and proxies may echo request headers)."""
+        return scrub(text, self._secrets())
 
     def url(self, path_or_url: str, query: Mapping[str, Any] | None = None) -> str:
         """Absolute URL for a path under base_url, or an absolute URL checked to share its origin."""
         if path_or_url.startswith(("http://", "https://")):
-            if origin(path_or_url) != origin(self.base_url):
+            if checked_origin(path_or_url, f"{self.vendor}: the URL the API named") != origin(self.base_url):
                 raise UnsafeRedirectError(
                     f"{self.vendor}: the API named a URL on another origin ({_safe_url(path_or_url)}, base_url is "
                     f"{self.base_url}); refused so that the API key is not sent there"
@@ -221,6 +395,42 @@ class HostedClient:
             pairs = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in query.items() if v is not None}
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(pairs)
         return url
+
+    def _credentials(self) -> dict[str, str]:
+        """The auth headers, refused (naming the variable, never the value) when a value cannot be a header."""
+        headers = self._auth_headers()
+        for name, value in headers.items():
+            if _BAD_HEADER_CHAR.search(value):
+                raise HostedAuthError(
+                    f"{self.vendor}: the API key in the environment variable {self.key_env or '(unnamed)'} holds a control or "
+                    f"non-Latin-1 character (header {name}), so it cannot be sent; fix the variable's value "
+                    "(a CRLF .env file leaves a CR at the end of the line)"
+                )
+        return headers
+
+    def _read_body(self, resp: Any, url: str) -> bytes:
+        """The body, streamed and capped at ``max_response_bytes``; a body cut short is an error."""
+        cap = self.max_response_bytes
+        length = resp.headers.get("Content-Length")
+        declared = int(length) if length is not None and length.strip().isdigit() else None
+        too_big = (
+            f"{self.vendor}: {_safe_url(url)} answered more than max_response_bytes ({cap} bytes)%s; refused without reading it "
+            "whole: raise max_response_bytes if this vendor's answers are really that large"
+        )
+        if declared is not None and declared > cap:
+            raise ResponseTooLargeError(too_big % f" (Content-Length {declared})")
+        buf = bytearray()
+        while True:
+            chunk = resp.read1(_CHUNK)
+            if not chunk:
+                break
+            buf += chunk
+            if len(buf) > cap:
+                raise ResponseTooLargeError(too_big % "")
+        missing = getattr(resp, "length", None)
+        if missing:
+            raise http.client.IncompleteRead(bytes(buf[-64:]), missing)
+        return bytes(buf)
 
     def request(
         self,
@@ -237,7 +447,7 @@ class HostedClient:
         url = self.url(path_or_url, query)
         last = ""
         for attempt in range(self.max_retries + 1):
-            hdrs = {"Accept": "application/json", "User-Agent": "audit-engine", **dict(headers or {}), **self._auth_headers()}
+            hdrs = {"Accept": "application/json", "User-Agent": "audit-engine", **dict(headers or {}), **self._credentials()}
             if content_type:
                 hdrs["Content-Type"] = content_type
             req = urllib.request.Request(url, data=body, headers=hdrs, method=method)
@@ -247,33 +457,39 @@ class HostedClient:
                 with self._lock:
                     self.http_requests += 1
                 t0 = time.perf_counter()
+                deadline = _Deadline(self.timeout_s)
+                req.audit_deadline = deadline  # type: ignore[attr-defined]
                 try:
-                    with self._opener.open(req, timeout=self.timeout_s) as resp:
-                        data = resp.read()
-                        status = resp.status
-                        rheaders = {k.lower(): v for k, v in resp.headers.items()}
-                    elapsed = time.perf_counter() - t0
-                    if status in ok:
-                        return Response(url, status, rheaders, data, elapsed)
-                    last = f"HTTP {status}"
-                    if status not in RETRY_STATUS:
-                        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: unexpected HTTP {status}")
-                except urllib.error.HTTPError as exc:
-                    detail = self.redact(exc.read(4000).decode("utf-8", "replace"))[:300]
-                    self._raise_for_status(exc.code, method, url, detail)
-                    last = f"HTTP {exc.code}: {detail}"
-                    retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None, self.max_backoff_s)
-                except (UnsafeRedirectError, HostedRequestError):
+                    with deadline:
+                        try:
+                            with self._opener.open(req, timeout=self.timeout_s) as resp:
+                                status = resp.status
+                                rheaders = {k.lower(): v for k, v in resp.headers.items()}
+                                data = self._read_body(resp, url) if status in ok else b""
+                        except urllib.error.HTTPError as exc:
+                            with exc:
+                                detail = self.redact(exc.read(4000).decode("utf-8", "replace"))[:300]
+                            if deadline.expired:
+                                raise DeadlineExceeded() from None
+                            self._raise_for_status(exc.code, method, url, detail)
+                            last = f"HTTP {exc.code}: {detail}"
+                            retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None, self.max_backoff_s)
+                            status = -1
+                    if deadline.expired:
+                        raise DeadlineExceeded()
+                    if status >= 0:
+                        elapsed = time.perf_counter() - t0
+                        if status in ok:
+                            return Response(url, status, rheaders, data, elapsed)
+                        last = f"HTTP {status}"
+                        if status not in RETRY_STATUS:
+                            raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: unexpected HTTP {status}")
+                except (UnsafeRedirectError, HostedRequestError, HostedAuthError, HostedQuotaError):
                     raise
-                except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                    reason = getattr(exc, "reason", exc)
-                    if isinstance(reason, UnsafeRedirectError):
-                        raise reason from None
-                    if isinstance(reason, ssl.SSLCertVerificationError):
-                        raise HostedRequestError(f"{self.vendor}: TLS verification failed for {_safe_url(url)} ({reason}); pass 'ca_file' for a private CA") from None
-                    last = f"{type(exc).__name__}: {self.redact(str(reason))}"
+                except Exception as exc:  # noqa: BLE001 - every transport failure becomes a retry or a clean error
+                    last = self._transport_problem(exc, deadline, method, url)
             if attempt < self.max_retries:
-                delay = retry_after if retry_after is not None else min(self.backoff_s * (2**attempt), self.max_backoff_s)
+                delay = retry_after if retry_after is not None else min(self.backoff_s * (2 ** min(attempt, 30)), self.max_backoff_s)
                 with self._lock:
                     self.retries += 1
                 log.info("%s: %s %s: %s; retry %d/%d in %.2fs", self.vendor, method, _safe_url(url), last, attempt + 1, self.max_retries, delay)
@@ -284,6 +500,24 @@ class HostedClient:
                 "lower max_concurrency / requests_per_minute, or check the account's quota"
             )
         raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed after {self.max_retries + 1} attempts: {last}")
+
+    def _transport_problem(self, exc: BaseException, deadline: _Deadline, method: str, url: str) -> str:
+        """What a failed attempt says (for a retry), or raise when retrying cannot help."""
+        if deadline.expired or isinstance(exc, DeadlineExceeded):
+            return f"no complete answer within timeout_s={self.timeout_s:g} s (a whole-request deadline)"
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, (UnsafeRedirectError, HostedRequestError)):
+            raise reason from None
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            raise BackendUnavailable(
+                f"{self.vendor}: TLS verification failed for {_safe_url(url)} ({reason}); pass 'ca_file' for a private CA "
+                "(or verify_tls: false for a trusted test server)"
+            ) from None
+        if isinstance(exc, ValueError) or isinstance(reason, ValueError):  # an invalid URL or header, from the library
+            raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} cannot be sent: {self.redact(str(reason))[:300]}") from None
+        if isinstance(exc, (OSError, http.client.HTTPException)):
+            return f"{type(exc).__name__}: {self.redact(str(reason))[:300]}"
+        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed: {type(exc).__name__}: {self.redact(str(exc))[:300]}") from None
 
     def _raise_for_status(self, code: int, method: str, url: str, detail: str) -> None:
         """Fatal statuses raise here; retryable ones return."""

@@ -36,6 +36,7 @@ from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_op
 from engine.backends.hosted.base import wav_bytes
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
 from engine.backends.hosted.http import HostedClient
+from engine.backends.hosted.scrub import clean_key, register_secret_env
 from engine.config import check_keys, load_yaml
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
@@ -156,7 +157,7 @@ class AudioJudge(Backend):
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         env = str(options.get("api_key_env") or cls.default_key_env)
-        if not os.environ.get(env):
+        if not clean_key(os.environ.get(env)):
             return Availability(False, f"set the environment variable {env} (API key for {cls.vendor})")
         return Availability(True, f"{cls.vendor} API, key in ${env} (reachability not checked)", checked=False)
 
@@ -169,6 +170,7 @@ class AudioJudge(Backend):
             raise ConfigError(f"{self.name} judge needs option 'model'")
         merged["base_url"] = str(merged["base_url"] or self.default_base_url).rstrip("/")
         merged["api_key_env"] = str(merged["api_key_env"] or self.default_key_env)
+        register_secret_env(merged["api_key_env"])  # its value is scrubbed from every artefact and log line
         if not merged["base_url"].startswith(("http://", "https://")):
             raise ConfigError(f"{self.name}: 'base_url' must start with http:// or https://")
         path = Path(merged["prompts"]).expanduser() if merged["prompts"] else default_prompts_path()
@@ -186,7 +188,8 @@ class AudioJudge(Backend):
         self._wall = 0.0
 
     def _key(self) -> str:
-        return os.environ.get(str(self.options["api_key_env"]), "")
+        """The key, stripped (a CRLF .env file leaves a CR that no header may carry)."""
+        return clean_key(os.environ.get(str(self.options["api_key_env"])))
 
     @abstractmethod
     def auth_headers(self, key: str) -> dict[str, str]:
@@ -229,7 +232,7 @@ class AudioJudge(Backend):
             opts = {k: v for k, v in self.options.items() if k not in _TRANSPORT}
             digest = options_digest({**opts, "task": task, "prompt": prompt})
             key = self.cache.key(str(self.options["model"]), digest, audio_digest(b"".join(audio_digest(p).encode() for p in payloads)))
-            hit = self.cache.get(key)
+            hit = self.cache.get(key, expect={"backend": self.name, "model": self.options["model"], "task": task, "options_digest": digest})
             if hit is not None:
                 with self._lock:
                     self._hits += 1
@@ -242,7 +245,7 @@ class AudioJudge(Backend):
             for k in ("input", "output"):
                 self._tokens[k] += int(tokens.get(k, 0))
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"]})
+            self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"], "options_digest": digest})
         return self._tally(JudgeAnswer(task, parse_answer(spec, text, choices), False, text), key)
 
     def _tally(self, answer: JudgeAnswer, key: str | None) -> JudgeAnswer:

@@ -14,6 +14,7 @@ string or JSON body as the vendor expects), and change the cache key.
 | gladia | POST /v2/upload, POST /v2/pre-recorded, poll GET /v2/pre-recorded/{id} | ``x-gladia-key: KEY`` |
 | google-stt-v2 | POST /v2/projects/{p}/locations/{l}/recognizers/_:recognize (base64 content) | ``x-goog-api-key: KEY`` or ``Authorization: Bearer TOKEN`` |
 | azure-fast | POST /speechtotext/transcriptions:transcribe?api-version=... (multipart audio + definition) | ``Ocp-Apim-Subscription-Key: KEY`` |
+| openai-compatible | POST /v1/audio/transcriptions (multipart model + file), OpenAI or a self-hosted server | ``Authorization: Bearer KEY`` (none when ``api_key_env: ""``) |
 """
 
 from __future__ import annotations
@@ -310,3 +311,51 @@ class AzureFastBackend(HostedASRBackend):
             raise HostedRequestError(f"azure: the answer has no 'combinedPhrases' list: {client.redact(str(data))[:200]}")
         texts = [_text(_dig(p, "text"), self.vendor, f"combinedPhrases[{i}].text", client.redact) for i, p in enumerate(phrases)]
         return " ".join(t for t in texts if t), data
+
+
+class OpenAICompatibleBackend(HostedASRBackend):
+    """OpenAI's audio transcription API and the self-hosted servers that speak it (vLLM, speaches,
+    LocalAI...): one multipart ``POST {base_url}/v1/audio/transcriptions`` per clip.
+
+    A base_url that already ends in ``/v1`` is not doubled. ``api_key_env: ""`` sends no key (a
+    local server without auth). ``batch_size`` is the older name of ``max_concurrency`` (clips in
+    flight at once) and still sets it when ``max_concurrency`` is not given.
+    """
+
+    name = "openai-compatible"
+    vendor = "openai-compatible"
+    default_base_url = "https://api.openai.com"
+    default_key_env = "OPENAI_API_KEY"
+    key_optional = True
+    vendor_defaults: ClassVar[dict[str, Any]] = {"prompt": None, "temperature": None, "batch_size": None, "params": None}
+
+    def __init__(self, **options: Any) -> None:
+        batch = options.get("batch_size")
+        if batch is not None:
+            if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+                raise ConfigError(f"{self.name}: option 'batch_size' (clips sent at once) must be a positive integer, got {batch!r}")
+            options = {"max_concurrency": batch, **options}
+        temperature = options.get("temperature")
+        if temperature is not None and (not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 1):
+            raise ConfigError(f"{self.name}: option 'temperature' must be a number between 0 and 1, got {temperature!r}")
+        super().__init__(**options)
+
+    def request_options(self) -> dict[str, Any]:
+        opts = super().request_options()
+        opts.pop("batch_size", None)  # concurrency, not part of the question
+        return opts
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
+        path = "/audio/transcriptions" if client.base_url.endswith("/v1") else "/v1/audio/transcriptions"
+        fields: list[tuple[str, str | bytes, str | None, str | None]] = [("model", str(self.options["model"]), None, None), ("response_format", "json", None, None)]
+        for key in ("language", "prompt", "temperature"):
+            if self.options[key] is not None:
+                fields.append((key, str(self.options[key]), None, None))
+        fields += [(k, json.dumps(v) if not isinstance(v, str) else v, None, None) for k, v in _params(self.options).items()]
+        fields.append(("file", wav, "audio.wav", "audio/wav"))
+        body, ctype = multipart(fields)
+        data = client.request("POST", path, body=body, content_type=ctype).json(client.redact)
+        return _text(_dig(data, "text"), self.vendor, "text", client.redact), data

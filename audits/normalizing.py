@@ -1,0 +1,26 @@
+"""The normalizer registry: names recipes use -> normalizers (entry-point group ``audit_engine.normalizers``).
+
+``normalizers`` is the bottom layer and imports nothing of the project, so it holds the
+normalizer classes only; the registry that names them (and finds a plug-in package's) lives
+here, one layer up, as an instance of the one registry type (engine/registry.py). An entry is a
+zero-argument callable (usually the class) that returns a ``normalizers.Normalizer``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from engine.registry import Registry
+from normalizers import Normalizer
+
+NORMALIZERS: Registry[Callable[[], Normalizer]] = Registry("normalizer", "audit_engine.normalizers")
+
+
+def get_normalizer(name: str) -> Normalizer:
+    """The normalizer registered as ``name``; an unknown name raises ``RegistryError`` with close matches."""
+    return NORMALIZERS.get(name)()
+
+
+def normalizer_names() -> list[str]:
+    """Registered normalizer names (nothing imported)."""
+    return NORMALIZERS.names()
