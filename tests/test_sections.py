@@ -74,6 +74,12 @@ class NeedsModelsSection(ToySection):
         return {}
 
 
+class ClashSection(ToySection):
+    """Defines the toy section's table again: summary_frames must refuse it."""
+
+    key = "clash"
+
+
 @pytest.fixture()
 def toy_registry(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The built-in sections plus the toy ones, on a fresh registry (the global one is restored after)."""
@@ -122,10 +128,7 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
 def test_two_sections_may_not_define_one_table(toy_registry: Any) -> None:
     from audits.reports.tables import summary_frames
 
-    class Clash(ToySection):
-        key = "clash"
-
-    toy_registry.register("clash")(Clash)
+    toy_registry.register("clash")(ClashSection)
     with pytest.raises(RegistryError, match="audit section 'toy' defines a table 'toy_greetings' that another table already uses"):
         summary_frames({})
 
