@@ -87,10 +87,29 @@ def test_api_errors_name_the_fix(tmp_path: Path) -> None:
     assert not os.listdir(tmp_path)
 
 
-def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path) -> None:
-    """A predictions run (no audio): what run returns equals what load reads back, sections included."""
+def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A predictions run (no audio): written once, never read back during the run; load gives the same result."""
+    import audits.asr.summary as summary_mod
+    import audits.pipeline as pipeline_mod
+    import audits.reports.merge as merge_mod
+
+    def no_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a run read back a file it wrote")
+
+    writes: list[Path] = []
+    real_write = summary_mod.write_summary
+
+    def counting_write(out_dir: Path, summary: object) -> Path:
+        writes.append(Path(out_dir))
+        return real_write(out_dir, summary)  # type: ignore[arg-type]
+
     out = tmp_path / "run"
-    fresh = api.run("score-predictions", dataset=voxpopuli_preds, reader="oasr-predictions", limit=10, out=out)
+    with monkeypatch.context() as m:
+        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "load_summary"), (merge_mod, "load_table"), (pipeline_mod, "load_rows")):
+            m.setattr(mod, name, no_read)
+        m.setattr(pipeline_mod, "write_summary", counting_write)
+        fresh = api.run("score-predictions", dataset=voxpopuli_preds, reader="oasr-predictions", limit=10, out=out)
+    assert writes == [out]
     loaded = api.load(out)
     assert json.loads(json.dumps(fresh.summary)) == json.loads((out / "summary.json").read_text()) == loaded.summary
     assert fresh.table.equals(loaded.table)
