@@ -42,7 +42,9 @@ class RunnerFactory(Protocol):
 RUNNERS: Registry[RunnerFactory] = Registry("runner", "audit_engine.runners")
 
 
-def _decode_options(recipe: Recipe) -> DecodeOptions:
+def decode_options(recipe: Recipe) -> DecodeOptions:
+    """How a run decodes audio (duration bound, paths outside the dataset root): the one definition,
+    used by the runners and by the audit sections' context."""
     return DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
 
 
@@ -53,7 +55,7 @@ def inprocess_runner(
     from engine.runner import InProcessRunner
 
     return InProcessRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=_decode_options(recipe), progress=progress,
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
         max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
     )
 
@@ -65,7 +67,7 @@ def ray_runner(
     from engine.ray_runner import RayRunner
 
     return RayRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=_decode_options(recipe), progress=progress,
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
         address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
     )
 

@@ -11,7 +11,15 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   section's key);
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
   and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
-* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs).
+* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs);
+* ``tables(section, summary)``: the section's figures as flat tables by name; each becomes a table
+  of ``exports/results.duckdb`` and a view of ``audit query`` (default: none);
+* ``findings(section, summary)``: sentences for the findings at the top of both reports
+  (default: none).
+
+Reports, exports, queries and findings iterate over the registered sections and call these
+hooks; none of them names a section. Every hook but ``parse``, ``run`` and ``markdown`` has a
+default, so a new section writes only what it shows.
 
 The registry name is the recipe key and the summary key; a separately installed package adds a
 section through the entry-point group ``audit_engine.sections`` (docs/design.md, "Registries"). ``order`` fixes the order in which
@@ -50,9 +58,10 @@ ConfigT = TypeVar("ConfigT")
 class SectionContext:
     """What the pipeline hands a section's ``run``: the opened dataset, where to write, and the run's engine.
 
-    ``load_rows`` reads the run's ASR result rows (``utterances.parquet``) on demand, so sections
-    that never look at transcripts do not pay for reading them. ``engine`` is the run's
-    (``--engine``/``--address``): sections submit every pass to it (``engine.runner``).
+    ``load_rows`` gives the run's ASR result rows (the table ``utterances.parquet`` was written
+    from, held in memory by the pipeline); a call, so a section that never looks at transcripts
+    does not depend on them. ``engine`` is the run's (``--engine``/``--address``): sections submit
+    every pass to it (``engine.runner``).
     """
 
     dataset: Dataset
@@ -107,6 +116,19 @@ class AuditSection(ABC, Generic[ConfigT]):
         maps model names to their colours on the page. Every data string must go through ``esc``.
         """
         return None
+
+    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        """This section's figures as flat tables, by table name (exports' DuckDB file, ``audit query`` views).
+
+        Called for every registered section, with ``section == {}`` when the run did not include
+        it: return the tables with their columns and no rows then, so a query's views never
+        depend on which sections ran. Names must not clash with another table's.
+        """
+        return {}
+
+    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+        """Plain-text sentences for the reports' findings, each backed by the section's figures (unescaped)."""
+        return []
 
     def merge(self, parts: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
         """This section over several runs (``parts[i]`` from run ``names[i]``, ``{}`` when absent).

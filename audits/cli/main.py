@@ -31,8 +31,20 @@ out_console = Console()
 log = logging.getLogger("audit")
 
 
+def _print_version(value: bool) -> None:
+    """``audit --version``: the version summary.json records, then exit."""
+    if value:
+        from audits.version import version
+
+        out_console.print(f"audit-engine {version()}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+def main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
     """Set up logging once for every command."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -93,9 +105,11 @@ def run_cmd(
 
 def _run_with_progress(
     rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
-    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None,
+    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None, dataset: Any = None,
 ) -> dict[str, Any]:
-    from audits.pipeline import EngineOptions, run_recipe
+    """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
+    ``dataset`` is the recipe's dataset when the caller opened it already."""
+    from audits.pipeline import EngineOptions, run_audit
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
@@ -128,12 +142,8 @@ def _run_with_progress(
                     prog.update(task, status=f"{m} RTFx {rt:.1f}")
                 prog.advance(task, n)
 
-        summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng)
-    if extra:
-        from audits.asr.summary import write_summary
-
-        summary.update(extra)
-        write_summary(out_dir, summary)
+        result = run_audit(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng, extra=extra, dataset=dataset)
+    summary: dict[str, Any] = dict(result.plain_summary)
     _print_overview(summary)
     failed = {m: v.get("n_failed", 0) for m, v in summary["models"].items() if v.get("n_failed")}
     if failed:
@@ -182,10 +192,9 @@ def sweep_cmd(
             run_check(reg, chosen, address, rec, smoke, console, out_console)
             return
         track_paths = _parse_track_datasets(tracks) if tracks else {}
-        for name, path in track_paths.items():
-            _check_dataset(with_overrides(rec, path, None, None), name)
+        opened = {name: _check_dataset(with_overrides(rec, path, None, limit), name) for name, path in track_paths.items()}
         if not track_paths:
-            _check_dataset(rec)
+            opened[""] = _check_dataset(rec)
         plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
         t = Table(title=f"sweep: {len(plan.run)} to run, {len(plan.skipped)} skipped")
         t.add_column("model")
@@ -202,13 +211,14 @@ def sweep_cmd(
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         memory = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         if not track_paths:
-            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
+            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""))
             return
         from audits.asr.tracks import tracks_markdown, write_tracks
 
         for name, path in track_paths.items():
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-            _run_with_progress(with_overrides(rec, path, None, limit), out_dir / name, engine, address, workers, True, extra, memory)
+            track_rec = with_overrides(rec, path, None, limit)
+            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
         written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
@@ -233,15 +243,16 @@ def _parse_track_datasets(text: str) -> dict[str, str]:
     return out
 
 
-def _check_dataset(rec: Any, track: Optional[str] = None) -> None:
+def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
     """Open the sweep's dataset once before any model is checked or loaded: a dataset that does not
-    exist (or cannot be read) stops the sweep here, naming it. The built-in demo corpus is built by the run."""
+    exist (or cannot be read) stops the sweep here, naming it. The run then uses the opened dataset
+    (opened and fingerprinted once); the built-in demo corpus is built and opened by the run (None)."""
     from audits.pipeline import open_recipe_dataset
 
     if rec.dataset.path.startswith("builtin:"):
-        return
+        return None
     try:
-        open_recipe_dataset(rec)
+        return open_recipe_dataset(rec)
     except AuditError as exc:
         where = f"track '{track}': " if track else ""
         raise ConfigError(f"sweep '{rec.name}': {where}dataset '{rec.dataset.path}': {exc}") from exc
