@@ -1,10 +1,16 @@
-"""Recipe orchestration: dataset -> engine -> result rows -> scores -> run directory."""
+"""Recipe orchestration: dataset -> engine -> result rows -> scores -> run directory.
+
+One pass, through memory: the engine's consolidated table is scored, summarized and reported
+as one ``RunResult`` (``audits.result``); ``utterances.parquet`` and ``summary.json`` are each
+written once and never read back in the same run.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -13,13 +19,15 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
-from audits.asr.summary import build_summary, write_summary
+from audits.asr.summary import build_summary, json_safe, write_summary
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
-from audits.runners import EngineOptions, check_runner, make_runner
+from audits.result import RunResult
+from audits.runners import EngineOptions, check_runner, decode_options, make_runner
+from audits.schema import Summary
 from audits.sections import SectionContext, ordered
 from engine.backends import ASR_BACKENDS
-from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.data import ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
@@ -27,7 +35,6 @@ from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
-
 
 
 def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None = None) -> Path:
@@ -45,10 +52,13 @@ def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None =
     return path
 
 
-def open_recipe_dataset(recipe: Recipe, shard_size: int | None = None) -> Dataset:
+def open_recipe_dataset(
+    recipe: Recipe, shard_size: int | None = None, corpus_progress: Callable[[int, int], None] | None = None,
+) -> Dataset:
+    """Open (and fingerprint) the recipe's dataset; the built-in demo corpus is built first when absent."""
     path = recipe.dataset.path
     if path.startswith("builtin:"):
-        path = str(ensure_demo_corpus(builtin_dataset_path(path)))
+        path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
     elif not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).exists():
         path = str(REPO_ROOT / path)  # recipe paths may be relative to the repository root
     return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options))
@@ -65,7 +75,7 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     for e in resolve_models(list(recipe.models), registry):
         spec = e.spec(recipe.batch_size)
         backend_cls: Any = ASR_BACKENDS.get(spec.backend)
-        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader)
+        options = backend_cls.bind_dataset(spec.options, dataset.source, dataset.reader, recipe.dataset.options)
         specs.append(replace(spec, options=options))
     return specs
 
@@ -85,30 +95,41 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
         raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out")
 
 
-def score_run_dir(out: Path, recipe: Recipe, dataset_desc: dict[str, Any], facts: dict[str, dict[str, Any]], extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """(Re)score ``utterances.parquet`` and write ``summary.json`` and ``report.md``."""
-    table = pq.read_table(out / "utterances.parquet").to_pandas()
-    if facts:
-        table = table[table["model"].isin(list(facts))]
+def score_run(
+    out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects."""
+    scored_table = table[table["model"].isin(list(facts))] if facts else table
     normalizer = get_normalizer(recipe.normalizer)
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
-    summary, scored = build_summary(table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
-    summary_dict: dict[str, Any] = dict(summary)
+    summary, scored = build_summary(scored_table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
     from audits.asr.tracks import rows_fingerprint
 
     # what was scored: a later reader (tracks) refuses rows that changed after this point
-    summary_dict["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"), "n_rows": int(len(table))}
+    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"), "n_rows": int(len(scored_table))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
-        add_semantic_similarity(summary_dict, scored)
-    write_summary(out, summary_dict)
-    from audits.reports.build import build_report
+        plain: dict[str, Any] = dict(summary)
+        add_semantic_similarity(plain, scored)
+        summary = json_safe(plain)  # as summary.json will hold it, so the reports read what a reader of the file reads
+    write_summary(out, summary)
+    result = RunResult.of(summary, table, scored, out)
+    from audits.reports.build import write_report
 
     # report.md (+ cohort), report.html and exports/ from the same scoring pass
-    build_report([out], None, worst=5, exports=True, scored=scored.frame)
-    return summary_dict
+    write_report(result, out, worst=5, exports=True)
+    return result
+
+
+def score_run_dir(
+    out: Path, recipe: Recipe, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
+) -> Summary:
+    """(Re)score a run directory's ``utterances.parquet``: ``summary.json``, reports and exports (its summary)."""
+    return score_run(out, recipe, load_rows(out), dataset_desc, facts, extra).summary
 
 
 def run_recipe(
@@ -117,12 +138,28 @@ def run_recipe(
     progress: ProgressFn | None = None,
     corpus_progress: Callable[[int, int], None] | None = None,
     engine: EngineOptions = EngineOptions(),
-) -> dict[str, Any]:
+) -> Summary:
+    """Run (or resume) a recipe into ``out`` and return its summary (``run_audit`` returns the whole result)."""
+    return run_audit(recipe, out, progress, corpus_progress, engine).summary
+
+
+def run_audit(
+    recipe: Recipe,
+    out: Path,
+    progress: ProgressFn | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
+    engine: EngineOptions = EngineOptions(),
+    extra: Mapping[str, Any] | None = None,
+    dataset: Dataset | None = None,
+) -> RunResult:
     """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
     any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
-    order after the ASR models, each writing its part of the summary under its key.
+    order after the ASR models, each writing its part of the summary under its key. ``extra``
+    adds top-level summary keys of the caller's (a sweep's selection) before anything is scored,
+    so ``summary.json`` is written once. ``dataset`` is the recipe's dataset when the caller has
+    opened it already (a sweep checks it first), so it is opened and fingerprinted once.
     """
     t0 = time.perf_counter()
     check_runner(engine.kind)
@@ -133,9 +170,8 @@ def run_recipe(
     # every section's config is validated before the dataset opens or any model loads
     used = ordered(key for key, raw in recipe.sections.items() if raw)  # an unknown key raises, naming close matches
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
-    if recipe.dataset.path.startswith("builtin:"):
-        ensure_demo_corpus(builtin_dataset_path(recipe.dataset.path), corpus_progress)
-    dataset = open_recipe_dataset(recipe)
+    if dataset is None:
+        dataset = open_recipe_dataset(recipe, corpus_progress=corpus_progress)
     specs = model_specs(recipe, dataset)
     if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
@@ -148,6 +184,9 @@ def run_recipe(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)
+    dec = decode_options(recipe)
+    for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made
+        dataset = sec.prepare_dataset(cfg, dataset, out, dec)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
@@ -156,23 +195,31 @@ def run_recipe(
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
     plan = None
-    if specs:
-        runner = make_runner(engine, dataset, specs, store, recipe, progress)
-        facts = runner.run()
-        plan = runner.plan
-    # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
-    store.consolidate([s.name for s in specs], plan=plan)
-    extra: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
-    dec = DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
-    ctx = SectionContext(dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=lambda: load_rows(out), progress=progress, decode_options=dec, recipe_name=recipe.name)
-    for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
-        extra[sec.key] = sec.run(cfg, ctx)
-    del ctx
-    extra["engine"]["wall_s"] = time.perf_counter() - t0
+    sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
+    started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
+    try:
+        if specs:
+            runner = make_runner(engine, dataset, specs, store, recipe, progress)
+            facts = runner.run()
+            plan = runner.plan
+        # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
+        table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
+        ctx = SectionContext(
+            dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=table.copy, progress=progress,
+            decode_options=dec, recipe_name=recipe.name, engine=engine,
+        )
+        for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+            sections[sec.key] = sec.run(cfg, ctx)
+        del ctx
+    finally:
+        engine.stop(started)
+    sections["engine"]["wall_s"] = time.perf_counter() - t0
+    sections.update(extra or {})
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
-    return score_run_dir(out, recipe, dataset_desc, facts, extra)
+    return score_run(out, recipe, table, dataset_desc, facts, sections)
 
 
 def load_rows(out: Path) -> pd.DataFrame:
+    """A run directory's ``utterances.parquet`` (for tools that start from the files)."""
     return pq.read_table(Path(out) / "utterances.parquet").to_pandas()

@@ -10,50 +10,17 @@ what both built-in runners offer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset
 from engine.errors import ConfigError, RegistryError
+from engine.pass_engine import EngineOptions  # one class: the pipeline's, the sections' and the engine's
 from engine.registry import Registry
 from engine.store import RunStore
 
 if TYPE_CHECKING:
     from audits.recipes import Recipe
-
-
-@dataclass(frozen=True)
-class EngineOptions:
-    """Which runner moves the audio: ``inprocess`` (default on one machine), ``ray``, or a plug-in's name."""
-
-    kind: str = "inprocess"
-    address: str | None = None
-    workers: int | None = None
-    max_retries: int = 2
-    unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
-    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
-
-    def check(self) -> None:
-        """Every option typed and in range (``--memory-budget-mb -5``, ``--max-models-loaded 0``
-        are refused here, before the run directory is touched); the runner's name is checked by
-        :func:`check_runner`."""
-        for name, f in ENGINE_FIELDS.items():
-            f.check(getattr(self, name), f"--{name.replace('_', '-')}")
-
-
-ENGINE_FIELDS: dict[str, Field] = {
-    "kind": Field(str, "inprocess", "the runner's registry name (--engine)"),
-    "address": Field(str, None, "Ray cluster address", nullable=True),
-    "workers": Field(int, None, "cap on Ray actors per model on CPU", ge=1, le=10_000, nullable=True),
-    "max_retries": Field(int, 2, "retries of a failed unit", ge=0, le=100),
-    "unit_timeout_s": Field(float, None, "seconds a unit may take before it is retried", gt=0, nullable=True),
-    "max_models_loaded": Field(int, None, "in-process: models loaded at once", ge=1, le=1000, nullable=True),
-    "memory_budget_mb": Field(float, None, "in-process: memory the loaded models may take, MB", gt=0, le=1e9, nullable=True),
-}
-"""The engine's options (CLI flags), typed and bounded (engine.config.Field)."""
 
 
 class Runner(Protocol):
@@ -75,7 +42,9 @@ class RunnerFactory(Protocol):
 RUNNERS: Registry[RunnerFactory] = Registry("runner", "audit_engine.runners")
 
 
-def _decode_options(recipe: Recipe) -> DecodeOptions:
+def decode_options(recipe: Recipe) -> DecodeOptions:
+    """How a run decodes audio (duration bound, paths outside the dataset root): the one definition,
+    used by the runners and by the audit sections' context."""
     return DecodeOptions(max_duration_s=recipe.dataset.max_duration_s, allow_outside_root=recipe.dataset.allow_outside_root)
 
 
@@ -86,7 +55,7 @@ def inprocess_runner(
     from engine.runner import InProcessRunner
 
     return InProcessRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=_decode_options(recipe), progress=progress,
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
         max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
     )
 
@@ -98,7 +67,7 @@ def ray_runner(
     from engine.ray_runner import RayRunner
 
     return RayRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=_decode_options(recipe), progress=progress,
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
         address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
     )
 

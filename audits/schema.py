@@ -250,6 +250,8 @@ class Summary(TypedDict, total=False):
     """``summary.json``. Audit sections (probes, speaker, emotion, ...) add a key of their own."""
 
     schema_version: int
+    engine_version: str
+    """The audit engine's version that wrote the file (``audit --version``; added without a schema change)."""
     failures: list[FailedUnit]
     created_at: str
     recipe: dict[str, Any]

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.config import expect_type
 from engine.errors import ConfigError, RegistryError
+from engine.passes import split_placement
 
 
 def str_list(value: Any, where: str) -> tuple[str, ...]:
@@ -42,13 +43,18 @@ def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tu
 
 
 def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str) -> dict[str, dict[str, Any]]:
-    """``backend_options``: backend name -> options mapping; names must be among ``backends``."""
+    """``backend_options``: backend name -> options mapping; names must be among ``backends``.
+
+    ``num_gpus``, ``num_cpus`` and ``memory_mb`` in a backend's options size its engine actors
+    (``engine.passes.split_placement``) and are checked here.
+    """
     raw = expect_type(data.get("backend_options", {}) or {}, dict, f"{where}.backend_options")
     out: dict[str, dict[str, Any]] = {}
     for name, opts in raw.items():
         if name not in backends:
             raise ConfigError(f"{where}.backend_options: '{name}' is not in backends ({', '.join(backends)})")
         out[str(name)] = dict(expect_type(opts or {}, dict, f"{where}.backend_options.{name}"))
+        split_placement(out[str(name)], f"{where}.backend_options.{name}")  # num_gpus/num_cpus/memory_mb checked before anything runs
     return out
 
 

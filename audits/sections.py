@@ -7,11 +7,21 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   config (errors name the recipe file and key); called for every section before any model loads;
 * ``check_inputs(config, dataset)``: read and check the section's own inputs (references, turns,
   audio headers) before any model loads or anything is written (default: nothing);
+* ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
+  see, e.g. with derived clips added; called once the dataset is open, before the run plan;
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
   section's key);
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
   and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
-* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs).
+* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs);
+* ``tables(section, summary)``: the section's figures as flat tables by name; each becomes a table
+  of ``exports/results.duckdb`` and a view of ``audit query`` (default: none);
+* ``findings(section, summary)``: sentences for the findings at the top of both reports
+  (default: none).
+
+Reports, exports, queries and findings iterate over the registered sections and call these
+hooks; none of them names a section. Every hook but ``parse``, ``run`` and ``markdown`` has a
+default, so a new section writes only what it shows.
 
 The registry name is the recipe key and the summary key; a separately installed package adds a
 section through the entry-point group ``audit_engine.sections`` (docs/design.md, "Registries"). ``order`` fixes the order in which
@@ -33,6 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.errors import RegistryError
+from engine.pass_engine import EngineOptions
 from engine.registry import Registry
 
 if TYPE_CHECKING:
@@ -47,10 +58,12 @@ ConfigT = TypeVar("ConfigT")
 
 @dataclass(frozen=True)
 class SectionContext:
-    """What the pipeline hands a section's ``run``: the opened dataset and where to write.
+    """What the pipeline hands a section's ``run``: the opened dataset, where to write, and the run's engine.
 
-    ``load_rows`` reads the run's ASR result rows (``utterances.parquet``) on demand, so sections
-    that never look at transcripts do not pay for reading them.
+    ``load_rows`` gives the run's ASR result rows (the table ``utterances.parquet`` was written
+    from, held in memory by the pipeline); a call, so a section that never looks at transcripts
+    does not depend on them. ``engine`` is the run's (``--engine``/``--address``): sections submit
+    every pass to it (``engine.runner``).
     """
 
     dataset: Dataset
@@ -60,6 +73,7 @@ class SectionContext:
     progress: ProgressFn | None = None
     decode_options: DecodeOptions = field(default_factory=DecodeOptions)
     recipe_name: str = ""
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 class AuditSection(ABC, Generic[ConfigT]):
@@ -93,6 +107,11 @@ class AuditSection(ABC, Generic[ConfigT]):
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         """Lines of ``report.md`` for this section of a summary (``[]`` to show nothing)."""
 
+    def prepare_dataset(self, config: ConfigT, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
+        """The dataset the run's models see; by default the opened one. A section that derives
+        clips (perturbations) returns it extended, before the run plan is made."""
+        return dataset
+
     def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
         """What ``report.html`` embeds (and shows) under this key; by default the section as it is."""
         return dict(section)
@@ -104,6 +123,19 @@ class AuditSection(ABC, Generic[ConfigT]):
         maps model names to their colours on the page. Every data string must go through ``esc``.
         """
         return None
+
+    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        """This section's figures as flat tables, by table name (exports' DuckDB file, ``audit query`` views).
+
+        Called for every registered section, with ``section == {}`` when the run did not include
+        it: return the tables with their columns and no rows then, so a query's views never
+        depend on which sections ran. Names must not clash with another table's.
+        """
+        return {}
+
+    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+        """Plain-text sentences for the reports' findings, each backed by the section's figures (unescaped)."""
+        return []
 
     def merge(self, parts: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
         """This section over several runs (``parts[i]`` from run ``names[i]``, ``{}`` when absent).

@@ -148,13 +148,18 @@ class WorkUnit:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A registry model resolved to its backend and options: what a runner needs to load it."""
+    """A registry model resolved to its backend and options: what a runner needs to load it.
+
+    ``kind`` is the pass it runs (``asr``, ``sv``, ``ser``; ``engine/passes.py``): it selects the
+    backend registry, the per-unit processing and the row schema, so both runners run every kind.
+    """
 
     name: str
     backend: str
     options: Mapping[str, Any] = field(default_factory=dict)
     batch_size: int = 8
     meta: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = "asr"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,14 @@ Each entry::
       num_cpus: 1                    # optional: CPUs per Ray actor
       memory_mb: 2000                # optional: resident memory of one loaded copy
       rtfx: 146                      # optional: expected speed; the Ray runner starts slow models first
+      family: whisper-ct2            # optional (required for the study line-up, tag rweq): engine/backends/asr/families
+      trust_remote_code: false       # optional: true lets a checkpoint run its own Python code (transformers)
       tags: [local, whisper]
       description: ...
+
+``family`` is checked against the backend (each family names the backends that may run it) and
+passed to backends that take it as the option ``family``. Remote code is an entry-level opt-in
+only: ``options.trust_remote_code`` is refused, so the permission is visible in the registry.
 """
 
 from __future__ import annotations
@@ -33,7 +39,11 @@ from engine.registry import did_you_mean
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
-ENTRY_KEYS = {"backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb", "rtfx"}
+ENTRY_KEYS = {
+    "backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb",
+    "rtfx", "family", "trust_remote_code",
+}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ModelEntry:
@@ -49,11 +59,16 @@ class ModelEntry:
     source: str = ""
     #: Placement facts: only those the entry sets travel in the spec's meta (the Ray runner reads them).
     resources: Mapping[str, float] = field(default_factory=dict)
+    #: Model family (engine/backends/asr/families) and the entry-level remote-code opt-in.
+    family: str | None = None
+    trust_remote_code: bool = False
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
         ``fallback``) are resolved through ``registry`` (default: the configured one)."""
         meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
+        if self.family:
+            meta["family"] = self.family
         meta.update(self.resources)
         if isinstance(self.options.get("api_key_env"), str):  # the driver scrubs this key too (Ray: the model runs elsewhere)
             register_secret_env(self.options["api_key_env"])
@@ -61,7 +76,12 @@ class ModelEntry:
 
     def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
         options = dict(self.options)
-        names = getattr(ASR_BACKENDS.get(self.backend), "model_options", ())
+        cls = ASR_BACKENDS.get(self.backend)
+        if self.family and getattr(cls, "takes_family", False):
+            options.setdefault("family", self.family)
+        if self.trust_remote_code:
+            options["trust_remote_code"] = True
+        names = getattr(cls, "model_options", ())
         for key in names:
             value = options.get(key)
             if isinstance(value, str) and value:
@@ -72,9 +92,20 @@ class ModelEntry:
                 options[key] = {"name": other.name, "backend": other.backend, "options": other._resolved_options(reg)}
         return options
 
+    @property
+    def needed_extra(self) -> str | None:
+        """The pip extra this model needs: the entry's own, else its family's."""
+        if self.extra:
+            return str(self.extra)
+        if self.family:
+            from engine.backends.asr.families import FAMILIES
+
+            return FAMILIES[self.family].extra
+        return None
+
     def availability(self) -> Availability:
         """Can this model run here, and why (not): the backend's own check (engine/backends/availability.py)."""
-        return model_availability(self.backend, self.options, self.extra)
+        return model_availability(self.backend, self.options, self.needed_extra)
 
 
 def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
@@ -97,6 +128,15 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 ASR_BACKENDS.check(backend)
             except RegistryError as exc:
                 raise ConfigError(f"{where}: {exc}") from None
+            family = _family(raw, backend, where)
+            trust = raw.get("trust_remote_code", False)
+            if not isinstance(trust, bool):
+                raise ConfigError(f"{where}.trust_remote_code: must be true or false, got {trust!r}")
+            if "trust_remote_code" in (raw.get("options") or {}):
+                raise ConfigError(
+                    f"{where}: options.trust_remote_code is not accepted; running a checkpoint's own code is an entry-level "
+                    "opt-in: write 'trust_remote_code: true' beside 'backend' (after reviewing that code)"
+                )
             entries[name] = ModelEntry(
                 name=str(name),
                 backend=backend,
@@ -109,8 +149,25 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 license=raw.get("license"),
                 source=str(path),
                 resources=_resources(raw, where),
+                family=family,
+                trust_remote_code=trust,
             )
     return entries
+
+
+def _family(raw: Mapping[str, Any], backend: str, where: str) -> str | None:
+    """The entry's family, checked: known, and runnable by the entry's backend."""
+    from engine.backends.asr.families import FAMILIES
+
+    value = raw.get("family")
+    if value is None:
+        return None
+    name = expect_type(value, str, f"{where}.family")
+    if name not in FAMILIES:
+        raise ConfigError(f"{where}.family: unknown family '{name}' (known: {', '.join(sorted(FAMILIES))})")
+    if backend not in FAMILIES[name].backends:
+        raise ConfigError(f"{where}: family '{name}' runs on backend {' or '.join(FAMILIES[name].backends)}, not '{backend}'")
+    return name
 
 
 def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:

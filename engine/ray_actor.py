@@ -1,8 +1,7 @@
-"""The Ray engine's model actor: one loaded model for the actor's whole life (see engine/ray_runner.py)."""
+"""The Ray engine's model actor: one loaded backend of any pass kind for the actor's whole life (see engine/ray_runner.py)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -12,7 +11,7 @@ import numpy as np
 from engine.backends.hosted.scrub import install_log_scrubber
 from engine.data import DecodedAudio, ModelSpec, Shard
 from engine.errors import AuditError
-from engine.runner import load_model, process_unit
+from engine.runner import load_model, placement, process_pass
 
 
 class ModelActor:
@@ -33,18 +32,18 @@ class ModelActor:
             import ray
 
             ctx = ray.get_runtime_context()
-            facts["actor"] = {"pid": os.getpid(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
+            facts["actor"] = {**placement(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
         except Exception:  # noqa: BLE001 - placement facts are informative only
-            facts["actor"] = {"pid": os.getpid()}
+            facts["actor"] = placement()
         return facts
 
     def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
-        """Transcribe one shard (rows in shard order, errors included)."""
+        """Run one shard through the backend (rows in shard order, errors included), whatever the pass kind."""
         if self.backend is None:
             raise AuditError(f"model {self.spec.name} is not loaded in this actor")
         # Arrays from the object store are read-only views; some backends write into their input.
         own = [d if d.samples is None or d.samples.flags.writeable else replace(d, samples=np.array(d.samples)) for d in decoded]
-        return process_unit(self.backend, self.spec.name, shard, own, self.spec.batch_size)
+        return process_pass(self.backend, self.spec, shard, own)
 
     def close(self) -> None:
         if self.backend is not None:

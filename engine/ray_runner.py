@@ -1,11 +1,15 @@
 """The Ray engine: long-lived model actors, streamed ``(model, shard)`` units, resume, fault handling.
 
+It runs passes of every kind (ASR, speaker verification, emotion; ``engine/passes.py``): a
+spec's ``kind`` picks the backend registry and the rows its actors return, and the store given
+is that kind's, so everything below holds for each pass.
+
 Same contract as :class:`engine.runner.InProcessRunner` (constructor, ``run() -> facts``, progress
-events, rows identical because both call ``decode_shard`` and ``process_unit``), with Ray doing the
+events, rows identical because both call ``decode_shard`` and ``process_pass``), with Ray doing the
 placement:
 
 * **Actors.** Each :class:`ModelActor` loads one model once (``load_model``, warm-up included) and
-  then transcribes unit after unit. With GPUs in the cluster an ASR actor asks for one GPU
+  then processes unit after unit. With GPUs in the cluster an actor asks for one GPU
   (``spec.meta['num_gpus']`` overrides, fractional allowed) and its backend gets ``device='cuda'``
   when it has a ``device`` option (Ray pins the actor through ``CUDA_VISIBLE_DEVICES``). Without
   GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget
@@ -51,15 +55,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from engine.backends import ASR_BACKENDS
-from engine.backends.hosted.scrub import scrub
-from engine.cluster import check_address, node_capacity, placement_problem
+from engine.cluster import node_capacity, placement_problem
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.ray_actor import ModelActor
+from engine.ray_setup import accepts_option, check_positive, init_ray, short_error
 from engine.ray_usage import RayUsage, final_usage, is_hosted
-from engine.runner import InProcessRunner, _base_row, decode_shard
+from engine.runner import InProcessRunner, decode_shard, failed_rows
 from engine.schedule import choose_run, order_runs
 from engine.store import RunPlan, RunStore
 
@@ -109,6 +112,7 @@ class _ModelRun:
     threads: int = 1  # OpenMP/BLAS threads per actor when the driver sets none
     ready_at: float | None = None  # run clock: first actor loaded and warm
     done_at: float | None = None  # run clock: last unit written
+    placements: list[dict[str, Any]] = field(default_factory=list)  # host, pid, GPU ids of each actor that loaded
 
 
 _ACTOR_CLS: Any = None
@@ -124,61 +128,6 @@ def _remote_types() -> tuple[Any, Any]:
         _ACTOR_CLS = ray.remote(ModelActor)
         _DECODE_FN = ray.remote(decode_shard)
     return _ACTOR_CLS, _DECODE_FN
-
-
-def _accepts_option(spec: ModelSpec, name: str, value: Any) -> bool:
-    """Whether the backend takes option ``name`` (constructors are cheap and reject unknown names)."""
-    if name in spec.options:
-        return True
-    try:
-        cls = ASR_BACKENDS.get(spec.backend)
-        cls(**{**dict(spec.options), name: value})
-    except Exception:  # noqa: BLE001 - an unknown option or a bad config means "not accepted"
-        return False
-    return True
-
-
-def init_ray(
-    address: str | None = None,
-    *,
-    num_cpus: int | None = None,
-    num_gpus: int | None = None,
-    runtime_env: Mapping[str, Any] | None = None,
-    log_to_driver: bool = False,
-    worker_niceness: int = 0,
-) -> bool:
-    """Connect to a cluster (``address``) or start a quiet local instance; True if this call did it.
-
-    A local instance runs its workers at ``worker_niceness`` (Ray's own default is 15, which on a
-    busy machine starves model actors behind every other process; 0 = the driver's priority). A
-    cluster keeps the settings it was started with. An instance already initialised in this
-    process is reused.
-    """
-    import ray
-
-    if ray.is_initialized():
-        if address:
-            log.info("Ray is already initialised in this process; ignoring address %s", address)
-        return False
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": log_to_driver, "logging_level": logging.WARNING}
-    if runtime_env:
-        kwargs["runtime_env"] = dict(runtime_env)
-    if address:
-        check_address(address)  # nothing listening: fail in seconds, saying what was tried
-        ray.init(address=address, **kwargs)
-    else:
-        ray.init(num_cpus=num_cpus, num_gpus=num_gpus, _system_config={"worker_niceness": int(worker_niceness)}, **kwargs)
-    log.info("Ray resources: %s", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")})
-    return True
-
-
-def _positive(name: str, value: float | None, integer: bool = False) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or (integer and not isinstance(value, int)):
-        kind = "a positive integer" if integer else "a positive number"
-        raise ConfigError(f"RayRunner: '{name}' must be {kind} or unset, got {value!r}")
 
 
 class RayRunner:
@@ -221,12 +170,12 @@ class RayRunner:
         thread_env: str = "driver",
         worker_niceness: int = 0,
     ) -> None:
-        _positive("workers", workers, integer=True)
-        _positive("max_in_flight", max_in_flight, integer=True)
-        _positive("unit_timeout_s", unit_timeout_s)
-        _positive("load_timeout_s", load_timeout_s)
-        _positive("actor_queue_depth", actor_queue_depth, integer=True)
-        _positive("shard_cache_size", shard_cache_size, integer=True)
+        check_positive("workers", workers, integer=True)
+        check_positive("max_in_flight", max_in_flight, integer=True)
+        check_positive("unit_timeout_s", unit_timeout_s)
+        check_positive("load_timeout_s", load_timeout_s)
+        check_positive("actor_queue_depth", actor_queue_depth, integer=True)
+        check_positive("shard_cache_size", shard_cache_size, integer=True)
         if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
             raise ConfigError(f"RayRunner: 'max_retries' must be an integer >= 0, got {max_retries!r}")
         if thread_env not in ("driver", "ray"):
@@ -319,7 +268,7 @@ class RayRunner:
             if not by_model[spec.name]:
                 continue
             meta = dict(spec.meta)
-            device_ok = _accepts_option(spec, "device", "cuda")
+            device_ok = accepts_option(spec, "device", "cuda")
             explicit_cpu = str(spec.options.get("device", "")) == "cpu"
             if "num_gpus" in meta:
                 num_gpus = float(meta["num_gpus"])
@@ -341,7 +290,7 @@ class RayRunner:
                 min(total_cpu, float(os.cpu_count() or total_cpu)) if total_cpu > 0 else 1.0
             )  # a cluster total is no per-node figure
             threads = max(1, int(node_cpus // slots))
-            if slots > 1 and "cpu_threads" not in spec.options and _accepts_option(spec, "cpu_threads", 1):
+            if slots > 1 and "cpu_threads" not in spec.options and accepts_option(spec, "cpu_threads", 1):
                 run_spec = replace(run_spec, options={**dict(run_spec.options), "cpu_threads": threads})
             run = _ModelRun(run_spec, by_model[spec.name], num_cpus, num_gpus, threads=threads)
             problem = placement_problem(spec.name, num_gpus, meta, capacity)
@@ -421,6 +370,7 @@ class RayRunner:
                 # seconds since the run began: the span between them is processing without loading
                 "first_actor_ready_s": run.ready_at,
                 "last_unit_written_s": run.done_at,
+                "actors": list(run.placements),
             }
             run.facts = facts
             self.store.write_model_facts(spec.name, facts)
@@ -629,10 +579,10 @@ class RayRunner:
             try:
                 facts = ray.get(ref)
             except (RayActorError, WorkerCrashedError) as exc:
-                self._actor_died(actor, f"actor died while loading: {_short(exc)}", during_load=True)
+                self._actor_died(actor, f"actor died while loading: {short_error(exc)}", during_load=True)
                 return
             except RayError as exc:
-                facts = {"model": run.spec.name, "backend": run.spec.backend, "status": "failed-to-load", "error": _short(exc)}
+                facts = {"model": run.spec.name, "backend": run.spec.backend, "status": "failed-to-load", "error": short_error(exc)}
             self._loaded(actor, run, facts)
             return
         task = actor.inflight[0] if actor.inflight else None
@@ -641,19 +591,19 @@ class RayRunner:
         try:
             rows = ray.get(ref)
         except (RayActorError, WorkerCrashedError) as exc:
-            self._actor_died(actor, f"actor died: {_short(exc)}")
+            self._actor_died(actor, f"actor died: {short_error(exc)}")
             return
         except RayTaskError as exc:
             actor.inflight.remove(task)
             self._cache.pop(task.shard_id, None)
             self._set_next_head(actor)
-            self._unit_failed(run, task.shard_id, f"error in actor: {_short(exc)}")
+            self._unit_failed(run, task.shard_id, f"error in actor: {short_error(exc)}")
             return
         except RayError as exc:  # lost objects, dead owner or node: decode again and retry
             actor.inflight.remove(task)
             self._cache.pop(task.shard_id, None)
             self._set_next_head(actor)
-            self._unit_failed(run, task.shard_id, f"{type(exc).__name__}: {_short(exc)}")
+            self._unit_failed(run, task.shard_id, f"{type(exc).__name__}: {short_error(exc)}")
             return
         actor.inflight.remove(task)
         self._set_next_head(actor)
@@ -680,6 +630,7 @@ class RayRunner:
     def _loaded(self, actor: _Actor, run: _ModelRun, facts: dict[str, Any]) -> None:
         if facts.get("status") == "loaded":
             actor.loaded = True
+            run.placements.append({**dict(facts.get("actor") or {}), "device": (facts.get("info") or {}).get("device")})
             if not run.loaded_once:
                 run.loaded_once = True
                 run.ready_at = time.perf_counter() - self._t0
@@ -740,11 +691,7 @@ class RayRunner:
         message = f"unit failed after {n} attempts: {reason}"
         log.error("model %s, shard %s: %s; quarantined", run.spec.name, shard_id, message)
         shard = self.dataset.load_shard(shard_id)
-        rows = []
-        for u in shard.utterances:
-            row = _base_row(u, run.spec.name, shard_id)
-            row["error"] = message
-            rows.append(row)
+        rows = failed_rows(run.spec, shard, message)
         run.failed_units.append({"shard": shard_id, "reason": reason, "attempts": n})
         self._label_keys.setdefault(shard_id, sorted({k for u in shard.utterances for k in u.labels}))
         self._write(run, shard_id, rows, {"quarantined": True, "reason": reason, "attempts": n})
@@ -773,18 +720,6 @@ class RayRunner:
                     continue
             if self.load_timeout_s is not None and not actor.loaded and now - actor.started > self.load_timeout_s:
                 self._actor_died(actor, f"loading timed out after {self.load_timeout_s:g} s", during_load=True)
-
-
-def _short(exc: BaseException, limit: int = 400) -> str:
-    """One line of an exception (Ray's own messages carry whole tracebacks), secrets scrubbed
-    before it is cut (a cut key would no longer match)."""
-    cause = getattr(exc, "cause", None)
-    text = scrub(f"{type(cause).__name__}: {cause}" if cause is not None else str(exc))
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        return type(exc).__name__
-    line = lines[-1] if cause is None and len(lines) > 1 else lines[0]
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 __all__ = ["ModelActor", "RayRunner", "init_ray"]

@@ -7,7 +7,9 @@ so both runners produce identical rows. Audio is decoded once per shard and shar
 from __future__ import annotations
 
 import logging
+import os
 import platform
+import socket
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,13 +18,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from engine.audio import decode
-from engine.backends import build_backend
 from engine.backends.base import ASRBackend
 from engine.backends.hosted.scrub import error_text, scrub
 from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.memory_plan import LoadGroup, plan_groups
+from engine.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
 from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
@@ -123,6 +125,29 @@ def process_unit(
     return [rows[u.utt_id] for u in shard.utterances]
 
 
+def process_pass(backend: Any, spec: ModelSpec, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
+    """One unit of any pass kind (``engine/passes.py``): the rows both runners write."""
+    if spec.kind == "asr":
+        return process_unit(backend, spec.name, shard, decoded, spec.batch_size)
+    return process_embed_unit(backend, spec.kind, spec.name, shard, decoded, spec.batch_size)
+
+
+def failed_rows(spec: ModelSpec, shard: Shard, message: str) -> list[dict[str, Any]]:
+    """The rows of a quarantined unit: every utterance of the shard, with ``message`` as its error."""
+    rows = []
+    for u in shard.utterances:
+        row = _base_row(u, spec.name, shard.shard_id) if spec.kind == "asr" else embed_row(u, spec.name, shard.shard_id)
+        row["error"] = message
+        rows.append(row)
+    return rows
+
+
+def placement() -> dict[str, Any]:
+    """Where this process runs: host, process id and the GPUs it may see (``CUDA_VISIBLE_DEVICES``)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {"host": socket.gethostname(), "pid": os.getpid(), "gpu_ids": [g for g in (visible or "").split(",") if g] if visible else []}
+
+
 def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str, Any]]:
     """Rows for a predictions-only dataset (no audio, no timing)."""
     preds = dataset.predictions.get(model, {})
@@ -157,14 +182,20 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
     """Load and warm one model; a failure is recorded in its facts, never raised."""
     state = ModelState(spec)
     facts: dict[str, Any] = {"model": spec.name, "backend": spec.backend, "batch_size": spec.batch_size, "warmup_batches": 0, **dict(spec.meta)}
+    if spec.kind != "asr":
+        facts["kind"] = spec.kind
     try:
-        backend = build_backend(spec)
+        backend = build_pass_backend(spec)
         t0 = time.perf_counter()
         backend.load()
         facts["load_s"] = time.perf_counter() - t0
-        for _ in range(warmup):
-            backend.warmup()
-            facts["warmup_batches"] += 1
+        if spec.kind == "asr":
+            for _ in range(warmup):
+                backend.warmup()
+                facts["warmup_batches"] += 1
+        else:  # SV/SER: one discarded call on the first real clip (engine/passes.py)
+            setattr(backend, WARMUP_ATTR, warmup)
+            facts["warmup_batches"] = warmup
         facts["info"] = backend.info().as_dict()
         facts["status"] = "loaded"
         state.backend = backend
@@ -279,7 +310,7 @@ class InProcessRunner:
                     st = states[unit.model]
                     if self.dataset.has_audio:
                         assert st.backend is not None
-                        rows = process_unit(st.backend, unit.model, shard, decoded, st.spec.batch_size)
+                        rows = process_pass(st.backend, st.spec, shard, decoded)
                     else:
                         rows = prediction_rows(self.dataset, unit.model, shard)
                     label_keys = sorted({k for u in shard.utterances for k in u.labels})
@@ -294,6 +325,11 @@ class InProcessRunner:
             for st in states.values():
                 if st.backend is not None:
                     st.backend.close()
+        for name in pending_models:
+            st = states[name]
+            if st.backend is not None or st.facts.get("status") == "loaded":
+                st.facts["engine"] = {"runner": "inprocess", **placement()}
+                self.store.write_model_facts(name, st.facts)
         result = {name: st.facts for name, st in states.items()}
         self.plan.not_run = {name for name, f in result.items() if f.get("status") != "loaded"}
         return result

@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
 from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
+from engine.passes import STORE_DIRS, check_kind, pass_table
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,9 @@ class RunPlan:
                 "batch_size": m.batch_size,
                 "decode": json.loads(json.dumps(dict(decode), sort_keys=True, default=str)),
             }
+            kind = getattr(m, "kind", "asr")
+            if kind != "asr":  # ASR settings stay as they were, so existing markers keep matching
+                rec["kind"] = kind
             if not dataset.has_audio:  # the rows come from the prediction files: their content is the setting
                 rec["predictions"] = _digest(dataset.meta.get("predictions", {}).get(m.name, {}))
             settings[m.name] = rec
@@ -296,18 +300,23 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) 
 
 
 class RunStore:
-    """Parts, markers and per-model facts under one run directory.
+    """Parts, markers and per-model facts of one pass kind under one run directory.
 
     ``plan``: the :class:`RunPlan` markers and consolidation are checked against; the runners
     attach theirs (``use_plan``). Without one (a tool inspecting a store) a unit is done when its
-    marker and part agree, and consolidation still refuses doubled rows.
+    marker and part agree, and consolidation still refuses doubled rows. ``kind`` (``asr``,
+    ``sv``, ``ser``; ``engine/passes.py``) picks the folders, the row schema and the name of the
+    consolidated table, so every pass of a run shares one contract without sharing files.
     """
 
-    def __init__(self, out_dir: Path | str, plan: RunPlan | None = None) -> None:
+    def __init__(self, out_dir: Path | str, plan: RunPlan | None = None, *, kind: str = "asr") -> None:
         self.root = Path(out_dir)
-        self.parts = self.root / "parts"
-        self.markers = self.root / "markers"
-        self.models_dir = self.root / "models"
+        self.kind = check_kind(kind, "RunStore")
+        parts, markers, models, table = STORE_DIRS[kind]
+        self.parts = self.root / parts
+        self.markers = self.root / markers
+        self.models_dir = self.root / models
+        self.table_path = self.root / table
         self.plan = plan
 
     def use_plan(self, plan: RunPlan | None) -> None:
@@ -420,7 +429,7 @@ class RunStore:
         part.parent.mkdir(parents=True, exist_ok=True)
         tmp = part.with_name(f".{part.name}.tmp-{os.getpid()}{tmp_suffix}")
         try:
-            pq.write_table(rows_to_table(rows, label_keys), tmp)
+            pq.write_table(rows_to_table(rows, label_keys) if self.kind == "asr" else pass_table(self.kind, rows), tmp)
             if tmp_suffix:
                 return tmp  # staged: the caller renames it
             os.replace(tmp, part)
@@ -562,8 +571,11 @@ class RunStore:
                 out.append(self.part_path(unit))
         return out
 
+    def _empty(self) -> pa.Table:
+        return rows_to_table([], []) if self.kind == "asr" else pass_table(self.kind, [])
+
     def consolidate(self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *, plan: RunPlan | None = None) -> pa.Table:
-        """The run's rows as one table, checked, then written to ``utterances.parquet`` atomically.
+        """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR).
 
         With a plan (``plan``, else the one a runner attached): reads exactly the parts of the
         plan's units for ``models`` (default: all the plan's models), and raises
@@ -580,7 +592,7 @@ class RunStore:
             names = None if models is None else list(models)
             parts = self.done_parts(names)
             tables = [pq.read_table(p) for p in parts]
-            table = pa.concat_tables(tables, promote_options="permissive") if tables else rows_to_table([], [])
+            table = pa.concat_tables(tables, promote_options="permissive") if tables else self._empty()
             check_models = sorted(set(table.column("model").to_pylist())) if names is None else names
             expected = None if expected_ids is None else [str(u) for u in expected_ids]
         else:
@@ -605,11 +617,11 @@ class RunStore:
                         notes.append(f"{unit.key}: part does not hold the utterances its marker records")
                         continue
                     tables.append(t)
-            table = pa.concat_tables(tables, promote_options="permissive") if tables else rows_to_table([], [])
+            table = pa.concat_tables(tables, promote_options="permissive") if tables else self._empty()
             expected = [str(u) for u in expected_ids] if expected_ids is not None else plan.utt_ids()
         check_rows(table, check_models, expected, notes, self.root)
         table = table.sort_by([("model", "ascending"), ("utt_id", "ascending")])
-        dest = self.root / "utterances.parquet"
+        dest = self.table_path
         self.root.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
         pq.write_table(table, tmp)

@@ -15,6 +15,10 @@ on the same shards and batches. With Ray importable (and ``--runner auto|ray``) 
 is instead one ``RayRunner`` with one actor per GPU. It prints RTFx of both, the ratio, GPU
 memory, and every setting needed to judge the numbers. ``--device cpu --quick`` runs the same
 logic on a tiny model on CPU (the smoke test does this).
+
+``--models SELECTION`` (e.g. ``rweq``, the study's line-up) instead runs each registry model on one
+shard of the demo corpus in its own process per GPU and prints load seconds, RTFx, peak GPU memory
+and WER per model (scripts/gpu_lineup.py).
 """
 
 from __future__ import annotations
@@ -414,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard-size", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--json", type=Path, default=None, help="also write every figure here")
+    ap.add_argument("--models", default=None, help="registry models (a tag such as rweq, or names): one shard per model, real weights")
+    ap.add_argument("--dataset", default=None, help="with --models: dataset (default: the demo corpus)")
+    ap.add_argument("--limit", type=int, default=64, help="with --models: clips in the one shard each model runs")
+    ap.add_argument("--model-timeout-s", type=float, default=1800.0, help="with --models: give up on one model after this long")
+    ap.add_argument("--include-hosted", action="store_true", help="with --models: also call hosted APIs (billed)")
+    ap.add_argument("--lineup-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--part", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--n-parts", type=int, default=1, help=argparse.SUPPRESS)
@@ -423,6 +433,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stderr)
     for noisy in ("engine", "transformers"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if args.models or args.lineup_worker:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import gpu_lineup
+
+        return gpu_lineup.main(args)
     args.n_clips = args.n_clips or (12 if args.quick else 800)
     args.batch_size = args.batch_size or (4 if args.quick else 16)
     args.repeats = args.repeats or (1 if args.quick else 3)

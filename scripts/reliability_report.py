@@ -11,11 +11,12 @@ plugin that records every test's outcome and the figures the tests record with
 * security and property checks passed;
 * red-team regression cases held (exact resume under any change, typed configuration, SQL and
   report escaping, credentials and redirects, linear normalization, bounded decoding, secrets in
-  every encoding kept out of every artefact and log line, remote-call limits);
+  every encoding kept out of every artefact and log line, remote-call limits, conversation
+  results never reused or crossed);
 * driver peak RSS at both load sizes and the growth between them (target within 20 %);
 * the regression cases of each failure class found by adversarial rounds, held / failed per
   class: every ``tests/test_reliability_*.py`` file whose docstring opens with
-  ``Reliability class N: title.`` (a file without that line is counted under its own name).
+  ``Reliability class N: title.`` (and ``CLASS_FILES``).
 
     python scripts/reliability_report.py            # everything (slow tests, Ray, 5k/20k load)
     python scripts/reliability_report.py --quick    # no slow tests, load test at 1k/4k
@@ -57,6 +58,7 @@ GROUPS = {
     "red team: normalizer": "tests/test_normalizer_linear.py",
     "red team: decoding": "tests/test_decode_bounds.py",
     "red team: errors": "tests/test_redteam_errors.py",
+    "red team: conversation results": "tests/test_conversation_units.py",
     "red team: secrets": "tests/test_secrets.py",
     "red team: HTTP limits": "tests/test_http_limits.py",
 }
@@ -66,7 +68,11 @@ CLASS_LINE = re.compile(r"^Reliability class (\d+): (.+?)\.?$")
 
 #: regression files of a failure class that are not named test_reliability_*.py (their cases also
 #: count under "red team" above)
-CLASS_FILES = {"tests/test_secrets.py": (1, "secrets written to results"), "tests/test_http_limits.py": (5, "hosted client limits")}
+CLASS_FILES = {
+    "tests/test_secrets.py": (1, "secrets written to results"),
+    "tests/test_conversation_units.py": (2, "conversation results reused or crossed"),
+    "tests/test_http_limits.py": (5, "hosted client limits"),
+}
 
 
 def reliability_classes() -> dict[str, str]:

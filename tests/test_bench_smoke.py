@@ -142,3 +142,42 @@ def test_gpu_check_runs_on_cpu_without_optional_packages(tmp_path: Path) -> None
     for side in ("bare", "engine"):
         assert _positive(worker["median"][f"{side}_rtfx_wall"]) and _positive(worker["median"][f"{side}_rtfx_infer"])
     assert all(run["failed"] == 0 and run["rows"] == 12 for run in worker["engine"])
+
+
+@pytest.mark.slow
+def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
+    """``gpu_check.py --models TAG --device cpu``: each model in its own process on one shard, with
+    load seconds, RTFx and WER; a model that cannot run is a row with its reason; hosted is skipped."""
+    import json
+
+    pytest.importorskip("transformers")
+    from tests.conftest import espeak_wav, write_manifest
+    from tests.tiny_families import build_ctc
+
+    model = build_ctc(tmp_path / "hubert", "hubert")
+    rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)), "text": t} for i, t in enumerate(["the cat sat", "one two three"])]
+    manifest = write_manifest(tmp_path / "m.jsonl", rows)
+    cfg = tmp_path / "cfg"
+    (cfg / "models").mkdir(parents=True)
+    (cfg / "recipes").mkdir()
+    (cfg / "recipes" / "demo.yaml").write_text((REPO / "configs" / "recipes" / "demo.yaml").read_text())
+    (cfg / "models" / "t.yaml").write_text(
+        "models:\n"
+        f"  tiny-hubert: {{backend: transformers, family: ctc, options: {{model: {model}, device: cpu}}, batch_size: 2, tags: [t]}}\n"
+        f"  gone: {{backend: transformers, family: ctc, options: {{model: {tmp_path / 'absent'}}}, tags: [t]}}\n"
+        "  velma: {backend: modulate, family: hosted, options: {model: velma-2-stt-batch}, tags: [t]}\n"
+    )
+    out = tmp_path / "lineup.json"
+    env = dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_check.py"), "--models", "t", "--device", "cpu", "--dataset", str(manifest), "--limit", "2", "--json", str(out)],
+        check=False, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    models = json.loads(out.read_text())["models"]
+    tiny = models["tiny-hubert"]
+    assert tiny["status"] == "loaded" and tiny["family"] == "ctc" and tiny["n_utts"] == 2
+    assert _positive(tiny["load_s"]) and _positive(tiny["rtfx"]) and tiny["wer"] is not None
+    assert models["gone"]["status"] == "unavailable" and "does not exist" in models["gone"]["error"]
+    assert models["velma"]["status"] == "skipped" and "--include-hosted" in models["velma"]["error"]
+    assert "| tiny-hubert | ctc | loaded |" in proc.stdout

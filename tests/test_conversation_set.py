@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ConfigError, ManifestError
+from engine.errors import ConfigError, ManifestError, ResultIntegrityError
 
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None or shutil.which("flite") is None, reason="needs espeak-ng and flite")
 
@@ -129,23 +129,27 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
     cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
     data = load_conversation_data(small_set)
     run_conversation(cfg, data, [spec], tmp_path)
-    stored = sorted((tmp_path / "conversation").rglob("*.json"))
-    assert len(stored) == 1 + 2 + 2  # settings, diarization x2, asr x2
+    stored = sorted((tmp_path / "conversation" / "units").rglob("*.json"))
+    assert len(stored) == 2 + 2  # diarization x2, asr x2, each vouched for by a marker
+    assert len(sorted((tmp_path / "conversation" / "markers").rglob("*.json"))) == 4
     norm = get_normalizer("whisper-english")
-    summary, rows = conversation_summary(cfg, data, [spec.name], tmp_path, norm)
+    summary, rows = conversation_summary(cfg, data, [spec], tmp_path, norm)
     m = summary["models"][spec.name]
     assert m["n_words"] == sum(len(norm(s.words).split()) for s in data.reference.segments) == m["cpwer"]["n_words"]
     assert 0 <= m["wer"] < 1.0 and 0 <= m["cpwer"]["wer"] < 1.2 and m["rtfx"] > 0
     assert summary["diarization"]["der"] is not None and len(rows) == 2
     assert any("cpWER" in line for line in markdown_lines(summary))
     # Resume: only the removed file is redone; the other keeps its bytes and time.
-    keep = tmp_path / "conversation" / "asr" / spec.name / "conv-000.json"
-    gone = tmp_path / "conversation" / "asr" / spec.name / "conv-001.json"
+    keep = tmp_path / "conversation" / "units" / "asr" / spec.name / "conv-000.json"
+    gone = tmp_path / "conversation" / "units" / "asr" / spec.name / "conv-001.json"
     before = keep.stat().st_mtime_ns
     gone.unlink()
     facts = run_conversation(cfg, data, [spec], tmp_path)
     assert gone.exists() and keep.stat().st_mtime_ns == before and facts["diarization"]["pending"] == 0
-    # Other settings in the same directory are refused.
+    assert facts["pending"][spec.name] == 1
+    # Other segmentation settings in the same directory: every ASR unit is recomputed, diarization reused.
     other = parse_conversation_config({"segmentation": {"max_chunk_s": 12}}, "t.yaml")
-    with pytest.raises(ConfigError, match="other settings"):
-        run_conversation(other, data, [spec], tmp_path)
+    with pytest.raises(ResultIntegrityError):  # the stored ASR results were made with other settings
+        conversation_summary(other, data, [spec], tmp_path, norm)
+    facts = run_conversation(other, data, [spec], tmp_path)
+    assert facts["diarization"]["pending"] == 0 and facts["pending"][spec.name] == 2

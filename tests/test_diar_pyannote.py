@@ -198,7 +198,7 @@ def test_conversation_section_with_the_local_pipeline(tiny_pipeline: Path, conve
     data = load_conversation_data(conversation)
     facts = run_conversation(cfg, data, [spec], tmp_path)
     assert facts["diarization"]["backend"] == "pyannote" and facts["diarization"]["pyannote.audio_version"]
-    summary, rows = conversation_summary(cfg, data, [spec.name], tmp_path, get_normalizer("whisper-english"))
+    summary, rows = conversation_summary(cfg, data, [spec], tmp_path, get_normalizer("whisper-english"))
     diar = summary["diarization"]
     assert diar["backend"] == "pyannote" and diar["options"] == {"checkpoint": str(tiny_pipeline)}
     assert diar["der"] is not None and math.isfinite(diar["der"]) and diar["n_hyp_speakers"] >= 1

@@ -194,10 +194,10 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
-    from audits.runners import ENGINE_FIELDS
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
     from engine.config import fields_doc
+    from engine.pass_engine import ENGINE_FIELDS
     from engine.segmentation import SEGMENTATION_FIELDS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pandas as pd
 import pytest
 
 import audits.sections as sections
@@ -53,6 +55,13 @@ class ToySection(AuditSection[ToyConfig]):
         toy = data.get(self.key) or {}
         return (self.title, f"<p class='toy'>{esc(toy.get('greeting'))}</p>", "") if toy else None
 
+    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        rows = [{"model": m, "greeting": section["greeting"]} for m in section.get("models", [])]
+        return {"toy_greetings": pd.DataFrame(rows, columns=["model", "greeting"])}
+
+    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+        return [f"The toy section counted {section['n_utts']} utterances."]
+
 
 class NeedsModelsSection(ToySection):
     key = "needy"
@@ -60,6 +69,15 @@ class NeedsModelsSection(ToySection):
     order = 6
     can_run_without_asr_models = False
     needs_asr_models = True
+
+    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        return {}
+
+
+class ClashSection(ToySection):
+    """Defines the toy section's table again: summary_frames must refuse it."""
+
+    key = "clash"
 
 
 @pytest.fixture()
@@ -92,6 +110,36 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
     page = (out / "report.html").read_text(encoding="utf-8")
     assert '<section id="toy"><h2>Toy section</h2>' in page and "<p class='toy'>hello &lt;world&gt;</p>" in page
     assert "href='#toy'" in page
+    # the section's own tables and findings, through the hooks: exports, query views, both reports' findings
+    assert "<li>The toy section counted 12 utterances.</li>" in page
+    con = duckdb.connect(str(out / "exports" / "results.duckdb"), read_only=True)
+    try:
+        assert con.execute("SELECT model, greeting FROM toy_greetings ORDER BY model").fetchall() == [(m, "hello <world>") for m in models]
+        # every section's tables exist, with their columns, when the section did not run
+        assert con.execute("SELECT count(*) FROM probes").fetchone() == (0,)
+    finally:
+        con.close()
+    from audits.reports.query import query, view_names
+
+    assert "toy_greetings" in view_names()
+    assert query(out, "SELECT count(*) AS n FROM toy_greetings")["n"].iloc[0] == len(models)
+
+
+def test_two_sections_may_not_define_one_table(toy_registry: Any) -> None:
+    from audits.reports.tables import summary_frames
+
+    toy_registry.register("clash")(ClashSection)
+    with pytest.raises(RegistryError, match="audit section 'toy' defines a table 'toy_greetings' that another table already uses"):
+        summary_frames({})
+
+
+def test_reports_exports_query_and_findings_name_no_section() -> None:
+    """The modules that iterate over sections hold no section's name (the hooks carry everything)."""
+    root = Path(__file__).resolve().parents[1] / "audits" / "reports"
+    for name in ("tables.py", "findings.py", "query.py", "views.py", "exports.py", "build.py", "markdown.py"):
+        text = (root / name).read_text(encoding="utf-8").lower()
+        for word in ("probe", "synthetic", "speaker_", "emotion_compare", "conversation_"):
+            assert word not in text, f"audits/reports/{name} names '{word}'"
 
 
 def test_section_config_errors_come_before_anything_runs(toy_registry: Any, voxpopuli_preds: Path, tmp_path: Path) -> None:
@@ -141,7 +189,7 @@ def test_unknown_section_keys_say_did_you_mean(toy_registry: Any) -> None:
 
 
 def test_registry_order_and_duplicates() -> None:
-    assert [s.key for s in ordered()] == ["probes", "speaker", "emotion", "conversation"]
+    assert [s.key for s in ordered()] == ["probes", "profiles", "perturbations", "speaker", "emotion", "conversation"]
     reg = builtin_registry()
     with pytest.raises(RegistryError, match="duplicate audit section name 'speaker'"):
         reg.register("speaker")(ToySection)

@@ -21,6 +21,7 @@ from audits.asr.paired import METHOD as PAIRED_METHOD
 from audits.asr.paired import compare_models
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from audits.schema import SCHEMA_VERSION, Summary
+from audits.version import version as engine_version
 from engine.store import atomic_write_text
 from normalizers import Normalizer
 
@@ -106,6 +107,7 @@ def build_summary(
     ]
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
+        "engine_version": engine_version(),
         "failures": run_failures,
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "recipe": dict(recipe),
@@ -131,12 +133,14 @@ def build_summary(
 
 
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:
+    """Write ``summary.json`` atomically (once per run: the run's reports are made from memory)."""
     path = out_dir / "summary.json"
     atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=False))
     return path
 
 
 def load_summary(out_dir: Path) -> dict[str, Any]:
+    """A run directory's ``summary.json`` (``ConfigError`` naming the directory when it has none)."""
     path = Path(out_dir) / "summary.json"
     if not path.exists():
         from engine.errors import ConfigError

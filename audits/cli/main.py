@@ -31,8 +31,20 @@ out_console = Console()
 log = logging.getLogger("audit")
 
 
+def _print_version(value: bool) -> None:
+    """``audit --version``: the version summary.json records, then exit."""
+    if value:
+        from audits.version import version
+
+        out_console.print(f"audit-engine {version()}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging.")) -> None:
+def main(
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
+    show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
     """Set up logging once for every command."""
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
@@ -93,9 +105,11 @@ def run_cmd(
 
 def _run_with_progress(
     rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
-    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None,
+    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None, dataset: Any = None,
 ) -> dict[str, Any]:
-    from audits.pipeline import EngineOptions, run_recipe
+    """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
+    ``dataset`` is the recipe's dataset when the caller opened it already."""
+    from audits.pipeline import EngineOptions, run_audit
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
@@ -129,12 +143,8 @@ def _run_with_progress(
                     prog.update(task, status=f"{m} RTFx {rt:.1f}")
                 prog.advance(task, n)
 
-        summary = run_recipe(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng)
-    if extra:
-        from audits.asr.summary import write_summary
-
-        summary.update(extra)
-        write_summary(out_dir, summary)
+        result = run_audit(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng, extra=extra, dataset=dataset)
+    summary: dict[str, Any] = dict(result.plain_summary)
     _print_overview(summary)
     failed = {m: v.get("n_failed", 0) for m, v in summary["models"].items() if v.get("n_failed")}
     if failed:
@@ -159,7 +169,8 @@ def sweep_cmd(
     max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
     memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
     tracks: Optional[str] = typer.Option(None, "--tracks", help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
-    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources); run nothing."),
+    check: bool = typer.Option(False, "--check", help="Only ask the Ray workers whether each model can run there (one task per model, with its resources): family, extra, weights; run nothing."),
+    smoke: bool = typer.Option(False, "--smoke", help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory)."),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
     from audits.recipes import load_recipe, with_overrides
@@ -178,14 +189,17 @@ def sweep_cmd(
             from engine.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
+        if smoke and not check:
+            raise ConfigError("--smoke goes with --check (audit sweep RECIPE --models ... --check --smoke)")
         if check:
-            _sweep_check(reg, chosen, address)
+            from audits.cli.sweep_check import run_check
+
+            run_check(reg, chosen, address, rec, smoke, console, out_console)
             return
         track_paths = _parse_track_datasets(tracks) if tracks else {}
-        for name, path in track_paths.items():
-            _check_dataset(with_overrides(rec, path, None, None), name)
+        opened = {name: _check_dataset(with_overrides(rec, path, None, limit), name) for name, path in track_paths.items()}
         if not track_paths:
-            _check_dataset(rec)
+            opened[""] = _check_dataset(rec)
         plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
         t = Table(title=f"sweep: {len(plan.run)} to run, {len(plan.skipped)} skipped")
         t.add_column("model")
@@ -201,13 +215,14 @@ def sweep_cmd(
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         if not track_paths:
-            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory)
+            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""))
             return
         from audits.asr.tracks import tracks_markdown, write_tracks
 
         for name, path in track_paths.items():
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-            _run_with_progress(with_overrides(rec, path, None, limit), out_dir / name, engine, address, workers, True, extra, memory)
+            track_rec = with_overrides(rec, path, None, limit)
+            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
         written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
@@ -236,31 +251,19 @@ def _parse_track_datasets(text: str) -> dict[str, str]:
     return out
 
 
-def _check_dataset(rec: Any, track: Optional[str] = None) -> None:
+def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
     """Open the sweep's dataset once before any model is checked or loaded: a dataset that does not
-    exist (or cannot be read) stops the sweep here, naming it. The built-in demo corpus is built by the run."""
+    exist (or cannot be read) stops the sweep here, naming it. The run then uses the opened dataset
+    (opened and fingerprinted once); the built-in demo corpus is built and opened by the run (None)."""
     from audits.pipeline import open_recipe_dataset
 
     if rec.dataset.path.startswith("builtin:"):
-        return
+        return None
     try:
-        open_recipe_dataset(rec)
+        return open_recipe_dataset(rec)
     except AuditError as exc:
         where = f"track '{track}': " if track else ""
         raise ConfigError(f"sweep '{rec.name}': {where}dataset '{rec.dataset.path}': {exc}") from exc
-
-
-def _sweep_check(reg: Any, chosen: list[str], address: Optional[str]) -> None:
-    """`audit sweep --check`: the workers' availability table; nothing runs."""
-    from engine.sweep import check_in_workers
-
-    answers = check_in_workers(reg, chosen, address)
-    t = Table(title=f"availability in the Ray workers ({sum(1 for a in answers.values() if a['runnable'])} of {len(answers)} can run)")
-    for col in ("model", "runnable", "checked by", "reason"):
-        t.add_column(col)
-    for n, a in answers.items():
-        t.add_row(n, "yes" if a["runnable"] else "no", escape(str(a["where"])), escape(str(a["reason"])))
-    out_console.print(t)
 
 
 def _print_overview(summary: dict[str, Any]) -> None:
@@ -363,14 +366,14 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
         _fail(exc)
         return
     t = Table(title="Model registry (configs/models)")
-    for col in ("name", "backend", "params (M)", "tags", "runnable here", "why"):
+    for col in ("name", "backend", "family", "params (M)", "tags", "runnable here", "why"):
         t.add_column(col)
     for name, e in sorted(reg.items()):
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
         verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
-        t.add_row(name, e.backend, "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
+        t.add_row(name, e.backend, e.family or "—", "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict, escape(avail.reason))
     out_console.print(t)
 
 

@@ -15,8 +15,12 @@ Two ASR passes per model, both through :mod:`engine.segmentation`:
   scored against the per-speaker reference (cpWER, tcpWER).
 
 Diarization runs once per recording (it does not depend on the ASR model). Every result is a
-small JSON file per (pass, model, recording), written atomically; a re-run skips those present
-for the same settings fingerprint and redoes the rest.
+unit of the engine's keyed unit store (``engine/unit_store.py``): one JSON result per (pass,
+backend, recording) under hashed safe names, with a marker recording the unit's inputs (the
+recording's audio stamp; for diarization with ``oracle_speakers`` the reference speaker count;
+for ASR the digest of the diarization turns it transcribed) and settings. A re-run reuses a unit
+only when its marker matches exactly; a changed audio file, reference speaker count, diarization
+or setting recomputes it, and scoring refuses any result its marker does not vouch for.
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ from audits.conversation.readers import (
     read_annotations,
 )
 from engine.config import Field, check_fields, check_keys, expect_type
+from engine.datasets.base import file_stamp
 from engine.errors import ConfigError, ManifestError, RegistryError
 from engine.segmentation import Chunk, SegmentationConfig, stitch
+from engine.unit_store import KeyedUnitStore, digest
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +78,6 @@ class ConversationConfig:
     slices: tuple[str, ...] = ("n_speakers", "background")
     oracle_speakers: bool = False  # give the diarizer the reference speaker count
     normalizer: str = "whisper-english"  # applied to reference and hypothesis words before scoring
-
-    def fingerprint(self) -> str:
-        """Hash of what changes the stored results (not the scoring options)."""
-        raw = json.dumps(
-            [self.dataset, self.segmentation.as_dict(), self.diarization, dict(self.diarization_options), self.oracle_speakers],
-            sort_keys=True, default=str,
-        )
-        return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 CONFIG_FIELDS: dict[str, Field] = {
@@ -223,14 +221,29 @@ def _load_audio(path: str) -> np.ndarray:
     return np.asarray(soxr.resample(mono, sr, SAMPLE_RATE) if sr != SAMPLE_RATE else mono, dtype=np.float32)
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    from engine.store import atomic_write_text
+def _stores(out: Path) -> tuple[KeyedUnitStore, KeyedUnitStore]:
+    """The diarization and ASR passes' keyed unit stores under ``out/conversation``."""
+    base = out / "conversation"
+    return KeyedUnitStore(base, "diarization"), KeyedUnitStore(base, "asr")
 
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True))
+
+def _diar_key(cfg: ConversationConfig, data: ConversationData, rec: str, stamp: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(inputs, settings)`` of a recording's diarization unit: what the diarizer reads and how it runs."""
+    inputs: dict[str, Any] = {"audio": list(stamp)}
+    if cfg.oracle_speakers:  # the reference's speaker count is an input only when it is given to the diarizer
+        inputs["num_speakers"] = len(data.turns.speakers().get(rec, ()))
+    return inputs, {"backend": cfg.diarization, "options": dict(cfg.diarization_options), "oracle_speakers": cfg.oracle_speakers}
 
 
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def _asr_key(cfg: ConversationConfig, spec: Any, stamp: Sequence[str], diar: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(inputs, settings)`` of a (model, recording) ASR unit: the audio and the diarization turns it transcribed."""
+    inputs = {"audio": list(stamp), "diarization": digest(diar.get("turns"))}
+    settings = {"backend": spec.backend, "options": dict(spec.options), "segmentation": cfg.segmentation.as_dict()}
+    return inputs, settings
+
+
+def _stamps(data: ConversationData) -> dict[str, tuple[str, str]]:
+    return {r: file_stamp(Path(v["path"])) for r, v in data.recordings.items()}
 
 
 def _turn_plans(turns: Sequence[Mapping[str, Any]], cfg: SegmentationConfig) -> list[tuple[float, float, str]]:
@@ -254,16 +267,14 @@ def run_conversation(
     progress: Callable[[str, int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run diarization and both ASR passes for every model, writing under ``out/conversation``;
-    returns the load facts per model. Finished (pass, model, recording) files are reused."""
+    returns the load facts per model. A (pass, backend, recording) unit whose marker matches its
+    current inputs and settings is reused; every other unit is computed (``engine/unit_store.py``)."""
     from engine.backends import DIAR_BACKENDS, build_backend
     from engine.segmentation import SileroVAD, segment_recordings, transcribe_chunks
 
-    base = out / "conversation"
-    stamp = {"settings": cfg.fingerprint(), "dataset": data.fingerprint}
-    stamp_path = base / "settings.json"
-    if stamp_path.exists() and json.loads(stamp_path.read_text()).get("settings") != stamp["settings"]:
-        raise ConfigError(f"{base} holds conversation results made with other settings; use a new --out or remove {base}")
-    _write_json(stamp_path, {**stamp, "segmentation": cfg.segmentation.as_dict(), "diarization": cfg.diarization, "diarization_options": dict(cfg.diarization_options)})
+    diar_store, asr_store = _stores(out)
+    KeyedUnitStore.check_names([cfg.diarization, *(s.name for s in specs)], data.recordings)  # a/b and a_b never share a file
+    stamps = _stamps(data)
     audios: dict[str, np.ndarray] = {}
 
     def audio(rec: str) -> np.ndarray:
@@ -272,26 +283,33 @@ def run_conversation(
         return audios[rec]
 
     # 1. diarization, once per recording
-    diar_dir = base / "diarization" / _safe(cfg.diarization)
-    todo = [r for r in data.recordings if not (diar_dir / f"{_safe(r)}.json").exists()]
+    diar_keys = {r: _diar_key(cfg, data, r, stamps[r]) for r in data.recordings}
+    diarized: dict[str, Any] = {}
+    for r in data.recordings:
+        found = diar_store.get(cfg.diarization, r, *diar_keys[r])
+        if found is not None:
+            diarized[r] = found
+    todo = [r for r in data.recordings if r not in diarized]
     facts: dict[str, Any] = {"diarization": {"backend": cfg.diarization, "pending": len(todo)}}
     if todo:
         diar = DIAR_BACKENDS.get(cfg.diarization)(**dict(cfg.diarization_options))
         diar.load()
         facts["diarization"].update(diar.info().as_dict())
-        ref_counts = {k: len(v) for k, v in data.turns.speakers().items()}
         for rec in todo:
             t0 = time.perf_counter()
-            turns = diar.diarize(audio(rec), num_speakers=ref_counts.get(rec) if cfg.oracle_speakers else None)
-            _write_json(diar_dir / f"{_safe(rec)}.json", {"recording": rec, "seconds": time.perf_counter() - t0, "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]})
+            turns = diar.diarize(audio(rec), num_speakers=diar_keys[rec][0].get("num_speakers"))
+            result = {"recording": rec, "seconds": time.perf_counter() - t0, "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
+            diar_store.put(cfg.diarization, rec, *diar_keys[rec], result)
+            diarized[rec] = json.loads(json.dumps(result))  # as stored (and as read back on a resume)
             if progress:
                 progress("diarized", 1, {"recording": rec})
         diar.close()
     # 2. ASR passes per model
     vad: SileroVAD | None = None
     for spec in specs:
-        mdir = base / "asr" / _safe(spec.name)
-        pending = [r for r in data.recordings if not (mdir / f"{_safe(r)}.json").exists()]
+        keys = {r: _asr_key(cfg, spec, stamps[r], diarized[r]) for r in data.recordings}
+        pending = [r for r in data.recordings if asr_store.get(spec.name, r, *keys[r]) is None]
+        facts.setdefault("pending", {})[spec.name] = len(pending)
         if not pending:
             continue
         backend = build_backend(spec)
@@ -302,10 +320,9 @@ def run_conversation(
             x = {rec: audio(rec)}
             plans, vad_s = segment_recordings(x, cfg.segmentation, vad)
             chunks, infer_lf = transcribe_chunks(backend.transcribe_batch, x, plans, cfg.segmentation.batch_size)
-            dturns = json.loads((diar_dir / f"{_safe(rec)}.json").read_text())["turns"]
-            tplans = _turn_plans(dturns, cfg.segmentation)
+            tplans = _turn_plans(diarized[rec]["turns"], cfg.segmentation)
             tchunks, infer_sa = transcribe_chunks(backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]}, cfg.segmentation.batch_size)
-            _write_json(mdir / f"{_safe(rec)}.json", {
+            asr_store.put(spec.name, rec, *keys[rec], {
                 "recording": rec, "model": spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
                 "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
                 "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec], tplans)],
@@ -321,25 +338,25 @@ def _reference_text(segments: Sequence[Segment]) -> str:
 
 
 def conversation_summary(
-    cfg: ConversationConfig, data: ConversationData, models: Sequence[str], out: Path, normalize: Callable[[str], str],
+    cfg: ConversationConfig, data: ConversationData, models: Sequence[Any], out: Path, normalize: Callable[[str], str],
     facts: Mapping[str, Any] | None = None, whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
     diarization's DER and JER) and the per-recording rows (written to
-    ``conversation/recordings.csv`` by the caller, never into summary.json)."""
+    ``conversation/recordings.csv`` by the caller, never into summary.json).
+
+    ``models`` are the model specs ``run_conversation`` ran: every result read here must be
+    vouched for by its marker under the current inputs and settings, else ``ResultIntegrityError``."""
     from audits.asr.align import edit_counts
 
-    base = out / "conversation"
+    diar_store, asr_store = _stores(out)
+    stamps = _stamps(data)
     ref_by = data.reference.by_session()
     durations = {k: v["duration"] for k, v in data.recordings.items()}
-    diar_dir = base / "diarization" / _safe(cfg.diarization)
-    hyp_turns = [
-        Segment(rec, t["speaker"], t["start"], t["end"])
-        for rec in data.recordings
-        for t in json.loads((diar_dir / f"{_safe(rec)}.json").read_text())["turns"]
-    ]
+    diarized = {r: diar_store.require(cfg.diarization, r, *_diar_key(cfg, data, r, stamps[r])) for r in data.recordings}
+    hyp_turns = [Segment(rec, t["speaker"], t["start"], t["end"]) for rec in data.recordings for t in diarized[rec]["turns"]]
     dscores = diarization_scores(data.turns.segments, hyp_turns, durations, cfg.collar, cfg.skip_overlap)
-    diar_s = sum(json.loads((diar_dir / f"{_safe(r)}.json").read_text())["seconds"] for r in data.recordings)
+    diar_s = sum(float(diarized[r]["seconds"]) for r in data.recordings)
     audio_s = sum(durations.values())
     rows: list[dict[str, Any]] = []
     slice_keys = [(k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]]
@@ -351,9 +368,9 @@ def conversation_summary(
     diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options), "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
     diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
     per_model: dict[str, Any] = {}
-    for model in models:
-        mdir = base / "asr" / _safe(model)
-        stored = {r: json.loads((mdir / f"{_safe(r)}.json").read_text()) for r in data.recordings}
+    for spec in models:
+        model = spec.name
+        stored = {r: asr_store.require(model, r, *_asr_key(cfg, spec, stamps[r], diarized[r])) for r in data.recordings}
         hyp = [Segment(r, c["speaker"], c["start"], c["end"], c["text"]) for r, st in stored.items() for c in st["attributed"]]
         cp = cpwer(data.reference.segments, hyp, normalize)
         tcp = tcpwer(data.reference.segments, hyp, cfg.tcp_collar, normalize)

@@ -45,7 +45,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress)
         normalizer = get_normalizer(config.normalizer)
         whole = _whole_recordings(ctx, data)
-        summary, rows = conversation_summary(config, data, [s.name for s in asr], ctx.out_dir, normalizer, facts, whole)
+        summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
         return summary

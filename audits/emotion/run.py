@@ -63,8 +63,9 @@ from engine.backends.base import EmotionOutput
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends
+from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
 from engine.errors import AuditError, ConfigError
+from engine.pass_engine import EngineOptions
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
@@ -573,6 +574,7 @@ def run_emotion_audit(
     out_dir: Path | str,
     progress: ProgressFn | None = None,
     decode_options: DecodeOptions | None = None,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
     """Run every SER backend over the dataset (resumable), then score per backend.
 
@@ -584,11 +586,11 @@ def run_emotion_audit(
     warnings = check_emotion_inputs(cfg, meta)
     cfg.make_label_map()  # a bad label-map file fails here, before models load
     found = rendition_pairs(meta, cfg)
-    specs = [
-        EmbedSpec(name=b, backend=b, kind="ser", options=dict(cfg.backend_options.get(b, {})), batch_size=cfg.batch_size)
-        for b in cfg.backends
-    ]
-    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup)
+    specs = []
+    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
+        options, placement = split_placement(cfg.backend_options.get(b, {}), f"emotion.backend_options.{b}")
+        specs.append(EmbedSpec(name=b, backend=b, kind="ser", options=options, batch_size=cfg.batch_size, meta=placement))
+    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup, engine=engine)
     results: dict[str, Any] = {}
     for spec in specs:
         entry = score_emotion_backend(cfg, spec.name, facts[spec.name], meta, found, out)

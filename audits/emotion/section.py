@@ -30,7 +30,7 @@ class EmotionSection(AuditSection["EmotionConfig"]):
     def run(self, config: EmotionConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.emotion.run import run_emotion_audit
 
-        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
+        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.emotion.report import emotion_lines

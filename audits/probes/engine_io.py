@@ -15,7 +15,7 @@ import pandas as pd
 
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset
-from engine.runner import InProcessRunner
+from engine.pass_engine import EngineOptions
 from engine.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,18 @@ def fresh_dir(path: Path, key: Mapping[str, Any]) -> Path:
     return path
 
 
-def run_models(dataset: Dataset, specs: Sequence[ModelSpec], root: Path, progress: ProgressFn | None) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Run ``specs`` on ``dataset`` with the engine into ``root`` (resumable); rows and model facts."""
+def run_models(
+    dataset: Dataset, specs: Sequence[ModelSpec], root: Path, progress: ProgressFn | None, engine: EngineOptions | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run ``specs`` on ``dataset`` with the run's engine (in-process or Ray) into ``root`` (resumable); rows and model facts.
+
+    The re-runs on derived audio are ordinary ASR passes of the engine: the same unit contract,
+    and on ``--engine ray`` / ``--address`` the same actors and GPUs as the main pass.
+    """
     store = RunStore(root)
-    facts = InProcessRunner(dataset, list(specs), store, warmup=0, progress=progress).run()
-    table = store.consolidate([s.name for s in specs]).to_pandas()
+    runner = (engine or EngineOptions()).runner(dataset, list(specs), store, warmup=0, progress=progress)
+    facts = runner.run()
+    table = store.consolidate([s.name for s in specs], plan=runner.plan).to_pandas()
     return table, facts
 
 

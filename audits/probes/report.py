@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from audits.probes.tables import probe_counts, probe_model_results
 from audits.reports.charts import IntervalRow, svg_interval_panels
 from audits.reports.findings import control_models, intervals_disjoint
 from audits.reports.formatting import attrs, ci_bounds, esc, md, num_attr, rate_ci_text, rate_text
 from audits.reports.judges import judge_lines, render_judges
-from audits.reports.tables import probe_counts, probe_model_results
 
 _COUNT_KEYS = ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs")
 

@@ -1,8 +1,8 @@
 """Run the benchmark-optimization probes of a recipe end to end, from audio, through the engine.
 
 ``run_probes`` derives audio (masked clips, a copy of the dataset with planted reference errors,
-generic-voice clips), runs the recipe's models on it with the engine (``InProcessRunner`` and a
-resumable ``RunStore`` under ``DIR/probes/<probe>/``), scores the stored rows and returns the
+generic-voice clips), runs the recipe's models on it with the run's engine (in-process or Ray, whichever the run uses,
+into a resumable ``RunStore`` under ``DIR/probes/<probe>/``), scores the stored rows and returns the
 ``probes`` section of ``summary.json``: ``probes.<probe>.<model>`` with the rate, its 95%
 interval and counts, beside probe facts under non-model keys.
 
@@ -28,12 +28,14 @@ from audits.probes.engine_io import hyp_map as _hyp_map
 from audits.probes.engine_io import originals as _originals
 from audits.probes.engine_io import run_models as _run_models
 from audits.probes.masking import build_masked_set, records_from_rows
+from audits.probes.state import BadReferenceState, MaskingState, ProbeState
 from audits.probes.synthetic_run import run_synthetic_voice
 from audits.probes.word_timings import TimingCache, make_timer
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
+from engine.pass_engine import EngineOptions
 from engine.shards import write_shards
 from engine.store import atomic_write_text
 
@@ -107,8 +109,12 @@ def run_probes(
     out_dir: Path,
     base_rows: pd.DataFrame,
     progress: ProgressFn | None = None,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
-    """Run every enabled probe; returns ``summary['probes']`` (``probes.<probe>.<model>``)."""
+    """Run every enabled probe; returns ``summary['probes']`` (``probes.<probe>.<model>``).
+
+    Every re-run of the models on derived audio is submitted to ``engine`` (the run's).
+    """
     if not dataset.has_audio:
         raise ConfigError(
             "the masking, bad-reference (with a panel to run) and synthetic-voice probes need audio; this dataset "
@@ -124,7 +130,8 @@ def run_probes(
     base_hyps = _hyp_map(base)
     result: dict[str, Any] = {}
     timer = None
-    state: dict[str, Any] = {}
+    masking_state: MaskingState | None = None
+    badref_state: BadReferenceState | None = None
 
     def note(name: str) -> None:
         log.info("probe: %s", name)
@@ -139,12 +146,13 @@ def run_probes(
             timer = make_timer(cfg.timing.method, cfg.timing.model)
         if cfg.masking is not None:
             note("masking")
-            result["masking"] = _masking(cfg, dataset, specs, probes_dir, base_hyps, timer, progress, state)
+            result["masking"], masking_state = _masking(cfg, dataset, specs, probes_dir, base_hyps, timer, progress, engine)
         if cfg.bad_reference is not None:
             note("bad_reference")
-            result["bad_reference"] = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress, state)
+            result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress, engine)
         if cfg.synthetic_voice is not None:
             note("synthetic_voice")
+            state = ProbeState(masking=masking_state, bad_reference=badref_state, engine=engine)
             result["synthetic_voice"] = run_synthetic_voice(cfg, dataset, specs, probes_dir, timer, progress, state)
     finally:
         if timer is not None and hasattr(timer, "close"):
@@ -164,7 +172,8 @@ def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, m
 
 
 def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, base_hyps: Mapping[tuple[str, str], str | None],
-             timer: Any, progress: ProgressFn | None, state: dict[str, Any]) -> dict[str, Any]:
+             timer: Any, progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], MaskingState | None]:
+    """``probes.masking`` and the masked set with its records (for the synthetic-voice probe)."""
     from audits.probes.masking_score import gated_leak_rate
 
     settings = cfg.masking
@@ -172,8 +181,6 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     root = _fresh_dir(probes_dir / "masking", {"settings": asdict(settings), "timing": asdict(cfg.timing), "dataset": dataset.fingerprint})
     cache = TimingCache(probes_dir / "timings" / f"{dataset.fingerprint}-{timer.key}.jsonl")
     build = build_masked_set(dataset, timer, settings, root / "derived", cache)
-    state["mask_build"] = build
-    state["timing_cache"] = cache
     skipped = build.skip_counts()
     facts: dict[str, Any] = {
         "n_clips": build.n_clips,
@@ -189,22 +196,23 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
         reasons = ", ".join(f"{k}: {v}" for k, v in skipped.items()) or "the dataset is empty"
         facts.update(status="no-masked-clips", note=f"no clip could be masked ({reasons}); see {facts['skipped_file']}")
         log.warning("masking: %s", facts["note"])
-        return facts
+        return facts, MaskingState(build)
     derived = open_dataset(root / "derived", "parquet")
-    rows, run_facts = _run_models(derived, specs, root, progress)
+    rows, run_facts = _run_models(derived, specs, root, progress, engine)
     recs = records_from_rows(build.derivations, build.parents, _hyp_map(rows), base_hyps, [s.name for s in specs])
-    state["mask_records"] = recs
     leak = gated_leak_rate(recs, settings.primary_variant).to_dict()
     for entry in leak.values():
         entry["k"], entry["n"] = entry["n_leaked"], entry["n_gated"]
     failed = _failed_models(run_facts)
     if failed:
         facts["failed_models"] = failed
-    return {**leak, **facts, "status": "ok"}
+    return {**leak, **facts, "status": "ok"}, MaskingState(build, tuple(recs))
 
 
 def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
-                   base_hyps: Mapping[tuple[str, str], str | None], progress: ProgressFn | None, state: dict[str, Any]) -> dict[str, Any]:
+                   base_hyps: Mapping[tuple[str, str], str | None],
+                   progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], BadReferenceState]:
+    """``probes.bad_reference`` and the report with its references (for the synthetic-voice probe)."""
     from audits.probes.bad_reference import run_bad_reference_probe
     from engine.model_registry import load_model_registry, resolve_models
 
@@ -245,7 +253,7 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     own_hyps: dict[tuple[str, str], str | None] = {}
     failed: dict[str, str] = {}
     if to_run:
-        rows, run_facts = _run_models(work, to_run, root, progress)
+        rows, run_facts = _run_models(work, to_run, root, progress, engine)
         own_hyps = _hyp_map(rows)
         failed = _failed_models(run_facts)
 
@@ -257,7 +265,7 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     models_hyps = {m: hyps_of(m) for m in names if m not in failed}
     corrections = _load_corrections(cfg.corrections) if cfg.corrections else None
     report = run_bad_reference_probe(refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections, corrections_mode=cfg.corrections_mode)  # type: ignore[arg-type]
-    state["badref"] = {"report": report, "refs": refs, "plan": plan, "work": work, "corrections": corrections}
+    state = BadReferenceState(report=report, refs=refs, plan=plan, work=work, corrections=corrections)
     out: dict[str, Any] = report.to_dict()
     for m in report.results:
         entry: dict[str, Any] = out[m]
@@ -277,7 +285,7 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
             "file": str(root / "dataset" / "planted.json"),
         }
     out["status"] = "ok" if report.spans else "no-spans"
-    return out
+    return out, state
 
 
 def _load_corrections(path: str) -> dict[str, str]:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from audits.probes.config import ProbeConfig
 
 
@@ -30,7 +32,7 @@ class ProbesSection(AuditSection["ProbeConfig"]):
     def run(self, config: ProbeConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.probes.run import run_probes
 
-        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress)
+        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.probes.report import probe_lines
@@ -49,6 +51,18 @@ class ProbesSection(AuditSection["ProbeConfig"]):
 
         note = "Each rate with its count and 95% interval; the memorizer (a positive control that answers with the stored reference) sits first and beside each model."
         return self.title, render_probes(data[self.key], colors), note
+
+    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+        """``probes`` (rate per probe and model) and ``synthetic_voice_arms`` (real vs each voice arm)."""
+        from audits.probes.tables import probe_tables
+
+        return probe_tables(section)
+
+    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+        """Where each probe's memorizer control lands, and how many models lie below it."""
+        from audits.probes.tables import probe_findings
+
+        return probe_findings(section, summary)
 
     def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
         """One probe over runs: the union of its per-model entries (the first run's entry wins for a model in both)."""

@@ -20,6 +20,7 @@ import numpy as np
 from audits.probes.config import ProbeConfig
 from audits.probes.engine_io import failed_models, fresh_dir, hyp_map, originals, run_models
 from audits.probes.masking import mask_clip
+from audits.probes.state import ProbeState
 from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs
 from audits.probes.voice_match import (
     VoiceBank,
@@ -57,16 +58,19 @@ def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
     return int(t["char_start"]), int(t["char_end"])
 
 
-def _select(cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utterance], state: Mapping[str, Any], skipped: dict[str, int]) -> _Selection:
+def _select(
+    cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utterance], state: ProbeState, skipped: dict[str, int],
+) -> _Selection:
     from audits.probes.bad_reference import Tokenizer, resolve_normalizer
     from audits.probes.masking_score import target_in_text
 
     sel = _Selection()
-    if "masking" in sv.sources and state.get("mask_records") and cfg.masking is not None:
-        build = state["mask_build"]
+    ms = state.masking
+    if "masking" in sv.sources and ms is not None and ms.records and cfg.masking is not None:
+        build = ms.build
         primary = cfg.masking.primary_variant
         idx = {(build.parents[uid], _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary}
-        recs = [r for r in state["mask_records"] if r.variant == primary]
+        recs = [r for r in ms.records if r.variant == primary]
         leaked = sorted({r.parent_id for r in recs if r.hyp_original and r.hyp_masked and target_in_text(r.target, r.hyp_original) and target_in_text(r.target, r.hyp_masked)})
         for r in recs:
             k = idx.get((r.parent_id, (r.target.char_start, r.target.char_end)))
@@ -79,19 +83,19 @@ def _select(cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utteran
                 continue
             sel.masking.append(parent)
             sel.spoken[parent] = ((u.derivation or {}).get("tts") or {}).get("text_spoken") or u.reference or ""
-    br = state.get("badref")
+    br = state.bad_reference
     if "bad_reference" in sv.sources and br is not None:
-        report = br["report"]
+        report = br.report
         ref_clips = sorted({d.clip_id for m, r in report.results.items() for d in r.decisions if d.verdict == "ref"})
         settings = cfg.bad_reference.settings() if cfg.bad_reference else None
         tok = Tokenizer(resolve_normalizer(settings, None), settings.canonicalize_numbers) if settings else None
         for clip in ref_clips[: sv.max_clips]:
-            if clip in br["plan"]:
-                text, how = br["plan"][clip]["original"], "planted-original"
-            elif br["corrections"] and clip in br["corrections"]:
-                text, how = br["corrections"][clip], "corrections"
+            if clip in br.plan:
+                text, how = br.plan[clip]["original"], "planted-original"
+            elif br.corrections and clip in br.corrections:
+                text, how = br.corrections[clip], "corrections"
             elif tok is not None:
-                text, how = corrected_from_spans(tok(br["refs"][clip]), [s for s in report.spans if s.clip_id == clip]), "panel-spans"
+                text, how = corrected_from_spans(tok(br.refs[clip]), [s for s in report.spans if s.clip_id == clip]), "panel-spans"
             else:
                 text, how = "", "panel-spans"
             if not text.strip():
@@ -146,7 +150,8 @@ def _match_speakers(
 
 
 def run_synthetic_voice(
-    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None, state: dict[str, Any]
+    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None,
+    state: ProbeState,
 ) -> dict[str, Any]:
     """``summary['probes']['synthetic_voice']``: per model real vs each arm, and the probe's facts."""
     from audits.probes.bad_reference import accept_ref
@@ -228,9 +233,9 @@ def run_synthetic_voice(
                 continue
             voice, extra = choice
             x = bank.render(voice, text)
-            br = state["badref"]
+            refs = state.bad_reference.refs if state.bad_reference is not None else {}
             uid = f"{clip}~tts-corrected{suffix}"
-            rendered.append(Utterance(uid, br["refs"][clip], audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
+            rendered.append(Utterance(uid, refs[clip], audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
                                       speaker=f"tts:{voice}", labels={}, parent_id=clip,
                                       derivation={"probe": "synthetic_voice", "source": "bad_reference", "arm": arm, "text_spoken": text,
                                                   "corrected_from": how, "tts": tts_facts(voice), **extra}))
@@ -253,14 +258,14 @@ def run_synthetic_voice(
     for old in (root / "derived").glob("shard-*.parquet"):
         old.unlink()
     write_shards(rendered, root / "derived", shard_size=64)
-    rows, run_facts = run_models(open_dataset(root / "derived", "parquet"), specs, root, progress)
+    rows, run_facts = run_models(open_dataset(root / "derived", "parquet"), specs, root, progress, state.engine)
     ghyps = hyp_map(rows)
     pairs: list[Pair] = []
     for arm in sv.arms:
         pairs += masking_pairs(sel.mask_recs, ghyps, mask_ids[arm], arm)
-    br = state.get("badref")
+    br = state.bad_reference
     if br is not None and sel.bad_reference:
-        report = br["report"]
+        report = br.report
         settings = cfg.bad_reference.settings() if cfg.bad_reference else None
         for arm in sv.arms:
             gen_ids = br_ids[arm]
@@ -271,7 +276,7 @@ def run_synthetic_voice(
                     continue
                 real = {d.span_index: d.verdict for d in report.results[m].decisions}
                 gh = {c: ghyps.get((m, gen_ids[c])) or "" for c in {s.clip_id for s in spans}}
-                gres = accept_ref(spans, gh, br["refs"], settings, model=m)
+                gres = accept_ref(spans, gh, br.refs, settings, model=m)
                 for (orig_i, span), gd in zip(chosen, gres.decisions):
                     rv = real.get(orig_i)
                     if rv in (None, "ineligible") or gd.verdict == "ineligible":

@@ -4,29 +4,25 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 log = logging.getLogger(__name__)
 
 
-def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True, scored: pd.DataFrame | None = None) -> dict[str, Path]:
+def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True) -> dict[str, Path]:
     """Merge the runs and write ``report.html``, ``report.md`` and the exports; returns what was written.
 
     One run directory: everything goes into it (or ``out``). Several: ``out`` is required, and
     also receives the merged ``summary.json`` and ``utterances.parquet`` so it is a run
-    directory of its own (``audit query OUT`` works on it). ``scored`` is the scoring pass the
-    summary was built from (one run only); given, the report reuses it instead of scoring again.
+    directory of its own (``audit query OUT`` works on it). A run writes its own reports from
+    memory (``write_report``); this reads the files, for ``audit report``.
     """
-    from audits.asr.cohort import cohort_markdown
-    from audits.asr.summary import write_summary
-    from audits.reports.exports import write_exports
-    from audits.reports.html import render_html
-    from audits.reports.markdown import render_markdown
-    from audits.reports.merge import merge_runs
-    from engine.store import atomic_write_text
+    from audits.reports.merge import merge_results
 
     dirs = [Path(d) for d in run_dirs]
     if not dirs:
@@ -37,10 +33,29 @@ def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, 
         if Path(out).resolve() in {d.resolve() for d in dirs}:
             raise ConfigError(f"--out {out} is one of the runs being merged; choose a new directory so the run keeps its own summary.json")
     out_dir = Path(out) if out is not None else dirs[0]
-    summary, table = merge_runs(dirs)
+    result = merge_results(dirs)
+    return write_report(result, out_dir, worst, exports, merged=len(dirs) > 1)
+
+
+def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool = True, merged: bool = False) -> dict[str, Path]:
+    """Write ``report.md``, ``report.html`` and the exports of ``result`` into ``out_dir``, from memory.
+
+    ``merged``: the result merges several runs, so ``out_dir`` also receives its ``summary.json``
+    and ``utterances.parquet`` (a run directory of its own). The result's scoring pass, when it
+    holds one, is reused instead of scoring the rows again.
+    """
+    from audits.asr.cohort import cohort_markdown
+    from audits.asr.summary import write_summary
+    from audits.reports.exports import write_exports
+    from audits.reports.html import render_html
+    from audits.reports.markdown import render_markdown
+    from engine.store import atomic_write_text
+
+    summary, table = result.plain_summary, result.table
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
-    if len(dirs) > 1:
+    if merged:
         written["summary"] = write_summary(out_dir, summary)
         tmp = out_dir / ".utterances.parquet.tmp"
         table.to_parquet(tmp, index=False)
@@ -50,11 +65,9 @@ def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, 
     extra = cohort_markdown(summary)
     atomic_write_text(out_dir / "report.md", md + ("\n" + extra if extra else ""))
     written["report_md"] = out_dir / "report.md"
-    atomic_write_text(out_dir / "report.html", render_html(summary, table, worst, scored=scored if len(dirs) == 1 else None))
+    atomic_write_text(out_dir / "report.html", render_html(summary, table, worst, scored=result.scored_frame))
     written["report_html"] = out_dir / "report.html"
     if exports:
         for kind, path in write_exports(summary, table, out_dir).items():
             written[kind] = path
     return written
-
-

@@ -7,8 +7,9 @@
   reads them back as labels). Failed rows are left out, as WER leaves them out, and counted in
   ``exports/oasr/index.json``.
 * ``exports/slices.csv``: one row per model and slice with WER and its interval.
-* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``probes``, ``pairs``,
-  ``synthetic_voice_arms`` (real vs each voice arm of the synthetic-voice probe).
+* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``pairs``, and
+  every audit section's tables (``AuditSection.tables``), with their columns even when the
+  section did not run.
 """
 
 from __future__ import annotations

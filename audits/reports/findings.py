@@ -12,10 +12,8 @@ from audits.reports.formatting import (
     ci_bounds,
     ci_text,
     pct,
-    rate_ci_text,
-    rate_text,
 )
-from audits.reports.tables import probe_model_results
+from audits.sections import present_in
 
 FAMILY_ORDER = ("accent", "accent_group", "emotion", "background", "conversation")
 
@@ -169,20 +167,9 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     failing_rows = [(m, models[m].get("n_failed", 0)) for m in models if models[m].get("n_failed")]
     if failing_rows:
         out.append("Failed rows (excluded from WER, listed in run facts): " + ", ".join(f"{m} {n}" for m, n in failing_rows) + ".")
-    # probes
-    for probe, p in sorted((summary.get("probes") or {}).items()):
-        if not isinstance(p, Mapping):
-            continue
-        res = probe_model_results(p)
-        ctrl = control_models(summary, res)
-        for c in ctrl:
-            r = res[c]
-            others = [m for m in res if m not in ctrl and res[m].get("rate") is not None]
-            below = [m for m in others if intervals_disjoint(res[m].get("ci95"), r.get("ci95")) == -1]
-            out.append(
-                f"Probe {probe}: the memorizer control {c} scores {rate_text(r.get('rate'))} (95% CI {rate_ci_text(r.get('ci95'))}); "
-                f"{len(below)} of {len(others)} other model(s) lie below it with non-overlapping intervals."
-            )
+    # each audit section's own findings, in section order (AuditSection.findings)
+    for sec in present_in(summary):
+        out += sec.findings(summary.get(sec.key) or {}, summary)
     if cohort is not None and len(cohort.models) >= 3:
         hi = [m for m, s in cohort.overall.items() if s is not None and s >= 115]
         if hi:

@@ -1,6 +1,6 @@
 """``report.md``: the per-slice WER table per model, readable in a terminal or on a forge.
 
-The audit sections in the summary (probes, speaker, emotion, ...) each render their own part,
+The audit sections in the summary each render their own part,
 in section order, through ``audits.sections``.
 """
 

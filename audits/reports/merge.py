@@ -17,7 +17,7 @@ import datetime as _dt
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -25,7 +25,10 @@ import pyarrow.parquet as pq
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
 from audits.normalizing import get_normalizer
+from audits.result import RunResult
+from audits.schema import Summary
 from audits.sections import ordered, present_in
+from audits.version import version as engine_version
 from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,12 @@ def load_table(run_dir: Path) -> pd.DataFrame:
 def load_run(run_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
     """``summary.json`` and the result rows of one run directory."""
     return load_summary(Path(run_dir)), load_table(Path(run_dir))
+
+
+def load_result(run_dir: Path) -> RunResult:
+    """One run directory as a ``RunResult`` (no scoring pass: reports score the rows when they need them)."""
+    summary, table = load_run(Path(run_dir))
+    return RunResult.of(cast(Summary, summary), table, None, Path(run_dir))
 
 
 def check_compatible(summaries: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
@@ -108,27 +117,38 @@ def _options_from(summary: Mapping[str, Any]) -> ScoringOptions:
 
 
 def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
-    """One summary and one result table over several runs of the same dataset and normalizer.
+    """One summary and one result table over several runs of the same dataset and normalizer (see ``merge``)."""
+    result = merge_results(dirs)
+    return dict(result.plain_summary), result.table
 
-    A single directory is returned unchanged. Raises ``ConfigError`` with the reason when the
-    dataset fingerprint, the normalizer name or its version differ, or when two runs disagree
-    on the same (model, utterance).
-    """
+
+def merge_results(dirs: Sequence[Path]) -> RunResult:
+    """Read the run directories and merge them (``merge``); one directory is returned as it is."""
     if not dirs:
         raise ConfigError("no run directories given")
     paths = [Path(d) for d in dirs]
     if len({p.resolve() for p in paths}) != len(paths):
         raise ConfigError(f"a run directory is listed twice: {', '.join(map(str, paths))}")
-    loaded = [load_run(p) for p in paths]
-    if len(loaded) == 1:
-        return loaded[0]
-    names = [str(p) for p in paths]
-    summaries = [s for s, _ in loaded]
+    return merge([load_result(p) for p in paths], [str(p) for p in paths])
+
+
+def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
+    """One result over several runs of the same dataset and normalizer, in memory.
+
+    A single result is returned unchanged. Raises ``ConfigError`` with the reason when the
+    dataset fingerprint, the normalizer name or its version differ, or when two runs disagree
+    on the same (model, utterance). ``names`` name the runs in messages and in ``merged_from``.
+    """
+    if not results:
+        raise ConfigError("no run directories given")
+    if len(results) == 1:
+        return results[0]
+    summaries = [r.plain_summary for r in results]
     check_compatible(summaries, names)
 
     tables = []
-    for i, (_, t) in enumerate(loaded):
-        t = t.copy()
+    for i, r in enumerate(results):
+        t = r.table.copy()
         t["_run"] = i
         tables.append(t)
     table = _dedupe_rows(pd.concat(tables, ignore_index=True, sort=False), names)
@@ -165,6 +185,7 @@ def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
 
     summary: dict[str, Any] = {
         "schema_version": first.get("schema_version"),
+        "engine_version": engine_version(),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "recipe": dict(first.get("recipe") or {}, name=" + ".join(dict.fromkeys(str((s.get("recipe") or {}).get("name", "")) for s in summaries))),
         "dataset": first.get("dataset"),
@@ -178,6 +199,7 @@ def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
                 "dir": names[i],
                 "recipe": (s.get("recipe") or {}).get("name"),
                 "created_at": s.get("created_at"),
+                "engine_version": s.get("engine_version"),
                 "hardware": s.get("hardware"),
                 "packages": s.get("packages"),
                 "models": sorted((s.get("models") or {}).keys()),
@@ -190,7 +212,7 @@ def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
         if merged:
             summary[sec.key] = merged
     _merged_comparisons(summary, table, first)
-    return summary, table
+    return RunResult.of(cast(Summary, summary), table)
 
 
 def _merged_comparisons(summary: dict[str, Any], table: pd.DataFrame, first: Mapping[str, Any]) -> None:

@@ -5,7 +5,8 @@ Views:
 * ``utterances``: the result rows (``utterances.parquet``, read with pyarrow so no glob character in the path is expanded);
 * ``models``: one row per model from ``summary.json`` (``params_m``, ``wer``, ``ci_lo``, ``ci_hi``, ``rtfx``, ...);
 * ``slices``: one row per model and ``label=value`` slice (``label``, ``value``, ``wer``, ``ci_lo``, ...);
-* ``gaps``: fairness gaps per model; ``probes``: probe rates per model;
+* ``gaps``: fairness gaps per model; ``pairs``: paired comparisons of every two models;
+* each audit section's tables (``AuditSection.tables``), whether or not the section ran;
 * ``scored`` (built only when the SQL names it): the rows with normalized text and per-row
   ``n_words``/``word_errors``, so corpus WER of any grouping is ``sum(word_errors)/sum(n_words)``.
 
@@ -16,62 +17,15 @@ WHERE label = 'accent' AND params_m < 1000``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from audits.reports.tables import summary_frames
-from engine.errors import AuditError, ConfigError
+from audits.reports.views import QueryError, execute, lock_down, register_views, scored_frame, view_names
+from engine.errors import ConfigError
 
-VIEWS = ("utterances", "models", "slices", "gaps", "probes", "pairs", "scored")
-
-
-class QueryError(AuditError):
-    """The SQL could not run; the message is DuckDB's, plus the views that exist."""
-
-
-def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFrame:
-    """Rows with ``ref_norm``, ``hyp_norm``, ``n_words``, ``word_errors``, ... (normalized with the run's normalizer)."""
-    from audits.asr.scoring import score_table
-    from audits.normalizing import get_normalizer
-
-    return score_table(table, get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))).frame
-
-
-def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | Path, scored: bool = False) -> None:
-    """Create the views on a DuckDB connection; ``table`` is a DataFrame or a Parquet path/folder."""
-    if isinstance(table, Path):
-        # Read with pyarrow, not DuckDB's read_parquet: DuckDB expands glob characters in a path,
-        # so a run directory literally named ``run[1]`` would read ``run1``'s rows.
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        files = sorted(p for p in table.rglob("*.parquet") if p.is_file()) if table.is_dir() else [table]
-        parts = [pq.read_table(f) for f in files]
-        arrow = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
-        con.register("_utterances_arrow", arrow)
-        # a table, not a view: the user's SQL runs with file access switched off (see ``query``)
-        con.execute("CREATE OR REPLACE TEMP TABLE utterances AS SELECT * FROM _utterances_arrow")
-        con.unregister("_utterances_arrow")
-    else:
-        con.register("_utterances_df", table)
-        con.execute("CREATE OR REPLACE TEMP VIEW utterances AS SELECT * FROM _utterances_df")
-    for name, df in summary_frames(summary).items():
-        con.register(f"_{name}_df", df)
-        con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _{name}_df")
-    if scored:
-        rows = table if isinstance(table, pd.DataFrame) else con.execute("SELECT * FROM utterances").df()
-        con.register("_scored_df", scored_frame(summary, rows))
-        con.execute("CREATE OR REPLACE TEMP VIEW scored AS SELECT * FROM _scored_df")
-
-
-def lock_down(con: Any) -> None:
-    """No file system or network from the user's SQL: the views are all it may read, and it
-    cannot write files, attach databases or turn the setting back on."""
-    con.execute("SET enable_external_access = false")
-    con.execute("SET lock_configuration = true")
+__all__ = ["QueryError", "execute", "lock_down", "query", "register_views", "scored_frame", "view_names"]
 
 
 def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
@@ -97,9 +51,6 @@ def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
             summary, table = merge_runs(dirs)
             register_views(con, summary, table, scored=wants_scored)
         lock_down(con)
-        try:
-            return con.execute(sql).df()
-        except duckdb.Error as exc:
-            raise QueryError(f"{exc}\nviews: {', '.join(VIEWS)} (see `DESCRIBE <view>`)") from None
+        return execute(con, sql)
     finally:
         con.close()

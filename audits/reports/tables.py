@@ -1,4 +1,9 @@
-"""The summary's figures as flat tables (models, slices, gaps, probes): one definition shared by exports, queries and reports."""
+"""The summary's figures as flat tables: one definition shared by exports, queries and reports.
+
+The ASR tables (``models``, ``slices``, ``gaps``, ``pairs``) are defined here; every audit
+section adds its own through its ``tables`` hook (``audits.sections``), so nothing here knows a
+section.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import pandas as pd
 
 from audits.asr.cohort import slice_family
 from engine.data import RESULT_COLUMNS
+from engine.errors import RegistryError
 
 # Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
 HALLUCINATION_COLUMNS = (
@@ -34,19 +40,11 @@ GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_ze
 PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts")
 
 
-PROBE_COLUMNS = ("probe", "model", "rate", "ci_lo", "ci_hi", "n", "k")
-
-
-SYNTHETIC_ARM_COLUMNS = (
-    "model", "arm", "n_pairs", "n_clips", "real_rate", "real_ci_lo", "real_ci_hi", "synthetic_rate", "synthetic_ci_lo",
-    "synthetic_ci_hi", "diff", "diff_ci_lo", "diff_ci_hi",
-)
-
-
 _EXCLUDED_LABELS = frozenset(RESULT_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
 
 
-def _ci(ci: Any) -> tuple[float | None, float | None]:
+def ci_pair(ci: Any) -> tuple[float | None, float | None]:
+    """``[lo, hi]`` of a summary as two columns (``(None, None)`` when absent)."""
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         return ci[0], ci[1]
     return None, None
@@ -55,7 +53,7 @@ def _ci(ci: Any) -> tuple[float | None, float | None]:
 def hallucination_fields(figures: Mapping[str, Any]) -> dict[str, Any]:
     """The ``hallucination`` figures of a model or slice as flat columns (None when absent)."""
     h = figures.get("hallucination") or {}
-    lo, hi = _ci(h.get("hallucination_ci95"))
+    lo, hi = ci_pair(h.get("hallucination_ci95"))
     out = {c: h.get(c) for c in HALLUCINATION_COLUMNS}
     out["hallucination_ci_lo"], out["hallucination_ci_hi"] = lo, hi
     return out
@@ -67,8 +65,8 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     for model, m in sorted((summary.get("models") or {}).items()):
         for key, s in sorted((m.get("slices") or {}).items()):
             label, value = slice_family(key)
-            lo, hi = _ci(s.get("ci95"))
-            clo, chi = _ci(s.get("cer_ci95"))
+            lo, hi = ci_pair(s.get("ci95"))
+            clo, chi = ci_pair(s.get("cer_ci95"))
             rows.append(
                 {
                     "model": model, "slice": key, "label": label, "value": value, "wer": s.get("wer"), "ci_lo": lo, "ci_hi": hi,
@@ -84,7 +82,7 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per model with its overall numbers and run facts (``params_m`` in millions)."""
     rows = []
     for model, m in sorted((summary.get("models") or {}).items()):
-        lo, hi = _ci(m.get("ci95"))
+        lo, hi = ci_pair(m.get("ci95"))
         rows.append(
             {
                 "model": model, "status": m.get("status"), "backend": m.get("backend"), "params_m": m.get("params_m"),
@@ -104,7 +102,7 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for model, m in sorted((summary.get("models") or {}).items()):
         for g in m.get("gaps") or []:
-            lo, hi = _ci(g.get("ci95"))
+            lo, hi = ci_pair(g.get("ci95"))
             rows.append(
                 {
                     "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo, "ci_hi": hi,
@@ -120,51 +118,9 @@ def pair_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per pair of models: paired WER difference (a - b), interval, p and Holm p, verdict."""
     rows = []
     for p in (summary.get("comparisons") or {}).get("pairs") or []:
-        lo, hi = _ci(p.get("ci95"))
+        lo, hi = ci_pair(p.get("ci95"))
         rows.append({"a": p.get("a"), "b": p.get("b"), "diff": p.get("diff"), "ci_lo": lo, "ci_hi": hi, "p_value": p.get("p_value"),
                      "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts")})
-    return rows
-
-
-def probe_model_results(probe: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    """The per-model entries of one probe (mappings with a ``rate``); other keys are probe facts."""
-    return {str(k): v for k, v in probe.items() if isinstance(v, Mapping) and "rate" in v}
-
-
-def probe_counts(r: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(numerator, denominator) of a probe rate, whatever the probe calls them."""
-    n = next((r[k] for k in ("n_eligible", "n", "n_clips", "n_trials", "n_words") if r.get(k) is not None), None)
-    k = next((r[k] for k in ("n_ref", "k", "n_leaked", "n_hits", "n_flagged", "successes") if r.get(k) is not None), None)
-    return (None if k is None else int(k)), (None if n is None else int(n))
-
-
-def probe_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for probe, p in sorted((summary.get("probes") or {}).items()):
-        if not isinstance(p, Mapping):
-            continue
-        for model, r in sorted(probe_model_results(p).items()):
-            lo, hi = _ci(r.get("ci95"))
-            k, n = probe_counts(r)
-            rows.append({"probe": probe, "model": model, "rate": r.get("rate"), "ci_lo": lo, "ci_hi": hi, "n": n, "k": k})
-    return rows
-
-
-def synthetic_arm_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The synthetic-voice probe per model and voice arm: real rate, synthetic rate, paired difference."""
-    probe = (summary.get("probes") or {}).get("synthetic_voice")
-    rows: list[dict[str, Any]] = []
-    if not isinstance(probe, Mapping):
-        return rows
-    for model, r in sorted(probe_model_results(probe).items()):
-        for arm, a in (r.get("arms") or {}).items():
-            (rl, rh), (sl, sh), (dl, dh) = _ci(a.get("real_ci95")), _ci(a.get("synthetic_ci95")), _ci(a.get("ci95"))
-            rows.append({
-                "model": model, "arm": arm, "n_pairs": a.get("n_pairs"), "n_clips": a.get("n_clips"),
-                "real_rate": a.get("real_rate"), "real_ci_lo": rl, "real_ci_hi": rh,
-                "synthetic_rate": a.get("synthetic_rate"), "synthetic_ci_lo": sl, "synthetic_ci_hi": sh,
-                "diff": a.get("rate"), "diff_ci_lo": dl, "diff_ci_hi": dh,
-            })
     return rows
 
 
@@ -179,14 +135,25 @@ def label_columns(table: pd.DataFrame) -> list[str]:
 
 
 def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
-    """The summary's tables as DataFrames (stable columns even when empty)."""
+    """The summary's tables as DataFrames (stable columns even when empty), then each section's tables.
+
+    Every registered section is asked, present in the summary or not, so every table
+    of a section exists (empty, with its columns) in every run and a query never depends on which
+    sections ran.
+    """
+    from audits.sections import ordered
+
     models = frame(model_rows(summary), MODEL_COLUMNS)
     models["params_m"] = pd.to_numeric(models["params_m"], errors="coerce")
-    return {
+    out = {
         "models": models,
         "slices": frame(slice_rows(summary), SLICE_COLUMNS),
         "gaps": frame(gap_rows(summary), GAP_COLUMNS),
-        "probes": frame(probe_rows(summary), PROBE_COLUMNS),
         "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
-        "synthetic_voice_arms": frame(synthetic_arm_rows(summary), SYNTHETIC_ARM_COLUMNS),
     }
+    for sec in ordered():
+        for name, df in sec.tables(summary.get(sec.key) or {}, summary).items():
+            if name in out:
+                raise RegistryError(f"audit section '{sec.key}' defines a table '{name}' that another table already uses; rename it")
+            out[name] = df
+    return out

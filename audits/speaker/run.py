@@ -58,8 +58,9 @@ from engine.backends import SV_BACKENDS
 from engine.config import check_keys, expect_type
 from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends
+from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
 from engine.errors import AuditError, ConfigError
+from engine.pass_engine import EngineOptions
 from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
@@ -513,6 +514,7 @@ def run_speaker_audit(
     out_dir: Path | str,
     progress: ProgressFn | None = None,
     decode_options: DecodeOptions | None = None,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
     """Embed the dataset with every SV backend (resumable), then score trials per backend.
 
@@ -523,12 +525,12 @@ def run_speaker_audit(
     out = Path(out_dir)
     meta = collect_meta(dataset)
     trials, cohort_utts = build_trials(cfg, meta)
-    specs = [
-        EmbedSpec(name=b, backend=b, kind="sv", options=dict(cfg.backend_options.get(b, {})), batch_size=cfg.batch_size)
-        for b in cfg.backends
-    ]
+    specs = []
+    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
+        options, placement = split_placement(cfg.backend_options.get(b, {}), f"speaker.backend_options.{b}")
+        specs.append(EmbedSpec(name=b, backend=b, kind="sv", options=options, batch_size=cfg.batch_size, meta=placement))
     opts = run_options(decode_options)
-    facts = run_embed_backends(dataset, specs, out, decode_options=opts, progress=progress, warmup=cfg.warmup)
+    facts = run_embed_backends(dataset, specs, out, decode_options=opts, progress=progress, warmup=cfg.warmup, engine=engine)
     results: dict[str, Any] = {}
     for spec in specs:
         results[spec.name] = score_speaker_backend(cfg, spec.name, facts[spec.name], trials, cohort_utts, meta, out)

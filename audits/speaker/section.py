@@ -30,7 +30,7 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
     def run(self, config: SpeakerConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.speaker.run import run_speaker_audit
 
-        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options)
+        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def check_inputs(self, config: SpeakerConfig, dataset: Any) -> None:
         """Read the trial list (when one is given) against the dataset's ids before any model

@@ -100,23 +100,29 @@ class MemorizerBackend(ASRBackend):
     ``threshold`` (0.85), ``length_tolerance`` (0.03)."""
 
     name = "memorizer"
-    OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "fallback", "threshold", "length_tolerance", "index_limit"})
+    OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "index_reader_options", "fallback", "threshold", "length_tolerance", "index_limit"})
     model_options = ("fallback",)
     positive_control = True
 
     @classmethod
-    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str) -> dict[str, Any]:
-        """The positive control memorizes the run's own dataset unless its options name another index."""
+    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str, reader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The positive control memorizes the run's own dataset, read as the run reads it (the
+        reader's options too: VoxPopuli's text is ``raw_text``), unless its options name another index."""
         if "index" in options:
             return dict(options)
-        return {**dict(options), "index": source, "index_reader": reader}
+        bound = {**dict(options), "index": source, "index_reader": reader}
+        if reader_options:
+            bound["index_reader_options"] = dict(reader_options)
+        return bound
 
     @classmethod
     def rebind_dataset(cls, options: Mapping[str, Any], old_source: str, new_source: str, new_reader: str) -> dict[str, Any]:
         """A memorizer of the run's dataset memorizes the derived copy instead (what a benchmark learner would have seen)."""
         if str(options.get("index")) != str(old_source):
             return dict(options)
-        return {**dict(options), "index": new_source, "index_reader": new_reader}
+        rebound = {**dict(options), "index": new_source, "index_reader": new_reader}
+        rebound.pop("index_reader_options", None)  # the derived copy is read with its own reader's defaults
+        return rebound
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
@@ -149,7 +155,10 @@ class MemorizerBackend(ASRBackend):
         index = self.options.get("index")
         if not index:
             raise ConfigError("memorizer: option 'index' (the dataset to memorize) is required")
-        ds = open_dataset(str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"))
+        reader_options = self.options.get("index_reader_options") or {}
+        if not isinstance(reader_options, Mapping):
+            raise ConfigError(f"memorizer: option 'index_reader_options' must be a mapping, got {reader_options!r}")
+        ds = open_dataset(str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"), **dict(reader_options))
         for shard in ds.iter_shards():
             for u in shard.utterances:
                 # Every clip of the benchmark is learned, derived ones (a re-voiced rendition with its

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import ASRBackend, BackendInfo
+from engine.backends.base import ASRBackend, BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.backends.bundled import check_options
 from engine.data import SAMPLE_RATE
 from engine.errors import AuditError, BackendUnavailable, ConfigError
@@ -177,3 +177,98 @@ class SimulatedBackend(ASRBackend):
                 "simulated": {k: self.options[k] for k in ("load_s", "rtfx", "memory_mb", "failure_prob", "seed", "time_scale")},
             },
         )
+
+
+# --------------------------------------------------------------------------------------------
+# SV and SER stand-ins: real features of the clip, the device they were given, the GPUs Ray gave
+# --------------------------------------------------------------------------------------------
+
+_EMBED_DEFAULTS: dict[str, Any] = {"dim": 16, "device": "auto", "load_s": 0.0, "time_scale": 1.0, "name": "simulated"}
+
+
+def _band_energies(audio: np.ndarray, n: int) -> np.ndarray:
+    """Log energy of the clip's spectrum in ``n`` equal frequency bands (float64)."""
+    spec = np.abs(np.fft.rfft(np.asarray(audio, dtype=np.float64))) ** 2
+    bands = np.array_split(spec, n)
+    return np.log10(np.array([float(b.sum()) for b in bands]) + 1e-9)
+
+
+class _SimulatedEmbedBase:
+    """Shared by the SV and SER stand-ins: options, load (resolving ``device: auto``), info."""
+
+    name = "simulated-embed"
+
+    def __init__(self, **options: Any) -> None:
+        check_options(self.name, options, list(_EMBED_DEFAULTS))
+        merged = {**_EMBED_DEFAULTS, **options}
+        if not isinstance(merged["dim"], int) or isinstance(merged["dim"], bool) or merged["dim"] < 2:
+            raise ConfigError(f"{self.name}: option 'dim' must be an integer >= 2, got {merged['dim']!r}")
+        _number("load_s", merged["load_s"])
+        _number("time_scale", merged["time_scale"])
+        self.options = merged
+        self.device = str(merged["device"])
+        self.gpu_ids: list[str] = []
+        self.loaded = False
+
+    def load(self) -> None:
+        from engine.backends.device import resolve_device
+
+        self.device = resolve_device(self.device)
+        self.gpu_ids = ray_gpu_ids()
+        scaled = float(self.options["load_s"]) * float(self.options["time_scale"])
+        if scaled > 0:
+            time.sleep(scaled)
+        self.loaded = True
+
+    def close(self) -> None:
+        self.loaded = False
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            backend=self.name,
+            model_id=str(self.options["name"]),
+            device=self.device,
+            dtype="float32",
+            extra={"gpu_ids": list(self.gpu_ids), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
+        )
+
+
+class SimulatedSV(_SimulatedEmbedBase, SVBackend):
+    """Speaker "embedding" = the clip's normalized log band energies: a function of the audio, no weights."""
+
+    name = "simulated-sv"
+
+    def embed_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> np.ndarray:
+        if not self.loaded:
+            raise AuditError("simulated-sv: embed_batch before load")
+        out = []
+        for a in audios:
+            v = _band_energies(a, int(self.options["dim"]))
+            v = v - v.mean()
+            norm = float(np.linalg.norm(v))
+            out.append(v / norm if norm > 0 else v)
+        return np.asarray(out, dtype=np.float32)
+
+
+class SimulatedSER(_SimulatedEmbedBase, SERBackend):
+    """Emotion "posteriors" = a softmax of four band energies, arousal = the clip's RMS level in dB."""
+
+    name = "simulated-ser"
+    labels = ("neutral", "happy", "sad", "angry")
+
+    def predict_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[EmotionOutput]:
+        if not self.loaded:
+            raise AuditError("simulated-ser: predict_batch before load")
+        out = []
+        for a in audios:
+            e = _band_energies(a, len(self.labels))
+            p = np.exp(e - e.max())
+            p = p / p.sum()
+            rms = float(np.sqrt(np.mean(np.square(np.asarray(a, dtype=np.float64))))) if len(a) else 0.0
+            out.append(
+                EmotionOutput(
+                    posteriors={k: float(v) for k, v in zip(self.labels, p)},
+                    dimensions={"arousal": 20.0 * float(np.log10(rms + 1e-9))},
+                )
+            )
+        return out

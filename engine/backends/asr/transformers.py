@@ -1,16 +1,14 @@
 """Hugging Face transformers backend: any speech-recognition model id or local directory.
 
-Three paths, chosen from the model's config:
+The checkpoint's family decides how it is driven (``engine/backends/asr/families/``): Whisper,
+CTC, encoder-decoders, speech-LLMs, and the ``automatic-speech-recognition`` pipeline for the
+seq2seq models it handles. The registry entry names the family (option ``family``); ``auto``
+picks it from ``config.model_type``. Each family records its prompt, decoding settings and
+post-processing in ``backend_info``.
 
-* CTC models (wav2vec2, HuBERT, WavLM, MMS, Parakeet-CTC, ...): one padded forward pass per
-  batch with an attention mask; each clip's logits are cut to its own frame count before greedy
-  decoding, so a clip's text does not depend on what it was batched with.
-* Whisper: batched ``generate`` on 30 s log-Mel windows; longer clips use Whisper's long-form
-  generation (sequential windows with timestamps) one clip at a time.
-* Everything else (speech-LLMs, other encoder-decoders): the ``automatic-speech-recognition``
-  pipeline, which knows each model family's pre- and post-processing.
-
-``transformers`` and ``torch`` are an optional extra, imported only in ``load()``.
+Checkpoints that ship their own Python code (``auto_map`` in config.json, e.g. lite-whisper) load
+only when the registry entry opts in with ``trust_remote_code: true``; otherwise they are refused
+with that fix. ``transformers`` and ``torch`` are an optional extra, imported only in ``load()``.
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from engine.errors import BackendUnavailable, ConfigError
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = 'pip install ".[transformers]"'
-_WHISPER_WINDOW_S = 30.0
 
 _DEFAULTS: dict[str, Any] = {
     "model": None,
@@ -41,14 +38,21 @@ _DEFAULTS: dict[str, Any] = {
     "batch_size": None,  # None: one forward pass per batch the caller passes
     "language": None,  # Whisper-style generation language, e.g. 'en'
     "task": None,  # 'transcribe' | 'translate' for multitask models
-    "num_beams": 1,
+    "num_beams": None,  # None: the family's model-card setting (greedy for most)
     "max_new_tokens": None,
     "generate_kwargs": None,  # extra keyword arguments for generate()
     "revision": None,
     "local_files_only": False,
-    "trust_remote_code": False,
+    "trust_remote_code": False,  # set by the registry from the entry's trust_remote_code: true
     "attn_implementation": None,
+    "family": "auto",  # a family of engine/backends/asr/families (whisper, ctc, encoder-decoder, speech-llm, seq2seq-pipeline) or auto
+    "processor": None,  # processor source when the checkpoint ships none (lite-whisper: its base Whisper)
+    "prompt": None,  # speech-LLMs: replaces the model card's default instruction
+    "target_lang": None,  # MMS: language adapter (ISO 639-3, e.g. 'eng')
+    "punctuation": True,  # Cohere Transcribe: punctuation token in the decoder prompt
 }
+
+_TRANSFORMERS_FAMILIES = ("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline")
 
 
 class TransformersBackend(ASRBackend):
@@ -57,6 +61,8 @@ class TransformersBackend(ASRBackend):
     name = "transformers"
     requires = ("transformers", "torch")
     extra = "transformers"
+    #: the registry passes the entry's ``family`` as the option ``family``
+    takes_family = True
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
@@ -71,17 +77,21 @@ class TransformersBackend(ASRBackend):
         check_batch_size(self.name, merged["batch_size"])
         for key in ("num_beams",):
             value = merged[key]
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {value!r}")
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{self.name}: option '{key}' must be an integer >= 1 (or null: the model card's setting), got {value!r}")
         if merged["dtype"] not in ("auto", "float32", "float16", "bfloat16"):
             raise ConfigError(f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}")
         if merged["generate_kwargs"] is not None and not isinstance(merged["generate_kwargs"], Mapping):
             raise ConfigError(f"{self.name}: option 'generate_kwargs' must be a mapping")
+        if merged["family"] != "auto" and merged["family"] not in _TRANSFORMERS_FAMILIES:
+            raise ConfigError(f"{self.name}: option 'family' must be auto or one of {', '.join(_TRANSFORMERS_FAMILIES)}, got {merged['family']!r}")
+        if not isinstance(merged["trust_remote_code"], bool) or not isinstance(merged["punctuation"], bool):
+            raise ConfigError(f"{self.name}: options 'trust_remote_code' and 'punctuation' must be true or false")
         super().__init__(**merged)
-        self._kind: str | None = None  # 'ctc' | 'whisper' | 'pipeline'
+        self._kind: str | None = None  # the family that drives the checkpoint
+        self._family: Any = None
+        self._fallback = False
         self._model: Any = None
-        self._processor: Any = None
-        self._pipeline: Any = None
         self._device: str | None = None
         self._dtype_name: str | None = None
         self._torch: Any = None
@@ -110,6 +120,34 @@ class TransformersBackend(ASRBackend):
             f"and pass DIR as 'model'. Cause: {exc}"
         )
 
+    def _remote_code_refused(self, source: str) -> BackendUnavailable:
+        return BackendUnavailable(
+            f"{source} ships its own model code (auto_map in config.json) and runs only with an explicit opt-in: "
+            "add 'trust_remote_code: true' to the model's registry entry (configs/models/*.yaml) after reviewing that code"
+        )
+
+    def _pick_family(self, model_type: str) -> Any:
+        """The family the entry names, checked against the checkpoint; ``auto``: the one that drives it."""
+        from engine.backends.asr.families import family_loader
+
+        wanted = str(self.options["family"])
+        if wanted != "auto":
+            return family_loader(wanted)
+        for name in _TRANSFORMERS_FAMILIES:
+            cls = family_loader(name)
+            if cls.drives(model_type):
+                return cls
+        # a model_type no family knows: the pipeline is the last resort, and says so in backend_info
+        self._fallback = True
+        fallback: Any = family_loader("seq2seq-pipeline")
+
+        class _Fallback(fallback):  # type: ignore[misc,valid-type]
+            @classmethod
+            def drives(cls, model_type: str) -> bool:
+                return True
+
+        return _Fallback
+
     def load(self) -> None:
         """Pick the device and dtype, read the config, and load model + processor for its family."""
         try:
@@ -134,43 +172,26 @@ class TransformersBackend(ASRBackend):
         try:
             config = transformers.AutoConfig.from_pretrained(source, **common)
         except (OSError, ValueError) as exc:
+            if "trust_remote_code" in str(exc) and not common["trust_remote_code"]:
+                raise self._remote_code_refused(source) from exc
             raise self._unavailable(source, exc) from exc
-        from transformers.models.auto.modeling_auto import MODEL_FOR_CTC_MAPPING_NAMES
-
+        if getattr(config, "auto_map", None) and not common["trust_remote_code"]:
+            raise self._remote_code_refused(source)
+        family = self._pick_family(str(config.model_type))
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
         if self.options["attn_implementation"]:
             model_kwargs["attn_implementation"] = self.options["attn_implementation"]
+        self._family = family(self.options, torch, device, dtype)
         try:
-            if config.model_type in MODEL_FOR_CTC_MAPPING_NAMES:
-                self._kind = "ctc"
-                self._model = transformers.AutoModelForCTC.from_pretrained(source, **model_kwargs)
-                self._processor = transformers.AutoProcessor.from_pretrained(source, **common)
-            elif config.model_type == "whisper":
-                self._kind = "whisper"
-                self._model = transformers.AutoModelForSpeechSeq2Seq.from_pretrained(source, **model_kwargs)
-                self._processor = transformers.AutoProcessor.from_pretrained(source, **common)
-            else:
-                self._kind = "pipeline"
-                self._pipeline = transformers.pipeline(
-                    "automatic-speech-recognition",
-                    model=source,
-                    device=device,
-                    dtype=dtype,
-                    model_kwargs={k: v for k, v in model_kwargs.items() if k not in ("dtype",) + tuple(common)},
-                    **common,
-                )
-                self._model = self._pipeline.model
+            self._family.load(source, config, common, model_kwargs)
         except (OSError, ValueError) as exc:
             raise self._unavailable(source, exc) from exc
-        if self._kind != "pipeline":
-            # transformers releases before 'dtype' replaced 'torch_dtype' ignore the keyword: cast here
-            # so the requested precision holds on every version
-            self._model.to(device=device, dtype=dtype)
-        self._model.eval()
+        self._model = self._family.model
+        self._kind = self._family.name
         self._device = device
         # record the precision the weights really have, not the one asked for
         self._dtype_name = str(getattr(self._model, "dtype", dtype_name)).replace("torch.", "")
-        log.info("loaded transformers %s (%s path) on %s/%s", source, self._kind, device, dtype_name)
+        log.info("loaded transformers %s (%s family) on %s/%s", source, self._kind, device, dtype_name)
 
     # -- transcription -----------------------------------------------------------------------
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
@@ -184,94 +205,20 @@ class TransformersBackend(ASRBackend):
         with self._torch.inference_mode():
             for start in range(0, len(clips), size):
                 chunk = clips[start : start + size]
-                if self._kind == "ctc":
-                    texts.extend(self._ctc(chunk))
-                elif self._kind == "whisper":
-                    texts.extend(self._whisper(chunk))
-                else:
-                    texts.extend(self._pipe(chunk))
+                texts.extend(self._family.transcribe(chunk))
         return [t.strip() for t in texts]
-
-    def _ctc(self, clips: Sequence[np.ndarray]) -> list[str]:
-        extractor = getattr(self._processor, "feature_extractor", self._processor)
-        inputs = extractor(list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
-        attention = inputs.get("attention_mask")
-        model_inputs = {k: v.to(self._device) for k, v in inputs.items()}
-        for key, value in model_inputs.items():
-            if value.is_floating_point():
-                model_inputs[key] = value.to(self._model.dtype)
-        if not getattr(extractor, "return_attention_mask", True) and "input_values" in model_inputs:
-            # checkpoints trained without a mask (wav2vec2-base) expect zero padding and no mask
-            model_inputs.pop("attention_mask", None)
-        logits = self._model(**model_inputs).logits
-        ids = logits.argmax(dim=-1).cpu()
-        if attention is not None and hasattr(self._model, "_get_feat_extract_output_lengths"):
-            lengths = self._model._get_feat_extract_output_lengths(attention.sum(-1)).tolist()
-        else:
-            lengths = [ids.shape[1]] * ids.shape[0]
-        tokenizer = getattr(self._processor, "tokenizer", self._processor)
-        return [tokenizer.decode(row[: int(n)].tolist()) for row, n in zip(ids, lengths)]
-
-    def _generate_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"num_beams": int(self.options["num_beams"])}
-        if self.options["max_new_tokens"]:
-            kwargs["max_new_tokens"] = int(self.options["max_new_tokens"])
-        if self.options["language"]:
-            kwargs["language"] = self.options["language"]
-        if self.options["task"]:
-            kwargs["task"] = self.options["task"]
-        kwargs.update(dict(self.options["generate_kwargs"] or {}))
-        return kwargs
-
-    def _whisper(self, clips: Sequence[np.ndarray]) -> list[str]:
-        extractor = self._processor.feature_extractor
-        window = int(_WHISPER_WINDOW_S * SAMPLE_RATE)
-        short = [i for i, c in enumerate(clips) if c.shape[0] <= window]
-        texts: list[str] = [""] * len(clips)
-        kwargs = self._generate_kwargs()
-        if short:
-            feats = extractor([clips[i] for i in short], sampling_rate=SAMPLE_RATE, return_attention_mask=True, return_tensors="pt")
-            ids = self._model.generate(
-                feats.input_features.to(self._device, self._model.dtype),
-                attention_mask=feats.attention_mask.to(self._device),
-                **kwargs,
-            )
-            for i, text in zip(short, self._processor.batch_decode(ids, skip_special_tokens=True)):
-                texts[i] = text
-        for i, clip in enumerate(clips):
-            if clip.shape[0] > window:
-                feats = extractor(
-                    [clip],
-                    sampling_rate=SAMPLE_RATE,
-                    truncation=False,
-                    padding="longest",
-                    return_attention_mask=True,
-                    return_tensors="pt",
-                )
-                ids = self._model.generate(
-                    feats.input_features.to(self._device, self._model.dtype),
-                    attention_mask=feats.attention_mask.to(self._device),
-                    return_timestamps=True,
-                    **kwargs,
-                )
-                texts[i] = self._processor.batch_decode(ids, skip_special_tokens=True)[0]
-        return texts
-
-    def _pipe(self, clips: Sequence[np.ndarray]) -> list[str]:
-        inputs = [{"raw": c, "sampling_rate": SAMPLE_RATE} for c in clips]
-        outputs = self._pipeline(inputs, batch_size=len(clips), generate_kwargs=self._generate_kwargs() or None)
-        return [str(o["text"]) for o in outputs]
 
     # -- bookkeeping -------------------------------------------------------------------------
     def info(self) -> BackendInfo:
         """Model, path taken, device/dtype, decoding settings and library versions."""
-        extra: dict[str, Any] = {"path": self._kind, "num_beams": self.options["num_beams"]}
-        if self._kind == "ctc":
-            extra["decoding"] = "greedy CTC"
-        else:
-            extra["decoding"] = "greedy" if self.options["num_beams"] == 1 else f"beam search ({self.options['num_beams']})"
+        extra: dict[str, Any] = {"path": self._kind, "family": self._kind, "family_fallback": self._fallback}
+        if self._family is not None:
+            extra["model_type"] = self._family.model_type
+            extra.update(self._family.settings())
         if self.options["language"]:
             extra["language"] = self.options["language"]
+        if self.options["trust_remote_code"]:
+            extra["trust_remote_code"] = True
         extra.update(package_versions("transformers", "torch"))
         return BackendInfo(
             backend=self.name,
@@ -284,7 +231,7 @@ class TransformersBackend(ASRBackend):
 
     def close(self) -> None:
         """Drop the model and free accelerator memory."""
-        self._model = self._processor = self._pipeline = None
+        self._model = self._family = None
         torch = self._torch
         if torch is not None and self._device and self._device.startswith("cuda"):
             torch.cuda.empty_cache()

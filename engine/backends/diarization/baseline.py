@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.device import resolve_device
 from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable
@@ -52,7 +53,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
     """Options: ``threshold`` (cosine distance, default 0.35), ``rate`` (embedding windows per
     second, default 2.0), ``min_silence_s`` (VAD pause that splits regions, default 0.3),
     ``smooth_frames`` (median filter width in 0.1 s frames, default 5), ``weights`` (a custom
-    resemblyzer ``pretrained.pt``), ``device`` (default cpu)."""
+    resemblyzer ``pretrained.pt``), ``device`` (default auto: CUDA when the process has a GPU)."""
 
     name = "vad-resemblyzer"
     OPTIONS: ClassVar[dict[str, Field]] = {
@@ -61,7 +62,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         "min_silence_s": Field(float, 0.3, "VAD pause that splits regions", ge=0, le=60),
         "smooth_frames": Field(int, 5, "median filter width in 0.1 s frames", ge=1, le=1000),
         "weights": Field(str, None, "a custom resemblyzer pretrained.pt", nullable=True),
-        "device": Field(str, "cpu", "torch device"),
+        "device": Field(str, "auto", "torch device; auto is resolved at load"),
     }
     """Typed options (engine.config.Field), checked when the recipe is parsed."""
     requires = ("resemblyzer", "onnxruntime", "scipy")
@@ -74,7 +75,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         self.rate = float(o["rate"])
         self.min_silence_s = float(o["min_silence_s"])
         self.smooth = int(o["smooth_frames"])
-        self.device = str(o["device"])
+        self.device = str(o["device"])  # resolved at load (engine/backends/device.py)
         self.weights = o["weights"]
         self._encoder: Any = None
         self._vad: Any = None
@@ -84,6 +85,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         return Availability(True, "weights ship inside the resemblyzer and faster-whisper packages")
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         from engine.segmentation import SileroVAD
 
         try:

@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.device import resolve_device
 from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
@@ -92,12 +93,12 @@ def _hub_problem(cfg: Path) -> str | None:
 
 class PyannoteDiarizer(DiarizationBackend):
     """Options: ``checkpoint`` (required: local pipeline folder or its config.yaml), ``device``
-    (default cpu), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
+    (default auto: CUDA when the process has a GPU), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
 
     name = "pyannote"
     OPTIONS: ClassVar[dict[str, Field]] = {
         "checkpoint": Field(str, None, "a local pipeline folder holding config.yaml (required)"),
-        "device": Field(str, "cpu", "torch device"),
+        "device": Field(str, "auto", "torch device; auto is resolved at load"),
         "min_speakers": Field(int, None, "lower bound on the number of speakers", ge=1, le=1000, nullable=True),
         "max_speakers": Field(int, None, "upper bound on the number of speakers", ge=1, le=1000, nullable=True),
     }
@@ -109,7 +110,7 @@ class PyannoteDiarizer(DiarizationBackend):
         super().__init__(**options)
         o = check_fields(options, self.OPTIONS, "pyannote diarizer options", required={"checkpoint"})
         self.checkpoint = str(o["checkpoint"])
-        self.device = str(o["device"])
+        self.device = str(o["device"])  # resolved at load (engine/backends/device.py)
         self._pipeline: Any = None
 
     @classmethod
@@ -129,6 +130,7 @@ class PyannoteDiarizer(DiarizationBackend):
         return Availability(True, f"local pipeline at {cfg}")
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         cfg = _config_path(self.checkpoint)
         if not cfg.is_file():
             raise BackendUnavailable(f"pyannote pipeline config {cfg} does not exist; set checkpoint to a local pipeline folder")

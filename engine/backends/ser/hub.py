@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import EmotionOutput, SERBackend
+from engine.backends.device import resolve_device
 from engine.backends.sv.hub import HubWeights, import_optional, prepare_clips, unreachable
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
@@ -73,6 +74,7 @@ class TransformersSER(_HubSER):
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         transformers = import_optional("transformers", self.install_hint)
         try:
             self._extractor = transformers.AutoFeatureExtractor.from_pretrained(self.model_id, cache_dir=self.cache_dir)
@@ -143,6 +145,7 @@ class AudeeringDim(_HubSER):
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         transformers = import_optional("transformers", self.install_hint)
         cls = audeering_model_class()
         try:
@@ -170,6 +173,7 @@ class Emotion2Vec(_HubSER):
     install_hint = "pip install funasr modelscope"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         funasr = import_optional("funasr", self.install_hint)
         hub = str(self.options.get("hub", "hf"))
         try:

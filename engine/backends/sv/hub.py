@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import BackendInfo, SVBackend
+from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable
 
@@ -78,7 +79,7 @@ def pad_batch(clips: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 class HubWeights:
     """Options every hub-weights SV/SER backend takes, mixed in before its backend ABC.
 
-    ``model_id`` (or ``model``; default :attr:`default_model`), ``device`` (default cpu),
+    ``model_id`` (or ``model``; default :attr:`default_model`), ``device`` (default auto: CUDA when the process has a GPU),
     ``cache_dir``, ``min_duration_s`` (shorter clips are an error; default
     :attr:`default_min_duration_s`).
     """
@@ -91,7 +92,7 @@ class HubWeights:
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.model_id = str(options.get("model_id") or options.get("model") or self.default_model)
-        self.device = str(options.get("device", "cpu"))
+        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
         self.cache_dir = options.get("cache_dir")
         self.min_duration_s = float(options.get("min_duration_s", self.default_min_duration_s))
         self._model: Any = None
@@ -140,6 +141,7 @@ class SpeechBrainECAPA(_HubSV):
     install_hint = "pip install speechbrain (needs a torchaudio matching your torch)"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         import_optional("speechbrain", self.install_hint)
         try:
             from speechbrain.inference.speaker import EncoderClassifier
@@ -175,6 +177,7 @@ class NemoTitaNet(_HubSV):
     install_hint = "pip install 'nemo_toolkit[asr]'"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         import_optional("nemo.collections.asr", self.install_hint)
         from nemo.collections.asr.models import EncDecSpeakerLabelModel
 
@@ -215,6 +218,7 @@ class WavLMSV(_HubSV):
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         transformers = import_optional("transformers", self.install_hint)
         try:
             self._extractor = transformers.AutoFeatureExtractor.from_pretrained(self.model_id, cache_dir=self.cache_dir)

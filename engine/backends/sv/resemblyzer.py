@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import BackendInfo, SVBackend
+from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
@@ -25,7 +26,7 @@ EMBED_DIM = 256
 class ResemblyzerBackend(SVBackend):
     """GE2E d-vectors, (n, 256) float32, L2-normalized by the encoder.
 
-    Options: ``device`` (default "cpu"), ``min_speech_s`` (default 0.5: voiced audio needed
+    Options: ``device`` (default "auto": CUDA when the process has a GPU), ``min_speech_s`` (default 0.5: voiced audio needed
     after silence trimming), ``trim_silence`` (default True), ``weights`` (a custom
     ``pretrained.pt``; default the bundled one), ``num_threads`` (torch intra-op threads for
     this process; set 1 when several actors share few cores, where oversubscription makes the
@@ -36,7 +37,7 @@ class ResemblyzerBackend(SVBackend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.device = str(options.get("device", "cpu"))
+        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
         self.min_speech_s = float(options.get("min_speech_s", 0.5))
         self.trim_silence = options.get("trim_silence", True)
         if not isinstance(self.trim_silence, bool):
@@ -46,6 +47,7 @@ class ResemblyzerBackend(SVBackend):
         self._encoder: Any = None
 
     def load(self) -> None:
+        self.device = resolve_device(self.device)
         try:
             from resemblyzer import VoiceEncoder
         except ImportError as exc:

@@ -1,0 +1,93 @@
+"""The audit engine from Python: ``from audits import api``.
+
+Three calls, the same engine as the ``audit`` command (docs/api.md):
+
+* ``api.run(recipe, dataset=..., models=..., out=...)`` runs (or resumes) a recipe and returns
+  its ``RunResult``, as ``audit run`` does;
+* ``api.load(run_dir)`` reads a finished run directory into a ``RunResult``;
+* ``api.compare(run_dirs, out=...)`` merges runs of one dataset (a sweep split across machines)
+  into one ``RunResult``, with the paired comparisons of every model pair over all of them, and
+  writes the merged reports when ``out`` is given, as ``audit report RUN... --out`` does.
+
+Errors are the engine's (``engine.errors.AuditError`` and subclasses), raised before any model
+loads when the recipe, the dataset or a model name is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from os import PathLike
+from pathlib import Path
+from typing import Literal
+
+from audits.pipeline import EngineOptions, run_audit
+from audits.recipes import Recipe, load_recipe, with_overrides
+from audits.result import RunResult
+from audits.version import version
+from engine.data import ProgressFn
+from engine.errors import ConfigError
+
+StrPath = str | PathLike[str]
+
+__all__ = ["EngineOptions", "RunResult", "compare", "load", "run", "version"]
+
+
+def _recipe(recipe: str | Recipe) -> Recipe:
+    return recipe if isinstance(recipe, Recipe) else load_recipe(str(recipe))
+
+
+def run(
+    recipe: str | Recipe,
+    *,
+    dataset: StrPath | None = None,
+    models: Sequence[str] | None = None,
+    out: StrPath | None = None,
+    limit: int | None = None,
+    reader: str | None = None,
+    engine: Literal["inprocess", "ray"] = "inprocess",
+    progress: ProgressFn | None = None,
+) -> RunResult:
+    """Run a recipe (a name under ``configs/recipes``, a YAML path or a parsed ``Recipe``) and return its result.
+
+    ``dataset``, ``models``, ``limit`` and ``reader`` replace the recipe's, as ``--dataset``,
+    ``--models``, ``--limit`` and ``--reader`` do; ``out`` is the run directory (default
+    ``runs/<recipe name>``), and running into an existing one resumes it. ``progress`` receives
+    the engine's events ``(event, n, info)``.
+    """
+    if isinstance(models, str):
+        raise ConfigError(f"models: give a list of registry names, not the string {models!r} (e.g. models=[{models!r}])")
+    rec = with_overrides(_recipe(recipe), None if dataset is None else str(dataset), list(models) if models else None, limit, reader)
+    out_dir = Path(out) if out is not None else Path("runs") / rec.name
+    return run_audit(rec, out_dir, progress=progress, engine=EngineOptions(kind=engine))
+
+
+def load(run_dir: StrPath) -> RunResult:
+    """A finished run directory (``summary.json`` and ``utterances.parquet``) as a ``RunResult``."""
+    from audits.reports.merge import load_result
+
+    return load_result(Path(run_dir))
+
+
+def compare(run_dirs: Sequence[StrPath], *, out: StrPath | None = None, worst: int = 5, exports: bool = True) -> RunResult:
+    """Merge runs of one dataset and normalizer into one result; with ``out``, also write it there.
+
+    Models are compared pairwise over all the runs' rows (paired speaker-block bootstrap,
+    Holm-corrected: ``result.summary['comparisons']``). Runs of different datasets or
+    normalizers are refused with the reason. ``out`` receives the merged ``summary.json``,
+    ``utterances.parquet``, reports and exports, so it is a run directory of its own.
+    """
+    from audits.reports.build import write_report
+    from audits.reports.merge import merge_results
+
+    if isinstance(run_dirs, (str, PathLike)):
+        raise ConfigError("run_dirs: give a list of run directories, e.g. compare(['runs/a', 'runs/b'])")
+    dirs = [Path(d) for d in run_dirs]
+    if len(dirs) < 2:
+        raise ConfigError(f"compare needs at least two run directories, got {len(dirs)}; use api.load for one")
+    if out is not None and Path(out).resolve() in {d.resolve() for d in dirs}:
+        raise ConfigError(f"out {out} is one of the runs being compared; choose a new directory so the run keeps its own summary.json")
+    result = merge_results(dirs)
+    if out is None:
+        return result
+    write_report(result, Path(out), worst, exports, merged=True)
+    return RunResult.of(result.summary, result.table, None, Path(out))

@@ -1,0 +1,198 @@
+"""Condition maps: shipped YAML files that map a dataset's label vocabulary onto the study's groups.
+
+A map file (``configs/conditions/*.yaml``) names its ``outputs`` (new label columns, e.g.
+``circle`` and ``nativeness``), the values each output may take (``allowed``), its ``sources``
+(citations) and ``values``: one entry per label value with its outputs, the key of the source the
+assignment comes from, and aliases. ``patterns`` (regular expressions) cover tags with a level.
+
+Matching normalizes a value (lower case; every run of other characters becomes one ``-``) and
+tries, in order: an entry name or alias, a pattern, and with ``prefix_fallback`` the value
+without its last ``-part`` (locale tags). Values that match nothing are returned as unmapped and
+reported, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.config import check_keys, expect_type, load_yaml
+from engine.errors import ConfigError
+from engine.model_registry import REPO_ROOT
+
+CONDITIONS_DIR = REPO_ROOT / "configs" / "conditions"
+FILE_KEYS = {"name", "description", "outputs", "allowed", "prefix_fallback", "sources", "values", "patterns"}
+META_KEYS = {"source", "note", "aliases"}
+
+
+def normalize_value(value: Any) -> str:
+    """The matching form of a label value: lower case, runs of non-alphanumerics as one '-'."""
+    return re.sub(r"[^0-9a-z]+", "-", str(value).strip().lower()).strip("-")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The outputs one label value maps to, and where that assignment comes from."""
+
+    outputs: Mapping[str, str]
+    source: str
+    entry: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ConditionMap:
+    """One loaded map file (plus any recipe overrides), ready to apply to a label column."""
+
+    name: str
+    path: str
+    outputs: tuple[str, ...]
+    allowed: Mapping[str, tuple[str, ...]]
+    sources: Mapping[str, str]
+    table: Mapping[str, Assignment]
+    patterns: tuple[tuple[re.Pattern[str], Assignment], ...] = ()
+    prefix_fallback: bool = False
+    description: str = ""
+    entries: Mapping[str, Assignment] = field(default_factory=dict)
+
+    def lookup(self, value: Any) -> tuple[Assignment, str] | None:
+        """``(assignment, how)`` for a label value (how: exact, pattern or prefix:<key>), or None."""
+        key = normalize_value(value)
+        if not key:
+            return None
+        if key in self.table:
+            return self.table[key], "exact"
+        for rx, a in self.patterns:
+            if rx.fullmatch(key):
+                return a, "pattern"
+        if self.prefix_fallback:
+            parts = key.split("-")
+            for n in range(len(parts) - 1, 0, -1):
+                cand = "-".join(parts[:n])
+                if cand in self.table:
+                    return self.table[cand], f"prefix:{cand}"
+        return None
+
+
+def _str(value: Any, where: str) -> str:
+    return str(expect_type(value, str, where))
+
+
+def _assignment(entry: str, raw: Any, outputs: Sequence[str], allowed: Mapping[str, Sequence[str]], sources: Mapping[str, str], where: str,
+        extra_keys: set[str] = frozenset()) -> Assignment:  # type: ignore[assignment]
+    data = expect_type(raw, dict, where)
+    check_keys(data, set(outputs) | META_KEYS | extra_keys, where, required=set(outputs) | {"source"})
+    source = _str(data["source"], f"{where}.source")
+    if source not in sources:
+        raise ConfigError(f"{where}.source: '{source}' is not a key of the file's sources ({', '.join(sources)})")
+    outs: dict[str, str] = {}
+    for o in outputs:
+        v = _str(data[o], f"{where}.{o}")
+        if v not in allowed[o]:
+            raise ConfigError(f"{where}.{o}: '{v}' is not allowed (allowed: {', '.join(allowed[o])})")
+        outs[o] = v
+    note = _str(data.get("note", ""), f"{where}.note")
+    return Assignment(outs, source, entry, note)
+
+
+def load_map_file(path: Path) -> dict[str, Any]:
+    """The raw mapping of a map file, checked for its top-level keys."""
+    data = load_yaml(path)
+    where = str(path)
+    check_keys(expect_type(data, dict, where), FILE_KEYS, where, required={"name", "outputs", "allowed", "sources", "values"})
+    return data  # type: ignore[no-any-return]
+
+
+def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] | None = None, override_where: str = "") -> ConditionMap:
+    """Validate a map file's mapping (``where`` names the file) and add a recipe's ``overrides``.
+
+    Overrides are ``value: {output: ..., ...}`` entries; their source is the recipe itself.
+    """
+    outputs = tuple(_str(o, f"{where}.outputs[{i}]") for i, o in enumerate(expect_type(data["outputs"], list, f"{where}.outputs")))
+    if not outputs:
+        raise ConfigError(f"{where}.outputs: list at least one output column")
+    allowed_raw = expect_type(data["allowed"], dict, f"{where}.allowed")
+    allowed: dict[str, tuple[str, ...]] = {}
+    for o in outputs:
+        if o not in allowed_raw:
+            raise ConfigError(f"{where}.allowed: missing the values of output '{o}'")
+        allowed[o] = tuple(_str(v,
+            f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}")))
+    sources = {str(k): _str(v, f"{where}.sources.{k}") for k, v in expect_type(data["sources"], dict, f"{where}.sources").items()}
+    table: dict[str, Assignment] = {}
+    entries: dict[str, Assignment] = {}
+    owner: dict[str, str] = {}
+
+    def add(key_raw: Any, a: Assignment, w: str, replace: bool = False) -> None:
+        key = normalize_value(key_raw)
+        if not key:
+            raise ConfigError(f"{w}: '{key_raw}' is empty once normalized")
+        if key in owner and owner[key] != a.entry and not replace:
+            raise ConfigError(f"{w}: '{key_raw}' (as '{key}') is already an alias of '{owner[key]}'; each value may map one way only")
+        table[key] = a
+        owner[key] = a.entry
+
+    for entry, raw in expect_type(data["values"], dict, f"{where}.values").items():
+        w = f"{where}.values.{entry}"
+        a = _assignment(str(entry), raw, outputs, allowed, sources, w)
+        entries[str(entry)] = a
+        add(entry, a, w)
+        for i, alias in enumerate(expect_type(raw.get("aliases", []), list, f"{w}.aliases")):
+            add(_str(alias, f"{w}.aliases[{i}]"), a, f"{w}.aliases[{i}]")
+    patterns: list[tuple[re.Pattern[str], Assignment]] = []
+    for i, raw in enumerate(expect_type(data.get("patterns", []) or [], list, f"{where}.patterns")):
+        w = f"{where}.patterns[{i}]"
+        pdata = expect_type(raw, dict, w)
+        rx_text = _str(pdata.get("regex"), f"{w}.regex")
+        try:
+            rx = re.compile(rx_text)
+        except re.error as exc:
+            raise ConfigError(f"{w}.regex: invalid regular expression: {exc}") from None
+        body = {k: v for k, v in pdata.items() if k != "regex"}
+        patterns.append((rx, _assignment(f"pattern {rx_text}", body, outputs, allowed, sources, w)))
+    if overrides:
+        sources = {**sources, "recipe": f"assigned in the recipe ({override_where or 'values'})"}
+        for entry, raw in overrides.items():
+            w = f"{override_where}.{entry}"
+            body = dict(expect_type(raw, dict, w))
+            body.setdefault("source", "recipe")
+            a = _assignment(str(entry), body, outputs, allowed, sources, w)
+            add(entry, a, w, replace=True)
+            entries[str(entry)] = a
+    prefix = data.get("prefix_fallback", False)
+    expect_type(prefix, bool, f"{where}.prefix_fallback")
+    return ConditionMap(
+        name=_str(data["name"], f"{where}.name"), path=where, outputs=outputs, allowed=allowed, sources=sources, table=table,
+        patterns=tuple(patterns), prefix_fallback=prefix, description=str(data.get("description", "")), entries=entries,
+    )
+
+
+def shipped_maps() -> list[str]:
+    """Names of the map files in configs/conditions/."""
+    return sorted(p.stem for p in CONDITIONS_DIR.glob("*.yaml"))
+
+
+def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
+    """A shipped map by name, or a path (relative to the recipe's folder when it exists there)."""
+    if "/" not in name and not name.endswith((".yaml", ".yml")):
+        p = CONDITIONS_DIR / f"{name}.yaml"
+        if not p.is_file():
+            raise ConfigError(f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a "
+                f"YAML file")
+        return p
+    p = Path(name).expanduser()
+    if not p.is_absolute() and recipe_source and (Path(recipe_source).parent / p).exists():
+        p = Path(recipe_source).parent / p
+    if not p.is_file():
+        raise ConfigError(f"{where}: condition map file {p} does not exist")
+    return p
+
+
+def load_map(name: str, where: str, recipe_source: str = "", overrides: Mapping[str, Any] | None = None) -> ConditionMap:
+    """Load and validate a map (shipped name or path) with a recipe's value overrides."""
+    path = resolve_map_path(name, where, recipe_source)
+    return parse_map(load_map_file(path), str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path), overrides,
+        f"{where}.values")

@@ -1,0 +1,92 @@
+"""The ``profiles:`` recipe section: condition maps, the study's gap table, robustness profile,
+rank stability, ladders and trade-offs over the run's ASR rows, as an ``AuditSection``.
+
+It needs the recipe's ASR models (it reads their rows); the work lives in ``audits.profiles.run``
+and the rendering in ``audits.profiles.report``, imported inside the methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from audits.sections import AuditSection, SectionContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from audits.profiles.config import ProfilesConfig
+    from audits.profiles.perturbations import PerturbationsConfig
+    from engine.data import DecodeOptions
+    from engine.datasets.base import Dataset
+
+
+class ProfilesSection(AuditSection["ProfilesConfig"]):
+    key = "profiles"
+    title = "Robustness profiles"
+    order = 15
+    needs_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> ProfilesConfig:
+        from audits.profiles.config import parse_profiles_config
+
+        return parse_profiles_config(raw, source)
+
+    def run(self, config: ProfilesConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.profiles.run import run_profiles
+
+        return run_profiles(config, ctx)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.profiles.report import profiles_lines
+
+        return profiles_lines(section, self.title)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        section = summary.get(self.key) or {}
+        if not section:
+            return None
+        from audits.profiles.report import render_profiles
+
+        note = ("WER is corpus-level on clips with speech; intervals are speaker-block bootstrap percentiles; "
+                "gap p-values are Holm-corrected across every gap of every model, paired gap tests across every gap and pair.")
+        return self.title, render_profiles(section, colors), note
+
+
+class PerturbationsSection(AuditSection["PerturbationsConfig"]):
+    """``perturbations:``: derived clips before the models run, WER ladders after."""
+
+    key = "perturbations"
+    title = "Perturbation ladders"
+    order = 16
+    needs_asr_models = True
+
+    def parse(self, raw: Mapping[str, Any], source: str) -> PerturbationsConfig:
+        from audits.profiles.perturbations import parse_perturbations
+
+        return parse_perturbations(raw, source)
+
+    def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
+        from audits.profiles.perturbations import derive
+
+        return derive(config, dataset, out_dir, decode_options)
+
+    def run(self, config: PerturbationsConfig, ctx: SectionContext) -> dict[str, Any]:
+        from audits.profiles.perturbations import run_perturbations
+
+        return run_perturbations(config, ctx)
+
+    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+        from audits.profiles.perturbations import perturbation_lines
+
+        return perturbation_lines(section, self.title)
+
+    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        section = summary.get(self.key) or {}
+        if not section:
+            return None
+        from audits.profiles.perturbations import render_perturbations
+
+        note = ("Every clip at every level of every family, derived deterministically from the seed; "
+                "baseline = the clean clips; intervals: speaker-block bootstrap.")
+        return self.title, render_perturbations(section, colors), note

@@ -1,0 +1,87 @@
+"""``RunResult``: one audit run as one typed, frozen object, handed through memory.
+
+``consolidate -> score -> summarize -> report -> export`` pass this object along instead of
+writing a file and reading it back: the run writes ``utterances.parquet`` and ``summary.json``
+once each, and the reports and exports are made from the same objects. ``audits.api.load``
+builds the same object from a run directory, so a notebook sees a fresh run and a stored one
+the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, cast
+
+import pandas as pd
+
+from audits.schema import ModelFigures, Summary
+
+if TYPE_CHECKING:
+    from audits.asr.scoring import ScoredRows
+
+
+def section_results(summary: Summary) -> Mapping[str, Mapping[str, Any]]:
+    """The audit sections' parts of ``summary`` (``probes``, ``speaker``, ...), by section key, in section order."""
+    from audits.sections import present_in
+
+    plain = cast(Mapping[str, Any], summary)
+    return MappingProxyType({sec.key: plain[sec.key] for sec in present_in(plain)})
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run's figures and rows, as the run made them or as ``summary.json`` and ``utterances.parquet`` hold them.
+
+    * ``summary``: ``summary.json`` (typed by ``audits.schema.Summary``);
+    * ``table``: the result rows (one per model and utterance; ``utterances.parquet``);
+    * ``scored``: the scoring pass the summary was built from (normalized text and per-row edit
+      counts); None for a result loaded from disk or merged from several runs, whose reports
+      score the rows again when they need them;
+    * ``sections``: each audit section's part of the summary by section key (read-only);
+    * ``run_dir``: where the files are (None for a merged result that was not written).
+    """
+
+    summary: Summary
+    table: pd.DataFrame
+    scored: ScoredRows | None = None
+    run_dir: Path | None = None
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, summary: Summary, table: pd.DataFrame, scored: ScoredRows | None = None, run_dir: Path | None = None) -> RunResult:
+        """A result whose ``sections`` are read from ``summary`` (the usual way to build one)."""
+        return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=section_results(summary))
+
+    @property
+    def models(self) -> dict[str, ModelFigures]:
+        """Per model: WER, interval, slices, gaps and run facts (``summary['models']``)."""
+        return dict(self.summary.get("models") or {})
+
+    @property
+    def scored_frame(self) -> pd.DataFrame | None:
+        """The scored rows as a DataFrame (None when this result holds no scoring pass)."""
+        return None if self.scored is None else self.scored.frame
+
+    def section(self, key: str) -> Mapping[str, Any]:
+        """One audit section's results (``{}`` when the run did not include it)."""
+        return self.sections.get(key) or {}
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        """The summary's figures as flat tables (``models``, ``slices``, ``gaps``, ``pairs`` and each section's)."""
+        from audits.reports.tables import summary_frames
+
+        return summary_frames(self.plain_summary)
+
+    def query(self, sql: str) -> pd.DataFrame:
+        """SQL over this result's views, as ``audit query`` gives them (DuckDB, in memory)."""
+        from audits.reports.views import query_frames
+
+        return query_frames(self.plain_summary, self.table, sql)
+
+    @property
+    def plain_summary(self) -> Mapping[str, Any]:
+        """The summary as a plain mapping (section keys are not part of the typed ``Summary``)."""
+        return cast(Mapping[str, Any], self.summary)

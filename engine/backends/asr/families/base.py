@@ -1,0 +1,90 @@
+"""The one interface every family inside the ``transformers`` backend implements.
+
+The backend picks the device and dtype, reads the checkpoint's config and hands the family its
+options; the family loads model and processor the way its model card does, transcribes a batch,
+and says which prompt, decoding settings and post-processing it used (``settings()``, recorded
+in ``backend_info`` beside every result).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from engine.errors import BackendUnavailable
+
+
+class FamilyLoader(ABC):
+    """Load, prompt, decode and post-process one model family in transformers."""
+
+    name: ClassVar[str] = "family"
+    #: ``config.model_type`` values this family drives (``auto`` picks the family from them).
+    model_types: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, options: Mapping[str, Any], torch: Any, device: str, dtype: Any) -> None:
+        self.options = dict(options)
+        self.torch = torch
+        self.device = device
+        self.dtype = dtype
+        self.model: Any = None
+        self.processor: Any = None
+        self.model_type = ""
+
+    @classmethod
+    def drives(cls, model_type: str) -> bool:
+        return model_type in cls.model_types
+
+    @abstractmethod
+    def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
+        """Load model and processor from ``source``; raise ``BackendUnavailable`` with the fix."""
+
+    @abstractmethod
+    def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+        """Raw text per clip, one forward (or generate) call for the whole batch."""
+
+    def settings(self) -> dict[str, Any]:
+        """Prompt, decoding settings and post-processing as used (recorded with every result)."""
+        return {}
+
+    # -- helpers the families share ------------------------------------------------------------
+    def processor_source(self, source: str) -> str:
+        """Where the processor comes from: the checkpoint, or the option ``processor`` (lite-whisper
+        ships weights only and uses its base model's processor, per its model card)."""
+        return str(self.options.get("processor") or source)
+
+    def generate_kwargs(self, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The family's model-card decoding settings, overridden by the entry's options."""
+        kwargs: dict[str, Any] = dict(defaults or {})
+        if self.options.get("num_beams") is not None:
+            kwargs["num_beams"] = int(self.options["num_beams"])
+        if self.options.get("max_new_tokens"):
+            kwargs["max_new_tokens"] = int(self.options["max_new_tokens"])
+        kwargs.update(dict(self.options.get("generate_kwargs") or {}))
+        return kwargs
+
+    def to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """Move a processor's output to the model's device; floating tensors take the model's dtype."""
+        out: dict[str, Any] = {}
+        for key, value in inputs.items():
+            if hasattr(value, "to"):
+                value = value.to(self.device)
+                if value.is_floating_point():
+                    value = value.to(self.model.dtype)
+            out[key] = value
+        return out
+
+    def place(self) -> None:
+        """Cast to the requested device/dtype (older releases ignore ``dtype=`` at load) and set eval."""
+        self.model.to(device=self.device, dtype=self.dtype)
+        self.model.eval()
+
+    def check_type(self, config: Any) -> None:
+        if not self.drives(str(config.model_type)):
+            raise BackendUnavailable(
+                f"family '{self.name}' does not drive model_type '{config.model_type}' "
+                f"(it drives {', '.join(sorted(self.model_types))}): fix 'family' in the registry entry or use family: auto"
+            )
+        self.model_type = str(config.model_type)

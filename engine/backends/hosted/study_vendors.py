@@ -1,0 +1,65 @@
+"""Two hosted systems of the study line-up, each written from the vendor's public API reference.
+
+| backend | request | auth header | transcript |
+| --- | --- | --- | --- |
+| modulate | POST /api/velma-2-stt-batch (multipart ``upload_file``), docs.modulate.ai | ``X-API-Key: KEY`` | ``text`` |
+| smallest | POST /waves/v1/pulse/get_text?language=... (raw audio, application/octet-stream), docs.smallest.ai | ``Authorization: Bearer KEY`` | ``transcription`` |
+
+Both answer synchronously, one request per clip. Limits, retries, caching, secret scrubbing and
+cost accounting are the shared ones of ``base.py`` and ``http.py``. Extra request fields go in the
+option ``params`` (multipart fields for Modulate, query parameters for Smallest).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from engine.backends.hosted.base import HostedASRBackend
+from engine.backends.hosted.http import HostedClient, multipart
+from engine.backends.hosted.vendors import _dig, _params, _text
+
+
+class ModulateBackend(HostedASRBackend):
+    """Modulate Velma-2 STT batch (multilingual): one multipart upload per clip.
+
+    Enrichments (emotion, accent, deepfake score, PII tagging) stay off: PII tags would rewrite the
+    transcript. Diarization is off: one transcript string per clip is all the audit reads.
+    """
+
+    name = "modulate"
+    vendor = "modulate"
+    default_base_url = "https://modulate-developer-apis.com"
+    default_key_env = "MODULATE_API_KEY"
+    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"X-API-Key": key}
+
+    def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
+        fields: list[tuple[str, str | bytes, str | None, str | None]] = [
+            (k, v if isinstance(v, str) else str(v).lower(), None, None) for k, v in _params(self.options).items()
+        ]
+        fields.append(("upload_file", wav, "audio.wav", "audio/wav"))
+        body, ctype = multipart(fields)
+        path = f"/api/{self.options['model']}"
+        data = client.request("POST", path, body=body, content_type=ctype).json(client.redact)
+        return _text(_dig(data, "text"), self.vendor, "text", client.redact), data
+
+
+class SmallestBackend(HostedASRBackend):
+    """Smallest AI Pulse pre-recorded transcription: raw WAV bytes, settings as query parameters."""
+
+    name = "smallest"
+    vendor = "smallest"
+    default_base_url = "https://api.smallest.ai"
+    default_key_env = "SMALLEST_API_KEY"
+    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
+        query = {"language": self.options["language"] or "en", **_params(self.options)}
+        path = f"/waves/v1/{self.options['model']}/get_text"
+        data = client.request("POST", path, body=wav, content_type="application/octet-stream", query=query).json(client.redact)
+        return _text(_dig(data, "transcription"), self.vendor, "transcription", client.redact), data

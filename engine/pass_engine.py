@@ -1,0 +1,106 @@
+"""The run's engine: which runner moves the audio of every pass (ASR, SV, SER, probe re-runs).
+
+A recipe run picks one engine (``--engine inprocess|ray``, ``--address``); the pipeline hands it
+to every section (``SectionContext.engine``), and every pass is submitted through
+:meth:`EngineOptions.runner`, so ``--engine ray`` and ``--address`` cover the whole recipe and
+nothing outside ``engine/`` knows which runner ran a pass. Each pass's model facts record it
+(``facts['engine']['runner']``: ``inprocess`` or ``ray``, with host, pid and GPU ids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import Field
+from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.datasets.base import Dataset
+from engine.errors import ConfigError
+from engine.runner import InProcessRunner
+from engine.store import RunStore
+
+ENGINE_KINDS = ("inprocess", "ray")
+"""The runners that run every pass kind; a plug-in runner (``audit_engine.runners``) runs the ASR pass only."""
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """Which runner moves the audio: ``inprocess`` (default on one machine), ``ray``, or a plug-in's name.
+
+    The pipeline checks the name against the runner registry (``audits/runners.py``) before
+    anything opens; :meth:`runner` builds the section passes' runners.
+    """
+
+    kind: str = "inprocess"
+    address: str | None = None
+    workers: int | None = None
+    max_retries: int = 2
+    unit_timeout_s: float | None = None
+    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
+    memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
+
+    def check(self) -> None:
+        """Every option typed and in range (``--memory-budget-mb -5``, ``--max-models-loaded 0``
+        are refused here, before the run directory is touched); the runner's name is checked by
+        the runner registry."""
+        for name, f in ENGINE_FIELDS.items():
+            f.check(getattr(self, name), f"--{name.replace('_', '-')}")
+
+    def runner(
+        self,
+        dataset: Dataset,
+        specs: Sequence[ModelSpec],
+        store: RunStore,
+        *,
+        warmup: int = 1,
+        decode_options: DecodeOptions | None = None,
+        progress: ProgressFn | None = None,
+    ) -> Any:
+        """A runner for one pass (``specs`` of one kind, ``store`` of that kind); ``run()`` returns model facts."""
+        dec = decode_options or DecodeOptions()
+        if self.kind not in ENGINE_KINDS:
+            raise ConfigError(
+                f"engine '{self.kind}' is a plug-in runner: it runs the recipe's ASR pass, but speaker, emotion and probe "
+                f"passes run on {' or '.join(ENGINE_KINDS)}; use --engine inprocess or --engine ray for a recipe with these sections"
+            )
+        if self.kind == "ray":
+            from engine.ray_runner import RayRunner
+
+            return RayRunner(
+                dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
+                address=self.address, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
+            )
+        return InProcessRunner(
+            dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
+            max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb,
+        )
+
+    def start(self) -> bool:
+        """Connect to (or start) Ray once for a whole recipe, so its passes share one instance; True if this call started it."""
+        if self.kind != "ray":
+            return False
+        from engine.ray_setup import init_ray
+
+        return init_ray(self.address)
+
+    def stop(self, started: bool) -> None:
+        if started:
+            import ray
+
+            ray.shutdown()
+
+
+__all__ = ["ENGINE_KINDS", "EngineOptions"]
+
+
+ENGINE_FIELDS: dict[str, Field] = {
+    "kind": Field(str, "inprocess", "the runner's registry name (--engine)"),
+    "address": Field(str, None, "Ray cluster address", nullable=True),
+    "workers": Field(int, None, "cap on Ray actors per model on CPU", ge=1, le=10_000, nullable=True),
+    "max_retries": Field(int, 2, "retries of a failed unit", ge=0, le=100),
+    "unit_timeout_s": Field(float, None, "seconds a unit may take before it is retried", gt=0, nullable=True),
+    "max_models_loaded": Field(int, None, "in-process: models loaded at once", ge=1, le=1000, nullable=True),
+    "memory_budget_mb": Field(float, None, "in-process: memory the loaded models may take, MB", gt=0, le=1e9, nullable=True),
+}
+"""The engine's options (CLI flags), typed and bounded (engine.config.Field)."""

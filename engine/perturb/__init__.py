@@ -1,0 +1,1 @@
+"""Perturbation ladders: deterministic derived clips (noise, telephone, codecs, reverberation, speed, level) of any dataset."""

