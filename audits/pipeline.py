@@ -39,8 +39,9 @@ def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None =
         return path
     from engine.corpus.demo import build_demo_corpus
 
-    log.info("building the demo corpus in %s (first run only)", path)
-    build_demo_corpus(path, progress=progress)
+    subset = "small" if path.name == "demo-small" else "full"
+    log.info("building the demo corpus (%s) in %s (first run only)", subset, path)
+    build_demo_corpus(path, progress=progress, subset=subset)
     return path
 
 
