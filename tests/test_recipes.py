@@ -19,7 +19,9 @@ def test_builtin_recipes_valid():
         load_recipe(n)
     demo = load_recipe("demo")
     assert demo.models == ("whisper-tiny.en", "whisper-base", "pocketsphinx-en-us")
-    assert demo.dataset.path == "builtin:demo"
+    assert demo.dataset.path == "builtin:demo-small"  # the quick demo; demo-full runs every clip
+    full = load_recipe("demo-full")
+    assert full.dataset.path == "builtin:demo" and full.models == demo.models and full.scoring == demo.scoring
 
 
 def test_unknown_key_named(tmp_path: Path):
