@@ -20,7 +20,7 @@ import soundfile as sf
 
 from audits.asr.align import error_count
 from engine.backends.asr.pocketsphinx import FAST_SEARCH, PocketsphinxBackend
-from engine.corpus.demo import build_demo_corpus
+from engine.datasets.base import open_dataset
 from normalizers import get_normalizer
 
 log = logging.getLogger("pocketsphinx_speed")
@@ -39,8 +39,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    corpus = build_demo_corpus(args.corpus)
-    utts = corpus.utterances()[:: args.every]
+    dataset = open_dataset(args.corpus)  # an existing corpus (data/demo: `audit corpus demo`)
+    utts = [u for sid in dataset.shard_ids for u in dataset.load_shard(sid).utterances][:: args.every]
     norm = get_normalizer("whisper-english")
     clips = [sf.read(io.BytesIO(u.audio_bytes or b""), dtype="float32")[0] for u in utts]
     audio_s = sum(len(c) for c in clips) / 16000
