@@ -305,7 +305,7 @@ _register_report_commands()
 
 @corpus_app.command("demo")
 def corpus_demo_cmd(
-    out: Path = typer.Option(Path("data/demo"), "--out", help="Folder for shards, audio and manifest."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for shards, audio and manifest (default: data/demo, or data/demo-small with --subset small)."),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same corpus."),
     n: Optional[int] = typer.Option(None, "--n", help="Number of utterances (default: the full design)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching corpus exists."),
@@ -324,7 +324,8 @@ def corpus_demo_cmd(
                     lines.corpus(done, total)
                 prog.update(task, completed=done, total=total)
 
-            corpus = build_demo_corpus(out, seed=seed, n_utts=n, progress=cb, force=force, subset=subset)
+            target = out or Path("data/demo-small" if subset == "small" else "data/demo")
+            corpus = build_demo_corpus(target, seed=seed, n_utts=n, progress=cb, force=force, subset=subset)
     except AuditError as exc:
         _fail(exc)
         return
