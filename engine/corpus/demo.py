@@ -59,12 +59,9 @@ draws come from ``numpy.random.default_rng`` seeded from ``seed`` (design) and `
 
 Subsets
 -------
-``subset="small"`` (the quick demo) builds only a balanced subset of the full design:
-``SMALL_PER_VOICE`` clips per voice, chosen greedily so that every background, conversation and
-emotion value appears and the counts stay as even as the design allows (an emotional clip comes
-with the neutral clip it re-voices), plus one speech-free clip of each kind. Every chosen clip
-keeps its utterance id, reference and audio bytes from the full design, so its results can be
-compared clip for clip with a run on the full corpus.
+``subset="small"`` (the quick demo) builds a balanced subset of the full design
+(``select_small``) plus one speech-free clip of each kind. Every chosen clip keeps its id,
+reference and audio bytes, so it can be compared clip for clip with a run on the full corpus.
 """
 
 from __future__ import annotations
@@ -417,12 +414,11 @@ def _plan_keys(plan: UttPlan) -> list[tuple[str, str]]:
 
 
 def select_small(plans: Sequence[UttPlan], per_voice: int = SMALL_PER_VOICE) -> list[UttPlan]:
-    """A balanced subset: ``per_voice`` clips per voice covering every channel and emotion value.
+    """``per_voice`` clips per voice covering every channel and emotion value, counts kept even.
 
-    Units are a neutral clip with the emotional clips that re-voice it (or a lone clip); each step
-    takes, among units that fit their voice's quota, the one adding the most unseen values, then
-    the one whose values are least represented so far, then the lowest index (deterministic).
-    """
+    Units are a neutral clip with the emotional clips that re-voice it; each step takes, among units
+    that fit their voice's quota, the one adding the most unseen values, then the least represented
+    values, then the lowest index (deterministic)."""
     children: dict[int, list[UttPlan]] = {}
     for p in plans:
         if p.parent is not None:
