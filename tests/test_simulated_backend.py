@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from engine.backends.availability import model_availability
 from engine.backends.asr.simulated import SimulatedBackend, SimulatedFailure
+from engine.backends.availability import model_availability
 from engine.errors import BackendUnavailable, ConfigError
 
 
