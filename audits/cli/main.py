@@ -305,7 +305,9 @@ _register_report_commands()
 
 @corpus_app.command("demo")
 def corpus_demo_cmd(
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for shards, audio and manifest (default: data/demo, or data/demo-small with --subset small)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Folder for shards, audio and manifest (default: data/demo, or data/demo-small with --subset small)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same corpus."),
     n: Optional[int] = typer.Option(None, "--n", help="Number of utterances (default: the full design)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching corpus exists."),

@@ -205,7 +205,8 @@ class FasterWhisperBackend(ASRBackend):
         merged["temperature"] = _temperatures(self.name, merged["temperature"])
         for key in ("best_of", "seed"):
             if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < (1 if key == "best_of" else 0):
-                raise ConfigError(f"{self.name}: option '{key}' must be a {'positive' if key == 'best_of' else 'non-negative'} integer, got {merged[key]!r}")
+                kind = "positive" if key == "best_of" else "non-negative"
+                raise ConfigError(f"{self.name}: option '{key}' must be a {kind} integer, got {merged[key]!r}")
         for key in ("compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold"):
             value = merged[key]
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
@@ -372,7 +373,12 @@ class FasterWhisperBackend(ASRBackend):
         """One ``generate`` call: greedy/beam at temperature 0, ``best_of`` samples above it (as faster-whisper)."""
         kwargs: dict[str, Any]
         if temperature > 0:
-            kwargs = {"beam_size": 1, "num_hypotheses": int(self.options["best_of"]), "sampling_topk": 0, "sampling_temperature": float(temperature)}
+            kwargs = {
+                "beam_size": 1,
+                "num_hypotheses": int(self.options["best_of"]),
+                "sampling_topk": 0,
+                "sampling_temperature": float(temperature),
+            }
         else:
             kwargs = {"beam_size": int(self.options["beam_size"]), "patience": float(self.options["patience"])}
         return list(
