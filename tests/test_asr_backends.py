@@ -252,11 +252,14 @@ def test_faster_whisper_silence_long_clip_and_word_timings(tiny_en: ASRBackend, 
     assert info["beam_size"] == 1 and info["faster_whisper_version"] and info["ctranslate2_version"]
 
 
+@pytest.mark.slow
 def test_faster_whisper_fallback_is_seeded_and_matches_transcribe(librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
     """Forcing every temperature (log-prob threshold 0): batched fallback equals faster-whisper's own
     transcribe() with the same seed, and repeats exactly."""
     audios, refs = librivox_16k
-    backend = ASR_BACKENDS.get("faster-whisper")(model="tiny.en", cpu_threads=1, log_prob_threshold=0.0, no_speech_threshold=None)
+    backend = ASR_BACKENDS.get("faster-whisper")(
+        model="tiny.en", cpu_threads=1, log_prob_threshold=0.0, no_speech_threshold=None, temperature=[0.0, 0.5, 1.0]
+    )
     backend.load()
     clip = audios[4]
     first = backend.transcribe_batch([clip])
@@ -264,7 +267,7 @@ def test_faster_whisper_fallback_is_seeded_and_matches_transcribe(librivox_16k: 
     assert first == [backend.transcribe_unbatched(clip)]  # type: ignore[attr-defined]
     assert corpus_wer([refs[4]], first) < 0.5
     info = backend.info().as_dict()
-    assert info["temperature"] == [0.0, 0.2, 0.4, 0.6, 0.8, 1.0] and info["best_of"] == 5 and info["seed"] == 0
+    assert info["temperature"] == [0.0, 0.5, 1.0] and info["best_of"] == 5 and info["seed"] == 0
     assert "temperature fallback" in info["decoding"] and info["compression_ratio_threshold"] == 2.4
     assert info["cpu_threads"] == 1
     backend.close()
