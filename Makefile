@@ -11,11 +11,18 @@ EXTRAS := bundled,speaker,semantic,report,conversation,kokoro
 # Where pip takes torch from. Empty: pip's default index (on Linux the CUDA build, right for GPU
 # machines). CPU-only machines: make demo TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 TORCH_INDEX_URL ?=
+# make demo: the quick demo (a balanced 45-clip subset of the demo corpus). FULL=1: all 208 clips.
+FULL ?=
+DEMO_RECIPE := $(if $(FULL),demo-full,demo)
+DEMO_CORPUS := $(if $(FULL),data/demo,data/demo-small)
+DEMO_SUBSET := $(if $(FULL),full,small)
+DEMO_TIMES := runs/$(DEMO_RECIPE)-times.tsv
+STAGE := scripts/demo_stage.sh
 
 .PHONY: help system system-test venv venv-test corpus demo test test-fast test-families clean
 
 help:
-	@echo "make demo   - install everything and run the demo audit (results in runs/demo)"
+	@echo "make demo   - install everything and run the quick demo audit (results in runs/demo); FULL=1: all 208 clips"
 	@echo "make test   - install everything (plus test-only packages) and run the test suite"
 	@echo "make test-families - the model families too heavy for make test (NeMo, qwen-asr), each in its own venv"
 
@@ -46,11 +53,17 @@ venv: $(VENV)/.stamp-install
 venv-test: $(VENV)/.stamp-test
 
 corpus: system venv
-	@[ -f data/demo/corpus.json ] || $(AUDIT) corpus demo --out data/demo
+	@[ -f $(DEMO_CORPUS)/corpus.json ] || $(AUDIT) corpus demo --subset $(DEMO_SUBSET) --out $(DEMO_CORPUS)
 
-demo: system venv corpus
-	$(AUDIT) run demo --out runs/demo
-	@echo "Results are in runs/demo: summary.json, utterances.parquet, report.md"
+# Each stage is timed (wall and CPU); the table is printed at the end and kept in $(DEMO_TIMES).
+demo:
+	@mkdir -p runs && rm -f $(DEMO_TIMES)
+	@$(STAGE) $(DEMO_TIMES) "system packages" $(MAKE) --no-print-directory system
+	@$(STAGE) $(DEMO_TIMES) "venv" $(MAKE) --no-print-directory venv
+	@$(STAGE) $(DEMO_TIMES) "corpus" $(MAKE) --no-print-directory corpus FULL=$(FULL)
+	@$(STAGE) $(DEMO_TIMES) "audit" $(AUDIT) run $(DEMO_RECIPE) --out runs/$(DEMO_RECIPE)
+	@echo "Results are in runs/$(DEMO_RECIPE): summary.json, utterances.parquet, report.md, report.html"
+	@$(STAGE) --table $(DEMO_TIMES)
 
 test: system-test venv-test
 	$(VENV)/bin/python -m pytest -q

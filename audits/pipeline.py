@@ -43,13 +43,22 @@ def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None =
         from engine.corpus.conversation import build_conversation_set
 
         return build_conversation_set(path).root
-    if (path / "corpus.json").exists() and (path / "shards").is_dir():
+    subset = "small" if path.name == "demo-small" else "full"
+    if (path / "corpus.json").exists() and (path / "shards").is_dir() and _corpus_subset(path) == subset:
         return path
     from engine.corpus.demo import build_demo_corpus
 
-    log.info("building the demo corpus in %s (first run only)", path)
-    build_demo_corpus(path, progress=progress)
+    log.info("building the demo corpus (%s) in %s (first run only)", subset, path)
+    build_demo_corpus(path, progress=progress, subset=subset)
     return path
+
+
+def _corpus_subset(path: Path) -> str | None:
+    """The subset a built demo corpus records (``full`` for corpora built before subsets existed)."""
+    try:
+        return str(json.loads((path / "corpus.json").read_text(encoding="utf-8")).get("subset", "full"))
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def open_recipe_dataset(

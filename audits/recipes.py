@@ -217,10 +217,13 @@ def data_dir() -> Path:
 
 
 def builtin_dataset_path(spec: str) -> Path:
-    """``builtin:demo`` -> the demo corpus folder (``$AUDIT_DATA_DIR/demo``)."""
+    """``builtin:demo`` -> the demo corpus folder (``$AUDIT_DATA_DIR/demo``); ``builtin:demo-small``
+    -> its balanced subset (``$AUDIT_DATA_DIR/demo-small``), the quick demo's corpus."""
     name = spec.split(":", 1)[1]
     if name == "demo-conversation":
         return data_dir() / "conversation"
+    if name == "demo-small":
+        return data_dir() / "demo-small"
     if name != "demo":
-        raise ConfigError(f"unknown built-in dataset '{name}' (known: demo, demo-conversation)")
+        raise ConfigError(f"unknown built-in dataset '{name}' (known: demo, demo-small, demo-conversation)")
     return data_dir() / "demo"

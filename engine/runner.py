@@ -163,8 +163,7 @@ def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str
 
 
 def hardware_facts() -> dict[str, Any]:
-    import os
-
+    """Where the run ran: platform, CPU (count, vector flags), torch/CUDA and CTranslate2 facts."""
     facts: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}
     try:
         import torch
@@ -175,7 +174,49 @@ def hardware_facts() -> dict[str, Any]:
             facts["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except Exception:
         pass  # torch missing or broken: the facts then say nothing about torch or CUDA
+    facts["cpu_flags"] = cpu_simd_flags()
+    facts.update(ctranslate2_facts())
     return facts
+
+
+_SIMD_FLAGS = (
+    "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+    "avx512_bf16", "avx_vnni", "amx_int8", "amx_bf16", "neon", "asimd", "asimddp", "sve",
+)
+
+
+def cpu_simd_flags(cpuinfo: str = "/proc/cpuinfo") -> list[str]:
+    """The vector instruction-set flags the CPU reports (those math kernels dispatch on); [] off Linux."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            have = set(value.split())
+            return [f for f in _SIMD_FLAGS if f in have]
+    return []
+
+
+def ctranslate2_facts() -> dict[str, Any]:
+    """CTranslate2's version, CPU compute types, ISA overrides and, once a CPU model was loaded in
+    this process, the ISA and GEMM backends it reported (int8 kernels differ between them, and so
+    can the decoded words)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return {}
+    from engine.backends.asr.faster_whisper import ct2_cpu_report
+
+    return {
+        "ctranslate2": {
+            "version": ctranslate2.__version__,
+            "cpu_compute_types": sorted(ctranslate2.get_supported_compute_types("cpu")),
+            "env": {k: os.environ[k] for k in ("CT2_FORCE_CPU_ISA", "CT2_USE_MKL", "MKL_ENABLE_INSTRUCTIONS") if k in os.environ},
+            "cpu_report": ct2_cpu_report(),
+        }
+    }
 
 
 def load_model(spec: ModelSpec, warmup: int) -> ModelState:

@@ -118,6 +118,44 @@ def test_bad_option_values_are_config_errors() -> None:
         ASR_BACKENDS.get("openai-compatible")(model="m", base_url="ftp://host")
     with pytest.raises(ConfigError, match="api_key_env"):
         ASR_BACKENDS.get("openai-compatible")(model="m", api_key="sk-secret")
+    for bad in ([], [0.0, -0.2], float("nan"), "0.2", True):
+        with pytest.raises(ConfigError, match="temperature"):
+            ASR_BACKENDS.get("faster-whisper")(model="tiny.en", temperature=bad)
+    with pytest.raises(ConfigError, match="compression_ratio_threshold"):
+        ASR_BACKENDS.get("faster-whisper")(model="tiny.en", compression_ratio_threshold=float("inf"))
+    with pytest.raises(ConfigError, match="best_of"):
+        ASR_BACKENDS.get("faster-whisper")(model="tiny.en", best_of=0)
+    with pytest.raises(ConfigError, match="search"):
+        ASR_BACKENDS.get("pocketsphinx")(search="fastest")
+    with pytest.raises(ConfigError, match="maxhmmpf"):
+        ASR_BACKENDS.get("pocketsphinx")(maxhmmpf="3000")
+    with pytest.raises(ConfigError, match="fwdflat"):
+        ASR_BACKENDS.get("pocketsphinx")(fwdflat="no")
+
+
+def test_whisper_fallback_rule_follows_faster_whisper() -> None:
+    """The fallback rule on hand-made decodes: loop -> retry, improbable -> retry unless silent."""
+    from engine.backends.asr.faster_whisper import _Candidate, compression_ratio
+
+    backend = ASR_BACKENDS.get("faster-whisper")(model="tiny.en")
+    assert backend.options["temperature"] == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the published schedule
+    loop = "the cat sat on the mat " * 12
+    assert compression_ratio(loop) > 2.4 > compression_ratio("The quick brown fox jumps over the lazy dog.")
+
+    class Result:
+        def __init__(self, no_speech_prob: float) -> None:
+            self.no_speech_prob = no_speech_prob
+
+    def cand(text: str, logprob: float, no_speech: float = 0.0) -> Any:
+        return _Candidate(Result(no_speech), logprob, 0.0, compression_ratio(text), text)
+
+    needs = backend._needs_fallback  # type: ignore[attr-defined]
+    assert needs(cand(loop, -0.1)) and needs(cand("a plain sentence", -1.5))
+    assert not needs(cand("a plain sentence", -0.3))
+    assert not needs(cand("", -1.5, no_speech=0.9)), "silence is not retried"
+    assert needs(cand(loop, -0.1, no_speech=0.9)), "a loop is retried even when no-speech is high"
+    greedy = ASR_BACKENDS.get("faster-whisper")(model="tiny.en", temperature=0)
+    assert greedy.options["temperature"] == (0.0,) and greedy.decoding_summary() == "greedy"  # type: ignore[attr-defined]
 
 
 # -- bundled models ------------------------------------------------------------------------------
@@ -214,6 +252,27 @@ def test_faster_whisper_silence_long_clip_and_word_timings(tiny_en: ASRBackend, 
     assert info["beam_size"] == 1 and info["faster_whisper_version"] and info["ctranslate2_version"]
 
 
+@pytest.mark.slow
+def test_faster_whisper_fallback_is_seeded_and_matches_transcribe(librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    """Forcing every temperature (log-prob threshold 0): batched fallback equals faster-whisper's own
+    transcribe() with the same seed, and repeats exactly."""
+    audios, refs = librivox_16k
+    backend = ASR_BACKENDS.get("faster-whisper")(
+        model="tiny.en", cpu_threads=1, log_prob_threshold=0.0, no_speech_threshold=None, temperature=[0.0, 0.5, 1.0]
+    )
+    backend.load()
+    clip = audios[4]
+    first = backend.transcribe_batch([clip])
+    assert backend.transcribe_batch([clip]) == first
+    assert first == [backend.transcribe_unbatched(clip)]  # type: ignore[attr-defined]
+    assert corpus_wer([refs[4]], first) < 0.5
+    info = backend.info().as_dict()
+    assert info["temperature"] == [0.0, 0.5, 1.0] and info["best_of"] == 5 and info["seed"] == 0
+    assert "temperature fallback" in info["decoding"] and info["compression_ratio_threshold"] == 2.4
+    assert info["cpu_threads"] == 1
+    backend.close()
+
+
 def test_faster_whisper_rejects_bad_batches(tiny_en: ASRBackend) -> None:
     with pytest.raises(AudioError, match="16000"):
         tiny_en.transcribe_batch([np.zeros(8000, np.float32)], sample_rate=8000)
@@ -261,6 +320,22 @@ def test_pocketsphinx_transcribes_speech_quietly(
     info = backend.info().as_dict()
     assert info["backend"] == "pocketsphinx" and info["pocketsphinx_version"]
     assert info["model_paths"]["hmm"].endswith("en-us")
+    assert info["search"] == "accurate" and info["search_settings"] == {} and "best path" in info["decoding"]
+    backend.close()
+
+
+def test_pocketsphinx_fast_search_preset(librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    """The fast preset reaches the decoder (its config) and still recognises clean speech."""
+    audios, refs = librivox_16k
+    backend = ASR_BACKENDS.get("pocketsphinx")(search="fast", maxwpf=8)
+    backend.load()
+    config = backend._decoder.config  # type: ignore[attr-defined]
+    assert config["maxhmmpf"] == 3000 and config["maxwpf"] == 8 and config["pl_window"] == 10
+    assert config["fwdflat"] is False and config["bestpath"] is False
+    (hyp,) = backend.transcribe_batch([audios[4]])
+    assert corpus_wer([refs[4]], [hyp]) <= 0.5
+    info = backend.info().as_dict()
+    assert info["search"] == "fast" and info["search_settings"]["maxwpf"] == 8 and info["decoding"] == "viterbi + n-gram LM (tree)"
     backend.close()
 
 

@@ -397,3 +397,27 @@ def test_full_default_corpus(demo_corpus: Path) -> None:
         assert parent.labels["emotion"] == "neutral" != child.labels["emotion"]
     hours = sum(u.duration_s or 0 for u in utts) / 3600
     assert 0.1 < hours < 0.5
+
+
+def test_small_subset_is_balanced_and_taken_from_the_full_design() -> None:
+    """The quick demo's corpus: every voice, channel, emotion and speech-free kind, clips unchanged."""
+    full = {p.index: p for p in plan_design(DEFAULT_N_UTTS)}
+    plans, free = demo_mod.select_plans("small", DEFAULT_N_UTTS, 0)
+    assert len(plans) == demo_mod.SMALL_PER_VOICE * len(VOICES) and len(free) == 3
+    assert all(full[p.index] == p for p in plans), "a chosen clip is the full design's clip (same id, text, slices)"
+    assert [f.background for f in free] == list(demo_mod.SPEECH_FREE_KINDS)
+    assert all(f in demo_mod.plan_speech_free(DEFAULT_N_UTTS) for f in free)
+    counts = slice_counts(plans, free)
+    for family in ("accent", "emotion", "background", "conversation", "tts_engine", "accent_group", "content"):
+        assert all(n > 0 for n in counts[family].values()), (family, counts[family])
+    assert set(Counter(p.voice.speaker for p in plans).values()) == {demo_mod.SMALL_PER_VOICE}
+    chosen = {p.index for p in plans}
+    assert any(p.parent is not None and p.parent in chosen for p in plans), "some emotional clips come with their neutral parent"
+    assert demo_mod.select_plans("small", DEFAULT_N_UTTS, 0) == (plans, free), "deterministic"
+    with pytest.raises(ConfigError, match="subset 'tiny'"):
+        demo_mod.select_plans("tiny", DEFAULT_N_UTTS, 0)
+
+
+def test_a_full_corpus_is_not_reused_as_the_small_one(small: DemoCorpus) -> None:
+    assert demo_mod._existing(small.root, 0, SMALL, "full") == small
+    assert demo_mod._existing(small.root, 0, SMALL, "small") is None

@@ -19,7 +19,9 @@ def test_builtin_recipes_valid():
         load_recipe(n)
     demo = load_recipe("demo")
     assert demo.models == ("whisper-tiny.en", "whisper-base", "pocketsphinx-en-us")
-    assert demo.dataset.path == "builtin:demo"
+    assert demo.dataset.path == "builtin:demo-small"  # the quick demo; demo-full runs every clip
+    full = load_recipe("demo-full")
+    assert full.dataset.path == "builtin:demo" and full.models == demo.models and full.scoring == demo.scoring
 
 
 def test_unknown_key_named(tmp_path: Path):
@@ -80,3 +82,20 @@ def test_registry_rejects_unknown_entry_keys(tmp_path: Path, monkeypatch):
     (tmp_path / "models" / "x.yaml").write_text("models:\n  m1: {backend: pocketsphinxx}\n")
     with pytest.raises(ConfigError, match="did you mean 'pocketsphinx'"):
         load_model_registry(tmp_path)
+
+
+def test_builtin_demo_corpora_and_their_subsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from audits.pipeline import _corpus_subset
+    from audits.recipes import builtin_dataset_path
+
+    monkeypatch.setenv("AUDIT_DATA_DIR", str(tmp_path))
+    assert builtin_dataset_path("builtin:demo-small") == tmp_path / "demo-small"
+    assert builtin_dataset_path("builtin:demo") == tmp_path / "demo"
+    with pytest.raises(ConfigError, match="demo-small"):
+        builtin_dataset_path("builtin:demo-tiny")
+    (tmp_path / "corpus.json").write_text('{"name": "demo", "subset": "small"}')
+    assert _corpus_subset(tmp_path) == "small"
+    (tmp_path / "corpus.json").write_text('{"name": "demo"}')  # built before subsets existed: the full design
+    assert _corpus_subset(tmp_path) == "full"
+    (tmp_path / "corpus.json").write_text("not json")
+    assert _corpus_subset(tmp_path) is None

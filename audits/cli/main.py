@@ -64,6 +64,20 @@ def _fail(exc: Exception) -> None:
     raise typer.Exit(code=2)
 
 
+def _plain_output() -> bool:
+    """True when stdout is not a terminal (a log, a pipe, CI): progress then goes out as lines."""
+    return not (sys.stdout.isatty() and console.is_terminal)
+
+
+def _line_progress() -> Any:
+    """Plain progress lines on stdout when it is not a terminal, else None (the bar is drawn)."""
+    from audits.cli.progress_log import LineProgress
+
+    if not _plain_output():
+        return None
+    return LineProgress(lambda line: out_console.print(line, markup=False, highlight=False, soft_wrap=True))
+
+
 def _progress() -> Progress:
     return Progress(
         SpinnerColumn(),
@@ -75,6 +89,7 @@ def _progress() -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=False,
+        disable=_plain_output(),
     )
 
 
@@ -116,6 +131,7 @@ def _run_with_progress(
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
     eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **(memory or {}))
     eng.check()  # typed flags, refused before the run directory is touched
+    lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
@@ -123,11 +139,15 @@ def _run_with_progress(
 
         def corpus_progress(done: int, total: int) -> None:
             nonlocal corpus_task
+            if lines is not None:
+                lines.corpus(done, total)
             if corpus_task is None:
                 corpus_task = prog.add_task("demo corpus", total=total, status="synthesizing")
             prog.update(corpus_task, completed=done)
 
         def on_progress(event: str, n: int, info: dict[str, Any]) -> None:
+            if lines is not None:
+                lines(event, n, info)
             if event == "loading":
                 prog.update(task, status=f"loading {info['model']}")
             elif event == "start":
@@ -298,12 +318,15 @@ _register_report_commands()
 
 @corpus_app.command("demo")
 def corpus_demo_cmd(
-    out: Path = typer.Option(Path("data/demo"), "--out", help="Folder for shards, audio and manifest."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Folder for shards, audio and manifest (default: data/demo, or data/demo-small with --subset small)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same corpus."),
     n: Optional[int] = typer.Option(None, "--n", help="Number of utterances (default: the full design)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching corpus exists."),
+    subset: str = typer.Option("full", "--subset", help="full (every clip of the design) or small (the quick demo's balanced subset)."),
 ) -> None:
-    """Build the deterministic synthetic demo corpus with espeak-ng and flite voices."""
+    """Build the deterministic synthetic demo corpus with espeak-ng, Flite and Kokoro voices."""
     from engine.config import check_number
     from engine.corpus.demo import build_demo_corpus
 
@@ -311,13 +334,17 @@ def corpus_demo_cmd(
         check_number(seed, "--seed", integer=True, ge=0, le=2**32 - 1)
         if n is not None:
             check_number(n, "--n", integer=True, ge=1, le=1_000_000)
+        lines = _line_progress()
         with _progress() as prog:
             task = prog.add_task("demo corpus", total=None, status="synthesizing")
 
             def cb(done: int, total: int) -> None:
+                if lines is not None:
+                    lines.corpus(done, total)
                 prog.update(task, completed=done, total=total)
 
-            corpus = build_demo_corpus(out, seed=seed, n_utts=n, progress=cb, force=force)
+            target = out or Path("data/demo-small" if subset == "small" else "data/demo")
+            corpus = build_demo_corpus(target, seed=seed, n_utts=n, progress=cb, force=force, subset=subset)
     except AuditError as exc:
         _fail(exc)
         return

@@ -56,6 +56,12 @@ has been used. After the speech clips come speech-free clips (3 per 48 speech cl
 silence at a -75 dBFS floor, pink noise and synthesized music at -36 dBFS), 2.5-6 s long. All
 draws come from ``numpy.random.default_rng`` seeded from ``seed`` (design) and ``(seed, index)``
 (signals).
+
+Subsets
+-------
+``subset="small"`` (the quick demo) builds a balanced subset of the full design
+(``select_small``) plus one speech-free clip of each kind. Every chosen clip keeps its id,
+reference and audio bytes, so it can be compared clip for clip with a run on the full corpus.
 """
 
 from __future__ import annotations
@@ -83,7 +89,10 @@ log = logging.getLogger(__name__)
 
 BUILDER_VERSION = "demo-2"
 DEFAULT_N_UTTS = 196
+SMALL_PER_VOICE = 3
+SUBSETS = ("full", "small")
 SHARD_SIZE = 64
+SMALL_SHARD_SIZE = 16  # the quick demo: more, smaller units, so progress and resume come often
 LEAD_S, TAIL_S = 0.25, 0.35
 MUSIC_SNR_DB = 10.0
 SECOND_TALKER_LEVEL_DB = -10.0
@@ -400,6 +409,55 @@ def slice_counts(plans: Sequence[UttPlan], free: Sequence[SpeechFreePlan] = ()) 
     return counts
 
 
+def _plan_keys(plan: UttPlan) -> list[tuple[str, str]]:
+    return [("channel", f"{plan.background}|{plan.conversation}"), ("emotion", plan.emotion)]
+
+
+def select_small(plans: Sequence[UttPlan], per_voice: int = SMALL_PER_VOICE) -> list[UttPlan]:
+    """``per_voice`` clips per voice covering every channel and emotion value, counts kept even.
+
+    Units are a neutral clip with the emotional clips that re-voice it; each step takes, among units
+    that fit their voice's quota, the one adding the most unseen values, then the least represented
+    values, then the lowest index (deterministic)."""
+    children: dict[int, list[UttPlan]] = {}
+    for p in plans:
+        if p.parent is not None:
+            children.setdefault(p.parent, []).append(p)
+    units = [[p, *children.get(p.index, [])] for p in plans if p.parent is None]
+    seen: dict[tuple[str, str], int] = {}
+    per: dict[str, int] = {}
+    chosen: list[UttPlan] = []
+    while True:
+        fitting = [u for u in units if per.get(u[0].voice.speaker, 0) + len(u) <= per_voice]
+        if not fitting:
+            break
+
+        def score(unit: list[UttPlan]) -> tuple[int, int, int]:
+            keys = [k for p in unit for k in _plan_keys(p)]
+            return (-len({k for k in keys if k not in seen}), sum(seen.get(k, 0) for k in keys) - len(unit), unit[0].index)
+
+        best = min(fitting, key=score)
+        units.remove(best)
+        for p in best:
+            for k in _plan_keys(p):
+                seen[k] = seen.get(k, 0) + 1
+        per[best[0].voice.speaker] = per.get(best[0].voice.speaker, 0) + len(best)
+        chosen.extend(best)
+    return sorted(chosen, key=lambda p: p.index)
+
+
+def select_plans(subset: str, n_utts: int, seed: int) -> tuple[list[UttPlan], list[SpeechFreePlan]]:
+    """The speech and speech-free plans a corpus of ``subset`` builds (``full``: all of them)."""
+    if subset not in SUBSETS:
+        raise ConfigError(f"unknown demo corpus subset '{subset}' (known: {', '.join(SUBSETS)})")
+    plans = plan_design(n_utts, seed)
+    free = plan_speech_free(n_utts, seed)
+    if subset == "full":
+        return plans, free
+    first_of_kind = {f.background: f for f in reversed(free)}
+    return select_small(plans), sorted(first_of_kind.values(), key=lambda f: f.index)
+
+
 # ----------------------------------------------------------------------------- synthesis
 
 
@@ -583,7 +641,7 @@ def _jobs_for(plan: UttPlan) -> list[_Job]:
 # ----------------------------------------------------------------------------- build
 
 
-def _existing(out_dir: Path, seed: int, n_utts: int) -> DemoCorpus | None:
+def _existing(out_dir: Path, seed: int, n_utts: int, subset: str = "full") -> DemoCorpus | None:
     meta_path = out_dir / "corpus.json"
     if not meta_path.exists():
         return None
@@ -591,13 +649,14 @@ def _existing(out_dir: Path, seed: int, n_utts: int) -> DemoCorpus | None:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-    if (meta.get("name"), meta.get("seed"), meta.get("n_utts"), meta.get("builder_version")) != ("demo", seed, n_utts, BUILDER_VERSION):
+    found = (meta.get("name"), meta.get("seed"), meta.get("n_utts"), meta.get("builder_version"), meta.get("subset", "full"))
+    if found != ("demo", seed, n_utts, BUILDER_VERSION, subset):
         return None
     shards = tuple(out_dir / s for s in meta.get("shards", []))
     manifest = out_dir / str(meta.get("manifest", "manifest.jsonl"))
     if not shards or not manifest.exists() or not all(s.exists() for s in shards):
         return None
-    return DemoCorpus(root=out_dir, manifest=manifest, shards=shards, n_utts=n_utts, seed=seed)
+    return DemoCorpus(root=out_dir, manifest=manifest, shards=shards, n_utts=int(meta.get("n_speech", n_utts)), seed=seed)
 
 
 def _clear_previous(out_dir: Path) -> None:
@@ -641,21 +700,22 @@ def build_demo_corpus(
     progress: Callable[[int, int], None] | None = None,
     force: bool = False,
     workers: int | None = None,
+    subset: str = "full",
 ) -> DemoCorpus:
     """Build (or reuse) the demo corpus in ``out_dir``; the same seed gives identical audio bytes.
 
-    An existing complete corpus with the same seed, size and builder version is returned as is
-    unless ``force``. ``progress(done, total)`` is called after each utterance.
+    An existing complete corpus with the same seed, size, subset and builder version is returned
+    as is unless ``force``. ``progress(done, total)`` is called after each utterance. ``subset``
+    ``small`` builds the balanced subset of the design (module docstring, "Subsets").
     """
     out = Path(out_dir).resolve()
     n = DEFAULT_N_UTTS if n_utts is None else int(n_utts)
     if not force:
-        found = _existing(out, int(seed), n)
+        found = _existing(out, int(seed), n, subset)
         if found is not None:
-            log.info("demo corpus already built at %s (seed %d, %d utterances)", out, seed, n)
+            log.info("demo corpus already built at %s (seed %d, %d utterances, %s)", out, seed, found.n_utts, subset)
             return found
-    plans = plan_design(n, int(seed))
-    free_plans = plan_speech_free(n, int(seed))
+    plans, free_plans = select_plans(subset, n, int(seed))
     total = len(plans) + len(free_plans)
     synth = _Synth()
     tool_versions = synth.check()
@@ -688,12 +748,15 @@ def build_demo_corpus(
         if progress is not None:
             progress(done, total)
 
-    shard_paths = write_shards(utts, out / "shards", shard_size=SHARD_SIZE)
+    shard_paths = write_shards(utts, out / "shards", shard_size=SHARD_SIZE if subset == "full" else SMALL_SHARD_SIZE)
     manifest = write_manifest(utts, out / "manifest.jsonl")
     meta = {
         "name": "demo",
         "seed": int(seed),
         "n_utts": n,
+        "subset": subset,
+        "n_speech": len(plans),
+        "utt_ids": [p.utt_id for p in plans] + [f.utt_id for f in free_plans] if subset != "full" else None,
         "n_speech_free": len(free_plans),
         "builder_version": BUILDER_VERSION,
         "sample_rate": SAMPLE_RATE,
@@ -731,5 +794,5 @@ def build_demo_corpus(
     tmp = out / f".corpus.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, out / "corpus.json")  # written last: its presence marks a complete corpus
-    log.info("built demo corpus: %d utterances in %s", n, out)
-    return DemoCorpus(root=out, manifest=manifest, shards=tuple(shard_paths), n_utts=n, seed=int(seed))
+    log.info("built demo corpus: %d utterances (%s) in %s", len(plans), subset, out)
+    return DemoCorpus(root=out, manifest=manifest, shards=tuple(shard_paths), n_utts=len(plans), seed=int(seed))

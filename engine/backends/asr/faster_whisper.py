@@ -7,15 +7,23 @@ whole batch, with the same prompt, token suppression and no-speech rule that
 ``WhisperModel.transcribe`` applies to a single window (so batched text equals per-file text).
 Longer clips go through ``transcribe`` (sequential 30 s windows with timestamps).
 
-Decoding defaults to greedy (``beam_size=1``), temperature 0 and no fallback: deterministic and
-fast, as in the Open ASR Leaderboard's Whisper evaluation; set ``beam_size=5`` to match
-faster-whisper's own default. Every choice is recorded in ``info()``.
+Decoding defaults to greedy (``beam_size=1``) with Whisper's standard temperature fallback, as
+openai-whisper's and faster-whisper's ``transcribe`` do: temperatures 0.0, 0.2, ... 1.0, a clip is
+decoded again at the next temperature when its text compresses too well (zlib ratio > 2.4, a
+loop) or its mean token log-probability is below -1.0, unless it looks like silence (no-speech
+probability > 0.6). Sampled decodes draw ``best_of`` = 5 candidates from a generator seeded with
+``seed`` before each clip, so a run is repeatable. ``temperature: 0`` gives plain greedy
+decoding without fallback (the Open ASR Leaderboard's Whisper evaluation); ``beam_size: 5``
+matches faster-whisper's default beam. Every choice is recorded in ``info()``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import sys
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 
 _WINDOW_S = 30.0
 _N_FRAMES = 3000
+STANDARD_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""openai-whisper's and faster-whisper's default temperature schedule for ``transcribe``."""
 
 
 class WordTiming(NamedTuple):
@@ -69,10 +79,92 @@ _DEFAULTS: dict[str, Any] = {
     "num_workers": 1,
     "no_speech_threshold": 0.6,
     "log_prob_threshold": -1.0,
+    "temperature": STANDARD_TEMPERATURES,  # one value or a fallback schedule; 0 = greedy, no fallback
+    "compression_ratio_threshold": 2.4,
+    "best_of": 5,  # candidates per sampled (temperature > 0) decode
+    "seed": 0,  # seeds the sampler before each clip's fallback decodes
     "max_new_tokens": None,
     "download_root": None,
     "local_files_only": False,
 }
+
+
+_CT2_CPU_REPORT: dict[str, str] = {}
+"""What CTranslate2 said about the CPU when it first initialised it in this process (ISA, GEMM backends)."""
+_CT2_REPORT_KEYS = ("CPU", "Selected ISA", "Use Intel MKL", "SGEMM backend", "GEMM_S16 backend", "GEMM_S8 backend")
+
+
+def ct2_cpu_report() -> dict[str, str]:
+    """CTranslate2's own CPU report (empty until a CPU model was loaded by this backend in this process)."""
+    return dict(_CT2_CPU_REPORT)
+
+
+def _load_capturing_cpu_report(load: Any) -> Any:
+    """Run ``load()`` (the first CPU model load) with CTranslate2 logging at INFO and its stderr captured.
+
+    CTranslate2 reports the instruction set its kernels dispatch to (and the GEMM backends) only
+    in its log, once per process; the lines are kept in ``_CT2_CPU_REPORT`` and everything else it
+    wrote is passed on to stderr unchanged.
+    """
+    import tempfile
+
+    import ctranslate2
+
+    if _CT2_CPU_REPORT:
+        return load()
+    level = ctranslate2.get_log_level()
+    ctranslate2.set_log_level(logging.INFO)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as buf:
+        os.dup2(buf.fileno(), 2)
+        try:
+            return load()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            ctranslate2.set_log_level(level)
+            buf.seek(0)
+            passed: list[str] = []
+            for line in buf.read().decode("utf-8", "replace").splitlines():
+                body = line.split("] ")[-1].strip()
+                key, _, value = body.partition(":")
+                key = key.lstrip("- ").strip()
+                if key in _CT2_REPORT_KEYS and value:
+                    _CT2_CPU_REPORT[key.lower().replace(" ", "_")] = value.strip()
+                elif "[info]" not in line:
+                    passed.append(line)
+            if passed:
+                sys.stderr.write("\n".join(passed) + "\n")
+
+
+class _Candidate(NamedTuple):
+    """One decode of one clip at one temperature, with what the fallback rule looks at."""
+
+    result: Any
+    avg_logprob: float
+    temperature: float
+    compression_ratio: float
+    text: str
+
+
+def compression_ratio(text: str) -> float:
+    """Bytes of the text over bytes of its zlib compression (Whisper's loop detector)."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def _temperatures(name: str, value: Any) -> tuple[float, ...]:
+    """One temperature or a fallback schedule (tried in order), each finite and >= 0."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not values:
+        raise ConfigError(f"{name}: option 'temperature' must be a number or a non-empty list of numbers")
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ConfigError(f"{name}: option 'temperature' must hold finite numbers >= 0, got {v!r}")
+        out.append(float(v))
+    return tuple(out)
 
 
 class FasterWhisperBackend(ASRBackend):
@@ -110,6 +202,15 @@ class FasterWhisperBackend(ASRBackend):
                 raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {merged[key]!r}")
         if merged["task"] not in ("transcribe", "translate"):
             raise ConfigError(f"{self.name}: option 'task' must be 'transcribe' or 'translate'")
+        merged["temperature"] = _temperatures(self.name, merged["temperature"])
+        for key in ("best_of", "seed"):
+            if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < (1 if key == "best_of" else 0):
+                kind = "positive" if key == "best_of" else "non-negative"
+                raise ConfigError(f"{self.name}: option '{key}' must be a {kind} integer, got {merged[key]!r}")
+        for key in ("compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold"):
+            value = merged[key]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+                raise ConfigError(f"{self.name}: option '{key}' must be a finite number or null, got {value!r}")
         super().__init__(**merged)
         self._model: Any = None
         self._model_path: str | None = None
@@ -118,6 +219,7 @@ class FasterWhisperBackend(ASRBackend):
         self._suppress_tokens: list[int] = []
         self.last_word_timings: list[list[WordTiming]] = []
         self._largest_batch = 0
+        self._cpu_threads: int | None = None
 
     # -- loading -----------------------------------------------------------------------------
     def _resolve_model_path(self) -> str:
@@ -154,8 +256,9 @@ class FasterWhisperBackend(ASRBackend):
             )
         path = self._resolve_model_path()
         cpu_threads = int(self.options["cpu_threads"]) or min(8, os.cpu_count() or 1)
-        try:
-            self._model = WhisperModel(
+        self._cpu_threads = cpu_threads
+        def build() -> Any:
+            return WhisperModel(
                 path,
                 device=device,
                 device_index=self.options["device_index"],
@@ -165,6 +268,9 @@ class FasterWhisperBackend(ASRBackend):
                 download_root=self.options["download_root"],
                 local_files_only=bool(self.options["local_files_only"]),
             )
+
+        try:
+            self._model = _load_capturing_cpu_report(build) if device == "cpu" else build()
         except (OSError, ValueError, RuntimeError) as exc:
             if Path(path).is_dir():
                 raise BackendUnavailable(f"cannot load faster-whisper model from {path}: {exc}") from exc
@@ -252,33 +358,88 @@ class FasterWhisperBackend(ASRBackend):
                 p[lang_index] = base_tok.tokenizer.token_to_id(langs[0][0])
         max_new = self.options["max_new_tokens"]
         max_length = min(model.max_length, len(prompt) + int(max_new)) if max_new else model.max_length
-        results = model.model.generate(
-            encoder_output,
-            prompts,
-            beam_size=int(self.options["beam_size"]),
-            patience=float(self.options["patience"]),
-            length_penalty=float(self.options["length_penalty"]),
-            repetition_penalty=float(self.options["repetition_penalty"]),
-            no_repeat_ngram_size=int(self.options["no_repeat_ngram_size"]),
-            max_length=max_length,
-            return_scores=True,
-            return_no_speech_prob=True,
-            suppress_blank=True,
-            suppress_tokens=self._suppress_tokens,
-        )
+        temperatures: tuple[float, ...] = self.options["temperature"]
+        results = self._generate(encoder_output, prompts, temperatures[0], max_length)
         texts: list[tuple[str, dict[str, float]]] = []
-        for result in results:
-            tokens = result.sequences_ids[0]
-            conf = {"asr_avg_logprob": self._avg_logprob(result, len(tokens)), "asr_no_speech_prob": float(result.no_speech_prob)}
-            texts.append(("" if self._is_silence(result, len(tokens)) else base_tok.decode(tokens).strip(), conf))
+        for i, result in enumerate(results):
+            cand = self._candidate(result, base_tok, temperatures[0])
+            if len(temperatures) > 1 and self._needs_fallback(cand):
+                cand = self._fallback(features[i], prompts[i], base_tok, cand, max_length)
+            conf = {"asr_avg_logprob": cand.avg_logprob, "asr_no_speech_prob": float(cand.result.no_speech_prob)}
+            texts.append(("" if self._is_silence(cand.result, cand.avg_logprob) else cand.text, conf))
         return texts
+
+    def _generate(self, encoder_output: Any, prompts: list[list[int]], temperature: float, max_length: int) -> list[Any]:
+        """One ``generate`` call: greedy/beam at temperature 0, ``best_of`` samples above it (as faster-whisper)."""
+        kwargs: dict[str, Any]
+        if temperature > 0:
+            kwargs = {
+                "beam_size": 1,
+                "num_hypotheses": int(self.options["best_of"]),
+                "sampling_topk": 0,
+                "sampling_temperature": float(temperature),
+            }
+        else:
+            kwargs = {"beam_size": int(self.options["beam_size"]), "patience": float(self.options["patience"])}
+        return list(
+            self._require_model().model.generate(
+                encoder_output,
+                prompts,
+                length_penalty=float(self.options["length_penalty"]),
+                repetition_penalty=float(self.options["repetition_penalty"]),
+                no_repeat_ngram_size=int(self.options["no_repeat_ngram_size"]),
+                max_length=max_length,
+                return_scores=True,
+                return_no_speech_prob=True,
+                suppress_blank=True,
+                suppress_tokens=self._suppress_tokens,
+                **kwargs,
+            )
+        )
+
+    def _candidate(self, result: Any, tokenizer: Any, temperature: float) -> _Candidate:
+        tokens = result.sequences_ids[0]
+        text = tokenizer.decode(tokens).strip()
+        return _Candidate(result, self._avg_logprob(result, len(tokens)), float(temperature), compression_ratio(text), text)
+
+    def _needs_fallback(self, cand: _Candidate) -> bool:
+        """faster-whisper's rule: too repetitive or too improbable, unless it looks like silence."""
+        cr_threshold = self.options["compression_ratio_threshold"]
+        lp_threshold = self.options["log_prob_threshold"]
+        ns_threshold = self.options["no_speech_threshold"]
+        needs = cr_threshold is not None and cand.compression_ratio > cr_threshold
+        if lp_threshold is not None and cand.avg_logprob < lp_threshold:
+            needs = True
+            if ns_threshold is not None and cand.result.no_speech_prob > ns_threshold:
+                needs = False  # silence: no fallback
+        return needs
+
+    def _fallback(self, features: np.ndarray, prompt: list[int], tokenizer: Any, first: _Candidate, max_length: int) -> _Candidate:
+        """Decode one clip again at each higher temperature until a result passes; else the best tried.
+
+        The sampler is seeded before each clip, so the result does not depend on the clip's batch.
+        """
+        import ctranslate2
+
+        ctranslate2.set_random_seed(int(self.options["seed"]))
+        encoder_output = self._require_model().encode(features[None])
+        tried = [first]
+        for temperature in self.options["temperature"][1:]:
+            cand = self._candidate(self._generate(encoder_output, [prompt], temperature, max_length)[0], tokenizer, temperature)
+            tried.append(cand)
+            if not self._needs_fallback(cand):
+                log.debug("faster-whisper fallback: clip decoded at temperature %.1f", temperature)
+                return cand
+        cr_threshold = self.options["compression_ratio_threshold"]
+        below = [c for c in tried if cr_threshold is not None and c.compression_ratio <= cr_threshold]
+        return max(below or tried, key=lambda c: c.avg_logprob)
 
     def _avg_logprob(self, result: Any, n_tokens: int) -> float:
         """Mean token log-probability as ``WhisperModel.transcribe`` computes it (undoing the length penalty)."""
         length_penalty = float(self.options["length_penalty"])
         return float(result.scores[0] * (n_tokens**length_penalty) / (n_tokens + 1))
 
-    def _is_silence(self, result: Any, n_tokens: int) -> bool:
+    def _is_silence(self, result: Any, avg_logprob: float) -> bool:
         """The no-speech rule of ``WhisperModel.transcribe``: high no-speech prob and low log-prob."""
         threshold = self.options["no_speech_threshold"]
         if threshold is None or result.no_speech_prob <= threshold:
@@ -286,7 +447,13 @@ class FasterWhisperBackend(ASRBackend):
         log_prob_threshold = self.options["log_prob_threshold"]
         if log_prob_threshold is None:
             return True
-        return not self._avg_logprob(result, n_tokens) > log_prob_threshold
+        return not avg_logprob > log_prob_threshold
+
+    def _seed(self) -> None:
+        """Seed CTranslate2's sampler so fallback decodes of ``transcribe`` are repeatable."""
+        import ctranslate2
+
+        ctranslate2.set_random_seed(int(self.options["seed"]))
 
     def _transcribe_kwargs(self) -> dict[str, Any]:
         return {
@@ -297,7 +464,9 @@ class FasterWhisperBackend(ASRBackend):
             "length_penalty": float(self.options["length_penalty"]),
             "repetition_penalty": float(self.options["repetition_penalty"]),
             "no_repeat_ngram_size": int(self.options["no_repeat_ngram_size"]),
-            "temperature": 0.0,
+            "temperature": list(self.options["temperature"]),
+            "compression_ratio_threshold": self.options["compression_ratio_threshold"],
+            "best_of": int(self.options["best_of"]),
             "condition_on_previous_text": False,
             "no_speech_threshold": self.options["no_speech_threshold"],
             "log_prob_threshold": self.options["log_prob_threshold"],
@@ -311,6 +480,7 @@ class FasterWhisperBackend(ASRBackend):
         Confidences: the segments' log-probabilities averaged with their token counts as weights,
         and the lowest no-speech probability of any segment (the clip holds speech if any window does).
         """
+        self._seed()
         segments = list(self._require_model().transcribe(clip, without_timestamps=False, **self._transcribe_kwargs())[0])
         text = "".join(s.text for s in segments).strip()
         if not segments:
@@ -323,12 +493,14 @@ class FasterWhisperBackend(ASRBackend):
         """Reference path: ``WhisperModel.transcribe`` on one clip with the same decoding settings."""
         (clip,) = check_audio_batch([clip], SAMPLE_RATE, self.name)
         without_ts = clip.shape[0] <= _WINDOW_S * SAMPLE_RATE
+        self._seed()
         segments, _ = self._require_model().transcribe(clip, without_timestamps=without_ts, **self._transcribe_kwargs())
         return "".join(s.text for s in segments).strip()
 
     def transcribe_with_word_timestamps(self, audio: np.ndarray) -> list[WordTiming]:
         """Words with start/end seconds and probability (cross-attention alignment), for probes."""
         (clip,) = check_audio_batch([audio], SAMPLE_RATE, self.name)
+        self._seed()
         segments, _ = self._require_model().transcribe(clip, word_timestamps=True, **self._transcribe_kwargs())
         words: list[WordTiming] = []
         for segment in segments:
@@ -342,8 +514,15 @@ class FasterWhisperBackend(ASRBackend):
         extra: dict[str, Any] = {
             "model_path": self._model_path,
             "beam_size": self.options["beam_size"],
-            "decoding": "greedy" if self.options["beam_size"] == 1 else f"beam search ({self.options['beam_size']})",
-            "temperature": 0.0,
+            "decoding": self.decoding_summary(),
+            "temperature": list(self.options["temperature"]),
+            "compression_ratio_threshold": self.options["compression_ratio_threshold"],
+            "log_prob_threshold": self.options["log_prob_threshold"],
+            "no_speech_threshold": self.options["no_speech_threshold"],
+            "best_of": self.options["best_of"],
+            "seed": self.options["seed"],
+            "cpu_threads": self._cpu_threads,
+            "ct2_cpu": ct2_cpu_report() if self._device == "cpu" else {},
             "language": self.options["language"],
             "task": self.options["task"],
             "batching": "cross-utterance (clips <= 30 s); sequential windows for longer clips",
@@ -356,6 +535,19 @@ class FasterWhisperBackend(ASRBackend):
             dtype=self._compute_type or str(self.options["compute_type"] or "auto"),
             batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
             extra=extra,
+        )
+
+    def decoding_summary(self) -> str:
+        """One line naming the search and the fallback, for reports."""
+        beam = int(self.options["beam_size"])
+        search = "greedy" if beam == 1 else f"beam search ({beam})"
+        temps: tuple[float, ...] = self.options["temperature"]
+        if len(temps) == 1:
+            return search if temps[0] == 0 else f"sampling at temperature {temps[0]:g} (best of {self.options['best_of']})"
+        return (
+            f"{search} with temperature fallback {', '.join(f'{t:g}' for t in temps)} "
+            f"(compression ratio > {self.options['compression_ratio_threshold']}, "
+            f"log-prob < {self.options['log_prob_threshold']}; best of {self.options['best_of']})"
         )
 
     def close(self) -> None:

@@ -2,11 +2,19 @@
 
 It is the cheap, fully offline, non-neural baseline of the demo. Batching gives no speed-up
 for this decoder, so a batch is a loop over utterances with one reused decoder.
+
+Search: ``search: accurate`` keeps the library's defaults (three passes: a tree search, a flat
+lexicon search and a lattice best path, up to 30,000 active HMMs a frame). On noisy or musical
+clips nearly every HMM stays inside the beams, so that search runs slower than real time.
+``search: fast`` applies CMU's documented speed settings (``FAST_SEARCH``: the tree pass only,
+at most 3,000 HMMs and 5 word exits a frame, a 10-frame phonetic lookahead); the measured cost
+in WER is in docs/performance.md. Any single parameter can still be set on top of a preset.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,7 +26,7 @@ from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +39,21 @@ _DEFAULTS: dict[str, Any] = {
     "beam": None,  # optional decoder beam widths (pocketsphinx 'beam' / 'wbeam')
     "wbeam": None,
     "lw": None,  # language weight
+    "search": "accurate",  # 'accurate' (library defaults) or 'fast' (FAST_SEARCH)
+    "fwdflat": None,  # optional overrides of single search parameters
+    "bestpath": None,
+    "maxhmmpf": None,
+    "maxwpf": None,
+    "pl_window": None,
 }
+
+FAST_SEARCH: dict[str, Any] = {"fwdflat": False, "bestpath": False, "maxhmmpf": 3000, "maxwpf": 5, "pl_window": 10}
+"""CMU's speed settings for PocketSphinx (tuning guide): skip the flat-lexicon and best-path
+passes, cap active HMMs and word exits per frame, look ahead 10 frames phonetically."""
+_SEARCH_PRESETS: dict[str, dict[str, Any]] = {"accurate": {}, "fast": FAST_SEARCH}
+_FLOAT_KEYS = ("beam", "wbeam", "lw")
+_BOOL_KEYS = ("fwdflat", "bestpath")
+_INT_KEYS = ("maxhmmpf", "maxwpf", "pl_window")
 
 
 class PocketsphinxBackend(ASRBackend):
@@ -57,6 +79,19 @@ class PocketsphinxBackend(ASRBackend):
         check_options(self.name, options, _DEFAULTS)
         merged = {**_DEFAULTS, **options}
         check_batch_size(self.name, merged["batch_size"])
+        if merged["search"] not in _SEARCH_PRESETS:
+            raise ConfigError(f"{self.name}: option 'search' must be one of {', '.join(_SEARCH_PRESETS)}, got {merged['search']!r}")
+        for key in _BOOL_KEYS:
+            if merged[key] is not None and not isinstance(merged[key], bool):
+                raise ConfigError(f"{self.name}: option '{key}' must be true or false, got {merged[key]!r}")
+        for key in _INT_KEYS:
+            value = merged[key]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise ConfigError(f"{self.name}: option '{key}' must be an integer, got {value!r}")
+        for key in _FLOAT_KEYS:
+            value = merged[key]
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
+                raise ConfigError(f"{self.name}: option '{key}' must be a finite number, got {value!r}")
         super().__init__(**merged)
         self._decoder: Any = None
         self._paths: dict[str, str] = {}
@@ -96,14 +131,23 @@ class PocketsphinxBackend(ASRBackend):
             raise BackendUnavailable("pocketsphinx is not installed: pip install pocketsphinx") from exc
         self._paths = self._model_paths()
         kwargs: dict[str, Any] = dict(self._paths, samprate=SAMPLE_RATE, loglevel="FATAL", logfn=os.devnull)
-        for key in ("beam", "wbeam", "lw"):
-            if self.options[key] is not None:
-                kwargs[key] = float(self.options[key])
+        kwargs.update(self.search_settings())
         try:
             self._decoder = Decoder(**kwargs)
         except (ValueError, RuntimeError) as exc:
             raise BackendUnavailable(f"pocketsphinx could not load its model ({self._paths}): {exc}") from exc
         log.info("loaded pocketsphinx model %s", self._paths["hmm"])
+
+    def search_settings(self) -> dict[str, Any]:
+        """The decoder parameters this backend sets beyond the model paths: the preset, then overrides."""
+        settings = dict(_SEARCH_PRESETS[str(self.options["search"])])
+        for key in _FLOAT_KEYS:
+            if self.options[key] is not None:
+                settings[key] = float(self.options[key])
+        for key in _BOOL_KEYS + _INT_KEYS:
+            if self.options[key] is not None:
+                settings[key] = self.options[key]
+        return settings
 
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
         """Decode each clip as one utterance (16-bit PCM, as the decoder expects)."""
@@ -123,7 +167,15 @@ class PocketsphinxBackend(ASRBackend):
 
     def info(self) -> BackendInfo:
         """Model files and library version."""
-        extra: dict[str, Any] = {"model_paths": dict(self._paths), "decoding": "viterbi + n-gram LM"}
+        passes = "tree" if self.search_settings().get("fwdflat") is False else "tree + flat lexicon"
+        if self.search_settings().get("bestpath") is not False:
+            passes += " + lattice best path"
+        extra: dict[str, Any] = {
+            "model_paths": dict(self._paths),
+            "decoding": f"viterbi + n-gram LM ({passes})",
+            "search": self.options["search"],
+            "search_settings": self.search_settings(),
+        }
         extra.update(package_versions("pocketsphinx"))
         return BackendInfo(
             backend=self.name,
