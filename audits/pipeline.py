@@ -70,7 +70,8 @@ def open_recipe_dataset(
         path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
     elif not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).exists():
         path = str(REPO_ROOT / path)  # recipe paths may be relative to the repository root
-    return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options))
+    return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit,
+        **dict(recipe.dataset.options))
 
 
 def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
@@ -101,7 +102,8 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
             "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
-        raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out")
+        raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new "
+            f"--out")
 
 
 def score_run(
@@ -117,7 +119,8 @@ def score_run(
     from audits.asr.tracks import rows_fingerprint
 
     # what was scored: a later reader (tracks) refuses rows that changed after this point
-    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"), "n_rows": int(len(scored_table))}
+    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
+        "n_rows": int(len(scored_table))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
@@ -199,7 +202,8 @@ def run_audit(
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
-        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
+        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer,
+            "normalizer_version": normalizer.version}, indent=2),
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}

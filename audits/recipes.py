@@ -201,7 +201,8 @@ def load_recipe(name_or_path: str) -> Recipe:
     return parse_recipe(load_yaml(path), str(path))
 
 
-def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str] | None = None, limit: int | None = None, reader: str | None = None) -> Recipe:
+def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str] | None = None, limit: int | None = None,
+        reader: str | None = None) -> Recipe:
     ds = recipe.dataset
     if dataset is not None:
         ds = replace(ds, path=dataset, reader=reader or "auto", options={})

@@ -80,7 +80,8 @@ def check_runner(kind: str) -> None:
         raise ConfigError(f"--engine: {exc}") from None
 
 
-def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None) -> Runner:
+def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe,
+        progress: ProgressFn | None) -> Runner:
     """The runner registered under ``engine.kind``, built for this run."""
     check_runner(engine.kind)
     return RUNNERS.get(engine.kind)(engine, dataset, specs, store, recipe, progress)

@@ -181,10 +181,12 @@ def _decode(
             "or raise dataset.max_duration_s in the recipe"
         )
     if info.channels > MAX_CHANNELS:
-        raise AudioError(f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 out.wav`)")
+        raise AudioError(f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 "
+            f"out.wav`)")
     if info.samplerate > MAX_SOURCE_RATE:
         raise AudioError(
-            f"audio is sampled at {info.samplerate} Hz, over the limit of {MAX_SOURCE_RATE} Hz; resample it first (e.g. `sox in.flac -r 48000 out.flac`)"
+            f"audio is sampled at {info.samplerate} Hz, over the limit of {MAX_SOURCE_RATE} Hz; resample it first (e.g. `sox in.flac -r "
+                f"48000 out.flac`)"
         )
     if info.frames * info.channels > STREAM_SAMPLES:
         mono = _decode_blocks(src, info.samplerate, target_sr)

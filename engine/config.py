@@ -52,7 +52,8 @@ def check_expansion(data: Any, where: str, limit: int = MAX_YAML_VALUES) -> None
         node = stack.pop()
         count += 1
         if count > limit:
-            raise ConfigError(f"{where}: YAML expands to more than {limit} values (nested aliases?); write the values out or simplify the file")
+            raise ConfigError(f"{where}: YAML expands to more than {limit} values (nested aliases?); write the values out or simplify the "
+                f"file")
         if isinstance(node, dict):
             stack.extend(node.values())
             stack.extend(node.keys())
@@ -60,7 +61,8 @@ def check_expansion(data: Any, where: str, limit: int = MAX_YAML_VALUES) -> None
             stack.extend(node)
 
 
-def check_keys(data: Mapping[str, Any], allowed: set[str], where: str, required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def check_keys(data: Mapping[str, Any], allowed: set[str], where: str,
+        required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Reject unknown keys (with a 'did you mean') and report missing required ones."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
@@ -95,7 +97,8 @@ def expect_type(value: Any, types: type | tuple[type, ...], where: str) -> Any:
 # from booleans, integers only from integers, finite numbers within the stated range. A value
 # that fails names the file and the key (``where``) and what is expected, before anything runs.
 
-_KIND_WORDS = {bool: "a boolean (true/false, unquoted)", int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a mapping"}
+_KIND_WORDS = {bool: "a boolean (true/false, unquoted)", int: "an integer", float: "a number", str: "a string", list: "a list",
+    dict: "a mapping"}
 
 
 def _num(x: float) -> str:
@@ -186,7 +189,8 @@ def check_number(
     return value
 
 
-def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def check_fields(raw: Any, fields: Mapping[str, Field], where: str,
+        required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     """Every field of ``fields`` from the mapping ``raw`` (defaults filled in), unknown keys refused.
 
     ``where`` names the file and the section (``recipe.yaml: conversation``); each key's error
@@ -219,5 +223,6 @@ def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[st
     rows = []
     for key, f in fields.items():
         kind = f.kind_doc or _DOC_KIND.get(f.kind, f.kind.__name__)
-        rows.append(f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | {f.range_text() or '—'} | {f.doc} |")
+        rows.append(f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | "
+            f"{f.range_text() or '—'} | {f.doc} |")
     return rows

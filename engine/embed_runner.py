@@ -201,7 +201,8 @@ def run_embed_backends(
         if not group:
             continue
         store = RunStore(out_dir, kind=kind)
-        runner = engine.runner(dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options, progress=counting)
+        runner = engine.runner(dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options,
+            progress=counting)
         pending = {u.model for u in runner.pending()}
         facts = runner.run()
         table = store.consolidate([s.name for s in group], plan=runner.plan)  # rows == plan, or ResultIntegrityError

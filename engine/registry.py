@@ -84,7 +84,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
         try:
             import tomli as tomllib
         except ImportError as exc:
-            raise RegistryError(f"reading the built-in plug-ins from {path} on Python 3.10 needs 'tomli' (pip install tomli), or install the project") from exc
+            raise RegistryError(f"reading the built-in plug-ins from {path} on Python 3.10 needs 'tomli' (pip install tomli), or install "
+                f"the project") from exc
     with path.open("rb") as fh:
         return dict(tomllib.load(fh))
 
@@ -162,7 +163,8 @@ class Registry(Generic[T]):
 
         def deco(obj: T) -> T:
             self._discover()
-            self._add(Entry(name, f"{getattr(obj, '__module__', 'unknown')}:{getattr(obj, '__qualname__', 'object')}", "registered in code"))
+            self._add(Entry(name, f"{getattr(obj, '__module__', 'unknown')}:{getattr(obj, '__qualname__', 'object')}",
+                "registered in code"))
             self._loaded[name] = obj
             return obj
 

@@ -58,7 +58,8 @@ class SegmentationConfig:
             # long regions are split in steps of max_chunk_s - 2 * pad_s: a step of 0 never advances
             raise ConfigError(
                 f"segmentation: pad_s ({self.pad_s:g}) must be less than max_chunk_s / 2 with at least {MIN_STEP_S:g} s to spare "
-                f"(max_chunk_s - 2 * pad_s >= {MIN_STEP_S:g}); lower pad_s to at most {(self.max_chunk_s - MIN_STEP_S) / 2:g} or raise max_chunk_s"
+                f"(max_chunk_s - 2 * pad_s >= {MIN_STEP_S:g}); lower pad_s to at most {(self.max_chunk_s - MIN_STEP_S) / 2:g} or raise "
+                    f"max_chunk_s"
             )
 
     @classmethod
@@ -245,7 +246,8 @@ class LongFormResult:
         return stitch(self.chunks.get(rec_id, []))
 
 
-def segment_recordings(audios: Mapping[str, np.ndarray], cfg: SegmentationConfig, vad: SileroVAD | None = None) -> tuple[dict[str, list[tuple[float, float]]], float]:
+def segment_recordings(audios: Mapping[str, np.ndarray], cfg: SegmentationConfig,
+        vad: SileroVAD | None = None) -> tuple[dict[str, list[tuple[float, float]]], float]:
     """Chunk plan per recording, and the VAD seconds spent."""
     vad = vad or SileroVAD()
     t0 = time.perf_counter()
@@ -282,7 +284,8 @@ def transcribe_chunks(
     return out, infer
 
 
-def transcribe_long(backend: Any, audios: Mapping[str, np.ndarray], cfg: SegmentationConfig, vad: SileroVAD | None = None) -> LongFormResult:
+def transcribe_long(backend: Any, audios: Mapping[str, np.ndarray], cfg: SegmentationConfig,
+        vad: SileroVAD | None = None) -> LongFormResult:
     """VAD-segment, batch-transcribe with ``backend.transcribe_batch`` and stitch, per recording."""
     plans, vad_s = segment_recordings(audios, cfg, vad)
     chunks, infer = transcribe_chunks(backend.transcribe_batch, audios, plans, cfg.batch_size)

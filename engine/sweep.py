@@ -210,7 +210,8 @@ def check_in_workers(
                 out[name] = {**res, "where": f"worker {res['host']}"}
             else:
                 ray.cancel(ref, force=True)
-                out[name] = {"runnable": False, "reason": f"no worker could take the check within {timeout_s:g} s", "checked": False, "where": "cluster"}
+                out[name] = {"runnable": False, "reason": f"no worker could take the check within {timeout_s:g} s", "checked": False,
+                    "where": "cluster"}
         for name, answer in out.items():
             e = registry[name]
             answer["family"] = e.family or "—"

@@ -106,5 +106,6 @@ def testdata_manifest(folder: Path, n_utts: int) -> Path:
     with open(manifest, "w", encoding="utf-8") as fh:
         for i in range(n_utts):
             w = wavs[i % len(wavs)]
-            fh.write(json.dumps({"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w), "text": refs.get(w.stem, "unknown")}) + "\n")
+            fh.write(json.dumps({"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w),
+                "text": refs.get(w.stem, "unknown")}) + "\n")
     return manifest

@@ -181,11 +181,13 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
         table = RunStore(folder / "out").consolidate().to_pandas()
         bad = [n for n, f in facts.items() if f.get("status") != "loaded"]
         if bad or len(table) != len(models) * args.utts or table["error"].notna().any():
-            raise SystemExit(f"the real sweep is incomplete: models not loaded {bad}, {len(table)} rows, {int(table['error'].notna().sum())} errors")
+            raise SystemExit(f"the real sweep is incomplete: models not loaded {bad}, {len(table)} rows, "
+                f"{int(table['error'].notna().sum())} errors")
         loads = sum(int(f["engine"]["actors_started"]) for f in facts.values())
     span = wall / args.time_scale
     lb = lower_bound(models, args.utts * args.mean_s, args.gpus)
-    return {"policy": "ray (real, scaled back)", "makespan_s": span, "lower_bound_s": lb, "efficiency": lb / span, "wall_s": wall, "loads": loads}
+    return {"policy": "ray (real, scaled back)", "makespan_s": span, "lower_bound_s": lb, "efficiency": lb / span, "wall_s": wall,
+        "loads": loads}
 
 
 def run_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -199,7 +201,8 @@ def run_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
         results.append(real_run(models, args, shards))
     print(f"{'schedule':>28} {'makespan s':>11} {'makespan/LB':>12} {'LB/makespan':>12} {'loads':>6}")
     for r in results:
-        print(f"{r['policy']:>28} {r['makespan_s']:>11.0f} {r['makespan_s'] / r['lower_bound_s']:>12.3f} {r['efficiency']:>12.3f} {r.get('loads', ''):>6}")
+        print(f"{r['policy']:>28} {r['makespan_s']:>11.0f} {r['makespan_s'] / r['lower_bound_s']:>12.3f} {r['efficiency']:>12.3f} "
+            f"{r.get('loads', ''):>6}")
     return results
 
 

@@ -62,7 +62,8 @@ def main() -> None:
         p = pool_diarization(scores.values())
         n_err = np.mean([abs(s.n_hyp_speakers - s.n_ref_speakers) for s in scores.values()])
         speech = sum(s.end - s.start for s in ref)
-        return p.der or 0.0, (f"reference speech {speech:6.1f} s  DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed {p.missed_s:6.1f} s  "
+        return p.der or 0.0, (f"reference speech {speech:6.1f} s  DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed "
+            f"{p.missed_s:6.1f} s  "
                 f"FA {p.false_alarm_s:5.1f} s  confusion {p.confusion_s:6.1f} s  mean |speaker-count error| {n_err:.2f}")
 
     results: dict[float, float] = {}

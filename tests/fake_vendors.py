@@ -97,7 +97,8 @@ class FakeVendor:
 
     # ---- request handling -------------------------------------------------------------------
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any, ctype: str = "application/json", headers: dict[str, str] | None = None) -> None:
+    def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any, ctype: str = "application/json",
+            headers: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
         h.send_response(status)
         h.send_header("Content-Type", ctype)
@@ -122,7 +123,8 @@ class FakeVendor:
             if fault == "echo-key":
                 return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
             if fault.startswith("echo:"):
-                return self._send(h, 500, f"bad request; you sent {_encoded(self.key, fault.split(':', 1)[1])} (check it)", ctype="text/plain")
+                return self._send(h, 500, f"bad request; you sent {_encoded(self.key, fault.split(':', 1)[1])} (check it)",
+                    ctype="text/plain")
             if fault.startswith("retry-after:"):
                 return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": fault.split(":", 1)[1]})
             if fault.startswith("trickle:"):
@@ -174,14 +176,16 @@ class FakeVendor:
             return 400, {"err_code": "Bad Request", "err_msg": "model query parameter and audio body required"}
         self._bill()
         alt = {"transcript": self.transcript, "confidence": 0.97, "words": []}
-        return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1}, "results": {"channels": [{"alternatives": [alt]}]}}
+        return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
+            "results": {"channels": [{"alternatives": [alt]}]}}
 
     def _assemblyai(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
         if method == "POST" and path == "/v2/upload":
             return 200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"}
         if method == "POST" and path == "/v2/transcript":
             req = json.loads(body)
-            if not str(req.get("audio_url", "")).startswith("https://cdn.assemblyai.com/") or not isinstance(req.get("speech_models"), list):
+            if not str(req.get("audio_url", "")).startswith("https://cdn.assemblyai.com/") or not isinstance(req.get("speech_models"),
+                list):
                 return 400, {"error": "audio_url and speech_models are required"}
             self._bill()
             return 200, {"id": self._job("aai-"), "status": "queued"}
@@ -190,7 +194,8 @@ class FakeVendor:
             state = self._poll(job)
             if state is None:
                 return 404, {"error": "Transcript not found"}
-            return 200, {"id": job, "status": "completed", "text": self.transcript} if state else {"id": job, "status": "processing", "text": None}
+            return 200, {"id": job, "status": "completed", "text": self.transcript} if state else {"id": job, "status": "processing",
+                "text": None}
         return 404, {"error": "not found"}
 
     def _speechmatics(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
@@ -225,7 +230,8 @@ class FakeVendor:
             if "audio" not in _fields(body):
                 return 400, {"message": "audio is required"}
             fid = uuid.uuid4().hex
-            return 200, {"audio_url": f"https://api.gladia.io/file/{fid}", "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
+            return 200, {"audio_url": f"https://api.gladia.io/file/{fid}",
+                "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
         if method == "POST" and path == "/v2/pre-recorded":
             if "audio_url" not in json.loads(body):
                 return 400, {"message": "audio_url is required"}
@@ -249,7 +255,8 @@ class FakeVendor:
         if not req.get("content") or not req.get("config", {}).get("model"):
             return 400, {"error": {"code": 400, "message": "config.model and content are required", "status": "INVALID_ARGUMENT"}}
         self._bill()
-        return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}], "metadata": {"totalBilledDuration": "1s"}}
+        return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}],
+            "metadata": {"totalBilledDuration": "1s"}}
 
     def _azure(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
         if method != "POST" or path != "/speechtotext/transcriptions:transcribe":
@@ -257,7 +264,8 @@ class FakeVendor:
         if not q.get("api-version") or not {"audio", "definition"} <= _fields(body):
             return 400, {"error": {"code": "InvalidRequest", "message": "api-version, audio and definition are required"}}
         self._bill()
-        return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}], "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
+        return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}],
+            "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
 
 def _openai_stt(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
@@ -346,7 +354,8 @@ def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     prompt = "".join(str(p["text"]) for p in parts if "text" in p)
     reply = _judge_reply(self, audio[0]["inline_data"]["data"], prompt, [a["inline_data"]["data"] for a in audio])
     cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
-    return 200, {"candidates": [cand], "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
+    return 200, {"candidates": [cand],
+        "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
 
 
 def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
@@ -354,15 +363,18 @@ def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
         return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
     req = json.loads(body)
     content = (req.get("messages") or [{}])[0].get("content") or []
-    audio = [c for c in content if c.get("type") == "input_audio" and c.get("input_audio", {}).get("format") == "wav" and c["input_audio"].get("data")]
+    audio = [c for c in content if c.get("type") == "input_audio" and c.get("input_audio",
+        {}).get("format") == "wav" and c["input_audio"].get("data")]
     if not req.get("model") or not audio:
         return 400, {"error": {"message": "model and input_audio content are required", "type": "invalid_request_error"}}
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
     prompt = "".join(str(c.get("text", "")) for c in content if c.get("type") == "text")
-    message = {"role": "assistant", "content": _judge_reply(self, audio[0]["input_audio"]["data"], prompt, [a["input_audio"]["data"] for a in audio]), "refusal": None}
-    return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"], "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    message = {"role": "assistant",
+        "content": _judge_reply(self, audio[0]["input_audio"]["data"], prompt, [a["input_audio"]["data"] for a in audio]), "refusal": None}
+    return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"],
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
                  "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
 
 
@@ -395,7 +407,8 @@ KEY_ENV = {
 def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) -> dict[str, Any]:
     """Backend options that point one backend at its fake (fast polling and backoff)."""
     backend, model = {**BACKENDS, OPENAI_STT: ("openai-compatible", "whisper-1")}[fake.vendor]
-    opts: dict[str, Any] = {"model": model, "base_url": fake.base_url, "poll_interval_s": 0.01, "backoff_s": 0.01, "max_retries": 3, "timeout_s": 5.0}
+    opts: dict[str, Any] = {"model": model, "base_url": fake.base_url, "poll_interval_s": 0.01, "backoff_s": 0.01, "max_retries": 3,
+        "timeout_s": 5.0}
     if fake.vendor == "google":
         opts["project"] = "test-project"
     if cache_dir is not None:

@@ -105,7 +105,8 @@ def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path,
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
-        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "load_summary"), (merge_mod, "load_table"), (pipeline_mod, "load_rows")):
+        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "load_summary"), (merge_mod, "load_table"),
+            (pipeline_mod, "load_rows")):
             m.setattr(mod, name, no_read)
         m.setattr(pipeline_mod, "write_summary", counting_write)
         fresh = api.run("score-predictions", dataset=voxpopuli_preds, reader="oasr-predictions", limit=10, out=out)

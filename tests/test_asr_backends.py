@@ -576,14 +576,16 @@ def test_openai_compatible_connection_errors_are_retried() -> None:
 
     with _FakeTranscriptionServer() as server:
         url = server.url
-    backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=url, api_key_env="", max_retries=1, backoff_s=0.0, timeout_s=2, cache=False)
+    backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=url, api_key_env="", max_retries=1, backoff_s=0.0, timeout_s=2,
+        cache=False)
     backend.load()
     with pytest.raises(HostedRequestError, match="2 attempts"):
         backend.transcribe_batch([np.zeros(160, np.float32)])
     assert backend.info().as_dict()["verify_tls"] is True
 
 
-def test_faster_whisper_confidences_reach_the_rows(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]], tmp_path: Path) -> None:
+def test_faster_whisper_confidences_reach_the_rows(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]],
+        tmp_path: Path) -> None:
     """avg log-prob and no-speech probability per clip, copied by process_unit into the stored part."""
     import pyarrow.parquet as pq
 

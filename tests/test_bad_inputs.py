@@ -73,7 +73,8 @@ def test_corpus_has_every_case(corpus: tuple[Path, dict[str, Any]], decoded: dic
 
 
 @pytest.mark.parametrize("uid", CASE_IDS)
-def test_row_gets_documented_outcome(uid: str, corpus: tuple[Path, dict[str, Any]], decoded: dict[str, Any], record_property: Callable[[str, Any], None]) -> None:
+def test_row_gets_documented_outcome(uid: str, corpus: tuple[Path, dict[str, Any]], decoded: dict[str, Any],
+        record_property: Callable[[str, Any], None]) -> None:
     """Decode-level outcome of each case: samples, or an error that says what is wrong."""
     _, expected = corpus
     e = expected[uid]
@@ -138,7 +139,8 @@ def test_duration_limit_is_inclusive(tmp_path: Path) -> None:
 
 def _recipe(manifest: Path, **dataset: Any) -> Any:
     return parse_recipe(
-        {"name": "bad-inputs", "dataset": {"path": str(manifest), **dataset}, "models": ["whisper-tiny.en"], "shard_size": 8, "scoring": {"n_boot": 50}},
+        {"name": "bad-inputs", "dataset": {"path": str(manifest), **dataset}, "models": ["whisper-tiny.en"], "shard_size": 8,
+            "scoring": {"n_boot": 50}},
         "bad-inputs.yaml",
     )
 
@@ -155,7 +157,8 @@ STOP_NAMES = [
 
 
 @pytest.mark.parametrize("name", STOP_NAMES)
-def test_structural_problems_stop_before_models_load(name: str, stop_cases: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
+def test_structural_problems_stop_before_models_load(name: str, stop_cases: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        record_property: Callable[[str, Any], None]) -> None:
     case = next(c for c in stop_cases if c.name == name)
     loaded: list[str] = []
     import engine.runner
@@ -175,7 +178,8 @@ def test_structural_problems_stop_before_models_load(name: str, stop_cases: list
 
 
 @pytest.mark.slow
-def test_run_with_bad_inputs_leaves_good_rows_unaffected(corpus: tuple[Path, dict[str, Any]], tmp_path: Path, record_property: Callable[[str, Any], None]) -> None:
+def test_run_with_bad_inputs_leaves_good_rows_unaffected(corpus: tuple[Path, dict[str, Any]], tmp_path: Path,
+        record_property: Callable[[str, Any], None]) -> None:
     """whisper-tiny.en over good + bad rows: every row present once, errors as documented, and the
     good clips' hypotheses identical to a run over the good clips alone."""
     manifest, expected = corpus

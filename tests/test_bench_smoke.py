@@ -155,7 +155,8 @@ def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
     from tests.tiny_families import build_ctc
 
     model = build_ctc(tmp_path / "hubert", "hubert")
-    rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)), "text": t} for i, t in enumerate(["the cat sat", "one two three"])]
+    rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)),
+        "text": t} for i, t in enumerate(["the cat sat", "one two three"])]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     cfg = tmp_path / "cfg"
     (cfg / "models").mkdir(parents=True)
@@ -170,7 +171,8 @@ def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
     out = tmp_path / "lineup.json"
     env = dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_check.py"), "--models", "t", "--device", "cpu", "--dataset", str(manifest), "--limit", "2", "--json", str(out)],
+        [sys.executable, str(SCRIPTS / "gpu_check.py"), "--models", "t", "--device", "cpu", "--dataset", str(manifest), "--limit", "2",
+            "--json", str(out)],
         check=False, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -58,7 +58,8 @@ def build_tiny_pipeline(root: Path) -> Path:
         model.specifications = spec
         model.setup()
         path.parent.mkdir(parents=True, exist_ok=True)
-        ckpt = {"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams), "pytorch-lightning_version": lightning.__version__}
+        ckpt = {"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+            "pytorch-lightning_version": lightning.__version__}
         model.on_save_checkpoint(ckpt)
         torch.save(ckpt, path)
 
@@ -109,7 +110,8 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_conversation_set(tmp_path_factory.mktemp("conv") / "set", n_recordings=1, min_s=12, max_s=16).root
 
 
-def test_local_pipeline_loads_runs_and_scores(tiny_pipeline: Path, conversation: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_pipeline_loads_runs_and_scores(tiny_pipeline: Path, conversation: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from audits.conversation.metrics import diarization_scores
     from audits.conversation.readers import Segment, read_rttm, write_rttm
     from audits.conversation.run import _load_audio, load_conversation_data, parse_conversation_config

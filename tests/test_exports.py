@@ -77,7 +77,8 @@ def test_slices_csv_matches_summary(run: tuple[Path, dict]) -> None:
     d, summary = run
     with open(d / "exports" / "slices.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert rows and list(rows[0])[:11] == ["model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts"]
+    assert rows and list(rows[0])[:11] == ["model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi",
+        "n_utts"]
     n = sum(len(m["slices"]) for m in summary["models"].values())
     assert len(rows) == n
     for r in rows:

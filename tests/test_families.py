@@ -40,15 +40,19 @@ def _whisper(out: Path) -> Path:
 # family, builder, options, what backend_info must hold beyond family/prompt/decoding
 CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, Any]]] = {
     "whisper": ("whisper", _whisper, {"language": None}, {"model_type": "whisper"}),
-    "wav2vec2-mms": ("ctc", lambda p: tiny.build_ctc(p, "wav2vec2", adapter_lang="eng"), {"target_lang": "eng"}, {"adapter": "load_adapter('eng')"}),
+    "wav2vec2-mms": ("ctc", lambda p: tiny.build_ctc(p, "wav2vec2", adapter_lang="eng"), {"target_lang": "eng"},
+        {"adapter": "load_adapter('eng')"}),
     "hubert": ("ctc", lambda p: tiny.build_ctc(p, "hubert"), {}, {"model_type": "hubert"}),
     "data2vec-audio": ("ctc", lambda p: tiny.build_ctc(p, "data2vec"), {}, {"model_type": "data2vec-audio"}),
     "moonshine": ("encoder-decoder", tiny.build_moonshine, {}, {"model_type": "moonshine"}),
     "moonshine-streaming": ("encoder-decoder", tiny.build_moonshine_streaming, {}, {"model_type": "moonshine_streaming"}),
     "kyutai-stt": ("encoder-decoder", tiny.build_kyutai_stt, {}, {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000}),
-    "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"}, {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
-    "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5}, {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
-    "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5}, {"prompt": "Detect the language and recognize the speech: <|en|>"}),
+    "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"},
+        {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
+    "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5},
+        {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
+    "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5},
+        {"prompt": "Detect the language and recognize the speech: <|en|>"}),
 }
 
 

@@ -21,6 +21,7 @@ pytestmark = [
 
 def test_qwen3_asr_runs_through_audit_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tiny.build_qwen3_asr(tmp_path / "qwen3-asr")
-    expect = {"prompt": "qwen-asr chat prompt: system=context, user=<audio>; assistant prefix 'language English<asr_text>'", "max_new_tokens": 5}
+    expect = {"prompt": "qwen-asr chat prompt: system=context, user=<audio>; assistant prefix 'language English<asr_text>'",
+        "max_new_tokens": 5}
     manifest = tiny.two_clips(tmp_path)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "qwen3-asr", "qwen3-asr", folder, {"max_new_tokens": 5}, expect)

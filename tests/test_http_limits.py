@@ -139,7 +139,8 @@ def test_bad_retry_after_never_fails_the_clip(fake: FakeVendor, tmp_path: Path, 
 # -- redirects to unusable URLs ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target,problem", [("http://127.0.0.1:99999/v1/audio/transcriptions", "Port out of range"), ("http://[::1/x", "Invalid IPv6 URL")])
+@pytest.mark.parametrize("target,problem",
+    [("http://127.0.0.1:99999/v1/audio/transcriptions", "Port out of range"), ("http://[::1/x", "Invalid IPv6 URL")])
 def test_redirect_to_an_invalid_url_is_a_clean_error(fake: FakeVendor, tmp_path: Path, target: str, problem: str) -> None:
     b = stt(fake, tmp_path, max_retries=2)
     fake.inject(f"redirect:{target}")

@@ -225,7 +225,8 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
         generic.append(Utterance(f"{uid}~tts~masked", "x", audio_bytes=encode_audio(x * 0.5, SAMPLE_RATE, "FLAC"), duration_s=1.0,
                                  parent_id=uid, derivation={"probe": "synthetic_voice", "target_index": 0}))  # fmt: skip
     clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
-    assert sorted((c.arm, c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
+    assert sorted((c.arm,
+        c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
     arm_of = {hashlib.sha256(wav_bytes(c.audio)).hexdigest(): c for c in clips}
 
     def reply(prompt: str, audio: list[bytes]) -> str:
@@ -262,15 +263,18 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"]}}, "r.yaml")
     with pytest.raises(ConfigError, match=r"judges\.max_items"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_items": 0,
-                                                                         "backend_options": {"gemini": {"model": "m"}}}}, "r.yaml")  # fmt: skip
+                                                                         "backend_options": {"gemini": {"model": "m"}}}},
+                                                                         "r.yaml")  # fmt: skip
     with pytest.raises(ConfigError, match=r"emotion\.judges\.dimensions"):
         parse_emotion_config({"backends": ["test-loud-ser"], "judges": {"backends": ["gemini"], "dimensions": ["angrier"],
-                                                                      "backend_options": {"gemini": {"model": "m"}}}}, "r.yaml")  # fmt: skip
+                                                                      "backend_options": {"gemini": {"model": "m"}}}},
+                                                                      "r.yaml")  # fmt: skip
     with pytest.raises(ConfigError, match="did you mean 'max_items'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_item": 3}}, "r.yaml")
 
 
-def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, judge_fake: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, judge_fake: FakeVendor, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
     ds, _ = corpus

@@ -40,7 +40,8 @@ def test_numbers_come_first_with_spans() -> None:
     assert (t.text, t.kind, t.value) == ("2016", "number", 2016)
     assert ref.split()[t.word_start:t.word_end] == ["2016,"]
     assert ref[t.char_start:t.char_end] == "2016"
-    assert _texts(ref) == [("2016", "number"), ("Angela Merkel", "proper-noun"), ("Emmanuel Macron", "proper-noun"), ("Paris", "proper-noun")]
+    assert _texts(ref) == [("2016", "number"), ("Angela Merkel", "proper-noun"), ("Emmanuel Macron", "proper-noun"),
+        ("Paris", "proper-noun")]
 
 
 def test_number_words_multiword_and_trivial_one_excluded() -> None:

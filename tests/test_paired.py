@@ -105,7 +105,8 @@ def test_gaps_get_holm_across_all_gaps() -> None:
         for i in range(32):
             noisy = i % 2 == 1
             hyp = "x x x x e f g h i j" if noisy and model == "m1" else ref
-            data.append({"utt_id": f"u{i}", "model": model, "ref_raw": ref, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1, "error": None,
+            data.append({"utt_id": f"u{i}", "model": model, "ref_raw": ref, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1,
+                "error": None,
                          "speaker": speakers[i], "shard": "s0", "parent_id": None, "background": "noise" if noisy else "clean"})
     out = summarize_models(score_table(pd.DataFrame(data), IdentityNormalizer()), ScoringOptions(n_boot=300))
     g1, g2 = out["m1"]["gaps"][0], out["m2"]["gaps"][0]
@@ -134,7 +135,8 @@ def test_html_sections_escape_and_state_verdicts() -> None:
     errs = {"<good>": [1] * 40, "bad": [5] * 40}
     scored = score_table(_rows(errs, speakers), IdentityNormalizer())
     models = summarize_models(scored, ScoringOptions(n_boot=100))
-    sections = dict((sid, body) for sid, _, body, _ in robustness_sections({"models": models, "comparisons": compare_models(scored.frame, n_boot=200)}))
+    sections = dict((sid,
+        body) for sid, _, body, _ in robustness_sections({"models": models, "comparisons": compare_models(scored.frame, n_boot=200)}))
     assert set(sections) == {"hallucination", "comparisons"}
     assert "&lt;good&gt; is better than bad" in sections["comparisons"] and "<good>" not in sections["comparisons"]
     assert "id='hallucination-table'" in sections["hallucination"]

@@ -134,7 +134,8 @@ def test_sv_pass_unit_contract_resume_and_changed_audio(corpus: Path, tmp_path: 
     again = run_embed_backends(open_dataset(corpus, shard_size=2), spec, out, warmup=0)
     assert again["sim-sv"]["status"] == "done" and again["sim-sv"]["n_units_run"] == 0
     # other settings: every unit is stale and recomputed
-    other = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
+    other = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)],
+        out, warmup=0)
     assert other["sim-sv"]["n_units_run"] == 3
     assert len(pq.read_table(out / "embeddings.parquet").column("embedding")[0].as_py()) == 12
     # one clip's audio changes: only its unit is recomputed, and its embedding is the new audio's
@@ -143,7 +144,8 @@ def test_sv_pass_unit_contract_resume_and_changed_audio(corpus: Path, tmp_path: 
     before = {r["utt_id"]: r["embedding"] for r in pq.read_table(out / "embeddings.parquet").to_pylist()}
     try:
         sf.write(wav, x * np.linspace(0.2, 1.0, len(x), dtype=np.float32), sr)
-        changed = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
+        changed = run_embed_backends(open_dataset(corpus, shard_size=2),
+            [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
     finally:
         sf.write(wav, x, sr)
     assert changed["sim-sv"]["n_units_run"] == 1

@@ -64,7 +64,8 @@ def test_every_kind_has_its_builtins_from_pyproject() -> None:
     from engine.datasets import DATASET_READERS
 
     table = pyproject_entry_points()
-    regs = (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS, RUNNERS)
+    regs = (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS,
+        RUNNERS)
     assert sorted(r.group for r in regs) == sorted(f"audit_engine.{g}" for g in GROUPS)
     for reg in regs:
         declared = table[reg.group]
@@ -147,7 +148,8 @@ def test_broken_entry_point_names_distribution_and_entry_point(on_path: Path) ->
     fake_dist(on_path, "broken-plug", "0.3", {"audit_engine.asr_backends": {"broken": "no_such_module_xyz:Backend"}})
     reg: Registry[type] = Registry("ASR backend", "audit_engine.asr_backends")
     assert "broken" in reg.names()  # listed, never silently skipped
-    with pytest.raises(RegistryError, match=r"ASR backend 'broken' \(broken-plug 0\.3: broken = no_such_module_xyz:Backend.*cannot be imported") as info:
+    with pytest.raises(RegistryError,
+        match=r"ASR backend 'broken' \(broken-plug 0\.3: broken = no_such_module_xyz:Backend.*cannot be imported") as info:
         reg.get("broken")
     assert isinstance(info.value.__cause__, ModuleNotFoundError)
     (on_path / "half_plug.py").write_text("X = 1\n", encoding="utf-8")
@@ -160,7 +162,8 @@ def test_broken_entry_point_names_distribution_and_entry_point(on_path: Path) ->
 def test_malformed_entry_point_value_is_an_error(on_path: Path) -> None:
     fake_dist(on_path, "odd-plug", "2.0", {"audit_engine.runners": {"odd": "odd_plug.just_a_module"}})
     reg: Registry[type] = Registry("runner", "audit_engine.runners")
-    with pytest.raises(RegistryError, match=r"runner 'odd' \(odd-plug 2\.0: odd = odd_plug\.just_a_module.*audit_engine\.runners.*module:Attribute"):
+    with pytest.raises(RegistryError,
+        match=r"runner 'odd' \(odd-plug 2\.0: odd = odd_plug\.just_a_module.*audit_engine\.runners.*module:Attribute"):
         reg.names()
 
 
@@ -178,7 +181,9 @@ def test_duplicate_names_across_distributions_name_both(on_path: Path) -> None:
 def test_a_plugin_may_not_take_a_builtin_name(on_path: Path) -> None:
     fake_dist(on_path, "greedy-plug", "1.0", {"audit_engine.normalizers": {"basic": "greedy_plug:Basic"}})
     reg: Registry[type] = Registry("normalizer", "audit_engine.normalizers")
-    with pytest.raises(RegistryError, match=r"duplicate normalizer name 'basic': offered by built-in: basic = normalizers\.english:BasicNormalizer and by greedy-plug 1\.0"):
+    with pytest.raises(RegistryError,
+        match=r"duplicate normalizer name 'basic': offered by built-in: basic = normalizers\.english:BasicNormalizer and by greedy-plug "
+            r"1\.0"):
         reg.names()
 
 
@@ -219,7 +224,8 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     target = tmp_path / "plugins"
     source = shutil.copytree(PLUGIN_PKG, tmp_path / "plugin_pkg")  # pip builds in the source folder: keep the repository clean
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target),
+            str(source)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )
     assert pip.returncode == 0, pip.stdout + pip.stderr
@@ -232,7 +238,8 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     (data / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     configs = tmp_path / "configs"
     (configs / "models").mkdir(parents=True)
-    (configs / "models" / "toy.yaml").write_text("models:\n  toy-tones:\n    backend: tone-counter\n    options: {threshold: 0.05}\n", encoding="utf-8")
+    (configs / "models" / "toy.yaml").write_text("models:\n  toy-tones:\n    backend: tone-counter\n    options: {threshold: 0.05}\n",
+        encoding="utf-8")
     recipe = tmp_path / "toy.yaml"
     recipe.write_text(
         f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [toy-tones]\nnormalizer: basic\n"
@@ -247,7 +254,8 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     assert lines["tone-counter"][:2] == ["toy-audit-plugin", "0.1.0"] and lines["cliplen"][:2] == ["toy-audit-plugin", "0.1.0"]
     assert lines["pocketsphinx"][0] == BUILTIN
     out = tmp_path / "run"
-    proc = subprocess.run([*audit, "run", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    proc = subprocess.run([*audit, "run", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env, timeout=600,
+        cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = pd.read_parquet(out / "utterances.parquet").set_index("utt_id")
     assert table.loc[["c0", "c1", "c2"], "hyp_raw"].tolist() == ["tone", "tone tone", "tone tone tone"]

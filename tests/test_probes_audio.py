@@ -76,7 +76,8 @@ def test_mask_variants_change_only_the_span() -> None:
 
 
 def _timings(ref: str, step: float = 0.3, lead: float = 0.2) -> list[WordTiming]:
-    return [WordTiming(i, w, lead + i * step, lead + (i + 1) * step - 0.02, "whisper-word-timestamps", "aligned") for i, w in enumerate(ref.split())]
+    return [WordTiming(i, w, lead + i * step, lead + (i + 1) * step - 0.02, "whisper-word-timestamps",
+        "aligned") for i, w in enumerate(ref.split())]
 
 
 def test_mask_clip_writes_derived_utterances_with_parent_and_target() -> None:
@@ -194,7 +195,8 @@ def test_corrected_text_and_paired_difference() -> None:
     spans = [BadSpan("c", "delete", "start", "madam president", "", (0, 1), 2, 2),
              BadSpan("c", "insert", "end", "", "thank you", (7,), 2, 2)]
     assert corrected_from_spans(["madam", "president", "the", "vote", "is", "now", "closed"], spans) == "the vote is now closed thank you"
-    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0) for i in range(6)] + [Pair("asr", "masking", f"c{i}", "t0", 0, 0) for i in range(6)]
+    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0) for i in range(6)] + [Pair("asr", "masking", f"c{i}", "t0", 0,
+        0) for i in range(6)]
     out = summarize_pairs(pairs, ["mem", "asr", "absent"], n_boot=200)
     assert out["mem"]["rate"] == 1.0 and out["mem"]["real_rate"] == 1.0 and out["mem"]["generic_rate"] == 0.0
     assert out["asr"]["rate"] == 0.0 and out["asr"]["ci95"] == [0.0, 0.0]
@@ -246,7 +248,8 @@ def test_voice_arm_settings_are_checked() -> None:
     cfg = parse_probe_config({**base, "synthetic_voice": {}}, "r.yaml")
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.arms == ("generic", "matched")
     assert "flite:slt" in cfg.synthetic_voice.matched_pool and "kokoro:*" in cfg.synthetic_voice.matched_pool
-    cfg = parse_probe_config({**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}}, "r.yaml")
+    cfg = parse_probe_config({**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}},
+        "r.yaml")
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.matched_pool == ("flite:slt", "espeak-ng:en-us+m3")
     bad = {
         "arms": (["generic", "cloned"], r"synthetic_voice.arms: \['cloned'\]"),

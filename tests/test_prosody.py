@@ -200,7 +200,8 @@ def test_pairs_from_parents() -> None:
 
 
 def _seq(pitch: float, zcr: float, centroid: float, rms: float, mfcc: float, dur: float) -> dict[str, float]:
-    return {"seq_pitch_mean_hz": pitch, "seq_zcr": zcr, "seq_centroid_hz": centroid, "seq_rms": rms, "seq_mfcc_mean": mfcc, "seq_duration_s": dur}
+    return {"seq_pitch_mean_hz": pitch, "seq_zcr": zcr, "seq_centroid_hz": centroid, "seq_rms": rms, "seq_mfcc_mean": mfcc,
+        "seq_duration_s": dur}
 
 
 def test_speecheq_points_hand_computed() -> None:

@@ -65,7 +65,8 @@ def test_a_bad_conversation_option_is_refused_before_any_work(env: Env, line: st
 
 
 def test_false_means_false_and_the_parsed_config_keeps_types() -> None:
-    cfg = parse_conversation_config({"skip_overlap": False, "oracle_speakers": False, "collar": 0, "segmentation": {"max_chunk_s": 20}}, "r.yaml")
+    cfg = parse_conversation_config({"skip_overlap": False, "oracle_speakers": False, "collar": 0, "segmentation": {"max_chunk_s": 20}},
+        "r.yaml")
     assert cfg.skip_overlap is False and cfg.oracle_speakers is False
     assert isinstance(cfg.collar, float) and cfg.segmentation.max_chunk_s == 20.0
     # 20 and 20.0 are one setting: the stored-results fingerprint must not tell them apart
@@ -104,7 +105,8 @@ def _break(conv: Path, what: str) -> str:
         (conv / "reference.rttm").write_text((conv / "reference.rttm").read_text().replace("0.00 1.50", "nan 1.50", 1))
         return "reference.rttm, line 1, field 'start': start 'nan' is not a finite number"
     if what == "rttm-not-utf8":
-        (conv / "reference.rttm").write_bytes((conv / "reference.rttm").read_bytes() + b"SPEAKER rec0 1 0.1 0.2 <NA> <NA> \xff\xfe <NA> <NA>\n")
+        (conv / "reference.rttm").write_bytes((conv / "reference.rttm").read_bytes() + b"SPEAKER rec0 1 0.1 0.2 <NA> <NA> \xff\xfe <NA> "
+            b"<NA>\n")
         return "reference.rttm: not valid UTF-8"
     if what == "rttm-past-audio":
         (conv / "reference.rttm").write_text((conv / "reference.rttm").read_text() + "SPEAKER rec1 1 3.00 9.00 <NA> <NA> A <NA> <NA>\n")

@@ -59,7 +59,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
         mp.setattr(engine.model_registry, "CONFIG_DIR", tmp / "configs")
         clips: list[dict[str, Any]] = [
-            {"audio": noise(1.0, i), "text": "the a of and", "speaker": EVIL_SPEAKER if i % 2 else "s2", "accent": EVIL_LABEL if i % 2 else "plain"}
+            {"audio": noise(1.0, i), "text": "the a of and", "speaker": EVIL_SPEAKER if i % 2 else "s2",
+                "accent": EVIL_LABEL if i % 2 else "plain"}
             for i in range(6)
         ]
         clips.append({"audio": noise(1.0, 50), "text": "", "content": "speech-free", "speaker": EVIL_SPEAKER, "accent": EVIL_LABEL})
@@ -118,7 +119,8 @@ def test_the_conversation_part_escapes_models_slices_backends_and_problems() -> 
 
 
 HOSTILE = [
-    "a|b", "<script>x</script>", "x\u202ey\u2066z", "line\nbreak|", "`code`|**bold**", "&lt;already&gt;", "\\|escaped", "<img src=x onerror=y>",
+    "a|b", "<script>x</script>", "x\u202ey\u2066z", "line\nbreak|", "`code`|**bold**", "&lt;already&gt;", "\\|escaped",
+    "<img src=x onerror=y>",
 ]
 
 

@@ -34,7 +34,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         a = write_dataset(tmp / "a", [*speech_clips(4, 0), free])
         b = write_dataset(tmp / "b", [*speech_clips(4, 10), free])
         out = tmp / "sweep"
-        res = audit("sweep", env.recipe(a, models="[sim-a, sim-b]"), "--models", "sim-a,sim-b", "--tracks", f"accent={a},noise={b}", "--out", out)
+        res = audit("sweep", env.recipe(a, models="[sim-a, sim-b]"), "--models", "sim-a,sim-b", "--tracks", f"accent={a},noise={b}",
+            "--out", out)
         assert res.exit_code == 0, res.output
     finally:
         mp.undo()
@@ -110,7 +111,8 @@ def test_a_run_without_a_recorded_fingerprint_is_checked_against_its_figures(run
 
 
 @pytest.mark.parametrize("name", ["tracks.json", "a/b", "..", ".hidden", "a b", "x|y", "parts", "é" * 2, "n" * 65])
-def test_a_track_name_that_cannot_be_a_folder_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_a_track_name_that_cannot_be_a_folder_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        name: str) -> None:
     env = Env(tmp_path, monkeypatch)
     a = write_dataset(tmp_path / "a", speech_clips(2))
     out = tmp_path / "sweep"

@@ -458,5 +458,6 @@ def test_prosody_contrast_definition_is_a_recipe_option() -> None:
     assert parse_emotion_config({"backends": ["prosody"]}, "r.yaml").contrast_definition == "speecheq"
     cfg = parse_emotion_config({"backends": ["prosody"], "contrast_definition": "semitone-syllable"}, "r.yaml")
     assert cfg.contrast_definition == "semitone-syllable" and cfg.as_dict()["contrast_definition"] == "semitone-syllable"
-    with pytest.raises(ConfigError, match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"):
+    with pytest.raises(ConfigError,
+        match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"):
         parse_emotion_config({"backends": ["prosody"], "contrast_definition": "speechEQ"}, "r.yaml")

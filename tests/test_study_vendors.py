@@ -61,7 +61,8 @@ class Fake:
                 return 400, {"detail": "bad request"}
             if b'name="upload_file"' not in body or b"RIFF" not in body:
                 return 422, {"detail": "upload_file is required"}
-            return 200, {"text": "Hello everyone.", "duration_ms": 1000, "utterances": [{"start_ms": 0, "end_ms": 1000, "speaker": 1, "text": "Hello everyone."}]}
+            return 200, {"text": "Hello everyone.", "duration_ms": 1000,
+                "utterances": [{"start_ms": 0, "end_ms": 1000, "speaker": 1, "text": "Hello everyone."}]}
         if headers.get("authorization") != f"Bearer {KEY}":
             return 401, {"message": "Unauthorized"}
         if url.path != "/waves/v1/pulse/get_text" or headers.get("content-type") != "application/octet-stream" or not body.startswith(b"RIFF"):
@@ -89,10 +90,12 @@ def _clip() -> np.ndarray:
     return (0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
 
 
-@pytest.mark.parametrize(("vendor", "model", "expected"), [("modulate", "velma-2-stt-batch", "Hello everyone."), ("smallest", "pulse", "Hello world.")])
+@pytest.mark.parametrize(("vendor", "model", "expected"),
+    [("modulate", "velma-2-stt-batch", "Hello everyone."), ("smallest", "pulse", "Hello world.")])
 def test_study_vendor_sends_the_documented_request(fakes: dict[str, Fake], vendor: str, model: str, expected: str) -> None:
     fake = fakes[vendor]
-    backend = ASR_BACKENDS.get(vendor)(model=model, base_url=fake.base_url, backoff_s=0.01, max_retries=1, language="en" if vendor == "smallest" else None)
+    backend = ASR_BACKENDS.get(vendor)(model=model, base_url=fake.base_url, backoff_s=0.01, max_retries=1,
+        language="en" if vendor == "smallest" else None)
     backend.load()
     assert backend.transcribe_batch([_clip()]) == [expected]
     (req,) = fake.seen

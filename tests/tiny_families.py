@@ -25,7 +25,8 @@ def two_clips(root: Path) -> Path:
     return write_manifest(root / "manifest.jsonl", rows)
 
 
-def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None, pad: str | None = None) -> Any:
+def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None,
+        pad: str | None = None) -> Any:
     """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -67,7 +68,8 @@ def build_whisper(out: Path, tokenizer_file: Path) -> Path:
         decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
     )  # fmt: skip
     model = WhisperForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12, no_timestamps_token_id=no_ts)
+    model.generation_config = GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12,
+        no_timestamps_token_id=no_ts)
     model.save_pretrained(out)
     return out
 
@@ -83,8 +85,10 @@ def build_ctc(out: Path, arch: str, adapter_lang: str | None = None) -> Path:
     (out / "vocab.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "vocab.json").write_text(json.dumps({adapter_lang: letters} if adapter_lang else letters))
     tok_kwargs: dict[str, Any] = {"target_lang": adapter_lang} if adapter_lang else {}
-    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|", **tok_kwargs)
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True)
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|",
+        **tok_kwargs)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
+        return_attention_mask=True)
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     common = dict(
         vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
@@ -114,7 +118,8 @@ def build_moonshine(out: Path) -> Path:
     import transformers
 
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
+        return_attention_mask=True)
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.MoonshineConfig(
@@ -145,7 +150,8 @@ def build_qwen2_audio(out: Path) -> Path:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
     tokenizer = word_tokenizer(specials, extra_words=8, eos="<|im_end|>", pad="<|endoftext|>")
     extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
-    transformers.Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN2_AUDIO_TEMPLATE).save_pretrained(out)
+    transformers.Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer,
+        chat_template=QWEN2_AUDIO_TEMPLATE).save_pretrained(out)
     audio_id = tokenizer.convert_tokens_to_ids("<|AUDIO|>")
     torch.manual_seed(0)
     config = transformers.Qwen2AudioConfig(
@@ -192,9 +198,11 @@ def build_qwen3_asr(out: Path) -> Path:
         thinker_config={
             "audio_config": {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "d_model": 16,
                              "output_dim": 32, "downsample_hidden_size": 8, "n_window": 50, "n_window_infer": 100, "conv_chunksize": 500},
-            "text_config": {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+            "text_config": {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                "num_attention_heads": 2,
                             "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
-                            "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "interleaved": True, "mrope_interleaved": True}},
+                            "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "interleaved": True,
+                                "mrope_interleaved": True}},
             "audio_token_id": ids["<|audio_pad|>"], "audio_start_token_id": ids["<|audio_start|>"],
         },
         support_languages=["English"],
@@ -234,7 +242,8 @@ def assert_family_runs(
     )
     monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: {{n_boot: 10}}\n")
+    recipe.write_text(f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: "
+        f"{{n_boot: 10}}\n")
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -274,9 +283,11 @@ def build_nemo_ctc(out: Path) -> Path:
         "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
                          "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
         "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
-                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0, "residual": False,
+                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0,
+                        "residual": False,
                                 "separable": True, "se": False}]},
-        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": 32, "num_classes": len(labels), "vocabulary": labels},
+        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": 32, "num_classes": len(labels),
+            "vocabulary": labels},
     }  # fmt: skip
     torch.manual_seed(0)
     model = EncDecCTCModel(cfg=OmegaConf.create(cfg))
@@ -291,11 +302,13 @@ def build_moonshine_streaming(out: Path) -> Path:
     import transformers
 
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True)
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
+        return_attention_mask=True)
     transformers.MoonshineStreamingProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.MoonshineStreamingConfig(
-        encoder_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 2,
+        encoder_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "num_key_value_heads": 2,
                         "sliding_windows": [[16, 4], [16, 0]]},
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
@@ -357,7 +370,8 @@ def build_cohere_asr(out: Path) -> Path:
     config = transformers.CohereAsrConfig(
         encoder_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, "conv_kernel_size": 3,
                         "subsampling_conv_channels": 8, "num_mel_bins": 32},
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, max_position_embeddings=256,
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+        max_position_embeddings=256,
         pad_token_id=ids["<pad>"], eos_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|startoftranscript|>"],
         decoder_start_token_id=ids["<|startoftranscript|>"],
     )  # fmt: skip
@@ -385,7 +399,8 @@ def build_nemo_rnnt(out: Path) -> Path:
         "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
                          "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
         "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
-                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0, "residual": False,
+                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0,
+                        "residual": False,
                                 "separable": True, "se": False}]},
         "decoder": {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 16, "pred_rnn_layers": 1}},
         "joint": {"_target_": "nemo.collections.asr.modules.RNNTJoint", "jointnet": {"joint_hidden": 16, "activation": "relu"}},
@@ -411,12 +426,15 @@ def build_kyutai_stt(out: Path) -> Path:
     torch.manual_seed(0)
     codebooks = 2
     config = transformers.KyutaiSpeechToTextConfig(
-        codebook_vocab_size=33, vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+        codebook_vocab_size=33, vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2,
         ffn_dim=64, max_position_embeddings=256, sliding_window=64, num_codebooks=codebooks, audio_bos_token_id=32,
         audio_pad_token_id=len(tokenizer) + 32 * codebooks, pad_token_id=3, bos_token_id=1, eos_token_id=2,
         codec_config={"hidden_size": 16, "num_filters": 4, "upsampling_ratios": [8, 6, 5, 4], "codebook_size": 32, "codebook_dim": 8,
-                      "num_quantizers": codebooks, "num_semantic_quantizers": 1, "vector_quantization_hidden_dimension": 8, "upsample_groups": 16,
-                      "num_hidden_layers": 1, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2, "sliding_window": 64},
+                      "num_quantizers": codebooks, "num_semantic_quantizers": 1, "vector_quantization_hidden_dimension": 8,
+                      "upsample_groups": 16,
+                      "num_hidden_layers": 1, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
+                      "sliding_window": 64},
     )  # fmt: skip
     model = transformers.KyutaiSpeechToTextForConditionalGeneration(config)
     favour_words(model, 4)

@@ -118,7 +118,8 @@ def cohort_scores(summary: Mapping[str, Any], models: Sequence[str] | None = Non
             vals = [slice_wer[k].get(m) for k in keys]
             if any(v is None for v in vals):
                 macro[m] = None
-                notes.append(f"{m}: no family score for '{fam}' (no scored rows in {sum(v is None for v in vals)} of its {len(keys)} values)")
+                notes.append(f"{m}: no family score for '{fam}' (no scored rows in {sum(v is None for v in vals)} of its {len(keys)} "
+                    f"values)")
             else:
                 macro[m] = float(np.mean([float(v) for v in vals if v is not None]))
         family_wer[fam] = macro

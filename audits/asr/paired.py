@@ -66,7 +66,8 @@ def _count_matrix(n_blocks: int, n_boot: int, seed: int, step: int = 128) -> np.
     for start in range(0, n_boot, step):
         part = draws[start : start + step].astype(np.int64)
         flat = part + (np.arange(part.shape[0], dtype=np.int64) * n_blocks)[:, None]
-        counts[start : start + part.shape[0]] = np.bincount(flat.reshape(-1), minlength=part.shape[0] * n_blocks).reshape(part.shape[0], n_blocks)
+        counts[start : start + part.shape[0]] = np.bincount(flat.reshape(-1), minlength=part.shape[0] * n_blocks).reshape(part.shape[0],
+            n_blocks)
     return counts
 
 

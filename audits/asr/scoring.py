@@ -262,7 +262,8 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
     if wa is None or wb is None:
-        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "p_value": None, "n_a": len(ga), "n_b": len(gb)}
+        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "p_value": None, "n_a": len(ga),
+            "n_b": len(gb)}
 
     def blocks(x: pd.DataFrame) -> np.ndarray:
         return x["speaker"].where(x["speaker"].notna(), x["utt_id"]).astype(str).to_numpy()
@@ -290,7 +291,8 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     }
 
 
-def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]], opts: ScoringOptions) -> dict[str, Any]:
+def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]],
+        opts: ScoringOptions) -> dict[str, Any]:
     """Everything ``summarize_models`` reports for one model (``mi``: its index, which seeds it)."""
     m = group_metrics(g, opts, seed_offset=mi * 1000)
     failures = g.loc[~g["ok"], "error"].fillna("no hypothesis").astype(str)

@@ -122,7 +122,8 @@ def ratio_difference_replicates(
 ) -> np.ndarray:
     """The finite bootstrap replicates of ratio(A) - ratio(B) (independent block draws for A and B)."""
 
-    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None,
+            rng: np.random.Generator) -> np.ndarray:
         numer = np.asarray(numer, dtype=np.float64)
         denom = np.asarray(denom, dtype=np.float64)
         codes = _block_codes(blocks, numer.size)

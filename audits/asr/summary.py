@@ -77,7 +77,8 @@ def build_summary(
     for name, facts in model_facts.items():
         entry: dict[str, Any] = dict(per_model.get(name, {}))
         if not entry:
-            entry = {"n_utts": 0, "n_failed": int(dataset.get("n_utts", 0)), "audio_s": 0.0, "infer_s": 0.0, "rtfx": None, "wer": None, "cer": None, "slices": {}, "gaps": []}
+            entry = {"n_utts": 0, "n_failed": int(dataset.get("n_utts", 0)), "audio_s": 0.0, "infer_s": 0.0, "rtfx": None, "wer": None,
+                "cer": None, "slices": {}, "gaps": []}
         info = dict(facts.get("info", {}))
         entry["status"] = facts.get("status", "unknown")
         if facts.get("error"):
@@ -114,13 +115,15 @@ def build_summary(
         "dataset": dict(dataset),
         "normalizer": {"name": normalizer.name, "version": normalizer.version},
         "scoring": {
-            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed; speech-free clips (empty normalized reference) excluded and scored under hallucination",
+            "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed; speech-free "
+                "clips (empty normalized reference) excluded and scored under hallucination",
             "cer": "corpus-level over characters of the normalized text, spaces included",
             "ci95": f"percentile bootstrap over speaker blocks, {options.n_boot} replicates, seed {options.seed}",
             "rtfx": "audio seconds / inference seconds (batch wall time, feature extraction to decoded text), warm-up excluded",
             "hallucination": HALLUCINATION_NOTE,
             "comparisons": f"{PAIRED_METHOD}, {options.n_boot} replicates, seed {options.seed}, alpha {options.alpha}",
-            "gaps": "unpaired speaker-block bootstrap per gap; shifted-null two-sided p; Holm across all gaps of all models (p_holm, significant)",
+            "gaps": "unpaired speaker-block bootstrap per gap; shifted-null two-sided p; Holm across all gaps of all models (p_holm, "
+                "significant)",
         },
         "packages": package_versions(),
         "hardware": dict(hardware),

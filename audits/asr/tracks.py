@@ -117,10 +117,12 @@ def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any],
     """The rows must give the run's own figures (runs scored before fingerprints were recorded)."""
     m = (summary.get("models") or {}).get(model)
     if m is None:
-        raise ConfigError(f"track '{name}': {run / 'utterances.parquet'} holds model '{model}', which summary.json does not; the rows were changed after scoring")
+        raise ConfigError(f"track '{name}': {run / 'utterances.parquet'} holds model '{model}', which summary.json does not; the rows were "
+            f"changed after scoring")
     if (m.get("n_utts"), m.get("word_errors"), m.get("n_words")) != (n_utts, errors, words):
         raise ConfigError(
-            f"track '{name}': model '{model}' in {run / 'utterances.parquet'} gives {n_utts} rows, {errors} word errors over {words} words, "
+            f"track '{name}': model '{model}' in {run / 'utterances.parquet'} gives {n_utts} rows, {errors} word errors over {words} words,"
+                f" "
             f"but summary.json says {m.get('n_utts')}, {m.get('word_errors')} over {m.get('n_words')}: the rows were changed after scoring "
             "or the run is incomplete; re-run the recipe into that folder"
         )
@@ -151,7 +153,8 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         _check_run(name, run, summary)
         digest = rows_fingerprint(run / "utterances.parquet")
         if digest in by_rows:
-            raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of its own dataset")
+            raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of "
+                f"its own dataset")
         by_rows[digest] = name
         summaries[name] = summary
         norm = summary.get("normalizer", {})
@@ -181,7 +184,8 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
             if words <= 0:
                 continue
             blocks = ok["speaker"].where(ok["speaker"].notna(), ok["utt_id"]).astype(str).to_numpy()
-            r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot, seed + 1000 * ti + mi)
+            r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot,
+                seed + 1000 * ti + mi)
             entry = per_model.setdefault(str(model), {"tracks": {}})
             entry["tracks"][name] = {
                 "wer": errors / words,
@@ -203,9 +207,11 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         have = [(e["tracks"][name]["wer"], m) for m, e in per_model.items() if name in e["tracks"]]
         winners[name] = min(have)[1] if have else None
     return {
-        "definition": "Average WER = unweighted mean of per-track corpus WERs (each the run's own WER: failed rows and speech-free clips left out); "
+        "definition": "Average WER = unweighted mean of per-track corpus WERs (each the run's own WER: failed rows and speech-free clips "
+            "left out); "
         "CI: per-track speaker-block bootstrap, averaged per replicate",
-        "tracks": {n: {"run": str(p), "dataset_fingerprint": fingerprints[n], "rows_sha256": d} for (n, p), d in zip(tracks.items(), by_rows)},
+        "tracks": {n: {"run": str(p), "dataset_fingerprint": fingerprints[n], "rows_sha256": d} for (n, p), d in zip(tracks.items(),
+            by_rows)},
         "normalizer": {"name": norm_name, "version": norm_version},
         "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
         "models": per_model,
@@ -276,7 +282,8 @@ def tracks_html(summary: Mapping[str, Any]) -> str:
     winners = ", ".join(f"{esc(n)}: {esc(w)}" for n, w in summary["winners"].items())
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Tracks</title><style>"
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}"
+        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
+            "text-align:right}"
         "td:nth-child(2),th:nth-child(2){text-align:left}</style></head><body><h1>Tracks</h1>"
         "<p>Average WER: the unweighted mean of the per-track corpus WERs (normalizer "
         f"{esc(norm)}), each the run's own WER; WER % with 95% intervals. Runs of different datasets, combined on purpose.</p>"

@@ -78,7 +78,8 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
             s = a.get("smoke") or {}
             verdict = "ok" if s.get("ok") else ("skipped" if s.get("ok") is None else "FAILED")
             detail = s.get("text") if s.get("ok") else s.get("error", "")
-            row += [verdict, str(s.get("load_s", "—")), str(s.get("peak_rss_mb", "—")), str(s.get("peak_gpu_mb", "—")), escape(str(detail)[:120])]
+            row += [verdict, str(s.get("load_s", "—")), str(s.get("peak_rss_mb", "—")), str(s.get("peak_gpu_mb", "—")),
+                escape(str(detail)[:120])]
         t.add_row(*row)
     out.print(t)
     return answers

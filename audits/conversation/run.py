@@ -81,9 +81,11 @@ class ConversationConfig:
 
 
 CONFIG_FIELDS: dict[str, Field] = {
-    "dataset": Field(str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
+    "dataset": Field(str, "builtin:demo-conversation",
+        "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
     "segmentation": Field(dict, None, "VAD segmentation (engine.segmentation.SEGMENTATION_FIELDS)", nullable=True),
-    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)", kind_doc="text or mapping"),
+    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)",
+        kind_doc="text or mapping"),
     "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
     "skip_overlap": Field(bool, DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER"),
     "tcp_collar": Field(float, DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600),
@@ -192,10 +194,12 @@ def load_conversation_data(root: Path) -> ConversationData:
         try:
             info = sf.info(str(audio))
         except (RuntimeError, OSError, ValueError) as exc:  # soundfile's LibsndfileError is a RuntimeError
-            raise ManifestError(manifest, f"{audio} is not readable audio ({exc}); supported: WAV, FLAC, OGG, MP3", line=n, field="audio_filepath") from None
+            raise ManifestError(manifest, f"{audio} is not readable audio ({exc}); supported: WAV, FLAC, OGG, MP3", line=n,
+                field="audio_filepath") from None
         if info.frames <= 0 or info.samplerate <= 0:
             raise ManifestError(manifest, f"{audio} holds no audio (0 samples)", line=n, field="audio_filepath")
-        recordings[rec] = {"path": str(audio), "duration": info.frames / info.samplerate, "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
+        recordings[rec] = {"path": str(audio), "duration": info.frames / info.samplerate,
+            "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
     turns = read_annotations(root / "reference.rttm")
     ref_path = root / "reference.json" if (root / "reference.json").exists() else root / "reference.stm"
     reference = read_annotations(ref_path)
@@ -298,7 +302,8 @@ def run_conversation(
         for rec in todo:
             t0 = time.perf_counter()
             turns = diar.diarize(audio(rec), num_speakers=diar_keys[rec][0].get("num_speakers"))
-            result = {"recording": rec, "seconds": time.perf_counter() - t0, "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
+            result = {"recording": rec, "seconds": time.perf_counter() - t0,
+                "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
             diar_store.put(cfg.diarization, rec, *diar_keys[rec], result)
             diarized[rec] = json.loads(json.dumps(result))  # as stored (and as read back on a resume)
             if progress:
@@ -321,11 +326,13 @@ def run_conversation(
             plans, vad_s = segment_recordings(x, cfg.segmentation, vad)
             chunks, infer_lf = transcribe_chunks(backend.transcribe_batch, x, plans, cfg.segmentation.batch_size)
             tplans = _turn_plans(diarized[rec]["turns"], cfg.segmentation)
-            tchunks, infer_sa = transcribe_chunks(backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]}, cfg.segmentation.batch_size)
+            tchunks, infer_sa = transcribe_chunks(backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]},
+                cfg.segmentation.batch_size)
             asr_store.put(spec.name, rec, *keys[rec], {
                 "recording": rec, "model": spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
                 "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
-                "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec], tplans)],
+                "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec],
+                    tplans)],
             })
             if progress:
                 progress("transcribed", 1, {"model": spec.name, "recording": rec})
@@ -365,7 +372,8 @@ def conversation_summary(
         d = pool_diarization([dscores[r] for r in recs])
         return {"der": d.der, "jer": d.jer, **d.as_dict()}
 
-    diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options), "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
+    diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options),
+        "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
     diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
     per_model: dict[str, Any] = {}
     for spec in models:
@@ -405,11 +413,15 @@ def conversation_summary(
             m["backend_info"] = facts[model]
         per_model[model] = m
     summary = {
-        "dataset": {"root": str(data.root), "n_recordings": len(data.recordings), "audio_s": round(audio_s, 3), "fingerprint": data.fingerprint},
+        "dataset": {"root": str(data.root), "n_recordings": len(data.recordings), "audio_s": round(audio_s, 3),
+            "fingerprint": data.fingerprint},
         "segmentation": cfg.segmentation.as_dict(),
-        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar), "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
-            "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts", "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
-        "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to its turn's speaker",
+        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
+            "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
+            "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
+            "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
+        "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
+            "its turn's speaker",
         "diarization": diar_summary,
         "models": per_model,
         "problems": {"count": len(data.problems), "examples": data.problems[:10]},
@@ -458,14 +470,16 @@ def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
     for name, m in summary["models"].items():
         whole = (m.get("whole_recording") or {}).get("wer")
         lines.append(
-            f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} | {_rtfx(m['rtfx'])} |"
+            f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} "
+                f"| {_rtfx(m['rtfx'])} |"
         )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
     for name, m in summary["models"].items():
         for key, s in m["slices"].items():
             lines.append(f"| {md(name)} | {md(key)} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
     if summary["problems"]["count"]:
-        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):", *[f"- {md(p)}" for p in summary["problems"]["examples"]]]
+        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):",
+            *[f"- {md(p)}" for p in summary["problems"]["examples"]]]
     return lines + [""]
 
 
@@ -481,14 +495,16 @@ def html_section(summary: Mapping[str, Any]) -> str:
         for n, m in summary["models"].items()
     )
     slices = "".join(
-        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>{_pct(d['slices'][k]['der'])}</td></tr>"
+        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>"
+            f"{_pct(d['slices'][k]['der'])}</td></tr>"
         for n, m in summary["models"].items() for k, s in m["slices"].items()
     )
     problems = "".join(f"<li>{esc(p)}</li>" for p in summary["problems"]["examples"])
     return (
         f"<p>{summary['dataset']['n_recordings']} recordings; diarization {esc(d['backend'])}: "
         f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {esc(summary['scoring']['der'])}.</p>"
-        "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>RTFx</th></tr>"
+        "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>"
+            "RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
         + (f"<p>Annotation problems ({summary['problems']['count']}, kept and scored):</p><ul>{problems}</ul>" if problems else "")
     )

@@ -590,7 +590,8 @@ def run_emotion_audit(
     for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
         options, placement = split_placement(cfg.backend_options.get(b, {}), f"emotion.backend_options.{b}")
         specs.append(EmbedSpec(name=b, backend=b, kind="ser", options=options, batch_size=cfg.batch_size, meta=placement))
-    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup, engine=engine)
+    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup,
+        engine=engine)
     results: dict[str, Any] = {}
     for spec in specs:
         entry = score_emotion_backend(cfg, spec.name, facts[spec.name], meta, found, out)
@@ -601,7 +602,8 @@ def run_emotion_audit(
         from audits.emotion.judge_compare import judge_emotion_pairs
 
         lm = cfg.make_label_map()
-        arousal, _ = expected_arousal_table([str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg, lm)
+        arousal, _ = expected_arousal_table([str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg,
+            lm)
         results["judges"] = judge_emotion_pairs(
             cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions()
         )

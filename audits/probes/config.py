@@ -236,7 +236,8 @@ def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> 
         raise ConfigError(f"{w}.arms: {unknown or list(arms)} is not one or both of {list(ARMS)} (each once)")
     raw_pool = s.get("matched_pool", list(DEFAULT_POOL))
     if not isinstance(raw_pool, (list, tuple)):
-        raise ConfigError(f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', 'kokoro:*'])")
+        raise ConfigError(f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', "
+            f"'kokoro:*'])")
     pool = parse_pool(raw_pool, f"{w}.matched_pool") if "matched" in arms else tuple(str(p) for p in raw_pool)
     encoder = str(s.get("match_encoder", "resemblyzer"))
     encoder_options = expect_type(s.get("match_encoder_options") or {}, dict, f"{w}.match_encoder_options")

@@ -192,7 +192,8 @@ def refine_span(x: np.ndarray, span: SpanTiming, max_shift_s: float = 0.15, sr: 
     return start, end
 
 
-def mask_interval(span: SpanTiming, pad_s: float, duration_s: float, x: np.ndarray | None = None, sr: int = SAMPLE_RATE) -> tuple[float, float]:
+def mask_interval(span: SpanTiming, pad_s: float, duration_s: float, x: np.ndarray | None = None,
+        sr: int = SAMPLE_RATE) -> tuple[float, float]:
     """The target span (edges refined on the audio when given) widened by ``pad_s`` into quiet audio only.
 
     The pad stops short of the neighbouring words: it extends an edge only over frames that stay
@@ -304,7 +305,8 @@ def mask_clip(
             continue
         if hi - lo > settings.max_span_fraction * duration:
             skips.append(
-                Skip(utt.utt_id, "target-covers-clip", f"span {hi - lo:.2f} s of a {duration:.2f} s clip exceeds max_span_fraction", target.text)
+                Skip(utt.utt_id, "target-covers-clip", f"span {hi - lo:.2f} s of a {duration:.2f} s clip exceeds max_span_fraction",
+                    target.text)
             )
             continue
         for variant in settings.variants:

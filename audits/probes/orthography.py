@@ -630,7 +630,8 @@ def switch_entries(
         if arms and r.get("limiting_arm") in arms:
             arm = arms[r["limiting_arm"]]
         out[m] = {"rate": r["switch"], **r, "k": arm.get("hits") if arm else None, "n": arm.get("n") if arm else None}
-    out["settings"] = {"min_clips_per_arm": min_clips_per_arm, "pool": pool, "families": [f.name for f in families], "provenance": families_provenance()}
+    out["settings"] = {"min_clips_per_arm": min_clips_per_arm, "pool": pool, "families": [f.name for f in families],
+        "provenance": families_provenance()}
     return out
 
 

@@ -149,7 +149,8 @@ def run_probes(
             result["masking"], masking_state = _masking(cfg, dataset, specs, probes_dir, base_hyps, timer, progress, engine)
         if cfg.bad_reference is not None:
             note("bad_reference")
-            result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress, engine)
+            result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress,
+                engine)
         if cfg.synthetic_voice is not None:
             note("synthetic_voice")
             state = ProbeState(masking=masking_state, bad_reference=badref_state, engine=engine)
@@ -171,7 +172,8 @@ def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, m
     return switch_entries(refs, hyps, select_families(cfg.families), cfg.min_clips_per_arm, cfg.pool)
 
 
-def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, base_hyps: Mapping[tuple[str, str], str | None],
+def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
+        base_hyps: Mapping[tuple[str, str], str | None],
              timer: Any, progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], MaskingState | None]:
     """``probes.masking`` and the masked set with its records (for the synthetic-voice probe)."""
     from audits.probes.masking_score import gated_leak_rate
@@ -264,7 +266,8 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     panel_hyps = {p: hyps_of(p) for p in cfg.panel if p not in failed}
     models_hyps = {m: hyps_of(m) for m in names if m not in failed}
     corrections = _load_corrections(cfg.corrections) if cfg.corrections else None
-    report = run_bad_reference_probe(refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections, corrections_mode=cfg.corrections_mode)  # type: ignore[arg-type]
+    report = run_bad_reference_probe(refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections,
+        corrections_mode=cfg.corrections_mode)  # type: ignore[arg-type]
     state = BadReferenceState(report=report, refs=refs, plan=plan, work=work, corrections=corrections)
     out: dict[str, Any] = report.to_dict()
     for m in report.results:

@@ -45,7 +45,8 @@ class Clip(NamedTuple):
     audio: np.ndarray
 
 
-def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None, max_items: int) -> list[Clip]:
+def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None,
+        max_items: int) -> list[Clip]:
     """The probe's renditions in every voice arm (not their masked copies) and the real clips they re-speak.
 
     ``max_items`` bounds the renditions per arm, so every arm is asked about the same real clips.
@@ -85,7 +86,8 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> d
     arms = list(dict.fromkeys(c.arm for c in clips))
     for name in cfg.backends:
         if not clips:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-clips", "error": "no real clip with a generic rendition to judge"}
+            out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-clips",
+                "error": "no real clip with a generic rendition to judge"}
             continue
         judge, facts = open_judge(name, cfg.backend_options.get(name, {}))
         if judge is None:
@@ -98,7 +100,8 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> d
             judge.close()
         score = [answer_value(r) for r in results]
         status = [answer_status(r) for r in results]
-        entry["arms"] = {a: _arm_figures([s for c, s in zip(clips, score) if c.arm == a], [t for c, t in zip(clips, status) if c.arm == a]) for a in arms}
+        entry["arms"] = {a: _arm_figures([s for c, s in zip(clips, score) if c.arm == a],
+            [t for c, t in zip(clips, status) if c.arm == a]) for a in arms}
         real = {c.pair: s for c, s in zip(clips, score) if c.arm == REFERENCE_ARM and s is not None}
         sep: dict[str, Any] = {}
         for a in arms:
@@ -112,10 +115,12 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> d
                 "n_real": len(real),
                 "paired_higher_rate": sum(paired) / len(paired) if paired else None,
                 "n_paired": len(paired),
-                "what": f"AUC: P(a {a} clip scores above a real clip), ties half; paired: share of {a} clips scored above their own real clip",
+                "what": f"AUC: P(a {a} clip scores above a real clip), ties half; paired: share of {a} clips scored above their own real "
+                    f"clip",
             }
         entry["separation"] = sep
-        rows = [{"arm": c.arm, "clip_id": c.clip_id, "pair": c.pair, "likelihood": s, "status": t, "raw": None if isinstance(r, BaseException) else r.raw[:200]}
+        rows = [{"arm": c.arm, "clip_id": c.clip_id, "pair": c.pair, "likelihood": s, "status": t,
+            "raw": None if isinstance(r, BaseException) else r.raw[:200]}
                 for c, s, t, r in zip(clips, score, status, results)]  # fmt: skip
         entry["rows_path"] = write_rows(rows_path(out_dir, ".", name, TASK), rows)
         entry["sample"] = {"max_items": cfg.max_items, "what": "the first max_items generic renditions and their real clips"}

@@ -69,9 +69,11 @@ def _select(
     if "masking" in sv.sources and ms is not None and ms.records and cfg.masking is not None:
         build = ms.build
         primary = cfg.masking.primary_variant
-        idx = {(build.parents[uid], _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary}
+        idx = {(build.parents[uid],
+            _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary}
         recs = [r for r in ms.records if r.variant == primary]
-        leaked = sorted({r.parent_id for r in recs if r.hyp_original and r.hyp_masked and target_in_text(r.target, r.hyp_original) and target_in_text(r.target, r.hyp_masked)})
+        leaked = sorted({r.parent_id for r in recs if r.hyp_original and r.hyp_masked and target_in_text(r.target,
+            r.hyp_original) and target_in_text(r.target, r.hyp_masked)})
         for r in recs:
             k = idx.get((r.parent_id, (r.target.char_start, r.target.char_end)))
             if k is not None:
@@ -106,7 +108,8 @@ def _select(
 
 
 def _match_speakers(
-    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], bank: VoiceBank, probes_dir: Path, root: Path
+    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], bank: VoiceBank, probes_dir: Path,
+    root: Path
 ) -> tuple[dict[str, VoiceMatch], dict[str, Any]]:
     """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching."""
     from engine.backends import SV_BACKENDS
@@ -223,7 +226,8 @@ def run_synthetic_voice(
             rendered.append(clean)
             for mu in masked:
                 k = int((mu.derivation or {})["target_index"])
-                mu = replace(mu, parent_id=parent, derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": arm})
+                mu = replace(mu, parent_id=parent,
+                    derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": arm})
                 rendered.append(mu)
                 mask_ids[arm][(parent, k)] = (clean.utt_id, mu.utt_id)
         for clip, text, how in sel.bad_reference:
@@ -247,7 +251,8 @@ def run_synthetic_voice(
         skipped=skipped,
     )
     if not rendered:
-        facts.update(status="no-clips", note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize")
+        facts.update(status="no-clips",
+            note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize")
         return facts
     if cfg.synthetic_judges is not None:  # audio-LM judges: how synthetic each arm sounds (audits/probes/synthetic_judge.py)
         from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms

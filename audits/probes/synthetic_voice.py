@@ -121,7 +121,8 @@ def synthesize(tts: TTSBackend, text: str, voice: str | None = None) -> np.ndarr
     peak = float(np.max(np.abs(y))) if y.size else 0.0
     if peak > 0:
         y = y * np.float32(0.5 / peak)
-    return np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), y.astype(np.float32), np.zeros(int(TAIL_S * SAMPLE_RATE), np.float32)])
+    return np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), y.astype(np.float32),
+        np.zeros(int(TAIL_S * SAMPLE_RATE), np.float32)])
 
 
 def corrected_from_spans(ref_tokens: Sequence[str], spans: Iterable[Any]) -> str:
@@ -162,7 +163,8 @@ def summarize_pairs(
         for arm in arms:
             mine = [p for p in pairs if p.model == m and p.arm == arm]
             entry = _diff(mine, n_boot, seed)
-            entry["by_source"] = {src: _diff([p for p in mine if p.source == src], n_boot, seed) for src in SOURCES if any(p.source == src for p in mine)}
+            entry["by_source"] = {src: _diff([p for p in mine if p.source == src], n_boot,
+                seed) for src in SOURCES if any(p.source == src for p in mine)}
             per_arm[arm] = entry
         top = dict(per_arm[headline])
         top["rate_definition"] = f"real - {headline}"
@@ -228,5 +230,6 @@ def masking_pairs(
         g_masked = generic_hyps.get((rec.model, masked_id))
         if g_clean is None or g_masked is None or not target_in_text(rec.target, g_clean):
             continue
-        out.append(Pair(rec.model, "masking", rec.parent_id, f"target-{k}", int(target_in_text(rec.target, rec.hyp_masked)), int(target_in_text(rec.target, g_masked)), arm))
+        out.append(Pair(rec.model, "masking", rec.parent_id, f"target-{k}", int(target_in_text(rec.target, rec.hyp_masked)),
+            int(target_in_text(rec.target, g_masked)), arm))
     return out

@@ -139,11 +139,13 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 
 def _cache_key(key: str, version: str, encoder: Mapping[str, Any]) -> str:
-    blob = json.dumps({"voice": key, "tts_version": version, "text": CALIBRATION_TEXT, "encoder": dict(encoder)}, sort_keys=True, default=str)
+    blob = json.dumps({"voice": key, "tts_version": version, "text": CALIBRATION_TEXT, "encoder": dict(encoder)}, sort_keys=True,
+        default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 
-def voice_embeddings(bank: VoiceBank, voices: Sequence[str], encoder: SVBackend, cache_file: Path | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
+def voice_embeddings(bank: VoiceBank, voices: Sequence[str], encoder: SVBackend,
+        cache_file: Path | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
     """Unit embedding of each pool voice reading :data:`CALIBRATION_TEXT` (cached per TTS version
     and encoder in ``cache_file``); voices that fail to render are left out and noted."""
     cache: dict[str, list[float]] = {}
@@ -220,16 +222,19 @@ def choose_voices(
     out: dict[str, VoiceMatch] = {}
     for spk, emb in speakers.items():
         banned = set((exclude or {}).get(spk, ()))
-        scored = sorted(((float(np.dot(_unit(emb), _unit(v))), i, k) for i, (k, v) in enumerate(pool.items()) if k not in banned), key=lambda t: (-t[0], t[1]))
+        scored = sorted(((float(np.dot(_unit(emb), _unit(v))), i, k) for i, (k, v) in enumerate(pool.items()) if k not in banned),
+            key=lambda t: (-t[0], t[1]))
         if not scored:
             continue
         best = scored[0]
         second = scored[1] if len(scored) > 1 else None
-        out[spk] = VoiceMatch(spk, best[2], best[0], second[2] if second else None, second[0] if second else None, int((counts or {}).get(spk, 0)))
+        out[spk] = VoiceMatch(spk, best[2], best[0], second[2] if second else None, second[0] if second else None,
+            int((counts or {}).get(spk, 0)))
     return out
 
 
-def match_summary(matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes: Sequence[str], file: Path | None, encoder: str) -> dict[str, Any]:
+def match_summary(matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes: Sequence[str], file: Path | None,
+        encoder: str) -> dict[str, Any]:
     """Figures for summary.json (bounded by the pool size, not by the number of speakers)."""
     sims = np.array([m.similarity for m in matches.values()], dtype=float)
     by_voice: dict[str, int] = {}
@@ -240,7 +245,8 @@ def match_summary(matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes:
         "n_speakers": len(matches),
         "chosen": dict(sorted(by_voice.items(), key=lambda kv: (-kv[1], kv[0]))),
         "similarity": (
-            {"mean": round(float(sims.mean()), 4), "min": round(float(sims.min()), 4), "max": round(float(sims.max()), 4)} if sims.size else None
+            {"mean": round(float(sims.mean()), 4), "min": round(float(sims.min()), 4),
+                "max": round(float(sims.max()), 4)} if sims.size else None
         ),
         "calibration_text": CALIBRATION_TEXT,
         "encoder": encoder,

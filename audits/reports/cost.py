@@ -46,15 +46,18 @@ def hosted_usage_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, st
     rows = hosted_usage(summary)
     if not rows:
         return []
-    body = ["<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache hits</th>"
+    body = ["<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache "
+        "hits</th>"
             "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"]  # fmt: skip
     for name, u in rows.items():
         price = u.get("price_per_audio_hour_usd")
         rtfx = u.get("api_rtfx")
         body.append(
             f"<tr data-model='{esc(name)}' data-cost='{esc('' if u.get('estimated_cost_usd') is None else u.get('estimated_cost_usd'))}'>"
-            f"<td class='l'>{esc(name)}</td><td>{float(u.get('audio_hours_billed') or 0) * 60:.2f}</td><td>{esc(u.get('billable_calls', 0))}</td>"
-            f"<td>{esc(u.get('cache_hits', 0))}</td><td>{esc(u.get('retries', 0))}</td><td>{'unknown' if price is None else f'${float(price):.3f}'}</td>"
+            f"<td class='l'>{esc(name)}</td><td>{float(u.get('audio_hours_billed') or 0) * 60:.2f}</td><td>"
+                f"{esc(u.get('billable_calls', 0))}</td>"
+            f"<td>{esc(u.get('cache_hits', 0))}</td><td>{esc(u.get('retries', 0))}</td><td>"
+                f"{'unknown' if price is None else f'${float(price):.3f}'}</td>"
             f"<td>{esc(_cost_text(u))}</td><td>{'—' if rtfx is None else f'{float(rtfx):.1f}'}</td></tr>"
         )
     body.append("</tbody></table>")

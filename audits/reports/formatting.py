@@ -69,7 +69,8 @@ def attrs(**kv: Any) -> str:
 def json_for_script(obj: Any) -> str:
     """JSON that is safe inside a ``<script>`` element (``<``, ``>``, ``&`` as unicode escapes)."""
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
-    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029",
+        "\\u2029")
     # bidirectional controls and NUL as JSON escapes: the data keeps them, the page's source does not
     return text.translate({c: f"\\u{c:04x}" for c in _INVISIBLE})
 

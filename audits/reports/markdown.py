@@ -40,7 +40,8 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
 
 
 def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
-    lines = [f"### {md(name)}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |", "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [f"### {md(name)}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |",
+        "|---|---:|---|---:|---:|---:|---:|---:|"]
     for key, s in sorted(m.get("slices", {}).items()):
         rtfx = s.get("rtfx")
         lines.append(
@@ -69,7 +70,8 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines = [
         f"# Audit report: {md(summary.get('recipe', {}).get('name', ''))}",
         "",
-        f"- dataset: {md(ds.get('name'))} ({ds.get('n_utts')} utterances, reader {md(ds.get('reader'))}, fingerprint {md(ds.get('fingerprint'))})",
+        f"- dataset: {md(ds.get('name'))} ({ds.get('n_utts')} utterances, reader {md(ds.get('reader'))}, fingerprint "
+            f"{md(ds.get('fingerprint'))})",
         f"- normalizer: {norm.get('name')} ({norm.get('version')})",
         f"- hardware: {summary.get('hardware', {}).get('processor')} × {summary.get('hardware', {}).get('cpu_count')} cores",
         f"- created: {summary.get('created_at')}",

@@ -171,7 +171,8 @@ def comparison_html(comparisons: Mapping[str, Any]) -> str:
         )
     notes = "".join(f"<li>{esc(s)}</li>" for s in comparison_lines(comparisons))
     return (
-        "<div class='scroll'><table id='pairs-table'><thead><tr><th class=l>a</th><th class=l>b</th><th>WER a − b (points)</th><th>95% CI</th>"
+        "<div class='scroll'><table id='pairs-table'><thead><tr><th class=l>a</th><th class=l>b</th><th>WER a − b (points)</th><th>95% "
+            "CI</th>"
         f"<th>p</th><th>Holm p</th><th class=l>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div><ul>{notes}</ul>"
     )
 
@@ -182,11 +183,13 @@ def robustness_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str,
     h = hallucination_html(summary)
     if h:
         out.append(("hallucination", "Hallucinations and insertions", h,
-                    "Loops stay in WER; WER without looped clips is beside it. Speech-free clips (empty reference) are scored apart from WER."))
+                    "Loops stay in WER; WER without looped clips is beside it. Speech-free clips (empty reference) are scored apart from "
+                        "WER."))
     c = comparison_html(summary.get("comparisons") or {})
     if c:
         out.append(("comparisons", "Paired model comparisons", c,
-                    "A is called better than B only when the Holm-corrected paired bootstrap test says so; tiers group indistinguishable models."))
+                    "A is called better than B only when the Holm-corrected paired bootstrap test says so; tiers group indistinguishable "
+                        "models."))
     return out
 
 
@@ -204,7 +207,8 @@ def gap_correction_markdown(summary: Mapping[str, Any]) -> list[str]:
         "",
     ]
     lines += [
-        f"- {md(m)}: {md(g['label'])}: {md(g['a'])} − {md(g['b'])} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = {g['p_holm']:.3g})"
+        f"- {md(m)}: {md(g['label'])}: {md(g['a'])} − {md(g['b'])} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = "
+            f"{g['p_holm']:.3g})"
         for m, g in sig
     ]
     return lines + [""]

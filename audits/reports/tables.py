@@ -23,7 +23,8 @@ HALLUCINATION_COLUMNS = (
 )
 
 SLICE_COLUMNS = (
-    "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words", "n_speakers", "rtfx",
+    "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words",
+    "n_speakers", "rtfx",
     *HALLUCINATION_COLUMNS,
 )
 
@@ -34,7 +35,8 @@ MODEL_COLUMNS = (
 )
 
 
-GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm", "significant")
+GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm",
+    "significant")
 
 
 PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts")
@@ -105,7 +107,8 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             lo, hi = ci_pair(g.get("ci95"))
             rows.append(
                 {
-                    "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo, "ci_hi": hi,
+                    "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo,
+                    "ci_hi": hi,
                     "excludes_zero": bool(g.get("excludes_zero")), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
                     "n_a": g.get("n_a"), "n_b": g.get("n_b"), "p_value": g.get("p_value"), "p_holm": g.get("p_holm"),
                     "significant": bool(g.get("significant")),

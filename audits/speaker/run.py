@@ -308,7 +308,8 @@ def derive_notes(result: Mapping[str, Any], pair_stats: Mapping[str, Any]) -> li
             for p in confused[:5]
         )
         notes.append(
-            f"{n_confused} of {pair_stats.get('n_speaker_pairs')} speaker pairs are accepted as the same speaker in at least half of their non-target "
+            f"{n_confused} of {pair_stats.get('n_speaker_pairs')} speaker pairs are accepted as the same speaker in at least half of their "
+                f"non-target "
             f"trials at the threshold {result.get('threshold', float('nan')):.3f}, e.g. {listed}; to this backend these "
             "labelled speakers sound like one voice"
         )

@@ -104,7 +104,8 @@ class ASRBackend(Backend):
     positive_control: ClassVar[bool] = False
 
     @classmethod
-    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str, reader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str,
+            reader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Options for a run over the dataset at ``source`` (opened by ``reader`` with ``reader_options``);
         a backend that needs the run's data (the memorizer control indexes it) fills them in here,
         so runners need no special cases."""

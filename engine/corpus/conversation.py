@@ -121,7 +121,8 @@ class _Voices:
         return self.cache[key]
 
 
-def plan_recording(index: int, seed: int, voices: _Voices, min_s: float, max_s: float) -> tuple[list[tuple[str, str]], list[Turn], float, bool]:
+def plan_recording(index: int, seed: int, voices: _Voices, min_s: float,
+        max_s: float) -> tuple[list[tuple[str, str]], list[Turn], float, bool]:
     """Decide speakers, turns and times of one recording (audio lengths come from the TTS)."""
     rng = np.random.default_rng([seed, index])
     n_spk = 2 if index % 2 == 0 else 3
@@ -225,12 +226,14 @@ def build_conversation_set(
         rec = f"conv-{i:03d}"
         cast, turns, duration, noisy = plan_recording(i, int(seed), voices, min_s, max_s)
         turns = sorted(_same_speaker_clash(turns), key=lambda t: (t.start, t.speaker))
-        audio = _mix(turns, lambda t: voices.clip(*by_speaker[t.speaker], t.say or t.text), duration, noisy, np.random.default_rng([seed, i, 1]))
+        audio = _mix(turns, lambda t: voices.clip(*by_speaker[t.speaker], t.say or t.text), duration, noisy,
+            np.random.default_rng([seed, i, 1]))
         path = audio_dir / f"{rec}.flac"
         path.write_bytes(encode_audio(audio, SAMPLE_RATE, "FLAC"))
         for t in turns:
             rttm_lines.append(f"SPEAKER {rec} 1 {t.start:.3f} {t.end - t.start:.3f} <NA> <NA> {t.speaker} <NA> <NA>")
-            seglst.append({"session_id": rec, "speaker": t.speaker, "start_time": t.start, "end_time": t.end, "words": t.text, "kind": t.kind})
+            seglst.append({"session_id": rec, "speaker": t.speaker, "start_time": t.start, "end_time": t.end, "words": t.text,
+                "kind": t.kind})
         speech = sum(t.end - t.start for t in turns)
         overlap = _overlap_seconds(turns)
         manifest.append({

@@ -735,7 +735,8 @@ def build_demo_corpus(
         try:
             for done, plan in enumerate(plans, start=1):
                 samples, reference, derivation = _compose(plan, int(seed), futures)
-                utts.append(_store(audio_dir, plan.utt_id, samples, reference, plan.labels(), derivation, plan.voice.speaker, plan.parent_id))
+                utts.append(_store(audio_dir, plan.utt_id, samples, reference, plan.labels(), derivation, plan.voice.speaker,
+                    plan.parent_id))
                 if progress is not None:
                     progress(done, total)
         except AuditError:
@@ -777,7 +778,8 @@ def build_demo_corpus(
             "reference_scope": {"single": "primary-talker", "second-talker": "primary-talker", "overlap": "both-turns-in-onset-order"},
             "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
             "counts": slice_counts(plans, free_plans),
-            "emotion_pairs": "each emotional clip re-voices the neutral rendition of a clip with the same voice, channel and sentence (parent_id)",
+            "emotion_pairs": "each emotional clip re-voices the neutral rendition of a clip with the same voice, channel and sentence "
+                "(parent_id)",
             "emotion_transform": "Praat PSOLA 'Change gender' with formant shift ratio 1: f0 median and range, duration; the voice is kept",
             "speech_free": {
                 "n": len(free_plans),

@@ -259,7 +259,8 @@ def in_memory_dataset(
         sid = f"s{i // shard_size:05d}"
         chunk = utts[i : i + shard_size]
         shards[sid] = Shard(sid, tuple(chunk))
-        index[sid] = ShardIndex(tuple(u.utt_id for u in chunk), tuple(clip_digest(u, st) for u, st in zip(chunk, stamps[i : i + shard_size])))
+        index[sid] = ShardIndex(tuple(u.utt_id for u in chunk),
+            tuple(clip_digest(u, st) for u, st in zip(chunk, stamps[i : i + shard_size])))
     return Dataset(
         name=name,
         source=source,
@@ -290,7 +291,8 @@ def detect_reader(path: str | Path) -> str:
                 return "oasr-predictions"
             if (p / "manifest.jsonl").exists():
                 return "nemo"
-        raise ManifestError(p, "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)")
+        raise ManifestError(p,
+            "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)")
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json"):
         if p.exists() and _looks_like_predictions(p):

@@ -60,7 +60,8 @@ def _derivation(value: Any, source: str, index: int) -> Mapping[str, Any] | None
             parsed = None
         if isinstance(parsed, dict):
             return parsed
-    raise ManifestError(source.rsplit(":", 1)[0], f"derivation must be a JSON object, got {str(value)[:60]!r}", line=index, field="derivation")
+    raise ManifestError(source.rsplit(":", 1)[0], f"derivation must be a JSON object, got {str(value)[:60]!r}", line=index,
+        field="derivation")
 
 
 def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str) -> Utterance:
@@ -415,7 +416,8 @@ class OasrPredictionsReader:
                 duration = row.get("duration")
                 if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
                     raise ManifestError(path, f"'duration' must be a number of seconds, got {duration!r}", line=lineno, field="duration")
-                labels = {k: lv for k, v in row.items() if k not in ("audio_filepath", "text", "pred_text", "duration", "time") and (lv := _label_value(v)) is not None}
+                labels = {k: lv for k, v in row.items() if k not in ("audio_filepath", "text", "pred_text", "duration",
+                    "time") and (lv := _label_value(v)) is not None}
                 clash = check_label_names(labels, path.name)
                 if clash:
                     raise ManifestError(path, clash, line=lineno, field=next(k for k in labels if k in RESERVED_LABELS))
@@ -445,6 +447,7 @@ class OasrPredictionsReader:
             if base is None:
                 base = [Utterance(u.utt_id, u.reference, duration_s=u.duration_s, labels=u.labels, source=u.source) for u in utts]
         assert base is not None
-        ds = in_memory_dataset(p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False, limit=limit)
+        ds = in_memory_dataset(p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False,
+            limit=limit)
         ds.predictions = preds
         return ds

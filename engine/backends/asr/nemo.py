@@ -118,7 +118,8 @@ class NemoBackend(ASRBackend):
                 self._model = ASRModel.restore_from(str(path), map_location=torch.device(device))
             else:
                 self._model = (
-                    ASRModel.from_pretrained(model) if salm else ASRModel.from_pretrained(model_name=model, map_location=torch.device(device))
+                    ASRModel.from_pretrained(model) if salm else ASRModel.from_pretrained(model_name=model,
+                        map_location=torch.device(device))
                 )
                 if salm:
                     self._model.to(torch.device(device))
@@ -176,7 +177,8 @@ class NemoBackend(ASRBackend):
         """Model, family, task/prompt settings, device, dtype and NeMo version."""
         extra: dict[str, Any] = {"family": self.options["family"]}
         if self.options["family"] == "nemo-salm":
-            extra.update(prompt=f"{self.options['prompt']} <audio locator>", decoding="greedy", max_new_tokens=self.options["max_new_tokens"])
+            extra.update(prompt=f"{self.options['prompt']} <audio locator>", decoding="greedy",
+                max_new_tokens=self.options["max_new_tokens"])
             extra["post_processing"] = "tokenizer.ids_to_text of the answer, strip"
         else:
             task = {k: self.options[k] for k in ("source_lang", "target_lang", "task", "pnc") if self.options[k] is not None}

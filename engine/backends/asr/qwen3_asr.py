@@ -110,7 +110,8 @@ class Qwen3ASRBackend(ASRBackend):
             )
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(
-                f"cannot load Qwen3-ASR '{model}' ({exc}); without hub access download it (huggingface-cli download {model} --local-dir DIR) "
+                f"cannot load Qwen3-ASR '{model}' ({exc}); without hub access download it (huggingface-cli download {model} --local-dir "
+                    f"DIR) "
                 "and pass DIR as 'model'"
             ) from exc
         tokenizer = getattr(getattr(self._asr, "processor", None), "tokenizer", None)

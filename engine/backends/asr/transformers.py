@@ -84,7 +84,8 @@ class TransformersBackend(ASRBackend):
         if merged["generate_kwargs"] is not None and not isinstance(merged["generate_kwargs"], Mapping):
             raise ConfigError(f"{self.name}: option 'generate_kwargs' must be a mapping")
         if merged["family"] != "auto" and merged["family"] not in _TRANSFORMERS_FAMILIES:
-            raise ConfigError(f"{self.name}: option 'family' must be auto or one of {', '.join(_TRANSFORMERS_FAMILIES)}, got {merged['family']!r}")
+            raise ConfigError(f"{self.name}: option 'family' must be auto or one of {', '.join(_TRANSFORMERS_FAMILIES)}, got "
+                f"{merged['family']!r}")
         if not isinstance(merged["trust_remote_code"], bool) or not isinstance(merged["punctuation"], bool):
             raise ConfigError(f"{self.name}: options 'trust_remote_code' and 'punctuation' must be true or false")
         super().__init__(**merged)

@@ -61,10 +61,12 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "ca_file": None,
 }
 TRANSPORT = frozenset(
-    {"api_key_env", "timeout_s", "max_response_bytes", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute",
+    {"api_key_env", "timeout_s", "max_response_bytes", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency",
+        "requests_per_minute",
      "poll_interval_s", "poll_timeout_s", "price_per_audio_hour_usd", "price_note", "cache", "cache_dir", "verify_tls", "ca_file"}
 )
-USAGE_COUNTERS = ("clips", "billable_calls", "cache_hits", "http_requests", "retries", "failed_calls", "audio_s_billed", "audio_s_cached", "request_wall_s")
+USAGE_COUNTERS = ("clips", "billable_calls", "cache_hits", "http_requests", "retries", "failed_calls", "audio_s_billed", "audio_s_cached",
+    "request_wall_s")
 
 
 def _finite(value: Any) -> bool:
@@ -252,7 +254,8 @@ class HostedASRBackend(ASRBackend):
         payload = wav_bytes(clip)
         duration = len(clip) / SAMPLE_RATE
         key = None
-        ident = {"backend": self.name, "model": str(self.options["model"]), "options_digest": options_digest(self.request_options()), "audio_sha256": audio_digest(payload)}
+        ident = {"backend": self.name, "model": str(self.options["model"]), "options_digest": options_digest(self.request_options()),
+            "audio_sha256": audio_digest(payload)}
         if self.cache is not None:
             key = self.cache.key(ident["model"], ident["options_digest"], ident["audio_sha256"])
             hit = self.cache.get(key, expect=ident)

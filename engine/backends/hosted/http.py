@@ -88,7 +88,8 @@ def checked_origin(url: str, what: str) -> tuple[str, str, int]:
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follow a redirect only within the request's origin; anything else is an error."""
 
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+            newurl: str) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
         where = f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that"
         if checked_origin(target, where) != origin(req.full_url):
@@ -98,7 +99,8 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             )
         new: urllib.request.Request | None
         if code in (307, 308):  # same method and body (urllib would refuse a POST here)
-            new = urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(), unverifiable=True)
+            new = urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(),
+                unverifiable=True)
         else:
             new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None:
@@ -492,7 +494,8 @@ class HostedClient:
                 delay = retry_after if retry_after is not None else min(self.backoff_s * (2 ** min(attempt, 30)), self.max_backoff_s)
                 with self._lock:
                     self.retries += 1
-                log.info("%s: %s %s: %s; retry %d/%d in %.2fs", self.vendor, method, _safe_url(url), last, attempt + 1, self.max_retries, delay)
+                log.info("%s: %s %s: %s; retry %d/%d in %.2fs", self.vendor, method, _safe_url(url), last, attempt + 1, self.max_retries,
+                    delay)
                 time.sleep(delay)
         if last.startswith("HTTP 429"):
             raise HostedQuotaError(

@@ -143,7 +143,8 @@ _DEFAULTS: dict[str, Any] = {
     "cache": True,
     "cache_dir": None,
 }
-_TRANSPORT = {"api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute", "cache", "cache_dir", "prompts"}
+_TRANSPORT = {"api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute", "cache",
+    "cache_dir", "prompts"}
 
 
 class AudioJudge(Backend):
@@ -163,7 +164,8 @@ class AudioJudge(Backend):
 
     def __init__(self, **options: Any) -> None:
         if "api_key" in options:
-            raise ConfigError(f"{self.name}: option 'api_key' is not accepted; put the key in an environment variable and name it in 'api_key_env'")
+            raise ConfigError(f"{self.name}: option 'api_key' is not accepted; put the key in an environment variable and name it in "
+                f"'api_key_env'")
         check_options(self.name, options, list(_DEFAULTS))
         merged = {**_DEFAULTS, **options}
         if not merged["model"]:
@@ -218,7 +220,8 @@ class AudioJudge(Backend):
         if self.client is None:
             raise BackendUnavailable(f"{self.name}: call load() before judging")
         if task not in self.tasks:
-            raise ConfigError(f"{self.name}: unknown judge task '{task}'; the prompt file {self.options['prompts']} defines {', '.join(sorted(self.tasks))}")
+            raise ConfigError(f"{self.name}: unknown judge task '{task}'; the prompt file {self.options['prompts']} defines "
+                f"{', '.join(sorted(self.tasks))}")
         spec = self.tasks[task]
         audio = check_audio_batch(clips, SAMPLE_RATE, self.name)
         if len(audio) != spec.clips:
@@ -285,7 +288,8 @@ class AudioJudge(Backend):
         return BackendInfo(
             backend=self.name, model_id=str(o["model"]), device="remote", dtype="unknown", batch_size=int(o["max_concurrency"]),
             extra={"vendor": self.vendor, "endpoint": o["base_url"], "api_key_env": o["api_key_env"], "prompts": o["prompts"],
-                   "temperature": o["temperature"], "parsing": "strict JSON; unparseable replies counted, never guessed", "usage": self.usage()},
+                   "temperature": o["temperature"], "parsing": "strict JSON; unparseable replies counted, never guessed",
+                   "usage": self.usage()},
         )
 
     def close(self) -> None:
@@ -315,15 +319,18 @@ class GeminiJudge(AudioJudge):
             if len(clips) > 1:
                 parts.append({"text": f"Clip {'AB'[i]}:"})
             parts.append({"inline_data": {"mime_type": "audio/wav", "data": base64.b64encode(wav).decode()}})
-        body = {"contents": [{"role": "user", "parts": parts}], "generationConfig": {"temperature": self.options["temperature"], "responseMimeType": "application/json"}}
+        body = {"contents": [{"role": "user", "parts": parts}],
+            "generationConfig": {"temperature": self.options["temperature"], "responseMimeType": "application/json"}}
         path = f"/v1beta/models/{self.options['model']}:generateContent"
         data = client.request("POST", path, body=json.dumps(body).encode(), content_type="application/json").json(client.redact)
         cand = (data.get("candidates") or [None])[0] if isinstance(data, dict) else None
         parts_out = (cand or {}).get("content", {}).get("parts") if isinstance(cand, dict) else None
         if not isinstance(parts_out, list):
             reason = (cand or {}).get("finishReason") if isinstance(cand, dict) else None
-            raise HostedRequestError(f"gemini: no reply parts (finishReason {reason!r}, promptFeedback {data.get('promptFeedback') if isinstance(data, dict) else None!r})")
-        text = "".join(_reply_text(p.get("text"), self.vendor, "candidates[0].content.parts[].text") for p in parts_out if isinstance(p, dict) and "text" in p)
+            raise HostedRequestError(f"gemini: no reply parts (finishReason {reason!r}, promptFeedback "
+                f"{data.get('promptFeedback') if isinstance(data, dict) else None!r})")
+        text = "".join(_reply_text(p.get("text"), self.vendor, "candidates[0].content.parts[].text") for p in parts_out if isinstance(p,
+            dict) and "text" in p)
         meta = data.get("usageMetadata") or {}
         return text, {"input": int(meta.get("promptTokenCount") or 0), "output": int(meta.get("candidatesTokenCount") or 0)}, data
 
@@ -345,8 +352,10 @@ class OpenAIAudioJudge(AudioJudge):
             if len(clips) > 1:
                 content.append({"type": "text", "text": f"Clip {'AB'[i]}:"})
             content.append({"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(), "format": "wav"}})
-        body = {"model": self.options["model"], "modalities": ["text"], "temperature": self.options["temperature"], "messages": [{"role": "user", "content": content}]}
-        data = client.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), content_type="application/json").json(client.redact)
+        body = {"model": self.options["model"], "modalities": ["text"], "temperature": self.options["temperature"],
+            "messages": [{"role": "user", "content": content}]}
+        data = client.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
+            content_type="application/json").json(client.redact)
         choice = (data.get("choices") or [None])[0] if isinstance(data, dict) else None
         message = choice.get("message") if isinstance(choice, dict) else None
         text = _reply_text(message.get("content") if isinstance(message, dict) else None, self.vendor, "choices[0].message.content")

@@ -114,7 +114,8 @@ def _forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for b in bases:
             if len(b) < MIN_NAMED_LEN:
                 continue
-            encoded = {b, urllib.parse.quote(b, safe=""), urllib.parse.quote(b), urllib.parse.quote_plus(b), urllib.parse.quote_plus(b, safe="")}
+            encoded = {b, urllib.parse.quote(b, safe=""), urllib.parse.quote(b), urllib.parse.quote_plus(b),
+                urllib.parse.quote_plus(b, safe="")}
             encoded.add(urllib.parse.quote(urllib.parse.quote(b, safe=""), safe=""))
             encoded.add(json.dumps(b)[1:-1])
             encoded.add(html.escape(b))

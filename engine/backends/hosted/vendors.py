@@ -68,9 +68,11 @@ class DeepgramBackend(HostedASRBackend):
         return {"Authorization": f"Token {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        query = {"model": self.options["model"], "smart_format": self.options["smart_format"], "language": self.options["language"], **_params(self.options)}
+        query = {"model": self.options["model"], "smart_format": self.options["smart_format"], "language": self.options["language"],
+            **_params(self.options)}
         data = client.request("POST", "/v1/listen", body=wav, content_type="audio/wav", query=query).json(client.redact)
-        text = _text(_dig(data, "results", "channels", 0, "alternatives", 0, "transcript"), self.vendor, "results.channels[0].alternatives[0].transcript", client.redact)
+        text = _text(_dig(data, "results", "channels", 0, "alternatives", 0, "transcript"), self.vendor,
+            "results.channels[0].alternatives[0].transcript", client.redact)
         return text, data
 
 
@@ -271,7 +273,8 @@ class GoogleSTTv2Backend(HostedASRBackend):
         project = self.options["project"] or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
             raise ConfigError(f"{self.name}: set option 'project' or the environment variable GOOGLE_CLOUD_PROJECT")
-        config: dict[str, Any] = {"autoDecodingConfig": {}, "model": self.options["model"], "languageCodes": [self.options["language"] or "en-US"]}
+        config: dict[str, Any] = {"autoDecodingConfig": {}, "model": self.options["model"],
+            "languageCodes": [self.options["language"] or "en-US"]}
         config.update(_params(self.options))
         body = json.dumps({"config": config, "content": base64.b64encode(wav).decode()}).encode()
         path = f"/v2/projects/{project}/locations/{self.options['location']}/recognizers/{self.options['recognizer']}:recognize"
@@ -281,7 +284,8 @@ class GoogleSTTv2Backend(HostedASRBackend):
             return "", data  # silence: the API leaves 'results' out
         if not isinstance(results, list):
             raise HostedRequestError(f"google: 'results' is not a list: {client.redact(str(data))[:200]}")
-        parts = [_text(_dig(r, "alternatives", 0, "transcript"), self.vendor, f"results[{i}].alternatives[0].transcript", client.redact) for i, r in enumerate(results) if _dig(r, "alternatives")]
+        parts = [_text(_dig(r, "alternatives", 0, "transcript"), self.vendor, f"results[{i}].alternatives[0].transcript",
+            client.redact) for i, r in enumerate(results) if _dig(r, "alternatives")]
         return " ".join(p for p in parts if p), data
 
 
@@ -304,8 +308,10 @@ class AzureFastBackend(HostedASRBackend):
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         definition = {"locales": [self.options["language"] or "en-US"], **_params(self.options)}
-        body, ctype = multipart([("audio", wav, "audio.wav", "audio/wav"), ("definition", json.dumps(definition), None, "application/json")])
-        data = client.request("POST", "/speechtotext/transcriptions:transcribe", body=body, content_type=ctype, query={"api-version": self.options["api_version"]}).json(client.redact)
+        body, ctype = multipart([("audio", wav, "audio.wav", "audio/wav"),
+            ("definition", json.dumps(definition), None, "application/json")])
+        data = client.request("POST", "/speechtotext/transcriptions:transcribe", body=body, content_type=ctype,
+            query={"api-version": self.options["api_version"]}).json(client.redact)
         phrases = _dig(data, "combinedPhrases")
         if not isinstance(phrases, list):
             raise HostedRequestError(f"azure: the answer has no 'combinedPhrases' list: {client.redact(str(data))[:200]}")
@@ -336,7 +342,8 @@ class OpenAICompatibleBackend(HostedASRBackend):
                 raise ConfigError(f"{self.name}: option 'batch_size' (clips sent at once) must be a positive integer, got {batch!r}")
             options = {"max_concurrency": batch, **options}
         temperature = options.get("temperature")
-        if temperature is not None and (not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 1):
+        if temperature is not None and (not isinstance(temperature, (int, float)) or isinstance(temperature,
+            bool) or not 0 <= temperature <= 1):
             raise ConfigError(f"{self.name}: option 'temperature' must be a number between 0 and 1, got {temperature!r}")
         super().__init__(**options)
 
@@ -350,7 +357,8 @@ class OpenAICompatibleBackend(HostedASRBackend):
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         path = "/audio/transcriptions" if client.base_url.endswith("/v1") else "/v1/audio/transcriptions"
-        fields: list[tuple[str, str | bytes, str | None, str | None]] = [("model", str(self.options["model"]), None, None), ("response_format", "json", None, None)]
+        fields: list[tuple[str, str | bytes, str | None, str | None]] = [("model", str(self.options["model"]), None, None),
+            ("response_format", "json", None, None)]
         for key in ("language", "prompt", "temperature"):
             if self.options[key] is not None:
                 fields.append((key, str(self.options[key]), None, None))

@@ -129,7 +129,8 @@ def audeering_model_class() -> Any:
             if attention_mask is None:
                 pooled = hidden.mean(dim=1)
             else:
-                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1], attention_mask)  # type: ignore[arg-type]  # stubs say LongTensor
+                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1],
+                    attention_mask)  # type: ignore[arg-type]  # stubs say LongTensor
                 mask = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
             return pooled, self.classifier(pooled)

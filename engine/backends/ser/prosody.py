@@ -116,7 +116,8 @@ def mel_filterbank(sr: int, n_fft: int, n_mels: int = N_MELS, fmin: float = 20.0
     """Triangular filters on the HTK mel scale (librosa), peak 1, shape (n_mels, n_fft // 2 + 1)."""
     import librosa
 
-    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None), dtype=np.float64)
+    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None),
+        dtype=np.float64)
 
 
 def mfcc(power: np.ndarray, sr: int, n_fft: int = 512, n_mfcc: int = N_MFCC) -> np.ndarray:

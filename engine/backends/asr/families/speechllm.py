@@ -28,13 +28,15 @@ from engine.data import SAMPLE_RATE
 
 _CARDS: dict[str, dict[str, Any]] = {
     "granite_speech": {"style": "granite", "prompt": "<|audio|>can you transcribe the speech into a written format?",
-                       "generate": {"max_new_tokens": 200, "num_beams": 4, "do_sample": False, "min_length": 1, "repetition_penalty": 1.0, "length_penalty": 1.0}},
+                       "generate": {"max_new_tokens": 200, "num_beams": 4, "do_sample": False, "min_length": 1, "repetition_penalty": 1.0,
+                           "length_penalty": 1.0}},
     "qwen2_audio": {"style": "chat", "prompt": "Detect the language and recognize the speech: <|en|>",
                     "generate": {"max_new_tokens": 256, "num_beams": 1, "do_sample": False}},
     "phi4_multimodal": {"style": "chat", "prompt": "Transcribe the audio to text.",
                         "generate": {"max_new_tokens": 1000, "num_beams": 1, "do_sample": False}},
     "voxtral": {"style": "voxtral", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
-    "glmasr": {"style": "glmasr", "prompt": "Please transcribe this audio into text", "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
+    "glmasr": {"style": "glmasr", "prompt": "Please transcribe this audio into text",
+        "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
 }  # fmt: skip
 
 
@@ -58,7 +60,8 @@ class SpeechLLMFamily(FamilyLoader):
         elif self.model_type == "glmasr":
             cls = transformers.GlmAsrForConditionalGeneration
         else:
-            cls = transformers.AutoModelForSpeechSeq2Seq if self.model_type not in ("phi4_multimodal",) else transformers.Phi4MultimodalForCausalLM
+            cls = transformers.AutoModelForSpeechSeq2Seq if self.model_type not in ("phi4_multimodal",
+                ) else transformers.Phi4MultimodalForCausalLM
         self.model = cls.from_pretrained(source, **model_kwargs)
         self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
         tokenizer = getattr(self.processor, "tokenizer", None)
@@ -99,7 +102,8 @@ class SpeechLLMFamily(FamilyLoader):
 
     def settings(self) -> dict[str, Any]:
         style = {"granite": "tokenizer chat template + processor(text, audio)", "chat": "processor chat template with an audio part",
-                 "voxtral": "processor.apply_transcription_request", "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
+                 "voxtral": "processor.apply_transcription_request",
+                 "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
         out: dict[str, Any] = {
             "prompt": self.prompt(),
             "prompt_style": style,
