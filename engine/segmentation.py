@@ -112,7 +112,8 @@ def silero_model_path() -> Path:
     try:
         import faster_whisper
     except ImportError as exc:
-        raise BackendUnavailable(f"Silero VAD ships inside faster-whisper, which cannot be imported ({exc}): pip install faster-whisper") from exc
+        raise BackendUnavailable(f"Silero VAD ships inside faster-whisper, which cannot be imported ({exc}): "
+                                 "pip install faster-whisper") from exc
     assets = Path(faster_whisper.__file__).parent / "assets"
     found = sorted(assets.glob("silero_vad*.onnx"))
     if not found:

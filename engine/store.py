@@ -664,7 +664,8 @@ def check_rows(table: pa.Table, models: Sequence[str], expected_ids: Sequence[st
                 value_set=present.combine_chunks() if present.num_chunks else pa.array([], pa.string()))))
             n_missing += len(lost)
             missing.extend((m, u) for u in lost.slice(0, _EXAMPLES).to_pylist())
-        head = f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, found {keys.num_rows}"
+        head = (f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, "
+                f"found {keys.num_rows}")
     else:
         unexpected_t = counts.filter(pc.invert(in_models))
         head = f"found {keys.num_rows} rows"

@@ -50,7 +50,8 @@ def resolve_specs(names: Sequence[str]) -> list[ModelSpec]:
     except (ImportError, AuditError) as exc:
         missing = [n for n in names if n not in FALLBACK_SPECS]
         if missing:
-            raise ConfigError(f"unknown model(s) {missing}: the registry could not be used ({exc}); built-in: {sorted(FALLBACK_SPECS)}") from exc
+            raise ConfigError(f"unknown model(s) {missing}: the registry could not be used ({exc}); "
+                              f"built-in: {sorted(FALLBACK_SPECS)}") from exc
         return [FALLBACK_SPECS[n] for n in names]
 
 

@@ -103,7 +103,8 @@ def lineup(selection: str, dataset: str | None, limit: int, timeout_s: float, in
                 if out.exists():
                     results[name] = json.loads(out.read_text())
                 else:
-                    why = f"timed out after {timeout_s:g} s" if time.monotonic() - started > timeout_s else f"worker exited with code {proc.returncode}"
+                    why = (f"timed out after {timeout_s:g} s" if time.monotonic() - started > timeout_s
+                           else f"worker exited with code {proc.returncode}")
                     results[name] = {"model": name, "status": "failed", "error": why}
     for name in names:
         results[name]["family"] = reg[name].family

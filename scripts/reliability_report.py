@@ -105,7 +105,8 @@ def class_counts(records: list[dict[str, Any]], classes: dict[str, str]) -> dict
 
 def class_lines(counts: dict[str, dict[str, Any]]) -> list[str]:
     width = max((len(k) for k in counts), default=10)
-    lines = [f"{label:<{width}} : held {c['held']:>3} / failed {c['failed']}" + (f" ({c['skipped']} skipped)" if c["skipped"] else "") for label, c in counts.items()]
+    lines = [f"{label:<{width}} : held {c['held']:>3} / failed {c['failed']}" + (f" ({c['skipped']} skipped)" if c["skipped"] else "")
+             for label, c in counts.items()]
     held, failed = sum(c["held"] for c in counts.values()), sum(c["failed"] for c in counts.values())
     return [*lines, f"{'all classes':<{width}} : held {held:>3} / failed {failed}"]
 
@@ -258,8 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"red-team cases tried / held     : {sum(s[g]['tried'] for g in RED_TEAM)} / {sum(s[g]['passed'] for g in RED_TEAM)}  ("
         + ", ".join(f"{g.split(': ')[1]} {s[g]['passed']}/{s[g]['tried']}" for g in RED_TEAM)
         + ")",
-        f"driver peak RSS at {small['n_utts']:>6} utts  : {small['peak_rss_mb']:.1f} MB (engine phase {small['engine_peak_rss_mb']:.1f} MB)",
-        f"driver peak RSS at {large['n_utts']:>6} utts  : {large['peak_rss_mb']:.1f} MB (engine phase {large['engine_peak_rss_mb']:.1f} MB)",
+        f"driver peak RSS at {small['n_utts']:>6} utts  : {small['peak_rss_mb']:.1f} MB "
+            f"(engine phase {small['engine_peak_rss_mb']:.1f} MB)",
+        f"driver peak RSS at {large['n_utts']:>6} utts  : {large['peak_rss_mb']:.1f} MB "
+            f"(engine phase {large['engine_peak_rss_mb']:.1f} MB)",
         f"peak RSS growth                 : {100 * load['growth']:+.1f} % (target within {100 * load['tolerance']:.0f} %; "
             f"{load['bytes_per_extra_utt']:.0f} bytes per extra utterance)",
         f"engine-phase peak RSS growth    : {100 * load['engine_phase_growth']:+.1f} % (while streaming units, before scoring/report)"

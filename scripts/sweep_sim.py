@@ -167,8 +167,9 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
         (folder / "m.jsonl").write_text("\n".join(lines) + "\n")
         ds = open_dataset(folder / "m.jsonl", shard_size=math.ceil(args.utts / args.shards))
         specs = [
+            # no rtfx: ordered by size, as a registry without rtfx is
             ModelSpec(m.name, "simulated", {"name": m.name, "rtfx": m.rtfx / stretch, "load_s": m.load_s, "time_scale": args.time_scale},
-                      64, {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000})  # no rtfx: ordered by size, as a registry without rtfx is
+                      64, {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000})
             for m in models
         ]
         init_ray(num_cpus=2, num_gpus=args.gpus)

@@ -73,7 +73,8 @@ def compare(baseline: pd.DataFrame, got: pd.DataFrame) -> dict[str, int]:
     lost = len(b.index.difference(g.index))
     extra = len(g.index.difference(b.index))
     common = b.index.intersection(g.index)
-    changed = int(sum((b.loc[k, "hyp_raw"] != g.loc[k, "hyp_raw"]) or (pd.isna(b.loc[k, "error"]) != pd.isna(g.loc[k, "error"])) for k in common))
+    changed = int(sum((b.loc[k, "hyp_raw"] != g.loc[k, "hyp_raw"]) or (pd.isna(b.loc[k, "error"]) != pd.isna(g.loc[k, "error"]))
+                      for k in common))
     return {"rows_expected": len(b), "rows_lost": lost, "rows_duplicated": dup, "rows_changed": changed, "rows_extra": extra}
 
 
@@ -170,7 +171,8 @@ DRIVER = textwrap.dedent(
     from engine.data import ModelSpec
     from engine.store import RunStore
     manifest, out = sys.argv[1:3]
-    spec = ModelSpec("pocketsphinx", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.5}, batch_size=1)
+    spec = ModelSpec("pocketsphinx", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.5}, """
+    """batch_size=1)
     InProcessRunner(open_dataset(manifest, shard_size=1), [spec], RunStore(out)).run()
     """
 )

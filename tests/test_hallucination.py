@@ -80,7 +80,8 @@ def test_figures_per_model_and_slice_by_hand() -> None:
     y = m["slices"]["accent=y"]
     assert y["wer"] == pytest.approx(5 / 4) and y["hallucination"]["n_loops"] == 1 and y["hallucination"]["n_speech_free"] == 2
     x = m["slices"]["accent=x"]["hallucination"]
-    assert x["n_loops"] == 0 and x["n_speech_free"] == 0 and x["hallucination_rate"] is None and x["wer_without_loops"] == pytest.approx(4 / 5)
+    assert (x["n_loops"] == 0 and x["n_speech_free"] == 0 and x["hallucination_rate"] is None
+            and x["wer_without_loops"] == pytest.approx(4 / 5))
 
 
 def test_no_speech_free_clips_divide_by_nothing() -> None:

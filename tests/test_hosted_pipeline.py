@@ -135,7 +135,8 @@ def test_killed_mid_unit_then_resumed_pays_only_for_answers_never_received(fakes
         from pathlib import Path
         from audits.recipes import parse_recipe
         from audits.pipeline import run_recipe
-        data = {{"name": "hosted", "dataset": {{"path": {str(manifest)!r}}}, "models": {models!r}, "shard_size": {n}, "warmup": 0, "scoring": {{"n_boot": 10}}}}
+        data = {{"name": "hosted", "dataset": {{"path": {str(manifest)!r}}}, "models": {models!r}, "shard_size": {n}, """
+        f""""warmup": 0, "scoring": {{"n_boot": 10}}}}
         run_recipe(parse_recipe(data, "hosted.yaml"), Path({str(out)!r}))
         """
     )

@@ -193,7 +193,8 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: Fake
     j = result["judges"][judge_name(judge_fake)]
     assert j["n_pairs_available"] == 12 and j["n_items"] == 24 == judge_fake.billable
     ar = j["dimensions"]["aroused"]
-    assert ar["n_scored"] == 12 and ar["n_same_answers"] == 6 and ar["accuracy"] == pytest.approx(0.5) and ar["accuracy_ordered"] == pytest.approx(0.5)
+    assert (ar["n_scored"] == 12 and ar["n_same_answers"] == 6 and ar["accuracy"] == pytest.approx(0.5)
+            and ar["accuracy_ordered"] == pytest.approx(0.5))
     pos = j["dimensions"]["positive"]
     assert pos["n_unparseable"] == 12 and pos["accuracy"] is None and j["n_unparseable"] == 12
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]

@@ -135,7 +135,8 @@ def test_sweep_check_smoke_loads_runs_and_measures(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("AUDIT_DATA_DIR", str(tmp_path / "data"))  # no demo corpus there: the espeak-ng clip is used
     res = CliRunner().invoke(app, ["sweep", str(recipe), "--models", "t", "--check", "--smoke"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    lines: dict[str, Any] = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[1:-1]] for ln in res.output.splitlines() if ln.count("│") >= 10}
+    lines: dict[str, Any] = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[1:-1]]
+                             for ln in res.output.splitlines() if ln.count("│") >= 10}
     hub = lines["tiny-hubert"]
     assert hub[1:5] == ["ctc", "transformers", "local", "yes"] and hub[7] == "ok"
     assert float(hub[8]) > 0 and float(hub[9]) > 100  # load seconds and the worker's peak RSS

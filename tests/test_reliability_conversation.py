@@ -71,7 +71,8 @@ def test_false_means_false_and_the_parsed_config_keeps_types() -> None:
     assert isinstance(cfg.collar, float) and cfg.segmentation.max_chunk_s == 20.0
     # 20 and 20.0 are one setting: the stored-results fingerprint must not tell them apart
     same = parse_conversation_config({"segmentation": {"max_chunk_s": 20.0}, "collar": 0.0}, "r.yaml")
-    assert json.dumps(cfg.segmentation.as_dict()) == json.dumps(same.segmentation.as_dict()) and json.dumps(cfg.collar) == json.dumps(same.collar)
+    assert (json.dumps(cfg.segmentation.as_dict()) == json.dumps(same.segmentation.as_dict())
+            and json.dumps(cfg.collar) == json.dumps(same.collar))
 
 
 def test_the_tightest_allowed_segmentation_finishes_at_once() -> None:

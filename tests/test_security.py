@@ -372,7 +372,8 @@ def test_report_html_escapes_hostile_text(cli_run: tuple[Path, str, FakeServer])
     for raw in ("<script>alert", "<img src=x", "<i>u1</i>", "<b>x</b>"):
         assert raw not in html, raw
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # the hostile hypothesis is shown, escaped
-    assert "&lt;script&gt;alert(&quot;ref&quot;)&lt;/script&gt;" in html or "&lt;script&gt;alert(&#x27;ref" in html or "&lt;script&gt;" in html
+    assert ("&lt;script&gt;alert(&quot;ref&quot;)&lt;/script&gt;" in html or "&lt;script&gt;alert(&#x27;ref" in html
+            or "&lt;script&gt;" in html)
     import pandas as pd
 
     rows = pd.read_parquet(run_dir / "utterances.parquet").set_index("utt_id")

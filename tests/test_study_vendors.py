@@ -65,7 +65,8 @@ class Fake:
                 "utterances": [{"start_ms": 0, "end_ms": 1000, "speaker": 1, "text": "Hello everyone."}]}
         if headers.get("authorization") != f"Bearer {KEY}":
             return 401, {"message": "Unauthorized"}
-        if url.path != "/waves/v1/pulse/get_text" or headers.get("content-type") != "application/octet-stream" or not body.startswith(b"RIFF"):
+        if (url.path != "/waves/v1/pulse/get_text" or headers.get("content-type") != "application/octet-stream"
+                or not body.startswith(b"RIFF")):
             return 400, {"message": "bad request"}
         return 200, {"status": "success", "transcription": "Hello world.", "words": [], "metadata": {"duration": 1.0}}
 

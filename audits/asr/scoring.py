@@ -160,7 +160,9 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
     if empty_speech.any():
         errors = df["error"].astype(object).to_numpy(copy=True)
         # one message for every such row (the row keeps its reference), so failure counts group them
-        errors[empty_speech] = f"reference normalizes to no words; fix it, or give it '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' and an empty reference"
+        errors[empty_speech] = (
+            f"reference normalizes to no words; fix it, or give it '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' and an empty reference"
+        )
         df["error"] = errors
         ok_arr = ok_arr & ~empty_speech
         for arr in (subs, dels, ins, ce, nc):

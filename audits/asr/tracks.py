@@ -147,7 +147,8 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         try:
             summary = json.loads((run / "summary.json").read_text())
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"track '{name}': {run / 'summary.json'} cannot be read ({exc}); re-run the recipe into that folder") from None
+            raise ConfigError(f"track '{name}': {run / 'summary.json'} cannot be read ({exc}); "
+                              "re-run the recipe into that folder") from None
         if not isinstance(summary, dict):
             raise ConfigError(f"track '{name}': {run / 'summary.json'} is not a summary (a JSON object)")
         _check_run(name, run, summary)

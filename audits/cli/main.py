@@ -204,7 +204,8 @@ def sweep_cmd(
     smoke: bool = typer.Option(False, "--smoke",
         help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory)."),
 ) -> None:
-    """Run every selected registry model into one run directory; only models that definitely cannot run are skipped (listed with the reason)."""
+    """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
+    (listed with the reason)."""
     from audits.recipes import load_recipe, with_overrides
     from engine.model_registry import load_model_registry
     from engine.sweep import plan_sweep, select_models
@@ -322,9 +323,11 @@ def _register_report_commands() -> None:
     from audits.cli.report import query_command, report_command, tracks_command
 
     app.command("report",
-        help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table.")(report_command)
+        help="Write report.html, report.md and exports for one run (or a merged report over several); "
+            "print the slice table.")(report_command)
     app.command("tracks",
-        help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.")(tracks_command)
+        help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, "
+            "ranking, winners.")(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
 
 

@@ -80,7 +80,7 @@ def query_command(
     """Ad-hoc SQL with DuckDB, e.g. WER by accent for models under 1 B parameters:
 
     audit query runs/sweep "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) WHERE label='accent' AND params_m < 1000"
-    """
+    """  # noqa: E501 (a command line to copy whole)
     from audits.reports.query import query
 
     if fmt not in ("table", "csv", "json"):
@@ -106,7 +106,8 @@ def tracks_command(
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap replicates per track."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
 ) -> None:
-    """Average WER over tracks (different datasets, combined on purpose): per-track corpus WER with CIs, the unweighted mean with a CI, ranking, per-track winners."""
+    """Average WER over tracks (different datasets, combined on purpose): per-track corpus WER with CIs, the unweighted
+    mean with a CI, ranking, per-track winners."""
     from audits.asr.tracks import parse_tracks, write_tracks
 
     try:

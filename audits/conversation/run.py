@@ -366,7 +366,8 @@ def conversation_summary(
     diar_s = sum(float(diarized[r]["seconds"]) for r in data.recordings)
     audio_s = sum(durations.values())
     rows: list[dict[str, Any]] = []
-    slice_keys = [(k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]]
+    slice_keys = [(k, str(data.recordings[r]["labels"].get(k)))
+                  for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]]
 
     def group(recs: Sequence[str]) -> dict[str, Any]:
         d = pool_diarization([dscores[r] for r in recs])
@@ -374,7 +375,8 @@ def conversation_summary(
 
     diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options),
         "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
-    diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
+    diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+                              for k, v in sorted(set(slice_keys))}
     per_model: dict[str, Any] = {}
     for spec in models:
         model = spec.name
@@ -405,7 +407,8 @@ def conversation_summary(
             }
 
         m = figures(list(data.recordings))
-        m["slices"] = {f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))}
+        m["slices"] = {f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+                       for k, v in sorted(set(slice_keys))}
         m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
         if whole and whole.get(model):
             m["whole_recording"] = whole_recording_wer(whole[model], normalize)

@@ -68,7 +68,8 @@ class ConversationSection(AuditSection["ConversationConfig"]):
             return None
         from audits.conversation.run import html_section
 
-        return self.title, html_section(section), "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md."
+        return (self.title, html_section(section),
+                "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md.")
 
 
 def _root(config: ConversationConfig, dataset: Any) -> Path:

@@ -1,4 +1,5 @@
-"""Prediction files (Open ASR Leaderboard JSONL, one per model) as inputs to the text-only probes, and the bad-reference probe run straight from such a folder."""
+"""Prediction files (Open ASR Leaderboard JSONL, one per model) as inputs to the text-only probes, and the bad-reference
+probe run straight from such a folder."""
 
 from __future__ import annotations
 

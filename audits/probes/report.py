@@ -116,7 +116,8 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
         out.append(f"<h3 id='probe-{esc(probe)}'>{esc(probe)}</h3>")
         facts = {k: v for k, v in p.get("facts", {}).items()}
         if facts:
-            out.append("<p class='note'>" + esc("; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in facts.items())) + "</p>")
+            facts_text = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in facts.items())
+            out.append("<p class='note'>" + esc(facts_text) + "</p>")
         if not ctrl:
             out.append("<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows "
                 "the probe can flag a model that memorized the references.</p>")
@@ -140,8 +141,11 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
                     rels.append({-1: f"below {c}; intervals do not overlap", 1: f"above {c}; intervals do not overlap",
                         0: f"overlaps {c}: not distinguishable from the control"}[d])
                 cmp = "; ".join(rels)
+            row_attrs = attrs(probe=probe, model=m, rate=num_attr(r.get("rate")), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
+                              k=r.get("k") if r.get("k") is not None else "", n=r.get("n") if r.get("n") is not None else "",
+                              control="true" if is_ctrl else "false")
             out.append(
-                f"<tr class='probe-row{' control' if is_ctrl else ''}'{attrs(probe=probe, model=m, rate=num_attr(r.get('rate')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), k=r.get('k') if r.get('k') is not None else '', n=r.get('n') if r.get('n') is not None else '', control='true' if is_ctrl else 'false')}>"
+                f"<tr class='probe-row{' control' if is_ctrl else ''}'{row_attrs}>"
                 f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td "
                     f"data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
                 f"<td class='ci'>{rate_ci_text(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / "
@@ -165,8 +169,10 @@ def _render_arms(probe: str, rows: list[Mapping[str, Any]], note: str) -> str:
                "<th>real</th><th>95% CI</th><th>synthetic</th><th>95% CI</th><th>real − synthetic</th><th>95% CI</th></tr></thead><tbody>")
     for r in rows:
         lo, hi = ci_bounds(r.get("diff_ci95"))
+        arm_attrs = attrs(probe=probe, model=r["model"], arm=r["arm"], diff=num_attr(r.get("diff")),
+                          ci_lo=num_attr(lo), ci_hi=num_attr(hi))
         out.append(
-            f"<tr class='arm-row'{attrs(probe=probe, model=r['model'], arm=r['arm'], diff=num_attr(r.get('diff')), ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>"
+            f"<tr class='arm-row'{arm_attrs}>"
             f"<td class='l'>{esc(r['model'])}</td><td class='l'>{esc(r['arm'])}</td><td>{esc(r.get('n_pairs'))}</td>"
             f"<td>{rate_text(r.get('real'))}</td><td class='ci'>{rate_ci_text(r.get('real_ci95'))}</td>"
             f"<td>{rate_text(r.get('synthetic'))}</td><td class='ci'>{rate_ci_text(r.get('synthetic_ci95'))}</td>"

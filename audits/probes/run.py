@@ -62,7 +62,8 @@ def plant_reference_errors(utts: Sequence[Utterance], cfg: ReferenceErrors) -> t
         kind = cfg.kinds[j % len(cfg.kinds)]
         words = (u.reference or "").split()
         if kind == "prepend":
-            new = f"{cfg.prepend} {words[0][0].lower() + words[0][1:] if words[0][:1].isupper() and not words[0].isupper() else words[0]} " + " ".join(words[1:])
+            head = words[0][0].lower() + words[0][1:] if words[0][:1].isupper() and not words[0].isupper() else words[0]
+            new = f"{cfg.prepend} {head} " + " ".join(words[1:])
         elif kind == "append":
             new = f"{u.reference} {cfg.append}"
         elif kind == "drop-first":

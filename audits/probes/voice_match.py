@@ -35,7 +35,8 @@ from engine.errors import AudioError, AuditError, BackendUnavailable, ConfigErro
 log = logging.getLogger(__name__)
 
 #: Harvard sentences (list 1): phonetically varied, about 7 s in most voices
-CALIBRATION_TEXT = "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background. It is easy to tell the depth of a well."
+CALIBRATION_TEXT = ("The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background. "
+                    "It is easy to tell the depth of a well.")
 #: a wildcard that would expand to more voices than this is refused (espeak-ng knows hundreds)
 MAX_WILDCARD = 16
 

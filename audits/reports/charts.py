@@ -1,4 +1,5 @@
-"""Inline SVG charts for the self-contained HTML report (no scripts, no network): interval panels, scatter, DET, histogram, colour scales."""
+"""Inline SVG charts for the self-contained HTML report (no scripts, no network): interval panels, scatter, DET, histogram,
+colour scales."""
 
 from __future__ import annotations
 
@@ -179,7 +180,8 @@ def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | 
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" y2="{sy(hi):.1f}" stroke="{color}" stroke-width="2" '
                 f'opacity="0.7"/>')
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color}" stroke="#222" stroke-width="0.6"/>')
-        parts.append((f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="ptlab">{esc(truncate(label, 28))}</text>' if show_label else "") + "</g>")
+        parts.append((f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="ptlab">{esc(truncate(label, 28))}</text>'
+                      if show_label else "") + "</g>")
     if len(placed) < len(points):
         hidden = len(points) - len(placed)
         parts.append(f'<text x="{width - right - 6}" y="{top + 14}" text-anchor="end" class="tick">{hidden} label(s) hidden to avoid '

@@ -170,7 +170,8 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
             "models")} for r in summary.get("merged_from") or []],
         "models": {m: {k: e.get(k) for k in _MODEL_KEYS if k in e} for m, e in sorted(models.items())},
         "families": families(summary),
-        "slices": {m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())} for m, e in sorted(models.items())},
+        "slices": {m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())}
+                   for m, e in sorted(models.items())},
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
         "cohort": cohort.to_dict(),
         **{sec.key: sec.report_data(summary.get(sec.key) or {}, summary) for sec in ordered()},
@@ -282,25 +283,28 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         ("intervals", (summary.get("scoring") or {}).get("ci95", "95%")),
         ("RTFx", (summary.get("scoring") or {}).get("rtfx", "audio seconds / inference seconds")),
     ]
-    out = ['<table class="facts" id="facts-table">'] + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows] + ["</table>"]
+    out = (['<table class="facts" id="facts-table">']
+           + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows] + ["</table>"])
     merged = summary.get("merged_from") or []
     if merged:
         out.append("<h3>Merged runs</h3><table><thead><tr><th class='l'>run directory</th><th class='l'>recipe</th><th class='l'>"
             "created</th><th class='l'>hardware</th><th class='l'>models</th></tr></thead><tbody>")
         for r in merged:
             hwr = r.get("hardware") or {}
+            hw_text = ", ".join(f"{k}: {v}" for k, v in hwr.items() if k in ("processor", "cpu_count", "torch", "cuda_available", "gpu"))
             out.append(
                 f"<tr class='merged-run'><td class='l'>{esc(r.get('dir'))}</td><td class='l'>{esc(r.get('recipe'))}</td><td class='l'>"
                     f"{esc(r.get('created_at'))}</td>"
                 f"<td class='l'>"
-                    f"{esc(', '.join(f'{k}: {v}' for k, v in hwr.items() if k in ('processor', 'cpu_count', 'torch', 'cuda_available', 'gpu')))}</td>"
+                    f"{esc(hw_text)}</td>"
                 f"<td class='l'>{esc(', '.join(r.get('models') or []))}</td></tr>"
             )
         out.append("</tbody></table>")
     out.append("<h3>Models</h3><div class='scroll'><table class='sortable' id='models-table'><thead><tr>")
     cols = ["model", "status", "params (M)", "WER %", "95% CI", "CER %", "RTFx", "audio s", "infer s", "utts", "failed", "batch", "warm-up",
         "device", "dtype"]
-    out.append("".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols) + "</tr></thead><tbody>")
+    out.append("".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols)
+               + "</tr></thead><tbody>")
     for m, e in sorted((summary.get("models") or {}).items()):
         lo, hi = ci_bounds(e.get("ci95"))
         rtfx = e.get("rtfx")
@@ -330,7 +334,8 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         out.append("</ul>")
     pk = summary.get("packages") or {}
     if pk:
-        out.append("<details><summary>Package versions</summary><p class='note'>" + esc(", ".join(f"{k} {v}" for k, v in pk.items())) + "</p></details>")
+        out.append("<details><summary>Package versions</summary><p class='note'>" + esc(", ".join(f"{k} {v}" for k, v in pk.items()))
+                   + "</p></details>")
     return "".join(out)
 
 
@@ -364,7 +369,8 @@ def render_speed(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     out = []
     if pts:
         out.append(svg_scatter(pts, "WER against RTFx across models"))
-        devs = sorted({f"{models[m].get('device') or '?'} / {models[m].get('dtype') or '?'} / batch {models[m].get('batch_size') or '?'}" for m, *_ in pts})
+        devs = sorted({f"{models[m].get('device') or '?'} / {models[m].get('dtype') or '?'} / "
+                       f"batch {models[m].get('batch_size') or '?'}" for m, *_ in pts})
         out.append(f"<p class='note'>Measured on: {esc('; '.join(devs))}. RTFx is a point measurement (no interval); bars are the WER 95% "
             f"intervals. "
                    "Down and to the right is better.</p>")
@@ -392,11 +398,13 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
         bg, fg = heat_color(w, vmax)
         tip = f"{m} · {k}: WER {pct(w)}% {ci_text(ci)}, {n} utts"
         cls = "hm" if k != "all" else "hm-all"
-        return f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{attrs(model=m, slice=k, wer=num_attr(w))}>{pct(w)}</td>"
+        return (f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{attrs(model=m, slice=k, wer=num_attr(w))}>"
+                f"{pct(w)}</td>")
 
     out = ["<div class='scroll'><table class='heat' id='heatmap-table'>"]
     if len(ms) <= len(keys):  # few models, many slices: one row per slice reads best
-        out.append("<thead><tr><th class='l'>family</th><th class='l'>slice</th>" + "".join(f"<th>{esc(m)}</th>" for m in ms) + "</tr></thead><tbody>")
+        out.append("<thead><tr><th class='l'>family</th><th class='l'>slice</th>" + "".join(f"<th>{esc(m)}</th>" for m in ms)
+                   + "</tr></thead><tbody>")
         out.append("<tr><th class='l' colspan='2'>all utterances</th>" + "".join(cell(m, "all") for m in ms) + "</tr>")
         for f, ks in fams.items():
             for i, k in enumerate(ks):
@@ -428,7 +436,8 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
     any_single = False
     for fam, keys in fams.items():
         out.append(f"<h3 id='family-{esc(fam)}'>{esc(fam)}</h3>")
-        his = [(ci_bounds(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0) for m in ms for k in keys if k in (models[m].get("slices") or {})]
+        his = [(ci_bounds(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0)
+               for m in ms for k in keys if k in (models[m].get("slices") or {})]
         x_max = nice_max(max(his + [0.01]) * 1.05)
         n_cols = min(4, len(keys))
         for start in range(0, len(keys), 4):
@@ -452,15 +461,20 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             lo, hi = ci_bounds(sl.get("ci95"))
             single = single_speaker(sl)
             any_single = any_single or single
-            ci = "<span class='ci' title='one speaker: no interval'>† 1 speaker</span>" if single else f"<span class='ci'>{ci_text(sl.get('ci95'))}</span>"
+            ci = ("<span class='ci' title='one speaker: no interval'>† 1 speaker</span>" if single
+                  else f"<span class='ci'>{ci_text(sl.get('ci95'))}</span>")
+            cell_attrs = attrs(model=m, slice=k, wer=num_attr(sl.get("wer")), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
+                               n_utts=sl.get("n_utts", 0), n_words=sl.get("n_words", 0), n_speakers=sl.get("n_speakers", ""))
             return (
-                f"<td class='slice-cell'{attrs(model=m, slice=k, wer=num_attr(sl.get('wer')), ci_lo=num_attr(lo), ci_hi=num_attr(hi), n_utts=sl.get('n_utts', 0), n_words=sl.get('n_words', 0), n_speakers=sl.get('n_speakers', ''))}"
+                f"<td class='slice-cell'{cell_attrs}"
                 f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
             )
 
         out.append(f"<div class='scroll'><table class='sortable slice-table' data-family='{esc(fam)}'><thead><tr>")
         if len(ms) <= len(keys):  # rows = slice values
-            out.append(f"<th class='l'>{esc(fam)}</th>" + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms) + "</tr></thead><tbody>")
+            out.append(f"<th class='l'>{esc(fam)}</th>"
+                       + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms)
+                       + "</tr></thead><tbody>")
             for k in keys:
                 out.append(f"<tr><td class='l'>{esc(slice_family(k)[1])}</td>" + "".join(cell(m, k) for m in ms) + "</tr>")
         else:  # rows = models
@@ -479,7 +493,8 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     models = summary.get("models") or {}
     ms = [m for m in by_wer(summary) if models[m].get("gaps")]
     if not ms:
-        return "<p>No fairness gaps were computed (the dataset has no baseline values such as native, neutral, clean or single, and the recipe names no gaps).</p>"
+        return ("<p>No fairness gaps were computed (the dataset has no baseline values such as native, neutral, clean or single, "
+                "and the recipe names no gaps).</p>")
     defs: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any]]]] = {}
     for m in ms:
         for g in models[m]["gaps"]:
@@ -507,8 +522,10 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
             gap = g.get("gap")
             lo, hi = ci_bounds(g.get("ci95"))
             ex = bool(g.get("excludes_zero"))
+            gap_attrs = attrs(model=m, label=lab, a=a, b=b, gap=num_attr(gap), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
+                              excludes_zero="true" if ex else "false")
             out.append(
-                f"<tr class='gap-row{' sig' if ex else ''}'{attrs(model=m, label=lab, a=a, b=b, gap=num_attr(gap), ci_lo=num_attr(lo), ci_hi=num_attr(hi), excludes_zero='true' if ex else 'false')}>"
+                f"<tr class='gap-row{' sig' if ex else ''}'{gap_attrs}>"
                 f"<td class='l'>{esc(m)}</td><td class='l'>{esc(lab)}: {esc(a)} − {esc(b)}</td>"
                 f"<td data-sort='{num_attr(gap)}'>{'—' if gap is None else f'{100 * gap:+.1f}'}</td><td class='ci'>"
                     f"{ci_text(g.get('ci95'))}</td>"

@@ -28,7 +28,8 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
         same = e.get("on_judged_trials") or {}
         if same:
             text += "; embedding backends on the same trials: " + ", ".join(
-                f"{b} accuracy {_rate(f.get('accuracy'))} (FA {_rate(f.get('false_accept_rate'))}, FR {_rate(f.get('false_reject_rate'))})" for b, f in same.items()
+                f"{b} accuracy {_rate(f.get('accuracy'))} (FA {_rate(f.get('false_accept_rate'))}, "
+                    f"FR {_rate(f.get('false_reject_rate'))})" for b, f in same.items()
             )
         return text
     if task == "emotion_compare":
@@ -92,6 +93,7 @@ def render_judges(judges: Mapping[str, Any] | None, title: str) -> str:
     return (
         f"<h4>{esc(title)}</h4><table class='judge-table'><thead><tr><th class='l'>judge</th><th class='l'>model</th><th>items</th><th>"
             f"answered</th>"
-        "<th>unparseable</th><th>failed requests</th><th class='l'>result</th><th class='l'>calls</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        "<th>unparseable</th><th>failed requests</th><th class='l'>result</th><th class='l'>calls</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>"
         "<p class='note'>Unparseable judge answers are counted and left out of every figure; none is guessed.</p>"
     )

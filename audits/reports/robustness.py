@@ -61,7 +61,8 @@ def hallucination_findings(summary: Mapping[str, Any]) -> list[str]:
                 f"is {_pct(h.get('wer_without_loops'))}% without them."
             )
             if h.get("avg_logprob_loops") is not None:
-                text += f" Its mean log-probability there is {_num(h['avg_logprob_loops'])} against {_num(h.get('avg_logprob_other'))} elsewhere."
+                text += (f" Its mean log-probability there is {_num(h['avg_logprob_loops'])} against "
+                         f"{_num(h.get('avg_logprob_other'))} elsewhere.")
             loop_slices = sorted(k for k, s in (m.get("slices") or {}).items() if (s.get("hallucination") or {}).get("n_loops"))
             if loop_slices:
                 text += f" Slices with loops: {', '.join(loop_slices[:6])}{' and more' if len(loop_slices) > 6 else ''}."
@@ -100,7 +101,8 @@ def hallucination_html(summary: Mapping[str, Any]) -> str:
         return ""
     head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(h)}</th>" for i, h in enumerate(HALLUCINATION_HEADER))
     body = "".join(
-        f"<tr class='halluc-row' data-model='{esc(r[0])}'>" + "".join(f"<td{' class=l' if i == 0 else ''}>{esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        f"<tr class='halluc-row' data-model='{esc(r[0])}'>"
+        + "".join(f"<td{' class=l' if i == 0 else ''}>{esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
         for r in rows
     )
     notes = "".join(f"<li>{esc(f)}</li>" for f in hallucination_findings(summary))
@@ -118,7 +120,8 @@ def comparison_lines(comparisons: Mapping[str, Any]) -> list[str]:
     out = []
     tiers = comparisons.get("tiers") or []
     if tiers:
-        out.append("Tiers (models in one tier are not distinguishable after correction): " + "; ".join(f"{i + 1}. {', '.join(t)}" for i, t in enumerate(tiers)) + ".")
+        out.append("Tiers (models in one tier are not distinguishable after correction): "
+                   + "; ".join(f"{i + 1}. {', '.join(t)}" for i, t in enumerate(tiers)) + ".")
     better = [p for p in pairs if p.get("better")]
     for p in better:
         worse = p["b"] if p["better"] == p["a"] else p["a"]

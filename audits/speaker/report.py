@@ -69,7 +69,8 @@ def render_speaker(speaker: Mapping[str, Any]) -> str:
         if hist.get("edges") and hist.get("target") is not None:
             plots.append(svg_histogram(hist["edges"], hist["target"], hist["nontarget"], f"Score distributions, {backend}"))
         if plots:
-            out.append("<div style='display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start'>" + "".join(f"<div>{p}</div>" for p in plots) + "</div>")
+            out.append("<div style='display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start'>"
+                       + "".join(f"<div>{p}</div>" for p in plots) + "</div>")
         for title, key in (("EER per slice", "slices"), ("EER per slice pair (enroll | test)", "slice_pairs")):
             sl = v.get(key) or {}
             if not sl:

@@ -167,7 +167,8 @@ def _same_speaker_clash(turns: list[Turn]) -> list[Turn]:
     any audio or reference exists (so the reference always matches the audio)."""
     out: list[Turn] = []
     for bc in turns:
-        if bc.kind == "backchannel" and any(o is not bc and o.speaker == bc.speaker and o.start < bc.end and bc.start < o.end for o in turns):
+        if bc.kind == "backchannel" and any(o is not bc and o.speaker == bc.speaker and o.start < bc.end and bc.start < o.end
+                                            for o in turns):
             continue
         out.append(bc)
     return out

@@ -142,7 +142,8 @@ class Qwen3ASRBackend(ASRBackend):
         extra: dict[str, Any] = {
             "family": "qwen3-asr",
             "prompt": "qwen-asr chat prompt: system=context, user=<audio>"
-            + (f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"] else "; language detected"),
+            + (f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"]
+               else "; language detected"),
             "context": self.options["context"],
             "decoding": "greedy",
             "padding": "left",

@@ -323,7 +323,8 @@ class HostedASRBackend(ASRBackend):
         self.client = None
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.options['model']!r}, base_url={self.options['base_url']!r}, api_key_env={self.options['api_key_env']!r})"
+        return (f"{type(self).__name__}(model={self.options['model']!r}, base_url={self.options['base_url']!r}, "
+                f"api_key_env={self.options['api_key_env']!r})")
 
     # ---- helpers for vendors ------------------------------------------------------------------
 

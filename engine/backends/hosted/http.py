@@ -520,7 +520,8 @@ class HostedClient:
             raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} cannot be sent: {self.redact(str(reason))[:300]}") from None
         if isinstance(exc, (OSError, http.client.HTTPException)):
             return f"{type(exc).__name__}: {self.redact(str(reason))[:300]}"
-        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed: {type(exc).__name__}: {self.redact(str(exc))[:300]}") from None
+        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed: "
+                                 f"{type(exc).__name__}: {self.redact(str(exc))[:300]}") from None
 
     def _raise_for_status(self, code: int, method: str, url: str, detail: str) -> None:
         """Fatal statuses raise here; retryable ones return."""

@@ -248,7 +248,8 @@ class AudioJudge(Backend):
             for k in ("input", "output"):
                 self._tokens[k] += int(tokens.get(k, 0))
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"], "options_digest": digest})
+            self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"],
+                                 "options_digest": digest})
         return self._tally(JudgeAnswer(task, parse_answer(spec, text, choices), False, text), key)
 
     def _tally(self, answer: JudgeAnswer, key: str | None) -> JudgeAnswer:

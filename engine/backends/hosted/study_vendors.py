@@ -1,9 +1,11 @@
 """Two hosted systems of the study line-up, each written from the vendor's public API reference.
 
-| backend | request | auth header | transcript |
-| --- | --- | --- | --- |
-| modulate | POST /api/velma-2-stt-batch (multipart ``upload_file``), docs.modulate.ai | ``X-API-Key: KEY`` | ``text`` |
-| smallest | POST /waves/v1/pulse/get_text?language=... (raw audio, application/octet-stream), docs.smallest.ai | ``Authorization: Bearer KEY`` | ``transcription`` |
+backend: request; auth header; transcript field
+
+- modulate: POST /api/velma-2-stt-batch (multipart ``upload_file``), docs.modulate.ai;
+  ``X-API-Key: KEY``; ``text``
+- smallest: POST /waves/v1/pulse/get_text?language=... (raw audio, application/octet-stream), docs.smallest.ai;
+  ``Authorization: Bearer KEY``; ``transcription``
 
 Both answer synchronously, one request per clip. Limits, retries, caching, secret scrubbing and
 cost accounting are the shared ones of ``base.py`` and ``http.py``. Extra request fields go in the

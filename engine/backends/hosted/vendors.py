@@ -5,16 +5,20 @@ and response shape; limits, retries, caching and cost accounting live in ``base.
 Request fields beyond the ones modelled here go in the option ``params`` (merged into the query
 string or JSON body as the vendor expects), and change the cache key.
 
-| backend | request | auth header |
-| --- | --- | --- |
-| deepgram | POST /v1/listen?model=... with the audio as the body | ``Authorization: Token KEY`` |
-| assemblyai | POST /v2/upload, POST /v2/transcript, poll GET /v2/transcript/{id} | ``authorization: KEY`` |
-| speechmatics | POST /v2/jobs (multipart config + data_file), poll GET /v2/jobs/{id}, GET .../transcript?format=txt | ``Authorization: Bearer KEY`` |
-| elevenlabs | POST /v1/speech-to-text (multipart model_id + file) | ``xi-api-key: KEY`` |
-| gladia | POST /v2/upload, POST /v2/pre-recorded, poll GET /v2/pre-recorded/{id} | ``x-gladia-key: KEY`` |
-| google-stt-v2 | POST /v2/projects/{p}/locations/{l}/recognizers/_:recognize (base64 content) | ``x-goog-api-key: KEY`` or ``Authorization: Bearer TOKEN`` |
-| azure-fast | POST /speechtotext/transcriptions:transcribe?api-version=... (multipart audio + definition) | ``Ocp-Apim-Subscription-Key: KEY`` |
-| openai-compatible | POST /v1/audio/transcriptions (multipart model + file), OpenAI or a self-hosted server | ``Authorization: Bearer KEY`` (none when ``api_key_env: ""``) |
+backend: request; auth header
+
+- deepgram: POST /v1/listen?model=... with the audio as the body; ``Authorization: Token KEY``
+- assemblyai: POST /v2/upload, POST /v2/transcript, poll GET /v2/transcript/{id}; ``authorization: KEY``
+- speechmatics: POST /v2/jobs (multipart config + data_file), poll GET /v2/jobs/{id}, GET .../transcript?format=txt;
+  ``Authorization: Bearer KEY``
+- elevenlabs: POST /v1/speech-to-text (multipart model_id + file); ``xi-api-key: KEY``
+- gladia: POST /v2/upload, POST /v2/pre-recorded, poll GET /v2/pre-recorded/{id}; ``x-gladia-key: KEY``
+- google-stt-v2: POST /v2/projects/{p}/locations/{l}/recognizers/_:recognize (base64 content);
+  ``x-goog-api-key: KEY`` or ``Authorization: Bearer TOKEN``
+- azure-fast: POST /speechtotext/transcriptions:transcribe?api-version=... (multipart audio + definition);
+  ``Ocp-Apim-Subscription-Key: KEY``
+- openai-compatible: POST /v1/audio/transcriptions (multipart model + file), OpenAI or a self-hosted server;
+  ``Authorization: Bearer KEY`` (none when ``api_key_env: ""``)
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ def _dig(data: Any, *path: Any) -> Any:
 
 def _text(value: Any, vendor: str, where: str, redact: Any) -> str:
     if not isinstance(value, str):
-        raise HostedRequestError(f"{vendor}: the answer has no transcript string at {where}: {redact(json.dumps(value, default=str))[:200]}")
+        raise HostedRequestError(f"{vendor}: the answer has no transcript string at {where}: "
+                                 f"{redact(json.dumps(value, default=str))[:200]}")
     return value.strip()
 
 

@@ -47,8 +47,8 @@ FAMILIES: dict[str, Family] = {
                "NeMo ASRModel (Parakeet CTC/RNNT/TDT, Conformer/FastConformer, Canary with task and language arguments)"),
         Family("nemo-salm", ("nemo",), "engine.backends.asr.nemo:NemoBackend", "nemo",
                "NeMo speechlm2 SALM (Canary-Qwen): audio-locator prompt + generate"),
-        Family("hosted", ("openai-compatible", "deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google-stt-v2", "azure-fast",
-                          "modulate", "smallest"),
+        Family("hosted", ("openai-compatible", "deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google-stt-v2",
+                          "azure-fast", "modulate", "smallest"),
                "engine.backends.hosted.base:HostedASRBackend", "core", "hosted speech-to-text APIs, one vendor backend each"),
     )
 }  # fmt: skip

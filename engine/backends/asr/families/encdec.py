@@ -89,7 +89,8 @@ class EncoderDecoderFamily(FamilyLoader):
             out["prompt"] = None
             out["length_cap"] = f"{_TOKENS_PER_S} tokens per second of audio, per clip (model card)"
         elif self.model_type == "cohere_asr":
-            out["prompt"] = f"decoder prompt for language={self.options.get('language') or 'en'}, punctuation={bool(self.options.get('punctuation', True))}"
+            out["prompt"] = (f"decoder prompt for language={self.options.get('language') or 'en'}, "
+                             f"punctuation={bool(self.options.get('punctuation', True))}")
         else:
             out["prompt"] = None
             out["resampled_to_hz"] = 24000

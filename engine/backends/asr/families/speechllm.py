@@ -4,13 +4,18 @@ The ``automatic-speech-recognition`` pipeline does not drive these models: each 
 prompt. Per model card (the option ``prompt`` replaces the default text; ``generate_kwargs``
 replace decoding settings; both are recorded in ``backend_info``):
 
-| model_type | how the request is built | default prompt | card decoding |
-| --- | --- | --- | --- |
-| granite_speech | tokenizer chat template, then ``processor(text, audio)`` | ``<|audio|>can you transcribe the speech into a written format?`` | beams 4, max_new_tokens 200 |
-| qwen2_audio | processor chat template with an audio part, then ``processor(text, audio)`` | ``Detect the language and recognize the speech: <|en|>`` | greedy, max_new_tokens 256 |
-| phi4_multimodal | processor chat template with an audio part, then ``processor(text, audio)`` | ``Transcribe the audio to text.`` | greedy, max_new_tokens 1000 |
-| voxtral | ``processor.apply_transcription_request(language, audio, model_id)`` | (transcription mode, no text prompt) | greedy, max_new_tokens 500 |
-| glmasr | ``processor.apply_transcription_request(audio, prompt)`` | ``Please transcribe this audio into text`` | greedy, max_new_tokens 500 |
+model_type: how the request is built; default prompt; card decoding
+
+- granite_speech: tokenizer chat template, then ``processor(text, audio)``;
+  ``<|audio|>can you transcribe the speech into a written format?``; beams 4, max_new_tokens 200
+- qwen2_audio: processor chat template with an audio part, then ``processor(text, audio)``;
+  ``Detect the language and recognize the speech: <|en|>``; greedy, max_new_tokens 256
+- phi4_multimodal: processor chat template with an audio part, then ``processor(text, audio)``;
+  ``Transcribe the audio to text.``; greedy, max_new_tokens 1000
+- voxtral: ``processor.apply_transcription_request(language, audio, model_id)``;
+  (transcription mode, no text prompt); greedy, max_new_tokens 500
+- glmasr: ``processor.apply_transcription_request(audio, prompt)``;
+  ``Please transcribe this audio into text``; greedy, max_new_tokens 500
 
 Batches are left-padded so every prompt ends where generation starts; only the tokens after the
 prompt are decoded (``skip_special_tokens=True``), then stripped.
