@@ -148,13 +148,14 @@ def test_hostile_track_names_are_escaped_in_markdown_and_html(runs: dict[str, Pa
     md = (out / "tracks.md").read_text()
     html = (out / "tracks.html").read_text()
     assert "<script>" not in md and "<script>" not in html
-    # every table row of the Markdown has the header's number of unescaped pipes
-    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    # every row of the tracks table has the header's number of unescaped pipes (the trade-off tables follow)
+    rows = [ln for ln in md.split("## Trade-offs")[0].splitlines() if ln.startswith("| ")]
     widths = {len(re.findall(r"(?<!\\)\|", ln)) for ln in rows}
     assert widths == {len(names) + 4}, widths
     # the HTML table: one header cell per column, and every body row the same width
-    assert html.count("<th>") == len(names) + 3
-    body = html.split("<tbody>")[1].split("</tbody>")[0]
+    first = html.split("</table>")[0]
+    assert first.count("<th>") == len(names) + 3
+    body = first.split("<tbody>")[1].split("</tbody>")[0]
     assert {r.count("<td>") for r in body.split("</tr>") if r} == {len(names) + 3}
     assert "a|b" in html and "&lt;script&gt;" in html
 
@@ -166,7 +167,7 @@ def test_hostile_model_names_are_escaped_too(runs: dict[str, Path]) -> None:
     summary["winners"] = {k: HOSTILE[1] for k in summary["winners"]}
     md, html = tracks_markdown(summary), tracks_html(summary)
     assert "<script>" not in md and "<script>" not in html and "\u202e" not in md and "\u202e" not in html
-    assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in md.splitlines() if ln.startswith("| ")} == {6}
+    assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in md.split("## Trade-offs")[0].splitlines() if ln.startswith("| ")} == {6}
 
 
 def test_an_old_style_run_that_lost_a_whole_model_is_refused(runs: dict[str, Path]) -> None:
@@ -180,3 +181,125 @@ def test_an_old_style_run_that_lost_a_whole_model_is_refused(runs: dict[str, Pat
     pq.write_table(table.filter(pc.equal(table.column("model"), "sim-a")), run / "utterances.parquet")
     with pytest.raises(ConfigError, match="holds no row of it"):
         track_summary({"a": runs["accent"], "b": run}, n_boot=10)
+
+
+# --- trade-offs: WER against RTFx and against cost per audio hour, per track and on the Average WER ---
+
+
+def _dominated(m: str, pts: dict[str, tuple[float, float]], higher_better: bool) -> bool:
+    """Brute force: another model at least as good on both figures and better on one."""
+    w, x = pts[m]
+    for m2, (w2, x2) in pts.items():
+        better_x = x2 > x if higher_better else x2 < x
+        as_good_x = x2 >= x if higher_better else x2 <= x
+        if m2 != m and w2 <= w and as_good_x and (w2 < w or better_x):
+            return True
+    return False
+
+
+def _check_view(view: dict) -> None:
+    models = view["models"]
+    speed = {m: (r["wer"], r["rtfx"]) for m, r in models.items() if r["wer"] is not None and r["rtfx"]}
+    cost = {m: (r["wer"], r["cost_per_audio_hour_usd"]) for m, r in models.items()
+            if r["wer"] is not None and r["cost_per_audio_hour_usd"] is not None}
+    assert set(view["pareto_wer_rtfx"]) == {m for m in speed if not _dominated(m, speed, True)}
+    assert set(view["pareto_wer_cost"]) == {m for m in cost if not _dominated(m, cost, False)}
+    for m, r in models.items():
+        assert r["on_front_rtfx"] == (m in view["pareto_wer_rtfx"]) and r["on_front_cost"] == (m in view["pareto_wer_cost"])
+
+
+def test_trade_off_fronts_match_a_brute_force_dominance_check() -> None:
+    import random
+
+    from audits.asr.tracks import _trade_view
+
+    rng = random.Random(7)
+    for trial in range(40):
+        pts = {}
+        for i in range(rng.randint(1, 9)):
+            hosted = rng.random() < 0.3
+            pts[f"m{i}"] = {"wer": rng.choice([0.1, 0.2, 0.3, rng.random()]), "ci95": [None, None],
+                            "audio_s": rng.choice([0.0, 10.0, 20.0]), "infer_s": rng.choice([0.0, 1.0, 2.0, 4.0]),
+                            "hosted": hosted, "price": rng.choice([None, 0.21, 0.96]) if hosted else None}
+        view = _trade_view(pts, rng.choice([None, 0.4]))
+        _check_view(view)
+        for m, r in view["models"].items():
+            p = pts[m]
+            if p["hosted"]:
+                assert r["cost_per_audio_hour_usd"] == p["price"]
+            elif r["rtfx"] is None:
+                assert r["cost_per_audio_hour_usd"] is None, "unknown speed must leave cost unknown, never 0"
+
+
+def _priced_copy(runs: dict[str, Path], name: str, price: float | None) -> Path:
+    """A copy of a track whose sim-b is recorded as a hosted model with a registry price (summary only; rows untouched)."""
+    run = _copy(runs[name], runs["tmp"] / f"priced-{name}-{price}")
+    summary = json.loads((run / "summary.json").read_text())
+    summary["models"]["sim-b"].setdefault("backend_info", {})["usage"] = {"price_per_audio_hour_usd": price}
+    (run / "summary.json").write_text(json.dumps(summary))
+    return run
+
+
+def test_tracks_report_wer_against_rtfx_and_cost_with_fronts(runs: dict[str, Path]) -> None:
+    a, b = _priced_copy(runs, "accent", 0.21), _priced_copy(runs, "noise", 0.21)
+    out = runs["tmp"] / "trade"
+    write_tracks({"accent": a, "noise": b}, out, n_boot=10, gpu_hour_usd=0.4)
+    t = json.loads((out / "tracks.json").read_text())
+    to = t["trade_offs"]
+    assert to["gpu_hour_usd"] == 0.4 and set(to["tracks"]) == {"accent", "noise"}
+    for name, run in (("accent", a), ("noise", b)):
+        own = json.loads((run / "summary.json").read_text())["models"]
+        view = to["tracks"][name]
+        for m in ("sim-a", "sim-b"):
+            assert view["models"][m]["wer"] == t["models"][m]["tracks"][name]["wer"]
+            assert view["models"][m]["rtfx"] == pytest.approx(own[m]["rtfx"]), "a track's RTFx is the run's own"
+        assert view["models"]["sim-a"]["cost_per_audio_hour_usd"] == pytest.approx(0.4 / own["sim-a"]["rtfx"])
+        assert view["models"]["sim-b"]["cost_per_audio_hour_usd"] == 0.21 and "registry" in view["models"]["sim-b"]["cost_basis"]
+        _check_view(view)
+    avg = to["average"]
+    _check_view(avg)
+    for m in ("sim-a", "sim-b"):
+        assert avg["models"][m]["wer"] == t["models"][m]["average_wer"]
+    sa = [json.loads((r / "summary.json").read_text())["models"]["sim-a"] for r in (a, b)]
+    pooled = sum(x["audio_s"] for x in sa) / sum(x["infer_s"] for x in sa)  # every sim clip is timed
+    assert avg["models"]["sim-a"]["rtfx"] == pytest.approx(pooled)
+    assert avg["models"]["sim-a"]["cost_per_audio_hour_usd"] == pytest.approx(0.4 / pooled)
+    md, html = (out / "tracks.md").read_text(), (out / "tracks.html").read_text()
+    assert "## Trade-offs: WER, speed, cost" in md and "### track accent" in md and "on front" in md
+    assert html.count("<table class='trade-offs'>") == 3 and html.count("WER against cost per audio hour</title>") == 3
+    assert "data-front" in html
+
+
+def test_unknown_cost_stays_unknown_never_zero(runs: dict[str, Path]) -> None:
+    a, b = _priced_copy(runs, "accent", None), _priced_copy(runs, "noise", None)
+    s = track_summary({"accent": a, "noise": b}, n_boot=10)  # no gpu_hour_usd, no price
+    for view in [s["trade_offs"]["average"], *s["trade_offs"]["tracks"].values()]:
+        assert all(r["cost_per_audio_hour_usd"] is None for r in view["models"].values())
+        assert view["pareto_wer_cost"] == [] and view["pareto_wer_rtfx"]
+    assert "unknown" in tracks_markdown(s) and "| 0.0000 |" not in tracks_markdown(s)
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_a_bad_gpu_hour_price_is_refused_before_any_run_is_read(runs: dict[str, Path], value: str) -> None:
+    out = runs["tmp"] / f"gpu{value}"
+    res = audit("tracks", f"a={runs['accent']}", f"b={runs['noise']}", "--out", out, "--gpu-hour-usd", value)
+    assert res.exit_code == 2 and "Traceback" not in res.output and "--gpu-hour-usd" in res.output
+    assert not out.exists()
+
+
+def test_hostile_model_names_are_escaped_in_the_trade_offs(runs: dict[str, Path]) -> None:
+    s = track_summary({"a": runs["accent"], "b": runs["noise"]}, n_boot=10, gpu_hour_usd=0.4)
+    rename = {"sim-a": "<script>alert(1)</script>", "sim-b": "x|y"}
+    s["models"] = {rename[m]: v for m, v in s["models"].items()}
+    s["ranking"] = [rename[m] for m in s["ranking"]]
+    s["winners"] = {k: rename[w] for k, w in s["winners"].items()}
+    for view in [s["trade_offs"]["average"], *s["trade_offs"]["tracks"].values()]:
+        view["models"] = {rename[m]: v for m, v in view["models"].items()}
+        for key in ("pareto_wer_rtfx", "pareto_wer_cost"):
+            view[key] = [rename[m] for m in view[key]]
+    md, html = tracks_markdown(s), tracks_html(s)
+    assert "<script>" not in md and "<script>" not in html
+    assert "&lt;script&gt;" in html and "x|y" in html
+    trade_rows = [ln for ln in md.split("## Trade-offs")[1].splitlines() if ln.startswith("| ")]
+    assert len(trade_rows) == 3 * 4 and {len(re.findall(r"(?<!\\)\|", ln)) for ln in trade_rows} == {7}
+    assert "x\\|y" in md

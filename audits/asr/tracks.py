@@ -10,6 +10,12 @@ so nothing is resampled across them.
 
 Every track must have been scored with the same normalizer; a model is ranked only over the tracks
 it has rows in (``n_tracks`` says how many); ties rank in name order.
+
+Trade-offs: per track and on the Average WER, WER against RTFx and against cost per audio hour,
+with the Pareto fronts marked (``trade_offs``). A track's RTFx is the run's own (timed audio
+seconds / inference seconds); the Average's pools the tracks (all timed audio over all inference
+time). Cost is priced as in the profiles section (audits.reports.cost): hosted models at their
+registry price, local ones at ``gpu_hour_usd / RTFx``, else unknown.
 """
 
 from __future__ import annotations
@@ -28,7 +34,12 @@ import pandas as pd
 from audits.asr.scoring import score_table
 from audits.asr.stats import _block_codes, _draw_blocks
 from audits.normalizing import get_normalizer
+from engine.config import Field
 from engine.errors import ConfigError
+
+GPU_HOUR_FIELD = Field(float, None, "USD per hour of the machine the local models ran on (cost per audio hour = gpu_hour_usd / RTFx)",
+                       ge=0, le=1_000_000, nullable=True)
+"""``--gpu-hour-usd``: typed and bounded like a recipe key (no NaN, no negative price)."""
 
 
 def _replicates(numer: np.ndarray, denom: np.ndarray, blocks: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
@@ -128,7 +139,64 @@ def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any],
         )
 
 
-def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
+def _speed(g: pd.DataFrame) -> tuple[float, float]:
+    """(timed audio seconds, inference seconds) of a model's scored rows, as the run's summary counts them."""
+    ok = g[g["ok"]]
+    timed = ok[ok["infer_s"].notna()] if "infer_s" in ok else ok.iloc[0:0]
+    return float(timed["duration_s"].fillna(0).sum()), float(timed["infer_s"].sum())
+
+
+def _hosted_price(summary: Mapping[str, Any], model: str) -> tuple[bool, Any]:
+    """(hosted?, registry price per audio hour) as the run recorded it (hosted usage in backend_info)."""
+    info = ((summary.get("models") or {}).get(model) or {}).get("backend_info") or {}
+    usage = info.get("usage") if isinstance(info, Mapping) else None
+    return isinstance(usage, Mapping), (usage or {}).get("price_per_audio_hour_usd")
+
+
+def _trade_view(points: Mapping[str, Mapping[str, Any]], gpu_hour_usd: float | None) -> dict[str, Any]:
+    """One view (a track, or the Average): per model WER, interval, RTFx, cost per audio hour, and the fronts."""
+    from audits.reports.cost import cost_per_audio_hour, trade_off_fronts
+
+    models: dict[str, Any] = {}
+    for m, p in points.items():
+        rtfx = p["audio_s"] / p["infer_s"] if p["infer_s"] > 0 and p["audio_s"] > 0 else None
+        cost, basis = cost_per_audio_hour(p["hosted"], p["price"], rtfx, gpu_hour_usd, "give --gpu-hour-usd for local models")
+        models[m] = {"wer": p["wer"], "ci95": p["ci95"], "rtfx": rtfx, "cost_per_audio_hour_usd": cost, "cost_basis": basis}
+    speed, cost_front = trade_off_fronts(models)
+    for m, v in models.items():
+        v["on_front_rtfx"] = m in speed
+        v["on_front_cost"] = m in cost_front
+    return {"models": models, "pareto_wer_rtfx": speed, "pareto_wer_cost": cost_front}
+
+
+def _trade_offs(per_model: Mapping[str, Any], speed: Mapping[str, Mapping[str, dict[str, Any]]], complete: list[str],
+                gpu_hour_usd: float | None) -> dict[str, Any]:
+    """The trade-off views: one per track, and the Average WER's over the models with every track."""
+    views: dict[str, Any] = {}
+    names = list(dict.fromkeys(t for by_track in speed.values() for t in by_track))
+    for name in names:
+        pts = {m: {**speed[m][name], "wer": per_model[m]["tracks"][name]["wer"], "ci95": per_model[m]["tracks"][name]["ci95"]}
+               for m in sorted(speed) if name in speed[m]}
+        views[name] = _trade_view(pts, gpu_hour_usd)
+    avg: dict[str, dict[str, Any]] = {}
+    for m in sorted(complete):
+        parts = list(speed[m].values())
+        prices = {p["price"] for p in parts}
+        avg[m] = {"audio_s": sum(p["audio_s"] for p in parts), "infer_s": sum(p["infer_s"] for p in parts),
+                  "hosted": any(p["hosted"] for p in parts), "price": prices.pop() if len(prices) == 1 else None,
+                  "wer": per_model[m]["average_wer"], "ci95": per_model[m]["average_ci95"]}
+    return {
+        "definition": "per track: the run's RTFx (timed audio s / inference s); Average: pooled over the tracks; cost per audio hour: "
+            "hosted = registry list price, local = gpu_hour_usd / RTFx, else unknown (null); Pareto fronts on point estimates "
+            "(no model both lower WER and faster / cheaper); the Average's over models with every track",
+        "gpu_hour_usd": gpu_hour_usd,
+        "tracks": views,
+        "average": _trade_view(avg, gpu_hour_usd),
+    }
+
+
+def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+                  gpu_hour_usd: float | None = None) -> dict[str, Any]:
     """Per-track corpus WER with CIs, the Average WER with a CI, a ranking and per-track winners.
 
     Each track's WER is computed from that run's scored rows exactly as the run computed its own
@@ -139,6 +207,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
 
     n_boot = SCORING_FIELDS["n_boot"].check(n_boot, "--n-boot")
     seed = SCORING_FIELDS["seed"].check(seed, "--seed")
+    gpu_hour_usd = GPU_HOUR_FIELD.check(gpu_hour_usd, "--gpu-hour-usd")
     normalizers = {}
     fingerprints = {}
     summaries: dict[str, dict[str, Any]] = {}
@@ -167,6 +236,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     normalizer = get_normalizer(str(norm_name))
     per_model: dict[str, dict[str, Any]] = {}
     reps: dict[str, list[np.ndarray]] = {}
+    speed: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, (name, run) in enumerate(tracks.items()):
         rows = pd.read_parquet(run / "utterances.parquet")
         frame = score_table(rows, normalizer).frame
@@ -196,6 +266,9 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
                 "n_speech_free": int(g["speech_free"].sum()),
             }
             reps.setdefault(str(model), []).append(r)
+            audio_s, infer_s = _speed(g)
+            hosted, price = _hosted_price(summaries[name], str(model))
+            speed.setdefault(str(model), {})[name] = {"audio_s": audio_s, "infer_s": infer_s, "hosted": hosted, "price": price}
     for model, entry in per_model.items():
         wers = [t["wer"] for t in entry["tracks"].values()]
         entry["n_tracks"] = len(wers)
@@ -219,6 +292,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         "ranking": ranking,
         "incomplete": sorted(set(per_model) - set(complete)),
         "winners": winners,
+        "trade_offs": _trade_offs(per_model, speed, complete, gpu_hour_usd),
     }
 
 
@@ -249,6 +323,26 @@ def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]
     return header, rows, str(summary["normalizer"]["name"])
 
 
+TRADE_HEADER = ["model", "WER %", "RTFx", "cost / audio h (USD)", "cost basis", "on front"]
+
+
+def _trade_tables(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], list[list[str]]]]:
+    """The trade-off tables as plain text cells: (title, view, rows), the Average WER's first, then
+    one per track; "on front" names the Pareto fronts a model is on (speed, cost)."""
+    to = summary.get("trade_offs") or {}
+    views = [("Average WER", to.get("average") or {})] + [(f"track {n}", v) for n, v in (to.get("tracks") or {}).items()]
+    out = []
+    for title, view in views:
+        rows = []
+        for m, r in (view.get("models") or {}).items():
+            front = [k for k, key in (("speed", "on_front_rtfx"), ("cost", "on_front_cost")) if r.get(key)]
+            rtfx, cost = r.get("rtfx"), r.get("cost_per_audio_hour_usd")
+            rows.append([str(m), "–" if r.get("wer") is None else f"{100 * r['wer']:.2f}", "–" if rtfx is None else f"{rtfx:.1f}",
+                         "unknown" if cost is None else f"{cost:.4f}", str(r.get("cost_basis", "")), ", ".join(front) or "–"])
+        out.append((title, view, rows))
+    return out
+
+
 def tracks_markdown(summary: Mapping[str, Any]) -> str:
     """The tracks side by side: one row per model (ranked), one column per track, then the average.
     Every cell goes through the reports' Markdown escaping (audits.reports.formatting.md)."""
@@ -269,6 +363,17 @@ def tracks_markdown(summary: Mapping[str, Any]) -> str:
         "Best per track: " + ", ".join(f"{md(n)}: {md(w)}" for n, w in summary["winners"].items()),
         "",
     ]
+    tables = _trade_tables(summary)
+    if tables:
+        gpu = (summary.get("trade_offs") or {}).get("gpu_hour_usd")
+        lines += ["## Trade-offs: WER, speed, cost", "",
+                  "RTFx = audio seconds per inference second (the Average's pooled over the tracks); cost per audio hour: hosted models "
+                  "at their registry list price, local models at gpu_hour_usd / RTFx "
+                  f"({'gpu_hour_usd ' + md(f'{gpu:g}') if gpu is not None else 'no gpu_hour_usd given: unknown'}). "
+                  "On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost).", ""]
+        for title, _, rows in tables:
+            lines += [f"### {md(title)}", "", "| " + " | ".join(TRADE_HEADER) + " |", "| --- | ---: | ---: | ---: | --- | --- |",
+                      *("| " + " | ".join(md(c) for c in r) + " |" for r in rows), ""]
     return "\n".join(lines)
 
 
@@ -288,16 +393,49 @@ def tracks_html(summary: Mapping[str, Any]) -> str:
         "td:nth-child(2),th:nth-child(2){text-align:left}</style></head><body><h1>Tracks</h1>"
         "<p>Average WER: the unweighted mean of the per-track corpus WERs (normalizer "
         f"{esc(norm)}), each the run's own WER; WER % with 95% intervals. Runs of different datasets, combined on purpose.</p>"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>Best per track: {winners}</p></body></html>\n"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>Best per track: {winners}</p>"
+        f"{_trade_html(summary)}</body></html>\n"
     )
 
 
-def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed: int = 0) -> Path:
+def _trade_html(summary: Mapping[str, Any]) -> str:
+    """The trade-offs part of tracks.html: per view a WER-against-RTFx and a WER-against-cost scatter
+    (fronts joined and ringed) and the table, every text through the HTML escaping."""
+    from audits.reports.charts import svg_scatter
+    from audits.reports.formatting import color_map, esc
+
+    tables = _trade_tables(summary)
+    if not tables:
+        return ""
+    colors = color_map(sorted(summary["models"]))
+    parts = ["<h2>Trade-offs: WER, speed, cost</h2><p>RTFx = audio seconds per inference second (the Average's pooled over the "
+             "tracks); cost per audio hour: hosted models at their registry list price, local models at gpu_hour_usd / RTFx, else "
+             "unknown. On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost); fronts are "
+             "joined by a dashed line and ringed.</p>"]
+    for title, view, rows in tables:
+        models = view.get("models") or {}
+        parts.append(f"<h3>{esc(title)}</h3>")
+        speed = [(m, r["rtfx"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
+                 for m, r in models.items() if r.get("rtfx") and r.get("wer") is not None]
+        if speed:
+            parts.append(svg_scatter(speed, f"{title}: WER against RTFx", front=view.get("pareto_wer_rtfx") or []))
+        cost = [(m, r["cost_per_audio_hour_usd"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
+                for m, r in models.items() if (r.get("cost_per_audio_hour_usd") or 0) > 0 and r.get("wer") is not None]
+        if cost:
+            parts.append(svg_scatter(cost, f"{title}: WER against cost per audio hour", front=view.get("pareto_wer_cost") or [],
+                                     x_name="USD per audio hour", x_axis="cost per audio hour (USD, log scale) ← cheaper"))
+        head = "".join(f"<th>{esc(c)}</th>" for c in TRADE_HEADER)
+        body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
+        parts.append(f"<table class='trade-offs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+    return "".join(parts)
+
+
+def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed: int = 0, gpu_hour_usd: float | None = None) -> Path:
     """Write ``tracks.json`` (figures and provenance, no per-utterance rows), ``tracks.md`` and
     ``tracks.html``; returns the JSON path."""
     from engine.store import atomic_write_text
 
-    summary = track_summary(tracks, n_boot, seed)
+    summary = track_summary(tracks, n_boot, seed, gpu_hour_usd=gpu_hour_usd)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "tracks.json"
     atomic_write_text(path, json.dumps(summary, indent=2))

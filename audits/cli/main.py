@@ -198,6 +198,9 @@ def sweep_cmd(
         help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
     tracks: Optional[str] = typer.Option(None, "--tracks",
         help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
+    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd",
+        help="With --tracks: USD per hour of the machine local models run on, for their cost per audio hour (default: the recipe's "
+            "profiles.gpu_hour_usd, else unknown)."),
     check: bool = typer.Option(False, "--check",
         help="Only ask the Ray workers whether each model can run there (one task per model, with its resources): family, extra, weights; "
             "run nothing."),
@@ -230,6 +233,12 @@ def sweep_cmd(
             run_check(reg, chosen, address, rec, smoke, console, out_console)
             return
         track_paths = _parse_track_datasets(tracks) if tracks else {}
+        from audits.asr.tracks import GPU_HOUR_FIELD
+
+        where = "--gpu-hour-usd" if gpu_hour_usd is not None else f"recipe '{rec.name}': profiles.gpu_hour_usd"
+        if gpu_hour_usd is None:
+            gpu_hour_usd = rec.section("profiles").get("gpu_hour_usd")
+        gpu_hour_usd = GPU_HOUR_FIELD.check(gpu_hour_usd, where)  # before any track runs
         opened = {name: _check_dataset(with_overrides(rec, path, None, limit), name) for name, path in track_paths.items()}
         if not track_paths:
             opened[""] = _check_dataset(rec)
@@ -256,7 +265,7 @@ def sweep_cmd(
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
             track_rec = with_overrides(rec, path, None, limit)
             _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
-        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed)
+        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
         _fail(exc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pandas as pd
 import typer
@@ -105,6 +105,8 @@ def tracks_command(
     out: Path = typer.Option(..., "--out", help="Folder for tracks.json and tracks.md."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap replicates per track."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
+    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd",
+        help="USD per hour of the machine the local models ran on: their cost per audio hour is this / RTFx (default: unknown)."),
 ) -> None:
     """Average WER over tracks (different datasets, combined on purpose): per-track corpus WER with CIs, the unweighted
     mean with a CI, ranking, per-track winners."""
@@ -115,7 +117,10 @@ def tracks_command(
 
         SCORING_FIELDS["n_boot"].check(n_boot, "--n-boot")  # before any run is read
         SCORING_FIELDS["seed"].check(seed, "--seed")
-        written = write_tracks(parse_tracks(tracks), out, n_boot, seed)
+        from audits.asr.tracks import GPU_HOUR_FIELD
+
+        gpu_hour_usd = GPU_HOUR_FIELD.check(gpu_hour_usd, "--gpu-hour-usd")
+        written = write_tracks(parse_tracks(tracks), out, n_boot, seed, gpu_hour_usd)
     except AuditError as exc:
         from rich.markup import escape
 

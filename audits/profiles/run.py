@@ -87,7 +87,7 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
     model's ``gpu_hour_usd / RTFx`` (device hours per audio hour times the hourly price) when the
     recipe sets ``gpu_hour_usd``; else unknown (null), never 0.
     """
-    from audits.reports.findings import pareto_front
+    from audits.reports.cost import cost_per_audio_hour, trade_off_fronts
 
     by_name = {s.name: s for s in specs}
     models: dict[str, Any] = {}
@@ -96,21 +96,13 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
         spec = by_name.get(name)
         rtfx = _rtfx(g)
         opts = dict(spec.options) if spec is not None else {}
-        if "price_per_audio_hour_usd" in opts:
-            price = opts.get("price_per_audio_hour_usd")
-            cost, basis = (None if price is None else float(price)), "registry list price (hosted)"
-        elif gpu_hour_usd is not None and rtfx:
-            cost, basis = gpu_hour_usd / rtfx, f"gpu_hour_usd {gpu_hour_usd:g} / RTFx (local)"
-        else:
-            cost, basis = None, "unknown: set profiles.gpu_hour_usd for local models"
+        cost, basis = cost_per_audio_hour("price_per_audio_hour_usd" in opts, opts.get("price_per_audio_hour_usd"), rtfx, gpu_hour_usd,
+                                          "set profiles.gpu_hour_usd for local models")
         overall = (prof.get(name) or {}).get("overall") or {}
         models[name] = {"wer": overall.get("wer"), "ci95": overall.get("ci95", [None, None]), "rtfx": rtfx,
                         "cost_per_audio_hour_usd": cost, "cost_basis": basis}
-    speed_pts = {m: (v["wer"], v["rtfx"]) for m, v in models.items() if v["wer"] is not None and v["rtfx"]}
-    cost_pts = {m: (v["wer"],
-        -v["cost_per_audio_hour_usd"]) for m, v in models.items() if v["wer"] is not None and v["cost_per_audio_hour_usd"] is not None}
-    return {"models": models, "pareto_wer_rtfx": pareto_front(speed_pts), "pareto_wer_cost": pareto_front(cost_pts),
-        "gpu_hour_usd": gpu_hour_usd}
+    speed_front, cost_front = trade_off_fronts(models)
+    return {"models": models, "pareto_wer_rtfx": speed_front, "pareto_wer_cost": cost_front, "gpu_hour_usd": gpu_hour_usd}
 
 
 def normalizer_name(configured: str | None, ctx: SectionContext) -> str:

@@ -131,8 +131,13 @@ def svg_interval_panels(
 
 
 def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | None, str]], title: str, width: int = 900,
-        height: int = 440) -> str:
-    """WER (y, with interval bars) against RTFx (x, log scale): (label, rtfx, wer, lo, hi, color)."""
+        height: int = 440, front: Sequence[str] = (), x_name: str = "RTFx",
+        x_axis: str = "RTFx (audio seconds per inference second, log scale) → faster") -> str:
+    """WER (y, with interval bars) against RTFx (x, log scale): (label, rtfx, wer, lo, hi, color).
+
+    ``front``: labels of a Pareto front, joined by a dashed line and ringed (``data-front``);
+    ``x_name``/``x_axis`` let the x axis carry another positive figure (cost per audio hour).
+    """
     left, right, top, bottom = 64, 170, 24, 46
     xs = [p[1] for p in points]
     ys = [p[4] if p[4] is not None else p[2] for p in points]
@@ -164,8 +169,11 @@ def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | 
         y = sy(t)
         parts.append(f'<line x1="{left}" x2="{width - right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#eef0f2"/>')
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{100 * t:g}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle" class="axis">RTFx (audio seconds per '
-        f'inference second, log scale) → faster</text>')
+    parts.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle" class="axis">{esc(x_axis)}</text>')
+    on_front = sorted((p for p in points if p[0] in set(front)), key=lambda p: p[1])
+    if len(on_front) > 1:
+        line = " ".join(f"{sx(p[1]):.1f},{sy(p[2]):.1f}" for p in on_front)
+        parts.append(f'<polyline class="front" points="{line}" fill="none" stroke="#333" stroke-dasharray="5,3"/>')
     parts.append(f'<text transform="translate(16,{(top + height - bottom) / 2:.0f}) rotate(-90)" text-anchor="middle" class="axis">WER % '
         f'(lower is better)</text>')
     placed: list[tuple[float, float]] = []
@@ -174,12 +182,16 @@ def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | 
         show_label = all(abs(y - py) > 11 or abs(x - px) > 150 for px, py in placed)
         if show_label:
             placed.append((x, y))
-        parts.append(f'<g class="pt"{attrs(model=label, rtfx=num_attr(rtfx), wer=num_attr(wer))}><title>'
-            f'{esc(f"{label}: WER {pct(wer)}% {ci_text([lo, hi])}, RTFx {rtfx:.1f}")}</title>')
+        mark = attrs(front="yes") if label in front else ""
+        x_text = f"{rtfx:.1f}" if x_name == "RTFx" else f"{rtfx:.3g}"
+        parts.append(f'<g class="pt"{attrs(model=label, **{"rtfx" if x_name == "RTFx" else "x": num_attr(rtfx)}, wer=num_attr(wer))}{mark}><title>'
+            f'{esc(f"{label}: WER {pct(wer)}% {ci_text([lo, hi])}, {x_name} {x_text}")}</title>')
         if lo is not None and hi is not None:
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" y2="{sy(hi):.1f}" stroke="{color}" stroke-width="2" '
                 f'opacity="0.7"/>')
         parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="{color}" stroke="#222" stroke-width="0.6"/>')
+        if mark:
+            parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8.5" fill="none" stroke="#222" stroke-width="1.2"/>')
         parts.append((f'<text x="{x + 8:.1f}" y="{y + 4:.1f}" class="ptlab">{esc(truncate(label, 28))}</text>'
                       if show_label else "") + "</g>")
     if len(placed) < len(points):

@@ -1,4 +1,9 @@
-"""Report lines for hosted APIs: what a run sent and what it is estimated to cost."""
+"""Cost in the reports: what a hosted API run sent and cost, and the cost per audio hour of any model.
+
+The cost per audio hour (``cost_per_audio_hour``) and the WER/speed/cost Pareto fronts
+(``trade_off_fronts``) are shared by the profiles section and the tracks pages, so both price a
+model the same way.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from audits.reports.formatting import esc, md
+
+HOSTED_BASIS = "registry list price (hosted)"
+
+
+def cost_per_audio_hour(hosted: bool, price: Any, rtfx: float | None, gpu_hour_usd: float | None,
+                        unknown_hint: str = "set gpu_hour_usd for local models") -> tuple[float | None, str]:
+    """(USD per audio hour or None, how it was obtained).
+
+    A hosted model costs its registry list price (``price_per_audio_hour_usd``; none: unknown); a
+    local model costs ``gpu_hour_usd / RTFx`` (machine hours per audio hour times the hourly
+    price) when a GPU-hour price is given and RTFx was measured. Anything else is unknown (None),
+    never 0, so an unpriced model never looks free.
+    """
+    if hosted:
+        if price is None:
+            return None, "unknown: no list price in the registry (hosted)"
+        return float(price), HOSTED_BASIS
+    if gpu_hour_usd is not None and rtfx:
+        return gpu_hour_usd / rtfx, f"gpu_hour_usd {gpu_hour_usd:g} / RTFx (local)"
+    return None, f"unknown: {unknown_hint}"
+
+
+def trade_off_fronts(models: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[str]]:
+    """The Pareto fronts of (lower WER, higher RTFx) and (lower WER, lower cost per audio hour)
+    over models with ``wer``, ``rtfx`` and ``cost_per_audio_hour_usd``; a model with an unknown
+    figure is on neither front of that figure."""
+    from audits.reports.findings import pareto_front
+
+    speed = {m: (float(v["wer"]), float(v["rtfx"])) for m, v in models.items() if v.get("wer") is not None and v.get("rtfx")}
+    cost = {m: (float(v["wer"]), -float(v["cost_per_audio_hour_usd"])) for m, v in models.items()
+            if v.get("wer") is not None and v.get("cost_per_audio_hour_usd") is not None}
+    return pareto_front(speed), pareto_front(cost)
 
 
 def hosted_usage(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
