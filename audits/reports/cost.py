@@ -28,9 +28,11 @@ def cost_per_audio_hour(hosted: bool, price: Any, rtfx: float | None, gpu_hour_u
         if price is None:
             return None, "unknown: no list price in the registry (hosted)"
         return float(price), HOSTED_BASIS
-    if gpu_hour_usd is not None and rtfx:
-        return gpu_hour_usd / rtfx, f"gpu_hour_usd {gpu_hour_usd:g} / RTFx (local)"
-    return None, f"unknown: {unknown_hint}"
+    if gpu_hour_usd is None:
+        return None, f"unknown: {unknown_hint}"
+    if not rtfx:
+        return None, "unknown: no RTFx measured (local)"
+    return gpu_hour_usd / rtfx, f"gpu_hour_usd {gpu_hour_usd:g} / RTFx (local)"
 
 
 def trade_off_fronts(models: Mapping[str, Mapping[str, Any]]) -> tuple[list[str], list[str]]:
