@@ -130,9 +130,12 @@ def test_tracks_give_per_track_wer_and_the_average(env: dict[str, Any]) -> None:
     second = sim_dataset(env["tmp"] / "data2", 6, shard_size=3, seconds=0.5)
     out = env["tmp"] / "tracks"
     res = audit("sweep", env["recipe"], "--models", "sim-a,sim-b", "--tracks", f"accent={env['data']},noise={second.source}", "--out",
-        str(out))
+        str(out), "--gpu-hour-usd", "0.5")
     assert res.exit_code == 0, res.output
     tracks = json.loads((out / "tracks.json").read_text())
+    assert tracks["trade_offs"]["gpu_hour_usd"] == 0.5 and set(tracks["trade_offs"]["tracks"]) == {"accent", "noise"}
+    sim_a = tracks["trade_offs"]["average"]["models"]["sim-a"]
+    assert sim_a["cost_per_audio_hour_usd"] == pytest.approx(0.5 / sim_a["rtfx"])
     for name in ("accent", "noise"):
         run = json.loads((out / name / "summary.json").read_text())
         for model in ("sim-a", "sim-b"):
