@@ -184,7 +184,8 @@ def svg_scatter(points: Sequence[tuple[str, float, float, float | None, float | 
             placed.append((x, y))
         mark = attrs(front="yes") if label in front else ""
         x_text = f"{rtfx:.1f}" if x_name == "RTFx" else f"{rtfx:.3g}"
-        parts.append(f'<g class="pt"{attrs(model=label, **{"rtfx" if x_name == "RTFx" else "x": num_attr(rtfx)}, wer=num_attr(wer))}{mark}><title>'
+        x_attr = {"rtfx" if x_name == "RTFx" else "x": num_attr(rtfx)}
+        parts.append(f'<g class="pt"{attrs(model=label, **x_attr, wer=num_attr(wer))}{mark}><title>'
             f'{esc(f"{label}: WER {pct(wer)}% {ci_text([lo, hi])}, {x_name} {x_text}")}</title>')
         if lo is not None and hi is not None:
             parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{sy(lo):.1f}" y2="{sy(hi):.1f}" stroke="{color}" stroke-width="2" '
