@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+import engine.model_registry as model_registry
 from audits.sections import ordered, section_names
 from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
 from engine.errors import ConfigError, RegistryError
-from engine.model_registry import CONFIG_DIR, REPO_ROOT
+from engine.model_registry import REPO_ROOT
 
 MAX_N_BOOT = 100_000
 """Most bootstrap replicates accepted (draws take n_boot x speakers integers of memory)."""
@@ -113,7 +114,8 @@ def recipe_keys() -> set[str]:
 
 
 def recipe_dir() -> Path:
-    return CONFIG_DIR / "recipes"
+    """The recipes folder, read at call time (``$AUDIT_CONFIG_DIR``, or a test's patched registry folder)."""
+    return model_registry.CONFIG_DIR / "recipes"
 
 
 def list_recipes() -> list[str]:
