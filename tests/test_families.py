@@ -6,8 +6,10 @@ Each run holds the same folder twice (batch 2 and batch 1): the family path ran 
 the output is text, batching does not change a clip's text, and ``backend_info`` records the
 prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
 qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
-``make test-families``. Granite Speech (its feature extractor needs torchaudio), Voxtral (its
-tokenizer needs mistral-common) and Phi-4-multimodal have no tiny-model test yet.
+``make test-families``. Voxtral's tokenizer is a ``tekken.json`` built here and read by
+mistral-common (a test dependency). Granite Speech (its feature extractor needs torchaudio) and
+Phi-4-multimodal (its processor needs torchvision for the image processor) have no tiny-model test:
+neither library has a PyPI build that loads with the CPU torch the tests use.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
         {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
     "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5},
         {"prompt": "Detect the language and recognize the speech: <|en|>"}),
+    "voxtral": ("speech-llm", tiny.build_voxtral, {"max_new_tokens": 5, "language": "en"},
+        {"model_type": "voxtral", "prompt": None, "language": "en", "prompt_style": "processor.apply_transcription_request"}),
 }
 
 

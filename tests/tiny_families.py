@@ -442,3 +442,67 @@ def build_kyutai_stt(out: Path) -> Path:
     model.generation_config.pad_token_id = 3
     model.save_pretrained(out)
     return out
+
+
+VOXTRAL_SPECIALS = [
+    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", "[AUDIO]", "[BEGIN_AUDIO]", "[TRANSCRIBE]",
+]  # fmt: skip
+#: mistral-common's tekken pre-tokenizer pattern (the one the real tekken.json files carry)
+TEKKEN_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def build_voxtral(out: Path) -> Path:
+    """VoxtralForConditionalGeneration (mistralai/Voxtral-Mini-3B-2507 layout): a ``tekken.json`` built
+    here (byte vocabulary, the special tokens with ``[AUDIO]`` at id 24 as transformers expects, the
+    audio section: 12.5 audio tokens/s, 30 s chunks), read by mistral-common through transformers'
+    ``MistralCommonBackend``, and the Whisper-style 128-mel feature extractor."""
+    import base64
+
+    import torch
+    import transformers
+
+    pytest.importorskip("mistral_common")
+    from transformers.tokenization_mistral_common import MistralCommonBackend
+
+    n_special = 100
+    tekken = {
+        "config": {"pattern": TEKKEN_PATTERN, "num_vocab_tokens": 256, "default_vocab_size": n_special + 256,
+                   "default_num_special_tokens": n_special, "version": "v7"},
+        "vocab": [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": chr(i) if 32 <= i < 127 else None}
+                  for i in range(256)],
+        "special_tokens": [{"rank": i, "token_str": t, "is_control": True} for i, t in enumerate(VOXTRAL_SPECIALS)],
+        "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "chunk_length_s": 30.0,
+                  "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160, "window_size": 400}},
+    }  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tekken.json").write_text(json.dumps(tekken))
+    tokenizer = MistralCommonBackend(tokenizer_path=str(out / "tekken.json"))
+    extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=False)
+    transformers.VoxtralProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    ids = {t: VOXTRAL_SPECIALS.index(t) for t in ("<s>", "</s>", "<pad>", "[AUDIO]")}
+    torch.manual_seed(0)
+    config = transformers.VoxtralConfig(
+        # the projector stacks 4 encoder frames: intermediate_size is 4 x hidden_size, as in the real model
+        audio_config={"hidden_size": 16, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
+                      "num_mel_bins": 128},
+        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
+                     "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]},
+        audio_token_id=ids["[AUDIO]"],
+    )  # fmt: skip
+    model = transformers.VoxtralForConditionalGeneration(config)
+    head = model.get_output_embeddings()
+    letters = [n_special + b for b in b" abcdefghijklmnopqrstuvwxyz"]  # byte tokens sit after the special ones
+    with torch.no_grad():  # a random head mostly picks special or control bytes: let greedy decoding emit letters
+        kept = head.weight[letters].clone() * 20.0
+        head.weight.zero_()
+        head.weight[letters] = kept
+    model.generation_config.eos_token_id = ids["</s>"]
+    model.generation_config.pad_token_id = ids["<pad>"]
+    model.save_pretrained(out)
+    return out

@@ -12,7 +12,7 @@ model_type: how the request is built; default prompt; card decoding
   ``Detect the language and recognize the speech: <|en|>``; greedy, max_new_tokens 256
 - phi4_multimodal: processor chat template with an audio part, then ``processor(text, audio)``;
   ``Transcribe the audio to text.``; greedy, max_new_tokens 1000
-- voxtral: ``processor.apply_transcription_request(language, audio, model_id)``;
+- voxtral: ``processor.apply_transcription_request(language, audio, model_id, format="wav")`` (needs ``mistral-common``);
   (transcription mode, no text prompt); greedy, max_new_tokens 500
 - glmasr: ``processor.apply_transcription_request(audio, prompt)``;
   ``Please transcribe this audio into text``; greedy, max_new_tokens 500
@@ -87,7 +87,8 @@ class SpeechLLMFamily(FamilyLoader):
         prompt = self.prompt()
         if style == "voxtral":
             return self.processor.apply_transcription_request(
-                language=str(self.options.get("language") or "en"), audio=clips, model_id=self.source, sampling_rate=SAMPLE_RATE
+                language=str(self.options.get("language") or "en"), audio=clips, model_id=self.source, sampling_rate=SAMPLE_RATE,
+                format="wav",  # arrays need a container: the processor writes each clip to a 16-bit WAV buffer
             )
         if style == "glmasr":
             return self.processor.apply_transcription_request(audio=clips, prompt=[prompt] * len(clips))
@@ -118,4 +119,5 @@ class SpeechLLMFamily(FamilyLoader):
         }
         if self.card["style"] == "voxtral":
             out["language"] = str(self.options.get("language") or "en")
+            out["audio_input"] = "16-bit WAV buffer per clip (format='wav'), padded to 30 s chunks by the processor"
         return out
