@@ -7,9 +7,9 @@ the output is text, batching does not change a clip's text, and ``backend_info``
 prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
 qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
 ``make test-families``. Voxtral's tokenizer is a ``tekken.json`` built here and read by
-mistral-common (a test dependency). Granite Speech (its feature extractor needs torchaudio) and
-Phi-4-multimodal (its processor needs torchvision for the image processor) have no tiny-model test:
-neither library has a PyPI build that loads with the CPU torch the tests use.
+mistral-common (a test dependency). Phi-4-multimodal's loader uses only the audio feature extractor
+and tokenizer (its full processor needs torchvision for images). Granite Speech has no tiny-model
+test: its feature extractor needs torchaudio, which has no PyPI build that loads with the CPU torch.
 """
 
 from __future__ import annotations
@@ -57,6 +57,8 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
         {"prompt": "Detect the language and recognize the speech: <|en|>"}),
     "voxtral": ("speech-llm", tiny.build_voxtral, {"max_new_tokens": 5, "language": "en"},
         {"model_type": "voxtral", "prompt": None, "language": "en", "prompt_style": "processor.apply_transcription_request"}),
+    "phi4-multimodal": ("speech-llm", tiny.build_phi4_multimodal, {"max_new_tokens": 5},
+        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio to text."}),
 }
 
 

@@ -506,3 +506,37 @@ def build_voxtral(out: Path) -> Path:
     model.generation_config.pad_token_id = ids["<pad>"]
     model.save_pretrained(out)
     return out
+
+
+def build_phi4_multimodal(out: Path) -> Path:
+    """Phi4MultimodalForCausalLM (microsoft/Phi-4-multimodal-instruct, transformers-native layout): the
+    audio feature extractor and a tokenizer with its ``<|audio|>``/``<|image|>`` tokens. The full
+    processor also needs the image processor (torchvision), which the speech loader does not use."""
+    import torch
+    import transformers
+
+    specials = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<|image|>", "<|audio|>"]
+    base = word_tokenizer(specials, extra_words=8, eos="<|end|>", pad="<|endoftext|>")
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|end|>", pad_token="<|endoftext|>",
+        extra_special_tokens={"image_token": "<|image|>", "audio_token": "<|audio|>"},
+    )
+    tokenizer.save_pretrained(out)
+    transformers.Phi4MultimodalFeatureExtractor(feature_size=80).save_pretrained(out)
+    audio_id, image_id = tokenizer.convert_tokens_to_ids(["<|audio|>", "<|image|>"])
+    torch.manual_seed(0)
+    config = transformers.Phi4MultimodalConfig(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        max_position_embeddings=4096, original_max_position_embeddings=4096,
+        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28,
+                       "patch_size": 14, "crop_size": 28, "image_token_id": image_id},
+        audio_config={"hidden_size": 32, "intermediate_size": 64, "num_blocks": 1, "num_attention_heads": 2, "ext_pw_out_channel": 32,
+                      "depthwise_separable_out_channel": 32, "nemo_conv_channels": 32, "input_size": 80, "audio_token_id": audio_id},
+    )  # fmt: skip
+    model = transformers.Phi4MultimodalForCausalLM(config)
+    favour_words(model, len(specials) + 1)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    return out

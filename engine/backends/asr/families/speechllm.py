@@ -10,12 +10,17 @@ model_type: how the request is built; default prompt; card decoding
   ``<|audio|>can you transcribe the speech into a written format?``; beams 4, max_new_tokens 200
 - qwen2_audio: processor chat template with an audio part, then ``processor(text, audio)``;
   ``Detect the language and recognize the speech: <|en|>``; greedy, max_new_tokens 256
-- phi4_multimodal: processor chat template with an audio part, then ``processor(text, audio)``;
-  ``Transcribe the audio to text.``; greedy, max_new_tokens 1000
-- voxtral: ``processor.apply_transcription_request(language, audio, model_id, format="wav")`` (needs ``mistral-common``);
+- phi4_multimodal: the card's ``<|user|><|audio|>{prompt}<|end|><|assistant|>``, the audio token repeated
+  per clip's embed size, then feature extractor + tokenizer; ``Transcribe the audio to text.``; greedy, max_new_tokens 1000
+- voxtral: ``processor.apply_transcription_request(language, audio, model_id, format="wav")``
+  (needs ``mistral-common``);
   (transcription mode, no text prompt); greedy, max_new_tokens 500
 - glmasr: ``processor.apply_transcription_request(audio, prompt)``;
   ``Please transcribe this audio into text``; greedy, max_new_tokens 500
+
+Phi-4-multimodal's full processor also builds its image processor, which needs torchvision; for
+speech the loader uses only its audio feature extractor and tokenizer and expands the audio token
+as that processor does, so torchvision is not needed.
 
 Batches are left-padded so every prompt ends where generation starts; only the tokens after the
 prompt are decoded (``skip_special_tokens=True``), then stripped.
@@ -37,7 +42,7 @@ _CARDS: dict[str, dict[str, Any]] = {
                            "length_penalty": 1.0}},
     "qwen2_audio": {"style": "chat", "prompt": "Detect the language and recognize the speech: <|en|>",
                     "generate": {"max_new_tokens": 256, "num_beams": 1, "do_sample": False}},
-    "phi4_multimodal": {"style": "chat", "prompt": "Transcribe the audio to text.",
+    "phi4_multimodal": {"style": "phi4", "prompt": "Transcribe the audio to text.",
                         "generate": {"max_new_tokens": 1000, "num_beams": 1, "do_sample": False}},
     "voxtral": {"style": "voxtral", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
     "glmasr": {"style": "glmasr", "prompt": "Please transcribe this audio into text",
@@ -68,8 +73,14 @@ class SpeechLLMFamily(FamilyLoader):
             cls = transformers.AutoModelForSpeechSeq2Seq if self.model_type not in ("phi4_multimodal",
                 ) else transformers.Phi4MultimodalForCausalLM
         self.model = cls.from_pretrained(source, **model_kwargs)
-        self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
-        tokenizer = getattr(self.processor, "tokenizer", None)
+        tokenizer: Any
+        if self.card["style"] == "phi4":  # audio only: no image processor (torchvision)
+            self.feature_extractor = transformers.AutoFeatureExtractor.from_pretrained(self.processor_source(source), **common)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(self.processor_source(source), **common)
+        else:
+            self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
+            tokenizer = getattr(self.processor, "tokenizer", None)
+        self.tokenizer: Any = tokenizer
         if tokenizer is not None and hasattr(tokenizer, "padding_side"):
             tokenizer.padding_side = "left"
         self.place()
@@ -92,6 +103,11 @@ class SpeechLLMFamily(FamilyLoader):
             )
         if style == "glmasr":
             return self.processor.apply_transcription_request(audio=clips, prompt=[prompt] * len(clips))
+        if style == "phi4":
+            feats = self.feature_extractor(clips, sampling_rate=SAMPLE_RATE, return_tensors="pt")
+            audio = str(getattr(self.tokenizer, "audio_token", None) or "<|audio|>")
+            texts = [f"<|user|>{audio * int(n)}{prompt}<|end|><|assistant|>" for n in feats["audio_embed_sizes"]]
+            return {**self.tokenizer(texts, return_tensors="pt", padding=True), **feats}
         if style == "granite":
             chat = [{"role": "user", "content": prompt}]
             text = self.processor.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
@@ -104,11 +120,13 @@ class SpeechLLMFamily(FamilyLoader):
         inputs = self._inputs([np.asarray(c, dtype=np.float32) for c in clips])
         ids = self.model.generate(**self.to_device(inputs), **self.generate_kwargs(self.card["generate"]))
         new = ids[:, inputs["input_ids"].shape[1] :].cpu()
-        return [str(t) for t in self.processor.batch_decode(new, skip_special_tokens=True)]
+        decoder = self.processor if self.processor is not None else self.tokenizer
+        return [str(t) for t in decoder.batch_decode(new, skip_special_tokens=True)]
 
     def settings(self) -> dict[str, Any]:
         style = {"granite": "tokenizer chat template + processor(text, audio)", "chat": "processor chat template with an audio part",
                  "voxtral": "processor.apply_transcription_request",
+                 "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
                  "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
         out: dict[str, Any] = {
             "prompt": self.prompt(),
