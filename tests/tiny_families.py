@@ -488,8 +488,8 @@ def build_voxtral(out: Path) -> Path:
     torch.manual_seed(0)
     config = transformers.VoxtralConfig(
         # the projector stacks 4 encoder frames: intermediate_size is 4 x hidden_size, as in the real model
-        audio_config={"hidden_size": 16, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 2,
-                      "num_mel_bins": 128},
+        audio_config={"hidden_size": 16, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+                      "num_key_value_heads": 2, "num_mel_bins": 128},
         text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
                      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
                      "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]},
