@@ -466,7 +466,10 @@ def build_voxtral(out: Path) -> Path:
     import torch
     import transformers
 
-    pytest.importorskip("mistral_common")
+    pytest.importorskip(
+        "mistral_common", minversion="1.13",
+        reason="Voxtral needs mistral-common >= 1.13 (numpy < 2.4): pip install -c constraints.txt mistral-common",
+    )
     from transformers.tokenization_mistral_common import MistralCommonBackend
 
     n_special = 100
