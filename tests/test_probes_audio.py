@@ -359,7 +359,9 @@ def test_masking_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
     assert tiny["n_gated"] >= 3 and tiny["rate"] < mem["ci95"][0]
     assert tiny["rate"] <= 0.34
     assert m["n_derived"] >= 2 * 8 and m["timing_method"] in ("ctc-forced", "whisper-word-timestamps")
-    assert (e2e["out"] / "probes" / "masking" / "markers").is_dir()  # resumable engine store
+    # resumable engine store, in the folder keyed by the probe's settings (engine.unit_store.keyed_workspace)
+    (work,) = [p.parent for p in (e2e["out"] / "probes" / "masking").glob("*/workspace.json")]
+    assert (work / "markers").is_dir()
 
 
 @pytest.mark.slow
