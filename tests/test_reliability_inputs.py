@@ -48,7 +48,8 @@ def _emotion_case(env: Env, what: str) -> tuple[str, list[str]]:
     if what == "label-column-absent":
         return base + "  label: mood\n", ["emotion.label: no clip carries the emotion label 'mood'"]
     if what == "dimension-column-absent":
-        return base + "  dimensions: {arousal: arousal_level}\n", ["emotion.dimensions.arousal:", "no clip carries the label column 'arousal_level'"]
+        needles = ["emotion.dimensions.arousal:", "no clip carries the label column 'arousal_level'"]
+        return base + "  dimensions: {arousal: arousal_level}\n", needles
     if what == "label-unmapped":
         return base + "  label_map: {happy: happy}\n", ["clip 'u001' has emotion = 'grumpy-ish'", "add a line 'grumpy-ish,<canonical>'",
                                                         "emotion.unmapped: drop"]
