@@ -34,8 +34,9 @@ class EmotionSection(AuditSection["EmotionConfig"]):
 
     def check_inputs(self, config: EmotionConfig, dataset: Any) -> None:
         """Read the label map and the label columns the section scores against before any model
-        loads: a missing or malformed map, an absent label or dimension column, or (with
-        ``unmapped: error``) a clip's label the map cannot place stops the run naming it."""
+        loads: a missing, unreadable or malformed map, or an absent label or dimension column,
+        stops the run naming it. (A label the map cannot place is judged at scoring: it matters
+        only for backends that give categories, which is known once they load.)"""
         from audits.emotion.run import check_emotion_inputs
         from audits.utterance_meta import collect_meta
         from engine.errors import ConfigError
@@ -43,23 +44,13 @@ class EmotionSection(AuditSection["EmotionConfig"]):
         meta = collect_meta(dataset)
         check_emotion_inputs(config, meta)
         try:
-            lm = config.make_label_map()
+            config.make_label_map()
         except UnicodeDecodeError as exc:
             raise ConfigError(
                 f"emotion.label_map {config.label_map}: not valid UTF-8 text (byte {exc.start}); save the map as UTF-8"
             ) from None
         except OSError as exc:
             raise ConfigError(f"emotion.label_map {config.label_map}: cannot be read ({exc.strerror or exc})") from None
-        if config.unmapped != "error" or config.label is None:
-            return
-        for utt, m in meta.items():
-            value = m.labels.get(config.label)
-            if value is None or (isinstance(value, float) and value != value) or lm.get(str(value)) is not None:
-                continue
-            raise ConfigError(
-                f"emotion: clip '{utt}' has {config.label} = {str(value)!r}, which the label map cannot place; "
-                f"add a line '{value},<canonical>' to the label map or set emotion.unmapped: drop"
-            )
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.emotion.report import emotion_lines
