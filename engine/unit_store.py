@@ -14,6 +14,11 @@ same promises as the Parquet units:
   marker describes; otherwise it is recomputed (never silently reused).
 * **Atomic writes.** The result is written under a temporary name and renamed, then the marker
   the same way; an interrupted unit has no marker and is redone.
+
+Work folders keyed by settings (``keyed_workspace``) extend the same contract to passes that
+build a whole derived store (a section's masked or re-voiced audio and the runs on it): the folder
+is named by the digest of its settings and carries a marker, so two configurations never share a
+folder and a folder is reused only by the configuration its marker records.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -116,4 +122,37 @@ class KeyedUnitStore:
         atomic_write_text(self.marker_path(backend, unit), json.dumps(marker, sort_keys=True))
 
 
-__all__ = ["KEYED_VERSION", "KeyedUnitStore", "digest"]
+WORKSPACE_MARKER = "workspace.json"
+
+
+def keyed_workspace(parent: Path | str, name: str, settings: Mapping[str, Any]) -> Path:
+    """The work folder of ``name`` for exactly these ``settings``: ``<parent>/<safe_name(name)>/<digest>``.
+
+    Why: a section's derived store (audio it made, the runs on it) must never be reused under
+    other settings, and never be thrown away when settings change (a later run with the old
+    settings resumes it). The folder's marker records the settings and their digest; a folder
+    whose marker is missing, unreadable or records other settings holds nothing vouched for and
+    is emptied before use. The runs inside keep their own unit markers, so resume stays exact.
+    """
+    key = digest(dict(settings))
+    folder = Path(parent) / safe_name(name) / key
+    marker = folder / WORKSPACE_MARKER
+    info: Any = None
+    if marker.exists():
+        try:
+            info = json.loads(marker.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            info = None
+    ok = isinstance(info, dict) and info.get("v") == KEYED_VERSION and info.get("name") == name and info.get("settings_digest") == key
+    if not ok:
+        if folder.exists() and any(folder.iterdir()):
+            log.info("%s: work folder %s is not vouched for by its marker; it is started afresh", name, folder)
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"v": KEYED_VERSION, "name": name, "settings": json.loads(json.dumps(dict(settings), sort_keys=True, default=str)),
+                  "settings_digest": key}
+        atomic_write_text(marker, json.dumps(record, indent=1, sort_keys=True))
+    return folder
+
+
+__all__ = ["KEYED_VERSION", "WORKSPACE_MARKER", "KeyedUnitStore", "digest", "keyed_workspace"]

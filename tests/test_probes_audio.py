@@ -3,7 +3,9 @@ end-to-end run on a demo slice where every probe flags the memorizer and not whi
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -308,6 +310,65 @@ def test_speakers_are_matched_to_their_own_voices_by_embedding() -> None:
     assert all(m.voice != s for s, m in excluded.items())
 
 
+# ------------------------------------------------------------------ work folders (engine unit contract)
+
+
+def _loads(trace: Path) -> int:
+    return sum(1 for p in trace.glob("*.jsonl") for line in p.read_text().splitlines() if '"load"' in line)
+
+
+def test_probe_work_folders_are_keyed_by_settings_and_resume_exactly(tmp_path: Path) -> None:
+    """Changed probe settings never reuse another configuration's derived results; the same settings
+    resume without recomputing; going back to old settings finds their work intact."""
+    from audits.probes.engine_io import fresh_workspace, run_models
+    from engine.data import ModelSpec
+    from engine.datasets import open_dataset
+    from engine.unit_store import WORKSPACE_MARKER
+    from tests.reliability_env import noise, write_dataset
+
+    data = write_dataset(tmp_path / "asr", [{"audio": noise(1.0, i), "text": "a b c"} for i in range(3)])
+    ds = open_dataset(data, shard_size=100)
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    spec = ModelSpec("sim", "simulated", {"rtfx": 1000, "trace_dir": str(trace)}, 4)
+    probes = tmp_path / "probes"
+    a = {"settings": {"variants": ["silence"]}, "dataset": ds.fingerprint}
+    b = {"settings": {"variants": ["noise"]}, "dataset": ds.fingerprint}
+
+    root_a = fresh_workspace(probes, "masking", a)
+    rows_a, _ = run_models(ds, [spec], root_a, None)
+    assert _loads(trace) == 1 and len(rows_a) == 3
+    marker = json.loads((root_a / WORKSPACE_MARKER).read_text())
+    assert marker["settings"] == a and root_a.name == marker["settings_digest"]
+
+    # the same settings: the same folder, nothing recomputed (the runs' unit markers vouch for the rows)
+    assert fresh_workspace(probes, "masking", dict(a)) == root_a
+    rows_again, _ = run_models(ds, [spec], root_a, None)
+    assert _loads(trace) == 1 and rows_again.equals(rows_a)
+
+    # other settings: another folder, computed afresh; the first configuration's work is kept
+    root_b = fresh_workspace(probes, "masking", b)
+    assert root_b != root_a and not (root_b / "markers").exists()
+    run_models(ds, [spec], root_b, None)
+    assert _loads(trace) == 2 and (root_a / "markers").is_dir()
+    assert fresh_workspace(probes, "masking", a) == root_a and (root_a / "markers").is_dir()
+
+    # a folder whose marker does not vouch for it (damaged, or of another configuration) is started afresh
+    (root_a / WORKSPACE_MARKER).write_text(json.dumps({"v": 1, "name": "masking", "settings_digest": "0" * 16}))
+    assert fresh_workspace(probes, "masking", a) == root_a and not (root_a / "markers").exists()
+    # names go through the engine's safe names: probe names that escape alike never share a folder
+    assert fresh_workspace(probes, "a/b", a).parent != fresh_workspace(probes, "a_b", a).parent
+
+
+def test_the_probes_have_no_stamp_of_their_own() -> None:
+    """The old per-probe ``probe.json`` fingerprint is gone: work folders are the engine's keyed workspaces."""
+    import audits.probes.engine_io as engine_io
+
+    root = Path(engine_io.__file__).parent
+    assert not hasattr(engine_io, "fresh_dir") and not hasattr(engine_io, "fingerprint")
+    assert not [p.name for p in root.glob("*.py") if "probe.json" in p.read_text() or "fresh_dir" in p.read_text()]
+
+
 # ------------------------------------------------------------------ end to end on a demo slice
 
 N_CLIPS = 10
@@ -359,7 +420,9 @@ def test_masking_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
     assert tiny["n_gated"] >= 3 and tiny["rate"] < mem["ci95"][0]
     assert tiny["rate"] <= 0.34
     assert m["n_derived"] >= 2 * 8 and m["timing_method"] in ("ctc-forced", "whisper-word-timestamps")
-    assert (e2e["out"] / "probes" / "masking" / "markers").is_dir()  # resumable engine store
+    # resumable engine store, in the folder keyed by the probe's settings (engine.unit_store.keyed_workspace)
+    (work,) = [p.parent for p in (e2e["out"] / "probes" / "masking").glob("*/workspace.json")]
+    assert (work / "markers").is_dir()
 
 
 @pytest.mark.slow

@@ -71,6 +71,6 @@ def test_voxpopuli_masking_recipe_on_ray_end_to_end(voxpopuli_dir: Path, tmp_pat
         assert facts["engine"]["runner"] == "ray", facts.get("engine")
     masking = summary["probes"]["masking"]
     assert masking["n_clips_masked"] >= 1, masking
-    probe_models = sorted((out / "probes" / "masking" / "models").glob("*.json"))
+    probe_models = sorted((out / "probes" / "masking").glob("*/models/*.json"))
     assert probe_models and all(json.loads(p.read_text())["engine"]["runner"] == "ray" for p in probe_models)
     assert masking["memorizer"]["n_leaked"] >= 1 and masking["memorizer"]["n_leaked"] >= masking["whisper-tiny.en"]["n_leaked"]

@@ -32,6 +32,26 @@ class EmotionSection(AuditSection["EmotionConfig"]):
 
         return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
+    def check_inputs(self, config: EmotionConfig, dataset: Any) -> None:
+        """Read the label map and the label columns the section scores against before any model
+        loads: a missing, unreadable or malformed map, or an absent label or dimension column,
+        stops the run naming it. (A label the map cannot place is judged at scoring: it matters
+        only for backends that give categories, which is known once they load.)"""
+        from audits.emotion.run import check_emotion_inputs
+        from audits.utterance_meta import collect_meta
+        from engine.errors import ConfigError
+
+        meta = collect_meta(dataset)
+        check_emotion_inputs(config, meta)
+        try:
+            config.make_label_map()
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"emotion.label_map {config.label_map}: not valid UTF-8 text (byte {exc.start}); save the map as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"emotion.label_map {config.label_map}: cannot be read ({exc.strerror or exc})") from None
+
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.emotion.report import emotion_lines
 

@@ -3,10 +3,7 @@ folders, running models into a resumable store, and reading hypotheses back."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,31 +13,15 @@ import pandas as pd
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset
 from engine.pass_engine import EngineOptions
-from engine.store import RunStore, atomic_write_text
+from engine.store import RunStore
+from engine.unit_store import keyed_workspace
 
 log = logging.getLogger(__name__)
 
 
-
-def fingerprint(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def fresh_dir(path: Path, key: Mapping[str, Any]) -> Path:
-    """``path`` for this configuration: emptied when it holds results of another configuration."""
-    stamp = path / "probe.json"
-    fp = fingerprint(key)
-    if stamp.exists():
-        try:
-            old = json.loads(stamp.read_text()).get("fingerprint")
-        except (OSError, json.JSONDecodeError):
-            old = None
-        if old != fp:
-            log.info("%s holds results of another probe configuration; starting it afresh", path)
-            shutil.rmtree(path)
-    path.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(stamp, json.dumps({"fingerprint": fp, "key": key}, indent=2, sort_keys=True, default=str))
-    return path
+def fresh_workspace(probes_dir: Path, probe: str, key: Mapping[str, Any]) -> Path:
+    """The probe's work folder for exactly this configuration, keyed through the engine's unit contract."""
+    return keyed_workspace(probes_dir, probe, key)
 
 
 def run_models(

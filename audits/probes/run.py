@@ -23,7 +23,7 @@ import pandas as pd
 
 from audits.probes.config import ERROR_KINDS, BadReferenceConfig, OrthographyConfig, ProbeConfig, ReferenceErrors
 from audits.probes.engine_io import failed_models as _failed_models
-from audits.probes.engine_io import fresh_dir as _fresh_dir
+from audits.probes.engine_io import fresh_workspace as _fresh_workspace
 from audits.probes.engine_io import hyp_map as _hyp_map
 from audits.probes.engine_io import originals as _originals
 from audits.probes.engine_io import run_models as _run_models
@@ -181,7 +181,8 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
 
     settings = cfg.masking
     assert settings is not None  # guaranteed by the caller
-    root = _fresh_dir(probes_dir / "masking", {"settings": asdict(settings), "timing": asdict(cfg.timing), "dataset": dataset.fingerprint})
+    key = {"settings": asdict(settings), "timing": asdict(cfg.timing), "dataset": dataset.fingerprint}
+    root = _fresh_workspace(probes_dir, "masking", key)
     cache = TimingCache(probes_dir / "timings" / f"{dataset.fingerprint}-{timer.key}.jsonl")
     build = build_masked_set(dataset, timer, settings, root / "derived", cache)
     skipped = build.skip_counts()
@@ -224,7 +225,7 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
         log.info("bad_reference: dataset '%s' is not in reference_errors.datasets %s; nothing planted", dataset.name, list(plant.datasets))
         plant = None
     key = {"cfg": asdict(cfg), "dataset": dataset.fingerprint, "planted": plant is not None}
-    root = _fresh_dir(probes_dir / "bad_reference", key)
+    root = _fresh_workspace(probes_dir, "bad_reference", key)
     originals = _originals(dataset)
     plan: dict[str, dict[str, str]] = {}
     work = dataset
@@ -293,17 +294,29 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
 
 
 def _load_corrections(path: str) -> dict[str, str]:
-    """Human-verified references: JSON {utt_id: text} or JSONL lines {utt_id|id|audio_filepath, text}."""
+    """Human-verified references: JSON {utt_id: text} or JSONL lines {utt_id|id|audio_filepath, text}.
+
+    Every entry must give its text as a string: a null or a number would silently become the
+    reference "None" or "3", so it is refused naming the entry (or line) and the fix.
+    """
     p = Path(path)
-    if not p.exists():
-        raise ConfigError(f"bad_reference.corrections: file '{p}' not found")
-    text = p.read_text(encoding="utf-8")
+    if not p.is_file():
+        raise ConfigError(f"bad_reference.corrections: file '{p}' not found; give a JSON or JSONL file of human-verified references")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"bad_reference.corrections: {p}: not valid UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"bad_reference.corrections: {p}: cannot be read ({exc.strerror or exc})") from None
     try:
         data = json.loads(text)
-        if isinstance(data, dict):
-            return {str(k): str(v) for k, v in data.items()}
     except json.JSONDecodeError:
-        pass  # not one JSON object: read it as JSONL below, which names the bad line
+        data = None  # not one JSON document: read it as JSONL below, which names the bad line
+    if isinstance(data, dict):
+        bad = [k for k, v in data.items() if not isinstance(v, str)]
+        if bad:
+            raise ConfigError(f"{p}: entry '{bad[0]}' has {data[bad[0]]!r} as its text; every corrected reference must be a string")
+        return {str(k): v for k, v in data.items()}
     out: dict[str, str] = {}
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -312,8 +325,34 @@ def _load_corrections(path: str) -> dict[str, str]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{p}, line {i}: not JSON ({exc.msg}); expected {{\"utt_id\": ..., \"text\": ...}}") from None
-        uid = row.get("utt_id", row.get("id", row.get("audio_filepath")))
+        uid = row.get("utt_id", row.get("id", row.get("audio_filepath"))) if isinstance(row, dict) else None
         if uid is None or not isinstance(row.get("text"), str):
-            raise ConfigError(f"{p}, line {i}: needs 'utt_id' (or 'id'/'audio_filepath') and 'text'")
+            raise ConfigError(f"{p}, line {i}: needs 'utt_id' (or 'id'/'audio_filepath') and 'text' (a string)")
+        if str(uid) in out:
+            raise ConfigError(f"{p}, line {i}: clip '{uid}' is corrected twice; keep one line per clip")
         out[str(uid)] = row["text"]
+    if not out:
+        raise ConfigError(f"bad_reference.corrections: {p} holds no correction; give {{utt_id: text}} or JSONL lines")
     return out
+
+
+def check_probe_inputs(cfg: ProbeConfig, dataset: Dataset) -> None:
+    """Every input the probes read, checked before any model loads (``ProbesSection.check_inputs``).
+
+    The bad-reference probe needs clips with references, and its corrections file must be
+    readable, well formed and name only clips of this dataset that have a reference.
+    """
+    b = cfg.bad_reference
+    if b is None:
+        return
+    refs = {u.utt_id for u in _originals(dataset) if u.reference and not u.problem}
+    if not refs:
+        raise ConfigError(f"probes.bad_reference: dataset '{dataset.name}' has no clip with a reference; "
+                          "give a dataset with reference text or remove bad_reference")
+    if b.corrections:
+        unknown = [c for c in _load_corrections(b.corrections) if c not in refs]
+        if unknown:
+            raise ConfigError(
+                f"bad_reference.corrections: {b.corrections} names {len(unknown)} clip(s) with no reference in dataset "
+                f"'{dataset.name}' ({', '.join(unknown[:5])}); check that the corrections file belongs to this dataset"
+            )

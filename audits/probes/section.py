@@ -34,6 +34,12 @@ class ProbesSection(AuditSection["ProbeConfig"]):
 
         return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
 
+    def check_inputs(self, config: ProbeConfig, dataset: Any) -> None:
+        """The probes' own inputs (references, the corrections file) before any model loads."""
+        from audits.probes.run import check_probe_inputs
+
+        check_probe_inputs(config, dataset)
+
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.probes.report import probe_lines
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from audits.probes.config import ProbeConfig
-from audits.probes.engine_io import failed_models, fresh_dir, hyp_map, originals, run_models
+from audits.probes.engine_io import failed_models, fresh_workspace, hyp_map, originals, run_models
 from audits.probes.masking import mask_clip
 from audits.probes.state import ProbeState
 from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs
@@ -168,7 +168,7 @@ def run_synthetic_voice(
         "badref": asdict(cfg.bad_reference) if cfg.bad_reference else None,
         "dataset": dataset.fingerprint,
     }
-    root = fresh_dir(probes_dir / "synthetic_voice", key)
+    root = fresh_workspace(probes_dir, "synthetic_voice", key)
     bank = VoiceBank()
     tts = make_tts(sv)
     bank.add(sv.tts, tts)
