@@ -24,6 +24,7 @@ import numpy as np
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
+from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -157,9 +158,7 @@ class TransformersBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"transformers backend needs transformers and torch: {_INSTALL_HINT}") from exc
         self._torch = torch
-        device = str(self.options["device"])
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(self.options["device"])
         dtype_name = str(self.options["dtype"])
         if dtype_name == "auto":
             dtype_name = "float16" if device.startswith("cuda") else "float32"
