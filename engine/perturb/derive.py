@@ -31,6 +31,7 @@ from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest,
 from engine.errors import AudioError
 from engine.perturb import ops
 from engine.shards import encode_audio, iter_table_utterances, utterances_to_table
+from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     root = Path(cache_dir) / key
     root.mkdir(parents=True, exist_ok=True)
     spec = {"source_fingerprint": dataset.fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION}
-    (root / "spec.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+    atomic_write_text(root / "spec.json", json.dumps(spec, indent=2, sort_keys=True))
     paths: dict[str, Path] = {}
     for n, sid in enumerate(dataset.shard_ids):
         path = root / f"derived-{sid}.parquet"
