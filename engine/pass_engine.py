@@ -17,6 +17,7 @@ from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
+from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedProgress, run_inprocess, run_ray
 from engine.runner import InProcessRunner
 from engine.store import RunStore
 
@@ -75,6 +76,26 @@ class EngineOptions:
             dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
             max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb,
         )
+
+    def run_keyed(self, passes: Sequence[KeyedPass], progress: KeyedProgress | None = None) -> KeyedOutcome:
+        """Run keyed passes (diarization, long-form ASR, judge questions: ``engine/keyed_pass.py``) on this engine.
+
+        Every pending unit of ``passes`` is scheduled together, longest first; results are stored
+        by this process as they arrive. On Ray, Ray must be started (:meth:`start`) or it is
+        started here for the call.
+        """
+        if self.kind not in ENGINE_KINDS:
+            raise ConfigError(
+                f"engine '{self.kind}' is a plug-in runner: it runs the recipe's ASR pass only; use --engine inprocess or --engine ray"
+            )
+        if self.kind == "ray":
+            started = self.start()
+            try:
+                return run_ray(passes, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
+                    progress=progress)
+            finally:
+                self.stop(started)
+        return run_inprocess(passes, max_retries=self.max_retries, progress=progress)
 
     def start(self) -> bool:
         """Connect to (or start) Ray once for a whole recipe, so its passes share one instance; True if this call started it."""

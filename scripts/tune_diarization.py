@@ -26,9 +26,10 @@ import numpy as np
 def main() -> None:
     from audits.conversation.metrics import diarization_scores, pool_diarization
     from audits.conversation.readers import Segment
-    from audits.conversation.run import _load_audio, load_conversation_data, resolve_dataset
+    from audits.conversation.run import load_conversation_data, resolve_dataset
     from audits.recipes import data_dir
     from engine.backends.diarization.baseline import DEFAULT_THRESHOLD, RecordingEmbeddings, VadResemblyzerDiarizer
+    from engine.keyed_workers import load_recording as _load_audio
 
     ap = argparse.ArgumentParser()
     ap.add_argument("set_dir", nargs="?", default="builtin:demo-conversation")

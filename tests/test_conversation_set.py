@@ -87,8 +87,9 @@ def test_baseline_diarizer_separates_two_voices(small_set: Path) -> None:
     pytest.importorskip("resemblyzer")
     from audits.conversation.metrics import diarization_scores
     from audits.conversation.readers import Segment
-    from audits.conversation.run import _load_audio, load_conversation_data
+    from audits.conversation.run import load_conversation_data
     from engine.backends import DIAR_BACKENDS
+    from engine.keyed_workers import load_recording as _load_audio
 
     data = load_conversation_data(small_set)
     diar = DIAR_BACKENDS.get("vad-resemblyzer")()

@@ -114,8 +114,9 @@ def test_local_pipeline_loads_runs_and_scores(tiny_pipeline: Path, conversation:
         monkeypatch: pytest.MonkeyPatch) -> None:
     from audits.conversation.metrics import diarization_scores
     from audits.conversation.readers import Segment, read_rttm, write_rttm
-    from audits.conversation.run import _load_audio, load_conversation_data, parse_conversation_config
+    from audits.conversation.run import load_conversation_data, parse_conversation_config
     from engine.backends import DIAR_BACKENDS
+    from engine.keyed_workers import load_recording as _load_audio
 
     monkeypatch.delenv("PYANNOTE_METRICS_ENABLED", raising=False)
     # The recipe block a user writes for a downloaded pipeline, and what the section builds from it.

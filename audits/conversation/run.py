@@ -26,15 +26,11 @@ or setting recomputes it, and scoring refuses any result its marker does not vou
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from audits.conversation.metrics import (
     DEFAULT_COLLAR_S,
@@ -59,6 +55,9 @@ from audits.conversation.readers import (
 from engine.config import Field, check_fields, check_keys, expect_type
 from engine.datasets.base import file_stamp
 from engine.errors import ConfigError, ManifestError, RegistryError
+from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.pass_engine import EngineOptions
+from engine.passes import split_placement
 from engine.segmentation import Chunk, SegmentationConfig, stitch
 from engine.unit_store import KeyedUnitStore, digest
 
@@ -214,17 +213,6 @@ def load_conversation_data(root: Path) -> ConversationData:
     return ConversationData(root, recordings, reference, turns, turns.problems + reference.problems, h.hexdigest()[:16])
 
 
-def _load_audio(path: str) -> np.ndarray:
-    import soundfile as sf
-    import soxr
-
-    from engine.data import SAMPLE_RATE
-
-    x, sr = sf.read(path, dtype="float32", always_2d=True)
-    mono = x.mean(axis=1)
-    return np.asarray(soxr.resample(mono, sr, SAMPLE_RATE) if sr != SAMPLE_RATE else mono, dtype=np.float32)
-
-
 def _stores(out: Path) -> tuple[KeyedUnitStore, KeyedUnitStore]:
     """The diarization and ASR passes' keyed unit stores under ``out/conversation``."""
     base = out / "conversation"
@@ -268,76 +256,66 @@ def _turn_plans(turns: Sequence[Mapping[str, Any]], cfg: SegmentationConfig) -> 
 
 def run_conversation(
     cfg: ConversationConfig, data: ConversationData, specs: Sequence[Any], out: Path,
-    progress: Callable[[str, int, dict[str, Any]], None] | None = None,
+    progress: Callable[[str, int, dict[str, Any]], None] | None = None, engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
-    """Run diarization and both ASR passes for every model, writing under ``out/conversation``;
-    returns the load facts per model. A (pass, backend, recording) unit whose marker matches its
-    current inputs and settings is reused; every other unit is computed (``engine/unit_store.py``)."""
-    from engine.backends import DIAR_BACKENDS, build_backend
-    from engine.segmentation import SileroVAD, segment_recordings, transcribe_chunks
+    """Run diarization and both ASR passes for every model on the run's engine, writing under
+    ``out/conversation``; returns the facts per pass (runner, placement, backend info, pending units).
 
+    Both steps are keyed passes (``engine/keyed_pass.py``): the driver plans and stores, the
+    workers (in this process, or Ray actors with ``--engine ray``) read the audio and run the
+    models. A (pass, backend, recording) unit whose marker matches its current inputs and settings
+    is reused; every other unit is computed. Diarization goes first because the ASR units
+    transcribe its turns; within each step the longest recordings go first across all backends.
+    """
+    engine = engine or EngineOptions()
     diar_store, asr_store = _stores(out)
     KeyedUnitStore.check_names([cfg.diarization, *(s.name for s in specs)], data.recordings)  # a/b and a_b never share a file
     stamps = _stamps(data)
-    audios: dict[str, np.ndarray] = {}
-
-    def audio(rec: str) -> np.ndarray:
-        if rec not in audios:
-            audios[rec] = _load_audio(data.recordings[rec]["path"])
-        return audios[rec]
-
+    seconds = {r: float(v.get("duration") or 0.0) for r, v in data.recordings.items()}
     # 1. diarization, once per recording
+    diar_options, diar_place = split_placement(cfg.diarization_options, f"conversation.diarization ({cfg.diarization})")
     diar_keys = {r: _diar_key(cfg, data, r, stamps[r]) for r in data.recordings}
-    diarized: dict[str, Any] = {}
-    for r in data.recordings:
-        found = diar_store.get(cfg.diarization, r, *diar_keys[r])
-        if found is not None:
-            diarized[r] = found
-    todo = [r for r in data.recordings if r not in diarized]
-    facts: dict[str, Any] = {"diarization": {"backend": cfg.diarization, "pending": len(todo)}}
-    if todo:
-        diar = DIAR_BACKENDS.get(cfg.diarization)(**dict(cfg.diarization_options))
-        diar.load()
-        facts["diarization"].update(diar.info().as_dict())
-        for rec in todo:
-            t0 = time.perf_counter()
-            turns = diar.diarize(audio(rec), num_speakers=diar_keys[rec][0].get("num_speakers"))
-            result = {"recording": rec, "seconds": time.perf_counter() - t0,
-                "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
-            diar_store.put(cfg.diarization, rec, *diar_keys[rec], result)
-            diarized[rec] = json.loads(json.dumps(result))  # as stored (and as read back on a resume)
-            if progress:
-                progress("diarized", 1, {"recording": rec})
-        diar.close()
-    # 2. ASR passes per model
-    vad: SileroVAD | None = None
+    diar_pass = KeyedPass(
+        diar_store,
+        (WorkerSpec(cfg.diarization, "engine.keyed_workers:DiarizeWorker", {"backend": cfg.diarization, "options": diar_options},
+                    diar_place, gpu_capable=True),),
+        tuple(KeyedUnit(cfg.diarization, r, *diar_keys[r], {"recording": r, "path": data.recordings[r]["path"],
+              "num_speakers": diar_keys[r][0].get("num_speakers")}, seconds[r]) for r in data.recordings),
+    )
+    done = engine.run_keyed([diar_pass], progress=_relay(progress, "diarized", "recording"))
+    done.raise_failed("conversation diarization")
+    facts: dict[str, Any] = {"diarization": {"backend": cfg.diarization, "pending": 0}}
+    for (_, name), f in done.facts.items():
+        facts["diarization"].update(f)
+    diarized = {r: done.results[(diar_store.pass_name, cfg.diarization, r)] for r in data.recordings}
+    # 2. ASR passes: every model's units in one round, longest recordings first
+    workers, units = [], []
     for spec in specs:
         keys = {r: _asr_key(cfg, spec, stamps[r], diarized[r]) for r in data.recordings}
-        pending = [r for r in data.recordings if asr_store.get(spec.name, r, *keys[r]) is None]
-        facts.setdefault("pending", {})[spec.name] = len(pending)
-        if not pending:
-            continue
-        backend = build_backend(spec)
-        backend.load()
-        facts[spec.name] = backend.info().as_dict()
-        vad = vad or SileroVAD()
-        for rec in pending:
-            x = {rec: audio(rec)}
-            plans, vad_s = segment_recordings(x, cfg.segmentation, vad)
-            chunks, infer_lf = transcribe_chunks(backend.transcribe_batch, x, plans, cfg.segmentation.batch_size)
-            tplans = _turn_plans(diarized[rec]["turns"], cfg.segmentation)
-            tchunks, infer_sa = transcribe_chunks(backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]},
-                cfg.segmentation.batch_size)
-            asr_store.put(spec.name, rec, *keys[rec], {
-                "recording": rec, "model": spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
-                "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
-                "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec],
-                    tplans)],
-            })
-            if progress:
-                progress("transcribed", 1, {"model": spec.name, "recording": rec})
-        backend.close()
+        workers.append(WorkerSpec(spec.name, "engine.keyed_workers:LongformWorker",
+                                  {"spec": spec, "segmentation": cfg.segmentation.as_dict()}, dict(spec.meta), gpu_capable=True))
+        units += [KeyedUnit(spec.name, r, *keys[r], {"recording": r, "path": data.recordings[r]["path"],
+                  "turns": [list(t) for t in _turn_plans(diarized[r]["turns"], cfg.segmentation)]}, seconds[r]) for r in data.recordings]
+    asr_done = engine.run_keyed([KeyedPass(asr_store, tuple(workers), tuple(units))], progress=_relay(progress, "transcribed", "model"))
+    for spec in specs:
+        facts.setdefault("pending", {})[spec.name] = asr_done.facts.get((asr_store.pass_name, spec.name), {}).get("pending", 0)
+        if (asr_store.pass_name, spec.name) in asr_done.facts:
+            facts[spec.name] = asr_done.facts[(asr_store.pass_name, spec.name)]
+    asr_done.raise_failed("conversation ASR")
     return facts
+
+
+def _relay(progress: Callable[[str, int, dict[str, Any]], None] | None, what: str,
+           field_name: str) -> Callable[[str, int, dict[str, Any]], None] | None:
+    """The section's progress lines from the keyed pass's (``diarized``/``transcribed`` with the recording or model)."""
+    if progress is None:
+        return None
+
+    def relay(_pass: str, n: int, info: dict[str, Any]) -> None:
+        shown = {"recording": info["unit"]} if field_name == "recording" else {"model": info["backend"], "recording": info["unit"]}
+        progress(what, n, shown)
+
+    return relay
 
 
 def _reference_text(segments: Sequence[Segment]) -> str:

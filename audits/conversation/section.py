@@ -42,7 +42,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
 
         data = load_conversation_data(_root(config, ctx.dataset))
         asr = [s for s in ctx.asr_models if s.backend != "predictions"]
-        facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress)
+        facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress, ctx.engine)
         normalizer = get_normalizer(config.normalizer)
         whole = _whole_recordings(ctx, data)
         summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
