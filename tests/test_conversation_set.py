@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,3 +155,38 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
         conversation_summary(other, data, [spec], tmp_path, norm)
     facts = run_conversation(other, data, [spec], tmp_path)
     assert facts["diarization"]["pending"] == 0 and facts["pending"][spec.name] == 2
+
+
+@pytest.mark.slow
+def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set: Path, tmp_path: Path) -> None:
+    """Diarization and long-form ASR are keyed passes on the run's engine: on Ray they run in
+    actors (not the driver) and store exactly what an in-process run stores."""
+    import os
+
+    ray = pytest.importorskip("ray")
+    from audits.conversation.run import load_conversation_data, parse_conversation_config, run_conversation
+    from engine.model_registry import load_model_registry, resolve_models
+    from engine.pass_engine import EngineOptions
+    from engine.ray_setup import init_ray
+
+    spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
+    cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
+    data = load_conversation_data(small_set)
+    run_conversation(cfg, data, [spec], tmp_path / "local")
+    started = init_ray(num_cpus=2)
+    try:
+        facts = run_conversation(cfg, data, [spec], tmp_path / "ray", engine=EngineOptions(kind="ray"))
+    finally:
+        if started:
+            ray.shutdown()
+    timing = {"seconds", "vad_s", "infer_longform_s", "infer_attributed_s"}
+
+    def stored(root: Path) -> dict[str, Any]:
+        base = root / "conversation" / "units"
+        return {str(p.relative_to(base)): {k: v for k, v in json.loads(p.read_text()).items() if k not in timing}
+                for p in sorted(base.rglob("*.json"))}
+
+    local, remote = stored(tmp_path / "local"), stored(tmp_path / "ray")
+    assert len(local) == 4 and local == remote
+    for f in (facts["diarization"], facts[spec.name]):
+        assert f["runner"] == "ray" and f["actors"] and all(a["pid"] != os.getpid() for a in f["actors"])

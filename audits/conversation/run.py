@@ -353,6 +353,8 @@ def conversation_summary(
 
     diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options),
         "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
+    if facts and facts.get("diarization"):
+        diar_summary["facts"] = facts["diarization"]  # backend info, runner and (on Ray) each actor's placement
     diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
                               for k, v in sorted(set(slice_keys))}
     per_model: dict[str, Any] = {}
