@@ -173,6 +173,23 @@ def test_bundled_models_are_found() -> None:
     assert (pocketsphinx_model_dir() / "cmudict-en-us.dict").is_file()  # type: ignore[operator]
 
 
+def test_pocketsphinx_clip_text_does_not_depend_on_the_clips_before_it(librivox_16k: tuple[list[np.ndarray], list[str]]) -> None:
+    """A resumed run, another shard order or another batch must give every clip the same text."""
+    clips, _ = librivox_16k
+    noise = (np.random.default_rng(0).standard_normal(SAMPLE_RATE * 2) * 0.3).astype(np.float32)
+
+    def fresh(clip: np.ndarray) -> str:
+        b = ASR_BACKENDS.get("pocketsphinx")(search="fast")
+        b.load()
+        return b.transcribe_batch([clip])[0]
+
+    alone = [fresh(c) for c in clips[:3]]
+    shared = ASR_BACKENDS.get("pocketsphinx")(search="fast")
+    shared.load()
+    after = shared.transcribe_batch([noise, *clips[3:], *clips[:3][::-1]])
+    assert after[-3:][::-1] == alone and all(alone)
+
+
 def test_model_availability_reasons(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # empty cache

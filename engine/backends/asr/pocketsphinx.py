@@ -159,6 +159,11 @@ class PocketsphinxBackend(ASRBackend):
     def _decode(self, clip: np.ndarray) -> str:
         pcm = (np.clip(clip, -1.0, 1.0) * 32767.0).round().astype("<i2")
         decoder = self._decoder
+        # The feature module keeps live cepstral-mean state from every clip decoded so far, so a
+        # clip's text would depend on what this decoder heard before (a resumed run, another shard
+        # order or another batch would differ). Rebuilding it makes every clip start from the
+        # model's initial state, as with a fresh decoder (checked in tests/test_asr_backends.py).
+        decoder.reinit_feat()
         decoder.start_utt()
         decoder.process_raw(pcm.tobytes(), False, True)
         decoder.end_utt()
@@ -175,6 +180,7 @@ class PocketsphinxBackend(ASRBackend):
             "decoding": f"viterbi + n-gram LM ({passes})",
             "search": self.options["search"],
             "search_settings": self.search_settings(),
+            "cmn": "live, feature state reset before every clip (a clip's text does not depend on the clips before it)",
         }
         extra.update(package_versions("pocketsphinx"))
         return BackendInfo(
