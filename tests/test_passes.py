@@ -162,6 +162,28 @@ def test_placement_options_are_checked_and_kept_out_of_backend_options() -> None
     assert ModelSpec("a", "b").kind == "asr"
 
 
+def test_cpu_only_backend_takes_no_gpu_on_ray_and_refuses_one(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """``prosody`` declares ``cpu_only``: on 8 logical GPUs its actors hold none (no ``num_gpus: 0`` or
+    ``device: cpu`` needed), and a GPU asked of it is refused up front, naming the backend and the option."""
+    from audits.emotion.run import parse_emotion_config
+    from engine.backends.ser.prosody import ProsodyBackend
+
+    spec = [EmbedSpec("prosody", "prosody", "ser", {}, batch_size=2)]
+    facts = run_embed_backends(open_dataset(corpus, shard_size=2), spec, tmp_path / "ray", warmup=0, engine=EngineOptions(kind="ray"))
+    f = facts["prosody"]
+    assert f["engine"]["runner"] == "ray" and f["n_utts"] == 6 and f["n_failed"] == 0, f
+    assert f["engine"]["actors"] and all(a["gpu_ids"] == [] and a["device"] == "cpu" for a in f["engine"]["actors"]), f["engine"]
+    assert f["device"] == "cpu"
+    with pytest.raises(ConfigError, match=r"backend 'prosody' computes on the CPU only: option 'device' must be cpu or auto .*'cuda'"):
+        ProsodyBackend(device="cuda")
+    for opts, meta, option in (({"device": "cuda:1"}, {}, "device"), ({}, {"num_gpus": 1.0}, "num_gpus")):
+        with pytest.raises(ConfigError, match=rf"ser pass 'prosody': backend 'prosody' computes on the CPU only: option '{option}'"):
+            run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("prosody", "prosody", "ser", opts, 2, meta)], tmp_path / "no")
+        with pytest.raises(ConfigError, match=rf"r.yaml: emotion.backend_options.prosody: backend 'prosody' .* option '{option}'"):
+            parse_emotion_config({"backends": ["prosody"], "backend_options": {"prosody": {**opts, **meta}}}, "r.yaml")
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.slow
 def test_probe_reruns_go_to_the_runs_engine(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
     """The probes' re-runs on derived audio (``audits.probes.engine_io.run_models``) run on the engine
