@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -25,12 +25,13 @@ from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
 from audits.runners import EngineOptions, check_runner, decode_options, make_runner
 from audits.schema import Summary
-from audits.sections import SectionContext, ordered
+from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
+from engine.pass_engine import ENGINE_KINDS
 from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
 
@@ -190,6 +191,7 @@ def run_audit(
     for sec, _ in parsed:
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
+    check_section_passes(recipe, engine, parsed, specs, dataset)
     for sec, cfg in parsed:  # every section's inputs (references, turns, audio) before any model loads
         sec.check_inputs(cfg, dataset)
     engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
@@ -231,6 +233,22 @@ def run_audit(
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
     return score_run(out, recipe, table, dataset_desc, facts, sections)
+
+
+def check_section_passes(recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]],
+        specs: Sequence[ModelSpec], dataset: Dataset) -> None:
+    """A plug-in runner runs the ASR pass only: refuse a recipe whose sections run passes of their
+    own on one before any model loads, rather than when the first such pass is due."""
+    if engine.kind in ENGINE_KINDS:
+        return
+    needs = {sec.key: passes for sec, cfg in parsed if (passes := sec.engine_passes(cfg, specs, dataset))}
+    if needs:
+        what = "; ".join(f"{key}: {', '.join(passes)}" for key, passes in needs.items())
+        raise ConfigError(
+            f"--engine {engine.kind} is a plug-in runner: it runs the recipe's ASR pass only, but recipe '{recipe.name}' has "
+            f"sections that run passes of their own ({what}); run it with --engine inprocess or --engine ray, or drop "
+            f"{'this section' if len(needs) == 1 else 'these sections'} ({', '.join(needs)}) from the recipe"
+        )
 
 
 def load_rows(out: Path) -> pd.DataFrame:

@@ -7,6 +7,7 @@ section's own keys are validated by that section when a run starts.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Any, Mapping
 import engine.model_registry as model_registry
 from audits.sections import ordered, section_names
 from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
-from engine.errors import ConfigError, RegistryError
+from engine.errors import AuditError, ConfigError, RegistryError
 from engine.model_registry import REPO_ROOT
+
+log = logging.getLogger(__name__)
 
 MAX_N_BOOT = 100_000
 """Most bootstrap replicates accepted (draws take n_boot x speakers integers of memory)."""
@@ -205,14 +208,50 @@ def load_recipe(name_or_path: str) -> Recipe:
 
 def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str] | None = None, limit: int | None = None,
         reader: str | None = None) -> Recipe:
+    """The recipe with ``--dataset``, ``--models``, ``--limit`` and ``--reader`` applied.
+
+    ``--dataset`` replaces the path only: when the new path is read by the recipe's reader (the
+    one it names, or detects from its own path), the reader and its options stay, so a local copy
+    of a hub dataset is read as the recipe reads the hub (VoxPopuli's text is ``raw_text``). A path
+    of another format, or ``--reader`` naming another reader, starts from that reader's defaults.
+    """
     ds = recipe.dataset
     if dataset is not None:
-        ds = replace(ds, path=dataset, reader=reader or "auto", options={})
+        if _same_reader(ds, dataset, reader):
+            ds = replace(ds, path=dataset, reader=reader or ds.reader)
+        else:
+            if ds.options:
+                log.warning("--dataset %s is not read by the recipe's reader (%s); its reader options %s do not apply and are dropped",
+                    dataset, ds.reader, sorted(ds.options))
+            ds = replace(ds, path=dataset, reader=reader or "auto", options={})
     elif reader is not None:
         ds = replace(ds, reader=reader)
     if limit is not None:
         ds = replace(ds, limit=DATASET_FIELDS["limit"].check(limit, "--limit"))
     return replace(recipe, dataset=ds, models=tuple(models) if models else recipe.models)
+
+
+def _detected_reader(path: str) -> str | None:
+    """The reader ``reader: auto`` would pick for ``path`` (relative paths also against the
+    repository root, as a run opens them), or None when the path does not tell."""
+    from engine.datasets.base import detect_reader
+
+    p = Path(path)
+    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
+        p = REPO_ROOT / p
+    try:
+        return detect_reader(p)
+    except (AuditError, OSError):
+        return None
+
+
+def _same_reader(ds: DatasetConfig, path: str, reader: str | None) -> bool:
+    """Whether ``path`` (with ``--reader reader``, if given) is read by the recipe's own reader."""
+    if path.startswith("builtin:") or ds.path.startswith("builtin:"):
+        return False
+    old = ds.reader if ds.reader != "auto" else _detected_reader(ds.path)
+    new = reader if reader not in (None, "auto") else _detected_reader(path)
+    return old is not None and old == new
 
 
 def data_dir() -> Path:

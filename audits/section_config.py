@@ -42,11 +42,13 @@ def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tu
     return names
 
 
-def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str) -> dict[str, dict[str, Any]]:
+def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str,
+        registry: Any = None) -> dict[str, dict[str, Any]]:
     """``backend_options``: backend name -> options mapping; names must be among ``backends``.
 
     ``num_gpus``, ``num_cpus`` and ``memory_mb`` in a backend's options size its engine actors
-    (``engine.passes.split_placement``) and are checked here.
+    (``engine.passes.split_placement``) and are checked here; with the section's ``registry``, a
+    GPU asked of a CPU-only backend (``device: cuda``, ``num_gpus`` > 0) is refused here too.
     """
     raw = expect_type(data.get("backend_options", {}) or {}, dict, f"{where}.backend_options")
     out: dict[str, dict[str, Any]] = {}
@@ -54,7 +56,14 @@ def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], wher
         if name not in backends:
             raise ConfigError(f"{where}.backend_options: '{name}' is not in backends ({', '.join(backends)})")
         out[str(name)] = dict(expect_type(opts or {}, dict, f"{where}.backend_options.{name}"))
-        split_placement(out[str(name)], f"{where}.backend_options.{name}")  # num_gpus/num_cpus/memory_mb checked before anything runs
+        opts, placement = split_placement(out[str(name)], f"{where}.backend_options.{name}")  # checked before anything runs
+        if registry is not None and ("device" in opts or placement.get("num_gpus")):  # imports the backend's module only then
+            try:
+                check = getattr(registry.get(str(name)), "check_device", None)
+            except RegistryError:  # a backend that cannot import is reported when its pass runs
+                check = None
+            if check is not None:
+                check(opts, placement, f"{where}.backend_options.{name}")
     return out
 
 

@@ -7,6 +7,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   config (errors name the recipe file and key); called for every section before any model loads;
 * ``check_inputs(config, dataset)``: read and check the section's own inputs (references, turns,
   audio headers) before any model loads or anything is written (default: nothing);
+* ``engine_passes(config, asr_models, dataset)``: the passes the section submits to the run's
+  engine (default: none), so a runner that cannot run them is refused before anything runs;
 * ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
   see, e.g. with derived clips added; called once the dataset is open, before the run plan;
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
@@ -97,6 +99,13 @@ class AuditSection(ABC, Generic[ConfigT]):
     @abstractmethod
     def run(self, config: ConfigT, ctx: SectionContext) -> dict[str, Any]:
         """Run the section and return its part of ``summary.json`` (plain JSON values)."""
+
+    def engine_passes(self, config: ConfigT, asr_models: Sequence[ModelSpec], dataset: Dataset) -> list[str]:
+        """The passes this section submits to the run's engine (``ctx.engine.runner``), named for a
+        message (e.g. ``["speaker-verification pass"]``); ``[]`` when it runs none (default). A plug-in
+        runner runs the recipe's ASR pass only, so the pipeline refuses a recipe whose sections name
+        any pass here on one, before any model loads or anything is written."""
+        return []
 
     def check_inputs(self, config: ConfigT, dataset: Dataset) -> None:
         """Read and check every input the section will use (references, turns, audio headers)

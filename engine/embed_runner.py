@@ -41,7 +41,7 @@ from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
 from engine.pass_engine import EngineOptions
-from engine.passes import PLACEMENT_KEYS, empty_table, registry_for, split_placement
+from engine.passes import PLACEMENT_KEYS, check_device, empty_table, registry_for, split_placement
 from engine.store import RunStore
 
 log = logging.getLogger(__name__)
@@ -186,6 +186,8 @@ def run_embed_backends(
         raise ConfigError(f"backend name(s) listed twice: {', '.join(dupes)}")
     if not dataset.has_audio:
         raise ConfigError(f"dataset {dataset.name} has no audio; speaker and emotion backends need audio")
+    for s in specs:  # a GPU asked of a CPU-only backend is refused before any pass starts
+        check_device(s.model_spec(), f"{s.kind} pass '{s.name}'")
     engine = engine or EngineOptions()
     runs: Counter[str] = Counter()
 

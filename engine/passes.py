@@ -110,6 +110,18 @@ def registry_for(kind: str) -> Registry[type]:
     return {"asr": ASR_BACKENDS, "sv": SV_BACKENDS, "ser": SER_BACKENDS}[check_kind(kind)]
 
 
+def is_cpu_only(spec: ModelSpec) -> bool:
+    """Whether the spec's backend declares ``cpu_only`` (its Ray actors then take no GPU)."""
+    return bool(getattr(registry_for(spec.kind).get(spec.backend), "cpu_only", False))
+
+
+def check_device(spec: ModelSpec, where: str) -> None:
+    """Refuse ``device: cuda`` or ``num_gpus`` > 0 for a CPU-only backend before any pass starts."""
+    check = getattr(registry_for(spec.kind).get(spec.backend), "check_device", None)
+    if check is not None:
+        check(spec.options, spec.meta, where)
+
+
 def build_pass_backend(spec: ModelSpec) -> Any:
     """Construct (not load) the backend a spec names, from its kind's registry; options are checked by the backend."""
     return registry_for(spec.kind).get(spec.backend)(**dict(spec.options))
@@ -271,9 +283,11 @@ __all__ = [
     "STORE_DIRS",
     "SV_SCHEMA",
     "build_pass_backend",
+    "check_device",
     "check_kind",
     "embed_row",
     "empty_table",
+    "is_cpu_only",
     "pass_table",
     "process_embed_unit",
     "registry_for",

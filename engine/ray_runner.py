@@ -11,7 +11,8 @@ placement:
 * **Actors.** Each :class:`ModelActor` loads one model once (``load_model``, warm-up included) and
   then processes unit after unit. With GPUs in the cluster an actor asks for one GPU
   (``spec.meta['num_gpus']`` overrides, fractional allowed) and its backend gets ``device='cuda'``
-  when it has a ``device`` option (Ray pins the actor through ``CUDA_VISIBLE_DEVICES``). Without
+  when it has a ``device`` option (Ray pins the actor through ``CUDA_VISIBLE_DEVICES``); a backend
+  that declares ``cpu_only`` (hand-made features, e.g. ``prosody``) never takes a GPU. Without
   GPUs, actors take ``num_cpus`` each (default 1, ``spec.meta['num_cpus']``) from a CPU budget
   that keeps ``reserve_cpus`` (default 1 on machines with >= 2 CPUs) free for the driver and for
   decoding, so a 2-core laptop runs one actor and never deadlocks.
@@ -59,6 +60,7 @@ from engine.cluster import node_capacity, placement_problem
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
+from engine.passes import is_cpu_only
 from engine.ray_actor import ModelActor
 from engine.ray_setup import accepts_option, check_positive, init_ray, short_error
 from engine.ray_usage import RayUsage, final_usage, is_hosted
@@ -268,9 +270,12 @@ class RayRunner:
             if not by_model[spec.name]:
                 continue
             meta = dict(spec.meta)
-            device_ok = accepts_option(spec, "device", "cuda")
+            cpu_only = is_cpu_only(spec)  # declared by the backend: no GPU, whatever the cluster has
+            device_ok = not cpu_only and accepts_option(spec, "device", "cuda")
             explicit_cpu = str(spec.options.get("device", "")) == "cpu"
-            if "num_gpus" in meta:
+            if cpu_only:
+                num_gpus = 0.0
+            elif "num_gpus" in meta:
                 num_gpus = float(meta["num_gpus"])
             else:
                 num_gpus = 1.0 if (self._gpu_total > 0 and device_ok and not explicit_cpu) else 0.0

@@ -11,10 +11,14 @@ with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-Aft
 ``"trickle:<seconds>"`` (a 200 whose body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a
 200 declaring and streaming that many bytes) and ``"huge-unsized:<bytes>"`` (the same without
 Content-Length). ``openai-stt`` is the OpenAI audio transcription API (``openai-compatible``).
+Each request's body digest is kept (``body_sha256``), so a test can count requests per clip;
+``latency_s`` delays every answer after the request is billed, and ``transcript_fn`` answers
+Deepgram requests with a transcript made from the audio sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -58,6 +62,9 @@ class FakeVendor:
         self.polls_before_done = polls_before_done
         self.billable = 0
         self.requests: list[tuple[str, str, dict[str, str]]] = []
+        self.body_sha256: list[str] = []  # SHA-256 of each request's body, in the order of ``requests``
+        self.latency_s = 0.0  # seconds between taking (and billing) a request and answering it
+        self.transcript_fn: Any = None  # transcript_fn(audio bytes) -> transcript, when set (deepgram)
         self.faults: list[str] = []
         self.jobs: dict[str, int] = {}
         self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
@@ -114,6 +121,7 @@ class FakeVendor:
         headers = {k.lower(): v for k, v in h.headers.items()}
         with self.lock:
             self.requests.append((method, h.path, headers))
+            self.body_sha256.append(hashlib.sha256(body).hexdigest())
             fault = self.faults.pop(0) if self.faults else None
         if fault is not None:
             if fault == "429":
@@ -147,6 +155,8 @@ class FakeVendor:
         url = urlsplit(h.path)
         route = getattr(self, f"_{self.vendor.replace('-', '_')}")
         status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         self._send(h, status, answer, *rest)
 
     def _bill(self) -> None:
@@ -175,7 +185,7 @@ class FakeVendor:
         if not q.get("model") or not body.startswith(b"RIFF"):
             return 400, {"err_code": "Bad Request", "err_msg": "model query parameter and audio body required"}
         self._bill()
-        alt = {"transcript": self.transcript, "confidence": 0.97, "words": []}
+        alt = {"transcript": self.transcript_fn(body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
         return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
             "results": {"channels": [{"alternatives": [alt]}]}}
 

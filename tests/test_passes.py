@@ -9,6 +9,7 @@ One Ray instance with 8 logical GPUs and 4 logical CPUs serves the module.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -162,6 +163,28 @@ def test_placement_options_are_checked_and_kept_out_of_backend_options() -> None
     assert ModelSpec("a", "b").kind == "asr"
 
 
+def test_cpu_only_backend_takes_no_gpu_on_ray_and_refuses_one(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
+    """``prosody`` declares ``cpu_only``: on 8 logical GPUs its actors hold none (no ``num_gpus: 0`` or
+    ``device: cpu`` needed), and a GPU asked of it is refused up front, naming the backend and the option."""
+    from audits.emotion.run import parse_emotion_config
+    from engine.backends.ser.prosody import ProsodyBackend
+
+    spec = [EmbedSpec("prosody", "prosody", "ser", {}, batch_size=2)]
+    facts = run_embed_backends(open_dataset(corpus, shard_size=2), spec, tmp_path / "ray", warmup=0, engine=EngineOptions(kind="ray"))
+    f = facts["prosody"]
+    assert f["engine"]["runner"] == "ray" and f["n_utts"] == 6 and f["n_failed"] == 0, f
+    assert f["engine"]["actors"] and all(a["gpu_ids"] == [] and a["device"] == "cpu" for a in f["engine"]["actors"]), f["engine"]
+    assert f["device"] == "cpu"
+    with pytest.raises(ConfigError, match=r"backend 'prosody' computes on the CPU only: option 'device' must be cpu or auto .*'cuda'"):
+        ProsodyBackend(device="cuda")
+    for opts, meta, option in (({"device": "cuda:1"}, {}, "device"), ({}, {"num_gpus": 1.0}, "num_gpus")):
+        with pytest.raises(ConfigError, match=rf"ser pass 'prosody': backend 'prosody' computes on the CPU only: option '{option}'"):
+            run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("prosody", "prosody", "ser", opts, 2, meta)], tmp_path / "no")
+        with pytest.raises(ConfigError, match=rf"r.yaml: emotion.backend_options.prosody: backend 'prosody' .* option '{option}'"):
+            parse_emotion_config({"backends": ["prosody"], "backend_options": {"prosody": {**opts, **meta}}}, "r.yaml")
+    assert not (tmp_path / "no").exists()
+
+
 @pytest.mark.slow
 def test_probe_reruns_go_to_the_runs_engine(corpus: Path, gpus8: Any, tmp_path: Path) -> None:
     """The probes' re-runs on derived audio (``audits.probes.engine_io.run_models``) run on the engine
@@ -217,3 +240,124 @@ def test_driver_sigkill_mid_probe_pass_on_ray_then_same_command_resumes_exactly(
     got = RunStore(out).consolidate(["slow"]).to_pandas()
     cols = ["utt_id", "hyp_raw", "error"]
     assert got[cols].sort_values("utt_id").values.tolist() == base[cols].sort_values("utt_id").values.tolist()
+
+
+HOSTED_DRIVER = textwrap.dedent(
+    """
+    import json, os, sys
+    from pathlib import Path
+    from audits.probes.engine_io import run_models
+    from engine.data import ModelSpec
+    from engine.datasets import open_dataset
+    from engine.pass_engine import EngineOptions
+    from engine.ray_setup import init_ray
+    manifest, out, address, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    # the key reaches this job's actors as it would on a cluster: through the job's runtime_env
+    init_ray(address, runtime_env={"env_vars": {"DEEPGRAM_API_KEY": os.environ["DEEPGRAM_API_KEY"]}})
+    specs = [ModelSpec("fake-deepgram", "deepgram", options, 2, {"num_cpus": 1})]
+    run_models(open_dataset(manifest, shard_size=2), specs, Path(out), None, EngineOptions(kind="ray", address=address, workers=1))
+    """
+)
+
+
+def _listen_digests(fake: Any, start: int = 0) -> list[str]:
+    """Body digests of the billable Deepgram requests (POST /v1/listen) from index ``start`` on."""
+    return [d for (method, path, _), d in zip(fake.requests[start:], fake.body_sha256[start:])
+        if method == "POST" and path.startswith("/v1/listen")]
+
+
+def _wait_quiet(fake: Any, quiet_s: float, timeout_s: float) -> None:
+    """Until the fake has taken no request for ``quiet_s``: the killed job's actors are gone or idle."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    seen, since = len(fake.requests), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if len(fake.requests) != seen:
+            seen, since = len(fake.requests), time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return
+
+
+@pytest.mark.slow
+def test_driver_sigkill_mid_probe_pass_with_hosted_model_bills_no_finished_clip_twice(corpus: Path, gpus8: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """kill -9 of the driver while a probe re-run pass of a hosted model (Deepgram's documented API on a
+    local fake that counts requests per clip) runs on Ray; the same command then finishes the pass.
+
+    Asserted, with N[c] the billable requests for clip c over both sessions (one model):
+    * every clip of a unit finished (marker written) before the kill was requested exactly once;
+    * the second session requested exactly the clips with no answer in the response cache when it
+      started, each once: a clip answered before the kill, in a finished unit or not, is never
+      paid for again (the kill lands after a clip of the unfinished unit was answered, so that
+      case is exercised);
+    * every request beyond one per clip is a clip of a unit unfinished at the kill whose request was
+      in flight when its actor died (billed, never answered into the cache): with one actor and one
+      request at a time, at most one;
+    * rows equal an uninterrupted in-process run's, and every unit has its marker.
+    """
+    import hashlib
+
+    from audits.probes.engine_io import run_models
+    from tests.fake_vendors import KEY_ENV, FakeVendor, options_for
+
+    key = "sk-probe-kill-test-key-3"
+    monkeypatch.setenv(KEY_ENV["deepgram"], key)
+    fake = FakeVendor("deepgram", key)
+    fake.transcript_fn = lambda body: f"clip {hashlib.sha256(body).hexdigest()[:12]}"
+    try:
+        base_opts = options_for(fake, cache_dir=str(tmp_path / "cache-base"), max_concurrency=1)
+        spec = [ModelSpec("fake-deepgram", "deepgram", base_opts, 2)]
+        base, _ = run_models(open_dataset(corpus, shard_size=2), spec, tmp_path / "base", None)
+        digests = _listen_digests(fake)
+        assert len(digests) == len(set(digests)) == 6
+        by_prefix = {d[:12]: d for d in digests}
+        clip_of = {by_prefix[h.split()[1]]: u for u, h in zip(base["utt_id"], base["hyp_raw"])}  # digest -> utt_id
+        assert len(clip_of) == 6
+        start = len(fake.requests)
+
+        fake.latency_s = 0.4  # each request is billed on arrival and answered 0.4 s later
+        cache = tmp_path / "cache"
+        opts = options_for(fake, cache_dir=str(cache), max_concurrency=1)
+        script = tmp_path / "driver.py"
+        script.write_text(HOSTED_DRIVER)
+        out = tmp_path / "out"
+        cmd = [sys.executable, str(script), str(corpus), str(out), str(gpus8), json.dumps(opts)]
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        markers = out / "markers" / "fake-deepgram"
+        # the kill lands once the first clip of the second unit is answered (the third answer in the
+        # response cache, <namespace>/<xx>/<key>.json): the first unit is finished, the second's
+        # other clip is being requested
+        sigkill_after_markers(proc, cache, 3, 240, pattern="*/*/*.json", poll_s=0.02)
+        finished = {p: p.stat().st_mtime_ns for p in markers.glob("*.json")}
+        assert 1 <= len(finished) < 3, "the kill should land mid-pass"
+        shards = open_dataset(corpus, shard_size=2).index
+        finished_clips = {u for p in finished for u in shards[json.loads(p.read_text())["shard"]].utt_ids}
+        _wait_quiet(fake, quiet_s=2.0, timeout_s=60)  # the dead driver's actors are stopped by Ray
+        first = _listen_digests(fake, start)
+        cached = {json.loads(p.read_text())["audio_sha256"] for p in cache.rglob("*.json")}
+        middle = len(fake.requests)
+        again = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert again.returncode == 0, again.stderr[-3000:]
+        second = _listen_digests(fake, middle)
+    finally:
+        fake.close()
+    assert all(p.stat().st_mtime_ns == t for p, t in finished.items()), "a finished unit was redone"
+    assert len(list(markers.glob("*.json"))) == 3
+    n = {c: 0 for c in clip_of.values()}
+    for d in first + second:
+        n[clip_of[d]] += 1
+    assert all(n[c] == 1 for c in finished_clips), (n, finished_clips)
+    answered_unfinished = {clip_of[d] for d in cached} - finished_clips
+    assert answered_unfinished and all(n[c] == 1 for c in answered_unfinished), (n, answered_unfinished)  # cache hits on resume
+    assert sorted(second) == sorted(set(clip_of) - cached), "the second session paid again for an answer it had, or skipped one"
+    repeated = {c for c, k in n.items() if k > 1}
+    assert not repeated & finished_clips and all(n[c] == 2 for c in repeated) and len(repeated) <= 1, n
+    assert all(n[c] >= 1 for c in n)
+    got = RunStore(out).consolidate(["fake-deepgram"]).to_pandas()
+    cols = ["utt_id", "hyp_raw", "error"]
+    assert got[cols].sort_values("utt_id").values.tolist() == base[cols].sort_values("utt_id").values.tolist()
+    logging.getLogger(__name__).info("hosted probe kill -9: %d/3 units finished at the kill; requests %d + %d for 6 clips; repeated %s",
+        len(finished), len(first), len(second), sorted(repeated))

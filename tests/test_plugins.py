@@ -266,3 +266,51 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     assert summary["cliplen"] == {"models": {"toy-tones": {"clips": 3, "hyp_words": 6, "ref_words": 5, "longest": ["c2", "c1"]}}}
     report = (out / "report.md").read_text()
     assert "## Clip lengths (plug-in)" in report and "| toy-tones | 3 | 6 | 5 |" in report
+
+
+def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/plugin_pkg's runner (``--engine toy-serial``, found through its entry point) runs the ASR
+    pass only: a recipe whose sections run passes of their own (probes' masking, emotion) is refused
+    before any model loads, naming the runner, the sections and the fix, and nothing is written;
+    sections that run no pass (the orthography probe, perturbations) run on it."""
+    from typer.testing import CliRunner
+
+    import audits.runners
+    import engine.model_registry
+    from audits.cli.main import app
+
+    fake_dist(on_path, "toy-audit-plugin", "0.1.0", {"audit_engine.runners": {"toy-serial": "toy_audit_plugin.runner:serial_runner"}})
+    monkeypatch.syspath_prepend(str(PLUGIN_PKG))  # the plug-in's modules, as an install would put them on the path
+    monkeypatch.setattr(audits.runners, "RUNNERS", Registry("runner", "audit_engine.runners"))  # discovered afresh
+    cfg = tmp_path / "cfg"
+    (cfg / "models").mkdir(parents=True)
+    (cfg / "models" / "sim.yaml").write_text("models:\n  sim-a: {backend: simulated, options: {rtfx: 1000}, batch_size: 2}\n"
+        "  sim-b: {backend: simulated, options: {rtfx: 1000, seed: 1}, batch_size: 2}\n")
+    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"audio_filepath": str(_tones(data / f"c{i}.wav", i + 1)), "text": "the tone sounds here", "utt_id": f"c{i}"} for i in range(4)]
+    (data / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    base = f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [sim-a]\nnormalizer: basic\nwarmup: 0\n" \
+        "scoring: {n_boot: 20, seed: 0}\n"
+    refused = tmp_path / "refused.yaml"
+    refused.write_text(base + "probes: {masking: {variants: [silence]}, orthography: {},\n"
+        "  bad_reference: {panel: [sim-b], min_eligible_panel: 1}}\nemotion: {backends: [prosody]}\n")
+    out = tmp_path / "run-refused"
+    res = CliRunner().invoke(app, ["run", str(refused), "--engine", "toy-serial", "--out", str(out)])
+    assert res.exit_code != 0
+    text = " ".join(res.output.split())
+    assert "--engine toy-serial is a plug-in runner: it runs the recipe's ASR pass only" in text, text
+    assert ("(probes: masking re-runs, bad-reference panel re-runs; emotion: emotion-recognition pass); run it with --engine inprocess "
+        "or --engine ray") in text, text
+    assert not out.exists(), "nothing may be written before the refusal"
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(base + "probes: {orthography: {}, bad_reference: {panel: [sim-a], min_eligible_panel: 1}}\n"  # panel = the run's models
+        "perturbations: {families: [{kind: noise, noise: white, levels: [10]}], n_boot: 20}\n")
+    out = tmp_path / "run-ok"
+    res = CliRunner().invoke(app, ["run", str(ok), "--engine", "toy-serial", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"]["runner"] == "toy-serial" and summary["models"]["sim-a"]["n_utts"] == 8  # 4 clips, 4 noisy copies
+    assert {"orthography", "bad_reference"} <= set(summary["probes"]) and summary["perturbations"], summary.keys()

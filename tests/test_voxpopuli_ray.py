@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import soundfile as sf
 
@@ -74,3 +75,39 @@ def test_voxpopuli_masking_recipe_on_ray_end_to_end(voxpopuli_dir: Path, tmp_pat
     probe_models = sorted((out / "probes" / "masking").glob("*/models/*.json"))
     assert probe_models and all(json.loads(p.read_text())["engine"]["runner"] == "ray" for p in probe_models)
     assert masking["memorizer"]["n_leaked"] >= 1 and masking["memorizer"]["n_leaked"] >= masking["whisper-tiny.en"]["n_leaked"]
+
+
+def test_dataset_flag_keeps_the_recipes_reader_options(voxpopuli_dir: Path, tmp_path: Path) -> None:
+    """``--dataset DIR`` replaces the hub id with a local copy read by the same reader: the recipe's
+    reader options stay (VoxPopuli's text is ``raw_text``); another format, or ``--reader`` naming
+    another reader, starts from that reader's defaults."""
+    from audits.recipes import load_recipe, with_overrides
+
+    recipe = load_recipe("voxpopuli-masking")
+    local = with_overrides(recipe, str(voxpopuli_dir)).dataset
+    assert (local.path, local.reader, dict(local.options)) == (str(voxpopuli_dir), "hf", dict(recipe.dataset.options))
+    assert local.options["text_column"] == "raw_text"
+    csv = tmp_path / "clips.csv"
+    csv.write_text("audio_filepath,text\na.wav,hello\n")
+    assert with_overrides(recipe, str(csv)).dataset.options == {}
+    assert with_overrides(recipe, str(voxpopuli_dir), reader="parquet").dataset.options == {}
+
+
+def test_voxpopuli_masking_through_the_cli_dataset_flag_reads_raw_text(voxpopuli_dir: Path, tmp_path: Path) -> None:
+    """``audit run voxpopuli-masking --dataset DIR`` (the recipe's documented offline use): every row's
+    reference is the clip's ``raw_text`` (cased, punctuated), not ``normalized_text``, and no row is an
+    error; the masking probe ran on those references."""
+    from typer.testing import CliRunner
+
+    from audits.cli.main import app
+
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["run", "voxpopuli-masking", "--dataset", str(voxpopuli_dir), "--models", "pocketsphinx-en-us",
+        "--limit", "2", "--out", str(out)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    rows = pd.read_parquet(out / "utterances.parquet")
+    rows = rows[rows["parent_id"].isna()] if "parent_id" in rows else rows
+    assert rows["error"].isna().all(), rows["error"].tolist()
+    assert sorted(rows["ref_raw"]) == sorted(text for text, _ in SENTENCES[:2])
+    masking = json.loads((out / "summary.json").read_text())["probes"]["masking"]
+    assert masking["status"] == "ok" and masking["n_clips_masked"] >= 1, masking

@@ -10,11 +10,12 @@ figures stored under ``summary.json``'s ``conversation`` key; per-recording figu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
+from engine.data import ModelSpec
 
 if TYPE_CHECKING:
     from audits.conversation.run import ConversationConfig
@@ -49,6 +50,9 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
         return summary
+
+    def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
+        return ["long-form ASR and diarization passes"]
 
     def check_inputs(self, config: ConversationConfig, dataset: Any) -> None:
         """Read and cross-check the conversation set (manifest, audio headers, RTTM, transcript)

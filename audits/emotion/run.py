@@ -217,7 +217,7 @@ def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> Emotio
         min_confidence=min_conf,
         batch_size=batch_size,
         warmup=warmup,
-        backend_options=parse_backend_options(mapping, backends, where),
+        backend_options=parse_backend_options(mapping, backends, where, SER_BACKENDS),
         judges=_judges(mapping.get("judges"), f"{where}.judges"),
     )
 

@@ -7,10 +7,11 @@ both are imported inside the methods so that ordering the sections imports neith
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
+from engine.data import ModelSpec
 
 if TYPE_CHECKING:
     from audits.emotion.run import EmotionConfig
@@ -31,6 +32,9 @@ class EmotionSection(AuditSection["EmotionConfig"]):
         from audits.emotion.run import run_emotion_audit
 
         return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
+
+    def engine_passes(self, config: EmotionConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
+        return ["emotion-recognition pass"]
 
     def check_inputs(self, config: EmotionConfig, dataset: Any) -> None:
         """Read the label map and the label columns the section scores against before any model

@@ -162,6 +162,32 @@ def run_probes(
     return result
 
 
+def probe_passes(cfg: ProbeConfig, specs: Sequence[ModelSpec], dataset: Dataset) -> list[str]:
+    """The re-runs of models the probes submit to the run's engine, named (``AuditSection.engine_passes``).
+
+    Masking and synthetic voice always re-run the models; bad reference does when a panel member
+    is not among the run's models or a planted copy re-indexes a memorizer (as ``_bad_reference``
+    decides); orthography reads the main pass's rows only.
+    """
+    out = []
+    if cfg.masking is not None:
+        out.append("masking re-runs")
+    br = cfg.bad_reference
+    if br is not None and dataset.has_audio:
+        names = {s.name for s in specs}
+        plant = br.reference_errors
+        planted = plant is not None and (plant.datasets is None or dataset.name in plant.datasets)
+        rebinds = False
+        for s in specs if planted else ():
+            backend_cls: Any = ASR_BACKENDS.get(s.backend)
+            rebinds = rebinds or backend_cls.rebind_dataset(s.options, str(dataset.source), "planted-copy", "parquet") != dict(s.options)
+        if rebinds or any(p not in names for p in br.panel):
+            out.append("bad-reference panel re-runs")
+    if cfg.synthetic_voice is not None:
+        out.append("synthetic-voice re-runs")
+    return out
+
+
 def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, models: Sequence[str]) -> dict[str, Any]:
     from audits.probes.orthography import select_families, switch_entries
 

@@ -7,10 +7,11 @@ split by models gives each run its own models' rates for the same probe.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
+from engine.data import ModelSpec
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +34,12 @@ class ProbesSection(AuditSection["ProbeConfig"]):
         from audits.probes.run import run_probes
 
         return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
+
+    def engine_passes(self, config: ProbeConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
+        """Masking, synthetic-voice and (with models to run) bad-reference re-runs; orthography runs none."""
+        from audits.probes.run import probe_passes
+
+        return probe_passes(config, asr_models, dataset)
 
     def check_inputs(self, config: ProbeConfig, dataset: Any) -> None:
         """The probes' own inputs (references, the corrections file) before any model loads."""

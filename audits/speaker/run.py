@@ -197,7 +197,7 @@ def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> Speake
         batch_size=int(_int(mapping, "batch_size", 16, where, 1) or 16),
         warmup=int(_int(mapping, "warmup", 1, where, 0) or 0),
         combined_clips=int(_int(mapping, "combined_clips", 0, where, 0) or 0),
-        backend_options=parse_backend_options(mapping, backends, where),
+        backend_options=parse_backend_options(mapping, backends, where, SV_BACKENDS),
         subsets=parse_subsets(mapping, where),
         judges=parse_judge_config(mapping.get("judges"), f"{where}.judges"),
     )

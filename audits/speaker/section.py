@@ -7,10 +7,11 @@ both are imported inside the methods so that ordering the sections imports neith
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
+from engine.data import ModelSpec
 
 if TYPE_CHECKING:
     from audits.speaker.run import SpeakerConfig
@@ -31,6 +32,9 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
         from audits.speaker.run import run_speaker_audit
 
         return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
+
+    def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
+        return ["speaker-verification pass"]
 
     def check_inputs(self, config: SpeakerConfig, dataset: Any) -> None:
         """Read the trial list (when one is given) against the dataset's ids before any model

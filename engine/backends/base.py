@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.backends.availability import Availability, missing_modules
 from engine.data import SAMPLE_RATE
+from engine.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -57,9 +58,29 @@ class Backend(ABC):
     #: Modules the backend imports when it loads, and the pip extra that provides them.
     requires: ClassVar[tuple[str, ...]] = ()
     extra: ClassVar[str] = "core"
+    #: The backend computes on the CPU only (hand-made features, no model a GPU would speed up):
+    #: runners never give its actors a GPU, and ``device`` other than cpu/auto is refused.
+    cpu_only: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
         self.options = dict(options)
+        type(self).check_device(options)
+
+    @classmethod
+    def check_device(cls, options: Mapping[str, Any], placement: Mapping[str, Any] | None = None, where: str = "") -> None:
+        """Refuse a GPU for a CPU-only backend (``device: cuda``, ``num_gpus`` > 0), naming the backend and
+        the option, so a run never reserves a GPU that a CPU computation would leave idle."""
+        if not cls.cpu_only:
+            return
+        at = f"{where}: " if where else ""
+        device = options.get("device")
+        if device is not None and str(device) not in ("cpu", "auto"):
+            raise ConfigError(f"{at}backend '{cls.name}' computes on the CPU only: option 'device' must be cpu or auto "
+                f"(or left out), got {device!r}")
+        gpus = (placement or {}).get("num_gpus")
+        if gpus:
+            raise ConfigError(f"{at}backend '{cls.name}' computes on the CPU only: option 'num_gpus' must be 0 "
+                f"(or left out), got {gpus!r}")
 
     @classmethod
     def availability(cls, options: Mapping[str, Any], extra: str | None = None) -> Availability:

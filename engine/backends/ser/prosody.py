@@ -273,10 +273,12 @@ class ProsodyBackend(SERBackend):
     """Acoustic prosody descriptors and an arousal proxy; no weights, no emotion categories.
 
     Options: ``min_duration_s`` (default 0.1; shorter clips raise ``AudioError``),
-    ``reference`` (mapping descriptor -> (mean, sd) for ``arousal_proxy``).
+    ``reference`` (mapping descriptor -> (mean, sd) for ``arousal_proxy``). Numpy and librosa on
+    the CPU: its actors never take a GPU, and ``device: cuda`` is refused (``cpu_only``).
     """
 
     name = "prosody"
+    cpu_only = True
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

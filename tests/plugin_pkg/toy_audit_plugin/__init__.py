@@ -1,1 +1,1 @@
-"""Example audit-engine plug-in: an ASR backend and an audit section, registered by entry points."""
+"""Example audit-engine plug-in: an ASR backend, an audit section and a runner, registered by entry points."""
