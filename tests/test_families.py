@@ -7,10 +7,10 @@ the output is text, batching does not change a clip's text, and ``backend_info``
 prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
 qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
 ``make test-families``. Voxtral's tokenizer is a ``tekken.json`` built here and read by
-mistral-common (>= 1.13, which needs numpy < 2.4; ``make test`` leaves it out, so that case skips
-with the command that installs it). Phi-4-multimodal's loader uses only the audio feature extractor
-and tokenizer (its full processor needs torchvision for images). Granite Speech has no tiny-model
-test: its feature extractor needs torchaudio, which has no PyPI build that loads with the CPU torch.
+mistral-common (in the test extra; it holds numpy below 2.4). Phi-4-multimodal's loader uses only
+the audio feature extractor and tokenizer (its full processor needs torchvision for images).
+Granite Speech's features are computed without torchaudio (granite_features; their equivalence is
+tested in tests/test_speech_llm_extras.py, with the speech LoRA adapters' peft requirement).
 """
 
 from __future__ import annotations

@@ -183,7 +183,8 @@ class SpeechLLMFamily(FamilyLoader):
         return [str(t) for t in decoder.batch_decode(new, skip_special_tokens=True)]
 
     def settings(self) -> dict[str, Any]:
-        style = {"granite": "tokenizer chat template, audio token x the clip's audio-token count, tokenizer + granite_features", "chat": "processor chat template with an audio part",
+        style = {"granite": "tokenizer chat template, audio token x the clip's audio-token count, tokenizer + granite_features",
+                 "chat": "processor chat template with an audio part",
                  "voxtral": "processor.apply_transcription_request",
                  "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
                  "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
