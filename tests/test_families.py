@@ -7,10 +7,10 @@ the output is text, batching does not change a clip's text, and ``backend_info``
 prompt and decoding settings. Families whose library is too heavy for ``make test`` (NeMo,
 qwen-asr) are in tests/test_families_nemo.py and tests/test_families_qwen_asr.py, run by
 ``make test-families``. Voxtral's tokenizer is a ``tekken.json`` built here and read by
-mistral-common (>= 1.13, which needs numpy < 2.4; ``make test`` leaves it out, so that case skips
-with the command that installs it). Phi-4-multimodal's loader uses only the audio feature extractor
-and tokenizer (its full processor needs torchvision for images). Granite Speech has no tiny-model
-test: its feature extractor needs torchaudio, which has no PyPI build that loads with the CPU torch.
+mistral-common (in the test extra; it holds numpy below 2.4). Phi-4-multimodal's loader uses only
+the audio feature extractor and tokenizer (its full processor needs torchvision for images).
+Granite Speech's features are computed without torchaudio (granite_features; their equivalence is
+tested in tests/test_speech_llm_extras.py, with the speech LoRA adapters' peft requirement).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from tests import tiny_families as tiny  # noqa: E402
+from tests import tiny_speech_llms as tiny_llm  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,10 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "voxtral": ("speech-llm", tiny.build_voxtral, {"max_new_tokens": 5, "language": "en"},
         {"model_type": "voxtral", "prompt": None, "language": "en", "prompt_style": "processor.apply_transcription_request"}),
     "phi4-multimodal": ("speech-llm", tiny.build_phi4_multimodal, {"max_new_tokens": 5},
-        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio to text."}),
+        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio to text.", "speech_adapter": None}),
+    "granite-speech": ("speech-llm", tiny_llm.build_granite_speech, {"max_new_tokens": 5},
+        {"model_type": "granite_speech", "prompt": "<|audio|>can you transcribe the speech into a written format?",
+         "speech_adapter": None}),
 }
 
 

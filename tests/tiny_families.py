@@ -468,7 +468,7 @@ def build_voxtral(out: Path) -> Path:
 
     pytest.importorskip(
         "mistral_common", minversion="1.13",
-        reason="Voxtral needs mistral-common >= 1.13 (numpy < 2.4): pip install -c constraints.txt mistral-common",
+        reason="Voxtral needs mistral-common (in the test extra): pip install -c constraints.txt mistral-common",
     )
     from transformers.tokenization_mistral_common import MistralCommonBackend
 

@@ -6,7 +6,8 @@ replace decoding settings; both are recorded in ``backend_info``):
 
 model_type: how the request is built; default prompt; card decoding
 
-- granite_speech: tokenizer chat template, then ``processor(text, audio)``;
+- granite_speech: tokenizer chat template, ``<|audio|>`` repeated per clip's audio-token count,
+  features from ``granite_features`` (torchaudio's mel, without torchaudio);
   ``<|audio|>can you transcribe the speech into a written format?``; beams 4, max_new_tokens 200
 - qwen2_audio: processor chat template with an audio part, then ``processor(text, audio)``;
   ``Detect the language and recognize the speech: <|en|>``; greedy, max_new_tokens 256
@@ -22,6 +23,12 @@ Phi-4-multimodal's full processor also builds its image processor, which needs t
 speech the loader uses only its audio feature extractor and tokenizer and expands the audio token
 as that processor does, so torchvision is not needed.
 
+Speech LoRA adapters: Granite Speech 3.3 ships one beside its weights (``has_lora_adapter``; the
+model turns it on whenever audio is given) and Phi-4-multimodal one in ``speech-lora/`` (loaded
+and set active here, as its card does). transformers loads either only through peft at its
+``MIN_PEFT_VERSION``; without it the base model would run without its speech adapter and
+transcribe badly, so such a checkpoint is refused with the install command before any weights load.
+
 Batches are left-padded so every prompt ends where generation starts; only the tokens after the
 prompt are decoded (``skip_special_tokens=True``), then stripped.
 """
@@ -35,6 +42,7 @@ import numpy as np
 
 from engine.backends.asr.families.base import FamilyLoader
 from engine.data import SAMPLE_RATE
+from engine.errors import BackendUnavailable, ConfigError
 
 _CARDS: dict[str, dict[str, Any]] = {
     "granite_speech": {"style": "granite", "prompt": "<|audio|>can you transcribe the speech into a written format?",
@@ -55,12 +63,17 @@ class SpeechLLMFamily(FamilyLoader):
 
     name = "speech-llm"
     model_types = frozenset(_CARDS)
+    #: the speech LoRA in use: None, "" (beside the weights) or "speech-lora"
+    adapter: str | None = None
+    audio_token: str = "<|audio|>"
+    granite_mel: Any = None
 
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
         import transformers
 
         self.check_type(config)
         self.source = source
+        self.adapter = self._speech_adapter(source, config, common)
         if self.model_type == "granite_speech":
             cls: Any = transformers.GraniteSpeechForConditionalGeneration
         elif self.model_type == "qwen2_audio":
@@ -73,10 +86,22 @@ class SpeechLLMFamily(FamilyLoader):
             cls = transformers.AutoModelForSpeechSeq2Seq if self.model_type not in ("phi4_multimodal",
                 ) else transformers.Phi4MultimodalForCausalLM
         self.model = cls.from_pretrained(source, **model_kwargs)
+        if self.adapter == "speech-lora":  # Phi-4-multimodal's card: load the speech adapter, make it the active one
+            self.model.load_adapter(source, adapter_name="speech", adapter_kwargs={
+                "subfolder": "speech-lora", "revision": common.get("revision"), "local_files_only": bool(common.get("local_files_only"))})
+            self.model.set_adapter("speech")
         tokenizer: Any
         if self.card["style"] == "phi4":  # audio only: no image processor (torchvision)
             self.feature_extractor = transformers.AutoFeatureExtractor.from_pretrained(self.processor_source(source), **common)
             tokenizer = transformers.AutoTokenizer.from_pretrained(self.processor_source(source), **common)
+        elif self.card["style"] == "granite":  # the processor needs torchaudio: same features from granite_features
+            from engine.backends.asr.families.granite_features import GraniteFeatureConfig, GraniteLogMel
+
+            values, _ = transformers.GraniteSpeechFeatureExtractor.get_feature_extractor_dict(
+                self.processor_source(source), revision=common.get("revision"), local_files_only=common.get("local_files_only", False))
+            self.granite_mel = GraniteLogMel(GraniteFeatureConfig.from_dict(values, f"{source}: preprocessor_config.json"), self.torch)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(self.processor_source(source), **common)
+            self._check_granite_prompt(tokenizer)
         else:
             self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
             tokenizer = getattr(self.processor, "tokenizer", None)
@@ -84,6 +109,38 @@ class SpeechLLMFamily(FamilyLoader):
         if tokenizer is not None and hasattr(tokenizer, "padding_side"):
             tokenizer.padding_side = "left"
         self.place()
+
+    def _speech_adapter(self, source: str, config: Any, common: Mapping[str, Any]) -> str | None:
+        """Where the checkpoint's speech LoRA lies ("" beside the weights, "speech-lora"), or None;
+        refuses before loading when transformers could not load it (peft missing or too old)."""
+        from transformers.utils import cached_file
+
+        if self.model_type == "granite_speech" and getattr(config, "has_lora_adapter", False):
+            folder = ""
+        elif self.model_type == "phi4_multimodal":
+            folder = "speech-lora"
+        else:
+            return None
+        found = cached_file(source, "adapter_config.json", subfolder=folder, revision=common.get("revision"),
+                            local_files_only=bool(common.get("local_files_only")), _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)  # fmt: skip
+        if found is None:
+            return None
+        need, have = _peft_versions()
+        if have is None or _older(have, need):
+            where = f"{folder}/adapter_config.json" if folder else "adapter_config.json beside the weights"
+            raise BackendUnavailable(
+                f"{source}: this {self.model_type} checkpoint ships its speech LoRA adapter ({where}), which transformers loads "
+                f"only with peft >= {need} ({'peft is not installed' if have is None else f'found peft {have}'}); without it the "
+                f"model would transcribe without its speech adapter. Fix: pip install 'peft>={need}'"
+            )
+        return folder
+
+    def _check_granite_prompt(self, tokenizer: Any) -> None:
+        self.audio_token = str(getattr(tokenizer, "audio_token", None) or "<|audio|>")
+        if str(self.prompt() or "").count(self.audio_token) != 1:
+            raise ConfigError(f"Granite Speech's prompt must hold the audio token {self.audio_token} exactly once, got "
+                              f"{self.prompt()!r}: fix the option 'prompt' (default {self.card['prompt']!r})")
 
     @property
     def card(self) -> dict[str, Any]:
@@ -108,10 +165,12 @@ class SpeechLLMFamily(FamilyLoader):
             audio = str(getattr(self.tokenizer, "audio_token", None) or "<|audio|>")
             texts = [f"<|user|>{audio * int(n)}{prompt}<|end|><|assistant|>" for n in feats["audio_embed_sizes"]]
             return {**self.tokenizer(texts, return_tensors="pt", padding=True), **feats}
-        if style == "granite":
+        if style == "granite":  # as GraniteSpeechProcessor: the audio token repeated per clip's audio-token count
             chat = [{"role": "user", "content": prompt}]
-            text = self.processor.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-            return self.processor([text] * len(clips), clips, return_tensors="pt")
+            text = str(self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True))
+            audio = self.granite_mel(clips)
+            texts = [text.replace(self.audio_token, self.audio_token * n, 1) for n in audio.pop("audio_embed_sizes")]
+            return {**self.tokenizer(texts, return_tensors="pt", padding=True), **audio}
         messages = [{"role": "user", "content": [{"type": "audio"}, {"type": "text", "text": prompt}]}]
         text = self.processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         return self.processor(text=[text] * len(clips), audio=clips, sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True)
@@ -124,7 +183,8 @@ class SpeechLLMFamily(FamilyLoader):
         return [str(t) for t in decoder.batch_decode(new, skip_special_tokens=True)]
 
     def settings(self) -> dict[str, Any]:
-        style = {"granite": "tokenizer chat template + processor(text, audio)", "chat": "processor chat template with an audio part",
+        style = {"granite": "tokenizer chat template, audio token x the clip's audio-token count, tokenizer + granite_features",
+                 "chat": "processor chat template with an audio part",
                  "voxtral": "processor.apply_transcription_request",
                  "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
                  "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
@@ -135,7 +195,30 @@ class SpeechLLMFamily(FamilyLoader):
             "padding": "left",
             "post_processing": "decode tokens after the prompt (skip_special_tokens=True), strip",
         }
+        if self.card["style"] == "granite":
+            out["features"] = ("log-Mel as GraniteSpeechFeatureExtractor (torchaudio MelSpectrogram) computed with torch.stft and "
+                               "an HTK mel bank (granite_features)")
+        if self.model_type in ("granite_speech", "phi4_multimodal"):
+            out["speech_adapter"] = None if self.adapter is None else (self.adapter or "adapter beside the weights")
         if self.card["style"] == "voxtral":
             out["language"] = str(self.options.get("language") or "en")
             out["audio_input"] = "16-bit WAV buffer per clip (format='wav'), padded to 30 s chunks by the processor"
         return out
+
+
+def _peft_versions() -> tuple[str, str | None]:
+    """(the peft release transformers needs to load adapters, the installed one or None)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from transformers.integrations.peft import MIN_PEFT_VERSION
+
+    try:
+        return str(MIN_PEFT_VERSION), version("peft")
+    except PackageNotFoundError:
+        return str(MIN_PEFT_VERSION), None
+
+
+def _older(have: str, need: str) -> bool:
+    from packaging.version import Version
+
+    return Version(have) < Version(need)
