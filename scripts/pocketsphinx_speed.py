@@ -19,9 +19,9 @@ from typing import Any
 import soundfile as sf
 
 from audits.asr.align import error_count
+from audits.normalizing import get_normalizer
 from engine.backends.asr.pocketsphinx import FAST_SEARCH, PocketsphinxBackend
 from engine.datasets.base import open_dataset
-from normalizers import get_normalizer
 
 log = logging.getLogger("pocketsphinx_speed")
 

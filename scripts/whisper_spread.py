@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from audits.asr.align import error_count
+from audits.normalizing import get_normalizer
 from engine.backends import build_backend
 from engine.data import DecodeOptions
 from engine.datasets.base import open_dataset
 from engine.model_registry import load_model_registry
 from engine.runner import decode_shard, process_unit
-from normalizers import get_normalizer
 
 log = logging.getLogger("whisper_spread")
 SETTINGS = ((2, "int8"), (1, "int8"), (2, "float32"), (1, "float32"))
