@@ -208,7 +208,8 @@ def ask_judges(
             cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
             units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
         concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
-        spec = WorkerSpec(name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency)
+        spec = WorkerSpec(name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency,
+                          max_actors=1)  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
         passes.append(KeyedPass(store, (spec,), tuple(units)))
         runs[name] = JudgeRun(name, "ok", info)
     outcome = engine.run_keyed(passes) if passes else None
@@ -220,7 +221,7 @@ def ask_judges(
         usage = run.facts.pop("usage", None)  # this run's usage: zero calls unless a worker asked
         merged = {**run.facts, "runner": engine.kind, **dict(worker or {})}
         usage = merged.pop("usage", usage)
-        merged.update(answers_stored=len(unique) - pending, answers_asked=pending, store=str(store.root), usage=usage)
+        merged.update(answers_reused=len(unique) - pending, answers_asked=pending, store=str(store.root), usage=usage)
         run.facts = merged
         if merged.get("status") == "load_failed":  # e.g. the key is not set where the worker runs
             run.status, run.error = "unavailable", str(merged.get("error"))

@@ -96,7 +96,7 @@ def test_a_rerun_asks_only_what_is_missing_or_changed(fake: FakeVendor, tmp_path
     first = speaker_run(ds, fake, out)
     n = first["n_items"]
     assert n == 12 == fake.billable and first["accuracy"] == 1.0 and first["status"] == "ok"
-    assert first["facts"]["runner"] == "inprocess" and first["facts"]["answers_asked"] == 12 and first["facts"]["answers_stored"] == 0
+    assert first["facts"]["runner"] == "inprocess" and first["facts"]["answers_asked"] == 12 and first["facts"]["answers_reused"] == 0
     assert first["usage"]["billable_calls"] == 12
     stored = sorted((out / "speaker" / "judges" / "units" / "same_speaker").rglob("*.json"))
     assert len(stored) == 12 and all("value" in json.loads(p.read_text()) for p in stored)
@@ -104,7 +104,7 @@ def test_a_rerun_asks_only_what_is_missing_or_changed(fake: FakeVendor, tmp_path
     # the same command again: nothing is asked, the figures are the same
     again = speaker_run(ds, fake, out)
     assert fake.billable == 12 and _figures(again) == _figures(first)
-    assert again["facts"]["answers_asked"] == 0 and again["facts"]["answers_stored"] == 12 and again["usage"]["billable_calls"] == 0
+    assert again["facts"]["answers_asked"] == 0 and again["facts"]["answers_reused"] == 12 and again["usage"]["billable_calls"] == 0
     rows = [json.loads(line) for line in Path(again["rows_path"]).read_text().splitlines()]
     assert len(rows) == 12
 
@@ -204,7 +204,7 @@ def test_judge_answers_are_the_same_in_process_and_on_ray(tmp_path: Path, monkey
         assert f.billable == 6 and local["separation"]["generic"]["auc"] == 1.0
         started = init_ray(num_cpus=2, runtime_env={"env_vars": {ENV["gemini"]: KEY}})
         try:
-            remote = judge_synthetic(cfg, clips, tmp_path / "ray", EngineOptions(kind="ray"))["gemini"]
+            remote = judge_synthetic(cfg, clips, tmp_path / "ray", EngineOptions(kind="ray", workers=3))["gemini"]
         finally:
             if started:
                 ray.shutdown()
@@ -215,6 +215,7 @@ def test_judge_answers_are_the_same_in_process_and_on_ray(tmp_path: Path, monkey
         assert rows[0] == rows[1]
         assert local["facts"]["runner"] == "inprocess" and local["facts"]["pid"] > 0 and "host" in local["facts"]
         assert remote["facts"]["runner"] == "ray" and remote["usage"]["billable_calls"] == 6
+        assert len(remote["facts"]["actors"]) == 1  # one actor per judge whatever --workers: its request limits hold
         actor = remote["facts"]["actors"][0]
         assert actor["pid"] != local["facts"]["pid"] and {"host", "node_id", "gpu_ids"} <= set(actor)
     finally:
