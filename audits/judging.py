@@ -3,10 +3,12 @@
 The emotion audit (relative comparison of two clips), the speaker audit (same or different
 speaker) and the synthetic-voice probe (synthetic-speech likelihood) each ask judges from
 ``engine.backends.JUDGE_BACKENDS`` one question per item. What they share lives here: parsing the
-block (every section spells it the same way), opening a judge (a missing key makes the judge
-``unavailable``, not the audit fail), asking many items with the judge's own concurrency limit,
-the entry every judge result starts from (answers, unparseable answers, failed requests, usage
-and cost provenance), the per-item rows file, balanced seeded sampling and the AUC.
+block (every section spells it the same way), asking every judge its questions on the run's
+engine (``ask_judges``: one keyed pass per judge, one unit per item, each answer stored under
+``<out>/<section>/judges/`` with a marker, so a re-run asks only what is missing; a missing key
+makes the judge ``unavailable``, not the audit fail), the entry every judge result starts from
+(answers, unparseable answers, failed requests, usage and runner provenance), the per-item rows
+file, balanced seeded sampling and the AUC.
 
 Unparseable answers are counted and reported, never guessed: an item whose reply does not follow
 the prompt's JSON form is left out of every figure and counted in ``n_unparseable``.
@@ -24,9 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,12 +34,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from audits.section_config import parse_backend_list, parse_backend_options
-from engine.audio import decode
 from engine.backends import JUDGE_BACKENDS
+from engine.backends.hosted.judges import JudgeAnswer
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, Utterance
-from engine.errors import BackendUnavailable, ConfigError, HostedAuthError, HostedQuotaError
+from engine.datasets.base import audio_stamps
+from engine.errors import AuditError, ConfigError
+from engine.judge_worker import JUDGE_METHODS, answer_settings, clip_location
+from engine.judge_worker import WORKER as JUDGE_WORKER
+from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.pass_engine import EngineOptions
 from engine.store import atomic_write_text, safe_name
+from engine.unit_store import KeyedUnitStore, digest
 
 log = logging.getLogger(__name__)
 
@@ -88,52 +94,165 @@ def parse_judge_config(raw: Any, where: str, extra_keys: Sequence[str] = ()) -> 
     return JudgeConfig(backends, options, ints["max_items"], ints["seed"], extra)
 
 
-def open_judge(name: str, options: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """(loaded judge or None, facts): a missing API key is ``unavailable`` with the message."""
-    judge = JUDGE_BACKENDS.get(name)(**dict(options))
-    try:
-        judge.load()
-    except BackendUnavailable as exc:
-        log.error("judge %s unavailable: %s", name, exc)
-        return None, {"status": "unavailable", "error": str(exc)}
-    return judge, {"status": "loaded"}
+@dataclass(frozen=True)
+class JudgeItem:
+    """One question: ``item_id`` (its unit), the clips it plays in order (each with the root its
+    relative path is under) and the judge method's other arguments (e.g. the dimension)."""
+
+    item_id: str
+    clips: tuple[tuple[Utterance, Path | None], ...]
+    args: Mapping[str, Any] = field(default_factory=dict)
 
 
-def ask_all(judge: Any, items: Sequence[T], ask: Callable[[Any, T], Any]) -> list[Any]:
-    """``ask(judge, item)`` for every item, ``max_concurrency`` at once, order kept.
+class JudgeFailure(AuditError):
+    """An item's failed request, carried as its result (never raised): the error text names its type."""
 
-    Each result is a ``JudgeAnswer`` or the exception of that item's request. A refused key or an
-    empty account (``HostedAuthError``/``HostedQuotaError``) stops the remaining items without
-    another request: they get the same exception.
+
+@dataclass(frozen=True)
+class ClipUnreadable:
+    """An item whose clips could not be decoded where it ran: it is left out of the judged items."""
+
+    errors: Mapping[str, str]
+
+
+@dataclass
+class JudgeRun:
+    """What one judge answered: ``results`` in item order (``JudgeAnswer``, ``JudgeFailure`` or
+    ``ClipUnreadable``), its facts (runner, placement, judge info, usage last) and status
+    (``ok``, or ``unavailable`` with ``error`` when its key is not set or it could not load)."""
+
+    name: str
+    status: str
+    facts: dict[str, Any]
+    results: list[Any] = field(default_factory=list)
+    error: str | None = None
+
+    def clip_errors(self) -> dict[str, str]:
+        """Decode errors of the clips this judge could not hear, by utt_id."""
+        return {u: e for r in self.results if isinstance(r, ClipUnreadable) for u, e in r.errors.items()}
+
+    def heard(self, items: Sequence[T]) -> tuple[list[T], list[Any]]:
+        """The items whose clips were decoded, and their results (answers or failed requests)."""
+        kept = [(it, r) for it, r in zip(items, self.results) if not isinstance(r, ClipUnreadable)]
+        return [it for it, _ in kept], [r for _, r in kept]
+
+
+def judges_dir(out_dir: Path, section: str) -> Path:
+    """Where a section's judge answers are stored (``<out>/<section>/judges``) beside its per-item rows."""
+    return Path(out_dir) / section / "judges"
+
+
+def _stamps(clips: Sequence[tuple[Utterance, Path | None]]) -> dict[tuple[str, str | None], tuple[str, str]]:
+    """The audio stamp (content, mtime; engine/datasets/base.py) of every distinct clip, read once each."""
+    by_root: dict[str | None, dict[str, Utterance]] = {}
+    for u, root in clips:
+        by_root.setdefault(None if root is None else str(root), {})[u.utt_id] = u
+    out: dict[tuple[str, str | None], tuple[str, str]] = {}
+    for where, utts in by_root.items():
+        listed = list(utts.values())
+        for u, st in zip(listed, audio_stamps(listed, None if where is None else Path(where))):
+            out[(u.utt_id, where)] = st
+    return out
+
+
+def ask_judges(
+    cfg: JudgeConfig,
+    folder: Path,
+    method: str,
+    items: Sequence[JudgeItem],
+    engine: EngineOptions | None = None,
+    decode_options: DecodeOptions | None = None,
+) -> dict[str, JudgeRun]:
+    """Ask every judge of ``cfg`` the ``method`` question about every item, on the run's engine.
+
+    One keyed pass per judge (``engine/keyed_pass.py``, worker ``engine/judge_worker.py``), one
+    unit per item, stored under ``folder`` (``judges_dir``) by the driver as each answer arrives:
+    the unit's marker records the audio stamps of the clips it played (and the method's arguments)
+    and the judge's answer settings (answer-changing options, the task's prompt) with the decode
+    options, so a re-run asks only items whose answer is missing or whose clips, prompt or options
+    changed. Workers (this process, or Ray actors with ``--engine ray``) decode the clips and ask,
+    ``max_concurrency`` questions at once. A judge whose key is not set is ``unavailable`` (nothing
+    is asked); a refused key or an empty account fails its remaining items without another request.
+    A failed item is not stored, so the next run asks it again.
     """
-    fatal: list[BaseException] = []
-    lock = threading.Lock()
+    engine = engine or EngineOptions()
+    dec = decode_options or DecodeOptions()
+    if method not in JUDGE_METHODS:
+        raise ConfigError(f"judges: unknown judge method {method!r}; known: {', '.join(sorted(JUDGE_METHODS))}")
+    task = JUDGE_METHODS[method][0]
+    unique = {it.item_id: it for it in items}
+    stamps = _stamps([c for it in unique.values() for c in it.clips])
+    decode_facts = {"max_duration_s": dec.max_duration_s, "allow_outside_root": dec.allow_outside_root}
+    store = KeyedUnitStore(folder, task)
+    runs: dict[str, JudgeRun] = {}
+    passes: list[KeyedPass] = []
+    for name in cfg.backends:
+        options = dict(cfg.backend_options.get(name, {}))
+        cls: Any = JUDGE_BACKENDS.get(name)
+        judge = cls(**options)  # builds, contacts nothing: its info and answer settings
+        info = dict(judge.info().as_dict())
+        avail = cls.availability(options)
+        if not avail.runnable:
+            msg = f"{name}: {avail.reason}"
+            log.error("judge %s unavailable: %s", name, msg)
+            runs[name] = JudgeRun(name, "unavailable", info, error=msg)
+            continue
+        answers_depend_on = answer_settings(judge, task)
+        settings = {"judge": name, **answers_depend_on, "method": method, "decode": decode_facts}
+        sdigest = digest(answers_depend_on)
+        units = []
+        for it in unique.values():
+            inputs = {"clips": [[u.utt_id, *stamps[(u.utt_id, None if r is None else str(r))]] for u, r in it.clips], "args": dict(it.args)}
+            payload = {"method": method, "clips": [clip_location(u, r) for u, r in it.clips], "args": dict(it.args),
+                       "decode": decode_facts, "settings_digest": sdigest}  # fmt: skip
+            cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
+            units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
+        concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
+        spec = WorkerSpec(name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency,
+                          max_actors=1)  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
+        passes.append(KeyedPass(store, (spec,), tuple(units)))
+        runs[name] = JudgeRun(name, "ok", info)
+    outcome = engine.run_keyed(passes) if passes else None
+    for name, run in runs.items():
+        if run.status != "ok" or outcome is None:
+            continue
+        worker = outcome.facts.get((task, name))
+        pending = int((worker or {}).get("pending", 0))
+        usage = run.facts.pop("usage", None)  # this run's usage: zero calls unless a worker asked
+        merged = {**run.facts, "runner": engine.kind, **dict(worker or {})}
+        usage = merged.pop("usage", usage)
+        merged.update(answers_reused=len(unique) - pending, answers_asked=pending, store=str(store.root), usage=usage)
+        run.facts = merged
+        if merged.get("status") == "load_failed":  # e.g. the key is not set where the worker runs
+            run.status, run.error = "unavailable", str(merged.get("error"))
+            continue
+        for it in items:
+            key = (task, name, it.item_id)
+            got = outcome.results.get(key)
+            if key in outcome.failed or got is None:
+                run.results.append(JudgeFailure(outcome.failed.get(key, "no answer")))
+            elif "clip_errors" in got:
+                run.results.append(ClipUnreadable(dict(got["clip_errors"])))
+            else:
+                run.results.append(JudgeAnswer(str(got["task"]), got["value"], bool(got["parsed"]), str(got["raw"]),
+                                               bool(got.get("cached"))))
+    return runs
 
-    def one(item: T) -> Any:
-        if fatal:
-            return fatal[0]
-        try:
-            return ask(judge, item)
-        except (HostedAuthError, HostedQuotaError) as exc:
-            with lock:
-                fatal.append(exc)
-            return exc
-        except Exception as exc:  # noqa: BLE001 - one item's failed request is that item's error
-            return exc
 
-    workers = max(1, min(int(judge.options.get("max_concurrency") or 1), len(items)))
-    if workers == 1:
-        return [one(i) for i in items]
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="audit-judge") as pool:
-        return list(pool.map(one, items))
+def unavailable_entry(run: JudgeRun, task: str) -> dict[str, Any]:
+    """The entry of a judge that asked nothing: its status and why."""
+    return {"kind": "judge", "judge": run.name, "task": task, "status": run.status, "error": run.error}
 
 
-def judge_entry(name: str, judge: Any, task: str, ids: Sequence[str], results: Sequence[Any]) -> dict[str, Any]:
-    """The fields every judge result has: what was asked of whom, answered, unparseable, failed."""
-    failed = {i: f"{type(r).__name__}: {r}" for i, r in zip(ids, results) if isinstance(r, BaseException)}
+def judge_entry(name: str, facts: Mapping[str, Any], task: str, ids: Sequence[str], results: Sequence[Any]) -> dict[str, Any]:
+    """The fields every judge result has: what was asked of whom, answered, unparseable, failed.
+
+    ``facts`` are the judge's (``JudgeRun.facts``: judge info, runner and placement, usage)."""
+    failed = {i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}" for i, r in zip(ids, results)
+              if isinstance(r, BaseException)}  # fmt: skip
     answers = [r for r in results if not isinstance(r, BaseException)]
     unparseable = [a for a in answers if a.value is None]
-    info = judge.info().as_dict()
+    info = dict(facts)
     status = "error" if failed and not answers else "ok"  # e.g. a refused key: every question failed
     return {
         "kind": "judge",
@@ -163,7 +282,7 @@ def write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def rows_path(out_dir: Path, section: str, judge: str, task: str) -> Path:
-    return Path(out_dir) / section / "judges" / safe_name(judge) / f"{task}.jsonl"
+    return judges_dir(out_dir, section) / safe_name(judge) / f"{task}.jsonl"
 
 
 def answer_value(result: Any) -> Any:
@@ -175,6 +294,15 @@ def answer_status(result: Any) -> str:
     if isinstance(result, BaseException):
         return "failed-request"
     return "answered" if result.value is not None else "unparseable"
+
+
+def dataset_utterances(dataset: Any, wanted: set[str], where: str) -> dict[str, Utterance]:
+    """The dataset's records of the clips named in ``wanted`` (one pass over the shards; nothing is decoded here)."""
+    found = {u.utt_id: u for sid in dataset.shard_ids for u in dataset.load_shard(sid).utterances if u.utt_id in wanted}
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise ConfigError(f"{where}: {len(missing)} clip(s) to judge are not in the dataset (first: {missing[0]!r})")
+    return found
 
 
 def balanced_sample(items: Sequence[T], key: Callable[[T], Hashable], n: int, seed: int) -> list[T]:
@@ -216,37 +344,22 @@ def auc(positive: Sequence[float], negative: Sequence[float]) -> float | None:
     return u / (n_pos * n_neg)
 
 
-def decode_clips(utts: Sequence[Utterance], root: Path | None, options: DecodeOptions) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Audio of the given utterances at 16 kHz, and the decode error of each one that failed."""
-    audio: dict[str, np.ndarray] = {}
-    errors: dict[str, str] = {}
-    for u in utts:
-        d = decode(u, root=root, max_duration_s=options.max_duration_s, allow_outside_root=options.allow_outside_root)
-        if d.error is None and d.samples is not None:
-            audio[u.utt_id] = d.samples
-        else:
-            errors[u.utt_id] = str(d.error)
-    return audio, errors
-
-
-def dataset_clips(dataset: Any, wanted: set[str], options: DecodeOptions) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """Decode the dataset's clips named in ``wanted`` (one pass over the shards)."""
-    utts = [u for sid in dataset.shard_ids for u in dataset.load_shard(sid).utterances if u.utt_id in wanted]
-    return decode_clips(utts, dataset.root, options)
-
-
 __all__ = [
+    "ClipUnreadable",
     "JudgeConfig",
+    "JudgeFailure",
+    "JudgeItem",
+    "JudgeRun",
     "answer_status",
     "answer_value",
-    "ask_all",
+    "ask_judges",
     "auc",
     "balanced_sample",
-    "dataset_clips",
-    "decode_clips",
+    "dataset_utterances",
     "judge_entry",
-    "open_judge",
+    "judges_dir",
     "parse_judge_config",
     "rows_path",
+    "unavailable_entry",
     "write_rows",
 ]

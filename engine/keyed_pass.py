@@ -74,6 +74,7 @@ class WorkerSpec:
     placement: Mapping[str, float] = field(default_factory=dict)  # num_gpus, num_cpus, memory_mb
     concurrency: int = 1  # units one worker runs at once (a hosted judge's request limit)
     gpu_capable: bool = False  # on Ray, without num_gpus in placement: one GPU per actor when the cluster has GPUs
+    max_actors: int | None = None  # on Ray, at most this many actors whatever --workers (a hosted judge: 1, its limits hold)
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,7 @@ def run_ray(
     gpus = float(ray.cluster_resources().get("GPU", 0.0))
     for g in groups:
         g.gpus = gpus  # the group with the most audio asks for its actors first
-        n = max(1, min(int(workers or 1), len(g.queue)))
+        n = max(1, min(int(workers or 1), len(g.queue), int(g.spec.max_actors or len(g.queue) or 1)))
         g.facts = {"runner": "ray", "pending": len(g.queue), "actors": []}
         for _ in range(n):
             _spawn(cls, g)

@@ -228,7 +228,9 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
     assert sorted((c.arm,
         c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
-    arm_of = {hashlib.sha256(wav_bytes(c.audio)).hexdigest(): c for c in clips}
+    from engine.audio import decode
+
+    arm_of = {hashlib.sha256(wav_bytes(decode(c.utt, root=c.root).samples)).hexdigest(): c for c in clips}
 
     def reply(prompt: str, audio: list[bytes]) -> str:
         assert "speech synthesizer" in prompt

@@ -25,11 +25,24 @@ from typing import Any
 import numpy as np
 
 from audits.emotion.metrics import LabelMap
-from audits.judging import JudgeConfig, answer_status, answer_value, ask_all, dataset_clips, judge_entry, open_judge, rows_path, write_rows
+from audits.judging import (
+    JudgeConfig,
+    JudgeItem,
+    answer_status,
+    answer_value,
+    ask_judges,
+    dataset_utterances,
+    judge_entry,
+    judges_dir,
+    rows_path,
+    unavailable_entry,
+    write_rows,
+)
 from audits.utterance_meta import UttMeta
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
+from engine.pass_engine import EngineOptions
 
 TASK = "emotion_compare"
 DIMENSIONS = ("aroused", "positive")
@@ -91,8 +104,11 @@ def judge_emotion_pairs(
     lm: LabelMap,
     out_dir: Path,
     decode_options: DecodeOptions,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
-    """``emotion.judges``: per judge, its A/B answers on a sample of the rendition pairs, scored per dimension."""
+    """``emotion.judges``: per judge, its A/B answers on a sample of the rendition pairs, scored per dimension.
+
+    The questions run on the run's engine and are stored per pair and dimension (``audits/judging.ask_judges``)."""
     dims = check_dimensions(cfg.extra.get("dimensions"), "emotion.judges.dimensions")
     rng = np.random.default_rng(cfg.seed)
     chosen = [pairs[int(i)] for i in sorted(rng.choice(len(pairs), size=min(cfg.max_items, len(pairs)), replace=False))] if pairs else []
@@ -101,24 +117,25 @@ def judge_emotion_pairs(
     labels = {u: str(meta[u].labels.get(label)) if label and label in meta[u].labels else None for p in ordered for u in p}
     valence = expected_valence_table([v for v in labels.values() if v is not None], lm)
     level = {"aroused": arousal, "positive": valence}
-    audio, errors = dataset_clips(dataset, {u for p in ordered for u in p}, decode_options)
-    usable = [p for p in ordered if p[0] in audio and p[1] in audio]
-    items = [(a, b, d) for a, b in usable for d in dims]
+    utts = dataset_utterances(dataset, {u for p in ordered for u in p}, "emotion.judges")
+    root = dataset.root
+    asked = [(a, b, d) for a, b in ordered for d in dims]
+    questions = [JudgeItem(f"{a}|{b}|{d}", ((utts[a], root), (utts[b], root)), {"dimension": d}) for a, b, d in asked]
+    runs = ask_judges(cfg, judges_dir(out_dir, "emotion"), "emotion_compare", questions, engine, decode_options) if ordered else {}
     out: dict[str, Any] = {}
     for name in cfg.backends:
-        if not usable:
+        run = runs.get(name)
+        if run is not None and run.status != "ok":
+            out[name] = unavailable_entry(run, TASK)
+            continue
+        items, results = run.heard(asked) if run is not None else ([], [])
+        usable = list(dict.fromkeys((a, b) for a, b, _ in items))
+        if run is None or not usable:
             out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-pairs", "n_pairs_available": len(pairs),
                          "error": "no rendition pair (same text or parent, different labels) with decodable audio to compare"}  # fmt: skip
             continue
-        judge, facts = open_judge(name, cfg.backend_options.get(name, {}))
-        if judge is None:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, **facts}
-            continue
-        try:
-            results = ask_all(judge, items, lambda j, it: j.emotion_compare(audio[it[0]], audio[it[1]], it[2]))
-            entry = judge_entry(name, judge, TASK, [f"{a}|{b}|{d}" for a, b, d in items], results)
-        finally:
-            judge.close()
+        errors = run.clip_errors()
+        entry = judge_entry(name, run.facts, TASK, [f"{a}|{b}|{d}" for a, b, d in items], results)
         rows = []
         for (a, b, d), r in zip(items, results):
             la, lb = labels.get(a), labels.get(b)

@@ -605,7 +605,7 @@ def run_emotion_audit(
         arousal, _ = expected_arousal_table([str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg,
             lm)
         results["judges"] = judge_emotion_pairs(
-            cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions()
+            cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions(), engine
         )
     atomic_write_text(out / "emotion" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
     return json_safe(results)

@@ -22,17 +22,19 @@ import numpy as np
 
 from audits.judging import (
     JudgeConfig,
+    JudgeItem,
     answer_status,
     answer_value,
-    ask_all,
+    ask_judges,
     auc,
-    decode_clips,
     judge_entry,
-    open_judge,
+    judges_dir,
     rows_path,
+    unavailable_entry,
     write_rows,
 )
 from engine.data import DecodeOptions, Utterance
+from engine.pass_engine import EngineOptions
 
 TASK = "synthetic_speech"
 REFERENCE_ARM = "real"
@@ -42,7 +44,8 @@ class Clip(NamedTuple):
     arm: str
     clip_id: str
     pair: str  # the real clip this one belongs to (itself for the real arm)
-    audio: np.ndarray
+    utt: Utterance  # where the judge's worker reads the audio (a path under ``root``, or encoded bytes)
+    root: Path | None
 
 
 def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None,
@@ -50,21 +53,17 @@ def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str
     """The probe's renditions in every voice arm (not their masked copies) and the real clips they re-speak.
 
     ``max_items`` bounds the renditions per arm, so every arm is asked about the same real clips.
+    Nothing is decoded here: the judge's workers read each clip (a real clip that cannot be
+    decoded takes its renditions out of the figures with it).
     """
     whole = [u for u in rendered if u.parent_id and "target_index" not in (u.derivation or {})]
     by_arm: dict[str, list[Utterance]] = {}
     for u in whole:
         by_arm.setdefault(str((u.derivation or {}).get("arm", "generic")), []).append(u)
-    renditions = [u for arm_clips in by_arm.values() for u in arm_clips[:max_items]]
-    gen_audio, _ = decode_clips(renditions, None, DecodeOptions())
-    parents = [originals[str(u.parent_id)] for u in renditions if u.parent_id in originals]
-    real_audio, _ = decode_clips(list({p.utt_id: p for p in parents}.values()), root, DecodeOptions())
-    clips = [Clip(REFERENCE_ARM, uid, uid, x) for uid, x in real_audio.items()]
-    clips += [
-        Clip(str((u.derivation or {}).get("arm", "generic")), u.utt_id, str(u.parent_id), gen_audio[u.utt_id])
-        for u in renditions
-        if u.utt_id in gen_audio and u.parent_id in real_audio
-    ]
+    renditions = [u for arm_clips in by_arm.values() for u in arm_clips[:max_items] if u.parent_id in originals]
+    parents = list({str(u.parent_id): originals[str(u.parent_id)] for u in renditions}.values())
+    clips = [Clip(REFERENCE_ARM, p.utt_id, p.utt_id, p, root) for p in parents]
+    clips += [Clip(str((u.derivation or {}).get("arm", "generic")), u.utt_id, str(u.parent_id), u, None) for u in renditions]
     return clips
 
 
@@ -80,34 +79,39 @@ def _arm_figures(scores: Sequence[float | None], statuses: Sequence[str]) -> dic
     }
 
 
-def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> dict[str, Any]:
-    """``synthetic_voice.judges``: per judge, the likelihood per arm and the separation from the real arm."""
+def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path, engine: EngineOptions | None = None) -> dict[str, Any]:
+    """``synthetic_voice.judges``: per judge, the likelihood per arm and the separation from the real arm.
+
+    The questions run on the run's engine and are stored per clip under ``out_dir/judges`` (``audits/judging.ask_judges``)."""
     out: dict[str, Any] = {}
-    arms = list(dict.fromkeys(c.arm for c in clips))
+    items = [JudgeItem(f"{c.arm}:{c.clip_id}", ((c.utt, c.root),)) for c in clips]
+    runs = ask_judges(cfg, judges_dir(out_dir, "."), "synthetic_likelihood", items, engine, DecodeOptions()) if clips else {}
     for name in cfg.backends:
-        if not clips:
+        run = runs.get(name)
+        if run is not None and run.status != "ok":
+            out[name] = unavailable_entry(run, TASK)
+            continue
+        heard, results = run.heard(list(clips)) if run is not None else ([], [])
+        unheard_real = {c.clip_id for c in clips if c.arm == REFERENCE_ARM} - {c.clip_id for c in heard if c.arm == REFERENCE_ARM}
+        kept = [(c, r) for c, r in zip(heard, results) if c.pair not in unheard_real]  # a rendition is judged against its real clip
+        if run is None or not kept:
             out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-clips",
                 "error": "no real clip with a generic rendition to judge"}
             continue
-        judge, facts = open_judge(name, cfg.backend_options.get(name, {}))
-        if judge is None:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, **facts}
-            continue
-        try:
-            results = ask_all(judge, clips, lambda j, c: j.synthetic_likelihood(c.audio))
-            entry = judge_entry(name, judge, TASK, [f"{c.arm}:{c.clip_id}" for c in clips], results)
-        finally:
-            judge.close()
+        heard, results = [c for c, _ in kept], [r for _, r in kept]
+        arms = list(dict.fromkeys(c.arm for c in heard))
+        entry = judge_entry(name, run.facts, TASK, [f"{c.arm}:{c.clip_id}" for c in heard], results)
+        entry["clip_errors"] = dict(sorted(run.clip_errors().items())[:20])
         score = [answer_value(r) for r in results]
         status = [answer_status(r) for r in results]
-        entry["arms"] = {a: _arm_figures([s for c, s in zip(clips, score) if c.arm == a],
-            [t for c, t in zip(clips, status) if c.arm == a]) for a in arms}
-        real = {c.pair: s for c, s in zip(clips, score) if c.arm == REFERENCE_ARM and s is not None}
+        entry["arms"] = {a: _arm_figures([s for c, s in zip(heard, score) if c.arm == a],
+            [t for c, t in zip(heard, status) if c.arm == a]) for a in arms}
+        real = {c.pair: s for c, s in zip(heard, score) if c.arm == REFERENCE_ARM and s is not None}
         sep: dict[str, Any] = {}
         for a in arms:
             if a == REFERENCE_ARM:
                 continue
-            mine = [(c.pair, s) for c, s in zip(clips, score) if c.arm == a and s is not None]
+            mine = [(c.pair, s) for c, s in zip(heard, score) if c.arm == a and s is not None]
             paired = [s > real[p] for p, s in mine if p in real]
             sep[a] = {
                 "auc": auc([s for _, s in mine], list(real.values())),
@@ -121,7 +125,7 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path) -> d
         entry["separation"] = sep
         rows = [{"arm": c.arm, "clip_id": c.clip_id, "pair": c.pair, "likelihood": s, "status": t,
             "raw": None if isinstance(r, BaseException) else r.raw[:200]}
-                for c, s, t, r in zip(clips, score, status, results)]  # fmt: skip
+                for c, s, t, r in zip(heard, score, status, results)]  # fmt: skip
         entry["rows_path"] = write_rows(rows_path(out_dir, ".", name, TASK), rows)
         entry["sample"] = {"max_items": cfg.max_items, "what": "the first max_items generic renditions and their real clips"}
         out[name] = entry

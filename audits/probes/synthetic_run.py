@@ -258,7 +258,7 @@ def run_synthetic_voice(
         from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
 
         clips = real_and_rendered_arms(rendered, by_id, dataset.root, cfg.synthetic_judges.max_items)
-        facts["judges"] = judge_synthetic(cfg.synthetic_judges, clips, root)
+        facts["judges"] = judge_synthetic(cfg.synthetic_judges, clips, root, state.engine)
     (root / "derived").mkdir(parents=True, exist_ok=True)
     for old in (root / "derived").glob("shard-*.parquet"):
         old.unlink()

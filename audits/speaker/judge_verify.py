@@ -19,19 +19,22 @@ from typing import Any
 
 from audits.judging import (
     JudgeConfig,
+    JudgeItem,
     answer_status,
     answer_value,
-    ask_all,
+    ask_judges,
     balanced_sample,
-    dataset_clips,
+    dataset_utterances,
     judge_entry,
-    open_judge,
+    judges_dir,
     rows_path,
+    unavailable_entry,
     write_rows,
 )
 from audits.speaker.metrics import Trial
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
+from engine.pass_engine import EngineOptions
 
 log = logging.getLogger(__name__)
 
@@ -74,27 +77,30 @@ def judge_speaker_trials(
     backend_results: Mapping[str, Any],
     out_dir: Path,
     decode_options: DecodeOptions,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
-    """``speaker.judges``: per judge, its decisions on a sample of the trials, scored."""
+    """``speaker.judges``: per judge, its decisions on a sample of the trials, scored.
+
+    The questions run on the run's engine and are stored per trial (``audits/judging.ask_judges``)."""
     chosen = balanced_sample(list(trials), lambda t: t.label, cfg.max_items, cfg.seed)
-    audio, errors = dataset_clips(dataset, {u for t in chosen for u in (t.enroll, t.test)}, decode_options)
-    usable = [t for t in chosen if t.enroll in audio and t.test in audio]
+    utts = dataset_utterances(dataset, {u for t in chosen for u in (t.enroll, t.test)}, "speaker.judges")
+    root = dataset.root
+    items = [JudgeItem(f"{t.enroll}|{t.test}", ((utts[t.enroll], root), (utts[t.test], root))) for t in chosen]
+    runs = ask_judges(cfg, judges_dir(out_dir, "speaker"), "same_speaker", items, engine, decode_options)
     out: dict[str, Any] = {}
     for name in cfg.backends:
-        judge, facts = open_judge(name, cfg.backend_options.get(name, {}))
-        if judge is None:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, **facts}
+        run = runs[name]
+        if run.status != "ok":
+            out[name] = unavailable_entry(run, TASK)
             continue
-        try:
-            results = ask_all(judge, usable, lambda j, t: j.same_speaker(audio[t.enroll], audio[t.test]))
-            entry = judge_entry(name, judge, TASK, [f"{t.enroll}|{t.test}" for t in usable], results)
-        finally:
-            judge.close()
+        usable, results = run.heard(chosen)
+        entry = judge_entry(name, run.facts, TASK, [f"{t.enroll}|{t.test}" for t in usable], results)
         answered = [(t, answer_value(r)) for t, r in zip(usable, results) if answer_value(r) is not None]
         entry.update(verification_figures([(t.label, v == "same") for t, v in answered]))
         entry.update(
             n_trials_available=len(trials), n_trials_sampled=len(chosen), n_trials_without_audio=len(chosen) - len(usable),
-            clip_errors=dict(sorted(errors.items())[:20]), sample={"max_items": cfg.max_items, "seed": cfg.seed, "balanced_over": "label"},
+            clip_errors=dict(sorted(run.clip_errors().items())[:20]),
+            sample={"max_items": cfg.max_items, "seed": cfg.seed, "balanced_over": "label"},
             decision="answer 'same' = accept (enroll clip as A, test clip as B)",
         )  # fmt: skip
         judged = [t for t, _ in answered]

@@ -542,7 +542,7 @@ def run_speaker_audit(
     if cfg.judges is not None:
         from audits.speaker.judge_verify import judge_speaker_trials
 
-        results["judges"] = judge_speaker_trials(cfg.judges, dataset, trials.trials, results, out, opts)
+        results["judges"] = judge_speaker_trials(cfg.judges, dataset, trials.trials, results, out, opts, engine)
     atomic_write_text(out / "speaker" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
     return json_safe(results)
 

@@ -264,6 +264,15 @@ class AudioJudge(Backend):
                 c["unparseable"] += 0 if parsed else 1
         return JudgeAnswer(answer.task, answer.value, parsed, answer.raw, answer.cached)
 
+    def answer_settings(self, task: str) -> dict[str, Any]:
+        """What an answer to ``task`` depends on (a stored answer is reused only under equal ones):
+        the options that change answers (not transport: timeouts, retries, concurrency, cache, key
+        variable, prompt file path) and the task's prompt text, answer key, type, choices and clips."""
+        spec = self.tasks.get(task)
+        return {"options": {k: v for k, v in self.options.items() if k not in _TRANSPORT}, "task": task,
+                "prompt": None if spec is None else {"text": spec.prompt, "key": spec.key, "type": spec.type, "choices": list(spec.choices),
+                                                      "clips": spec.clips}}
+
     # convenience wrappers for the audits
     def emotion_label(self, clip: np.ndarray, labels: Sequence[str]) -> JudgeAnswer:
         return self.judge("emotion_label", [clip], choices=labels)
