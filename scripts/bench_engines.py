@@ -21,7 +21,7 @@ in its own fresh output folder. Measured per run:
   polled, stands in when the driver dies without exiting normally;
 * **workers peak RSS**: the largest sum of the resident memory of the Ray worker processes
   (``ray::...`` processes in the driver's process tree) seen at one time, sampled from ``/proc``
-  every ``--poll-s`` seconds. Ray's own daemons (raylet, GCS) and other children are reported
+  every fifth poll (0.5 s by default; the driver's own VmHWM every ``--poll-s``). Ray's own daemons (raylet, GCS) and other children are reported
   separately in the JSON output.
 
 Then both run folders are read back with ``audits.api.load`` and compared: the utterance table
