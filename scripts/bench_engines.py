@@ -21,8 +21,8 @@ in its own fresh output folder. Measured per run:
   polled, stands in when the driver dies without exiting normally;
 * **workers peak RSS**: the largest sum of the resident memory of the Ray worker processes
   (``ray::...`` processes in the driver's process tree) seen at one time, sampled from ``/proc``
-  every fifth poll (0.5 s by default; the driver's own VmHWM every ``--poll-s``). Ray's own daemons (raylet, GCS) and other children are reported
-  separately in the JSON output.
+  every fifth poll (0.5 s by default; the driver's own VmHWM every ``--poll-s``). Ray's own
+  daemons (raylet, GCS) and other children are reported separately in the JSON output.
 
 Then both run folders are read back with ``audits.api.load`` and compared: the utterance table
 (every column but timings) and every table of the summary (``RunResult.frames()``: models minus
@@ -398,7 +398,7 @@ PLACEMENT_MODELS = """\
 models:
   bench-sim-asr-a:
     backend: simulated
-    options: {name: bench-sim-asr-a, seed: 1, rtfx: 400}
+    options: {name: bench-sim-asr-a, seed: 1, rtfx: 20, load_s: 1}
     batch_size: 4
     num_gpus: 1
     num_cpus: 0.25
@@ -406,7 +406,7 @@ models:
     description: simulated ASR model holding one GPU per actor
   bench-sim-asr-b:
     backend: simulated
-    options: {name: bench-sim-asr-b, seed: 2, rtfx: 200}
+    options: {name: bench-sim-asr-b, seed: 2, rtfx: 10, load_s: 1}
     batch_size: 4
     num_gpus: 0.5
     num_cpus: 0.25
@@ -418,7 +418,7 @@ PLACEMENT_RECIPE = """\
 name: bench-placement
 description: Placement of every pass's Ray actors on logical GPUs (scripts/bench_engines.py --placement)
 dataset:
-  path: builtin:demo
+  path: {dataset}
   reader: auto
 models: [bench-sim-asr-a, bench-sim-asr-b]
 normalizer: whisper-english
@@ -540,6 +540,7 @@ def placement_mode(args: argparse.Namespace) -> dict[str, Any]:
     """A local Ray instance with logical GPUs, a small recipe of every pass kind on it, the placement table."""
     import ray
 
+    from audits.recipes import builtin_dataset_path
     from engine.ray_setup import init_ray
 
     base = Path(args.out).resolve()
@@ -548,7 +549,12 @@ def placement_mode(args: argparse.Namespace) -> dict[str, Any]:
     shutil.copytree(REPO / "configs", config)
     (config / "models" / "bench-placement.yaml").write_text(PLACEMENT_MODELS, encoding="utf-8")
     recipe = work / "bench-placement.yaml"
-    recipe.write_text(PLACEMENT_RECIPE.format(shard_size=args.shard_size), encoding="utf-8")
+    # The demo corpus's own manifest, so that --shard-size cuts it (builtin:demo keeps its stored shards).
+    manifest = builtin_dataset_path("builtin:demo") / "manifest.jsonl"
+    dataset = json.dumps(str(manifest)) if manifest.is_file() else "builtin:demo"
+    if not manifest.is_file():
+        log.info("the demo corpus is not built yet: the run builds it, and keeps its stored shards")
+    recipe.write_text(PLACEMENT_RECIPE.format(shard_size=args.shard_size, dataset=dataset), encoding="utf-8")
     started = init_ray(num_cpus=args.cpus, num_gpus=args.gpus)
     try:
         address = ray.get_runtime_context().gcs_address
