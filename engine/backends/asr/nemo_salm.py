@@ -64,16 +64,18 @@ def check_salm_weights(model: str, llm: str | None) -> Availability:
     path = Path(model).expanduser()
     if not path.is_dir():
         found = local_or_cached(model, model, is_salm_dir)
-        if not found or llm is None:
+        if not found:
             return found
-        return _llm_reachable(llm)
+        from huggingface_hub import snapshot_download
+
+        path = Path(snapshot_download(model, local_files_only=True))  # cached: its config names the LLM
     if not is_salm_dir(path):
         return Availability(False, f"{path} is not a SALM checkpoint folder ({CONFIG} naming 'pretrained_llm' and {WEIGHTS})")
     name = llm or str(json.loads((path / CONFIG).read_text(encoding="utf-8"))["pretrained_llm"])
     reach = _llm_reachable(name)
     if not reach:
         return reach
-    return Availability(True, f"local SALM folder {path}; {reach.reason}")
+    return Availability(True, f"SALM checkpoint in {path}; {reach.reason}")
 
 
 def _snapshot(model: str) -> Path:
