@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,23 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def record_canary_prompts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The decoder prompts Canary really fed its decoder during ``transcribe`` (the recorded prompt
+    must be this one, not a reconstruction that could drift from it)."""
+    from nemo.collections.asr.models import EncDecMultiTaskModel
+
+    seen: list[str] = []
+    original = EncDecMultiTaskModel._transcribe_forward
+
+    def spy(self: Any, batch: Any, trcfg: Any) -> Any:
+        out = original(self, batch, trcfg)
+        seen.extend(str(self.tokenizer.ids_to_text(row.tolist())) for row in out["decoder_input_ids"])
+        return out
+
+    monkeypatch.setattr(EncDecMultiTaskModel, "_transcribe_forward", spy)
+    return seen
 
 
 def test_nemo_asr_model_runs_through_audit_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,7 +80,9 @@ def test_canary_1b_prompt_runs_through_audit_run(tmp_path: Path, monkeypatch: py
         "prompt": "<|startoftranscript|><|en|><|transcribe|><|en|><|pnc|>",
         "decoding": "beam", "decoding_settings": {"beam_size": 1, "len_pen": 0.0, "max_generation_delta": 8},
     }  # fmt: skip
+    used = record_canary_prompts(monkeypatch)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, options, expect)
+    assert len(used) == 4 and set(used) == {expect["prompt"]}, used  # 2 clips x (batch 2, batch 1)
 
 
 def test_canary_flash_prompt_runs_through_audit_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,7 +96,9 @@ def test_canary_flash_prompt_runs_through_audit_run(tmp_path: Path, monkeypatch:
         "prompt": "<|startofcontext|><|startoftranscript|><|emo:undefined|><|en|><|en|><|pnc|><|noitn|><|notimestamp|><|nodiarize|>",
         "decoding": "beam",
     }  # fmt: skip
+    used = record_canary_prompts(monkeypatch)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, options, expect)
+    assert len(used) == 4 and set(used) == {expect["prompt"]}, used
 
 
 def test_canary_options_are_checked_before_loading(tmp_path: Path) -> None:
