@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.asr.nemo_salm import check_salm_weights, load_salm, rendered_prompt, salm_transcribe
+from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, load_salm, rendered_prompt, salm_transcribe
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
@@ -108,10 +108,13 @@ class NemoBackend(ASRBackend):
         if model.endswith(".nemo"):
             ok = Path(model).expanduser().is_file()
             return Availability(ok, "local .nemo file" if ok else f"{model} not found")
+        llm = options.get("llm")
         if options.get("family") == "nemo-salm" or Path(model).expanduser().is_dir():
-            llm = options.get("llm")
             return check_salm_weights(model, str(llm) if llm else None)
-        return local_or_cached(model, model, lambda p: False)
+        found = local_or_cached(model, model, lambda p: False)
+        if found and is_cached_salm(model):  # a cached SALM checkpoint: the LLM it names must be at hand too
+            return check_salm_weights(model, str(llm) if llm else None)
+        return found
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, _DEFAULTS)

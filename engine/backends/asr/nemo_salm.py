@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.availability import Availability, hf_cached, local_or_cached
+from engine.backends.availability import Availability, has_module, hf_cached, local_or_cached
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,18 @@ def is_salm_dir(path: Path) -> bool:
     try:
         return "pretrained_llm" in json.loads(cfg.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return False
+
+
+def is_cached_salm(repo_id: str) -> bool:
+    """Whether a hub id sits in the local cache as a SALM checkpoint (no network)."""
+    if not has_module("huggingface_hub"):
+        return False
+    from huggingface_hub import snapshot_download
+
+    try:
+        return is_salm_dir(Path(snapshot_download(repo_id, local_files_only=True)))
+    except Exception:  # noqa: BLE001 - any failure means "not a cached SALM checkpoint"
         return False
 
 
