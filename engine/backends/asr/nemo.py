@@ -93,7 +93,7 @@ def _decoding_facts(model: Any) -> dict[str, Any]:
 
 
 class NemoBackend(ASRBackend):
-    """NeMo ``ASRModel``: ``from_pretrained(name)`` or ``restore_from(path.nemo)``."""
+    """NeMo ``ASRModel`` (``from_pretrained(name)`` or ``restore_from(path.nemo)``) or speechlm2 ``SALM``."""
 
     name = "nemo"
     requires = ("nemo",)
@@ -109,7 +109,8 @@ class NemoBackend(ASRBackend):
             ok = Path(model).expanduser().is_file()
             return Availability(ok, "local .nemo file" if ok else f"{model} not found")
         llm = options.get("llm")
-        if options.get("family") == "nemo-salm" or Path(model).expanduser().is_dir():
+        family = options.get("family")
+        if family == "nemo-salm" or (family != "nemo-asr" and Path(model).expanduser().is_dir()):
             return check_salm_weights(model, str(llm) if llm else None)
         found = local_or_cached(model, model, lambda p: False)
         if found and is_cached_salm(model):  # a cached SALM checkpoint: the LLM it names must be at hand too
