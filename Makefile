@@ -79,7 +79,7 @@ test-families: system-test
 	@set -e; for fam in $(FAMILY_EXTRAS); do v=.venv-$$fam; \
 	  [ -x $$v/bin/python ] || { $(PYTHON) -m venv $$v; $$v/bin/python -m pip install -q --upgrade pip "setuptools<81" wheel; }; \
 	  $$v/bin/python -m pip install -q torch==2.13.0 $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)); \
-	  $$v/bin/python -m pip install -q -e ".[$$fam]" "pytest>=8"; \
+	  $$v/bin/python -m pip install -q -e ".[$$fam,report]" "pytest>=8"; \
 	  echo "== family tests: $$fam ($$v)"; \
 	  $$v/bin/python -m pytest -q -p no:cacheprovider tests/test_families_$$(echo $$fam | tr - _).py; \
 	done

@@ -1,11 +1,12 @@
-"""NVIDIA NeMo backend: by pretrained name or ``.nemo`` file, in two families.
+"""NVIDIA NeMo backend: by pretrained name or local checkpoint, in two families.
 
 * ``nemo-asr``: ``ASRModel`` (Parakeet CTC/RNNT/TDT, Conformer/FastConformer, Canary).
-  ``transcribe`` on in-memory arrays; Canary takes its task and language arguments
-  (``source_lang``, ``target_lang``, ``task``, ``pnc``) from the entry's options.
-* ``nemo-salm``: speechlm2 ``SALM`` (nvidia/canary-qwen-2.5b), per its model card: a chat prompt
-  ``Transcribe the following: <audio locator>`` with the audio passed as a padded batch and its
-  lengths, ``generate(max_new_tokens=128)``, ``tokenizer.ids_to_text`` of the answer.
+  ``transcribe`` on in-memory arrays. Canary (``EncDecMultiTaskModel``) takes its prompt slots
+  (``source_lang``, ``target_lang``, ``task``, ``pnc``) from the entry's options; the decoder
+  prompt they make (the model's own prompt format over its defaults) is rendered at load, so a
+  slot the format lacks fails there, and recorded in ``backend_info`` with the decoding config.
+* ``nemo-salm``: speechlm2 ``SALM`` (nvidia/canary-qwen-2.5b), per its model card
+  (engine/backends/asr/nemo_salm.py).
 
 NeMo is a heavy optional extra, installed by ``make test-families`` only; without it ``load()``
 raises ``BackendUnavailable`` with the install command.
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, load_salm, rendered_prompt, salm_transcribe
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
@@ -28,7 +30,7 @@ from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
 
-_INSTALL_HINT = 'pip install "nemo_toolkit[asr]"'
+_INSTALL_HINT = "pip install '.[nemo]' (nemo_toolkit[asr]==2.7.3)"
 
 _DEFAULTS: dict[str, Any] = {
     "model": None,  # pretrained name ('nvidia/parakeet-tdt-0.6b-v2') or path to a .nemo file
@@ -42,8 +44,25 @@ _DEFAULTS: dict[str, Any] = {
     "family": "nemo-asr",  # 'nemo-asr' (ASRModel) | 'nemo-salm' (speechlm2 SALM, e.g. canary-qwen)
     "prompt": "Transcribe the following:",  # nemo-salm: the instruction before the audio locator (model card)
     "max_new_tokens": 128,  # nemo-salm: model card setting
+    "llm": None,  # nemo-salm: local folder with the LLM's tokenizer and config (else config.json's pretrained_llm)
 }
 _FAMILIES = ("nemo-asr", "nemo-salm")
+_CANARY_SLOTS = ("source_lang", "target_lang", "task", "pnc")
+_SALM_ONLY = ("llm",)
+_TASKS = ("asr", "ast", "transcribe", "translate")
+_PNC = {"yes": "yes", "no": "no", "true": "yes", "false": "no", "pnc": "yes", "nopnc": "no"}
+
+
+def _pnc(value: Any) -> str | None:
+    """Canary's pnc slot as 'yes'/'no'. An unquoted YAML ``yes`` is the boolean True, which NeMo's
+    slot mapping would silently read as no-punctuation: both spellings are accepted here."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and value.strip().lower() in _PNC:
+        return _PNC[value.strip().lower()]
+    raise ConfigError(f"nemo: option 'pnc' must be yes or no (punctuation and capitalisation), got {value!r}")
 
 
 def _hypothesis_text(item: Any) -> str:
@@ -56,8 +75,25 @@ def _hypothesis_text(item: Any) -> str:
     return str(text) if text is not None else ""
 
 
+def _decoding_facts(model: Any) -> dict[str, Any]:
+    """The decoding strategy in the model's config and the settings of that strategy."""
+    from omegaconf import OmegaConf
+
+    cfg = getattr(model, "cfg", None)
+    decoding = cfg.get("decoding") if cfg is not None else None
+    if decoding is None:
+        return {"decoding": "the model class default (no decoding config)"}
+    plain: Any = OmegaConf.to_container(decoding, resolve=True)
+    if not isinstance(plain, dict):
+        return {"decoding": str(plain)}
+    strategy = str(plain.get("strategy", "default"))
+    section = plain.get("beam" if "beam" in strategy or strategy in ("tsd", "alsd", "maes") else "greedy")
+    settings = {k: v for k, v in section.items() if isinstance(v, (str, int, float, bool))} if isinstance(section, dict) else {}
+    return {"decoding": strategy, "decoding_settings": settings}
+
+
 class NemoBackend(ASRBackend):
-    """NeMo ``ASRModel``: ``from_pretrained(name)`` or ``restore_from(path.nemo)``."""
+    """NeMo ``ASRModel`` (``from_pretrained(name)`` or ``restore_from(path.nemo)``) or speechlm2 ``SALM``."""
 
     name = "nemo"
     requires = ("nemo",)
@@ -67,12 +103,19 @@ class NemoBackend(ASRBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        """A local ``.nemo`` file, or a hub id already in the local cache."""
+        """A local ``.nemo`` file, a SALM folder (and the LLM it names), or a cached hub id."""
         model = str(options.get("model") or "")
         if model.endswith(".nemo"):
             ok = Path(model).expanduser().is_file()
             return Availability(ok, "local .nemo file" if ok else f"{model} not found")
-        return local_or_cached(model, model, lambda p: False)
+        llm = options.get("llm")
+        family = options.get("family")
+        if family == "nemo-salm" or (family != "nemo-asr" and Path(model).expanduser().is_dir()):
+            return check_salm_weights(model, str(llm) if llm else None)
+        found = local_or_cached(model, model, lambda p: False)
+        if found and is_cached_salm(model):  # a cached SALM checkpoint: the LLM it names must be at hand too
+            return check_salm_weights(model, str(llm) if llm else None)
+        return found
 
     def __init__(self, **options: Any) -> None:
         check_options(self.name, options, _DEFAULTS)
@@ -84,6 +127,13 @@ class NemoBackend(ASRBackend):
             raise ConfigError(f"{self.name}: option 'dtype' must be float32, float16 or bfloat16")
         if merged["family"] not in _FAMILIES:
             raise ConfigError(f"{self.name}: option 'family' must be one of {', '.join(_FAMILIES)}, got {merged['family']!r}")
+        merged["pnc"] = _pnc(merged["pnc"])
+        if merged["task"] is not None and merged["task"] not in _TASKS:
+            raise ConfigError(f"{self.name}: option 'task' must be one of {', '.join(_TASKS)} (Canary), got {merged['task']!r}")
+        wrong = _SALM_ONLY if merged["family"] == "nemo-asr" else _CANARY_SLOTS
+        given = [k for k in wrong if merged[k] is not None]
+        if given:
+            raise ConfigError(f"{self.name}: option(s) {', '.join(given)} do not apply to family {merged['family']}")
         mnt = merged["max_new_tokens"]
         if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
             raise ConfigError(f"{self.name}: option 'max_new_tokens' must be a positive integer, got {mnt!r}")
@@ -92,6 +142,7 @@ class NemoBackend(ASRBackend):
         self._device: str | None = None
         self._torch: Any = None
         self._largest_batch = 0
+        self._facts: dict[str, Any] = {}
 
     def load(self) -> None:
         """Import NeMo (optional extra) and restore or download the model."""
@@ -100,7 +151,7 @@ class NemoBackend(ASRBackend):
             import torch
 
             if salm:
-                from nemo.collections.speechlm2.models import SALM as ASRModel
+                import nemo.collections.speechlm2.models  # noqa: F401 - fail here, with the install hint
             else:
                 from nemo.collections.asr.models import ASRModel
         except ImportError as exc:
@@ -110,6 +161,12 @@ class NemoBackend(ASRBackend):
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         model = str(self.options["model"])
+        if salm:
+            self._model, self._facts = load_salm(model, self.options["llm"], device)
+            self._facts["prompt"] = rendered_prompt(self._model, str(self.options["prompt"]))
+            self._device = device
+            log.info("loaded NeMo SALM %s on %s", model, device)
+            return
         path = Path(model).expanduser()
         try:
             if model.endswith(".nemo") or path.exists():
@@ -117,12 +174,7 @@ class NemoBackend(ASRBackend):
                     raise BackendUnavailable(f"NeMo model file {path} does not exist")
                 self._model = ASRModel.restore_from(str(path), map_location=torch.device(device))
             else:
-                self._model = (
-                    ASRModel.from_pretrained(model) if salm else ASRModel.from_pretrained(model_name=model,
-                        map_location=torch.device(device))
-                )
-                if salm:
-                    self._model.to(torch.device(device))
+                self._model = ASRModel.from_pretrained(model_name=model, map_location=torch.device(device))
         except BackendUnavailable:
             raise
         except (OSError, RuntimeError, ValueError) as exc:
@@ -132,60 +184,73 @@ class NemoBackend(ASRBackend):
             ) from exc
         self._model.eval()
         self._device = device
+        self._facts = {"model_class": type(self._model).__name__, **_decoding_facts(self._model)}
+        self._facts.update(self._canary_prompt())
         log.info("loaded NeMo model %s on %s", model, device)
 
+    def _prompt_kwargs(self) -> dict[str, Any]:
+        return {k: self.options[k] for k in _CANARY_SLOTS if self.options[k] is not None}
+
+    def _canary_prompt(self) -> dict[str, Any]:
+        """Canary: the decoder prompt ``transcribe`` will build (the model's prompt format over its
+        defaults, the options' slots on top), rendered now, so a slot the format lacks, or one it
+        needs and nobody gave, fails before any audio is read."""
+        kwargs = self._prompt_kwargs()
+        prompt = getattr(self._model, "prompt", None)
+        if prompt is None or not hasattr(prompt, "encode_dialog"):
+            if kwargs:
+                raise ConfigError(f"{self.name}: option(s) {', '.join(kwargs)} are Canary prompt slots, but "
+                    f"'{self.options['model']}' is a {type(self._model).__name__} (no prompt)")
+            return {"prompt": None}
+        from nemo.collections.asr.models.aed_multitask_models import parse_multitask_prompt
+
+        turns = parse_multitask_prompt(dict(kwargs)) or prompt.get_default_dialog_slots()
+        for turn in turns:  # the defaults fill what the options leave out, as in transcribe
+            for default in prompt.get_default_dialog_slots():
+                if default["role"] == turn["role"]:
+                    turn["slots"] = {**{k: v for k, v in default["slots"].items() if v is not None},
+                        **{k: v for k, v in turn["slots"].items() if v is not None}}
+        try:
+            ids = prompt.encode_dialog(turns=turns)["context_ids"]
+        except (AssertionError, KeyError, RuntimeError, ValueError) as exc:
+            raise ConfigError(f"{self.name}: '{self.options['model']}' (prompt format {self._model.prompt_format}) cannot "
+                f"build its decoder prompt from {kwargs or 'its defaults'}: {exc}; set the slots its format needs "
+                f"({', '.join(prompt.get_slots('user'))})") from exc
+        text = str(self._model.tokenizer.ids_to_text(ids.tolist()))
+        return {"prompt": text, "prompt_format": str(self._model.prompt_format), "prompt_slots": dict(turns[0]["slots"])}
+
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
-        """NeMo ``transcribe`` on in-memory arrays, ``batch_size`` at a time."""
+        """NeMo ``transcribe`` on in-memory arrays (SALM: ``generate``), ``batch_size`` at a time."""
         clips = check_audio_batch(audios, sample_rate, self.name)
         if self._model is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
         size = int(self.options["batch_size"] or max(1, len(clips)))
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
-        if self.options["family"] == "nemo-salm":
-            return self._salm(clips, size)
-        kwargs: dict[str, Any] = {"batch_size": size, "verbose": False}
-        for key in ("source_lang", "target_lang", "pnc", "task"):
-            if self.options[key] is not None:
-                kwargs[key] = self.options[key]
         torch = self._torch
         dtype = getattr(torch, str(self.options["dtype"]))
         use_autocast = dtype != torch.float32 and (self._device or "").startswith("cuda")
+        device = self._device or "cpu"
         with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=use_autocast):
-            output = self._model.transcribe(list(clips), **kwargs)
+            if self.options["family"] == "nemo-salm":
+                texts: list[str] = []
+                for start in range(0, len(clips), size):
+                    texts.extend(salm_transcribe(self._model, clips[start : start + size], self.options, device))
+                return texts
+            output = self._model.transcribe(list(clips), batch_size=size, verbose=False, **self._prompt_kwargs())
         if isinstance(output, tuple):  # older RNNT models return (best, all_hypotheses)
             output = output[0]
         return [_hypothesis_text(item).strip() for item in output]
 
-    def _salm(self, clips: Sequence[np.ndarray], size: int) -> list[str]:
-        """canary-qwen: the model card's chat prompt with the audio locator; audio as a padded batch."""
-        torch = self._torch
-        model = self._model
-        texts: list[str] = []
-        with torch.inference_mode():
-            for start in range(0, len(clips), size):
-                chunk = clips[start : start + size]
-                lens = torch.tensor([c.shape[0] for c in chunk], dtype=torch.long, device=self._device)
-                audio = torch.zeros((len(chunk), int(lens.max())), dtype=torch.float32, device=self._device)
-                for i, c in enumerate(chunk):
-                    audio[i, : c.shape[0]] = torch.from_numpy(c).to(self._device)
-                prompts = [[{"role": "user", "content": f"{self.options['prompt']} {model.audio_locator_tag}"}] for _ in chunk]
-                ids = model.generate(prompts=prompts, audios=audio, audio_lens=lens, max_new_tokens=int(self.options["max_new_tokens"]))
-                texts.extend(str(model.tokenizer.ids_to_text(row.cpu())).strip() for row in ids)
-        return texts
-
     def info(self) -> BackendInfo:
-        """Model, family, task/prompt settings, device, dtype and NeMo version."""
-        extra: dict[str, Any] = {"family": self.options["family"]}
+        """Model, family, the prompt as the model reads it, decoding settings, device, dtype, NeMo version."""
+        extra: dict[str, Any] = {"family": self.options["family"], "prompt": None}
         if self.options["family"] == "nemo-salm":
-            extra.update(prompt=f"{self.options['prompt']} <audio locator>", decoding="greedy",
-                max_new_tokens=self.options["max_new_tokens"])
-            extra["post_processing"] = "tokenizer.ids_to_text of the answer, strip"
+            extra.update(instruction=self.options["prompt"], decoding="greedy", max_new_tokens=self.options["max_new_tokens"],
+                post_processing="tokenizer.ids_to_text of the answer (special tokens dropped), strip")
         else:
-            task = {k: self.options[k] for k in ("source_lang", "target_lang", "task", "pnc") if self.options[k] is not None}
-            extra["prompt"] = ("Canary task prompt " + ", ".join(f"{k}={v}" for k, v in task.items())) if task else None
-            extra["decoding"] = "the model's default decoder (CTC greedy / RNNT-TDT greedy batch / Canary beam from its config)"
-            extra["post_processing"] = "hypothesis text, strip"
-            extra.update(task)
+            extra.update(post_processing="hypothesis text, strip")
+            extra.update(self._prompt_kwargs())
+        extra.update(self._facts)
         extra.update(package_versions("nemo_toolkit"))
         return BackendInfo(
             backend=self.name,
