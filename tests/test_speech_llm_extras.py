@@ -161,7 +161,7 @@ def test_speech_lora_needs_peft_and_says_so(case: str, tmp_path: Path) -> None:
 def test_speech_lora_is_loaded_and_recorded(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where peft is new enough: the adapter loads, is active, and backend_info names it."""
     if not _peft_ok():
-        pytest.skip("peft >= transformers' MIN_PEFT_VERSION is not installable here: the refusal is tested instead")
+        pytest.skip("peft >= transformers' MIN_PEFT_VERSION is not installed: the refusal is tested instead")
     build, _, recorded = ADAPTERS[case]
     folder = build(tmp_path / case)
     backend = _backend(folder, max_new_tokens=3)
