@@ -19,6 +19,7 @@ import numpy as np
 
 from audits.probes.config import ProbeConfig
 from audits.probes.engine_io import failed_models, fresh_workspace, hyp_map, originals, run_models
+from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.masking import mask_clip
 from audits.probes.state import ProbeState
 from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs
@@ -37,7 +38,7 @@ from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
 from engine.shards import encode_audio, write_shards
-from engine.store import atomic_write_text
+from engine.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,50 @@ class _Selection:
     mask_settings: Any = None
     spoken: dict[str, str] = field(default_factory=dict)  # masking parent -> text spoken
     bad_reference: list[tuple[str, str, str]] = field(default_factory=list)  # (clip, corrected text, how)
+
+
+@dataclass(frozen=True)
+class _Rendition:
+    """One synthetic clip to render: its id, source probe, arm, the real clip, the voice and what it says."""
+
+    uid: str
+    source: str  # 'masking' | 'bad_reference'
+    arm: str
+    clip: str  # the real clip it stands in for
+    voice: str  # engine:voice
+    text: str  # what the voice says
+    reference: str  # the reference the models are scored against
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _tts_file(folder: Path, uid: str) -> Path:
+    return folder / f"{safe_name(uid)}.wav"
+
+
+def _render(plan: Sequence[_Rendition], bank: VoiceBank, folder: Path) -> dict[str, np.ndarray]:
+    """Render every planned clip, each written as a float32 WAV (the word-timing workers read the file)."""
+    import soundfile as sf
+
+    out: dict[str, np.ndarray] = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in plan:
+        x = bank.render(r.voice, r.text)
+        sf.write(str(_tts_file(folder, r.uid)), x, 16000, format="WAV", subtype="FLOAT")
+        out[r.uid] = x
+    return out
+
+
+def _tts_clip(r: _Rendition, folder: Path) -> Clip:
+    """A rendition as a clip for a helper pass (its file is fingerprinted by SHA-256)."""
+    u = Utterance(r.uid, r.reference, audio_path=str(_tts_file(folder, r.uid)), derivation={"probe": "synthetic_voice"})
+    return Clip(r.uid, u, None)
+
+
+def _has_targets(reference: str, settings: Any) -> bool:
+    from audits.probes.masking_score import select_mask_targets
+
+    ner = settings.ner if "entity" in settings.kinds else None
+    return bool(reference.strip()) and bool(select_mask_targets(reference, settings.max_targets, kinds=settings.kinds, ner=ner))
 
 
 def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
@@ -153,7 +198,8 @@ def _match_speakers(
 
 
 def run_synthetic_voice(
-    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None,
+    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: EngineTimings,
+    progress: ProgressFn | None,
     state: ProbeState,
 ) -> dict[str, Any]:
     """``summary['probes']['synthetic_voice']``: per model real vs each arm, and the probe's facts."""
@@ -199,9 +245,9 @@ def run_synthetic_voice(
         engine, name = voice.split(":", 1)
         return {"engine": engine, "voice": name, "version": bank.version(engine)}
 
-    rendered: list[Utterance] = []
-    mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
-    br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
+    # 1. what to render: one clean rendition per (arm, clip) whose arm has a voice for it
+    plan: list[_Rendition] = []
+    refs = state.bad_reference.refs if state.bad_reference is not None else {}
     for arm in sv.arms:
         suffix = "" if arm == "generic" else f"-{arm}"
         for parent in sel.masking:
@@ -210,40 +256,47 @@ def run_synthetic_voice(
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            u, spoken = by_id[parent], sel.spoken[parent]
-            x = bank.render(voice, spoken)
-            der = {"probe": "synthetic_voice", "source": "masking", "arm": arm, "tts": tts_facts(voice), "text_spoken": spoken, **extra}
-            clean = Utterance(f"{parent}~tts{suffix}", u.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                              speaker=f"tts:{voice}", labels={}, parent_id=parent, derivation=der)
-            ref_text = u.reference or ""
-
-            def timings(x: np.ndarray = x, ref_text: str = ref_text) -> Sequence[Any]:
-                return list(timer.timings(x, ref_text))
-
-            masked, skips = mask_clip(replace(clean, parent_id=None), x, timings, sel.mask_settings)
-            for s in skips:
-                skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
-            rendered.append(clean)
-            for mu in masked:
-                k = int((mu.derivation or {})["target_index"])
-                mu = replace(mu, parent_id=parent,
-                    derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": arm})
-                rendered.append(mu)
-                mask_ids[arm][(parent, k)] = (clean.utt_id, mu.utt_id)
+            plan.append(_Rendition(f"{parent}~tts{suffix}", "masking", arm, parent, voice, sel.spoken[parent],
+                                   by_id[parent].reference or "", extra))
         for clip, text, how in sel.bad_reference:
             choice = voice_of(arm, clip)
             if choice is None:
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            x = bank.render(voice, text)
-            refs = state.bad_reference.refs if state.bad_reference is not None else {}
-            uid = f"{clip}~tts-corrected{suffix}"
-            rendered.append(Utterance(uid, refs[clip], audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                                      speaker=f"tts:{voice}", labels={}, parent_id=clip,
-                                      derivation={"probe": "synthetic_voice", "source": "bad_reference", "arm": arm, "text_spoken": text,
-                                                  "corrected_from": how, "tts": tts_facts(voice), **extra}))
-            br_ids[arm][clip] = uid
+            plan.append(_Rendition(f"{clip}~tts-corrected{suffix}", "bad_reference", arm, clip, voice, text, refs[clip],
+                                   {"corrected_from": how, **extra}))
+    # 2. render (files under the work folder), 3. word timings of the masking renditions on the engine
+    audio = _render(plan, bank, root / "tts")
+    if sel.mask_settings is not None:
+        need = [r for r in plan if r.source == "masking" and _has_targets(r.reference, sel.mask_settings)]
+        timer.compute([_tts_clip(r, root / "tts") for r in need], {r.uid: r.reference for r in need}, progress)
+    # 4. the derived clips: clean renditions, and for the masking source the rendition masked again
+    rendered: list[Utterance] = []
+    mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
+    br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
+    for r in plan:
+        x = audio[r.uid]
+        der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice), "text_spoken": r.text, **r.extra}
+        clean = Utterance(r.uid, r.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
+                          speaker=f"tts:{r.voice}", labels={}, parent_id=r.clip, derivation=der)
+        rendered.append(clean)
+        if r.source == "bad_reference":
+            br_ids[r.arm][r.clip] = r.uid
+            continue
+
+        def timings(x: np.ndarray = x, r: _Rendition = r) -> Sequence[Any]:
+            return list(timer.timings(r.uid, r.reference, len(x) / 16000))
+
+        masked, skips = mask_clip(replace(clean, parent_id=None), x, timings, sel.mask_settings)
+        for s in skips:
+            skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
+        for mu in masked:
+            k = int((mu.derivation or {})["target_index"])
+            mu = replace(mu, parent_id=r.clip,
+                derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": r.arm})
+            rendered.append(mu)
+            mask_ids[r.arm][(r.clip, k)] = (clean.utt_id, mu.utt_id)
     facts.update(
         **{f"n_{arm}_clips": sum(1 for u in rendered if (u.derivation or {}).get("arm") == arm) for arm in sv.arms},
         n_masking_clips=len(sel.masking),

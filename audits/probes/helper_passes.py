@@ -1,0 +1,201 @@
+"""The probes' helper models as keyed passes on the run's engine (``engine/keyed_pass.py``).
+
+Beside re-running the audited ASR models (``audits.probes.engine_io``), the audio probes use
+helper models: word timings to find the word the masking probe hides, and (synthetic-voice probe)
+a speaker encoder that matches a TTS voice to each speaker. Each is a keyed pass: one JSON result
+per ``(helper, clip)``, stored with a marker of the clip's audio fingerprint and the helper's
+settings under the probes' keyed work folders, and computed by the engine's workers
+(``engine/probe_workers.py``): in this process with ``--engine inprocess``, in Ray actors (on a
+GPU when the cluster has one) with ``--engine ray``. The driver only plans units, stores results
+and does the text work (matching timed words to the reference). A second run with the same clips
+and settings computes nothing; a changed clip or setting recomputes only what it touches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from audits.probes.config import TimingConfig
+from audits.probes.word_timings import WordTiming, align_timings, spoken_words
+from engine.data import DecodeOptions, ModelSpec, ProgressFn, Utterance
+from engine.datasets.base import audio_stamp
+from engine.errors import AuditError, ConfigError
+from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedUnit, WorkerSpec
+from engine.pass_engine import EngineOptions
+from engine.probe_workers import clip_payload, file_sha256
+from engine.unit_store import KeyedUnitStore, keyed_workspace
+
+log = logging.getLogger(__name__)
+
+WHISPER_METHOD = "whisper-word-timestamps"
+CTC_METHOD = "ctc-forced"
+CTC_NAME = "ctc-mms_fa"
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One clip a helper reads: its unit id, the utterance and the root its path is relative to."""
+
+    unit: str
+    utt: Utterance
+    root: Path | None = None
+
+    def inputs(self) -> dict[str, Any]:
+        """The clip's audio fingerprint: the dataset's stamp, or the whole file's SHA-256 for audio a probe wrote."""
+        if self.utt.audio_bytes is None and self.utt.audio_path and (self.utt.derivation or {}).get("probe"):
+            return {"audio_sha256": file_sha256(self._path())}
+        return {"audio": list(audio_stamp(self.utt, self.root))}
+
+    def _path(self) -> Path:
+        p = Path(str(self.utt.audio_path))
+        return p if p.is_absolute() or self.root is None else self.root / p
+
+    @property
+    def cost_s(self) -> float:
+        return float(self.utt.duration_s or 0.0)
+
+
+def _relay(progress: ProgressFn | None, what: str) -> Any:
+    if progress is None:
+        return None
+
+    def relay(pass_name: str, n: int, info: dict[str, Any]) -> None:
+        progress("probe_helper", n, {"helper": what, **info})
+
+    return relay
+
+
+class EngineTimings:
+    """Word timings of clips, computed as keyed units on the run's engine.
+
+    ``method`` ``whisper``: the word timestamps of ``model`` (a faster-whisper registry entry)
+    matched to the reference (``align_timings``). ``ctc``: torchaudio's MMS_FA forced alignment of
+    the reference's spoken words. ``auto``: CTC when torchaudio is installed and its aligner loads,
+    else whisper (decided by the first pass that needs timings, and kept for the run).
+    """
+
+    def __init__(self, timing: TimingConfig, probes_dir: Path, engine: EngineOptions | None = None,
+                 decode_options: DecodeOptions | None = None) -> None:
+        if timing.method not in ("auto", "ctc", "whisper"):
+            raise ConfigError(f"word_timings.method must be one of auto, ctc, whisper; got '{timing.method}'")
+        self.timing = timing
+        self.engine = engine or EngineOptions()
+        self.decode_options = decode_options or DecodeOptions()
+        self.folder = keyed_workspace(probes_dir, "word_timings", {"method": timing.method, "model": timing.model})
+        self.store = KeyedUnitStore(self.folder, "word_timings")
+        self.spec: ModelSpec | None = None if timing.method == "ctc" else _whisper_spec(timing.model)
+        self.method: str | None = {"ctc": CTC_METHOD, "whisper": WHISPER_METHOD}.get(timing.method)
+        self.results: dict[str, Any] = {}
+        self.facts: dict[str, Any] = {}
+
+    def resolved(self) -> str:
+        """The method in use: the one chosen, or for ``auto`` before any pass ran, CTC when torchaudio is installed."""
+        import importlib.util
+
+        if self.method is not None:
+            return self.method
+        return CTC_METHOD if importlib.util.find_spec("torchaudio") is not None else WHISPER_METHOD
+
+    def _pass(self, method: str, clips: Sequence[Clip], references: Mapping[str, str]) -> tuple[KeyedPass, str]:
+        if method == WHISPER_METHOD:
+            spec = self.spec
+            if spec is None:
+                raise ConfigError("word timings: the whisper method needs word_timings.model")
+            name = spec.name
+            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "whisper", "spec": spec}, dict(spec.meta),
+                                gpu_capable=True)
+            settings: dict[str, Any] = {"method": method, "model": spec.name, "backend": spec.backend, "options": dict(spec.options)}
+        else:
+            name = CTC_NAME
+            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "ctc"}, gpu_capable=True)
+            settings = {"method": method, "model": "torchaudio MMS_FA"}
+        units = []
+        for c in clips:
+            extra: dict[str, Any] = {}
+            inputs = c.inputs()
+            if method == CTC_METHOD:
+                flat = [s for w in references[c.unit].split() for s in spoken_words(w)]
+                if not flat:
+                    continue  # nothing to align: every word is unknown, no model needed
+                extra["spoken"] = flat
+                inputs["spoken"] = flat
+            units.append(KeyedUnit(name, c.unit, inputs, settings, clip_payload(c.utt, c.root, self.decode_options, **extra), c.cost_s))
+        return KeyedPass(self.store, (worker,), tuple(units)), name
+
+    def compute(self, clips: Sequence[Clip], references: Mapping[str, str], progress: ProgressFn | None = None) -> None:
+        """Timings of ``clips`` (reference text per unit id), from the store or computed on the engine."""
+        clips = [c for c in clips if c.unit not in self.results]
+        if not clips:
+            return
+        KeyedUnitStore.check_names([], [c.unit for c in clips])
+        method = self.resolved()
+        kp, name = self._pass(method, clips, references)
+        out = self.engine.run_keyed([kp], progress=_relay(progress, "word_timings"))
+        f = out.facts.get(("word_timings", name), {})
+        if self.method is None and method == CTC_METHOD and f.get("status") == "load_failed":
+            log.info("word timings: %s; using %s word timestamps", f.get("error"), self.timing.model)
+            method = WHISPER_METHOD
+            kp, name = self._pass(method, clips, references)
+            out = self.engine.run_keyed([kp], progress=_relay(progress, "word_timings"))
+        self.method = method
+        out.raise_failed("word timings")
+        self._keep(out, name)
+
+    def _keep(self, out: KeyedOutcome, name: str) -> None:
+        for (_, backend, unit), result in out.results.items():
+            if backend == name:
+                self.results[unit] = result
+        for (_, backend), f in out.facts.items():
+            self.facts[backend] = f
+
+    def timings(self, unit: str, reference: str, duration_s: float) -> list[WordTiming]:
+        """Every reference word's span from the unit's stored result (``compute`` first)."""
+        method = self.method or WHISPER_METHOD
+        ref_words = reference.split()
+        got = self.results.get(unit)
+        if got is None:
+            if method == CTC_METHOD and not [s for w in ref_words for s in spoken_words(w)]:
+                return [WordTiming(i, w, None, None, method, "unknown") for i, w in enumerate(ref_words)]
+            raise AuditError(f"word timings of '{unit}' were not computed; the probe must compute them before masking")
+        if "error" in got:
+            raise AuditError(f"word timings of '{unit}': the worker could not read the clip ({got['error']})")
+        if method == WHISPER_METHOD:
+            return align_timings(reference, [(str(w), float(s), float(e)) for w, s, e in got["words"]], duration_s, method)
+        out: list[WordTiming] = []
+        edges = got["edges"]
+        k = 0
+        for i, w in enumerate(ref_words):
+            ws = spoken_words(w)
+            if not ws:
+                out.append(WordTiming(i, w, None, None, method, "unknown"))
+                continue
+            s, e = edges[k][0], edges[k + len(ws) - 1][1]
+            k += len(ws)
+            out.append(WordTiming(i, w, float(s), float(e), method, "aligned"))
+        return out
+
+
+def _whisper_spec(model: str) -> ModelSpec:
+    """The registry entry of the word-timing model, refused unless it is a faster-whisper model (before anything runs)."""
+    from engine.model_registry import load_model_registry, resolve_models
+
+    entry = resolve_models([model], load_model_registry())[0]
+    if entry.backend != "faster-whisper":
+        raise ConfigError(f"word_timings.model '{model}' uses backend '{entry.backend}'; word timestamps need a faster-whisper model")
+    return entry.spec()
+
+
+def unit_vector(x: Any) -> np.ndarray:
+    """``x`` as a float64 vector of length 1 (unchanged when it is all zeros)."""
+    v = np.asarray(x, dtype=np.float64).reshape(-1)
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+__all__ = ["CTC_METHOD", "Clip", "EngineTimings", "WHISPER_METHOD", "unit_vector"]
