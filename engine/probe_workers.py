@@ -69,6 +69,50 @@ def file_sha256(path: Path | str) -> str:
     return h.hexdigest()
 
 
+def render_speech(tts: Any, text: str, voice: str | None, lead_s: float, tail_s: float) -> np.ndarray:
+    """``text`` spoken by ``voice`` of a loaded TTS backend: 16 kHz mono float32, peak 0.5, silent lead and tail."""
+    from engine.backends.tts.espeak import resample
+
+    x, sr = tts.synthesize(text, voice)
+    y = resample(x, sr, SAMPLE_RATE)
+    peak = float(np.max(np.abs(y))) if y.size else 0.0
+    if peak > 0:
+        y = y * np.float32(0.5 / peak)
+    return np.concatenate([np.zeros(int(lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32),
+                           np.zeros(int(tail_s * SAMPLE_RATE), np.float32)])
+
+
+def tts_installation(engine: str, options: Mapping[str, Any] | None = None) -> str:
+    """What identifies a TTS backend's installation (program or package version), found without loading a model.
+
+    A program backend (espeak-ng, flite) looks its program up on PATH and asks it for its version;
+    a model backend (kokoro) reports its package version. It goes into a rendition's settings, so
+    an upgraded TTS renders again. ``BackendUnavailable`` names what to install.
+    """
+    from engine.backends import TTS_BACKENDS
+    from engine.backends.tts.program import ProgramTTS
+
+    tts = TTS_BACKENDS.get(engine)(**dict(options or {}))
+    if isinstance(tts, ProgramTTS):
+        tts.load()  # finds the program on PATH; nothing is synthesized
+    fn = getattr(tts, "version", None)
+    return str(fn()) if callable(fn) else "unknown"
+
+
+def float_wav(samples: np.ndarray, sample_rate: int) -> bytes:
+    """Mono float32 samples as a WAV file (IEEE float), byte for byte the same for the same samples.
+
+    Why not soundfile: libsndfile adds a PEAK chunk with a timestamp to float WAV files, so the same
+    rendition would get another SHA-256 on every write and a marker could never vouch for it.
+    """
+    import struct
+
+    data = np.ascontiguousarray(samples, dtype="<f4").tobytes()
+    fmt = struct.pack("<HHIIHH", 3, 1, sample_rate, sample_rate * 4, 4, 32)  # IEEE float, mono, 32 bits
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` under a temporary name, fsync, rename: a killed unit never leaves a half file."""
     from engine.errors import StoreWriteError
@@ -240,28 +284,10 @@ class TTSWorker:
         fn = getattr(self.tts, "version", None)
         return str(fn()) if callable(fn) else "unknown"
 
-    def render(self, text: str, voice: str | None) -> np.ndarray:
-        """``text`` in ``voice`` at 16 kHz, peak 0.5, with the silent lead and tail."""
-        from engine.backends.tts.espeak import resample
-
-        x, sr = self.tts.synthesize(text, voice)
-        y = resample(x, sr, SAMPLE_RATE)
-        peak = float(np.max(np.abs(y))) if y.size else 0.0
-        if peak > 0:
-            y = y * np.float32(0.5 / peak)
-        return np.concatenate([np.zeros(int(self.lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32),
-                               np.zeros(int(self.tail_s * SAMPLE_RATE), np.float32)])
-
     def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """``payload``: ``text``, ``voice`` (None: the backend's own) and ``file`` (a name inside ``out_dir``)."""
-        import io
-
-        import soundfile as sf
-
-        y = self.render(str(payload["text"]), payload.get("voice"))
-        buf = io.BytesIO()
-        sf.write(buf, y, SAMPLE_RATE, format="WAV", subtype="FLOAT")  # float32: the samples as rendered, exactly
-        data = buf.getvalue()
+        y = render_speech(self.tts, str(payload["text"]), payload.get("voice"), self.lead_s, self.tail_s)
+        data = float_wav(y, SAMPLE_RATE)
         _atomic_write_bytes(self.out_dir / str(payload["file"]), data)
         return {"file": str(payload["file"]), "sha256": hashlib.sha256(data).hexdigest(), "samples": int(len(y)), "version": self.version()}
 
@@ -272,4 +298,14 @@ class TTSWorker:
         self.tts.close()
 
 
-__all__ = ["SpeakerEmbedWorker", "TTSWorker", "WordTimingWorker", "clip_payload", "file_sha256", "read_clip"]
+__all__ = [
+    "SpeakerEmbedWorker",
+    "TTSWorker",
+    "WordTimingWorker",
+    "clip_payload",
+    "file_sha256",
+    "float_wav",
+    "read_clip",
+    "render_speech",
+    "tts_installation",
+]

@@ -16,7 +16,7 @@ import pytest
 
 from audits.probes.config import TimingConfig
 from audits.probes.helper_passes import Clip, EngineTimings
-from audits.probes.masking import MaskSettings, build_masked_set, clips_needing_timings, mask_clip
+from audits.probes.masking import MaskSettings, build_masked_set, clips_needing_timings
 from audits.probes.word_timings import align_timings
 from engine.audio import decode
 from engine.data import SAMPLE_RATE, Utterance
@@ -115,3 +115,104 @@ def test_word_timings_on_ray_run_in_an_actor_and_equal_inprocess(spoken: Dataset
     assert f["runner"] == "ray" and f["pending"] == 2 and [a["pid"] != os.getpid() for a in f["actors"]] == [True]
     again, _ = _engine_masked(spoken, tmp_path / "ray", ray_engine, tmp_path / "m-ray2")
     assert again.facts == {} and again.results == local.results
+
+
+# ------------------------------------------------------------------ TTS and speaker encoder (synthetic-voice probe)
+
+POOL = ("flite:slt", "espeak-ng:en-us+m3")
+
+
+def _voices(probes: Path, engine: EngineOptions) -> Any:
+    from audits.probes.helper_passes import EngineVoices
+    from audits.probes.synthetic_voice import LEAD_S, TAIL_S
+
+    return EngineVoices(probes, engine, {}, "resemblyzer", {"num_threads": 1}, LEAD_S, TAIL_S)
+
+
+def _render_and_embed(voices: Any, ds: Dataset) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The pool's calibration renditions (TTS units) and the embeddings of them and of the dataset's clips (encoder units)."""
+    from audits.probes.helper_passes import Speech
+    from audits.probes.voice_match import CALIBRATION_TEXT
+
+    files = voices.render([Speech(f"voice:{v}", v, CALIBRATION_TEXT) for v in POOL])
+    clips = [Clip(k, Utterance(k, None, audio_path=str(f.path), derivation={"probe": "synthetic_voice"})) for k, f in files.items()]
+    clips += [Clip(f"clip:{u.utt_id}", u, ds.root) for s in ds.iter_shards() for u in s.utterances]
+    return files, voices.embed(clips)
+
+
+def _render(voices: Any) -> dict[str, Any]:
+    from audits.probes.helper_passes import Speech
+    from audits.probes.voice_match import CALIBRATION_TEXT
+
+    return dict(voices.render([Speech(f"voice:{v}", v, CALIBRATION_TEXT) for v in POOL]))
+
+
+def test_tts_units_write_the_rendered_samples_and_rerender_only_an_altered_file(tmp_path: Path) -> None:
+    """TTS units write exactly the samples the TTS renders when called directly (read back by the
+    engine's decoder); a second run renders nothing; a file altered on disk is rendered again."""
+    from audits.probes.voice_match import CALIBRATION_TEXT, VoiceBank
+
+    voices = _voices(tmp_path / "probes", EngineOptions())
+    files = _render(voices)
+    bank = VoiceBank()
+    for v in POOL:
+        direct = bank.render(v, CALIBRATION_TEXT)
+        assert np.array_equal(files[f"voice:{v}"].read(), direct)  # sample for sample
+        assert np.array_equal(decode(Utterance("x", None, audio_path=str(files[f"voice:{v}"].path))).samples, direct)
+    for key in ("tts:flite", "tts:espeak-ng"):
+        assert voices.facts[key]["runner"] == "inprocess" and voices.facts[key]["pid"] == os.getpid()
+    again = _voices(tmp_path / "probes", EngineOptions())
+    assert {k: f.sha256 for k, f in _render(again).items()} == {k: f.sha256 for k, f in files.items()} and again.facts == {}
+    files["voice:flite:slt"].path.write_bytes(b"not audio")
+    third = _voices(tmp_path / "probes", EngineOptions())
+    assert {k: f.sha256 for k, f in _render(third).items()} == {k: f.sha256 for k, f in files.items()}
+    assert set(third.facts) == {"tts:flite"} and third.facts["tts:flite"]["pending"] == 1
+
+
+@pytest.mark.slow
+def test_speaker_encoder_units_equal_the_encoder_called_directly_and_resume(spoken: Dataset, tmp_path: Path) -> None:
+    """Encoder units give the encoder's embeddings of the pool renditions and the real clips (what the
+    voice match used to compute in the driver); a second run loads nothing."""
+    pytest.importorskip("resemblyzer")
+    from audits.probes.voice_match import VoiceBank, speaker_embeddings, voice_embeddings
+    from engine.backends import SV_BACKENDS
+
+    voices = _voices(tmp_path / "probes", EngineOptions())
+    _, emb = _render_and_embed(voices, spoken)
+    encoder = SV_BACKENDS.get("resemblyzer")(num_threads=1)
+    encoder.load()
+    pool_direct, notes = voice_embeddings(VoiceBank(), list(POOL), encoder)
+    real = {u.utt_id: decode(u).samples for s in spoken.iter_shards() for u in s.utterances}
+    spk_direct, _ = speaker_embeddings({k: [x] for k, x in real.items()}, encoder)
+    encoder.close()
+    assert not notes
+    for v in POOL:
+        got = np.asarray(emb[f"voice:{v}"]["embedding"])
+        assert np.allclose(got / np.linalg.norm(got), pool_direct[v], atol=1e-5)
+    for k in real:
+        got = np.asarray(emb[f"clip:{k}"]["embedding"])
+        assert np.allclose(got / np.linalg.norm(got), spk_direct[k], atol=1e-5)
+    f = voices.facts["encoder:resemblyzer"]
+    assert f["runner"] == "inprocess" and f["pid"] == os.getpid() and f["pending"] == len(POOL) + len(real)
+    again = _voices(tmp_path / "probes", EngineOptions())
+    _, emb2 = _render_and_embed(again, spoken)
+    assert again.facts == {} and emb2 == emb
+
+
+@pytest.mark.slow
+def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken: Dataset, tmp_path: Path,
+                                                                         ray_engine: EngineOptions) -> None:
+    pytest.importorskip("resemblyzer")
+    files, emb = _render_and_embed(_voices(tmp_path / "local", EngineOptions()), spoken)
+    remote = _voices(tmp_path / "ray", ray_engine)
+    rfiles, remb = _render_and_embed(remote, spoken)
+    assert {k: f.sha256 for k, f in rfiles.items()} == {k: f.sha256 for k, f in files.items()}
+    assert set(remb) == set(emb)
+    for k in emb:
+        assert np.allclose(remb[k]["embedding"], emb[k]["embedding"], atol=1e-5)
+    for key in ("tts:flite", "tts:espeak-ng", "encoder:resemblyzer"):
+        f = remote.facts[key]
+        assert f["runner"] == "ray" and f["actors"] and all(a["pid"] != os.getpid() for a in f["actors"])
+    again = _voices(tmp_path / "ray", ray_engine)
+    _, emb2 = _render_and_embed(again, spoken)
+    assert again.facts == {} and emb2 == remb

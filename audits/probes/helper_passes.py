@@ -191,11 +191,135 @@ def _whisper_spec(model: str) -> ModelSpec:
     return entry.spec()
 
 
-def unit_vector(x: Any) -> np.ndarray:
-    """``x`` as a float64 vector of length 1 (unchanged when it is all zeros)."""
-    v = np.asarray(x, dtype=np.float64).reshape(-1)
-    n = float(np.linalg.norm(v))
-    return v / n if n > 0 else v
+@dataclass(frozen=True)
+class Speech:
+    """One rendition to make: its unit id, the voice (``engine:voice``) and the text."""
+
+    unit: str
+    voice: str
+    text: str
 
 
-__all__ = ["CTC_METHOD", "Clip", "EngineTimings", "WHISPER_METHOD", "unit_vector"]
+@dataclass(frozen=True)
+class Rendered:
+    """A rendition the TTS pass made: the file, its SHA-256 and the TTS version that made it."""
+
+    path: Path
+    sha256: str
+    version: str
+
+    def read(self) -> np.ndarray:
+        """The rendition's samples (16 kHz float32, exactly as rendered)."""
+        import soundfile as sf
+
+        x, _ = sf.read(str(self.path), dtype="float32")
+        return np.asarray(x, dtype=np.float32)
+
+
+class EngineVoices:
+    """The synthetic-voice probe's TTS and speaker encoder as keyed passes on the run's engine.
+
+    ``render``: one unit per rendition; the worker (one per TTS engine) writes a float32 WAV file
+    under ``<folder>/audio/`` and returns its name and SHA-256. The unit's settings are the TTS
+    engine, its options and installed version, the voice, the text and the lead/tail; a stored
+    unit whose file is missing or no longer has the recorded SHA-256 is rendered again.
+    ``embed``: one unit per clip, the encoder's embedding (``match_encoder`` with its options),
+    keyed by the clip's audio fingerprint.
+    """
+
+    def __init__(self, probes_dir: Path, engine: EngineOptions | None, tts_options: Mapping[str, Mapping[str, Any]],
+                 encoder: str, encoder_options: Mapping[str, Any], lead_s: float, tail_s: float) -> None:
+        self.engine = engine or EngineOptions()
+        self.lead_s, self.tail_s = float(lead_s), float(tail_s)
+        self.folder = keyed_workspace(probes_dir, "voices", {"lead_s": self.lead_s, "tail_s": self.tail_s, "format": "wav-float32-16k"})
+        self.audio_dir = self.folder / "audio"
+        self.tts_store = KeyedUnitStore(self.folder, "tts")
+        self.embed_store = KeyedUnitStore(self.folder, "speaker_embeddings")
+        self.tts_options = {k: dict(v) for k, v in tts_options.items()}
+        self.encoder, self.encoder_options = encoder, dict(encoder_options)
+        self._installed: dict[str, str] = {}
+        self.facts: dict[str, Any] = {}
+
+    def installed(self, engine: str) -> str:
+        """The TTS engine's installed version (cached; the program is asked, no model is loaded)."""
+        if engine not in self._installed:
+            from engine.probe_workers import tts_installation
+
+            self._installed[engine] = tts_installation(engine, self.tts_options.get(engine))
+        return self._installed[engine]
+
+    def _tts_unit(self, s: Speech) -> KeyedUnit:
+        from engine.store import safe_name
+
+        engine, voice = s.voice.split(":", 1)
+        settings = {"engine": engine, "options": self.tts_options.get(engine, {}), "installed": self.installed(engine), "voice": voice,
+                    "text": s.text, "lead_s": self.lead_s, "tail_s": self.tail_s}
+        return KeyedUnit(engine, s.unit, {}, settings, {"text": s.text, "voice": voice, "file": f"{safe_name(s.unit)}.wav"},
+                         float(len(s.text)))
+
+    def _drop_unvouched_files(self, units: Sequence[KeyedUnit]) -> None:
+        """A stored rendition whose file is missing or altered loses its marker, so the pass renders it again."""
+        for u in units:
+            got = self.tts_store.get(u.backend, u.unit, u.inputs, u.settings)
+            if got is None:
+                continue
+            path = self.audio_dir / str(got.get("file"))
+            if not path.is_file() or file_sha256(path) != got.get("sha256"):
+                log.info("synthetic_voice: rendition %s (%s) is missing or altered; it is rendered again", u.unit, path)
+                self.tts_store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
+
+    def render(self, items: Sequence[Speech], progress: ProgressFn | None = None,
+               failed: dict[str, str] | None = None) -> dict[str, Rendered]:
+        """Every rendition in ``items``, from the store or rendered on the engine; unit id -> file.
+
+        A rendition that fails after retries raises (naming it), unless ``failed`` is given: then
+        its error is put there and it is left out (a pool voice that cannot speak is noted, not fatal).
+        """
+        if not items:
+            return {}
+        KeyedUnitStore.check_names([], [s.unit for s in items])
+        units = [self._tts_unit(s) for s in items]
+        self._drop_unvouched_files(units)
+        engines = sorted({u.backend for u in units})
+        workers = tuple(WorkerSpec(e, "engine.probe_workers:TTSWorker",
+                                   {"engine": e, "options": self.tts_options.get(e, {}), "out_dir": str(self.audio_dir),
+                                    "lead_s": self.lead_s, "tail_s": self.tail_s}) for e in engines)
+        out = self.engine.run_keyed([KeyedPass(self.tts_store, workers, tuple(units))], progress=_relay(progress, "tts"))
+        if failed is None:
+            out.raise_failed("synthetic_voice TTS")
+        else:
+            failed.update({unit: err for (_, _, unit), err in out.failed.items()})
+        self.facts.update({f"tts:{b}": f for (_, b), f in out.facts.items()})
+        rendered: dict[str, Rendered] = {}
+        for u in units:
+            got = out.results.get(("tts", u.backend, u.unit))
+            if got is None:
+                continue
+            path = self.audio_dir / str(got["file"])
+            if not path.is_file() or file_sha256(path) != got["sha256"]:
+                raise AuditError(
+                    f"synthetic_voice: the rendition {u.unit} is not at {path} as its worker wrote it; on a cluster of several "
+                    "machines the run directory must be shared storage that every worker writes to; re-run the same command"
+                )
+            rendered[u.unit] = Rendered(path, str(got["sha256"]), str(got.get("version", "unknown")))
+        return rendered
+
+    def embed(self, clips: Sequence[Clip], progress: ProgressFn | None = None) -> dict[str, dict[str, Any]]:
+        """The encoder's result per clip (``embedding`` or ``error``), from the store or computed on the engine."""
+        if not clips:
+            return {}
+        KeyedUnitStore.check_names([self.encoder], [c.unit for c in clips])
+        from engine.passes import split_placement
+
+        options, placement = split_placement(self.encoder_options, f"probes.synthetic_voice.match_encoder ({self.encoder})")
+        settings = {"encoder": self.encoder, "options": dict(options)}
+        units = tuple(KeyedUnit(self.encoder, c.unit, c.inputs(), settings, clip_payload(c.utt, c.root), c.cost_s) for c in clips)
+        worker = WorkerSpec(self.encoder, "engine.probe_workers:SpeakerEmbedWorker", {"encoder": self.encoder, "options": dict(options)},
+                            placement, gpu_capable=True)
+        out = self.engine.run_keyed([KeyedPass(self.embed_store, (worker,), units)], progress=_relay(progress, "speaker_embeddings"))
+        out.raise_failed("synthetic_voice speaker embeddings")
+        self.facts.update({f"encoder:{b}": f for (_, b), f in out.facts.items()})
+        return {u.unit: dict(out.results[("speaker_embeddings", self.encoder, u.unit)]) for u in units}
+
+
+__all__ = ["CTC_METHOD", "Clip", "EngineTimings", "EngineVoices", "Rendered", "Speech", "WHISPER_METHOD"]

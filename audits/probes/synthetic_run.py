@@ -19,26 +19,34 @@ import numpy as np
 
 from audits.probes.config import ProbeConfig
 from audits.probes.engine_io import failed_models, fresh_workspace, hyp_map, originals, run_models
-from audits.probes.helper_passes import Clip, EngineTimings
+from audits.probes.helper_passes import Clip, EngineTimings, EngineVoices, Rendered, Speech
 from audits.probes.masking import mask_clip
 from audits.probes.state import ProbeState
-from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs
+from audits.probes.synthetic_voice import (
+    LEAD_S,
+    TAIL_S,
+    Pair,
+    SyntheticSettings,
+    corrected_from_spans,
+    masking_pairs,
+    summarize_pairs,
+)
 from audits.probes.voice_match import (
+    CALIBRATION_TEXT,
     VoiceBank,
     VoiceMatch,
     choose_voices,
     match_summary,
+    mean_speaker_embeddings,
     source_voice,
-    speaker_embeddings,
     speaker_key,
-    voice_embeddings,
+    unit_vector,
 )
-from engine.audio import decode
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
 from engine.shards import encode_audio, write_shards
-from engine.store import atomic_write_text, safe_name
+from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -68,27 +76,9 @@ class _Rendition:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-def _tts_file(folder: Path, uid: str) -> Path:
-    return folder / f"{safe_name(uid)}.wav"
-
-
-def _render(plan: Sequence[_Rendition], bank: VoiceBank, folder: Path) -> dict[str, np.ndarray]:
-    """Render every planned clip, each written as a float32 WAV (the word-timing workers read the file)."""
-    import soundfile as sf
-
-    out: dict[str, np.ndarray] = {}
-    folder.mkdir(parents=True, exist_ok=True)
-    for r in plan:
-        x = bank.render(r.voice, r.text)
-        sf.write(str(_tts_file(folder, r.uid)), x, 16000, format="WAV", subtype="FLOAT")
-        out[r.uid] = x
-    return out
-
-
-def _tts_clip(r: _Rendition, folder: Path) -> Clip:
+def _file_clip(unit: str, reference: str, rendered: Rendered) -> Clip:
     """A rendition as a clip for a helper pass (its file is fingerprinted by SHA-256)."""
-    u = Utterance(r.uid, r.reference, audio_path=str(_tts_file(folder, r.uid)), derivation={"probe": "synthetic_voice"})
-    return Clip(r.uid, u, None)
+    return Clip(unit, Utterance(unit, reference, audio_path=str(rendered.path), derivation={"probe": "synthetic_voice"}), None)
 
 
 def _has_targets(reference: str, settings: Any) -> bool:
@@ -153,32 +143,36 @@ def _select(
 
 
 def _match_speakers(
-    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], bank: VoiceBank, probes_dir: Path,
-    root: Path
+    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], voices: EngineVoices, root: Path,
+    progress: ProgressFn | None,
 ) -> tuple[dict[str, VoiceMatch], dict[str, Any]]:
-    """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching."""
-    from engine.backends import SV_BACKENDS
+    """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching.
 
-    pool, notes = bank.expand(sv.matched_pool)
-    encoder = SV_BACKENDS.get(sv.match_encoder)(**dict(sv.match_encoder_options))
-    encoder.load()
-    try:
-        pool_emb, more = voice_embeddings(bank, pool, encoder, probes_dir / "voice_pool_embeddings.json")
-        notes += more
-        by_speaker: dict[str, list[Utterance]] = {}
-        for u in sorted(all_utts, key=lambda u: u.utt_id):
-            by_speaker.setdefault(speaker_key(u), []).append(u)
-        by_clip = {u.utt_id: speaker_key(u) for u in all_utts}
-        wanted = sorted({by_clip[c] for c in clip_ids if c in by_clip})
-        audio: dict[str, list[np.ndarray]] = {}
-        for spk in wanted:
-            for u in by_speaker[spk][: sv.match_clips_per_speaker]:
-                d = decode(u, root=dataset.root)
-                if d.error is None and d.samples is not None:
-                    audio.setdefault(spk, []).append(d.samples)
-        spk_emb, counts = speaker_embeddings(audio, encoder)
-    finally:
-        encoder.close()
+    The pool voices' calibration renditions (TTS) and every embedding (encoder) are keyed units on
+    the run's engine (``EngineVoices``); only the cosine choice is made here.
+    """
+    pool, notes = VoiceBank().expand(sv.matched_pool)
+    failed: dict[str, str] = {}
+    calibration = voices.render([Speech(f"voice:{v}", v, CALIBRATION_TEXT) for v in pool], progress, failed)
+    by_speaker: dict[str, list[Utterance]] = {}
+    for u in sorted(all_utts, key=lambda u: u.utt_id):
+        by_speaker.setdefault(speaker_key(u), []).append(u)
+    by_clip = {u.utt_id: speaker_key(u) for u in all_utts}
+    wanted = sorted({by_clip[c] for c in clip_ids if c in by_clip})
+    chosen = {spk: by_speaker[spk][: sv.match_clips_per_speaker] for spk in wanted}
+    clips = [_file_clip(f"voice:{v}", CALIBRATION_TEXT, calibration[f"voice:{v}"]) for v in pool if f"voice:{v}" in calibration]
+    clips += [Clip(f"clip:{u.utt_id}", u, dataset.root) for spk in wanted for u in chosen[spk]]
+    embedded = voices.embed(clips, progress)
+    pool_emb: dict[str, np.ndarray] = {}
+    for voice in pool:
+        got = embedded.get(f"voice:{voice}") or {"error": failed.get(f"voice:{voice}", "not rendered")}
+        if "embedding" in got:
+            pool_emb[voice] = unit_vector(got["embedding"])
+        else:
+            notes.append(f"{voice} left out: {got['error']}")
+            log.warning("synthetic_voice: pool voice %s left out: %s", voice, got["error"])
+    spk_emb, counts = mean_speaker_embeddings({spk: [embedded[f"clip:{u.utt_id}"].get("embedding") for u in chosen[spk]]
+                                               for spk in wanted})
     exclude = None
     if sv.exclude_source_voice:
         # the voice that made a speaker's clips: from their derivations, or a speaker label that names a pool voice
@@ -191,7 +185,8 @@ def _match_speakers(
     if unmatched:
         notes.append(f"{len(unmatched)} speaker(s) without a matched voice (no clip long enough to embed)")
     facts = match_summary(matches, [k for k in pool if k in pool_emb], notes, file, sv.match_encoder)
-    facts["encoder_info"] = encoder.info().as_dict()
+    facts["encoder_info"] = {"backend": sv.match_encoder, "options": dict(sv.match_encoder_options),
+                             **voices.facts.get(f"encoder:{sv.match_encoder}", {"runner": "stored: every embedding was computed earlier"})}
     facts["match_clips_per_speaker"] = sv.match_clips_per_speaker
     facts["exclude_source_voice"] = sv.exclude_source_voice
     return matches, facts
@@ -215,21 +210,23 @@ def run_synthetic_voice(
         "dataset": dataset.fingerprint,
     }
     root = fresh_workspace(probes_dir, "synthetic_voice", key)
-    bank = VoiceBank()
-    tts = make_tts(sv)
-    bank.add(sv.tts, tts)
-    generic_voice = f"{sv.tts}:{sv.voice or getattr(tts, 'voice', '')}"
+    from engine.backends import TTS_BACKENDS
+
+    tts_options = {sv.tts: {"voice": sv.voice}} if sv.voice else {}
+    own_voice = sv.voice or str(getattr(TTS_BACKENDS.get(sv.tts)(**tts_options.get(sv.tts, {})), "voice", ""))  # not loaded here
+    voices = EngineVoices(probes_dir, state.engine, tts_options, sv.match_encoder, dict(sv.match_encoder_options), LEAD_S, TAIL_S)
+    generic_voice = f"{sv.tts}:{own_voice}"
     names = [s.name for s in specs]
     all_utts = originals(dataset)
     by_id = {u.utt_id: u for u in all_utts}
-    facts: dict[str, Any] = {"tts": {"engine": sv.tts, "voice": sv.voice or getattr(tts, "voice", None)}, "arms": list(sv.arms)}
+    facts: dict[str, Any] = {"tts": {"engine": sv.tts, "voice": own_voice or None}, "arms": list(sv.arms)}
     skipped: dict[str, int] = {}
     sel = _select(cfg, sv, by_id, state, skipped)
     clip_ids = sel.masking + [c for c, _, _ in sel.bad_reference]
 
     matches: dict[str, VoiceMatch] = {}
     if "matched" in sv.arms and clip_ids:
-        matches, facts["matched"] = _match_speakers(sv, dataset, all_utts, clip_ids, bank, probes_dir, root)
+        matches, facts["matched"] = _match_speakers(sv, dataset, all_utts, clip_ids, voices, root, progress)
 
     def voice_of(arm: str, clip: str) -> tuple[str, dict[str, Any]] | None:
         """(engine:voice, derivation facts) of ``clip`` in ``arm``; None when no voice matched its speaker."""
@@ -241,9 +238,9 @@ def run_synthetic_voice(
             return None
         return m.voice, {"matched_speaker": m.speaker, "similarity": round(m.similarity, 4)}
 
-    def tts_facts(voice: str) -> dict[str, Any]:
+    def tts_facts(voice: str, version: str) -> dict[str, Any]:
         engine, name = voice.split(":", 1)
-        return {"engine": engine, "voice": name, "version": bank.version(engine)}
+        return {"engine": engine, "voice": name, "version": version}
 
     # 1. what to render: one clean rendition per (arm, clip) whose arm has a voice for it
     plan: list[_Rendition] = []
@@ -266,18 +263,19 @@ def run_synthetic_voice(
             voice, extra = choice
             plan.append(_Rendition(f"{clip}~tts-corrected{suffix}", "bad_reference", arm, clip, voice, text, refs[clip],
                                    {"corrected_from": how, **extra}))
-    # 2. render (files under the work folder), 3. word timings of the masking renditions on the engine
-    audio = _render(plan, bank, root / "tts")
+    # 2. render (TTS units on the engine: files under the voices work folder), 3. word timings of the masking renditions
+    files = voices.render([Speech(r.uid, r.voice, r.text) for r in plan], progress)
     if sel.mask_settings is not None:
         need = [r for r in plan if r.source == "masking" and _has_targets(r.reference, sel.mask_settings)]
-        timer.compute([_tts_clip(r, root / "tts") for r in need], {r.uid: r.reference for r in need}, progress)
+        timer.compute([_file_clip(r.uid, r.reference, files[r.uid]) for r in need], {r.uid: r.reference for r in need}, progress)
     # 4. the derived clips: clean renditions, and for the masking source the rendition masked again
     rendered: list[Utterance] = []
     mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
     br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
     for r in plan:
-        x = audio[r.uid]
-        der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice), "text_spoken": r.text, **r.extra}
+        x = files[r.uid].read()
+        der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice, files[r.uid].version),
+               "text_spoken": r.text, **r.extra}
         clean = Utterance(r.uid, r.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
                           speaker=f"tts:{r.voice}", labels={}, parent_id=r.clip, derivation=der)
         rendered.append(clean)

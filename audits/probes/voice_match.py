@@ -133,10 +133,14 @@ class VoiceBank:
         return list(dict.fromkeys(voices)), notes
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_vector(x: Any) -> np.ndarray:
+    """``x`` as a float64 vector of length 1 (unchanged when it is all zeros)."""
     v = np.asarray(x, dtype=np.float64).reshape(-1)
     n = float(np.linalg.norm(v))
     return v / n if n > 0 else v
+
+
+_unit = unit_vector
 
 
 def _cache_key(key: str, version: str, encoder: Mapping[str, Any]) -> str:
@@ -197,16 +201,28 @@ def source_voice(u: Utterance) -> str | None:
 
 
 def speaker_embeddings(clips: Mapping[str, Sequence[np.ndarray]], encoder: SVBackend) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Mean unit embedding per speaker over their clips; clips too short to embed are skipped."""
-    out: dict[str, np.ndarray] = {}
-    counts: dict[str, int] = {}
+    """Mean unit embedding per speaker over their clips, with ``encoder`` called here; clips too short to embed are skipped.
+
+    The probe computes the same with the encoder on the engine's workers
+    (``audits.probes.helper_passes.EngineVoices.embed``) and :func:`mean_speaker_embeddings`.
+    """
+    per: dict[str, list[np.ndarray | None]] = {}
     for spk, audios in clips.items():
-        embs = []
         for x in audios:
             try:
-                embs.append(_unit(encoder.embed_batch([x], SAMPLE_RATE)[0]))
+                per.setdefault(spk, []).append(encoder.embed_batch([x], SAMPLE_RATE)[0])
             except AudioError as exc:
                 log.debug("synthetic_voice: a clip of %s not embedded: %s", spk, exc)
+                per.setdefault(spk, []).append(None)
+    return mean_speaker_embeddings(per)
+
+
+def mean_speaker_embeddings(per_speaker: Mapping[str, Sequence[Any]]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Mean of the L2-normalized embeddings of each speaker's clips, normalized again; None entries (not embedded) are skipped."""
+    out: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    for spk, embeddings in per_speaker.items():
+        embs = [_unit(e) for e in embeddings if e is not None]
         if embs:
             out[spk] = _unit(np.mean(embs, axis=0))
             counts[spk] = len(embs)
