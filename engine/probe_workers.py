@@ -285,7 +285,10 @@ class TTSWorker:
         return str(fn()) if callable(fn) else "unknown"
 
     def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """``payload``: ``text``, ``voice`` (None: the backend's own) and ``file`` (a name inside ``out_dir``)."""
+        """``payload``: ``text``, ``voice`` (None: the backend's own) and ``file`` (a name inside ``out_dir``);
+        or ``list_voices: true``, answered with the installation's voice names (``{"voices": [...]}``)."""
+        if payload.get("list_voices"):
+            return {"voices": [str(v) for v in self.tts.voices()], "version": self.version()}
         y = render_speech(self.tts, str(payload["text"]), payload.get("voice"), self.lead_s, self.tail_s)
         data = float_wav(y, SAMPLE_RATE)
         _atomic_write_bytes(self.out_dir / str(payload["file"]), data)

@@ -22,6 +22,7 @@ from engine.audio import decode
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
+from engine.errors import ConfigError
 from engine.pass_engine import EngineOptions
 from engine.shards import encode_audio
 
@@ -167,6 +168,22 @@ def test_tts_units_write_the_rendered_samples_and_rerender_only_an_altered_file(
     third = _voices(tmp_path / "probes", EngineOptions())
     assert {k: f.sha256 for k, f in _render(third).items()} == {k: f.sha256 for k, f in files.items()}
     assert set(third.facts) == {"tts:flite"} and third.facts["tts:flite"]["pending"] == 1
+
+
+def test_a_wildcard_pool_entry_asks_the_tts_worker_for_its_voices(tmp_path: Path) -> None:
+    from engine.backends import TTS_BACKENDS
+
+    flite = TTS_BACKENDS.get("flite")()
+    flite.load()
+    listed = [f"flite:{v}" for v in flite.voices()]
+    voices = _voices(tmp_path / "probes", EngineOptions())
+    got, notes = voices.expand(["espeak-ng:en-us+m3", "flite:*"], 16)
+    assert got == ["espeak-ng:en-us+m3", *listed] and not notes
+    assert set(voices.facts) == {"tts:flite"} and voices.facts["tts:flite"]["pid"] == os.getpid()  # the worker listed them
+    again = _voices(tmp_path / "probes", EngineOptions())
+    assert again.expand(["espeak-ng:en-us+m3", "flite:*"], 16) == (got, []) and again.facts == {}  # stored: nothing loads
+    with pytest.raises(ConfigError, match="would take"):
+        again.expand(["flite:*"], 1)
 
 
 @pytest.mark.slow

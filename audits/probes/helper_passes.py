@@ -248,12 +248,54 @@ class EngineVoices:
             self._installed[engine] = tts_installation(engine, self.tts_options.get(engine))
         return self._installed[engine]
 
+    def _settings(self, engine: str) -> dict[str, Any]:
+        return {"engine": engine, "options": self.tts_options.get(engine, {}), "installed": self.installed(engine),
+                "lead_s": self.lead_s, "tail_s": self.tail_s}
+
+    def _workers(self, engines: Sequence[str]) -> tuple[WorkerSpec, ...]:
+        return tuple(WorkerSpec(e, "engine.probe_workers:TTSWorker", {"engine": e, "options": self.tts_options.get(e, {}),
+                                "out_dir": str(self.audio_dir), "lead_s": self.lead_s, "tail_s": self.tail_s}) for e in sorted(engines))
+
+    def expand(self, pool: Sequence[str], max_wildcard: int, progress: ProgressFn | None = None) -> tuple[list[str], list[str]]:
+        """Pool entries as concrete ``engine:voice`` names: an ``engine:*`` entry asks that engine's worker for its voices
+        (a stored unit per engine and installation); an engine that is not installed is skipped with a note."""
+        notes: list[str] = []
+        units: list[KeyedUnit] = []
+        for engine in dict.fromkeys(e.split(":", 1)[0] for e in pool if e.split(":", 1)[1] == "*"):
+            try:
+                units.append(KeyedUnit(engine, f"voices-of:{engine}", {}, {**self._settings(engine), "list_voices": True},
+                                       {"list_voices": True}))
+            except AuditError as exc:
+                notes.append(f"{engine}:* skipped: {exc}")
+        out = KeyedOutcome()
+        if units:
+            out = self.engine.run_keyed([KeyedPass(self.tts_store, self._workers([u.backend for u in units]), tuple(units))],
+                                        progress=_relay(progress, "tts"))
+            self.facts.update({f"tts:{b}": f for (_, b), f in out.facts.items()})
+        voices: list[str] = []
+        for entry in pool:
+            engine, voice = entry.split(":", 1)
+            if voice != "*":
+                voices.append(entry)
+                continue
+            got = out.results.get(("tts", engine, f"voices-of:{engine}"))
+            if got is None:
+                err = out.failed.get(("tts", engine, f"voices-of:{engine}"))
+                if err is not None:
+                    notes.append(f"{entry} skipped: {err}")
+                    log.info("synthetic_voice: matched pool entry %s skipped (%s)", entry, err)
+                continue
+            names = list(got["voices"])
+            if len(names) > max_wildcard:
+                raise ConfigError(f"probes.synthetic_voice.matched_pool: '{entry}' would take {len(names)} voices; name the ones to use")
+            voices += [f"{engine}:{n}" for n in names]
+        return list(dict.fromkeys(voices)), notes
+
     def _tts_unit(self, s: Speech) -> KeyedUnit:
         from engine.store import safe_name
 
         engine, voice = s.voice.split(":", 1)
-        settings = {"engine": engine, "options": self.tts_options.get(engine, {}), "installed": self.installed(engine), "voice": voice,
-                    "text": s.text, "lead_s": self.lead_s, "tail_s": self.tail_s}
+        settings = {**self._settings(engine), "voice": voice, "text": s.text}
         return KeyedUnit(engine, s.unit, {}, settings, {"text": s.text, "voice": voice, "file": f"{safe_name(s.unit)}.wav"},
                          float(len(s.text)))
 
@@ -278,12 +320,16 @@ class EngineVoices:
         if not items:
             return {}
         KeyedUnitStore.check_names([], [s.unit for s in items])
-        units = [self._tts_unit(s) for s in items]
+        units: list[KeyedUnit] = []
+        for s in items:
+            try:
+                units.append(self._tts_unit(s))
+            except AuditError as exc:  # the engine is not installed (its program is not on PATH)
+                if failed is None:
+                    raise
+                failed[s.unit] = str(exc)
         self._drop_unvouched_files(units)
-        engines = sorted({u.backend for u in units})
-        workers = tuple(WorkerSpec(e, "engine.probe_workers:TTSWorker",
-                                   {"engine": e, "options": self.tts_options.get(e, {}), "out_dir": str(self.audio_dir),
-                                    "lead_s": self.lead_s, "tail_s": self.tail_s}) for e in engines)
+        workers = self._workers(list({u.backend for u in units}))
         out = self.engine.run_keyed([KeyedPass(self.tts_store, workers, tuple(units))], progress=_relay(progress, "tts"))
         if failed is None:
             out.raise_failed("synthetic_voice TTS")

@@ -33,7 +33,7 @@ from audits.probes.synthetic_voice import (
 )
 from audits.probes.voice_match import (
     CALIBRATION_TEXT,
-    VoiceBank,
+    MAX_WILDCARD,
     VoiceMatch,
     choose_voices,
     match_summary,
@@ -151,7 +151,7 @@ def _match_speakers(
     The pool voices' calibration renditions (TTS) and every embedding (encoder) are keyed units on
     the run's engine (``EngineVoices``); only the cosine choice is made here.
     """
-    pool, notes = VoiceBank().expand(sv.matched_pool)
+    pool, notes = voices.expand(sv.matched_pool, MAX_WILDCARD, progress)
     failed: dict[str, str] = {}
     calibration = voices.render([Speech(f"voice:{v}", v, CALIBRATION_TEXT) for v in pool], progress, failed)
     by_speaker: dict[str, list[Utterance]] = {}
