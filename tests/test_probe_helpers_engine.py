@@ -233,3 +233,17 @@ def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken
     again = _voices(tmp_path / "ray", ray_engine)
     _, emb2 = _render_and_embed(again, spoken)
     assert again.facts == {} and emb2 == remb
+
+
+def test_ctc_timings_without_torchaudio_fail_naming_the_package_and_auto_uses_whisper(spoken: Dataset, tmp_path: Path) -> None:
+    import importlib.util
+
+    from engine.keyed_pass import KeyedPassError
+
+    if importlib.util.find_spec("torchaudio") is not None:
+        pytest.skip("torchaudio is installed")
+    u = next(iter(spoken.iter_shards())).utterances[0]
+    ctc = EngineTimings(TimingConfig(method="ctc"), tmp_path / "probes")
+    with pytest.raises(KeyedPassError, match="word timings: 1 unit.*needs torchaudio"):
+        ctc.compute([Clip(u.utt_id, u)], {u.utt_id: u.reference or ""})
+    assert EngineTimings(TimingConfig(method="auto"), tmp_path / "probes").resolved() == "whisper-word-timestamps"
