@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from audits.probes.masking_score import KINDS, MaskTarget, explain_no_targets, select_mask_targets
-from audits.probes.word_timings import SpanTiming, Timer, TimingCache, span_timing
+from audits.probes.word_timings import SpanTiming, span_timing
 from engine.audio import decode
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets.base import Dataset
@@ -342,12 +342,36 @@ def mask_clip(
     return out, skips
 
 
+def clips_needing_timings(dataset: Dataset, settings: MaskSettings, only: Iterable[str] | None = None) -> list[Utterance]:
+    """The clips :func:`build_masked_set` will ask timings for: benchmark clips with a reference and a target.
+
+    Decided from the text alone, so the timings can be computed as one pass on the engine before
+    any clip is masked; a clip whose audio turns out unreadable or too short gets its timing unit
+    all the same (cheap; its skip reason is still the decoder's or the length check's).
+    """
+    wanted = set(only) if only is not None else None
+    out: list[Utterance] = []
+    for shard in dataset.iter_shards():
+        for u in shard.utterances:
+            if (u.derivation or {}).get("probe") or (wanted is not None and u.utt_id not in wanted) or u.problem:
+                continue
+            if not u.reference or not u.reference.strip():
+                continue
+            ner = settings.ner if "entity" in settings.kinds else None
+            if select_mask_targets(u.reference, settings.max_targets, kinds=settings.kinds, ner=ner):
+                out.append(u)
+    return out
+
+
+TimingsFor = Callable[[Utterance, np.ndarray], Sequence[Any]]
+"""Word timings of one clip from its utterance and decoded samples (the probe reads them from the engine's results)."""
+
+
 def build_masked_set(
     dataset: Dataset,
-    timer: Timer,
+    timings_for: TimingsFor,
     settings: MaskSettings,
     out_dir: Path,
-    cache: TimingCache | None = None,
     only: Iterable[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MaskBuild:
@@ -370,12 +394,7 @@ def build_masked_set(
                 continue
 
             def timings(u: Utterance = u, x: np.ndarray = d.samples) -> Sequence[Any]:
-                got = cache.get(u.utt_id) if cache is not None else None
-                if got is None:
-                    got = timer.timings(x, u.reference or "")
-                    if cache is not None:
-                        cache.put(u.utt_id, u.reference or "", got)
-                return got
+                return timings_for(u, x)
 
             utts, skips = mask_clip(u, d.samples, timings, settings)
             build.skipped.extend(skips)

@@ -27,12 +27,12 @@ from audits.probes.engine_io import fresh_workspace as _fresh_workspace
 from audits.probes.engine_io import hyp_map as _hyp_map
 from audits.probes.engine_io import originals as _originals
 from audits.probes.engine_io import run_models as _run_models
-from audits.probes.masking import build_masked_set, records_from_rows
+from audits.probes.helper_passes import Clip, EngineTimings
+from audits.probes.masking import build_masked_set, clips_needing_timings, records_from_rows
 from audits.probes.state import BadReferenceState, MaskingState, ProbeState
 from audits.probes.synthetic_run import run_synthetic_voice
-from audits.probes.word_timings import TimingCache, make_timer
 from engine.backends import ASR_BACKENDS
-from engine.data import ModelSpec, ProgressFn, Utterance
+from engine.data import SAMPLE_RATE, ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
 from engine.pass_engine import EngineOptions
@@ -130,7 +130,6 @@ def run_probes(
         base = base[base["parent_id"].isna()]
     base_hyps = _hyp_map(base)
     result: dict[str, Any] = {}
-    timer = None
     masking_state: MaskingState | None = None
     badref_state: BadReferenceState | None = None
 
@@ -139,26 +138,21 @@ def run_probes(
         if progress:
             progress("probe", 0, {"probe": name})
 
-    try:
-        if cfg.orthography is not None:
-            note("orthography")
-            result["orthography"] = _orthography(cfg.orthography, dataset, base, models)
-        if cfg.masking is not None or cfg.synthetic_voice is not None:
-            timer = make_timer(cfg.timing.method, cfg.timing.model)
-        if cfg.masking is not None:
-            note("masking")
-            result["masking"], masking_state = _masking(cfg, dataset, specs, probes_dir, base_hyps, timer, progress, engine)
-        if cfg.bad_reference is not None:
-            note("bad_reference")
-            result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress,
-                engine)
-        if cfg.synthetic_voice is not None:
-            note("synthetic_voice")
-            state = ProbeState(masking=masking_state, bad_reference=badref_state, engine=engine)
-            result["synthetic_voice"] = run_synthetic_voice(cfg, dataset, specs, probes_dir, timer, progress, state)
-    finally:
-        if timer is not None and hasattr(timer, "close"):
-            timer.close()
+    if cfg.orthography is not None:
+        note("orthography")
+        result["orthography"] = _orthography(cfg.orthography, dataset, base, models)
+    timings = EngineTimings(cfg.timing, probes_dir, engine) if (cfg.masking or cfg.synthetic_voice) else None  # on the engine's workers
+    if cfg.masking is not None:
+        note("masking")
+        result["masking"], masking_state = _masking(cfg, dataset, specs, probes_dir, base_hyps, timings, progress, engine)
+    if cfg.bad_reference is not None:
+        note("bad_reference")
+        result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress,
+            engine)
+    if cfg.synthetic_voice is not None and timings is not None:
+        note("synthetic_voice")
+        state = ProbeState(masking=masking_state, bad_reference=badref_state, engine=engine)
+        result["synthetic_voice"] = run_synthetic_voice(cfg, dataset, specs, probes_dir, timings, progress, state)
     return result
 
 
@@ -201,7 +195,7 @@ def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, m
 
 def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
         base_hyps: Mapping[tuple[str, str], str | None],
-             timer: Any, progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], MaskingState | None]:
+             timings: Any, progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], MaskingState | None]:
     """``probes.masking`` and the masked set with its records (for the synthetic-voice probe)."""
     from audits.probes.masking_score import gated_leak_rate
 
@@ -209,8 +203,13 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     assert settings is not None  # guaranteed by the caller
     key = {"settings": asdict(settings), "timing": asdict(cfg.timing), "dataset": dataset.fingerprint}
     root = _fresh_workspace(probes_dir, "masking", key)
-    cache = TimingCache(probes_dir / "timings" / f"{dataset.fingerprint}-{timer.key}.jsonl")
-    build = build_masked_set(dataset, timer, settings, root / "derived", cache)
+    need = clips_needing_timings(dataset, settings)
+    timings.compute([Clip(u.utt_id, u, dataset.root) for u in need], {u.utt_id: u.reference or "" for u in need}, progress)
+
+    def timings_for(u: Utterance, x: np.ndarray) -> list[Any]:
+        return list(timings.timings(u.utt_id, u.reference or "", len(x) / SAMPLE_RATE))
+
+    build = build_masked_set(dataset, timings_for, settings, root / "derived")
     skipped = build.skip_counts()
     facts: dict[str, Any] = {
         "n_clips": build.n_clips,
@@ -219,7 +218,7 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
         "skipped": skipped,
         "skipped_examples": [s.to_dict() for s in build.skipped[:20]],
         "skipped_file": str(root / "derived" / "skipped.jsonl"),
-        "timing_method": timer.method,
+        "timing_method": timings.resolved(),
         "settings": {**asdict(settings), "variants": list(settings.variants), "kinds": list(settings.kinds)},
     }
     if not build.derivations:

@@ -19,20 +19,29 @@ import numpy as np
 
 from audits.probes.config import ProbeConfig
 from audits.probes.engine_io import failed_models, fresh_workspace, hyp_map, originals, run_models
+from audits.probes.helper_passes import Clip, EngineTimings, EngineVoices, Rendered, Speech
 from audits.probes.masking import mask_clip
 from audits.probes.state import ProbeState
-from audits.probes.synthetic_voice import Pair, SyntheticSettings, corrected_from_spans, make_tts, masking_pairs, summarize_pairs
+from audits.probes.synthetic_voice import (
+    LEAD_S,
+    TAIL_S,
+    Pair,
+    SyntheticSettings,
+    corrected_from_spans,
+    masking_pairs,
+    summarize_pairs,
+)
 from audits.probes.voice_match import (
-    VoiceBank,
+    CALIBRATION_TEXT,
+    MAX_WILDCARD,
     VoiceMatch,
     choose_voices,
     match_summary,
+    mean_speaker_embeddings,
     source_voice,
-    speaker_embeddings,
     speaker_key,
-    voice_embeddings,
+    unit_vector,
 )
-from engine.audio import decode
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
@@ -51,6 +60,32 @@ class _Selection:
     mask_settings: Any = None
     spoken: dict[str, str] = field(default_factory=dict)  # masking parent -> text spoken
     bad_reference: list[tuple[str, str, str]] = field(default_factory=list)  # (clip, corrected text, how)
+
+
+@dataclass(frozen=True)
+class _Rendition:
+    """One synthetic clip to render: its id, source probe, arm, the real clip, the voice and what it says."""
+
+    uid: str
+    source: str  # 'masking' | 'bad_reference'
+    arm: str
+    clip: str  # the real clip it stands in for
+    voice: str  # engine:voice
+    text: str  # what the voice says
+    reference: str  # the reference the models are scored against
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _file_clip(unit: str, reference: str, rendered: Rendered) -> Clip:
+    """A rendition as a clip for a helper pass (its file is fingerprinted by SHA-256)."""
+    return Clip(unit, Utterance(unit, reference, audio_path=str(rendered.path), derivation={"probe": "synthetic_voice"}), None)
+
+
+def _has_targets(reference: str, settings: Any) -> bool:
+    from audits.probes.masking_score import select_mask_targets
+
+    ner = settings.ner if "entity" in settings.kinds else None
+    return bool(reference.strip()) and bool(select_mask_targets(reference, settings.max_targets, kinds=settings.kinds, ner=ner))
 
 
 def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
@@ -108,32 +143,36 @@ def _select(
 
 
 def _match_speakers(
-    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], bank: VoiceBank, probes_dir: Path,
-    root: Path
+    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], voices: EngineVoices, root: Path,
+    progress: ProgressFn | None,
 ) -> tuple[dict[str, VoiceMatch], dict[str, Any]]:
-    """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching."""
-    from engine.backends import SV_BACKENDS
+    """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching.
 
-    pool, notes = bank.expand(sv.matched_pool)
-    encoder = SV_BACKENDS.get(sv.match_encoder)(**dict(sv.match_encoder_options))
-    encoder.load()
-    try:
-        pool_emb, more = voice_embeddings(bank, pool, encoder, probes_dir / "voice_pool_embeddings.json")
-        notes += more
-        by_speaker: dict[str, list[Utterance]] = {}
-        for u in sorted(all_utts, key=lambda u: u.utt_id):
-            by_speaker.setdefault(speaker_key(u), []).append(u)
-        by_clip = {u.utt_id: speaker_key(u) for u in all_utts}
-        wanted = sorted({by_clip[c] for c in clip_ids if c in by_clip})
-        audio: dict[str, list[np.ndarray]] = {}
-        for spk in wanted:
-            for u in by_speaker[spk][: sv.match_clips_per_speaker]:
-                d = decode(u, root=dataset.root)
-                if d.error is None and d.samples is not None:
-                    audio.setdefault(spk, []).append(d.samples)
-        spk_emb, counts = speaker_embeddings(audio, encoder)
-    finally:
-        encoder.close()
+    The pool voices' calibration renditions (TTS) and every embedding (encoder) are keyed units on
+    the run's engine (``EngineVoices``); only the cosine choice is made here.
+    """
+    pool, notes = voices.expand(sv.matched_pool, MAX_WILDCARD, progress)
+    failed: dict[str, str] = {}
+    calibration = voices.render([Speech(f"voice:{v}", v, CALIBRATION_TEXT) for v in pool], progress, failed)
+    by_speaker: dict[str, list[Utterance]] = {}
+    for u in sorted(all_utts, key=lambda u: u.utt_id):
+        by_speaker.setdefault(speaker_key(u), []).append(u)
+    by_clip = {u.utt_id: speaker_key(u) for u in all_utts}
+    wanted = sorted({by_clip[c] for c in clip_ids if c in by_clip})
+    chosen = {spk: by_speaker[spk][: sv.match_clips_per_speaker] for spk in wanted}
+    clips = [_file_clip(f"voice:{v}", CALIBRATION_TEXT, calibration[f"voice:{v}"]) for v in pool if f"voice:{v}" in calibration]
+    clips += [Clip(f"clip:{u.utt_id}", u, dataset.root) for spk in wanted for u in chosen[spk]]
+    embedded = voices.embed(clips, progress)
+    pool_emb: dict[str, np.ndarray] = {}
+    for voice in pool:
+        got = embedded.get(f"voice:{voice}") or {"error": failed.get(f"voice:{voice}", "not rendered")}
+        if "embedding" in got:
+            pool_emb[voice] = unit_vector(got["embedding"])
+        else:
+            notes.append(f"{voice} left out: {got['error']}")
+            log.warning("synthetic_voice: pool voice %s left out: %s", voice, got["error"])
+    spk_emb, counts = mean_speaker_embeddings({spk: [embedded[f"clip:{u.utt_id}"].get("embedding") for u in chosen[spk]]
+                                               for spk in wanted})
     exclude = None
     if sv.exclude_source_voice:
         # the voice that made a speaker's clips: from their derivations, or a speaker label that names a pool voice
@@ -146,14 +185,16 @@ def _match_speakers(
     if unmatched:
         notes.append(f"{len(unmatched)} speaker(s) without a matched voice (no clip long enough to embed)")
     facts = match_summary(matches, [k for k in pool if k in pool_emb], notes, file, sv.match_encoder)
-    facts["encoder_info"] = encoder.info().as_dict()
+    facts["encoder_info"] = {"backend": sv.match_encoder, "options": dict(sv.match_encoder_options),
+                             **voices.facts.get(f"encoder:{sv.match_encoder}", {"runner": "stored: every embedding was computed earlier"})}
     facts["match_clips_per_speaker"] = sv.match_clips_per_speaker
     facts["exclude_source_voice"] = sv.exclude_source_voice
     return matches, facts
 
 
 def run_synthetic_voice(
-    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: Any, progress: ProgressFn | None,
+    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: EngineTimings,
+    progress: ProgressFn | None,
     state: ProbeState,
 ) -> dict[str, Any]:
     """``summary['probes']['synthetic_voice']``: per model real vs each arm, and the probe's facts."""
@@ -169,21 +210,23 @@ def run_synthetic_voice(
         "dataset": dataset.fingerprint,
     }
     root = fresh_workspace(probes_dir, "synthetic_voice", key)
-    bank = VoiceBank()
-    tts = make_tts(sv)
-    bank.add(sv.tts, tts)
-    generic_voice = f"{sv.tts}:{sv.voice or getattr(tts, 'voice', '')}"
+    from engine.backends import TTS_BACKENDS
+
+    tts_options = {sv.tts: {"voice": sv.voice}} if sv.voice else {}
+    own_voice = sv.voice or str(getattr(TTS_BACKENDS.get(sv.tts)(**tts_options.get(sv.tts, {})), "voice", ""))  # not loaded here
+    voices = EngineVoices(probes_dir, state.engine, tts_options, sv.match_encoder, dict(sv.match_encoder_options), LEAD_S, TAIL_S)
+    generic_voice = f"{sv.tts}:{own_voice}"
     names = [s.name for s in specs]
     all_utts = originals(dataset)
     by_id = {u.utt_id: u for u in all_utts}
-    facts: dict[str, Any] = {"tts": {"engine": sv.tts, "voice": sv.voice or getattr(tts, "voice", None)}, "arms": list(sv.arms)}
+    facts: dict[str, Any] = {"tts": {"engine": sv.tts, "voice": own_voice or None}, "arms": list(sv.arms)}
     skipped: dict[str, int] = {}
     sel = _select(cfg, sv, by_id, state, skipped)
     clip_ids = sel.masking + [c for c, _, _ in sel.bad_reference]
 
     matches: dict[str, VoiceMatch] = {}
     if "matched" in sv.arms and clip_ids:
-        matches, facts["matched"] = _match_speakers(sv, dataset, all_utts, clip_ids, bank, probes_dir, root)
+        matches, facts["matched"] = _match_speakers(sv, dataset, all_utts, clip_ids, voices, root, progress)
 
     def voice_of(arm: str, clip: str) -> tuple[str, dict[str, Any]] | None:
         """(engine:voice, derivation facts) of ``clip`` in ``arm``; None when no voice matched its speaker."""
@@ -195,13 +238,13 @@ def run_synthetic_voice(
             return None
         return m.voice, {"matched_speaker": m.speaker, "similarity": round(m.similarity, 4)}
 
-    def tts_facts(voice: str) -> dict[str, Any]:
+    def tts_facts(voice: str, version: str) -> dict[str, Any]:
         engine, name = voice.split(":", 1)
-        return {"engine": engine, "voice": name, "version": bank.version(engine)}
+        return {"engine": engine, "voice": name, "version": version}
 
-    rendered: list[Utterance] = []
-    mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
-    br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
+    # 1. what to render: one clean rendition per (arm, clip) whose arm has a voice for it
+    plan: list[_Rendition] = []
+    refs = state.bad_reference.refs if state.bad_reference is not None else {}
     for arm in sv.arms:
         suffix = "" if arm == "generic" else f"-{arm}"
         for parent in sel.masking:
@@ -210,40 +253,48 @@ def run_synthetic_voice(
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            u, spoken = by_id[parent], sel.spoken[parent]
-            x = bank.render(voice, spoken)
-            der = {"probe": "synthetic_voice", "source": "masking", "arm": arm, "tts": tts_facts(voice), "text_spoken": spoken, **extra}
-            clean = Utterance(f"{parent}~tts{suffix}", u.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                              speaker=f"tts:{voice}", labels={}, parent_id=parent, derivation=der)
-            ref_text = u.reference or ""
-
-            def timings(x: np.ndarray = x, ref_text: str = ref_text) -> Sequence[Any]:
-                return list(timer.timings(x, ref_text))
-
-            masked, skips = mask_clip(replace(clean, parent_id=None), x, timings, sel.mask_settings)
-            for s in skips:
-                skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
-            rendered.append(clean)
-            for mu in masked:
-                k = int((mu.derivation or {})["target_index"])
-                mu = replace(mu, parent_id=parent,
-                    derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": arm})
-                rendered.append(mu)
-                mask_ids[arm][(parent, k)] = (clean.utt_id, mu.utt_id)
+            plan.append(_Rendition(f"{parent}~tts{suffix}", "masking", arm, parent, voice, sel.spoken[parent],
+                                   by_id[parent].reference or "", extra))
         for clip, text, how in sel.bad_reference:
             choice = voice_of(arm, clip)
             if choice is None:
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            x = bank.render(voice, text)
-            refs = state.bad_reference.refs if state.bad_reference is not None else {}
-            uid = f"{clip}~tts-corrected{suffix}"
-            rendered.append(Utterance(uid, refs[clip], audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                                      speaker=f"tts:{voice}", labels={}, parent_id=clip,
-                                      derivation={"probe": "synthetic_voice", "source": "bad_reference", "arm": arm, "text_spoken": text,
-                                                  "corrected_from": how, "tts": tts_facts(voice), **extra}))
-            br_ids[arm][clip] = uid
+            plan.append(_Rendition(f"{clip}~tts-corrected{suffix}", "bad_reference", arm, clip, voice, text, refs[clip],
+                                   {"corrected_from": how, **extra}))
+    # 2. render (TTS units on the engine: files under the voices work folder), 3. word timings of the masking renditions
+    files = voices.render([Speech(r.uid, r.voice, r.text) for r in plan], progress)
+    if sel.mask_settings is not None:
+        need = [r for r in plan if r.source == "masking" and _has_targets(r.reference, sel.mask_settings)]
+        timer.compute([_file_clip(r.uid, r.reference, files[r.uid]) for r in need], {r.uid: r.reference for r in need}, progress)
+    # 4. the derived clips: clean renditions, and for the masking source the rendition masked again
+    rendered: list[Utterance] = []
+    mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
+    br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
+    for r in plan:
+        x = files[r.uid].read()
+        der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice, files[r.uid].version),
+               "text_spoken": r.text, **r.extra}
+        clean = Utterance(r.uid, r.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
+                          speaker=f"tts:{r.voice}", labels={}, parent_id=r.clip, derivation=der)
+        rendered.append(clean)
+        if r.source == "bad_reference":
+            br_ids[r.arm][r.clip] = r.uid
+            continue
+
+        def timings(x: np.ndarray = x, r: _Rendition = r) -> Sequence[Any]:
+            return list(timer.timings(r.uid, r.reference, len(x) / 16000))
+
+        masked, skips = mask_clip(replace(clean, parent_id=None), x, timings, sel.mask_settings)
+        for s in skips:
+            skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
+        for mu in masked:
+            k = int((mu.derivation or {})["target_index"])
+            mu = replace(mu, parent_id=r.clip,
+                derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": r.arm})
+            rendered.append(mu)
+            mask_ids[r.arm][(r.clip, k)] = (clean.utt_id, mu.utt_id)
     facts.update(
         **{f"n_{arm}_clips": sum(1 for u in rendered if (u.derivation or {}).get("arm") == arm) for arm in sv.arms},
         n_masking_clips=len(sel.masking),

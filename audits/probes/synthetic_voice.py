@@ -25,7 +25,6 @@ import numpy as np
 
 from audits.asr.stats import block_bootstrap_ratio
 from engine.backends.base import TTSBackend
-from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -113,16 +112,10 @@ def make_tts(settings: SyntheticSettings) -> TTSBackend:
 
 def synthesize(tts: TTSBackend, text: str, voice: str | None = None) -> np.ndarray:
     """``text`` spoken by ``voice`` (the backend's own voice when None), 16 kHz mono, peak-normalized,
-    with short silent lead and tail."""
-    from engine.backends.tts.espeak import resample
+    with short silent lead and tail (what the probe's TTS units render: ``engine.probe_workers.TTSWorker``)."""
+    from engine.probe_workers import render_speech
 
-    x, sr = tts.synthesize(text, voice)
-    y = resample(x, sr, SAMPLE_RATE)
-    peak = float(np.max(np.abs(y))) if y.size else 0.0
-    if peak > 0:
-        y = y * np.float32(0.5 / peak)
-    return np.concatenate([np.zeros(int(LEAD_S * SAMPLE_RATE), np.float32), y.astype(np.float32),
-        np.zeros(int(TAIL_S * SAMPLE_RATE), np.float32)])
+    return render_speech(tts, text, voice, LEAD_S, TAIL_S)
 
 
 def corrected_from_spans(ref_tokens: Sequence[str], spans: Iterable[Any]) -> str:

@@ -17,8 +17,6 @@ never chosen for them: its rendition would be a copy of the benchmark audio, not
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,7 +28,7 @@ import numpy as np
 from audits.probes.synthetic_voice import synthesize
 from engine.backends.base import SVBackend, TTSBackend
 from engine.data import SAMPLE_RATE, Utterance
-from engine.errors import AudioError, AuditError, BackendUnavailable, ConfigError
+from engine.errors import AudioError, AuditError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +84,11 @@ class VoiceMatch:
 
 
 class VoiceBank:
-    """TTS backends by engine name, loaded once, rendering any ``engine:voice``."""
+    """TTS backends by engine name, loaded once, rendering any ``engine:voice`` in this process.
+
+    The probe renders through TTS units on the run's engine instead
+    (``audits.probes.helper_passes.EngineVoices``, which gives the same samples); this is the direct form.
+    """
 
     def __init__(self) -> None:
         self._tts: dict[str, TTSBackend] = {}
@@ -112,74 +114,36 @@ class VoiceBank:
         engine, voice = key.split(":", 1)
         return synthesize(self.backend(engine), text, voice)
 
-    def expand(self, pool: Sequence[str]) -> tuple[list[str], list[str]]:
-        """Pool entries as concrete voices; wildcards of backends that cannot load are skipped (noted)."""
-        voices: list[str] = []
-        notes: list[str] = []
-        for entry in pool:
-            engine, voice = entry.split(":", 1)
-            if voice != "*":
-                voices.append(entry)
-                continue
-            try:
-                names = list(getattr(self.backend(engine), "voices")())
-            except BackendUnavailable as exc:
-                notes.append(f"{entry} skipped: {exc}")
-                log.info("synthetic_voice: matched pool entry %s skipped (%s)", entry, exc)
-                continue
-            if len(names) > MAX_WILDCARD:
-                raise ConfigError(f"probes.synthetic_voice.matched_pool: '{entry}' would take {len(names)} voices; name the ones to use")
-            voices += [f"{engine}:{n}" for n in names]
-        return list(dict.fromkeys(voices)), notes
 
-
-def _unit(x: np.ndarray) -> np.ndarray:
+def unit_vector(x: Any) -> np.ndarray:
+    """``x`` as a float64 vector of length 1 (unchanged when it is all zeros)."""
     v = np.asarray(x, dtype=np.float64).reshape(-1)
     n = float(np.linalg.norm(v))
     return v / n if n > 0 else v
 
 
-def _cache_key(key: str, version: str, encoder: Mapping[str, Any]) -> str:
-    blob = json.dumps({"voice": key, "tts_version": version, "text": CALIBRATION_TEXT, "encoder": dict(encoder)}, sort_keys=True,
-        default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+_unit = unit_vector
 
 
-def voice_embeddings(bank: VoiceBank, voices: Sequence[str], encoder: SVBackend,
-        cache_file: Path | None = None) -> tuple[dict[str, np.ndarray], list[str]]:
-    """Unit embedding of each pool voice reading :data:`CALIBRATION_TEXT` (cached per TTS version
-    and encoder in ``cache_file``); voices that fail to render are left out and noted."""
-    cache: dict[str, list[float]] = {}
-    if cache_file is not None and cache_file.exists():
-        try:
-            cache = json.loads(cache_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            cache = {}
-    enc = encoder.info().as_dict()
+def voice_embeddings(bank: VoiceBank, voices: Sequence[str], encoder: SVBackend) -> tuple[dict[str, np.ndarray], list[str]]:
+    """Unit embedding of each pool voice reading :data:`CALIBRATION_TEXT`, with the TTS and ``encoder``
+    called here; voices that fail to render are left out and noted.
+
+    The probe computes the same as TTS and encoder units on the run's engine
+    (``audits.probes.helper_passes.EngineVoices``), stored per voice, TTS installation and encoder.
+    """
     out: dict[str, np.ndarray] = {}
     notes: list[str] = []
-    todo: list[tuple[str, str, np.ndarray]] = []
+    todo: list[tuple[str, np.ndarray]] = []
     for key in voices:
-        engine = key.split(":", 1)[0]
         try:
-            ck = _cache_key(key, bank.version(engine), enc)
-            if ck in cache:
-                out[key] = np.asarray(cache[ck], dtype=np.float64)
-                continue
-            todo.append((key, ck, bank.render(key, CALIBRATION_TEXT)))
+            todo.append((key, bank.render(key, CALIBRATION_TEXT)))
         except (AuditError, OSError) as exc:
             notes.append(f"{key} left out: {exc}")
             log.warning("synthetic_voice: pool voice %s left out: %s", key, exc)
     if todo:
-        embs = encoder.embed_batch([x for _, _, x in todo], SAMPLE_RATE)
-        for (key, ck, _), e in zip(todo, embs, strict=True):
+        for (key, _), e in zip(todo, encoder.embed_batch([x for _, x in todo], SAMPLE_RATE), strict=True):
             out[key] = _unit(e)
-            cache[ck] = [float(v) for v in out[key]]
-        if cache_file is not None:
-            from engine.store import atomic_write_text
-
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(cache_file, json.dumps(cache))
     return {k: out[k] for k in voices if k in out}, notes
 
 
@@ -197,16 +161,28 @@ def source_voice(u: Utterance) -> str | None:
 
 
 def speaker_embeddings(clips: Mapping[str, Sequence[np.ndarray]], encoder: SVBackend) -> tuple[dict[str, np.ndarray], dict[str, int]]:
-    """Mean unit embedding per speaker over their clips; clips too short to embed are skipped."""
-    out: dict[str, np.ndarray] = {}
-    counts: dict[str, int] = {}
+    """Mean unit embedding per speaker over their clips, with ``encoder`` called here; clips too short to embed are skipped.
+
+    The probe computes the same with the encoder on the engine's workers
+    (``audits.probes.helper_passes.EngineVoices.embed``) and :func:`mean_speaker_embeddings`.
+    """
+    per: dict[str, list[np.ndarray | None]] = {}
     for spk, audios in clips.items():
-        embs = []
         for x in audios:
             try:
-                embs.append(_unit(encoder.embed_batch([x], SAMPLE_RATE)[0]))
+                per.setdefault(spk, []).append(encoder.embed_batch([x], SAMPLE_RATE)[0])
             except AudioError as exc:
                 log.debug("synthetic_voice: a clip of %s not embedded: %s", spk, exc)
+                per.setdefault(spk, []).append(None)
+    return mean_speaker_embeddings(per)
+
+
+def mean_speaker_embeddings(per_speaker: Mapping[str, Sequence[Any]]) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Mean of the L2-normalized embeddings of each speaker's clips, normalized again; None entries (not embedded) are skipped."""
+    out: dict[str, np.ndarray] = {}
+    counts: dict[str, int] = {}
+    for spk, embeddings in per_speaker.items():
+        embs = [_unit(e) for e in embeddings if e is not None]
         if embs:
             out[spk] = _unit(np.mean(embs, axis=0))
             counts[spk] = len(embs)

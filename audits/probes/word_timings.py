@@ -3,34 +3,33 @@
 The masked-word probe needs the time span of a target word to silence it. Two methods:
 
 ``ctc-forced``
-    forced alignment of the reference text with a CTC acoustic model (torchaudio's MMS_FA bundle:
-    ``torchaudio.functional.forced_align`` under the hood). Exact for the reference words; needs the
-    optional ``torchaudio`` package and the bundle's weights (downloaded once from pytorch.org).
+    forced alignment of the reference's spoken words (:func:`spoken_words`) with a CTC acoustic
+    model (torchaudio's MMS_FA bundle: ``torchaudio.functional.forced_align`` under the hood). Exact
+    for the reference words; needs the optional ``torchaudio`` package and the bundle's weights
+    (downloaded once from pytorch.org).
 ``whisper-word-timestamps``
     the bundled faster-whisper ``tiny.en`` transcribes the clip with word timestamps; hypothesis
-    words are aligned to reference words (minimum edit over normalized word keys). Matched words take
-    the hypothesis word's span, words inside a substituted block share the block's span in
+    words are aligned to reference words (:func:`align_timings`: minimum edit over normalized word
+    keys). Matched words take the hypothesis word's span, words inside a substituted block share the block's span in
     proportion to their length, words the model skipped are interpolated into the gap between
     their matched neighbours, or marked unknown when there is no gap.
 
-Every timing records its method and how it was obtained (``how``), so a probe can refuse a guess.
+The models run as keyed passes on the run's engine (``audits.probes.helper_passes``,
+``engine.probe_workers.WordTimingWorker``); this module holds the text side. Every timing
+records its method and how it was obtained (``how``), so a probe can refuse a guess.
 Word indices are those of ``reference.split()`` (the indexing of :class:`MaskTarget`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 
-from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError
 from normalizers.numbers import find_numbers, int_to_words, year_to_words
 
 log = logging.getLogger(__name__)
@@ -75,15 +74,6 @@ class SpanTiming:
     how: str  # the weakest 'how' among the words
     prev_start: float = 0.0  # start of the previous known word (0 when none)
     next_end: float | None = None  # end of the next known word (clip end when none)
-
-
-class Timer(Protocol):
-    """Something that gives word timings for (audio, reference)."""
-
-    method: str
-    key: str  # names the method and model, for caches
-
-    def timings(self, audio: np.ndarray, reference: str) -> list[WordTiming]: ...
 
 
 # ------------------------------------------------------------------ keys and alignment
@@ -219,44 +209,6 @@ def span_timing(timings: Sequence[WordTiming], word_start: int, word_end: int, d
     return SpanTiming(start, end, prev_end, next_start, inside[0].method, how, prev_start, next_end)
 
 
-# ------------------------------------------------------------------ whisper method
-
-
-class WhisperTimer:
-    """Word timings from a faster-whisper model's word timestamps matched to the reference."""
-
-    method = "whisper-word-timestamps"
-
-    def __init__(self, model: str = "whisper-tiny.en", backend: Any = None) -> None:
-        self.model = model
-        self.key = f"whisper-{model}"
-        self._backend = backend
-
-    def _load(self) -> Any:
-        if self._backend is None:
-            from engine.backends import build_backend
-            from engine.model_registry import load_model_registry, resolve_models
-
-            entry = resolve_models([self.model], load_model_registry())[0]
-            if entry.backend != "faster-whisper":
-                raise ConfigError(
-                    f"word_timings.model '{self.model}' uses backend '{entry.backend}'; word timestamps need a faster-whisper model"
-                )
-            backend = build_backend(entry.spec())
-            backend.load()
-            self._backend = backend
-        return self._backend
-
-    def timings(self, audio: np.ndarray, reference: str) -> list[WordTiming]:
-        words = self._load().transcribe_with_word_timestamps(audio)
-        return align_timings(reference, [(w.word, w.start, w.end) for w in words], len(audio) / SAMPLE_RATE, self.method)
-
-    def close(self) -> None:
-        if self._backend is not None:
-            self._backend.close()
-            self._backend = None
-
-
 # ------------------------------------------------------------------ CTC forced alignment
 
 
@@ -280,103 +232,3 @@ def spoken_words(raw_word: str) -> list[str]:
     if prefix_money:
         out.append({"$": "dollars", "€": "euros", "£": "pounds"}[w.lstrip("\"'([")[0]])
     return [x.strip("'") for x in out if x.strip("'")]
-
-
-class CtcTimer:
-    """Forced alignment with torchaudio's MMS_FA CTC model (optional ``torchaudio`` extra)."""
-
-    method = "ctc-forced"
-
-    def __init__(self, device: str = "cpu") -> None:
-        self.device = device
-        self.key = "ctc-mms_fa"
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._aligner: Any = None
-
-    def _load(self) -> None:
-        if self._model is not None:
-            return
-        try:
-            import torch  # noqa: F401
-            import torchaudio
-        except ImportError as exc:
-            raise BackendUnavailable(f"CTC forced alignment needs torchaudio (pip install torchaudio matching torch): {exc}") from None
-        try:
-            bundle = torchaudio.pipelines.MMS_FA
-            self._model = bundle.get_model(with_star=False).to(self.device).eval()
-            self._tokenizer = bundle.get_tokenizer()
-            self._aligner = bundle.get_aligner()
-            self._sample_rate = int(bundle.sample_rate)
-        except Exception as exc:  # noqa: BLE001 - any failure here (download, old torchaudio) means "not available"
-            raise BackendUnavailable(
-                f"cannot load torchaudio's MMS_FA aligner ({type(exc).__name__}: {exc}); its weights download from "
-                "pytorch.org on first use; without network, timings come from whisper word timestamps"
-            ) from None
-
-    def timings(self, audio: np.ndarray, reference: str) -> list[WordTiming]:
-        import torch
-
-        self._load()
-        ref_words = reference.split()
-        spoken = [spoken_words(w) for w in ref_words]
-        flat = [s for ws in spoken for s in ws]
-        if not flat:
-            return [WordTiming(i, w, None, None, self.method, "unknown") for i, w in enumerate(ref_words)]
-        wave = torch.from_numpy(np.asarray(audio, dtype=np.float32)).unsqueeze(0).to(self.device)
-        with torch.inference_mode():
-            emission, _ = self._model(wave)
-        token_spans = self._aligner(emission[0], self._tokenizer(flat))
-        ratio = wave.size(1) / emission.size(1) / SAMPLE_RATE
-        edges = [(ts[0].start * ratio, ts[-1].end * ratio) for ts in token_spans]
-        out: list[WordTiming] = []
-        k = 0
-        for i, (w, ws) in enumerate(zip(ref_words, spoken)):
-            if not ws:
-                out.append(WordTiming(i, w, None, None, self.method, "unknown"))
-                continue
-            s, e = edges[k][0], edges[k + len(ws) - 1][1]
-            k += len(ws)
-            out.append(WordTiming(i, w, float(s), float(e), self.method, "aligned"))
-        return out
-
-    def close(self) -> None:
-        self._model = None
-
-
-def make_timer(method: str = "auto", model: str = "whisper-tiny.en") -> Timer:
-    """A timer for ``method`` ('auto': CTC forced alignment when available, else Whisper)."""
-    if method not in METHODS:
-        raise ConfigError(f"word_timings.method must be one of {METHODS}, got '{method}'")
-    if method in ("auto", "ctc"):
-        timer = CtcTimer()
-        try:
-            timer._load()
-            return timer
-        except BackendUnavailable as exc:
-            if method == "ctc":
-                raise
-            log.info("word timings: %s; using %s word timestamps", exc, model)
-    return WhisperTimer(model)
-
-
-class TimingCache:
-    """Timings per utt_id in a JSONL file, so a resumed run does not align clips again."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._data: dict[str, list[WordTiming]] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                if line.strip():
-                    rec = json.loads(line)
-                    self._data[rec["utt_id"]] = [WordTiming.from_dict(d) for d in rec["words"]]
-
-    def get(self, utt_id: str) -> list[WordTiming] | None:
-        return self._data.get(utt_id)
-
-    def put(self, utt_id: str, reference: str, timings: Sequence[WordTiming]) -> None:
-        self._data[utt_id] = list(timings)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"utt_id": utt_id, "reference": reference, "words": [t.to_dict() for t in timings]}) + "\n")
