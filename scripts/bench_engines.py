@@ -30,7 +30,8 @@ timings, slices, gaps, pairs, the probes' tables, ...).
 
 Placement mode (``--placement``): starts a local Ray instance with ``--gpus`` logical GPUs, runs
 a small recipe on it (two ``simulated`` ASR models asking for GPUs, the speaker section with the
-``simulated-sv`` backend and the emotion section with ``simulated-ser`` and ``prosody`` on CPU,
+``simulated-sv`` backend, the emotion section with ``simulated-ser`` and ``prosody`` on CPU, and the
+conversation section's diarizer and long-form workers on the demo conversation set,
 on the first ``--limit`` demo clips) and prints, for every facts file of the run folder that
 records actor placements (whatever the pass), the pass, the model or backend, its actors, their
 GPU ids and device. Linux only (``/proc``).
@@ -437,6 +438,10 @@ emotion:
   backend_options: {{simulated-ser: {{num_cpus: 0.25}}, prosody: {{num_gpus: 0, num_cpus: 0.25}}}}
   label: emotion
   warmup: 0
+conversation:
+  dataset: builtin:demo-conversation
+  diarization: {{backend: vad-resemblyzer, options: {{num_cpus: 0.5}}}}
+  segmentation: {{max_chunk_s: 30}}
 """
 
 
