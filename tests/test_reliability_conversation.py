@@ -75,6 +75,17 @@ def test_false_means_false_and_the_parsed_config_keeps_types() -> None:
             and json.dumps(cfg.collar) == json.dumps(same.collar))
 
 
+def test_diarizer_placement_is_kept_apart_from_its_options() -> None:
+    """num_gpus/num_cpus/memory_mb size the diarizer's Ray actor; they are not diarizer settings
+    (changing them recomputes nothing) and are typed like every other option."""
+    cfg = parse_conversation_config({"diarization": {"backend": "vad-resemblyzer", "options": {"num_gpus": 1, "num_cpus": 2,
+                                     "threshold": 0.5}}}, "r.yaml")
+    assert cfg.diarization_options == {"threshold": 0.5} and cfg.diarization_placement == {"num_gpus": 1.0, "num_cpus": 2.0}
+    for bad in ({"num_gpus": "1"}, {"num_cpus": 0}, {"memory_mb": float("nan")}, {"num_gpus": True}):
+        with pytest.raises(ConfigError, match=r"conversation\.diarization\.options.*" + next(iter(bad))):
+            parse_conversation_config({"diarization": {"backend": "vad-resemblyzer", "options": bad}}, "r.yaml")
+
+
 def test_the_tightest_allowed_segmentation_finishes_at_once() -> None:
     """pad_s just inside the limit used to spin forever; the split always advances now."""
     cfg = SegmentationConfig(max_chunk_s=1.0, pad_s=0.25)

@@ -71,6 +71,7 @@ class ConversationConfig:
     segmentation: SegmentationConfig = SegmentationConfig()
     diarization: str = "vad-resemblyzer"
     diarization_options: Mapping[str, Any] = field(default_factory=dict)
+    diarization_placement: Mapping[str, float] = field(default_factory=dict)  # num_gpus, num_cpus, memory_mb of its Ray actor
     collar: float = DEFAULT_COLLAR_S
     skip_overlap: bool = DEFAULT_SKIP_OVERLAP
     tcp_collar: float = DEFAULT_TCP_COLLAR_S
@@ -120,7 +121,9 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
     except RegistryError as exc:
         raise ConfigError(f"{where}.diarization: {exc}") from None
     fields = getattr(diar_cls, "OPTIONS", None)
-    diar_opts: dict[str, Any] = dict(diar_raw)
+    # placement (num_gpus, num_cpus, memory_mb) sizes the diarizer's Ray actor; it is no diarizer
+    # setting, so it never reaches the diarizer nor the units' settings digest
+    diar_opts, diar_place = split_placement(diar_raw, f"{where}.diarization.options")
     if fields is not None:  # the diarizer's typed options, checked now rather than when it loads
         check_fields(diar_opts, fields, f"{where}.diarization.options")
     for i, s in enumerate(v["slices"]):
@@ -128,7 +131,7 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
     return ConversationConfig(
         dataset=v["dataset"],
         segmentation=SegmentationConfig.from_mapping(v["segmentation"], f"{where}.segmentation"),
-        diarization=str(diar), diarization_options=diar_opts, collar=v["collar"],
+        diarization=str(diar), diarization_options=diar_opts, diarization_placement=diar_place, collar=v["collar"],
         skip_overlap=v["skip_overlap"], tcp_collar=v["tcp_collar"],
         slices=tuple(v["slices"]), oracle_speakers=v["oracle_speakers"],
         normalizer=_normalizer_name(v["normalizer"], where),
@@ -273,12 +276,12 @@ def run_conversation(
     stamps = _stamps(data)
     seconds = {r: float(v.get("duration") or 0.0) for r, v in data.recordings.items()}
     # 1. diarization, once per recording
-    diar_options, diar_place = split_placement(cfg.diarization_options, f"conversation.diarization ({cfg.diarization})")
     diar_keys = {r: _diar_key(cfg, data, r, stamps[r]) for r in data.recordings}
     diar_pass = KeyedPass(
         diar_store,
-        (WorkerSpec(cfg.diarization, "engine.keyed_workers:DiarizeWorker", {"backend": cfg.diarization, "options": diar_options},
-                    diar_place, gpu_capable=True),),
+        (WorkerSpec(cfg.diarization, "engine.keyed_workers:DiarizeWorker",
+                    {"backend": cfg.diarization, "options": dict(cfg.diarization_options)}, dict(cfg.diarization_placement),
+                    gpu_capable=True),),
         tuple(KeyedUnit(cfg.diarization, r, *diar_keys[r], {"recording": r, "path": data.recordings[r]["path"],
               "num_speakers": diar_keys[r][0].get("num_speakers")}, seconds[r]) for r in data.recordings),
     )
