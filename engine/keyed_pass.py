@@ -200,7 +200,7 @@ def run_inprocess(passes: Sequence[KeyedPass], *, max_retries: int = 2, progress
     todo = pending_units(passes, outcome)
     for p, spec, units in _groups(todo):
         key = (p.store.pass_name, spec.name)
-        facts: dict[str, Any] = {"runner": "inprocess", **_placement_facts(), "pending": len(units)}
+        facts: dict[str, Any] = {"runner": "inprocess", "pass": key[0], "name": spec.name, **_placement_facts(), "pending": len(units)}
         outcome.facts[key] = facts
         t0 = time.perf_counter()
         try:
@@ -348,7 +348,7 @@ def run_ray(
     for g in groups:
         g.gpus = gpus  # the group with the most audio asks for its actors first
         n = max(1, min(int(workers or 1), len(g.queue), int(g.spec.max_actors or len(g.queue) or 1)))
-        g.facts = {"runner": "ray", "pending": len(g.queue), "actors": []}
+        g.facts = {"runner": "ray", "pass": g.p.store.pass_name, "name": g.spec.name, "pending": len(g.queue), "actors": []}
         for _ in range(n):
             _spawn(cls, g)
     try:

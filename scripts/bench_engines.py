@@ -461,7 +461,8 @@ def _node_actors(node: Mapping[str, Any]) -> list[dict[str, Any]]:
     engine = node.get("engine")
     for holder in (node, engine if isinstance(engine, Mapping) else {}):
         if isinstance(holder.get("actors"), list) and holder["actors"]:
-            return [dict(a) for a in holder["actors"] if isinstance(a, Mapping)]
+            device = node.get("device") if isinstance(node.get("device"), str) else None  # a keyed pass's worker facts
+            return [{**dict(a), "device": a.get("device") or device} for a in holder["actors"] if isinstance(a, Mapping)]
     if isinstance(node.get("actor"), Mapping):
         info = node.get("info")
         device = info.get("device") if isinstance(info, Mapping) else None
@@ -512,12 +513,15 @@ def placement_rows(run_dir: Path) -> list[dict[str, Any]]:
         rel = file.relative_to(run_dir)
         per_pass = any(x.startswith("models") for x in rel.parent.parts)
         for keys, node, actors in actor_entries(doc):
-            model = str(node.get("model") or (keys[-1] if keys else file.stem))
+            keyed = isinstance(node.get("pass"), str) and isinstance(node.get("name"), str)  # a keyed pass (engine/keyed_pass.py)
+            model = str(node["name"] if keyed else node.get("model") or (keys[-1] if keys else file.stem))
             key = _actor_key(model, actors)
             if key in seen:
                 continue
             seen.add(key)
             kind = node.get("kind") if isinstance(node.get("kind"), str) else None
+            if keyed:  # e.g. "conversation diarization": the section (first key of summary.json) and the keyed pass
+                kind = f"{keys[0] if keys and not per_pass else _pass_label(rel)} {node['pass']}"
             where = _pass_label(rel) if per_pass else "/".join([rel.stem, *[k for k in keys[:-1] if k != "models"]])
             rows.append({
                 "pass": kind or where,
