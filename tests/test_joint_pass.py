@@ -165,6 +165,21 @@ def test_one_decode_per_shard_same_rows_and_summary_then_exact_resume(
     assert _rows(b, "embeddings.parquet").keys() == eb.keys()
 
 
+def test_speaker_and_emotion_without_asr_share_one_run(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe with no ASR model: the SV and SER passes still run as one engine run, each clip decoded once."""
+    seen = _counting_decode(monkeypatch)
+    starts: list[int] = []
+    recipe = parse_recipe(
+        {"name": "sv-ser", "dataset": str(corpus), "models": [], "shard_size": 3, "speaker": {"backends": ["simulated-sv"],
+            "max_per_class": None}, "emotion": {"backends": ["simulated-ser"]}},
+        "sv-ser.yaml",
+    )
+    summary = run_audit(recipe, tmp_path / "run", progress=lambda e, n, i: starts.append(n) if e == "start" else None).summary
+    assert starts == [4, 0, 0] and len(seen) == 6 and set(seen.values()) == {1}, (starts, seen)
+    assert summary["speaker"]["simulated-sv"]["facts"]["status"] == "loaded"
+    assert summary["emotion"]["simulated-ser"]["facts"]["n_units_run"] == 2 and summary["emotion"]["simulated-ser"]["n_utts"] == 6
+
+
 def test_pass_stores_dispatch_by_kind(tmp_path: Path) -> None:
     """Each unit's part, marker and facts sit where a pass of its kind alone puts them; names must be distinct."""
     specs = [ModelSpec("a", "simulated", {}, 1, {}), ModelSpec("v", "simulated-sv", {}, 1, {}, kind="sv"),
