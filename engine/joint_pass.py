@@ -26,7 +26,7 @@ from typing import Any
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.errors import ConfigError
-from engine.passes import check_kind
+from engine.passes import check_device, check_kind
 from engine.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,8 @@ def run_joint(
     """
     specs = [*asr, *(r.spec for r in extra)]
     store = PassStores.of(out_dir, specs)
+    for r in extra:  # a GPU asked of a CPU-only backend is refused before any pass starts (as run_embed_backends does)
+        check_device(r.spec, f"{r.spec.kind} pass '{r.spec.name}'")
     warmups = {r.spec.name: r.warmup for r in extra}
     runs: dict[str, int] = {}
 
