@@ -626,4 +626,5 @@ __all__ = [
     "rendition_pairs",
     "run_emotion_audit",
     "score_emotion_backend",
+    "ser_specs",
 ]
