@@ -27,9 +27,10 @@ from audits.runners import EngineOptions, check_runner, decode_options, make_run
 from audits.schema import Summary
 from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
-from engine.data import ModelSpec, ProgressFn
+from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError, RegistryError
+from engine.joint_pass import PassRequest, run_joint
 from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
 from engine.pass_engine import ENGINE_KINDS
 from engine.runner import hardware_facts
@@ -169,7 +170,10 @@ def run_audit(
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
     any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
-    order after the ASR models, each writing its part of the summary under its key. ``extra``
+    order after the ASR models, each writing its part of the summary under its key; the SV/SER
+    passes sections run over the recipe's own dataset (``AuditSection.dataset_passes``) run with
+    the ASR pass as one engine run (``engine/joint_pass.py``), so each shard is decoded once for
+    all of them and the sections find those units finished. ``extra``
     adds top-level summary keys of the caller's (a sweep's selection) before anything is scored,
     so ``summary.json`` is written once. ``dataset`` is the recipe's dataset when the caller has
     opened it already (a sweep checks it first), so it is opened and fingerprinted once.
@@ -213,7 +217,13 @@ def run_audit(
     sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
     try:
-        if specs:
+        section_passes = joint_passes(engine, parsed, specs, dataset, dec)
+        if section_passes:  # the sections' SV/SER passes over this dataset run with the ASR pass: one decode per shard
+            outcome = run_joint(engine, dataset, specs, section_passes, out, warmup=recipe.warmup, decode_options=dec, progress=progress)
+            facts = outcome.facts
+            plan = outcome.plan if specs else None
+            engine = replace(engine, joint=outcome.records)  # the sections' passes find these units finished
+        elif specs:
             runner = make_runner(engine, dataset, specs, store, recipe, progress)
             facts = runner.run()
             plan = runner.plan
@@ -233,6 +243,26 @@ def run_audit(
     dataset_desc = dataset.describe()
     del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
     return score_run(out, recipe, table, dataset_desc, facts, sections)
+
+
+def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],
+        dataset: Dataset, dec: DecodeOptions) -> list[PassRequest]:
+    """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
+
+    Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
+    passes to share the decode, and never a backend whose name another pass of the run uses
+    (one plan holds them all): that one runs in its section, as before.
+    """
+    if engine.kind not in ENGINE_KINDS or not dataset.has_audio:
+        return []
+    requests = [r for sec, cfg in parsed for r in sec.dataset_passes(cfg, dataset, dec)]
+    names = [s.name for s in specs] + [r.spec.name for r in requests]
+    keep = [r for r in requests if names.count(r.spec.name) == 1]
+    for r in requests:
+        if r not in keep:
+            log.info("%s backend '%s' shares its name with another pass of this run; it runs in its own section pass", r.spec.kind,
+                r.spec.name)
+    return keep if len(specs) + len(keep) >= 2 else []
 
 
 def check_section_passes(recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]],

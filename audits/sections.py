@@ -9,6 +9,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   audio headers) before any model loads or anything is written (default: nothing);
 * ``engine_passes(config, asr_models, dataset)``: the passes the section submits to the run's
   engine (default: none), so a runner that cannot run them is refused before anything runs;
+* ``dataset_passes(config, dataset, decode_options)``: the SV/SER backends the section runs over the
+  recipe's own dataset (default: none); the pipeline runs them with the ASR pass as one engine run;
 * ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
   see, e.g. with derived clips added; called once the dataset is open, before the run plan;
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
@@ -45,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.errors import RegistryError
+from engine.joint_pass import PassRequest
 from engine.pass_engine import EngineOptions
 from engine.registry import Registry
 
@@ -105,6 +108,15 @@ class AuditSection(ABC, Generic[ConfigT]):
         message (e.g. ``["speaker-verification pass"]``); ``[]`` when it runs none (default). A plug-in
         runner runs the recipe's ASR pass only, so the pipeline refuses a recipe whose sections name
         any pass here on one, before any model loads or anything is written."""
+        return []
+
+    def dataset_passes(self, config: ConfigT, dataset: Dataset, decode_options: DecodeOptions) -> list[PassRequest]:
+        """The SV/SER backends ``run`` will run over ``dataset`` itself with ``decode_options`` (default: none).
+
+        The pipeline hands them to the engine with the ASR pass as one run (``engine/joint_pass.py``),
+        so each shard is decoded once for every pass and a cluster schedules them together; ``run``
+        then finds those units finished (same markers, same settings) and computes nothing. Return
+        only passes whose specs, dataset and decode options are exactly those ``run`` submits."""
         return []
 
     def check_inputs(self, config: ConfigT, dataset: Dataset) -> None:

@@ -40,6 +40,7 @@ from engine.backends.base import EmotionOutput
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
+from engine.joint_pass import JointRecord
 from engine.pass_engine import EngineOptions
 from engine.passes import PLACEMENT_KEYS, check_device, empty_table, registry_for, split_placement
 from engine.store import RunStore
@@ -163,6 +164,14 @@ def _summarize(table: pa.Table) -> dict[str, Any]:
     }
 
 
+def _joint_record(engine: EngineOptions, spec: EmbedSpec, kind: str, settings_digest: str) -> JointRecord | None:
+    """The joint run's record of ``spec`` (``engine/joint_pass.py``), when it ran this very pass (same kind and settings)."""
+    rec = engine.joint.get(spec.name)
+    if rec is None or rec.kind != kind or rec.settings_digest != settings_digest:
+        return None
+    return rec
+
+
 def run_embed_backends(
     dataset: Dataset,
     specs: Sequence[EmbedSpec],
@@ -179,6 +188,11 @@ def run_embed_backends(
     that could not load, ``info``/``device``/``batch_size``, ``engine`` (the runner, and for
     Ray the host, pid and GPU ids of each actor), ``n_units_run`` (this call) and totals over
     the checked rows (``n_utts``, ``n_failed``, ``audio_s``, ``infer_s``, ``rtfx``).
+
+    When the recipe run already ran a backend's pass together with its ASR pass
+    (``engine.joint``, ``engine/joint_pass.py``), its units are found finished and nothing is
+    computed; status and ``n_units_run`` then count that joint run as this call's, so the
+    facts read as they would had the pass run here.
     """
     names = [s.name for s in specs]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -211,7 +225,10 @@ def run_embed_backends(
         for spec in group:
             f = dict(facts.get(spec.name) or {"status": "not-started"})
             f.update(name=spec.name, backend=spec.backend, kind=kind, batch_size=spec.batch_size)
-            if spec.name not in pending and f.get("status") == "loaded":
+            joint = _joint_record(engine, spec, kind, runner.plan.settings_digests[spec.name])
+            if joint is not None:  # this recipe run computed the pass with its ASR pass: report it as run here
+                runs[spec.name] += joint.n_units_run
+            if spec.name not in pending and not (joint is not None and joint.pending) and f.get("status") == "loaded":
                 f["status"] = "done"
             if isinstance(f.get("info"), Mapping):
                 f["device"] = f["info"].get("device", "cpu")

@@ -9,9 +9,9 @@ nothing outside ``engine/`` knows which runner ran a pass. Each pass's model fac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
@@ -20,6 +20,9 @@ from engine.errors import ConfigError
 from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedProgress, run_inprocess, run_ray
 from engine.runner import InProcessRunner
 from engine.store import RunStore
+
+if TYPE_CHECKING:
+    from engine.joint_pass import JointRecord, PassStores
 
 ENGINE_KINDS = ("inprocess", "ray")
 """The runners that run every pass kind; a plug-in runner (``audit_engine.runners``) runs the ASR pass only."""
@@ -40,6 +43,8 @@ class EngineOptions:
     unit_timeout_s: float | None = None
     max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
     memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
+    joint: Mapping[str, JointRecord] = field(default_factory=dict, compare=False)
+    """Section backends this recipe run already ran together with its ASR pass (``engine/joint_pass.py``), by name."""
 
     def check(self) -> None:
         """Every option typed and in range (``--memory-budget-mb -5``, ``--max-models-loaded 0``
@@ -52,13 +57,16 @@ class EngineOptions:
         self,
         dataset: Dataset,
         specs: Sequence[ModelSpec],
-        store: RunStore,
+        store: RunStore | PassStores,
         *,
         warmup: int = 1,
+        warmups: Mapping[str, int] | None = None,
         decode_options: DecodeOptions | None = None,
         progress: ProgressFn | None = None,
     ) -> Any:
-        """A runner for one pass (``specs`` of one kind, ``store`` of that kind); ``run()`` returns model facts."""
+        """A runner for one pass (``specs`` of one kind, ``store`` of that kind) or a joint run (``specs`` of
+        several kinds, ``store`` a :class:`~engine.joint_pass.PassStores`); ``run()`` returns model facts.
+        ``warmups`` overrides ``warmup`` per model name."""
         dec = decode_options or DecodeOptions()
         if self.kind not in ENGINE_KINDS:
             raise ConfigError(
@@ -69,12 +77,12 @@ class EngineOptions:
             from engine.ray_runner import RayRunner
 
             return RayRunner(
-                dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
+                dataset, list(specs), store, warmup=warmup, warmups=warmups, decode_options=dec, progress=progress,
                 address=self.address, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
             )
         return InProcessRunner(
             dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
-            max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb,
+            max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb, warmups=warmups,
         )
 
     def run_keyed(self, passes: Sequence[KeyedPass], progress: KeyedProgress | None = None) -> KeyedOutcome:

@@ -54,7 +54,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.cluster import node_capacity, placement_problem
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
@@ -67,6 +67,9 @@ from engine.ray_usage import RayUsage, final_usage, is_hosted
 from engine.runner import InProcessRunner, decode_shard, failed_rows
 from engine.schedule import choose_run, order_runs
 from engine.store import RunPlan, RunStore
+
+if TYPE_CHECKING:
+    from engine.joint_pass import PassStores
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +153,12 @@ class RayRunner:
         self,
         dataset: Dataset,
         models: Sequence[ModelSpec],
-        store: RunStore,
+        store: RunStore | PassStores,
         warmup: int = 1,
         decode_options: DecodeOptions | None = None,
         progress: ProgressFn | None = None,
         *,
+        warmups: Mapping[str, int] | None = None,
         address: str | None = None,
         workers: int | None = None,
         max_in_flight: int | None = None,
@@ -192,6 +196,7 @@ class RayRunner:
         self.models = list(models)
         self.store = store
         self.warmup = warmup
+        self.warmups = dict(warmups or {})  # per-model warm-up counts (a joint run's section backends keep theirs)
         self.decode_options = decode_options or DecodeOptions()
         self.plan = RunPlan.build(dataset, self.models, asdict(self.decode_options))
         store.use_plan(self.plan)
@@ -447,7 +452,7 @@ class RayRunner:
         env = self._thread_env(run)
         if env:
             opts["runtime_env"] = {"env_vars": env}
-        handle = actor_cls.options(**opts).remote(run.spec, self.warmup)
+        handle = actor_cls.options(**opts).remote(run.spec, self.warmups.get(run.spec.name, self.warmup))
         key = self._next_key
         self._next_key += 1
         actor = _Actor(key, run.spec.name, handle, run.num_cpus, run.num_gpus)

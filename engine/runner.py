@@ -15,7 +15,7 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from engine.audio import decode
 from engine.backends.base import ASRBackend
@@ -26,6 +26,9 @@ from engine.errors import AuditError, BackendUnavailable
 from engine.memory_plan import LoadGroup, plan_groups
 from engine.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
 from engine.store import RunPlan, RunStore
+
+if TYPE_CHECKING:
+    from engine.joint_pass import PassStores
 
 log = logging.getLogger(__name__)
 
@@ -270,14 +273,16 @@ class InProcessRunner:
         self,
         dataset: Dataset,
         models: Sequence[ModelSpec],
-        store: RunStore,
+        store: RunStore | PassStores,
         warmup: int = 1,
         decode_options: DecodeOptions = DecodeOptions(),
         progress: ProgressFn | None = None,
         prefetch: bool = True,
         max_models_loaded: int | None = None,
         memory_budget_mb: float | None = None,
+        warmups: Mapping[str, int] | None = None,
     ) -> None:
+        self.warmups = dict(warmups or {})  # per-model warm-up counts (a joint run's section backends keep theirs)
         self.max_models_loaded = max_models_loaded  # load groups (engine/memory_plan.py)
         self.memory_budget_mb = memory_budget_mb
         self.dataset = dataset
@@ -321,7 +326,7 @@ class InProcessRunner:
             elif spec.name in pending_models:
                 if self.progress:
                     self.progress("loading", 0, {"model": spec.name})
-                states[spec.name] = load_model(spec, self.warmup)
+                states[spec.name] = load_model(spec, self.warmups.get(spec.name, self.warmup))
                 self._record_usage(states[spec.name], previous.get(spec.name))
             else:
                 states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
@@ -409,7 +414,7 @@ class InProcessRunner:
         for i, group in enumerate(groups):
             log.info("load group %d/%d: %s (estimated %.0f MB)", i + 1, len(groups), ", ".join(group.models), group.estimated_mb)
             sub = InProcessRunner(self.dataset, [by_name[n] for n in group.models], self.store, self.warmup, self.decode_options, progress,
-                self.prefetch)
+                self.prefetch, warmups=self.warmups)
             for name, f in sub.run().items():
                 facts[name] = {**f, "load_group": {"index": i, "of": len(groups), "estimated_mb": round(group.estimated_mb, 1)}}
                 self.store.write_model_facts(name, facts[name])

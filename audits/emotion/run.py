@@ -568,6 +568,15 @@ def check_emotion_inputs(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> lis
     return warnings
 
 
+def ser_specs(cfg: EmotionConfig) -> list[EmbedSpec]:
+    """The SER pass's backends, as ``run_emotion_audit`` submits them (and the pipeline's joint run, ahead of it)."""
+    specs = []
+    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
+        options, placement = split_placement(cfg.backend_options.get(b, {}), f"emotion.backend_options.{b}")
+        specs.append(EmbedSpec(name=b, backend=b, kind="ser", options=options, batch_size=cfg.batch_size, meta=placement))
+    return specs
+
+
 def run_emotion_audit(
     cfg: EmotionConfig,
     dataset: Dataset,
@@ -586,10 +595,7 @@ def run_emotion_audit(
     warnings = check_emotion_inputs(cfg, meta)
     cfg.make_label_map()  # a bad label-map file fails here, before models load
     found = rendition_pairs(meta, cfg)
-    specs = []
-    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
-        options, placement = split_placement(cfg.backend_options.get(b, {}), f"emotion.backend_options.{b}")
-        specs.append(EmbedSpec(name=b, backend=b, kind="ser", options=options, batch_size=cfg.batch_size, meta=placement))
+    specs = ser_specs(cfg)
     facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup,
         engine=engine)
     results: dict[str, Any] = {}
@@ -620,4 +626,5 @@ __all__ = [
     "rendition_pairs",
     "run_emotion_audit",
     "score_emotion_backend",
+    "ser_specs",
 ]

@@ -509,6 +509,15 @@ def score_speaker_backend(
     return entry
 
 
+def sv_specs(cfg: SpeakerConfig) -> list[EmbedSpec]:
+    """The SV pass's backends, as ``run_speaker_audit`` submits them (and the pipeline's joint run, ahead of it)."""
+    specs = []
+    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
+        options, placement = split_placement(cfg.backend_options.get(b, {}), f"speaker.backend_options.{b}")
+        specs.append(EmbedSpec(name=b, backend=b, kind="sv", options=options, batch_size=cfg.batch_size, meta=placement))
+    return specs
+
+
 def run_speaker_audit(
     cfg: SpeakerConfig,
     dataset: Dataset,
@@ -526,10 +535,7 @@ def run_speaker_audit(
     out = Path(out_dir)
     meta = collect_meta(dataset)
     trials, cohort_utts = build_trials(cfg, meta)
-    specs = []
-    for b in cfg.backends:  # num_gpus/num_cpus/memory_mb place the backend's actors, like an ASR registry entry
-        options, placement = split_placement(cfg.backend_options.get(b, {}), f"speaker.backend_options.{b}")
-        specs.append(EmbedSpec(name=b, backend=b, kind="sv", options=options, batch_size=cfg.batch_size, meta=placement))
+    specs = sv_specs(cfg)
     opts = run_options(decode_options)
     facts = run_embed_backends(dataset, specs, out, decode_options=opts, progress=progress, warmup=cfg.warmup, engine=engine)
     results: dict[str, Any] = {}
@@ -554,5 +560,6 @@ __all__ = [
     "run_speaker_audit",
     "score_speaker_backend",
     "speaker_pair_stats",
+    "sv_specs",
     "write_combined_clips",
 ]

@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
-from engine.data import ModelSpec
+from engine.data import DecodeOptions, ModelSpec
+from engine.joint_pass import PassRequest
 
 if TYPE_CHECKING:
     from audits.speaker.run import SpeakerConfig
@@ -35,6 +36,14 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
 
     def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
         return ["speaker-verification pass"]
+
+    def dataset_passes(self, config: SpeakerConfig, dataset: Any, decode_options: DecodeOptions) -> list[PassRequest]:
+        """``run`` embeds the recipe's own dataset with the run's decode options: the pipeline may run that pass with ASR."""
+        from audits.speaker.run import sv_specs
+
+        if not dataset.has_audio:  # ``run`` refuses such a dataset itself, with its message
+            return []
+        return [PassRequest(s.model_spec(), config.warmup) for s in sv_specs(config)]
 
     def check_inputs(self, config: SpeakerConfig, dataset: Any) -> None:
         """Read the trial list (when one is given) against the dataset's ids before any model
