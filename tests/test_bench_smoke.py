@@ -112,13 +112,15 @@ def test_bench_cli_quick_scoring(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_gpu_check_runs_on_cpu_without_optional_packages(tmp_path: Path) -> None:
-    """``--device cpu --quick`` with soundfile, soxr, rapidfuzz, whisper-normalizer, jiwer and ray hidden,
-    as on the GPU image: the engine still decodes (stand-in WAV reader) and both sides report RTFx."""
+    """``--device cpu --quick`` with soundfile, soxr, rapidfuzz, whisper-normalizer, jiwer, ray and
+    mistral-common hidden, as on the GPU image: the engine still decodes (stand-in WAV reader) and both
+    sides report RTFx. (mistral-common needs soundfile; installed without it, transformers fails to
+    load any processor, so it is hidden with it, as the GPU image has neither.)"""
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(
         "import sys\nfrom importlib.machinery import PathFinder\n"
-        "B = {'soundfile', '_soundfile', '_soundfile_data', 'soxr', 'rapidfuzz', 'whisper_normalizer', 'jiwer', 'ray'}\n"
+        "B = {'soundfile', '_soundfile', '_soundfile_data', 'soxr', 'rapidfuzz', 'whisper_normalizer', 'jiwer', 'ray', 'mistral_common'}\n"
         "class H(PathFinder):\n"
         "    @classmethod\n"
         "    def find_spec(cls, name, path=None, target=None):\n"
