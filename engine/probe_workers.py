@@ -323,8 +323,9 @@ class MaskWorker:
         return {"worker": "masking", "format": "flac-pcm16"}
 
     def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """``payload``: a :func:`clip_payload` with ``signal`` (``MaskSignal.to_dict``), ``targets``
-        (``PlannedTarget.to_dict`` each) and ``expect_duration_s`` (the duration the spans were timed on, or None)."""
+        """``payload``: a :func:`clip_payload` with ``signal`` (``MaskSignal.to_dict``; None: nothing to mask), ``targets``
+        (``PlannedTarget.to_dict`` each), ``expect_duration_s`` (the duration the spans were timed on, or None) and
+        optionally ``source_file``: also write the clip itself as FLAC under that name (``source`` in the result)."""
         from engine.masking_audio import MaskSignal, PlannedTarget, mask_targets
         from engine.shards import encode_audio
         from engine.store import safe_name
@@ -340,8 +341,12 @@ class MaskWorker:
                 f"clip '{parent}' decodes to {duration} s but its word timings were computed on {expect} s of audio; "
                 "the clip changed during the run: re-run the same command"
             )
-        signal = MaskSignal.from_dict(dict(payload["signal"]))
         out: dict[str, Any] = {"duration_s": duration, "targets": []}
+        if payload.get("source_file"):  # the clip itself, encoded as the derived shards hold it (a rendition's clean copy)
+            out["source"] = self._write(str(payload["source_file"]), encode_audio(audio, SAMPLE_RATE, "FLAC"))
+        if payload.get("signal") is None:
+            return out
+        signal = MaskSignal.from_dict(dict(payload["signal"]))
         if duration < signal.min_clip_s:
             return out
         planned = [PlannedTarget.from_dict(t) for t in payload.get("targets") or []]
@@ -350,13 +355,14 @@ class MaskWorker:
             if m.reason is not None:
                 entry.update(reason=m.reason, detail=m.detail)
             for uid, y, derivation in m.clips:
-                data = encode_audio(y, SAMPLE_RATE, "FLAC")
-                name = f"{safe_name(uid)}.flac"
-                _atomic_write_bytes(self.out_dir / name, data)
-                entry["clips"].append({"id": uid, "file": name, "sha256": hashlib.sha256(data).hexdigest(), "duration_s": duration,
-                                       "derivation": derivation})
+                written = self._write(f"{safe_name(uid)}.flac", encode_audio(y, SAMPLE_RATE, "FLAC"))
+                entry["clips"].append({"id": uid, **written, "duration_s": duration, "derivation": derivation})
             out["targets"].append(entry)
         return out
+
+    def _write(self, name: str, data: bytes) -> dict[str, str]:
+        _atomic_write_bytes(self.out_dir / name, data)
+        return {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
 
     def facts(self) -> dict[str, Any]:
         return {}

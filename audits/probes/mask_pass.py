@@ -15,16 +15,21 @@ clips, timings and settings derives nothing; a stored unit whose file is missing
 its recorded SHA-256 is derived again. Every clip is a unit, also those without a target: whether
 a clip decodes and how long it is decide its skip reason (``audio-error``, ``clip-too-short``)
 before the text's (``no-maskable-word``), exactly as in one process.
+
+The synthetic-voice probe's renditions go through the same worker (:func:`derive_renditions`):
+each rendition comes back as the FLAC copy the derived shards hold, and those of the masking
+source are masked again, so that probe's driver decodes and encodes nothing either.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from audits.probes.helper_passes import EngineTimings
+from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.masking import (
     MaskBuild,
     MaskSettings,
@@ -36,6 +41,7 @@ from audits.probes.masking import (
     text_skip,
     write_build,
 )
+from audits.probes.masking_score import MaskTarget
 from engine.data import ProgressFn, Utterance
 from engine.datasets.base import Dataset, audio_stamps
 from engine.errors import AuditError
@@ -43,6 +49,7 @@ from engine.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
 from engine.masking_audio import PlannedTarget
 from engine.pass_engine import EngineOptions
 from engine.probe_workers import clip_payload, file_sha256
+from engine.store import safe_name
 from engine.unit_store import KeyedUnitStore, digest
 
 log = logging.getLogger(__name__)
@@ -58,13 +65,12 @@ def _drop_unvouched_files(store: KeyedUnitStore, audio_dir: Path, units: Iterabl
         got = store.get(u.backend, u.unit, u.inputs, u.settings)
         if got is None:
             continue
-        for t in got.get("targets") or []:
-            bad = [c["file"] for c in t.get("clips") or [] if not (audio_dir / str(c["file"])).is_file()
-                   or file_sha256(audio_dir / str(c["file"])) != c["sha256"]]
-            if bad:
-                log.info("masking: derived clip(s) %s of '%s' are missing or altered; the clip is derived again", bad, u.unit)
-                store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
-                break
+        files = [c for t in got.get("targets") or [] for c in t.get("clips") or []] + ([got["source"]] if got.get("source") else [])
+        bad = [str(c["file"]) for c in files
+               if not (audio_dir / str(c["file"])).is_file() or file_sha256(audio_dir / str(c["file"])) != c["sha256"]]
+        if bad:
+            log.info("masking: derived file(s) %s of '%s' are missing or altered; the clip is derived again", bad, u.unit)
+            store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
 
 
 def _relay(progress: ProgressFn | None) -> KeyedProgress | None:
@@ -91,6 +97,90 @@ def _read(audio_dir: Path, clip: Mapping[str, Any]) -> bytes:
     return data
 
 
+@dataclass
+class _Planned:
+    """One source clip's unit, with what the driver decided from the text: its targets and their placement."""
+
+    utt: Utterance
+    targets: list[MaskTarget]
+    placed: list[PlannedTarget | Skip]
+    unit: KeyedUnit
+
+
+@dataclass
+class Derived:
+    """What the workers made of one source clip: its length, its own FLAC copy (when asked), masked clips and skips, in order."""
+
+    duration_s: float | None = None
+    error: str | None = None  # the clip could not be read
+    source: bytes | None = None
+    clips: list[tuple[str, bytes, dict[str, Any]]] = field(default_factory=list)  # (derived id, FLAC bytes, derivation)
+    skips: list[Skip] = field(default_factory=list)
+
+
+def _plan(u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, settings: MaskSettings | None,
+          source_file: str | None = None) -> _Planned:
+    """The unit of clip ``u``: its targets placed from the stored word timings (text work), what the worker reads and its marker."""
+    targets = clip_targets(u.reference, settings) if settings is not None else []
+    result = timings.results.get(u.utt_id) if targets else None
+    placed: list[PlannedTarget | Skip] = []
+    expect: float | None = None
+    if targets and result is not None and "error" in result:  # unreadable: the worker's decode names the error first
+        why = f"the word timings could not read the clip ({result['error']})"
+        placed = [Skip(u.utt_id, "timing-unknown", why, t.text) for t in targets]
+    elif targets:  # no result: nothing to align (every word unknown), the spans are unknown whatever the duration
+        expect = None if result is None else float(result["duration_s"])
+        placed = place_targets(u.utt_id, targets, timings.timings(u.utt_id, u.reference or "", expect or 0.0), expect or 0.0)
+    planned = [p.to_dict() for p in placed if isinstance(p, PlannedTarget)]
+    signal = signal_of(settings).to_dict() if settings is not None else None
+    inputs = {"audio": audio, "timings": None if result is None else digest(result), "targets": digest(planned)}
+    payload = clip_payload(u, root, signal=signal, targets=planned, expect_duration_s=expect if planned else None,
+                           source_file=source_file)
+    unit_settings = {"signal": signal, "format": "flac-pcm16", "source_file": source_file}
+    return _Planned(u, targets, placed, KeyedUnit(BACKEND, u.utt_id, inputs, unit_settings, payload, float(u.duration_s or 0.0)))
+
+
+def _run(planned: list[_Planned], store: KeyedUnitStore, audio_dir: Path, engine: EngineOptions | None,
+         progress: ProgressFn | None, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the pending units on the engine; every unit's result and the worker's facts."""
+    units = [p.unit for p in planned]
+    KeyedUnitStore.check_names([BACKEND], [u.unit for u in units])
+    _drop_unvouched_files(store, audio_dir, units)
+    worker = WorkerSpec(BACKEND, WORKER, {"out_dir": str(audio_dir.resolve())})  # actors may start in another folder
+    out = (engine or EngineOptions()).run_keyed([KeyedPass(store, (worker,), tuple(units))], progress=_relay(progress))
+    out.raise_failed(what)
+    results = {u.unit: out.results[(store.pass_name, BACKEND, u.unit)] for u in units}
+    return results, dict(out.facts.get((store.pass_name, BACKEND), {}))
+
+
+def _outcome(p: _Planned, r: Mapping[str, Any], settings: MaskSettings | None, audio_dir: Path) -> Derived:
+    """A unit's result read back: skips in the order one process finds them, derived clips' bytes checked against their SHA-256."""
+    u = p.utt
+    if "error" in r:
+        return Derived(error=str(r["error"]))
+    d = Derived(duration_s=float(r["duration_s"]))
+    if r.get("source"):
+        d.source = _read(audio_dir, {"id": u.utt_id, **dict(r["source"])})
+    if settings is None:
+        return d
+    skip = text_skip(u, d.duration_s or 0.0, p.targets, settings)
+    if skip is not None:
+        d.skips.append(skip)
+        return d
+    masks = {int(t["index"]): t for t in r["targets"]}
+    for placed, target in zip(p.placed, p.targets):
+        if isinstance(placed, Skip):
+            d.skips.append(placed)
+            continue
+        m = masks[placed.index]
+        if m.get("reason") is not None:
+            d.skips.append(Skip(u.utt_id, str(m["reason"]), str(m.get("detail", "")), target.text))
+            continue
+        for c in m["clips"]:
+            d.clips.append((str(c["id"]), _read(audio_dir, c), dict(c["derivation"])))
+    return d
+
+
 def derive_masked_set(
     dataset: Dataset,
     timings: EngineTimings,
@@ -105,12 +195,10 @@ def derive_masked_set(
     ``timings`` is the probe's ``EngineTimings`` with the timings of ``clips_needing_timings``
     computed; units, markers and the workers' files live under ``work_dir``.
     """
-    engine = engine or EngineOptions()
     store = KeyedUnitStore(work_dir, PASS)
     audio_dir = work_dir / "audio"
-    signal = signal_of(settings).to_dict()
     build = MaskBuild(out_dir)
-    order: list[Skip | tuple[Utterance, list[Any], list[PlannedTarget | Skip]]] = []
+    order: list[Skip | _Planned] = []
     clips: list[Utterance] = []
     for shard in dataset.iter_shards():
         for u in shard.utterances:
@@ -121,62 +209,57 @@ def derive_masked_set(
                 order.append(Skip(u.utt_id, "audio-error", u.problem))
                 continue
             clips.append(u)
-    stamps = dict(zip((u.utt_id for u in clips), audio_stamps(clips, dataset.root)))
-    KeyedUnitStore.check_names([BACKEND], list(stamps))
-    units: list[KeyedUnit] = []
-    for u in clips:
-        targets = clip_targets(u.reference, settings)
-        result = timings.results.get(u.utt_id) if targets else None
-        placed: list[PlannedTarget | Skip] = []
-        expect: float | None = None
-        if targets and result is not None and "error" in result:  # unreadable: the worker's decode names the error first
-            why = f"the word timings could not read the clip ({result['error']})"
-            placed = [Skip(u.utt_id, "timing-unknown", why, t.text) for t in targets]
-        elif targets:  # no result: nothing to align (every word unknown), the spans are unknown whatever the duration
-            expect = None if result is None else float(result["duration_s"])
-            placed = place_targets(u.utt_id, targets, timings.timings(u.utt_id, u.reference or "", expect or 0.0), expect or 0.0)
-        planned = [p.to_dict() for p in placed if isinstance(p, PlannedTarget)]
-        order.append((u, targets, placed))
-        inputs = {"audio": list(stamps[u.utt_id]), "timings": None if result is None else digest(result), "targets": digest(planned)}
-        payload = clip_payload(u, dataset.root, signal=signal, targets=planned, expect_duration_s=expect if planned else None)
-        units.append(KeyedUnit(BACKEND, u.utt_id, inputs, {**signal, "format": "flac-pcm16"}, payload, float(u.duration_s or 0.0)))
-    _drop_unvouched_files(store, audio_dir, units)
-    worker = WorkerSpec(BACKEND, WORKER, {"out_dir": str(audio_dir.resolve())})  # actors may start in another folder
-    out = engine.run_keyed([KeyedPass(store, (worker,), tuple(units))], progress=_relay(progress))
-    out.raise_failed("masking derivation")
-    build.facts = dict(out.facts.get((PASS, BACKEND), {}))
+    planned: list[_Planned] = []
+    for u, stamp in zip(clips, audio_stamps(clips, dataset.root)):
+        planned.append(_plan(u, dataset.root, list(stamp), timings, settings))
+        order.append(planned[-1])
+    results, build.facts = _run(planned, store, audio_dir, engine, progress, "masking derivation")
     derived: list[Utterance] = []
     for entry in order:
         if isinstance(entry, Skip):
             build.skipped.append(entry)
             continue
-        u, targets, placed = entry
-        r = out.results[(PASS, BACKEND, u.utt_id)]
-        if "error" in r:
-            build.skipped.append(Skip(u.utt_id, "audio-error", str(r["error"])))
+        d = _outcome(entry, results[entry.utt.utt_id], settings, audio_dir)
+        if d.error is not None:
+            build.skipped.append(Skip(entry.utt.utt_id, "audio-error", d.error))
             continue
-        duration = float(r["duration_s"])
-        skip = text_skip(u, duration, targets, settings)
-        if skip is not None:
-            build.skipped.append(skip)
-            continue
-        masks = {int(t["index"]): t for t in r["targets"]}
-        n_before = len(derived)
-        for p, target in zip(placed, targets):
-            if isinstance(p, Skip):
-                build.skipped.append(p)
-                continue
-            m = masks[p.index]
-            if m.get("reason") is not None:
-                build.skipped.append(Skip(u.utt_id, str(m["reason"]), str(m.get("detail", "")), target.text))
-                continue
-            for c in m["clips"]:
-                derived.append(derived_utterance(u, str(c["id"]), _read(audio_dir, c), float(c["duration_s"]), c["derivation"]))
-                build.derivations[str(c["id"])] = dict(c["derivation"])
-                build.parents[str(c["id"])] = u.utt_id
-        if len(derived) > n_before:
+        build.skipped.extend(d.skips)
+        for uid, data, derivation in d.clips:
+            derived.append(derived_utterance(entry.utt, uid, data, d.duration_s or 0.0, derivation))
+            build.derivations[uid] = derivation
+            build.parents[uid] = entry.utt.utt_id
+        if d.clips:
             build.n_clips_masked += 1
     return write_build(build, derived)
 
 
-__all__ = ["derive_masked_set"]
+def derive_renditions(
+    renditions: Sequence[tuple[Clip, bool]],
+    timings: EngineTimings,
+    settings: MaskSettings | None,
+    work_dir: Path,
+    engine: EngineOptions | None = None,
+    progress: ProgressFn | None = None,
+) -> tuple[dict[str, Derived], dict[str, Any]]:
+    """The synthetic-voice probe's renditions on the engine's workers: each one's FLAC copy, and masked clips for those marked.
+
+    A rendition marked ``True`` is masked like a dataset clip (its timings in ``timings``); every
+    rendition comes back encoded as the derived shards hold it, so the driver decodes nothing.
+    """
+    planned = [_plan(c.utt, c.root, c.inputs(), timings, settings if mask else None, f"{safe_name(c.unit)}.source.flac")
+               for c, mask in renditions]
+    if not planned:
+        return {}, {}
+    audio_dir = work_dir / "audio"
+    results, facts = _run(planned, KeyedUnitStore(work_dir, "synthetic_masking"), audio_dir, engine, progress,
+                          "synthetic_voice derivation")
+    out: dict[str, Derived] = {}
+    for (c, mask), p in zip(renditions, planned):
+        d = _outcome(p, results[c.unit], settings if mask else None, audio_dir)
+        if d.error is not None or d.source is None:
+            raise AuditError(f"synthetic_voice: the rendition {c.unit} cannot be read ({d.error}); re-run the same command")
+        out[c.unit] = d
+    return out, facts
+
+
+__all__ = ["Derived", "derive_masked_set", "derive_renditions"]
