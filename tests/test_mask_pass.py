@@ -80,7 +80,8 @@ def _written(build: MaskBuild) -> dict[str, Any]:
     leak = gated_leak_rate(records_from_rows(build.derivations, build.parents, hyps, base, ["m"]), "silence").to_dict()
     return {"shards": {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.parquet"))},
             # libsndfile's error names the in-memory file object by its address, which differs from one decode to the next
-            "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()), "rows": rows, "derivations": build.derivations, "parents": build.parents,
+            "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()),
+            "rows": rows, "derivations": build.derivations, "parents": build.parents,
             "counts": (build.n_clips, build.n_clips_masked, build.skip_counts()), "leak": leak}
 
 
