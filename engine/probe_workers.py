@@ -11,6 +11,9 @@ in actors (on a GPU when there is one) and the driver only plans and stores:
   model (the start/end of every spoken word).
 * :class:`SpeakerEmbedWorker`: one speaker-verification backend (``engine.backends.SV_BACKENDS``),
   the embedding of one clip.
+* :class:`MaskWorker`: the masked-word probe's derivation of one source clip: decode, hide each
+  placed target with every variant, write each derived clip as a FLAC file (name, SHA-256, duration
+  and derivation record in the result).
 * :class:`TTSWorker`: one TTS backend (``engine.backends.TTS_BACKENDS``) rendering one text in one
   voice into a float32 WAV file under the pass's folder; the result names the file and its SHA-256,
   so the caller (and the next run) can check that the file is the one the unit made.
@@ -301,7 +304,75 @@ class TTSWorker:
         self.tts.close()
 
 
+class MaskWorker:
+    """Derives the masked clips of one source clip per unit (the masked-word probe's audio work).
+
+    The driver placed the clip's targets (text work: which words, their word spans from the word
+    timings); the worker decodes the clip (:func:`read_clip`), refines and pads each span on the
+    audio and applies every variant (``engine.masking_audio.mask_targets``), encodes each derived
+    clip as FLAC (16-bit, ``engine.shards.encode_audio``) into ``<out_dir>/<safe name of its id>.flac``
+    and returns, per target, either why it has no clip (``reason``, ``detail``) or per variant
+    ``{"id", "file", "sha256", "duration_s", "derivation"}``. A clip shorter than the settings'
+    ``min_clip_s`` gives no target (the driver names the skip); an unreadable clip gives ``error``.
+    """
+
+    def __init__(self, out_dir: str = ".") -> None:
+        self.out_dir = Path(out_dir)
+
+    def load(self) -> dict[str, Any]:
+        return {"worker": "masking", "format": "flac-pcm16"}
+
+    def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """``payload``: a :func:`clip_payload` with ``signal`` (``MaskSignal.to_dict``; None: nothing to mask), ``targets``
+        (``PlannedTarget.to_dict`` each), ``expect_duration_s`` (the duration the spans were timed on, or None) and
+        optionally ``source_file``: also write the clip itself as FLAC under that name (``source`` in the result)."""
+        from engine.masking_audio import MaskSignal, PlannedTarget, mask_targets
+        from engine.shards import encode_audio
+        from engine.store import safe_name
+
+        audio, error = read_clip(payload)
+        if audio is None:
+            return {"error": error}
+        parent = str(dict(payload["utt"])["utt_id"])
+        duration = len(audio) / SAMPLE_RATE
+        expect = payload.get("expect_duration_s")
+        if expect is not None and float(expect) != duration:
+            raise AudioError(
+                f"clip '{parent}' decodes to {duration} s but its word timings were computed on {expect} s of audio; "
+                "the clip changed during the run: re-run the same command"
+            )
+        out: dict[str, Any] = {"duration_s": duration, "targets": []}
+        if payload.get("source_file"):  # the clip itself, encoded as the derived shards hold it (a rendition's clean copy)
+            out["source"] = self._write(str(payload["source_file"]), encode_audio(audio, SAMPLE_RATE, "FLAC"))
+        if payload.get("signal") is None:
+            return out
+        signal = MaskSignal.from_dict(dict(payload["signal"]))
+        if duration < signal.min_clip_s:
+            return out
+        planned = [PlannedTarget.from_dict(t) for t in payload.get("targets") or []]
+        for m in mask_targets(parent, audio, planned, signal):
+            entry: dict[str, Any] = {"index": m.index, "clips": []}
+            if m.reason is not None:
+                entry.update(reason=m.reason, detail=m.detail)
+            for uid, y, derivation in m.clips:
+                written = self._write(f"{safe_name(uid)}.flac", encode_audio(y, SAMPLE_RATE, "FLAC"))
+                entry["clips"].append({"id": uid, **written, "duration_s": duration, "derivation": derivation})
+            out["targets"].append(entry)
+        return out
+
+    def _write(self, name: str, data: bytes) -> dict[str, str]:
+        _atomic_write_bytes(self.out_dir / name, data)
+        return {"file": name, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def facts(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        return None
+
+
 __all__ = [
+    "MaskWorker",
     "SpeakerEmbedWorker",
     "TTSWorker",
     "WordTimingWorker",

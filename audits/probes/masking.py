@@ -13,6 +13,10 @@ Each masked clip becomes a derived utterance ``<parent>~mask-<k>-<variant>`` wit
 and a derivation record (the target, its span, pad, variant and timing method), written as
 Parquet shards that the engine runs like any dataset. Clips that cannot be masked are skipped
 with a reason that is counted and listed, never silently dropped.
+
+The audio operations themselves are :mod:`engine.masking_audio` (re-exported here): the probe's
+derivation runs on the engine's workers (:mod:`audits.probes.mask_pass`); this module keeps the
+text side (settings, targets, skips) and the in-process form of the derivation.
 """
 
 from __future__ import annotations
@@ -27,17 +31,29 @@ from typing import Any
 import numpy as np
 
 from audits.probes.masking_score import KINDS, MaskTarget, explain_no_targets, select_mask_targets
-from audits.probes.word_timings import SpanTiming, span_timing
+from audits.probes.word_timings import span_timing
 from engine.audio import decode
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
+from engine.masking_audio import (
+    NOISE_COLORS,
+    VARIANTS,
+    MaskSignal,
+    PlannedTarget,
+    SpanTiming,
+    active_rms,
+    apply_mask,
+    colored_noise,
+    derived_id,
+    mask_interval,
+    mask_targets,
+    refine_span,
+)
 from engine.shards import encode_audio, write_shards
 
 log = logging.getLogger(__name__)
 
-VARIANTS = ("silence", "attenuate", "noise")
-NOISE_COLORS = ("pink", "white")
 SKIP_REASONS = (
     "no-reference",
     "audio-error",
@@ -120,6 +136,7 @@ class MaskBuild:
     skipped: list[Skip] = field(default_factory=list)
     n_clips: int = 0
     n_clips_masked: int = 0
+    facts: dict[str, Any] = field(default_factory=dict)  # the derivation pass's worker facts (runner, pid, ...) when run on the engine
 
     def skip_counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -128,148 +145,45 @@ class MaskBuild:
         return out
 
 
-# ------------------------------------------------------------------ signal operations
-
-
-def active_rms(x: np.ndarray, sr: int = SAMPLE_RATE, floor_db: float = 40.0) -> float:
-    """RMS over 20 ms frames within ``floor_db`` of the loudest frame: the level of the speech itself."""
-    hop = max(1, int(0.02 * sr))
-    n = len(x) // hop
-    if n == 0:
-        return float(np.sqrt(np.mean(np.square(x)))) if len(x) else 0.0
-    power = np.mean(np.square(x[: n * hop].reshape(n, hop).astype(np.float64)), axis=1)
-    top = power.max()
-    if top <= 0:
-        return 0.0
-    active = power[power >= top * 10 ** (-floor_db / 10)]
-    return float(np.sqrt(active.mean()))
-
-
-def colored_noise(n: int, color: str, rng: np.random.Generator) -> np.ndarray:
-    """Unit-RMS white or pink (1/f power) noise."""
-    white = rng.standard_normal(n)
-    if color == "pink" and n > 2:
-        spec = np.fft.rfft(white)
-        f = np.arange(spec.size, dtype=np.float64)
-        f[0] = 1.0
-        white = np.fft.irfft(spec / np.sqrt(f), n)
-    rms = float(np.sqrt(np.mean(white**2))) or 1.0
-    return (white / rms).astype(np.float32)
-
-
-def _frame_db(x: np.ndarray, sr: int, hop_s: float = 0.01) -> np.ndarray:
-    hop = max(1, int(hop_s * sr))
-    n = max(1, len(x) // hop)
-    frames = np.asarray(x[: n * hop], dtype=np.float64).reshape(n, hop) if len(x) >= hop else np.asarray(x, dtype=np.float64)[None, :]
-    db = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-10)
-    return np.convolve(db, np.ones(3) / 3, mode="same")  # 30 ms smoothing
-
-
-def refine_span(x: np.ndarray, span: SpanTiming, max_shift_s: float = 0.15, sr: int = SAMPLE_RATE) -> tuple[float, float]:
-    """Move the span's edges to the quietest point near them (word boundaries sit in energy dips).
-
-    Word timestamps from a recognizer's attention are often off by 0.1-0.2 s; a masked word whose
-    first or last phoneme stays audible can be recognized by an honest model. Each edge moves to the
-    lowest-energy 10 ms frame within ``max_shift_s`` outward (40 ms inward), never past the middle of
-    the neighbouring word.
-    """
-    db = _frame_db(x, sr)
-    hop = 0.01
-    prev_mid = 0.5 * (span.prev_start + span.prev_end)
-    nxt_end = span.next_end if span.next_end is not None else len(x) / sr
-    next_mid = 0.5 * (span.next_start + nxt_end)
-
-    def argmin_in(lo: float, hi: float, default: float) -> float:
-        a, b = max(0, int(lo / hop)), min(len(db), int(np.ceil(hi / hop)) + 1)
-        if b <= a:
-            return default
-        return (a + int(np.argmin(db[a:b]))) * hop
-
-    start = argmin_in(max(prev_mid, span.start - max_shift_s), span.start + 0.04, span.start)
-    end = argmin_in(span.end - 0.04, min(next_mid, span.end + max_shift_s), span.end) + hop
-    if end - start < 0.04:
-        return span.start, span.end
-    return start, end
-
-
-def mask_interval(span: SpanTiming, pad_s: float, duration_s: float, x: np.ndarray | None = None,
-        sr: int = SAMPLE_RATE) -> tuple[float, float]:
-    """The target span (edges refined on the audio when given) widened by ``pad_s`` into quiet audio only.
-
-    The pad stops short of the neighbouring words: it extends an edge only over frames that stay
-    within 6 dB of the edge's own level (a pause), and never past the neighbour's timing.
-    """
-    if x is None:
-        lo = max(0.0, span.prev_end, span.start - pad_s)
-        hi = min(duration_s, span.next_start, span.end + pad_s)
-        return lo, max(lo, hi)
-    start, end = refine_span(x, span, sr=sr)
-    db = _frame_db(x, sr)
-    hop = 0.01
-
-    def level(t: float) -> float:
-        return float(db[min(len(db) - 1, max(0, int(t / hop)))])
-
-    lo, hi = start, end
-    edge = level(start)
-    while lo - hop >= max(0.0, start - pad_s) and level(lo - hop) <= edge + 6.0:
-        lo -= hop
-    edge = level(end - hop)
-    while hi + hop <= min(duration_s, end + pad_s) and level(hi) <= edge + 6.0:
-        hi += hop
-    return max(0.0, lo), min(duration_s, max(lo, hi))
-
-
-def apply_mask(
-    x: np.ndarray,
-    start_s: float,
-    end_s: float,
-    variant: str,
-    settings: MaskSettings,
-    rng: np.random.Generator,
-    sr: int = SAMPLE_RATE,
-) -> np.ndarray:
-    """A copy of ``x`` with [start_s, end_s) silenced, attenuated or replaced by noise (ramped edges)."""
-    if variant not in VARIANTS:
-        raise ConfigError(f"unknown masking variant '{variant}'; choose from {list(VARIANTS)}")
-    y = np.array(x, dtype=np.float32, copy=True)
-    a = max(0, round(start_s * sr))
-    b = min(len(y), round(end_s * sr))
-    if b <= a:
-        return y
-    n = b - a
-    ramp = min(int(settings.ramp_s * sr), n // 2)
-    # w = 1 inside the masked span, 0 outside, raised-cosine ramps at the edges (inside the span)
-    w = np.ones(n, dtype=np.float32)
-    if ramp > 0:
-        edge = (0.5 - 0.5 * np.cos(np.pi * np.arange(ramp) / ramp)).astype(np.float32)
-        w[:ramp] = edge
-        w[n - ramp :] = edge[::-1]
-    level = active_rms(x, sr)
-    seg = y[a:b]
-    if variant == "silence":
-        y[a:b] = seg * (1.0 - w)
-    elif variant == "attenuate":
-        g = np.float32(10 ** (settings.attenuate_db / 20))
-        y[a:b] = seg * (1.0 - w) + seg * g * w
-    else:
-        noise = colored_noise(n, settings.noise_color, rng) * np.float32(level)
-        y[a:b] = seg * (1.0 - w) + noise * w
-    return y
-
-
 # ------------------------------------------------------------------ building the derived set
 
 
-def derived_id(parent: str, k: int, variant: str) -> str:
-    return f"{parent}~mask-{k}-{variant}"
+def signal_of(settings: MaskSettings) -> MaskSignal:
+    """The audio side of the settings: what a worker needs to mask a clip (``engine.masking_audio``)."""
+    return MaskSignal(tuple(settings.variants), settings.pad_s, settings.min_clip_s, settings.attenuate_db, settings.noise_color,
+                      settings.max_span_fraction, settings.min_span_s, settings.ramp_s, settings.seed)
 
 
-def _seed_for(utt_id: str, seed: int) -> np.random.Generator:
-    import hashlib
+def clip_targets(reference: str | None, settings: MaskSettings) -> list[MaskTarget]:
+    """The targets of a clip's reference (none without a reference)."""
+    if not reference or not reference.strip():
+        return []
+    return select_mask_targets(reference, settings.max_targets, kinds=settings.kinds,
+                               ner=settings.ner if "entity" in settings.kinds else None)
 
-    h = int.from_bytes(hashlib.sha256(f"{seed}:{utt_id}".encode()).digest()[:8], "little")
-    return np.random.default_rng(h)
+
+def text_skip(utt: Utterance, duration_s: float, targets: Sequence[MaskTarget], settings: MaskSettings) -> Skip | None:
+    """Why a readable clip gives no masked clip at all, decided before any target is placed (None: it has targets)."""
+    ref = utt.reference
+    if not ref or not ref.strip():
+        return Skip(utt.utt_id, "no-reference", "the clip has no reference text")
+    if duration_s < settings.min_clip_s:
+        return Skip(utt.utt_id, "clip-too-short", f"clip is {duration_s:.2f} s, shorter than min_clip_s = {settings.min_clip_s:g} s")
+    if not targets:
+        return Skip(utt.utt_id, "no-maskable-word", explain_no_targets(ref) or "no target of the configured kinds")
+    return None
+
+
+def place_targets(utt_id: str, targets: Sequence[MaskTarget], timings: Sequence[Any], duration_s: float) -> list[PlannedTarget | Skip]:
+    """Each target's word span from the word timings (in target order), or ``timing-unknown`` when they cannot place it."""
+    out: list[PlannedTarget | Skip] = []
+    for k, target in enumerate(targets):
+        span = span_timing(timings, target.word_start, target.word_end, duration_s)
+        if span is None:
+            out.append(Skip(utt_id, "timing-unknown", "the word timings could not place this target", target.text))
+        else:
+            out.append(PlannedTarget(k, target.to_dict(), span))
+    return out
 
 
 def mask_clip(
@@ -278,68 +192,38 @@ def mask_clip(
     timings_fn: Callable[[], Sequence[Any]],
     settings: MaskSettings,
 ) -> tuple[list[Utterance], list[Skip]]:
-    """Derived masked utterances of one clip (one per target and variant), or the reasons there are none.
+    """Derived masked utterances of one clip (one per target and variant), or the reasons there are none, in this process.
 
-    ``timings_fn`` is called only when the clip has a target (alignment is the costly step).
+    ``timings_fn`` is called only when the clip has a target (alignment is the costly step). The
+    masked-word probe derives its clips on the engine's workers (``audits.probes.mask_pass``) with
+    the same functions; this is the in-process form (the synthetic-voice probe's renditions).
     """
-    ref = utt.reference
-    if not ref or not ref.strip():
-        return [], [Skip(utt.utt_id, "no-reference", "the clip has no reference text")]
     duration = len(audio) / SAMPLE_RATE
-    if duration < settings.min_clip_s:
-        return [], [Skip(utt.utt_id, "clip-too-short", f"clip is {duration:.2f} s, shorter than min_clip_s = {settings.min_clip_s:g} s")]
-    targets = select_mask_targets(ref, settings.max_targets, kinds=settings.kinds, ner=settings.ner if "entity" in settings.kinds else None)
-    if not targets:
-        return [], [Skip(utt.utt_id, "no-maskable-word", explain_no_targets(ref) or "no target of the configured kinds")]
-    timings = timings_fn()
+    targets = clip_targets(utt.reference, settings)
+    skip = text_skip(utt, duration, targets, settings)
+    if skip is not None:
+        return [], [skip]
+    placed = place_targets(utt.utt_id, targets, timings_fn(), duration)
+    masks = {m.index: m for m in mask_targets(utt.utt_id, audio, [p for p in placed if isinstance(p, PlannedTarget)], signal_of(settings))}
     out: list[Utterance] = []
     skips: list[Skip] = []
-    for k, target in enumerate(targets):
-        span = span_timing(timings, target.word_start, target.word_end, duration)
-        if span is None:
-            skips.append(Skip(utt.utt_id, "timing-unknown", "the word timings could not place this target", target.text))
+    for p, target in zip(placed, targets):
+        if isinstance(p, Skip):
+            skips.append(p)
             continue
-        lo, hi = mask_interval(span, settings.pad_s, duration, audio)
-        if hi - lo < settings.min_span_s:
-            skips.append(Skip(utt.utt_id, "target-too-short", f"masked span is {hi - lo:.3f} s", target.text))
+        m = masks[p.index]
+        if m.reason is not None:
+            skips.append(Skip(utt.utt_id, m.reason, m.detail, target.text))
             continue
-        if hi - lo > settings.max_span_fraction * duration:
-            skips.append(
-                Skip(utt.utt_id, "target-covers-clip", f"span {hi - lo:.2f} s of a {duration:.2f} s clip exceeds max_span_fraction",
-                    target.text)
-            )
-            continue
-        for variant in settings.variants:
-            uid = derived_id(utt.utt_id, k, variant)
-            y = apply_mask(audio, lo, hi, variant, settings, _seed_for(uid, settings.seed))
-            derivation = {
-                "probe": "masking",
-                "target": target.to_dict(),
-                "target_index": k,
-                "span_s": [round(lo, 4), round(hi, 4)],
-                "word_span_s": [round(span.start, 4), round(span.end, 4)],
-                "pad_s": settings.pad_s,
-                "variant": variant,
-                "timing_method": span.method,
-                "timing_how": span.how,
-            }
-            if variant == "attenuate":
-                derivation["attenuate_db"] = settings.attenuate_db
-            if variant == "noise":
-                derivation["noise"] = settings.noise_color
-            out.append(
-                Utterance(
-                    utt_id=uid,
-                    reference=ref,
-                    audio_bytes=encode_audio(y, SAMPLE_RATE, "FLAC"),
-                    duration_s=round(duration, 6),
-                    speaker=utt.speaker,
-                    labels=dict(utt.labels),
-                    parent_id=utt.utt_id,
-                    derivation=derivation,
-                )
-            )
+        for uid, y, derivation in m.clips:
+            out.append(derived_utterance(utt, uid, encode_audio(y, SAMPLE_RATE, "FLAC"), duration, derivation))
     return out, skips
+
+
+def derived_utterance(parent: Utterance, uid: str, audio_bytes: bytes, duration_s: float, derivation: Mapping[str, Any]) -> Utterance:
+    """A masked clip of ``parent`` as an utterance of the derived set (its encoded audio and derivation record)."""
+    return Utterance(utt_id=uid, reference=parent.reference, audio_bytes=audio_bytes, duration_s=round(duration_s, 6),
+                     speaker=parent.speaker, labels=dict(parent.labels), parent_id=parent.utt_id, derivation=dict(derivation))
 
 
 def clips_needing_timings(dataset: Dataset, settings: MaskSettings, only: Iterable[str] | None = None) -> list[Utterance]:
@@ -375,7 +259,11 @@ def build_masked_set(
     only: Iterable[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> MaskBuild:
-    """Mask every clip of ``dataset`` (or the ids in ``only``) into Parquet shards under ``out_dir``."""
+    """Mask every clip of ``dataset`` (or the ids in ``only``) into Parquet shards under ``out_dir``, in this process.
+
+    The probe derives its set on the engine's workers instead (``audits.probes.mask_pass.derive_masked_set``:
+    the same clips, bytes and skips); this form decodes and masks here, for a caller with its own timings.
+    """
     wanted = set(only) if only is not None else None
     build = MaskBuild(out_dir)
     derived: list[Utterance] = []
@@ -407,11 +295,17 @@ def build_masked_set(
             done += 1
             if progress is not None:
                 progress(done, dataset.n_utts)
+    return write_build(build, derived)
+
+
+def write_build(build: MaskBuild, derived: Sequence[Utterance]) -> MaskBuild:
+    """Write the derived clips as Parquet shards (replacing older ones) and the skips as ``skipped.jsonl``."""
+    out_dir = build.derived_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("shard-*.parquet"):
         old.unlink()
     if derived:
-        write_shards(derived, out_dir, shard_size=64)
+        write_shards(list(derived), out_dir, shard_size=64)
     with open(out_dir / "skipped.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(s.to_dict()) + "\n" for s in build.skipped)
     log.info(
@@ -447,3 +341,30 @@ def records_from_rows(
                 )
             )
     return out
+
+
+__all__ = [
+    "NOISE_COLORS",
+    "SKIP_REASONS",
+    "VARIANTS",
+    "MaskBuild",
+    "MaskSettings",
+    "Skip",
+    "SpanTiming",
+    "active_rms",
+    "apply_mask",
+    "build_masked_set",
+    "clip_targets",
+    "clips_needing_timings",
+    "colored_noise",
+    "derived_id",
+    "derived_utterance",
+    "mask_clip",
+    "mask_interval",
+    "place_targets",
+    "records_from_rows",
+    "refine_span",
+    "signal_of",
+    "text_skip",
+    "write_build",
+]

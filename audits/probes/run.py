@@ -28,11 +28,12 @@ from audits.probes.engine_io import hyp_map as _hyp_map
 from audits.probes.engine_io import originals as _originals
 from audits.probes.engine_io import run_models as _run_models
 from audits.probes.helper_passes import Clip, EngineTimings
-from audits.probes.masking import build_masked_set, clips_needing_timings, records_from_rows
+from audits.probes.mask_pass import derive_masked_set
+from audits.probes.masking import clips_needing_timings, records_from_rows
 from audits.probes.state import BadReferenceState, MaskingState, ProbeState
 from audits.probes.synthetic_run import run_synthetic_voice
 from engine.backends import ASR_BACKENDS
-from engine.data import SAMPLE_RATE, ModelSpec, ProgressFn, Utterance
+from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
 from engine.pass_engine import EngineOptions
@@ -206,10 +207,7 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     need = clips_needing_timings(dataset, settings)
     timings.compute([Clip(u.utt_id, u, dataset.root) for u in need], {u.utt_id: u.reference or "" for u in need}, progress)
 
-    def timings_for(u: Utterance, x: np.ndarray) -> list[Any]:
-        return list(timings.timings(u.utt_id, u.reference or "", len(x) / SAMPLE_RATE))
-
-    build = build_masked_set(dataset, timings_for, settings, root / "derived")
+    build = derive_masked_set(dataset, timings, settings, root / "derived", root / "derive", engine, progress)  # on the engine's workers
     skipped = build.skip_counts()
     facts: dict[str, Any] = {
         "n_clips": build.n_clips,

@@ -20,7 +20,8 @@ import numpy as np
 from audits.probes.config import ProbeConfig
 from audits.probes.engine_io import failed_models, fresh_workspace, hyp_map, originals, run_models
 from audits.probes.helper_passes import Clip, EngineTimings, EngineVoices, Rendered, Speech
-from audits.probes.masking import mask_clip
+from audits.probes.mask_pass import derive_renditions
+from audits.probes.masking import derived_utterance
 from audits.probes.state import ProbeState
 from audits.probes.synthetic_voice import (
     LEAD_S,
@@ -45,7 +46,7 @@ from audits.probes.voice_match import (
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.shards import encode_audio, write_shards
+from engine.shards import write_shards
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -268,31 +269,28 @@ def run_synthetic_voice(
     if sel.mask_settings is not None:
         need = [r for r in plan if r.source == "masking" and _has_targets(r.reference, sel.mask_settings)]
         timer.compute([_file_clip(r.uid, r.reference, files[r.uid]) for r in need], {r.uid: r.reference for r in need}, progress)
-    # 4. the derived clips: clean renditions, and for the masking source the rendition masked again
+    # 4. the derived clips, made by the engine's workers: clean renditions (FLAC), and for the masking source the rendition masked again
+    made, _ = derive_renditions([(_file_clip(r.uid, r.reference, files[r.uid]), r.source == "masking") for r in plan], timer,
+                                sel.mask_settings, root / "derive", state.engine, progress)
     rendered: list[Utterance] = []
     mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
     br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
     for r in plan:
-        x = files[r.uid].read()
+        d = made[r.uid]
         der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice, files[r.uid].version),
                "text_spoken": r.text, **r.extra}
-        clean = Utterance(r.uid, r.reference, audio_bytes=encode_audio(x, 16000, "FLAC"), duration_s=len(x) / 16000,
-                          speaker=f"tts:{r.voice}", labels={}, parent_id=r.clip, derivation=der)
+        clean = Utterance(r.uid, r.reference, audio_bytes=d.source, duration_s=d.duration_s, speaker=f"tts:{r.voice}", labels={},
+                          parent_id=r.clip, derivation=der)
         rendered.append(clean)
         if r.source == "bad_reference":
             br_ids[r.arm][r.clip] = r.uid
             continue
-
-        def timings(x: np.ndarray = x, r: _Rendition = r) -> Sequence[Any]:
-            return list(timer.timings(r.uid, r.reference, len(x) / 16000))
-
-        masked, skips = mask_clip(replace(clean, parent_id=None), x, timings, sel.mask_settings)
-        for s in skips:
+        for s in d.skips:
             skipped[f"masking:{s.reason}"] = skipped.get(f"masking:{s.reason}", 0) + 1
-        for mu in masked:
-            k = int((mu.derivation or {})["target_index"])
-            mu = replace(mu, parent_id=r.clip,
-                derivation={**dict(mu.derivation or {}), "probe": "synthetic_voice", "source": "masking", "arm": r.arm})
+        for uid, data, derivation in d.clips:
+            k = int(derivation["target_index"])
+            mu = derived_utterance(replace(clean, parent_id=None), uid, data, d.duration_s or 0.0, derivation)
+            mu = replace(mu, parent_id=r.clip, derivation={**derivation, "probe": "synthetic_voice", "source": "masking", "arm": r.arm})
             rendered.append(mu)
             mask_ids[r.arm][(r.clip, k)] = (clean.utt_id, mu.utt_id)
     facts.update(

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from engine.masking_audio import SpanTiming
 from normalizers.numbers import find_numbers, int_to_words, year_to_words
 
 log = logging.getLogger(__name__)
@@ -60,20 +61,6 @@ class WordTiming:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> WordTiming:
         return cls(int(d["index"]), str(d["word"]), d.get("start"), d.get("end"), str(d["method"]), str(d["how"]))
-
-
-@dataclass(frozen=True)
-class SpanTiming:
-    """The time span of a run of reference words [word_start, word_end) and its neighbours' edges."""
-
-    start: float
-    end: float
-    prev_end: float  # end of the previous known word (0 at the clip start)
-    next_start: float  # start of the next known word (clip end when none)
-    method: str
-    how: str  # the weakest 'how' among the words
-    prev_start: float = 0.0  # start of the previous known word (0 when none)
-    next_end: float | None = None  # end of the next known word (clip end when none)
 
 
 # ------------------------------------------------------------------ keys and alignment
