@@ -16,7 +16,6 @@ registry); the SV and SER backends are the real resemblyzer and prosody in-proce
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,41 +23,25 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-import soundfile as sf
 
 import audits.pipeline
 import engine.model_registry
 import engine.runner
 from audits.pipeline import run_audit
 from audits.recipes import parse_recipe
-from engine.data import SAMPLE_RATE, ModelSpec, WorkUnit
+from engine.data import ModelSpec, WorkUnit
 from engine.errors import ConfigError
 from engine.joint_pass import PassStores
 from engine.pass_engine import EngineOptions
+from tests.flite_corpus import build_flite_corpus
 
-SENTENCES = ("The quick brown fox jumps over the lazy dog.", "A large red ball rolled slowly down the hallway.", "Please call me back.")
 TIMING = {"infer_s", "rtfx", "load_s", "wall_s", "first_actor_ready_s", "last_unit_written_s", "generated_at", "elapsed_s"}
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("flite") is None:
-        pytest.skip("flite is not installed (apt-get install flite)")
-    from engine.backends.tts.espeak import resample
-    from engine.backends.tts.flite import FliteTTS
-
-    root = tmp_path_factory.mktemp("joint-corpus")
-    tts = FliteTTS()
-    tts.load()
-    rows = []
-    for voice in ("slt", "kal"):
-        for k, text in enumerate(SENTENCES):
-            x, sr = tts.synthesize(text, voice)
-            sf.write(root / f"{voice}-{k}.wav", resample(np.asarray(x, np.float32), sr, SAMPLE_RATE), SAMPLE_RATE)
-            rows.append({"utt_id": f"{voice}-{k}", "audio_filepath": f"{voice}-{k}.wav", "text": text, "speaker": voice,
-                "emotion": "neutral"})
-    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root / "manifest.jsonl"
+    # ids
+    return build_flite_corpus(tmp_path_factory.mktemp("joint-corpus"), lambda v, k: f"{v}-{k}", emotion="neutral")
 
 
 @pytest.fixture()

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -23,41 +22,26 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from engine.data import SAMPLE_RATE, ModelSpec, WorkUnit
+from engine.data import ModelSpec, WorkUnit
 from engine.datasets import open_dataset
 from engine.embed_runner import EmbedSpec, run_embed_backends
 from engine.errors import ConfigError
 from engine.pass_engine import EngineOptions
 from engine.passes import split_placement
 from engine.store import RunStore
+from tests.flite_corpus import build_flite_corpus
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
 
 ray = pytest.importorskip("ray")
 
-SENTENCES = ("The quick brown fox jumps over the lazy dog.", "A large red ball rolled slowly down the hallway.", "Please call me back.")
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    if shutil.which("flite") is None:
-        pytest.skip("flite is not installed (apt-get install flite)")
-    from engine.backends.tts.espeak import resample
-    from engine.backends.tts.flite import FliteTTS
-
-    root = tmp_path_factory.mktemp("passes-corpus")
-    tts = FliteTTS()
-    tts.load()
-    rows = []
-    for voice in ("slt", "kal"):
-        for k, text in enumerate(SENTENCES):
-            x, sr = tts.synthesize(text, voice)
-            uid = f"{voice}/{k}"  # an id with a slash: file names come from the shard, never the id
-            sf.write(root / f"{voice}-{k}.wav", resample(np.asarray(x, np.float32), sr, SAMPLE_RATE), SAMPLE_RATE)
-            rows.append({"utt_id": uid, "audio_filepath": f"{voice}-{k}.wav", "text": text, "speaker": voice})
-    (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root / "manifest.jsonl"
+    # ids with a slash: file names come from the shard, never the id
+    return build_flite_corpus(tmp_path_factory.mktemp("passes-corpus"), lambda v, k: f"{v}/{k}")
 
 
 @pytest.fixture(scope="module")
