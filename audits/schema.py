@@ -13,13 +13,21 @@ Version history:
   insertions over no reference words) and scored in ``hallucination``; added
   ``models.*.hallucination`` and per-slice ``hallucination``, gaps' ``p_value``, ``p_holm`` and
   ``significant``, and top-level ``comparisons``.
+* 4: intervals and tests follow one testability rule (``audits.asr.stats.check_testable``): what
+  the data cannot support (fewer than two speakers in a group, no variance between speakers, too
+  few models) is ``ci95: null`` with ``not_testable`` (the reason in words; ``cer_not_testable``,
+  ``slope_not_testable``, ``breaking_not_testable``, ``average_not_testable`` beside their
+  intervals), and its ``p_value``, ``p_holm``, ``significant`` and ``excludes_zero`` are null, never
+  a zero-width interval or a p-value; a single-speaker slice is no longer resampled by utterance.
+  Cohort scores are null (``cohort.not_testable``) with fewer than three models or a MAD of 0.
+  Top-level ``digest``: the SHA-256 of the summary's own content (``audits.run_dir``).
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class NormalizerInfo(TypedDict):
@@ -45,8 +53,11 @@ class SliceFigures(TypedDict, total=False):
 
     wer: float | None
     cer: float | None
-    ci95: list[float | None]
-    cer_ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95`` is null (only then): e.g. ``only 1 speaker in accent=x; the bootstrap needs at least 2 to resample``."""
+    cer_ci95: list[float] | None
+    cer_not_testable: str
     n_utts: int
     n_failed: int
     n_words: int
@@ -63,11 +74,13 @@ class GapFigures(TypedDict, total=False):
     a: str
     b: str
     gap: float | None
-    ci95: list[float | None]
-    excludes_zero: bool
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95``, ``p_value``, ``p_holm``, ``excludes_zero`` and ``significant`` are null (only then)."""
+    excludes_zero: bool | None
     p_value: float | None
     p_holm: float | None
-    significant: bool
+    significant: bool | None
     wer_a: float | None
     wer_b: float | None
     n_a: int
@@ -80,7 +93,9 @@ class PairFigures(TypedDict, total=False):
     a: str
     b: str
     diff: float | None
-    ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95``, ``p_value`` and ``p_holm`` are null (only then); such a pair never makes two models differ."""
     p_value: float | None
     p_holm: float | None
     better: str | None
@@ -137,8 +152,10 @@ class ModelFigures(TypedDict, total=False):
     rtfx: float | None
     wer: float | None
     cer: float | None
-    ci95: list[float | None]
-    cer_ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    cer_ci95: list[float] | None
+    cer_not_testable: str
     ci_method: str
     failures: dict[str, int]
     slices: dict[str, SliceFigures]
@@ -265,3 +282,6 @@ class Summary(TypedDict, total=False):
     comparisons: Comparisons
     rows: dict[str, Any]
     """``{"file": "utterances.parquet", "sha256": ..., "n_rows": ...}``: the rows this summary was scored from."""
+    digest: dict[str, str]
+    """``{"sha256": ..., "of": ...}``: the SHA-256 of every other key as canonical JSON (``audits.run_dir``); a reader
+    refuses a summary that no longer matches it."""

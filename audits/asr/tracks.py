@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audits.asr.scoring import score_table
-from audits.asr.stats import _block_codes, _draw_blocks
+from audits.asr.scoring import block_unit, score_table
+from audits.asr.stats import BlockGroup, NotTestable, _block_codes, _draw_blocks, check_testable, estimate_fields, percentile_interval
 from audits.normalizing import get_normalizer
 from engine.config import Field
 from engine.errors import ConfigError
@@ -53,12 +53,9 @@ def _replicates(numer: np.ndarray, denom: np.ndarray, blocks: np.ndarray, n_boot
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def _interval(values: np.ndarray, alpha: float) -> list[float | None]:
-    v = values[np.isfinite(values)]
-    if not v.size:
-        return [None, None]
-    lo, hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
-    return [float(lo), float(hi)]
+def _interval(values: np.ndarray, alpha: float, verdict: NotTestable | None, statistic: str = "WER") -> dict[str, Any]:
+    """``{"ci95": [lo, hi]}``, or ``{"ci95": None, "not_testable": why}`` (the testability rule, audits.asr.stats)."""
+    return estimate_fields(verdict if verdict is not None else percentile_interval(values, alpha, statistic))
 
 
 TRACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -257,10 +254,12 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
             blocks = ok["speaker"].where(ok["speaker"].notna(), ok["utt_id"]).astype(str).to_numpy()
             r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot,
                 seed + 1000 * ti + mi)
+            verdict = check_testable([BlockGroup.of(f"track '{name}'", ok["word_errors"].to_numpy(np.float64),
+                                                    ok["n_words"].to_numpy(np.float64), blocks, block_unit(ok))])
             entry = per_model.setdefault(str(model), {"tracks": {}})
             entry["tracks"][name] = {
                 "wer": errors / words,
-                "ci95": _interval(r, alpha),
+                **_interval(r, alpha, verdict),
                 "n_utts": int(len(g)),
                 "n_scored": int(len(ok)),
                 "n_speech_free": int(g["speech_free"].sum()),
@@ -273,7 +272,12 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         wers = [t["wer"] for t in entry["tracks"].values()]
         entry["n_tracks"] = len(wers)
         entry["average_wer"] = float(np.mean(wers))
-        entry["average_ci95"] = _interval(np.mean(np.vstack(reps[model]), axis=0), alpha)
+        untestable = [t["not_testable"] for t in entry["tracks"].values() if t.get("not_testable")]
+        # a track whose interval the data cannot support cannot lend its (zero) spread to the average's
+        avg = _interval(np.mean(np.vstack(reps[model]), axis=0), alpha, NotTestable(untestable[0]) if untestable else None, "Average WER")
+        entry["average_ci95"] = avg["ci95"]
+        if "not_testable" in avg:
+            entry["average_not_testable"] = avg["not_testable"]
     complete = [m for m, e in per_model.items() if e["n_tracks"] == len(tracks)]
     ranking = sorted(complete, key=lambda m: (per_model[m]["average_wer"], m))
     winners = {}
@@ -307,7 +311,9 @@ def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]
     def cell(t: Mapping[str, Any] | None) -> str:
         if not t:
             return "–"
-        lo, hi = t["ci95"]
+        if t.get("not_testable"):
+            return f"{pct(t['wer'])} not testable ({t['not_testable']})"
+        lo, hi = t.get("ci95") or (None, None)
         return f"{pct(t['wer'])} [{pct(lo)}, {pct(hi)}]"
 
     header = ["rank", "model", *names, "Average WER"]
@@ -316,7 +322,7 @@ def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]
     for i, m in enumerate([*summary["ranking"], *summary["incomplete"]]):
         e = models[m]
         rank = str(i + 1) if m in summary["ranking"] else "–"
-        avg = cell({"wer": e["average_wer"], "ci95": e["average_ci95"]})
+        avg = cell({"wer": e["average_wer"], "ci95": e["average_ci95"], "not_testable": e.get("average_not_testable")})
         if m in summary["incomplete"]:
             avg += f" ({e['n_tracks']} of {len(names)} tracks)"
         rows.append([rank, str(m), *(cell(e["tracks"].get(n)) for n in names), avg])
