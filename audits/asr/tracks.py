@@ -20,7 +20,6 @@ registry price, local ones at ``gpu_hour_usd / RTFx``, else unknown.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -34,6 +33,7 @@ import pandas as pd
 from audits.asr.scoring import block_unit, score_table
 from audits.asr.stats import BlockGroup, NotTestable, _block_codes, _draw_blocks, check_testable, estimate_fields, percentile_interval
 from audits.normalizing import get_normalizer
+from audits.run_dir import read_run, rows_fingerprint
 from engine.config import Field
 from engine.errors import ConfigError
 
@@ -75,16 +75,6 @@ def check_track_name(name: str, where: str) -> str:
     return name
 
 
-def rows_fingerprint(path: Path) -> str:
-    """SHA-256 of ``utterances.parquet``'s bytes, recorded in summary.json when the run is scored,
-    so a later reader (tracks) can tell the rows it reads are the rows that were scored."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def parse_tracks(items: list[str]) -> dict[str, Path]:
     """``NAME=RUN_DIR`` arguments -> {name: run dir}; each run dir must hold a finished run, and
     no run may be given twice (under two names, or two paths to one folder)."""
@@ -109,16 +99,6 @@ def parse_tracks(items: list[str]) -> dict[str, Path]:
     if len(out) < 2:
         raise ConfigError("an Average WER needs at least two tracks (NAME=RUN_DIR ...)")
     return out
-
-
-def _check_run(name: str, run: Path, summary: Mapping[str, Any]) -> None:
-    """Refuse a run whose rows are not the rows its summary was scored from."""
-    recorded = summary.get("rows") or {}
-    if recorded.get("sha256") and recorded["sha256"] != rows_fingerprint(run / "utterances.parquet"):
-        raise ConfigError(
-            f"track '{name}': {run / 'utterances.parquet'} changed after the run was scored (its fingerprint differs from "
-            "summary.json's rows.sha256); re-run the recipe into that folder to score the rows it now holds"
-        )
 
 
 def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any], n_utts: int, errors: int, words: int) -> None:
@@ -208,16 +188,14 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     normalizers = {}
     fingerprints = {}
     summaries: dict[str, dict[str, Any]] = {}
+    tables: dict[str, Any] = {}
     by_rows: dict[str, str] = {}
     for name, run in tracks.items():
-        try:
-            summary = json.loads((run / "summary.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"track '{name}': {run / 'summary.json'} cannot be read ({exc}); "
-                              "re-run the recipe into that folder") from None
-        if not isinstance(summary, dict):
-            raise ConfigError(f"track '{name}': {run / 'summary.json'} is not a summary (a JSON object)")
-        _check_run(name, run, summary)
+        try:  # the one trusted reader: both digests must hold (audits.run_dir)
+            loaded = read_run(run, strict=True)
+        except ConfigError as exc:
+            raise ConfigError(f"track '{name}': {exc}") from None
+        summary, tables[name] = loaded.summary, loaded.table
         digest = rows_fingerprint(run / "utterances.parquet")
         if digest in by_rows:
             raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of "
@@ -235,7 +213,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     reps: dict[str, list[np.ndarray]] = {}
     speed: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, (name, run) in enumerate(tracks.items()):
-        rows = pd.read_parquet(run / "utterances.parquet")
+        rows = tables[name]
         frame = score_table(rows, normalizer).frame
         present = set(frame["model"].astype(str))
         lost = sorted(m for m, v in (summaries[name].get("models") or {}).items() if (v or {}).get("n_utts") and m not in present)
