@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, json_safe, write_summary

@@ -19,11 +19,11 @@ from audits.asr.cohort import cohort_scores
 from audits.asr.scoring import ScoringOptions
 from audits.asr.stats import wilson_interval
 from audits.asr.summary import build_summary, load_summary, write_summary
-from audits.run_dir import rows_fingerprint
 from audits.normalizing import get_normalizer
 from audits.reports.findings import findings
 from audits.reports.formatting import json_for_script
 from audits.reports.html import render_html, write_html_report
+from audits.run_dir import rows_fingerprint
 from engine.data import RESULT_COLUMNS
 
 SENTENCES = [
