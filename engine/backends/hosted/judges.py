@@ -98,6 +98,9 @@ def load_prompts(path: Path) -> dict[str, JudgeTask]:
         choices = answer.get("choices") or []
         if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
             raise ConfigError(f"{where}.answer.choices: expected a list of strings")
+        twice = sorted({c for c in choices if [x.lower() for x in choices].count(c.lower()) > 1})
+        if twice:  # answers are matched case-insensitively: a choice listed twice is one choice
+            raise ConfigError(f"{where}.answer.choices: {', '.join(repr(c) for c in twice)} listed twice; list each choice once")
         out[str(name)] = JudgeTask(str(name), raw["prompt"], str(answer["key"]), str(answer["type"]), tuple(choices), int(clips))
     return out
 
