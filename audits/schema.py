@@ -282,6 +282,10 @@ class Summary(TypedDict, total=False):
     comparisons: Comparisons
     rows: dict[str, Any]
     """``{"file": "utterances.parquet", "sha256": ..., "n_rows": ...}``: the rows this summary was scored from."""
+    merged_from: list[dict[str, Any]]
+    """Only in a merged report's summary: the runs it merges (``audit report RUN... --out``)."""
+    sweep: dict[str, Any]
+    """Only in a sweep's runs: the model selection (``audit sweep``)."""
     digest: dict[str, str]
     """``{"sha256": ..., "of": ...}``: the SHA-256 of every other key as canonical JSON (``audits.run_dir``); a reader
     refuses a summary that no longer matches it."""

@@ -22,6 +22,7 @@ from audits.asr.paired import compare_models
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from audits.schema import SCHEMA_VERSION, Summary
 from audits.version import version as engine_version
+from engine.errors import RegistryError
 from engine.store import atomic_write_text
 from normalizers import Normalizer
 
@@ -106,7 +107,7 @@ def build_summary(
         for name, facts in model_facts.items()
         if facts.get("status") in ("unavailable", "failed-to-load")
     ]
-    summary: dict[str, Any] = {
+    core: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "engine_version": engine_version(),
         "failures": run_failures,
@@ -129,8 +130,12 @@ def build_summary(
         "hardware": dict(hardware),
         "models": models,
         "comparisons": compare_models(scored.frame, options.n_boot, options.seed, options.alpha) if len(table) else {},
-        **dict(extra or {}),
     }
+    taken = sorted(set(extra or {}) & set(core))
+    if taken:  # sections write under their own names only (audits.sections refuses these names at registration)
+        raise RegistryError(f"the run's sections and extras would replace summary.json's own {', '.join(repr(k) for k in taken)}; "
+                            "every section writes under its own name")
+    summary = {**core, **dict(extra or {})}
     out: Summary = json_safe(summary)
     return out, scored
 
