@@ -177,7 +177,8 @@ class AuditSection(ABC, Generic[ConfigT]):
         return kept
 
 
-RECIPE_KEYS = frozenset({"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "source"})
+RECIPE_KEYS = frozenset({"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring",
+                         "source"})
 """A recipe's own top-level keys (``audits.recipes.BASE_KEYS``, and ``source`` in the recipe summary.json embeds)."""
 REPORT_KEYS = frozenset({
     "title", "families", "slices", "gaps", "pairs", "cohort", "worst", "empty_references", "findings",  # report.html's data
