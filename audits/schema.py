@@ -55,7 +55,7 @@ class SliceFigures(TypedDict, total=False):
     cer: float | None
     ci95: list[float] | None
     not_testable: str
-    """Why ``ci95`` is null (only then): e.g. ``only 1 speaker in accent=x; the bootstrap needs at least 2 to resample``."""
+    """Why ``ci95`` is null (only then): e.g. ``only 1 speaker in accent=x``."""
     cer_ci95: list[float] | None
     cer_not_testable: str
     n_utts: int

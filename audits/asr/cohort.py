@@ -159,6 +159,9 @@ def cohort_markdown(summary: Mapping[str, Any]) -> str:
     cs = cohort_scores(summary)
     if not cs.models:
         return ""
+    if len(cs.models) < MIN_COHORT:  # every score is not testable for the same reason: say it once
+        return "\n".join([f"## Cohort scores ({COHORT_LABEL}, {len(cs.models)} models)", "",
+                          f"Not testable: {len(cs.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}.", ""])
     fams = list(cs.families)
     lines = [
         f"## Cohort scores ({COHORT_LABEL}, {len(cs.models)} models)",

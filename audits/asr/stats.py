@@ -243,8 +243,7 @@ def check_testable(groups: Sequence[BlockGroup], statistic: str = "WER", min_blo
         if g.denom.size == 0 or float(g.denom[g.denom > 0].sum()) <= 0:
             return NotTestable(f"no reference words in {g.name}")
         if g.n_blocks < min_blocks:
-            return NotTestable(f"only {g.n_blocks} {_plural(g.unit, g.n_blocks)} in {g.name}; the bootstrap needs at least {min_blocks} "
-                               f"to resample")
+            return NotTestable(f"only {g.n_blocks} {_plural(g.unit, g.n_blocks)} in {g.name}")
     spreads = [np.ptp(g.ratios()) if g.n_blocks else 0.0 for g in groups]
     if groups and all(s <= 1e-12 for s in spreads):
         values = sorted({f"{100 * float(g.ratios()[0]):.1f}%" for g in groups})

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from audits.asr.align import align
-from audits.asr.cohort import COHORT_LABEL, CohortScores, cohort_scores, slice_family
+from audits.asr.cohort import COHORT_LABEL, MIN_COHORT, CohortScores, cohort_scores, slice_family
 from audits.asr.summary import json_safe
 from audits.reports.charts import (
     IntervalRow,
@@ -543,6 +543,9 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
 def render_cohort(cohort: CohortScores) -> str:
     if not cohort.models:
         return "<p>No model has a WER, so there is no cohort.</p>"
+    if len(cohort.models) < MIN_COHORT:
+        return (f"<p class='note'>Not testable: {len(cohort.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}."
+                "</p>")
     fams = list(cohort.families)
     out = [
         (
