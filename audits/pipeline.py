@@ -96,7 +96,13 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
     meta_path = out / "run.json"
     if not meta_path.exists():
         return
-    old = json.loads(meta_path.read_text())
+    try:
+        old = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{meta_path}: cannot be read as a run's record ({type(exc).__name__}: {exc}); the file is truncated or corrupt: "
+                          "use a new --out directory, or delete that file to resume into this one") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{meta_path}: not a run's record (a JSON object); use a new --out directory")
     if old.get("dataset_fingerprint") != dataset.fingerprint:
         raise ConfigError(
             f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}: "

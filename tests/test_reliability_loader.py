@@ -162,3 +162,15 @@ def test_api_run_with_an_empty_model_list_is_an_error(made: dict[str, Path], tmp
     with pytest.raises(ConfigError, match="models: an empty list names no model"):
         api.run(str(env.recipe(data)), models=[], out=out)
     assert env.loads() == 0 and not out.exists()
+
+
+def test_a_corrupt_run_record_is_an_engine_error_on_resume(made: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Resuming into a folder whose run.json is truncated: an error naming the file, not a JSON traceback."""
+    run = _copy(made, "bad-run-json")
+    (run / "run.json").write_text('{"recipe": "r", "dataset_fing')
+    import engine.model_registry
+
+    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", made["tmp"] / "configs")  # the registry the run was made with
+    res = audit("run", made["recipe"], "--out", run)
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    assert "run.json: cannot be read as a run's record" in _flat(res.output)

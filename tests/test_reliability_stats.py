@@ -25,7 +25,7 @@ from audits.profiles.ladder import LadderSpec, ladder_for_model
 from audits.profiles.stats import paired_gap_tests, rank_stability
 from audits.reports.markdown import render_markdown
 from normalizers import IdentityNormalizer
-from tests.reliability_env import Env, audit, noise, write_dataset
+from tests.reliability_env import Env, audit, noise, speech_clips, write_dataset
 
 REF = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"  # ten words: e errors on a clip = WER e / 10
 
@@ -237,3 +237,25 @@ def test_run_and_report_say_not_testable(tmp_path: Path, monkeypatch: pytest.Mon
     text = " ".join(res.output.split())
     assert "not testable (only 1 speaker in background=music" in text
     assert "significant after Holm" not in text or "0 stay significant" in text or "0 remain significant" in text
+
+
+def test_a_one_speaker_track_has_no_interval_and_neither_has_the_average(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Track b's clips all come from one speaker: its WER has no interval, and the Average WER cannot borrow its zero spread."""
+    env = Env(tmp_path, monkeypatch)
+    a = write_dataset(tmp_path / "a", speech_clips(4, 0))  # two speakers
+    b = write_dataset(tmp_path / "b", [{**c, "speaker": "solo"} for c in speech_clips(3, 10)])
+    runs = {}
+    for name, data in (("a", a), ("b", b)):
+        runs[name] = tmp_path / f"run-{name}"
+        res = audit("run", env.recipe(data, name=name), "--out", runs[name])
+        assert res.exit_code == 0, res.output
+    out = tmp_path / "tracks"
+    res = audit("tracks", f"a={runs['a']}", f"b={runs['b']}", "--out", out, "--n-boot", "50")
+    assert res.exit_code == 0, res.output
+    t = json.loads((out / "tracks.json").read_text())["models"]["sim-a"]
+    own_b = json.loads((runs["b"] / "summary.json").read_text())["models"]["sim-a"]
+    assert t["tracks"]["b"]["wer"] == own_b["wer"]  # the point estimate is the run's own WER
+    assert t["tracks"]["b"]["ci95"] is None and t["tracks"]["b"]["not_testable"] == "only 1 speaker in track 'b'"
+    # (the simulated model misses every word, so track a has no variance either: the average names the first reason)
+    assert t["average_ci95"] is None and t["average_not_testable"] in {t["tracks"][n].get("not_testable") for n in ("a", "b")}
+    assert "not testable (only 1 speaker in track 'b')" in (out / "tracks.md").read_text()
