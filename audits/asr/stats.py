@@ -64,14 +64,19 @@ def _ratio_replicates(
     blocks: Sequence[object] | np.ndarray | None,
     n_boot: int,
     seed: int,
+    codes: np.ndarray | None = None,
 ) -> list[np.ndarray | None]:
-    """Bootstrap replicates of sum(numer)/sum(denom) per pair (draws with no words left out; None: nothing to resample)."""
+    """Bootstrap replicates of sum(numer)/sum(denom) per pair (draws with no words left out; None: nothing to resample).
+
+    ``codes``: the block codes of ``blocks`` when the caller has them already (``_block_codes``).
+    """
     arrays = [(np.asarray(n, dtype=np.float64), np.asarray(d, dtype=np.float64)) for n, d in pairs]
     live = [i for i, (n, d) in enumerate(arrays) if n.size > 0 and d.sum() > 0]
     out: list[np.ndarray | None] = [None] * len(arrays)
     if not live:
         return out
-    codes = _block_codes(blocks, arrays[live[0]][0].size)
+    if codes is None:
+        codes = _block_codes(blocks, arrays[live[0]][0].size)
     n_blocks = int(codes.max()) + 1
     rng = np.random.default_rng(seed)
     # draws[b] = the n_blocks block indices drawn with replacement in replicate b
@@ -289,8 +294,15 @@ def ratio_estimates(
     when ``blocks`` is None).
     """
     unit = unit or ("clip" if blocks is None else "speaker")
-    verdicts = [check_testable([BlockGroup.of(name, n, d, blocks, unit)], stat) for (n, d), stat in zip(pairs, statistics)]
-    raw = _ratio_replicates(pairs, blocks, n_boot, seed)
+    size = int(np.asarray(pairs[0][0]).size) if pairs else 0
+    codes = _block_codes(blocks, size) if size else np.zeros(0, dtype=np.int64)
+    nb = int(codes.max()) + 1 if size else 0
+    verdicts = []
+    for (n, d), stat in zip(pairs, statistics):
+        group = BlockGroup(name, np.bincount(codes, np.asarray(n, dtype=np.float64), nb) if size else np.zeros(0),
+                           np.bincount(codes, np.asarray(d, dtype=np.float64), nb) if size else np.zeros(0), unit)
+        verdicts.append(check_testable([group], stat))
+    raw = _ratio_replicates(pairs, blocks, n_boot, seed, codes if size else None)
     out: list[Estimate] = []
     for verdict, reps, stat in zip(verdicts, raw, statistics):
         if verdict is not None:
