@@ -24,7 +24,7 @@ import numpy as np
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
-from engine.backends.device import resolve_device
+from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -35,7 +35,7 @@ _INSTALL_HINT = 'pip install ".[transformers]"'
 _DEFAULTS: dict[str, Any] = {
     "model": None,
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
-    "dtype": "auto",  # 'auto' (float16 on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
+    "dtype": "auto",  # 'auto' (the family's reference precision on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
     "batch_size": None,  # None: one forward pass per batch the caller passes
     "language": None,  # Whisper-style generation language, e.g. 'en'
     "task": None,  # 'transcribe' | 'translate' for multitask models
@@ -159,10 +159,6 @@ class TransformersBackend(ASRBackend):
             raise BackendUnavailable(f"transformers backend needs transformers and torch: {_INSTALL_HINT}") from exc
         self._torch = torch
         device = resolve_device(self.options["device"])
-        dtype_name = str(self.options["dtype"])
-        if dtype_name == "auto":
-            dtype_name = "float16" if device.startswith("cuda") else "float32"
-        dtype = getattr(torch, dtype_name)
         source = self._source()
         common: dict[str, Any] = {
             "revision": self.options["revision"],
@@ -178,6 +174,8 @@ class TransformersBackend(ASRBackend):
         if getattr(config, "auto_map", None) and not common["trust_remote_code"]:
             raise self._remote_code_refused(source)
         family = self._pick_family(str(config.model_type))
+        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), str(self.options["dtype"]))
+        dtype = getattr(torch, dtype_name)
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
         if self.options["attn_implementation"]:
             model_kwargs["attn_implementation"] = self.options["attn_implementation"]

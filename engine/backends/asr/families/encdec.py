@@ -35,6 +35,11 @@ class EncoderDecoderFamily(FamilyLoader):
     name = "encoder-decoder"
     model_types = frozenset({"moonshine", "moonshine_streaming", "kyutai_speech_to_text", "cohere_asr"})
 
+    @classmethod
+    def cuda_dtype_for(cls, model_type: str) -> str:
+        # the leaderboard runs Moonshine in float16 (run_moonshine.sh), Kyutai (moshi script) and Cohere in bfloat16
+        return "float16" if model_type in _MOONSHINE else "bfloat16"
+
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
         import transformers
 

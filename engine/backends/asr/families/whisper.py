@@ -27,6 +27,11 @@ class WhisperFamily(FamilyLoader):
     # lite-whisper (efficient-speech/lite-whisper-*) is remote code whose config says 'lite-whisper'
     model_types = frozenset({"whisper", "lite-whisper"})
 
+    @classmethod
+    def cuda_dtype_for(cls, model_type: str) -> str:
+        # the leaderboard's liteASR script loads lite-whisper in float16; its transformers script, Whisper in bfloat16
+        return "float16" if model_type == "lite-whisper" else "bfloat16"
+
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
         import transformers
 
