@@ -52,7 +52,7 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "moonshine-streaming": ("encoder-decoder", tiny.build_moonshine_streaming, {}, {"model_type": "moonshine_streaming"}),
     "kyutai-stt": ("encoder-decoder", tiny.build_kyutai_stt, {}, {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000}),
     "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"},
-        {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
+        {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=False"}),
     "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5},
         {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
     "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5},
