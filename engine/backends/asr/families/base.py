@@ -110,9 +110,10 @@ class FamilyLoader(ABC):
         self.model_type = str(config.model_type)
 
 
-def trim_at(row: Sequence[int], eos: int | None) -> list[int]:
-    """``row`` up to and including its first ``eos`` (what follows is a batch's padding), else whole."""
+def trim_at(row: Sequence[int], eos: int | None, keep_eos: bool = True) -> list[int]:
+    """``row`` up to its first ``eos`` (what follows is a batch's padding), else whole; the eos
+    itself kept unless ``keep_eos`` is false (Whisper's generate drops a clip's final eos)."""
     out = list(row)
     if eos is not None and eos in out:
-        return out[: out.index(eos) + 1]
+        return out[: out.index(eos) + (1 if keep_eos else 0)]
     return out
