@@ -126,7 +126,7 @@ class EncoderDecoderFamily(FamilyLoader):
 
     def _cohere(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
         inputs = self.processor(audio=list(clips), sampling_rate=SAMPLE_RATE, language=self._language(),
-            punctuation=bool(self.options["punctuation"]), return_tensors="pt")  # fmt: skip
+            punctuation=self.options["punctuation"], return_tensors="pt")  # fmt: skip (a boolean: the typed option layer checked it)
         chunk_index = list(inputs.pop("audio_chunk_index"))
         rows = self._generate(inputs, {"max_new_tokens": _COHERE_MAX_NEW_TOKENS})
         eos = self._eos()
@@ -166,13 +166,12 @@ class EncoderDecoderFamily(FamilyLoader):
             out["length_cap"] = "len(clip) * 6.5 // 16000 + 2 new tokens per clip (Open ASR Leaderboard run_eval.py)"
             out["post_processing"] = "cut at the clip's cap and first eos, batch_decode(skip_special_tokens=True), strip"
         elif self.model_type == "cohere_asr":
-            out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={bool(self.options['punctuation'])}"
+            out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={self.options['punctuation']}"
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False, "max_new_tokens": _COHERE_MAX_NEW_TOKENS})
             out["long_form"] = ("clips over max_audio_clip_s - overlap_chunk_second (30 s) are split by the processor at the quietest "
                                 "point into chunks of up to 35 s, decoded as rows of one generate and joined per clip")
             out["post_processing"] = ("decode(skip_special_tokens=True) per chunk, chunks joined as CohereAsrProcessor does, "
                                       "brackets replaced by spaces (leaderboard remove_brackets), strip")
-            out["remote_code"] = "not run: transformers' own cohere_asr classes"
         else:
             out["prompt"] = None
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False})
