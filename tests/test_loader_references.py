@@ -100,6 +100,7 @@ def kyutai_reference(folder: Path, clip: np.ndarray) -> tuple[list[list[int]], s
     return [row], processor.batch_decode([row[1:]], skip_special_tokens=True)[0]
 
 
+@pytest.mark.slow
 def test_kyutai_stt_matches_the_reference(tmp_path: Path) -> None:
     folder = tiny.build_kyutai_stt(tmp_path / "kyutai")
     # 27 s + the 4.5 s of prefix and delay padding is over the LM's 375-frame (30 s) window
@@ -214,6 +215,7 @@ def lite_whisper_reference(lite: Path, clip: np.ndarray, whisper: Path) -> tuple
     return [row if longform else _trim(row, 50257, keep_eos=False)], processor.batch_decode(ids, skip_special_tokens=True)[0]
 
 
+@pytest.mark.slow
 def test_lite_whisper_loads_through_automodel_and_matches_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -59,7 +59,7 @@ OPTIONS: dict[str, Field] = {
     "processor": Field(str, None, "processor source when the checkpoint ships none (lite-whisper: its base Whisper)", nullable=True),
     "prompt": Field(str, None, "speech-LLMs: replaces the reference instruction", nullable=True),
     "target_lang": Field(str, None, "MMS: language adapter (ISO 639-3, e.g. eng)", nullable=True),
-    "punctuation": Field(bool, False, "Cohere Transcribe: <|pnc|> in the decoder prompt (false: <|nopnc|>, as the leaderboard runs it)"),
+    "punctuation": Field(bool, False, "Cohere Transcribe: punctuation and casing on (false: off, as the leaderboard runs it)"),
 }
 
 
