@@ -23,6 +23,8 @@ class FamilyLoader(ABC):
     name: ClassVar[str] = "family"
     #: ``config.model_type`` values this family drives (``auto`` picks the family from them).
     model_types: ClassVar[frozenset[str]] = frozenset()
+    #: the precision ``dtype: auto`` loads on CUDA (off CUDA it is float32)
+    cuda_dtype: ClassVar[str] = "float16"
 
     def __init__(self, options: Mapping[str, Any], torch: Any, device: str, dtype: Any) -> None:
         self.options = dict(options)
