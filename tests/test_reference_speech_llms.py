@@ -31,29 +31,10 @@ from engine.errors import ConfigError  # noqa: E402
 from tests import reference_speech_llms as ref  # noqa: E402
 from tests import tiny_families as tiny  # noqa: E402
 from tests import tiny_speech_llms as tiny_llm  # noqa: E402
+from tests.reference_clips import clips  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NEW_TOKENS = 6
-
-
-def lengths(window: float) -> tuple[float, ...]:
-    """Clip lengths in seconds: two inside one window of the model, two that reach into the next."""
-    return (1.3, 2.7, window + 1.4, window + 4.0)
-
-
-def clips(window: float = 30.0) -> list[np.ndarray]:
-    """Speech-like test signals (harmonics under a syllable-rate envelope, plus noise), on the
-    16-bit grid so a WAV round trip (Voxtral's processor writes one) changes nothing."""
-    rng = np.random.default_rng(7)
-    out = []
-    for k, seconds in enumerate(lengths(window)):
-        t = np.arange(int(seconds * 16000)) / 16000
-        f0 = 110 + 30 * k
-        voice = sum(np.sin(2 * np.pi * f0 * h * t) / h for h in range(1, 6))
-        envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.5 * t + k)
-        signal = 0.2 * voice * envelope + 0.02 * rng.standard_normal(t.size)
-        out.append((np.round(np.clip(signal, -1, 1) * 32767) / 32768).astype(np.float32))
-    return out
 
 
 def registry_options(name: str) -> dict[str, Any]:
