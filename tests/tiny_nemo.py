@@ -225,7 +225,8 @@ def build_parakeet(out: Path, kind: str) -> Path:
         "model_defaults": {"enc_hidden": hidden, "pred_hidden": 16},
         "decoding": decoding,
         # as in the real configs (the transcribe dataloader reads use_start_end_token from it)
-        "validation_ds": {"manifest_filepath": None, "sample_rate": 16000, "batch_size": 16, "shuffle": False, "use_start_end_token": False},
+        "validation_ds": {"manifest_filepath": None, "sample_rate": 16000, "batch_size": 16, "shuffle": False,
+                          "use_start_end_token": False},
     }
     ctc_decoder = {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": hidden, "num_classes": -1, "vocabulary": []}
     if kind in ("ctc", "conformer-ctc"):

@@ -25,7 +25,7 @@ from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, lo
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
-from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
+from engine.backends.device import check_dtype, dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -142,8 +142,7 @@ class NemoBackend(ASRBackend):
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")
         check_batch_size(self.name, merged["batch_size"])
-        if merged["dtype"] not in DTYPE_CHOICES:
-            raise ConfigError(f"{self.name}: option 'dtype' must be one of {', '.join(DTYPE_CHOICES)}, got {merged['dtype']!r}")
+        check_dtype(merged["dtype"], f"{self.name}: option 'dtype'")
         if merged["family"] not in _FAMILIES:
             raise ConfigError(f"{self.name}: option 'family' must be one of {', '.join(_FAMILIES)}, got {merged['family']!r}")
         merged["pnc"] = _pnc(merged["pnc"])

@@ -92,7 +92,7 @@ class Qwen3ASRBackend(ASRBackend):
             raise BackendUnavailable(f"the qwen3-asr backend needs the qwen-asr package: {_INSTALL_HINT}") from exc
         self._torch = torch
         device = resolve_device(self.options["device"])
-        dtype_name = dtype_name_for(device, "bfloat16", self.options["dtype"])  # bfloat16 on CUDA, as the card and the leaderboard
+        dtype_name = dtype_name_for(device, "bfloat16", str(self.options["dtype"]))  # bfloat16 on CUDA, as the card and the leaderboard
         model = str(self.options["model"])
         path = Path(model).expanduser()
         if model.startswith((".", "/", "~")) and not path.is_dir():

@@ -35,7 +35,7 @@ _INSTALL_HINT = 'pip install ".[transformers]"'
 _DEFAULTS: dict[str, Any] = {
     "model": None,
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
-    "dtype": "auto",  # 'auto' (the family's CUDA precision, bfloat16 for speech-LLMs; else float32) | 'float32' | 'float16' | 'bfloat16'
+    "dtype": "auto",  # 'auto' (the family's reference precision on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
     "batch_size": None,  # None: one forward pass per batch the caller passes
     "language": None,  # Whisper-style generation language, e.g. 'en'
     "task": None,  # 'transcribe' | 'translate' for multitask models
@@ -88,9 +88,6 @@ class TransformersBackend(ASRBackend):
         if merged["family"] != "auto" and merged["family"] not in _TRANSFORMERS_FAMILIES:
             raise ConfigError(f"{self.name}: option 'family' must be auto or one of {', '.join(_TRANSFORMERS_FAMILIES)}, got "
                 f"{merged['family']!r}")
-        for key in ("prompt", "system_prompt"):
-            if merged[key] is not None and not isinstance(merged[key], str):
-                raise ConfigError(f"{self.name}: option '{key}' must be text (or null), got {merged[key]!r}")
         if not isinstance(merged["trust_remote_code"], bool) or not isinstance(merged["punctuation"], bool):
             raise ConfigError(f"{self.name}: options 'trust_remote_code' and 'punctuation' must be true or false")
         super().__init__(**merged)
@@ -178,8 +175,7 @@ class TransformersBackend(ASRBackend):
         if getattr(config, "auto_map", None) and not common["trust_remote_code"]:
             raise self._remote_code_refused(source)
         family = self._pick_family(str(config.model_type))
-        # 'auto': the family's reference precision on CUDA (bfloat16 for speech-LLMs), float32 elsewhere
-        dtype_name = dtype_name_for(device, family.cuda_dtype, self.options["dtype"])
+        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), str(self.options["dtype"]))
         dtype = getattr(torch, dtype_name)
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
         if self.options["attn_implementation"]:
