@@ -25,7 +25,7 @@ from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
-from engine.backends.device import resolve_device
+from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -36,7 +36,7 @@ _INSTALL_HINT = 'pip install ".[transformers]"'
 _DEFAULTS: dict[str, Any] = {
     "model": None,
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
-    "dtype": "auto",  # 'auto' (float16 on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
+    "dtype": "auto",  # 'auto' (the family's reference precision on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
     "batch_size": None,  # None: one forward pass per batch the caller passes
     "language": None,  # Whisper-style generation language, e.g. 'en'
     "task": None,  # 'transcribe' | 'translate' for multitask models
@@ -50,6 +50,7 @@ _DEFAULTS: dict[str, Any] = {
     "family": "auto",  # a family of engine/backends/asr/families (whisper, ctc, encoder-decoder, speech-llm, seq2seq-pipeline) or auto
     "processor": None,  # processor source when the checkpoint ships none (lite-whisper: its base Whisper)
     "prompt": None,  # speech-LLMs: replaces the model card's default instruction
+    "system_prompt": None,  # speech-LLMs with a system turn (Granite Speech 3.3): its text; None: no system turn
     "target_lang": None,  # MMS: language adapter (ISO 639-3, e.g. 'eng')
     "punctuation": True,  # Cohere Transcribe: punctuation token in the decoder prompt
 }
@@ -175,10 +176,6 @@ class TransformersBackend(ASRBackend):
             raise BackendUnavailable(f"transformers backend needs transformers and torch: {_INSTALL_HINT}") from exc
         self._torch = torch
         device = resolve_device(self.options["device"])
-        dtype_name = str(self.options["dtype"])
-        if dtype_name == "auto":
-            dtype_name = "float16" if device.startswith("cuda") else "float32"
-        dtype = getattr(torch, dtype_name)
         source = self._source()
         self._check_checkpoint(source)
         common: dict[str, Any] = {
@@ -195,6 +192,8 @@ class TransformersBackend(ASRBackend):
         if getattr(config, "auto_map", None) and not common["trust_remote_code"]:
             raise self._remote_code_refused(source)
         family = self._pick_family(str(config.model_type))
+        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), str(self.options["dtype"]))
+        dtype = getattr(torch, dtype_name)
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
         if self.options["attn_implementation"]:
             model_kwargs["attn_implementation"] = self.options["attn_implementation"]

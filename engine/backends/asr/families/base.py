@@ -1,9 +1,11 @@
 """The one interface every family inside the ``transformers`` backend implements.
 
-The backend picks the device and dtype, reads the checkpoint's config and hands the family its
-options; the family loads model and processor the way its model card does, transcribes a batch,
-and says which prompt, decoding settings and post-processing it used (``settings()``, recorded
-in ``backend_info`` beside every result).
+The backend reads the checkpoint's config, picks the family, the device and the precision (the
+family declares its reference's CUDA precision, ``cuda_dtype_for``; ``engine/backends/device.py``
+makes the one decision) and hands the family its options; the family loads model and processor
+the way its reference inference does, transcribes a batch, and says which prompt, decoding
+settings and post-processing it used (``settings()``, recorded in ``backend_info`` beside every
+result).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class FamilyLoader(ABC):
     name: ClassVar[str] = "family"
     #: ``config.model_type`` values this family drives (``auto`` picks the family from them).
     model_types: ClassVar[frozenset[str]] = frozenset()
+    #: precision on CUDA under ``dtype: auto``: the Open ASR Leaderboard's transformers script loads
+    #: every checkpoint in bfloat16 unless its run script says otherwise (families override per model)
+    cuda_dtype: ClassVar[str] = "bfloat16"
 
     def __init__(self, options: Mapping[str, Any], torch: Any, device: str, dtype: Any) -> None:
         self.options = dict(options)
@@ -36,6 +41,11 @@ class FamilyLoader(ABC):
     @classmethod
     def drives(cls, model_type: str) -> bool:
         return model_type in cls.model_types
+
+    @classmethod
+    def cuda_dtype_for(cls, model_type: str) -> str:
+        """The precision the reference inference of ``model_type`` uses on CUDA (``dtype: auto``)."""
+        return cls.cuda_dtype
 
     @abstractmethod
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
