@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, json_safe, write_summary
+from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
@@ -112,8 +113,13 @@ def score_run(
     out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
 ) -> RunResult:
-    """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects."""
-    scored_table = table[table["model"].isin(list(facts))] if facts else table
+    """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
+
+    ``table`` holds every row the run made; the ASR figures are computed from the source clips'
+    rows (``audits.clips``): derived clips count only in the sections that read them.
+    """
+    in_run = table[table["model"].isin(list(facts))] if facts else table
+    scored_table = rows_for(SOURCE, in_run)  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
     normalizer = get_normalizer(recipe.normalizer)
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
@@ -122,7 +128,7 @@ def score_run(
 
     # what was scored: a later reader (tracks) refuses rows that changed after this point
     summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
-        "n_rows": int(len(scored_table))}
+        "n_rows": int(len(in_run))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
@@ -203,8 +209,10 @@ def run_audit(
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     out.mkdir(parents=True, exist_ok=True)
     dec = decode_options(recipe)
+    source = dataset
     for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made
         dataset = sec.prepare_dataset(cfg, dataset, out, dec)
+    views = ClipViews(source, dataset)  # what each section reads: source clips, or source and derived (audits.clips)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
@@ -217,7 +225,7 @@ def run_audit(
     sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
     try:
-        section_passes = joint_passes(engine, parsed, specs, dataset, dec)
+        section_passes = joint_passes(engine, parsed, specs, dataset, dec, views)
         if section_passes:  # the sections' SV/SER passes over this dataset run with the ASR pass: one decode per shard
             outcome = run_joint(engine, dataset, specs, section_passes, out, warmup=recipe.warmup, decode_options=dec, progress=progress)
             facts = outcome.facts
@@ -229,33 +237,36 @@ def run_audit(
             plan = runner.plan
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
         table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
-        ctx = SectionContext(
-            dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=table.copy, progress=progress,
-            decode_options=dec, recipe_name=recipe.name, engine=engine,
-        )
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+            ctx = SectionContext(
+                dataset=views.dataset(sec.reads), asr_models=tuple(specs), out_dir=out, load_rows=views.loader(sec.reads, table),
+                progress=progress, decode_options=dec, recipe_name=recipe.name, engine=engine,
+            )
             sections[sec.key] = sec.run(cfg, ctx)
-        del ctx
+            del ctx
     finally:
         engine.stop(started)
     sections["engine"]["wall_s"] = time.perf_counter() - t0
     sections.update(extra or {})
-    dataset_desc = dataset.describe()
-    del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
+    dataset_desc = views.describe(read_by=[sec.key for sec, _ in parsed if sec.reads == DERIVED])
+    del dataset, source, views  # the utterance records are not needed for scoring; keep the driver's peak memory flat
     return score_run(out, recipe, table, dataset_desc, facts, sections)
 
 
 def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],
-        dataset: Dataset, dec: DecodeOptions) -> list[PassRequest]:
+        dataset: Dataset, dec: DecodeOptions, views: ClipViews | None = None) -> list[PassRequest]:
     """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
 
     Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
     passes to share the decode, and never a backend whose name another pass of the run uses
-    (one plan holds them all): that one runs in its section, as before.
+    (one plan holds them all): that one runs in its section, as before. Only sections that read
+    every clip the ASR pass runs on (``views``: with derived clips, a section that reads source
+    clips runs its passes over the source clips in its own section).
     """
     if engine.kind not in ENGINE_KINDS or not dataset.has_audio:
         return []
-    requests = [r for sec, cfg in parsed for r in sec.dataset_passes(cfg, dataset, dec)]
+    views = views or ClipViews(dataset, dataset)
+    requests = [r for sec, cfg in parsed if views.dataset(sec.reads) is dataset for r in sec.dataset_passes(cfg, dataset, dec)]
     names = [s.name for s in specs] + [r.spec.name for r in requests]
     keep = [r for r in requests if names.count(r.spec.name) == 1]
     for r in requests:

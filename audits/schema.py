@@ -13,13 +13,17 @@ Version history:
   insertions over no reference words) and scored in ``hallucination``; added
   ``models.*.hallucination`` and per-slice ``hallucination``, gaps' ``p_value``, ``p_holm`` and
   ``significant``, and top-level ``comparisons``.
+* 4: with a ``perturbations:`` block, every figure outside the ladders (``models``, ``comparisons``,
+  ``dataset.n_utts`` and ``fingerprint``, and every section but ``perturbations``) covers the
+  source clips only, as a run without the block (``audits/clips.py``); derived clips are counted
+  under ``dataset.derived``.
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class NormalizerInfo(TypedDict):
@@ -38,6 +42,11 @@ class DatasetInfo(TypedDict, total=False):
     fingerprint: str
     prediction_models: list[str]
     corpus: dict[str, Any]
+    perturbations: dict[str, Any]
+    """A ``perturbations:`` block's derivation (cache key, families, seed, the source fingerprint)."""
+    derived: dict[str, Any]
+    """Only with derived clips: ``n_utts`` derived, ``fingerprint_with_derived``, ``read_by`` (the sections
+    that read them); ``n_utts`` and ``fingerprint`` above are the source clips' (``audits.clips``)."""
 
 
 class SliceFigures(TypedDict, total=False):

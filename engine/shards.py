@@ -91,7 +91,7 @@ def write_shards(
 
 
 def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
-    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker`` + labels."""
+    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker``, ``parent_id``, ``derivation`` + labels."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -107,6 +107,8 @@ def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
                 rec["speaker"] = u.speaker
             if u.parent_id is not None:
                 rec["parent_id"] = u.parent_id
+            if u.derivation is not None:  # derived audio records its derivation (readers require it beside parent_id)
+                rec["derivation"] = dict(u.derivation)
             rec.update(u.labels)
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     os.replace(tmp, path)

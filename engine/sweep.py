@@ -115,14 +115,16 @@ def weights_source(backend: str, options: Mapping[str, Any]) -> str:
     return "bundled" if avail.runnable else "hub-only"
 
 
-def _check_here(backend: str, options: Mapping[str, Any], extra: str | None) -> dict[str, Any]:
-    """Runs inside a Ray worker: the availability answer of that machine, and where the weights are."""
+def _check_here(backend: str, options: Mapping[str, Any], extra: str | None, requires: Sequence[str] = (),
+        gated: bool = False) -> dict[str, Any]:
+    """Runs inside a Ray worker: the availability answer of that machine (every reason it would not
+    run, with the checkpoint checks the load itself runs), and where the weights are."""
     from engine.backends.availability import model_availability
 
-    avail = model_availability(backend, options, extra)
+    avail = model_availability(backend, options, extra, tuple(requires), gated)
     return {
-        "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "weights": weights_source(backend, options),
-        "host": socket.gethostname(), "pid": os.getpid(),
+        "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "problems": list(avail.problems),
+        "weights": weights_source(backend, options), "host": socket.gethostname(), "pid": os.getpid(),
     }  # fmt: skip
 
 
@@ -201,7 +203,7 @@ def check_in_workers(
                 out[name] = {"runnable": False, "reason": problem, "checked": True, "where": "cluster"}
                 continue
             opts = {"num_cpus": min(num_cpus, cpu_cap), "num_gpus": num_gpus}
-            refs[name] = fn.options(**opts).remote(e.backend, dict(e.spec().options), e.needed_extra)
+            refs[name] = fn.options(**opts).remote(e.backend, dict(e.spec().options), e.needed_extra, list(e.requires), e.gated)
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         done = set(ready)
         for name, ref in refs.items():

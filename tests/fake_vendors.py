@@ -1,8 +1,11 @@
 """Local fake speech-to-text vendors on 127.0.0.1 that follow each vendor's documented API.
 
-Each fake checks the vendor's auth header and the documented request shape (answering 400/401
-as the vendor would), answers with the documented JSON, and counts billable calls (the request
-that creates a transcription) so tests can prove that nothing is paid for twice. Faults queued
+Each fake checks the vendor's auth header (401 for a wrong key) and every documented field of
+each request (tests/vendor_requests.py: method, path, query, headers, body fields and their types;
+an unexpected or missing field is answered 400 and kept in ``violations``), answers with the
+documented JSON, and counts billable calls (the request that creates a transcription) so tests
+can prove that nothing is paid for twice. ``seen`` keeps every parsed request, so a test can
+compare a request with the one the study sends. Faults queued
 with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-After``), ``"500"``,
 ``"slow:<seconds>"``, ``"malformed"`` (a 200 whose body is not JSON), ``"redirect:<url>"``
 (a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key),
@@ -28,26 +31,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure")
+from tests.vendor_requests import AUTH_HEADERS, MODULATE_ENDPOINTS, Request, violations
+
+VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure", "modulate", "smallest")
 OPENAI_STT = "openai-stt"
 JUDGE_VENDORS = ("gemini", "openai")
-AUTH = {
-    "deepgram": ("authorization", "Token {key}"),
-    "assemblyai": ("authorization", "{key}"),
-    "speechmatics": ("authorization", "Bearer {key}"),
-    "elevenlabs": ("xi-api-key", "{key}"),
-    "gladia": ("x-gladia-key", "{key}"),
-    "google": ("x-goog-api-key", "{key}"),
-    "azure": ("ocp-apim-subscription-key", "{key}"),
-    "gemini": ("x-goog-api-key", "{key}"),
-    "openai": ("authorization", "Bearer {key}"),
-    OPENAI_STT: ("authorization", "Bearer {key}"),
-}
-
-
-def _fields(body: bytes) -> set[str]:
-    """Field names of a multipart/form-data body."""
-    return {m.decode() for m in re.findall(rb'Content-Disposition: form-data; name="([^"]+)"', body)}
+AUTH = {**AUTH_HEADERS, "gemini": ("x-goog-api-key", "{key}"), "openai": ("authorization", "Bearer {key}")}
 
 
 class FakeVendor:
@@ -66,6 +55,10 @@ class FakeVendor:
         self.latency_s = 0.0  # seconds between taking (and billing) a request and answering it
         self.transcript_fn: Any = None  # transcript_fn(audio bytes) -> transcript, when set (deepgram)
         self.faults: list[str] = []
+        #: (route, parsed request) of every request that reached a route, and (route, violations) of
+        #: those that did not match the vendor's documented request (answered 400)
+        self.seen: list[tuple[str, Request]] = []
+        self.violations: list[tuple[str, list[str]]] = []
         self.jobs: dict[str, int] = {}
         self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
         self.audio_parts: list[int] = []  # judges: audio clips seen per request
@@ -87,7 +80,7 @@ class FakeVendor:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed client is expected
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
@@ -154,7 +147,11 @@ class FakeVendor:
             return self._send(h, 401, {"error": "missing or invalid API key"})
         url = urlsplit(h.path)
         route = getattr(self, f"_{self.vendor.replace('-', '_')}")
-        status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        if self.vendor in JUDGE_VENDORS:
+            status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        else:
+            req = Request(method, url.path, parse_qs(url.query, keep_blank_values=True), headers, body)
+            status, answer, *rest = route(req)
         if self.latency_s:
             time.sleep(self.latency_s)
         self._send(h, status, answer, *rest)
@@ -178,29 +175,43 @@ class FakeVendor:
             return self.jobs[job] > self.polls_before_done
 
     # ---- vendors: documented paths and shapes -----------------------------------------------
+    # Each route first checks the request field by field against the vendor's documented request
+    # (tests/vendor_requests.py): any violation is answered 400 and kept in ``violations``.
 
-    def _deepgram(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/v1/listen":
+    def _checked(self, route: str, req: Request) -> tuple[Any, ...] | None:
+        """None for a correct request; else the 400 answer (the violations are recorded)."""
+        found = violations(self.vendor, route, req, self.key)
+        with self.lock:
+            self.seen.append((route, req))
+            if found:
+                self.violations.append((route, found))
+        return (400, {"error": "request does not match the documented API", "violations": found}) if found else None
+
+    def _deepgram(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/v1/listen":
             return 404, {"err_msg": "not found"}
-        if not q.get("model") or not body.startswith(b"RIFF"):
-            return 400, {"err_code": "Bad Request", "err_msg": "model query parameter and audio body required"}
+        bad = self._checked("listen", req)
+        if bad:
+            return bad
         self._bill()
-        alt = {"transcript": self.transcript_fn(body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
+        alt = {"transcript": self.transcript_fn(req.body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
         return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
             "results": {"channels": [{"alternatives": [alt]}]}}
 
-    def _assemblyai(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path == "/v2/upload":
-            return 200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"}
-        if method == "POST" and path == "/v2/transcript":
-            req = json.loads(body)
-            if not str(req.get("audio_url", "")).startswith("https://cdn.assemblyai.com/") or not isinstance(req.get("speech_models"),
-                list):
-                return 400, {"error": "audio_url and speech_models are required"}
+    def _assemblyai(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/upload":
+            return self._checked("upload", req) or (200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"})
+        if req.method == "POST" and req.path == "/v2/transcript":
+            bad = self._checked("transcript", req)
+            if bad:
+                return bad
             self._bill()
             return 200, {"id": self._job("aai-"), "status": "queued"}
-        if method == "GET" and path.startswith("/v2/transcript/"):
-            job = path.rsplit("/", 1)[1]
+        if req.method == "GET" and req.path.startswith("/v2/transcript/"):
+            bad = self._checked("poll", req)
+            if bad:
+                return bad
+            job = req.path.rsplit("/", 1)[1]
             state = self._poll(job)
             if state is None:
                 return 404, {"error": "Transcript not found"}
@@ -208,17 +219,21 @@ class FakeVendor:
                 "text": None}
         return 404, {"error": "not found"}
 
-    def _speechmatics(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path.rstrip("/") == "/v2/jobs":
-            if not {"config", "data_file"} <= _fields(body):
-                return 400, {"code": 400, "error": "Job config and data_file are required"}
+    def _speechmatics(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/jobs":
+            bad = self._checked("jobs", req)
+            if bad:
+                return bad
             self._bill()
             return 201, {"id": self._job("sm")}
-        m = re.fullmatch(r"/v2/jobs/([^/]+)(/transcript)?", path)
-        if method == "GET" and m:
+        m = re.fullmatch(r"/v2/jobs/([^/]+)(/transcript)?", req.path)
+        if req.method == "GET" and m:
+            bad = self._checked("transcript" if m.group(2) else "job", req)
+            if bad:
+                return bad
             job = m.group(1)
             if m.group(2):
-                if q.get("format") != ["txt"]:
+                if req.query.get("format") != ["txt"]:
                     return 400, {"error": "this fake serves format=txt"}
                 return 200, self.transcript + "\n", "text/plain"
             state = self._poll(job)
@@ -227,29 +242,35 @@ class FakeVendor:
             return 200, {"job": {"id": job, "status": "done" if state else "running", "duration": 1}}
         return 404, {"error": "not found"}
 
-    def _elevenlabs(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/v1/speech-to-text":
+    def _elevenlabs(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/v1/speech-to-text":
             return 404, {"detail": "not found"}
-        if not {"model_id", "file"} <= _fields(body):
-            return 422, {"detail": [{"msg": "field required", "loc": ["body", "model_id"]}]}
+        bad = self._checked("convert", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"language_code": "en", "language_probability": 0.99, "text": self.transcript, "words": []}
 
-    def _gladia(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path == "/v2/upload":
-            if "audio" not in _fields(body):
-                return 400, {"message": "audio is required"}
+    def _gladia(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/upload":
+            bad = self._checked("upload", req)
+            if bad:
+                return bad
             fid = uuid.uuid4().hex
             return 200, {"audio_url": f"https://api.gladia.io/file/{fid}",
                 "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
-        if method == "POST" and path == "/v2/pre-recorded":
-            if "audio_url" not in json.loads(body):
-                return 400, {"message": "audio_url is required"}
+        if req.method == "POST" and req.path == "/v2/pre-recorded":
+            bad = self._checked("prerecorded", req)
+            if bad:
+                return bad
             self._bill()
             job = self._job("gl-")
             return 201, {"id": job, "result_url": f"https://api.gladia.io/v2/pre-recorded/{job}"}
-        if method == "GET" and path.startswith("/v2/pre-recorded/"):
-            job = path.rsplit("/", 1)[1]
+        if req.method == "GET" and req.path.startswith("/v2/pre-recorded/"):
+            bad = self._checked("poll", req)
+            if bad:
+                return bad
+            job = req.path.rsplit("/", 1)[1]
             state = self._poll(job)
             if state is None:
                 return 404, {"message": "not found"}
@@ -258,32 +279,57 @@ class FakeVendor:
             return 200, {"id": job, "status": "done", "result": {"transcription": {"full_transcript": self.transcript, "utterances": []}}}
         return 404, {"message": "not found"}
 
-    def _google(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or not re.fullmatch(r"/v2/projects/[^/]+/locations/[^/]+/recognizers/[^/:]+:recognize", path):
+    def _google(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or not re.fullmatch(r"/v2/projects/[^/]+/locations/[^/]+/recognizers/[^/:]+:recognize", req.path):
             return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
-        req = json.loads(body)
-        if not req.get("content") or not req.get("config", {}).get("model"):
-            return 400, {"error": {"code": 400, "message": "config.model and content are required", "status": "INVALID_ARGUMENT"}}
+        bad = self._checked("recognize", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}],
             "metadata": {"totalBilledDuration": "1s"}}
 
-    def _azure(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/speechtotext/transcriptions:transcribe":
+    def _azure(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/speechtotext/transcriptions:transcribe":
             return 404, {"error": {"code": "404", "message": "Resource not found"}}
-        if not q.get("api-version") or not {"audio", "definition"} <= _fields(body):
-            return 400, {"error": {"code": "InvalidRequest", "message": "api-version, audio and definition are required"}}
+        bad = self._checked("transcribe", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}],
             "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
+    def _modulate(self, req: Request) -> tuple[Any, ...]:
+        endpoint = req.path.removeprefix("/api/")
+        if req.method != "POST" or endpoint not in MODULATE_ENDPOINTS:
+            return 404, {"detail": "Not Found"}
+        bad = self._checked("stt", req)
+        if bad:
+            return bad
+        self._bill()
+        if endpoint == "velma-2-stt-batch":
+            return 200, {"text": self.transcript, "duration_ms": 1000, "utterances": [{"utterance_uuid": uuid.uuid4().hex,
+                "text": self.transcript, "start_ms": 0, "duration_ms": 1000, "speaker": 1, "language": "en"}]}
+        return 200, {"text": self.transcript, "duration_ms": 1000}
 
-def _openai_stt(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    def _smallest(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/waves/v1/pulse/get_text":
+            return 404, {"message": "Not Found"}
+        bad = self._checked("get_text", req)
+        if bad:
+            return bad
+        self._bill()
+        return 200, {"status": "success", "transcription": self.transcript, "words": [], "utterances": [],
+            "metadata": {"duration": 1.0, "fileSize": len(req.body)}}
+
+
+def _openai_stt(self: FakeVendor, req: Request) -> tuple[Any, ...]:
     """OpenAI ``POST /v1/audio/transcriptions``: multipart ``model`` and ``file``; JSON ``{"text": ...}``."""
-    if method != "POST" or path != "/v1/audio/transcriptions":
+    if req.method != "POST" or req.path != "/v1/audio/transcriptions":
         return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
-    if not {"model", "file"} <= _fields(body) or not hd.get("content-type", "").startswith("multipart/form-data"):
-        return 400, {"error": {"message": "model and file are required", "type": "invalid_request_error"}}
+    bad = self._checked("transcriptions", req)
+    if bad:
+        return bad
     self._bill()
     return 200, {"text": self.transcript}
 
@@ -400,7 +446,9 @@ BACKENDS = {
     "elevenlabs": ("elevenlabs", "scribe_v2"),
     "gladia": ("gladia", "solaria-1"),
     "google": ("google-stt-v2", "chirp_3"),
-    "azure": ("azure-fast", "fast-transcription"),
+    "azure": ("azure-fast", "azure-speech"),
+    "modulate": ("modulate", "velma-2-stt-batch-english-vfast"),
+    "smallest": ("smallest", "pulse"),
 }
 KEY_ENV = {
     "deepgram": "DEEPGRAM_API_KEY",
@@ -410,6 +458,8 @@ KEY_ENV = {
     "gladia": "GLADIA_API_KEY",
     "google": "GOOGLE_API_KEY",
     "azure": "AZURE_SPEECH_KEY",
+    "modulate": "MODULATE_API_KEY",
+    "smallest": "SMALLEST_API_KEY",
     OPENAI_STT: "OPENAI_API_KEY",
 }
 

@@ -62,7 +62,7 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "voxtral": ("speech-llm", tiny.build_voxtral, {"max_new_tokens": 5, "language": "en"},
         {"model_type": "voxtral", "prompt": None, "language": "en", "prompt_style": "processor.apply_transcription_request"}),
     "phi4-multimodal": ("speech-llm", tiny.build_phi4_multimodal, {"max_new_tokens": 5},
-        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio to text.", "speech_adapter": None}),
+        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio clip into text.", "speech_adapter": None}),
     "granite-speech": ("speech-llm", tiny_llm.build_granite_speech, {"max_new_tokens": 5},
         {"model_type": "granite_speech", "prompt": "<|audio|>can you transcribe the speech into a written format?",
          "speech_adapter": None}),

@@ -26,12 +26,14 @@ def two_clips(root: Path) -> Path:
 
 
 def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None,
-        pad: str | None = None) -> Any:
-    """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces)."""
+        pad: str | None = None, words: tuple[str, ...] = ()) -> Any:
+    """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces);
+    ``words``: more whole words (e.g. those of a prompt, so that it tokenizes without ``<unk>``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate([*specials, "<unk>", *WORDS, *[f"w{i}" for i in range(extra_words)]])}
+    extra = [w for w in dict.fromkeys(words) if w not in WORDS]
+    vocab = {t: i for i, t in enumerate([*specials, "<unk>", *WORDS, *extra, *[f"w{i}" for i in range(extra_words)]])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
@@ -458,9 +460,10 @@ def build_phi4_multimodal(out: Path) -> Path:
     import transformers
 
     specials = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<|image|>", "<|audio|>"]
-    base = word_tokenizer(specials, extra_words=8, eos="<|end|>", pad="<|endoftext|>")
+    # as the real tokenizer: eos and pad are <|endoftext|>; a turn ends with <|end|> (generation_config stops at both)
+    base = word_tokenizer(specials, extra_words=8, eos="<|endoftext|>", pad="<|endoftext|>")
     tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|end|>", pad_token="<|endoftext|>",
+        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         extra_special_tokens={"image_token": "<|image|>", "audio_token": "<|audio|>"},
     )
     tokenizer.save_pretrained(out)
@@ -478,7 +481,11 @@ def build_phi4_multimodal(out: Path) -> Path:
     )  # fmt: skip
     model = transformers.Phi4MultimodalForCausalLM(config)
     favour_words(model, len(specials) + 1)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    head = model.get_output_embeddings()
+    with torch.no_grad():  # <|end|> where "the" would win: some answers end at a turn end, as real ones do
+        head.weight[end] = head.weight[tokenizer.convert_tokens_to_ids("the")] * 1.01
+    model.generation_config.eos_token_id = [end, tokenizer.eos_token_id]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
     return out

@@ -33,6 +33,7 @@ import pandas as pd
 
 from audits.asr.scoring import score_table
 from audits.asr.stats import _block_codes, _draw_blocks
+from audits.clips import source_rows
 from audits.normalizing import get_normalizer
 from engine.config import Field
 from engine.errors import ConfigError
@@ -238,7 +239,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     reps: dict[str, list[np.ndarray]] = {}
     speed: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, (name, run) in enumerate(tracks.items()):
-        rows = pd.read_parquet(run / "utterances.parquet")
+        rows = source_rows(pd.read_parquet(run / "utterances.parquet"))  # the figures' clips, as the run scored them (audits.clips)
         frame = score_table(rows, normalizer).frame
         present = set(frame["model"].astype(str))
         lost = sorted(m for m, v in (summaries[name].get("models") or {}).items() if (v or {}).get("n_utts") and m not in present)

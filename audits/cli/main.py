@@ -103,6 +103,8 @@ def run_cmd(
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    normalizer: Optional[str] = typer.Option(None, "--normalizer",
+        help="Score with this normalizer instead of the recipe's (whisper-english, open-asr-leaderboard, basic, identity, ...)."),
     engine: str = typer.Option("inprocess", "--engine",
         help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends)."),
     address: Optional[str] = typer.Option(None, "--address",
@@ -112,11 +114,13 @@ def run_cmd(
         help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
-    from audits.recipes import load_recipe, with_overrides
+    from audits.recipes import load_recipe, with_normalizer, with_overrides
 
     try:
         rec = load_recipe(recipe)
         rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
+        if normalizer is not None:
+            rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
         _run_with_progress(rec, out_dir, engine, address, workers, resume)
     except AuditError as exc:
@@ -189,6 +193,8 @@ def sweep_cmd(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/sweep-<recipe>); re-running resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    normalizer: Optional[str] = typer.Option(None, "--normalizer",
+        help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's)."),
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
@@ -209,7 +215,7 @@ def sweep_cmd(
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
-    from audits.recipes import load_recipe, with_overrides
+    from audits.recipes import load_recipe, sweep_normalizer, with_normalizer, with_overrides
     from engine.model_registry import load_model_registry
     from engine.sweep import plan_sweep, select_models
 
@@ -221,12 +227,16 @@ def sweep_cmd(
         reg = load_model_registry()
         chosen = select_models(reg, models)
         rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
+        norm_name, why = sweep_normalizer(rec, models, normalizer)
+        rec = with_normalizer(rec, norm_name)
         if address:
             from engine.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
         if smoke and not check:
             raise ConfigError("--smoke goes with --check (audit sweep RECIPE --models ... --check --smoke)")
+        if why and not check:
+            console.print(f"[yellow]normalizer:[/] {escape(why)}", soft_wrap=True)
         if check:
             from audits.cli.sweep_check import run_check
 

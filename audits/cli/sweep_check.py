@@ -1,7 +1,7 @@
 """``audit sweep RECIPE --check [--smoke]``: ask before running.
 
-Per model: can it run where it would be scheduled, its family, the pip extra it needs, where its
-weights are, and on which worker that was checked. ``--smoke`` then loads each runnable model in
+Per model: can it run where it would be scheduled (every reason it would not, one per line), its
+family, the pip extra it needs, where its weights are, and on which worker that was checked. ``--smoke`` then loads each runnable model in
 a fresh worker process and transcribes one clip (the recipe's first clip; an espeak-ng phrase when
 the dataset is the demo corpus and it has not been built yet), with load seconds and peak memory.
 """
@@ -72,8 +72,9 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
     for col in cols:
         t.add_column(col)
     for n, a in answers.items():
+        reasons = "\n".join(f"- {p}" for p in a["problems"]) if len(a.get("problems") or ()) > 1 else str(a["reason"])
         row = [n, str(a.get("family", "—")), str(a.get("extra", "")), str(a.get("weights", "?")), "yes" if a["runnable"] else "no",
-               escape(str(a["where"])), escape(str(a["reason"]))]  # fmt: skip
+               escape(str(a["where"])), escape(reasons)]  # fmt: skip
         if smoke:
             s = a.get("smoke") or {}
             verdict = "ok" if s.get("ok") else ("skipped" if s.get("ok") is None else "FAILED")

@@ -6,6 +6,9 @@ telephone band with mu-law, MP3 and Opus through ffmpeg, reverberation at an RT6
 and level changes); the derived clips are stored as shards under ``<run>/derived/`` and are part
 of the run's plan. After the models ran, each family is a ladder (``audits.profiles.ladder``):
 WER per level against the clean clips, slope per unit and breaking point with intervals.
+
+This section is the only one that reads derived clips (``reads = DERIVED``, ``audits.clips``):
+every other figure of the run uses the source clips, as if the block were absent.
 """
 
 from __future__ import annotations
@@ -144,7 +147,8 @@ def perturbation_lines(section: Mapping[str, Any], title: str) -> list[str]:
     from audits.reports.formatting import md
 
     lines = [f"## {md(title)}", "",
-        f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}.", ""]
+        f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}. "
+        "They count in these ladders only; every other figure of this report uses the source clips.", ""]
     for lad in section.get("ladders") or []:
         lines += ladder_md(lad)
     return lines

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from audits.clips import DERIVED
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
     title = "Perturbation ladders"
     order = 16
     needs_asr_models = True
+    reads = DERIVED  # the ladders: every derived clip against its source (``perturbation`` = clean)
 
     def parse(self, raw: Mapping[str, Any], source: str) -> PerturbationsConfig:
         from audits.profiles.perturbations import parse_perturbations
@@ -88,5 +90,6 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
         from audits.profiles.perturbations import render_perturbations
 
         note = ("Every clip at every level of every family, derived deterministically from the seed; "
-                "baseline = the clean clips; intervals: speaker-block bootstrap.")
+                "baseline = the clean clips; intervals: speaker-block bootstrap (a derived clip in its source's block). "
+                "The derived clips count here only: every other figure uses the source clips.")
         return self.title, render_perturbations(section, colors), note

@@ -2,7 +2,7 @@
 
 Every WER is corpus-level (edits over reference words) on clips with speech, as in
 ``audits.asr.scoring``; every interval resamples whole speakers (speaker-block bootstrap; a clip
-without a speaker is its own block), with the percentile method, as in ``audits.asr.stats``.
+without a speaker is its own block, with the clips derived from it), with the percentile method, as in ``audits.asr.stats``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 from audits.asr.paired import _count_matrix, holm, shifted_p
 from audits.asr.scoring import ScoringOptions, correct_gaps, gap_metrics
 from audits.asr.stats import _block_codes, block_bootstrap_ratio
+from audits.clips import block_keys
 
 GAP_PAIR_METHOD = (
     "gap(A) - gap(B) on the clips both models scored; speakers of each side of the gap resampled once for both models "
@@ -37,8 +38,8 @@ def speech_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def blocks_of(rows: pd.DataFrame) -> np.ndarray:
-    """Speaker of each row, or the utterance id where the speaker is unknown."""
-    return rows["speaker"].where(rows["speaker"].notna(), rows["utt_id"]).astype(str).to_numpy()
+    """Speaker of each row, or its source clip where the speaker is unknown (a derived clip is in its source's block)."""
+    return block_keys(rows)
 
 
 def wer_with_interval(rows: pd.DataFrame, n_boot: int, seed: int, alpha: float = 0.05) -> dict[str, Any]:

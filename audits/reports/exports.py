@@ -1,13 +1,15 @@
 """Exports of a run: Open ASR Leaderboard JSONL per model, the slice table as CSV, a DuckDB file.
 
-* ``exports/oasr/<model>.jsonl``: one line per scored utterance with the leaderboard's keys
+* ``exports/oasr/<model>.jsonl``: one line per scored source clip (derived clips of a
+  ``perturbations`` block are left out, as the summary's figures leave them out) with the leaderboard's keys
   ``audio_filepath`` (the utt_id), ``duration``, ``time`` (inference seconds), ``text`` (the raw
   reference) and ``pred_text`` (the raw hypothesis), plus the utterance's slice labels as
   extra keys (the leaderboard's tools ignore them; this project's ``oasr-predictions`` reader
   reads them back as labels). Failed rows are left out, as WER leaves them out, and counted in
   ``exports/oasr/index.json``.
 * ``exports/slices.csv``: one row per model and slice with WER and its interval.
-* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``pairs``, and
+* ``exports/results.duckdb``: tables ``utterances`` (every row, derived clips included, with their
+  ``perturbation`` column), ``models``, ``slices``, ``gaps``, ``pairs``, and
   every audit section's tables (``AuditSection.tables``), with their columns even when the
   section did not run.
 """
@@ -25,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from audits.clips import source_rows
 from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
 from engine.store import atomic_write_text
 
@@ -131,7 +134,7 @@ def write_exports(summary: Mapping[str, Any], table: pd.DataFrame, run_dir: Path
     """Every export under ``run_dir/exports``; returns what was written by kind."""
     out = Path(run_dir) / "exports"
     written: dict[str, Path] = {"oasr": out / "oasr"}
-    write_oasr_jsonl(table, out / "oasr")
+    write_oasr_jsonl(source_rows(table), out / "oasr")  # the benchmark's clips, as the summary scores them
     written["slices_csv"] = write_slices_csv(summary, out / "slices.csv")
     if duckdb_file:
         written["duckdb"] = write_duckdb(summary, table, out / "results.duckdb")

@@ -84,11 +84,19 @@ class Backend(ABC):
 
     @classmethod
     def availability(cls, options: Mapping[str, Any], extra: str | None = None) -> Availability:
-        """Can this backend run with ``options`` here? Cheap: no weights loaded, no network."""
+        """Can this backend run with ``options`` here? Cheap: no weights loaded, no network. A missing
+        package and a problem with the weights are both named (the weights are checked even when a
+        package is missing: they are files)."""
         missing = missing_modules(cls.requires)
-        if missing:
-            return Availability(False, f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'")
-        return cls.check_weights(options)
+        need = f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'"
+        try:
+            weights = cls.check_weights(options)
+        except ImportError:  # a check that needs the missing package itself
+            return Availability.refused([need])
+        if not missing:
+            return weights
+        rest = list(weights.problems) or ([weights.reason] if not weights.runnable else [])
+        return Availability.refused([need, *rest])
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from engine.data import Shard, Utterance
+from engine.data import RESERVED_LABELS, Shard, Utterance, check_derivation_link, check_label_names
 from engine.errors import ConfigError, ManifestError
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,21 @@ def check_unique_ids(utts: Sequence[Utterance], source: str) -> None:
                 field="utt_id",
             )
         seen[u.utt_id] = u.source
+
+
+def check_reserved_columns(utts: Sequence[Utterance], source: str) -> None:
+    """Columns the engine writes (``engine.data.RESERVED_LABELS``, ``parent_id`` without a derivation
+    record) are refused when a dataset already has them: stop before any model loads or anything is written."""
+    for u in utts:
+        problem = check_label_names(u.labels, source)
+        field_name = next((k for k in u.labels if k in RESERVED_LABELS), None)
+        if problem is None:
+            problem, field_name = check_derivation_link(u.parent_id, u.derivation, source), "parent_id"
+        if problem is not None:
+            where = u.source or source
+            path, _, line = where.rpartition(":")
+            raise ManifestError(path if line.isdigit() else where, f"utterance '{u.utt_id}': {problem}",
+                line=int(line) if line.isdigit() else None, field=field_name)
 
 
 def check_limit(limit: Any) -> None:
@@ -252,6 +267,7 @@ def in_memory_dataset(
     check_limit(limit)
     utts = list(utts)[:limit] if limit is not None else list(utts)
     check_unique_ids(utts, source)
+    check_reserved_columns(utts, source)
     stamps = audio_stamps(utts, root) if has_audio else [_NO_AUDIO] * len(utts)
     shards: dict[str, Shard] = {}
     index: dict[str, ShardIndex] = {}

@@ -9,7 +9,16 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.data import RESERVED_KEYS, RESERVED_LABELS, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Shard, Utterance, check_label_names
+from engine.data import (
+    RESERVED_KEYS,
+    RESERVED_LABELS,
+    SPEECH_FREE_LABEL,
+    SPEECH_FREE_VALUE,
+    Shard,
+    Utterance,
+    check_derivation_link,
+    check_label_names,
+)
 from engine.datasets.base import (
     Dataset,
     ShardIndex,
@@ -106,9 +115,14 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
     except (TypeError, ValueError):
         raise ManifestError(source.rsplit(":", 1)[0], f"duration '{duration}' is not a number", line=index, field="duration") from None
     labels = {k: lv for k, v in row.items() if k not in RESERVED_KEYS and k not in AUDIO_KEYS and (lv := _label_value(v)) is not None}
-    clash = check_label_names(labels, "the manifest")
+    file = source.rsplit(":", 1)[0]
+    clash = check_label_names(labels, file)
     if clash:
-        raise ManifestError(source.rsplit(":", 1)[0], clash, line=index, field=next(k for k in labels if k in RESERVED_LABELS))
+        raise ManifestError(file, clash, line=index, field=next(k for k in labels if k in RESERVED_LABELS))
+    derivation = _derivation(row.get("derivation"), source, index)
+    link = check_derivation_link(row.get("parent_id"), derivation, file)
+    if link:
+        raise ManifestError(file, link, line=index, field="parent_id")
     return Utterance(
         utt_id=utt_id,
         reference=reference,
@@ -118,7 +132,7 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
         speaker=None if spk in (None, "") else str(spk),
         labels=labels,
         parent_id=row.get("parent_id") or None,
-        derivation=_derivation(row.get("derivation"), source, index),
+        derivation=derivation,
         source=source,
         problem=problem,
     )

@@ -7,6 +7,9 @@ families and the seed. A shard file is written atomically and only once, so an i
 resumes where it stopped and a finished one is reused. The dataset a run sees is the source
 clips (label ``perturbation=clean``) followed by the derived shards (``perturbation=<family>:<level>``);
 its fingerprint covers both, so the run plan and resume treat derived clips like any other.
+A derived clip is a level of its source, not a new clip: the audit reads derived clips only in
+the sections that declare so (``audits/clips.py``), and the ``perturbation`` labels are reserved
+(``engine.data.DERIVATION_LABELS``): a dataset that has one is refused when it is read.
 
 Every derived clip is a pure function of the source audio, the family, the level and the seed
 (``rng`` seeded from a hash of all four), so the same seed gives the same bytes.
@@ -26,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.audio import decode
-from engine.data import SAMPLE_RATE, DecodeOptions, Shard, Utterance
+from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, DecodeOptions, Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
 from engine.errors import AudioError
 from engine.perturb import ops
@@ -110,7 +113,7 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                     others = [decoded[pool[int(k)]][1] for k in sorted(picks)]
                 y, info = perturb(x, SAMPLE_RATE, fam, level, rng, others)
                 label = fam.label(level)
-                labels = {**dict(u.labels), "perturbation": label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
+                labels = {**dict(u.labels), DERIVATION_COLUMN: label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
                 out.append(Utterance(
                     utt_id=f"{u.utt_id}~{label}", reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
                     duration_s=len(y) / SAMPLE_RATE,
@@ -156,7 +159,8 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
 
     def load_source(sid: str) -> Shard:
         shard = dataset.load_shard(sid)
-        return Shard(f"clean-{sid}", tuple(replace(u, labels={**dict(u.labels), "perturbation": "clean"}) for u in shard.utterances))
+        return Shard(f"clean-{sid}", tuple(replace(u, labels={**dict(u.labels), DERIVATION_COLUMN: SOURCE_DERIVATION})
+            for u in shard.utterances))
 
     def loader(sid: str) -> Shard:
         return load_source(sid[len("clean-"):]) if sid.startswith("clean-") else load_derived(sid[len("perturbed-"):])

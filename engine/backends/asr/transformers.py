@@ -28,6 +28,7 @@ import numpy as np
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch
+from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
 from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
 from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
@@ -58,6 +59,7 @@ OPTIONS: dict[str, Field] = {
     "family": Field(str, "auto", "the family loader; auto picks it from config.model_type", choices=("auto", *_TRANSFORMERS_FAMILIES)),
     "processor": Field(str, None, "processor source when the checkpoint ships none (lite-whisper: its base Whisper)", nullable=True),
     "prompt": Field(str, None, "speech-LLMs: replaces the reference instruction", nullable=True),
+    "system_prompt": Field(str, None, "speech-LLMs with a system turn (Granite Speech 3.3): its text; null: no system turn", nullable=True),
     "target_lang": Field(str, None, "MMS: language adapter (ISO 639-3, e.g. eng)", nullable=True),
     "punctuation": Field(bool, False, "Cohere Transcribe: punctuation and casing on (false: off, as the leaderboard runs it)"),
 }
@@ -74,8 +76,16 @@ class TransformersBackend(ASRBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """The folder (local or the hub cache's snapshot), then the same checkpoint checks the load runs."""
         model = str(options.get("model") or "")
-        return local_or_cached(model, model, lambda p: (p / "config.json").is_file())
+        found = local_or_cached(model, model, lambda p: (p / "config.json").is_file())
+        folder = resolve_folder(model, options.get("revision")) if found.runnable else None
+        if folder is None:
+            return found
+        problems = transformers_checkpoint_problems(folder, {**{k: f.default for k, f in OPTIONS.items()}, **options}, model)
+        if problems:
+            return Availability.refused(problems)
+        return Availability(True, f"{found.reason}; weights, tokenizer, code policy and adapters checked")
 
     def __init__(self, **options: Any) -> None:
         merged = check_fields(options, OPTIONS, f"{self.name} backend options")
@@ -116,10 +126,17 @@ class TransformersBackend(ASRBackend):
         )
 
     def _remote_code_refused(self, source: str) -> BackendUnavailable:
-        return BackendUnavailable(
-            f"{source} ships its own model code (auto_map in config.json) and runs only with an explicit opt-in: "
-            "add 'trust_remote_code: true' to the model's registry entry (configs/models/*.yaml) after reviewing that code"
-        )
+        return BackendUnavailable(remote_code_message(source))
+
+    def _check_checkpoint(self, source: str) -> None:
+        """The checks ``--check`` runs (engine/backends/checkpoint_checks.py), on the folder the load
+        reads: a local directory, or the hub cache's snapshot when the checkpoint is already there."""
+        folder = Path(source) if Path(source).is_dir() else resolve_folder(source, self.options["revision"])
+        if folder is None:
+            return  # a download: transformers verifies what it fetches
+        problems = transformers_checkpoint_problems(folder, self.options, source, family_check=False)
+        if problems:
+            raise BackendUnavailable(f"cannot load {source}: " + "; ".join(problems))
 
     def _pick_family(self, model_type: str) -> Any:
         """The family the entry names, checked against the checkpoint; ``auto``: the one that drives it."""
@@ -153,6 +170,7 @@ class TransformersBackend(ASRBackend):
         self._torch = torch
         device = resolve_device(self.options["device"])
         source = self._source()
+        self._check_checkpoint(source)
         common: dict[str, Any] = {
             "revision": self.options["revision"],
             "local_files_only": bool(self.options["local_files_only"]),
