@@ -50,7 +50,7 @@ def read_segment(row: Mapping[str, Any], file: str, line: int | None) -> tuple[f
             line=line, field=OFFSET_KEY)
     dur_key = "duration" if "duration" in row else "duration_s"
     raw_d = row.get(dur_key)
-    if raw_d is None or raw_d == "" or (isinstance(raw_d, float) and math.isnan(raw_d)):
+    if raw_d is None or raw_d == "":
         raise ManifestError(file, f"a segment (offset {offset:g} s) needs its duration in seconds; add 'duration'", line=line,
             field="duration")
     duration = _seconds(raw_d, file, line, dur_key)
