@@ -124,8 +124,8 @@ def test_a_damaged_cached_derived_shard_is_rebuilt_on_resume(env: Env, damage: s
 def test_a_truncated_planted_copy_of_the_bad_reference_probe_is_rebuilt(env: Env) -> None:
     data = write_dataset(env.tmp / "d", speech_clips(6))
     out = env.tmp / "out"
-    recipe = env.recipe(data, "probes: {bad_reference: {panel: [sim-a, sim-b], min_eligible_panel: 2, reference_errors: {fraction: 0.5}}}\n",
-        models="[sim-a, sim-b]")
+    probes = "probes: {bad_reference: {panel: [sim-a, sim-b], min_eligible_panel: 2, reference_errors: {fraction: 0.5}}}\n"
+    recipe = env.recipe(data, probes, models="[sim-a, sim-b]")
     assert audit("run", recipe, "--out", out).exit_code == 0
     first = json.loads((out / "summary.json").read_text())["probes"]["bad_reference"]
     (shard,) = sorted((out / "probes").rglob("dataset/shard-*.parquet"))

@@ -52,7 +52,8 @@ def _recording(librivox: list[tuple[Path, str]], folder: Path, n: int = 3) -> tu
     for k, (wav, text) in enumerate(sorted(librivox, key=lambda c: sf.info(c[0]).frames)[:n]):
         x, sr = sf.read(wav, dtype="int16")
         assert sr == SR
-        spans.append({"utt_id": f"seg{k}", "offset": at, "duration": len(x) / SR, "text": text, "start": int(round(at * SR)), "frames": len(x)})
+        spans.append({"utt_id": f"seg{k}", "offset": at, "duration": len(x) / SR, "text": text, "start": int(round(at * SR)),
+                      "frames": len(x)})
         parts += [x, np.zeros(int(GAP_S * SR), dtype=np.int16)]
         at += len(x) / SR + GAP_S
     long = folder / "recording.wav"
@@ -120,7 +121,8 @@ def test_a_run_transcribes_each_segment_as_the_span_cut_to_its_own_file(librivox
     for s in spans:
         cut = env.tmp / "data" / f"{s['utt_id']}.wav"
         sf.write(cut, x[s["start"] : s["start"] + s["frames"]], SR, subtype="PCM_16")
-        rows.append({"utt_id": s["utt_id"], "audio_filepath": long.name, "offset": s["offset"], "duration": s["duration"], "text": s["text"]})
+        rows.append({"utt_id": s["utt_id"], "audio_filepath": long.name, "offset": s["offset"], "duration": s["duration"],
+                     "text": s["text"]})
         rows.append({"utt_id": f"cut-{s['utt_id']}", "audio_filepath": cut.name, "duration": s["duration"], "text": s["text"]})
     manifest = _nemo(env.tmp / "data" / "manifest.jsonl", rows)
     out = env.tmp / "out"
@@ -155,7 +157,8 @@ def test_a_segment_outside_its_file_is_refused_before_any_model_loads(env: Env, 
     bad: dict[str, Any] = {"utt_id": "b", "audio_filepath": "rec.wav", "offset": offset, "text": "a b"}
     if duration is not None:
         bad["duration"] = duration
-    manifest = _nemo(data / "manifest.jsonl", [{"utt_id": "a", "audio_filepath": "rec.wav", "offset": 0.0, "duration": 2.0, "text": "a b"}, bad])
+    good = {"utt_id": "a", "audio_filepath": "rec.wav", "offset": 0.0, "duration": 2.0, "text": "a b"}
+    manifest = _nemo(data / "manifest.jsonl", [good, bad])
     out = env.tmp / "out"
     res = audit("run", env.recipe(manifest), "--out", out)
     refused_before_work(res, env, out, str(manifest), "line 2", f"field '{field}'", says)
@@ -172,7 +175,8 @@ def test_csv_and_parquet_segments_select_their_span_and_are_checked_too(tmp_path
     import pyarrow.parquet as pq
 
     audio = (tmp_path / "rec.wav").read_bytes()
-    table = pa.table({"utt_id": ["p1"], "audio": [{"bytes": audio, "path": "rec.wav"}], "offset": [1.5], "duration_s": [2.0], "text": ["a b"]})
+    table = pa.table({"utt_id": ["p1"], "audio": [{"bytes": audio, "path": "rec.wav"}], "offset": [1.5], "duration_s": [2.0],
+                      "text": ["a b"]})
     pq.write_table(table, tmp_path / "m.parquet")
     for path in (tmp_path / "m.csv", tmp_path / "m.parquet"):
         ds = open_dataset(path)
@@ -213,7 +217,8 @@ def test_every_worker_payload_and_derived_clip_keeps_the_span(tmp_path: Path) ->
     ds = open_dataset(path.parent, "parquet")
     assert np.array_equal(decode(ds.load_shard(ds.shard_ids[0]).utterances[0]).samples, want)
     # a perturbation derives from the span
-    ds2 = open_dataset(_nemo(tmp_path / "m.jsonl", [{"utt_id": "s", "audio_filepath": "rec.wav", "offset": 2.0, "duration": 1.25, "text": "a b"}]))
+    row = {"utt_id": "s", "audio_filepath": "rec.wav", "offset": 2.0, "duration": 1.25, "text": "a b"}
+    ds2 = open_dataset(_nemo(tmp_path / "m.jsonl", [row]))
     derived = derive_shard(ds2.load_shard(ds2.shard_ids[0]), ds2, [Family("gain", "gain", (-6.0,))], 0, DecodeOptions())
     assert [round(d.duration_s or 0, 6) for d in derived] == [1.25]
 
