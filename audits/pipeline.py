@@ -92,6 +92,21 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     return specs
 
 
+def check_clip_ids(dataset: Dataset) -> None:
+    """Every clip's id once in the whole dataset, whatever reader made it (a plug-in's included), before any model loads.
+
+    The built-in readers refuse duplicates naming the lines; this is the run's own check over the
+    shards' indexes, so a duplicate never surfaces as a doubled row after the models ran.
+    """
+    seen: dict[str, str] = {}
+    for sid in dataset.shard_ids:
+        for uid in dataset.shard_index(sid).utt_ids:
+            if uid in seen:
+                raise ConfigError(f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
+                    f"{sid}); every clip's id must be unique")
+            seen[uid] = sid
+
+
 def check_output_names(specs: Sequence[ModelSpec]) -> None:
     """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
     from audits.reports.exports import export_file_names
@@ -211,6 +226,7 @@ def run_audit(
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
     if dataset is None:
         dataset = open_recipe_dataset(recipe, corpus_progress=corpus_progress)
+    check_clip_ids(dataset)
     specs = model_specs(recipe, dataset)
     if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")

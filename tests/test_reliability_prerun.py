@@ -2,8 +2,8 @@
 
 What is knowable before any model loads is checked before any model loads, and a refused run
 writes nothing under ``--out`` (a new folder is not even created; an existing one is left as it
-was): the identities of every source and derived clip (a derived id equal to a source id, two
-levels of a family that format to one id), option combinations (a condition map writing a column
+was): the identities of every source and derived clip (an id twice in a dataset from any reader,
+a derived id equal to a source id, two levels of a family that format to one id), option combinations (a condition map writing a column
 the rows already have, babble noise over a one-clip shard, perturbations of a predictions-only
 dataset), and a run directory of another dataset (refused before any clip is derived into it).
 Before this, each of these ran the models and then failed (a doubled row, a refused map) or wrote
@@ -135,3 +135,22 @@ def test_a_truncated_planted_copy_of_the_bad_reference_probe_is_rebuilt(env: Env
     assert res.exit_code == 0, res.output
     assert shard.read_bytes() == good
     assert json.loads((out / "summary.json").read_text())["probes"]["bad_reference"] == first
+
+
+def test_a_duplicate_id_from_any_reader_is_refused_before_any_model_loads(env: Env) -> None:
+    """A plug-in reader's dataset (here built by hand) holding one id in two shards: refused by the run itself."""
+    from audits.pipeline import run_audit
+    from audits.recipes import load_recipe
+    from engine.data import Shard, Utterance
+    from engine.datasets import Dataset
+    from engine.errors import ConfigError
+
+    data = write_dataset(env.tmp / "d", speech_clips(2))
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    utts = [Utterance(str(r["utt_id"]), r["text"], audio_path=r["audio_filepath"]) for r in rows]
+    shards = {"s0": Shard("s0", (utts[0],)), "s1": Shard("s1", (utts[1], Utterance("u000", "a b", audio_path=rows[1]["audio_filepath"])))}
+    ds = Dataset(name="plug", source="plugin://x", reader="plug", shard_ids=list(shards), _loader=shards.__getitem__, n_utts=3)
+    out = env.tmp / "out"
+    with pytest.raises(ConfigError, match="utt_id 'u000' appears twice"):
+        run_audit(load_recipe(str(env.recipe(data))), out, dataset=ds)
+    assert env.loads() == 0 and not out.exists()
