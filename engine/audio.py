@@ -198,7 +198,7 @@ def inspect(utt: Utterance, root: Path | None = None, allow_outside_root: bool =
 
 
 def _frames(seconds: float, rate: int) -> int:
-    # NeMo reads int(seconds * rate) frames; the epsilon keeps 0.3 s at 16 kHz from becoming 4799 frames
+    # NeMo reads int(seconds * rate) frames; the epsilon keeps float error (4799.999999 for 4800) from losing a frame
     return int(math.floor(seconds * rate + 1e-6))
 
 

@@ -232,3 +232,43 @@ def test_moving_a_segment_changes_the_clip_digest_and_the_fingerprint(tmp_path: 
         prints.append(ds.fingerprint)
         digests.append(ds.shard_index(ds.shard_ids[0]).clips)
     assert prints[0] != prints[1] and digests[0] != digests[1]
+
+
+@pytest.mark.slow
+def test_both_runners_read_the_span(tmp_path: Path) -> None:
+    """In-process and on Ray (a local 2-CPU instance), each segment gives the hypothesis of its span cut to a file
+    (the simulated model's text is a hash of the samples it is given)."""
+    import ray
+
+    from engine.data import ModelSpec
+    from engine.ray_runner import RayRunner, init_ray
+    from engine.runner import InProcessRunner
+    from engine.store import RunStore
+
+    x = np.random.default_rng(4).normal(0, 0.1, 9 * SR).astype(np.float32)
+    sf.write(tmp_path / "rec.wav", x, SR, subtype="FLOAT")
+    rows = []
+    for k, (offset, duration) in enumerate(((0.25, 2.0), (3.0, 2.5), (6.0, 3.0))):
+        sf.write(tmp_path / f"cut{k}.wav", x[int(offset * SR) : int(offset * SR) + int(duration * SR)], SR, subtype="FLOAT")
+        rows.append({"utt_id": f"seg{k}", "audio_filepath": "rec.wav", "offset": offset, "duration": duration, "text": "a b"})
+        rows.append({"utt_id": f"cut{k}", "audio_filepath": f"cut{k}.wav", "text": "a b"})
+    ds = open_dataset(_nemo(tmp_path / "m.jsonl", rows), shard_size=2)
+    spec = ModelSpec("sim", "simulated", {"rtfx": 1000}, 4)
+    hyps: dict[str, dict[str, str]] = {}
+    plans = {}
+    runner: Any = InProcessRunner(ds, [spec], RunStore(tmp_path / "inproc"))
+    runner.run()
+    plans["inproc"] = runner.plan
+    init_ray(num_cpus=2)
+    try:
+        runner = RayRunner(ds, [spec], RunStore(tmp_path / "ray"))
+        runner.run()
+        plans["ray"] = runner.plan
+    finally:
+        ray.shutdown()
+    for name in ("inproc", "ray"):
+        t = RunStore(tmp_path / name).consolidate(["sim"], plan=plans[name]).to_pandas().set_index("utt_id")
+        assert t["error"].isna().all()
+        hyps[name] = t["hyp_raw"].to_dict()
+    for k in range(3):
+        assert hyps["inproc"][f"seg{k}"] == hyps["inproc"][f"cut{k}"] == hyps["ray"][f"seg{k}"] == hyps["ray"][f"cut{k}"]
