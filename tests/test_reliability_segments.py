@@ -191,6 +191,24 @@ def test_csv_and_parquet_segments_select_their_span_and_are_checked_too(tmp_path
         open_dataset(tmp_path / "bad.parquet")
 
 
+def test_hugging_face_segments_select_their_span_and_are_checked_too(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    import io
+
+    x = np.random.default_rng(5).normal(0, 0.1, 6 * SR).astype(np.float32)
+    buf = io.BytesIO()
+    sf.write(buf, x, SR, format="WAV", subtype="FLOAT")
+    for name, offset in (("good", 1.5), ("bad", 5.0)):
+        ds = datasets.Dataset.from_dict({"audio": [{"bytes": buf.getvalue(), "path": "rec.wav"}], "text": ["a b"], "offset": [offset],
+            "duration": [2.0]}).cast_column("audio", datasets.Audio(decode=False))
+        ds.save_to_disk(str(tmp_path / name))
+    opened = open_dataset(tmp_path / "good", "hf", split="train")
+    got = decode(opened.load_shard(opened.shard_ids[0]).utterances[0])
+    assert got.error is None and np.array_equal(got.samples, x[int(1.5 * SR) : int(3.5 * SR)])
+    with pytest.raises(ManifestError, match="field 'duration'.*past the end"):
+        open_dataset(tmp_path / "bad", "hf", split="train")
+
+
 def test_every_worker_payload_and_derived_clip_keeps_the_span(tmp_path: Path) -> None:
     import pickle
 
