@@ -135,7 +135,8 @@ def write_shards(
 
 
 def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
-    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker``, ``parent_id``, ``derivation``, ``offset`` of a segment + labels."""
+    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker``, ``parent_id``, ``derivation``,
+    ``offset`` of a segment, then the labels."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
