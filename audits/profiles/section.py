@@ -68,6 +68,12 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
 
         return parse_perturbations(raw, source)
 
+    def check_inputs(self, config: PerturbationsConfig, dataset: Dataset) -> None:
+        """Read the folders of recorded noise and room responses (headers, digests, RT60s) before any model loads."""
+        from audits.profiles.perturbations import check_sources
+
+        check_sources(config)
+
     def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
         from audits.profiles.perturbations import derive
 
