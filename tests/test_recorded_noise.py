@@ -108,6 +108,24 @@ def test_each_layout_offers_its_files_with_metadata_and_license(folders: dict[st
     assert plain.layout == "plain" and [f.path for f in plain.files] == ["noise1.wav", "noise2.wav"] and plain.files[0].license is None
 
 
+def test_a_plain_folder_of_wav_and_flac(tmp_path: Path) -> None:
+    """Every WAV and FLAC file under the folder, in sub-folders too; hidden files, other formats and text files aside."""
+    from tests.noise_banks import hum, rain
+
+    (tmp_path / "office").mkdir()
+    sf.write(tmp_path / "office" / "hvac.flac", hum(22050, 2.0, 1), 22050)
+    (tmp_path / "street").mkdir()
+    sf.write(tmp_path / "street" / "Rain.WAV", rain(16000, 1.0, 2), 16000)
+    sf.write(tmp_path / ".hidden.wav", rain(16000, 1.0, 3), 16000)
+    (tmp_path / "notes.txt").write_text("recorded on 2024-05-01\n")
+    (tmp_path / "LICENSE").write_text("CC BY 4.0, recorded by the team\n")
+    bank = scan_bank(BankSpec(str(tmp_path), "noise"))
+    assert bank.layout == "plain" and [f.path for f in bank.files] == ["office/hvac.flac", "street/Rain.WAV"]
+    assert all(f.license == "LICENSE" for f in bank.files) and bank.files[0].sample_rate == 22050
+    y, info = banks.apply(_voiced(0), SR, "noise", bank, (5.0,), 5.0, pick=7)
+    assert info["file"]["path"] in {"office/hvac.flac", "street/Rain.WAV"} and len(y) == len(_voiced(0))
+
+
 def test_recorded_noise_is_mixed_at_the_requested_snr(folders: dict[str, Path]) -> None:
     """Every file (looped, cropped, resampled from 8 and 44.1 kHz, stereo) at 5 and -5 dB, by the corpus's own SNR rule."""
     bank = scan_bank(BankSpec(str(folders["musan"]), "noise"))

@@ -184,7 +184,7 @@ def _subset_dirs(spec: BankSpec, root: Path, layout: str, where: str) -> tuple[t
     if layout == "musan" and role == "rir":
         raise ConfigError(f"{where}.folder: {root} is a MUSAN folder (music, speech and noise recordings), which holds no room impulse "
             f"responses; point a room family at RIRS_NOISES or a folder of impulse responses")
-    subsets = spec.subsets or DEFAULT_SUBSETS.get((layout, role), ())
+    subsets = spec.subsets or tuple(x for x in DEFAULT_SUBSETS.get((layout, role), ()) if (root / x).is_dir())  # the parts it has
     dirs: list[Path] = []
     if not subsets:
         return (), [root]
