@@ -82,14 +82,17 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
 
     def check_inputs(self, config: PerturbationsConfig, dataset: Dataset) -> None:
         """The derived clips' identities (levels distinct once formatted, ids unique among source and derived clips)
-        and that there is audio to derive from, before anything is derived, loaded or written."""
+        that there is audio to derive from, and the folders of recorded noise and room responses (headers, digests,
+        RT60s), before anything is derived, loaded or written."""
         from engine.errors import ConfigError
+        from audits.profiles.perturbations import check_sources
         from engine.perturb.derive import check_derivation_plan
 
         if not dataset.has_audio:
             raise ConfigError(f"perturbations: dataset '{dataset.name}' holds predictions only (no audio to derive clips from); "
                 "run the perturbations on the audio dataset")
         check_derivation_plan(dataset, config.families)
+        check_sources(config)
 
     def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
         from audits.profiles.perturbations import derive

@@ -13,7 +13,11 @@ the sections that declare so (``audits/clips.py``), and the ``perturbation`` lab
 (``engine.data.DERIVATION_LABELS``): a dataset that has one is refused when it is read.
 
 Every derived clip is a pure function of the source audio, the family, the level and the seed
-(``rng`` seeded from a hash of all four), so the same seed gives the same bytes.
+(``rng`` seeded from a hash of all four), so the same seed gives the same bytes. A family that
+draws from a folder of recordings (``engine.perturb.banks``: recorded noise, room impulse
+responses) depends on that folder's files too: the cache key holds the folder's digest (every
+file's SHA-256), so a changed file rebuilds the shards and an unchanged folder reuses them, and
+each derived clip records the file it used (``sources.json`` lists them all).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,26 +37,33 @@ from engine.audio import decode
 from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, DecodeOptions, Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
 from engine.errors import AudioError, AuditError, ConfigError
-from engine.perturb import ops
+from engine.perturb import banks, ops
 from engine.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 
-KINDS = ("noise", "telephone", "mp3", "opus", "reverb", "speed", "gain")
-UNITS = {"noise": "dB SNR", "telephone": "kHz", "mp3": "kbps", "opus": "kbps", "reverb": "s RT60", "speed": "x", "gain": "dB"}
+KINDS = ("noise", "telephone", "mp3", "opus", "reverb", "room", "speed", "gain")
+UNITS = {"noise": "dB SNR", "telephone": "kHz", "mp3": "kbps", "opus": "kbps", "reverb": "s RT60", "room": "s RT60", "speed": "x",
+    "gain": "dB"}
 VERSION = 1  # bump when a perturbation's output changes, so cached shards are rebuilt
 BABBLE_TALKERS = 4
 
 
 @dataclass(frozen=True)
 class Family:
-    """One perturbation family: ``kind`` (with ``noise`` for additive noise) at ``levels``, mildest first."""
+    """One perturbation family: ``kind`` (with ``noise`` for additive noise) at ``levels``, mildest first.
+
+    ``source`` is the folder a ``recorded`` noise or a ``room`` family draws its files from, and
+    ``bank`` that folder scanned (``banks.scan_bank``; scanned here when not yet).
+    """
 
     name: str
     kind: str
     levels: tuple[float, ...]
     noise: str = ""
+    source: banks.BankSpec | None = None
+    bank: banks.Bank | None = None
 
     @property
     def unit(self) -> str:
@@ -61,14 +72,29 @@ class Family:
     def label(self, level: float) -> str:
         return f"{self.name}:{level:g}"
 
+    def key(self) -> dict[str, Any]:
+        """What the family's derived clips depend on (the cache key's part): with a folder, its digest, not its path."""
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind, "levels": list(self.levels), "noise": self.noise}
+        if self.bank is not None:
+            out["bank"] = self.bank.key()
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        out = self.key()
+        if self.bank is not None:
+            out["bank"] = self.bank.describe()
+        return out
+
 
 def _seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()[:8], "little")
 
 
 def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator,
-        others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
-    """Apply one family at one level."""
+        others: Sequence[np.ndarray] = (), pick: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+    """Apply one family at one level (``pick``: the clip's draw from a family's folder, from its identity and the seed)."""
+    if fam.bank is not None:
+        return banks.apply(x, sr, fam.kind, fam.bank, fam.levels, level, pick)
     if fam.kind == "noise":
         return ops.add_noise(x, sr, fam.noise, level, rng, others)
     if fam.kind == "telephone":
@@ -136,7 +162,7 @@ def check_derivation_plan(dataset: Dataset, families: Sequence[Family], where: s
 
 
 def cache_key(source_fingerprint: str, families: Sequence[Family], seed: int) -> str:
-    blob = json.dumps({"source": source_fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION},
+    blob = json.dumps({"source": source_fingerprint, "families": [f.key() for f in families], "seed": seed, "version": VERSION},
         sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -163,7 +189,7 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                         raise AudioError(f"perturbations: babble for {u.utt_id} needs other clips in its shard; use a larger shard_size")
                     picks = rng.choice(len(pool), size=min(BABBLE_TALKERS, len(pool)), replace=False)
                     others = [decoded[pool[int(k)]][1] for k in sorted(picks)]
-                y, info = perturb(x, SAMPLE_RATE, fam, level, rng, others)
+                y, info = perturb(x, SAMPLE_RATE, fam, level, rng, others, _seed(seed, u.utt_id, fam.name, VERSION))
                 label = fam.label(level)
                 labels = {**dict(u.labels), DERIVATION_COLUMN: label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
                 out.append(Utterance(
@@ -185,10 +211,11 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    families = [replace(f, bank=banks.scan_bank(f.source)) if f.source is not None and f.bank is None else f for f in families]
     key = cache_key(dataset.fingerprint, families, seed)
     root = Path(cache_dir) / key
     root.mkdir(parents=True, exist_ok=True)
-    spec = {"source_fingerprint": dataset.fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION}
+    spec = {"source_fingerprint": dataset.fingerprint, "families": [f.describe() for f in families], "seed": seed, "version": VERSION}
     atomic_write_text(root / "spec.json", json.dumps(spec, indent=2, sort_keys=True))
     paths: dict[str, Path] = {}
     for n, sid in enumerate(dataset.shard_ids):
@@ -229,17 +256,24 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     index: dict[str, ShardIndex] = {}
     light: list[Utterance] = []  # ids and references only, for the fingerprint
     all_stamps: list[tuple[str, str]] = []
+    tally = banks.SourceTally({f.name: f.bank for f in families if f.bank is not None})
     for sid in shard_ids:
         held = loader(sid).utterances
+        for u in held:
+            tally.add(u.derivation)
         stamps = audio_stamps(list(held), dataset.root)
         index[sid] = ShardIndex(tuple(u.utt_id for u in held), tuple(clip_digest(u, st) for u, st in zip(held, stamps)))
         light.extend(Utterance(u.utt_id, u.reference) for u in held)
         all_stamps.extend(stamps)
     n_utts = len(light)
     fingerprint = fingerprint_utterances(light, None, all_stamps)
+    sources: dict[str, Any] = {}
+    if tally.banks:  # every file the derived clips used, and a summary of it
+        atomic_write_text(root / "sources.json", json.dumps(tally.manifest(), indent=2, sort_keys=True))
+        sources = tally.summary(f"{key}/sources.json")
     meta = {**dataset.meta,
-        "perturbations": {"cache_key": key, "families": [asdict(f) for f in families], "seed": seed,
+        "perturbations": {"cache_key": key, "families": [f.describe() for f in families], "seed": seed,
             "source_fingerprint": dataset.fingerprint,
-                                              "source_n_utts": dataset.n_utts}}
+                                              "source_n_utts": dataset.n_utts, **({"sources": sources} if sources else {})}}
     return Dataset(name=dataset.name, source=dataset.source, reader=dataset.reader, shard_ids=shard_ids, _loader=loader, root=dataset.root,
                    has_audio=True, n_utts=n_utts, fingerprint=fingerprint, meta=meta, shard_size=dataset.shard_size, index=index)
