@@ -84,8 +84,8 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
         """The derived clips' identities (levels distinct once formatted, ids unique among source and derived clips)
         that there is audio to derive from, and the folders of recorded noise and room responses (headers, digests,
         RT60s), before anything is derived, loaded or written."""
-        from engine.errors import ConfigError
         from audits.profiles.perturbations import check_sources
+        from engine.errors import ConfigError
         from engine.perturb.derive import check_derivation_plan
 
         if not dataset.has_audio:
