@@ -273,3 +273,39 @@ def test_transformers_whisper_fallback_samples_per_clip(tmp_path: Path) -> None:
     torch.manual_seed(0)
     shared = [t.strip() for t in backend._family.transcribe(noise)]  # type: ignore[attr-defined]
     assert shared != alone, "one generator for the batch should give other words (else this model cannot show the defect)"
+
+
+def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alone(tmp_path: Path) -> None:
+    """A wav2vec2-base layout (GroupNorm over time in the feature encoder, trained without an
+    attention mask): in a padded batch the shorter clips' logits changed with the longest clip's
+    length; each clip now gets a forward pass of its own. A tiny random model."""
+    import torch
+    import transformers
+
+    letters = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate("etaoinshrdlucmwfgypbvk")}}
+    (tmp_path / "vocab.json").write_text(json.dumps(letters))
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|")
+    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False,
+        return_attention_mask=False)
+    transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = transformers.Wav2Vec2Config(
+        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2, feat_extract_norm="group", do_stable_layer_norm=False, pad_token_id=0, apply_spec_augment=False,
+    )  # fmt: skip
+    model = transformers.Wav2Vec2ForCTC(config)
+    with torch.no_grad():  # a random head mostly emits the blank: favour the letters
+        model.lm_head.weight[0] = 0.0
+        model.lm_head.weight.mul_(30.0)
+    model.save_pretrained(tmp_path)
+    backend = ASR_BACKENDS.get("transformers")(model=str(tmp_path), device="cpu")
+    backend.load()
+    assert backend.info().extra["batching"].startswith("one clip per forward pass")
+    rng = np.random.default_rng(0)
+    clips = [(rng.standard_normal(int(SAMPLE_RATE * s)) * 0.3).astype(np.float32) for s in (0.6, 1.3, 2.0)]
+    alone = [backend.transcribe_batch([c])[0] for c in clips]
+    assert backend.transcribe_batch(clips[::-1]) == alone[::-1] and all(alone)
+    with torch.inference_mode():
+        padded = [t.strip() for t in backend._family._forward(clips)]  # type: ignore[attr-defined]
+    assert padded[:2] != alone[:2], "one padded batch should change the shorter clips (else this model cannot show the defect)"
