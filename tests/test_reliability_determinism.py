@@ -7,7 +7,8 @@ alone, beside one other clip, in another shard, on another runner or after a res
 sampled decodes now run on a fresh CTranslate2 instance seeded from the run's seed and the clip's
 samples (``engine/backends/asr/faster_whisper.py``); the greedy pass needs no randomness and is
 batch-invariant. The transformers backend had the same defect with a sampling ``generate``
-(torch's one generator shared by the batch).
+(torch's one generator shared by the batch), and through padding in checkpoints whose encoders
+let it reach a clip's valid frames (group-norm CTC encoders, Moonshine).
 
 The property: a clip's hypothesis is the one it gets alone (a freshly loaded model that decoded
 nothing before it), in batches of 2 to 8 clips in other orders with repeats, at 1 or 2 CPU
@@ -309,3 +310,37 @@ def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alo
     with torch.inference_mode():
         padded = [t.strip() for t in backend._family._forward(clips)]  # type: ignore[attr-defined]
     assert padded[:2] != alone[:2], "one padded batch should change the shorter clips (else this model cannot show the defect)"
+
+
+@pytest.mark.parametrize("arch", ["moonshine", "moonshine_streaming"])
+def test_moonshine_decodes_each_clip_alone_because_padding_reaches_its_encoder(arch: str, tmp_path: Path) -> None:
+    """Moonshine's encoder output for a short clip changes when the clip is padded to a longer one's
+    length (a GroupNorm over the padded length; the streaming encoder's last frames), so each clip
+    gets a ``generate`` of its own: every ``generate`` sees one clip. A tiny random model."""
+    import torch
+
+    from tests import tiny_families
+
+    build = tiny_families.build_moonshine if arch == "moonshine" else tiny_families.build_moonshine_streaming
+    backend = ASR_BACKENDS.get("transformers")(model=str(build(tmp_path / arch)), device="cpu", family="encoder-decoder")
+    backend.load()
+    family: Any = backend._family  # type: ignore[attr-defined]
+    assert family.settings()["batching"].startswith("one clip per generate")
+    rng = np.random.default_rng(0)
+    clips = [(rng.standard_normal(int(SAMPLE_RATE * s)) * 0.3).astype(np.float32) for s in (0.7, 2.4)]
+    with torch.inference_mode():
+        encoder = family.model.get_encoder()
+        alone = encoder(**{k: v for k, v in family.to_device(family._inputs(clips[:1])).items() if k != "decoder_input_ids"})
+        padded = encoder(**{k: v for k, v in family.to_device(family._inputs(clips)).items() if k != "decoder_input_ids"})
+    frames = alone.last_hidden_state.shape[1]
+    assert not torch.allclose(alone.last_hidden_state[0], padded.last_hidden_state[0, :frames], atol=1e-4), "padding should leak here"
+    sizes: list[int] = []
+    generate = family.model.generate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        sizes.append(int(kwargs["input_values"].shape[0]))
+        return generate(*args, **kwargs)
+
+    family.model.generate = spy
+    texts = backend.transcribe_batch(clips)
+    assert sizes == [1, 1] and texts == [backend.transcribe_batch([c])[0] for c in clips]

@@ -23,7 +23,9 @@ from one generator per worker thread, seeded only when that thread first samples
 later clip's draws, so a clip's fallback text would depend on what was decoded before it in the
 process. Each clip's sampled decodes therefore run on a fresh CTranslate2 instance of the same
 model (a new worker thread, so a new generator), seeded from ``seed`` and the clip's samples
-(:class:`_ClipSampler`). Its cost is one model construction per clip that falls back.
+(:class:`_ClipSampler`). Its cost is one model construction per clip that falls back; on CPU the
+clip reuses its row of the batch's encoder output instead of being encoded again, which saves
+about as much (docs/performance.md, "A clip's own sampler").
 """
 
 from __future__ import annotations

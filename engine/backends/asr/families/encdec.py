@@ -4,8 +4,10 @@ Each follows its model card:
 
 * Moonshine / Moonshine streaming: ``processor(audio)`` then ``generate`` with a length cap of
   6.5 tokens per second of audio (the card's guard against repetition loops on short clips).
-  The cap is applied per clip: a clip batched with longer ones is cut to its own cap, which is
-  what greedy decoding alone would have produced.
+  Each clip gets a ``generate`` of its own: padding reaches a shorter clip's encoder frames
+  (Moonshine's GroupNorm after the first convolution takes its statistics over the whole padded
+  length; the streaming encoder's last frames see it), so in a batch its words would depend on
+  the batch's longest clip.
 * Kyutai STT (kyutai/stt-2.6b-en-trfs): ``processor(audio, padding=True)`` then ``generate``;
   its feature extractor works at 24 kHz, so clips are resampled (soxr) to the extractor's rate.
   The model is streaming (one text token per codec frame) and ``generate`` runs as many steps
@@ -66,6 +68,11 @@ class EncoderDecoderFamily(FamilyLoader):
         return self.processor(audio=list(clips), **kwargs)
 
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+        if self.model_type in _MOONSHINE and len(clips) > 1:
+            return [self._generate([c])[0] for c in clips]
+        return self._generate(clips)
+
+    def _generate(self, clips: Sequence[np.ndarray]) -> list[str]:
         inputs = self._inputs(clips)
         kwargs = self.generate_kwargs({"num_beams": 1, "do_sample": False})
         caps: list[int] | None = None
@@ -88,6 +95,7 @@ class EncoderDecoderFamily(FamilyLoader):
         if self.model_type in _MOONSHINE:
             out["prompt"] = None
             out["length_cap"] = f"{_TOKENS_PER_S} tokens per second of audio, per clip (model card)"
+            out["batching"] = "one clip per generate (padding would reach a clip's encoder frames)"
         elif self.model_type == "cohere_asr":
             out["prompt"] = (f"decoder prompt for language={self.options.get('language') or 'en'}, "
                              f"punctuation={bool(self.options.get('punctuation', True))}")
