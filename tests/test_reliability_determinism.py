@@ -285,7 +285,9 @@ def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alo
 
     letters = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate("etaoinshrdlucmwfgypbvk")}}
     (tmp_path / "vocab.json").write_text(json.dumps(letters))
-    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|")
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(
+        str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|"
+    )
     extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False,
         return_attention_mask=False)
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(tmp_path)
