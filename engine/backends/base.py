@@ -3,6 +3,7 @@ and processes a batch of decoded mono 16 kHz float32 clips."""
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,18 @@ def package_versions(*distributions: str) -> dict[str, str]:
         except PackageNotFoundError:
             continue
     return out
+
+
+UNSEEDED = 0xFFFFFFFF
+"""Left out of :func:`clip_seed`'s range: CTranslate2 reads this seed as "seed from the system's entropy"."""
+
+
+def clip_seed(seed: int, clip: np.ndarray) -> int:
+    """The seed of one clip's random draws (sampled decoding): the run's ``seed`` and the clip's
+    float32 samples, nothing else, so a clip's words never depend on what else is decoded."""
+    digest = hashlib.sha256(int(seed).to_bytes(8, "little", signed=False))
+    digest.update(np.ascontiguousarray(clip, dtype=np.float32).tobytes())
+    return int.from_bytes(digest.digest()[:8], "little") % UNSEEDED
 
 
 class Backend(ABC):

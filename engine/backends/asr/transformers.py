@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, clip_seed, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
 from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
@@ -223,10 +223,28 @@ class TransformersBackend(ASRBackend):
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         texts: list[str] = []
         with self._torch.inference_mode():
-            for start in range(0, len(clips), size):
-                chunk = clips[start : start + size]
-                texts.extend(self._family.transcribe(chunk))
+            if self._draws_samples():
+                # torch's one generator would be shared by the batch (and by every batch before it):
+                # a sampling clip is decoded alone, its draws seeded from its own samples
+                for clip in clips:
+                    self._torch.manual_seed(clip_seed(0, clip))
+                    texts.extend(self._family.transcribe([clip]))
+            else:
+                for start in range(0, len(clips), size):
+                    chunk = clips[start : start + size]
+                    texts.extend(self._family.transcribe(chunk))
         return [t.strip() for t in texts]
+
+    def _draws_samples(self) -> bool:
+        """Whether ``generate`` draws random numbers: ``do_sample`` (the entry's ``generate_kwargs``,
+        else the checkpoint's generation config) or a temperature above 0 (Whisper samples at every
+        non-zero temperature of a fallback schedule)."""
+        kwargs = dict(self.options["generate_kwargs"] or {})
+        config = getattr(self._model, "generation_config", None)
+        do_sample = kwargs["do_sample"] if "do_sample" in kwargs else getattr(config, "do_sample", False)
+        temperature = kwargs.get("temperature")
+        values = temperature if isinstance(temperature, (list, tuple)) else [temperature]
+        return bool(do_sample) or any(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in values)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def info(self) -> BackendInfo:
@@ -241,6 +259,8 @@ class TransformersBackend(ASRBackend):
             extra["trust_remote_code"] = True
         if self._remote_code_skipped:
             extra["remote_code"] = "the checkpoint's auto_map code was not run: transformers' own classes for its model_type"
+        if self._model is not None and self._draws_samples():
+            extra["sampling"] = "each clip decoded alone, torch's generator seeded from the clip's samples"
         extra.update(package_versions("transformers", "torch"))
         return BackendInfo(
             backend=self.name,

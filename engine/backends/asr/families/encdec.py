@@ -6,7 +6,10 @@ Each does what its reference inference does (docs/loaders.md has the table per m
   processor pads the batch (streaming: to a multiple of 80 samples) with an attention mask;
   ``generate`` with a cap of ``len(clip) * 6.5 // 16000 + 2`` new tokens per clip (the leaderboard
   generates to the batch's largest cap and replaces tokens past each clip's own cap with eos;
-  here each row is cut at its cap, which is the same text).
+  here each row is cut at its cap, which is the same text). Each clip gets a ``generate`` of its
+  own: padding reaches a shorter clip's encoder frames (Moonshine's GroupNorm after the first
+  convolution takes its statistics over the whole padded length; the streaming encoder's last
+  frames see it), so in a batch its words would depend on the batch's longest clip.
 * Kyutai STT (``kyutai/stt-*-trfs``; transformers docs; the leaderboard's moshi script): clips are
   resampled to the 24 kHz of the Mimi codec; the feature extractor adds the checkpoint's silence
   prefix (1 s for stt-2.6b-en) before the audio and its text delay plus one second (2.5 + 1 s)
@@ -79,6 +82,8 @@ class EncoderDecoderFamily(FamilyLoader):
             return self._kyutai(clips)
         if self.model_type == "cohere_asr":
             return self._cohere(clips)
+        if len(clips) > 1:  # padding reaches a shorter clip's encoder frames: one generate per clip
+            return [self._moonshine([c])[0] for c in clips]
         return self._moonshine(clips)
 
     def _generate(self, inputs: Mapping[str, Any], defaults: Mapping[str, Any]) -> list[list[int]]:
@@ -165,6 +170,7 @@ class EncoderDecoderFamily(FamilyLoader):
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False})
             out["length_cap"] = "len(clip) * 6.5 // 16000 + 2 new tokens per clip (Open ASR Leaderboard run_eval.py)"
             out["post_processing"] = "cut at the clip's cap and first eos, batch_decode(skip_special_tokens=True), strip"
+            out["batching"] = "one clip per generate (padding would reach a clip's encoder frames)"
         elif self.model_type == "cohere_asr":
             out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={self.options['punctuation']}"
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False, "max_new_tokens": _COHERE_MAX_NEW_TOKENS})
