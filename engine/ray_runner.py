@@ -62,7 +62,7 @@ from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.passes import is_cpu_only
 from engine.ray_actor import ModelActor
-from engine.ray_setup import accepts_option, check_positive, init_ray, short_error
+from engine.ray_setup import accepts_option, check_positive, driver_log_level, init_ray, short_error
 from engine.ray_usage import RayUsage, final_usage, is_hosted
 from engine.runner import InProcessRunner, decode_shard, failed_rows
 from engine.schedule import choose_run, order_runs
@@ -143,7 +143,9 @@ class RayRunner:
     ``workers``: at most this many actors per model. ``max_in_flight``: units submitted at once
     (default: ``actor_queue_depth`` per actor slot). ``unit_timeout_s``: a unit running longer is
     treated as a hung actor. ``num_cpus``/``num_gpus``: resources of a local instance.
-    ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster).
+    ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster; ``--runtime-env``).
+    ``log_to_driver``: workers' output, the actors' log records at the driver's level included, is
+    forwarded to the driver (Ray's ``log_to_driver``; under ``ray job submit``, into the job's logs).
     ``thread_env``: 'driver' (default) gives actors the driver's OMP/MKL thread variables, so
     results match the in-process runner; 'ray' keeps Ray's OMP_NUM_THREADS=<num_cpus>.
     ``worker_niceness``: nice value of the workers of a local instance (Ray's default is 15).
@@ -172,7 +174,7 @@ class RayRunner:
         shard_cache_size: int = 16,
         retry_quarantined: bool = True,
         runtime_env: Mapping[str, Any] | None = None,
-        log_to_driver: bool = False,
+        log_to_driver: bool = True,
         thread_env: str = "driver",
         worker_niceness: int = 0,
     ) -> None:
@@ -452,7 +454,7 @@ class RayRunner:
         env = self._thread_env(run)
         if env:
             opts["runtime_env"] = {"env_vars": env}
-        handle = actor_cls.options(**opts).remote(run.spec, self.warmups.get(run.spec.name, self.warmup))
+        handle = actor_cls.options(**opts).remote(run.spec, self.warmups.get(run.spec.name, self.warmup), driver_log_level())
         key = self._next_key
         self._next_key += 1
         actor = _Actor(key, run.spec.name, handle, run.num_cpus, run.num_gpus)
