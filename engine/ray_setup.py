@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,20 @@ def runtime_env_record(runtime_env: Mapping[str, Any]) -> dict[str, Any]:
     return out  # type: ignore[no-any-return]
 
 
+_NOT_FOUND = re.compile(r"audio file not found: '(.+?)'")
+
+
+def missing_on_workers(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Audio paths a worker reported as not found (in ``rows``' errors) that this process can read:
+    the sign of a node that does not mount the dataset's storage."""
+    out = []
+    for row in rows:
+        m = _NOT_FOUND.search(str(row.get("error") or ""))
+        if m and os.path.isfile(m.group(1)):
+            out.append(m.group(1))
+    return out
+
+
 def driver_log_level() -> int:
     """The level this process logs at (what its workers' records are filtered to)."""
     return logging.getLogger().getEffectiveLevel()
@@ -253,5 +268,5 @@ def short_error(exc: BaseException, limit: int = 400) -> str:
 
 __all__ = [
     "accepts_option", "check_positive", "check_runtime_env", "connection_facts", "driver_log_level", "init_ray", "load_runtime_env",
-    "ray_target", "runtime_env_record", "short_error", "worker_logging",
+    "missing_on_workers", "ray_target", "runtime_env_record", "short_error", "worker_logging",
 ]

@@ -93,6 +93,7 @@ class FakeVendor:
 
             def get_request(self) -> tuple[socket.socket, Any]:
                 conn, addr = super().get_request()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle delay
                 with fake.lock:
                     fake.connections += 1
                 if tls_ctx is not None:  # the handshake happens in the connection's own thread, on its first read

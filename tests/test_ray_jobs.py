@@ -229,3 +229,14 @@ def test_bad_runtime_env_stops_the_cli_before_anything_runs(tmp_path: Path) -> N
     res = CliRunner().invoke(app, ["run", "demo", "--engine", "ray", "--out", str(out), "--runtime-env", '{"env_vars": {"N": 1}}'])
     assert res.exit_code == 2 and "env_vars.N: Ray takes strings only" in res.output, res.output
     assert not out.exists()
+
+
+def test_audio_a_worker_missed_but_the_driver_reads_is_named(tmp_path: Path) -> None:
+    """A node without the shared storage: its decode errors name paths this driver can read."""
+    from engine.ray_setup import missing_on_workers
+
+    here = tmp_path / "a.wav"
+    here.write_bytes(b"RIFF")
+    rows = [{"error": f"audio file not found: '{here}'"}, {"error": f"audio file not found: '{tmp_path / 'gone.wav'}'"},
+        {"error": None}, {"error": "backend error: RuntimeError: boom"}]
+    assert missing_on_workers(rows) == [str(here)]  # a file missing everywhere is the dataset's problem, not the cluster's

@@ -456,12 +456,15 @@ class HostedClient:
         cap = self.max_response_bytes
         length = resp.headers.get("Content-Length")
         declared = int(length) if length is not None and length.strip().isdigit() else None
-        too_big = (
-            f"{self.vendor}: {_safe_url(url)} answered more than max_response_bytes ({cap} bytes)%s; refused without reading it "
-            "whole: raise max_response_bytes if this vendor's answers are really that large"
-        )
+
+        def too_big(why: str) -> ResponseTooLargeError:  # built only when needed (the URL passes the scrubber)
+            return ResponseTooLargeError(
+                f"{self.vendor}: {_safe_url(url)} answered more than max_response_bytes ({cap} bytes){why}; refused without reading "
+                "it whole: raise max_response_bytes if this vendor's answers are really that large"
+            )
+
         if declared is not None and declared > cap:
-            raise ResponseTooLargeError(too_big % f" (Content-Length {declared})")
+            raise too_big(f" (Content-Length {declared})")
         buf = bytearray()
         while True:
             chunk = resp.read1(_CHUNK, decode_content=False)  # the bytes as sent, as urllib gave them
@@ -469,7 +472,7 @@ class HostedClient:
                 break
             buf += chunk
             if len(buf) > cap:
-                raise ResponseTooLargeError(too_big % "")
+                raise too_big("")
         missing = resp.length_remaining
         if missing:
             raise http.client.IncompleteRead(bytes(buf[-64:]), missing)
