@@ -93,15 +93,52 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     return specs
 
 
-def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
-    """Refuse to mix a different dataset or normalizer into an existing run directory."""
+def check_clip_ids(dataset: Dataset) -> None:
+    """Every clip's id once in the whole dataset, whatever reader made it (a plug-in's included), before any model loads.
+
+    The built-in readers refuse duplicates naming the lines; this is the run's own check over the
+    shards' indexes, so a duplicate never surfaces as a doubled row after the models ran.
+    """
+    seen: dict[str, str] = {}
+    for sid in dataset.shard_ids:
+        for uid in dataset.shard_index(sid).utt_ids:
+            if uid in seen:
+                raise ConfigError(f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
+                    f"{sid}); every clip's id must be unique")
+            seen[uid] = sid
+
+
+def check_output_names(specs: Sequence[ModelSpec]) -> None:
+    """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
+    from audits.reports.exports import export_file_names
+    from engine.store import check_distinct_paths
+
+    names = [s.name for s in specs]
+    check_distinct_paths(names, "model")
+    export_file_names(names)
+
+
+def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation: bool = False) -> None:
+    """Refuse to mix a different dataset or normalizer into an existing run directory.
+
+    ``before_derivation``: ``dataset`` is the source dataset of a run whose sections will add
+    derived clips, checked before anything is written; the run directory's source fingerprint
+    is compared (runs that did not record it are checked once the clips are derived).
+    """
     meta_path = out / "run.json"
-    if not meta_path.exists():
+    if not meta_path.is_file():
         return
-    old = json.loads(meta_path.read_text())
-    if old.get("dataset_fingerprint") != dataset.fingerprint:
+    try:
+        old = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: "
+            "use a new --out directory") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{meta_path} is not a run record (a JSON object); use a new --out directory")
+    key = "source_fingerprint" if before_derivation else "dataset_fingerprint"
+    if (key in old or not before_derivation) and old.get(key) != dataset.fingerprint:
         raise ConfigError(
-            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}: "
+            f"{out} holds results for another dataset (fingerprint {old.get(key)} vs {dataset.fingerprint}: "
             "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
@@ -195,6 +232,7 @@ def run_audit(
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
     if dataset is None:
         dataset = open_recipe_dataset(recipe, corpus_progress=corpus_progress)
+    check_clip_ids(dataset)
     specs = model_specs(recipe, dataset)
     if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
@@ -202,11 +240,16 @@ def run_audit(
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
     check_section_passes(recipe, engine, parsed, specs, dataset)
-    for sec, cfg in parsed:  # every section's inputs (references, turns, audio) before any model loads
+    for sec, cfg in parsed:  # every section's inputs (references, turns, audio, derived clips' ids) before any model loads
         sec.check_inputs(cfg, dataset)
     engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
+    check_output_names(specs)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
+    source_fingerprint = dataset.fingerprint
+    check_run_dir(out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset
+        for sec, _ in parsed))
+    # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
     dec = decode_options(recipe)
     source = dataset
@@ -216,8 +259,8 @@ def run_audit(
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
-        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer,
-            "normalizer_version": normalizer.version}, indent=2),
+        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "source_fingerprint": source_fingerprint,
+            "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}

@@ -7,6 +7,7 @@ have no dependencies. References are always stored raw; normalization happens at
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -15,6 +16,12 @@ SAMPLE_RATE = 16_000
 # A clip with no speech (silence, noise, music) carries this label with an empty reference; an
 # empty reference without it is a problem row, and only labelled clips may be (digitally) silent.
 SPEECH_FREE_LABEL, SPEECH_FREE_VALUE = "content", "speech-free"
+
+
+def is_speech_free(labels: Mapping[str, Any]) -> bool:
+    """Whether a clip is labelled speech-free. The one rule every surface applies (reader, decoder,
+    judges, scoring): the explicit ``content`` label decides, never what the reference looks like."""
+    return str(labels.get(SPEECH_FREE_LABEL, "")) == SPEECH_FREE_VALUE
 
 #: Longest clip read by default (seconds); longer ones become error rows before their samples are read.
 DEFAULT_MAX_DURATION_S = 1800.0
@@ -131,7 +138,11 @@ class Utterance:
     """One clip and its raw reference.
 
     Audio is either a path (``audio_path``) or encoded bytes (``audio_bytes``, WAV/FLAC);
-    derived audio keeps ``parent_id`` and a JSON-able ``derivation`` record.
+    derived audio keeps ``parent_id`` and a JSON-able ``derivation`` record. A *segment* of a
+    longer file (a NeMo row with ``offset``) has ``offset_s`` set: the clip is then exactly the
+    span ``[offset_s, offset_s + duration_s)`` of that audio, and every decode reads only it
+    (``engine.audio``); without ``offset_s`` the clip is the whole file and ``duration_s`` is
+    the manifest's note of its length.
     """
 
     utt_id: str
@@ -146,9 +157,17 @@ class Utterance:
     hyp_raw: str | None = None  # only for prediction-only datasets (no audio)
     source: str | None = None  # "file:line" where the record came from, for error messages
     problem: str | None = None  # a record-level problem found while reading; becomes the row's error
+    offset_s: float | None = None  # start of the segment in its audio (seconds); None: the whole file
 
     def derivation_json(self) -> str | None:
         return None if self.derivation is None else json.dumps(self.derivation, sort_keys=True)
+
+    @property
+    def segment(self) -> tuple[float, float] | None:
+        """``(offset_s, duration_s)`` of a segment of a longer file, None for a whole file."""
+        if self.offset_s is None:
+            return None
+        return (float(self.offset_s), float(self.duration_s if self.duration_s is not None else math.nan))
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 safetensors file was cut short and for a checkpoint that ships its own code without the entry's
 opt-in; the run then refused both. Here a tiny random checkpoint saved with ``save_pretrained``
 is damaged one way at a time (a truncated safetensors file, an ``auto_map`` with code and no
-opt-in, a missing tokenizer vocabulary, a PEFT adapter without peft): the answer the Ray workers
+opt-in for a model type only that code knows, a missing tokenizer vocabulary, a PEFT adapter
+without peft): the answer the Ray workers
 compute (``engine.sweep._check_here``) says no and names the reason, and the real load refuses
 with the same reason. The intact checkpoint is answered yes and loads and transcribes. Every
 reason is named at once, entry-level facts (a gated repository, packages the checkpoint needs)
@@ -96,8 +97,17 @@ def test_a_cut_header_and_a_missing_shard_are_named(copy: Path) -> None:
     assert any("model-00002-of-00002.safetensors is missing" in p for p in answer["problems"])
 
 
+def _custom_model_type(folder: Path) -> dict[str, Any]:
+    """Make the checkpoint's model_type one transformers has no classes of (as lite-whisper's): only
+    its own code could load it. Returns the config, to be extended and written back."""
+    config = json.loads((folder / "config.json").read_text())
+    config["model_type"] = "custom-ctc"
+    (folder / "config.json").write_text(json.dumps(config))
+    return config
+
+
 def test_remote_code_without_opt_in_is_no_for_check_and_load(copy: Path) -> None:
-    config = json.loads((copy / "config.json").read_text())
+    config = _custom_model_type(copy)
     config["auto_map"] = {"AutoModelForCTC": "modeling_custom.CustomForCTC"}
     (copy / "config.json").write_text(json.dumps(config))
     (copy / "modeling_custom.py").write_text("raise RuntimeError('this code must never run without the opt-in')\n")
@@ -107,7 +117,25 @@ def test_remote_code_without_opt_in_is_no_for_check_and_load(copy: Path) -> None
     assert not any("own model code" in p for p in check(copy, trust_remote_code=True)["problems"])  # the opt-in lifts it
 
 
+def test_a_native_model_type_loads_transformers_own_classes_and_never_the_repository_code(copy: Path) -> None:
+    """A repository that ships code for a model type transformers now has (Cohere Transcribe's does,
+    for releases before 5.4): without the opt-in transformers loads its own classes, as the model
+    card and the leaderboard do; the repository's code never runs, and backend_info says so."""
+    config = json.loads((copy / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "configuration_custom.CustomConfig", "AutoModelForCTC": "modeling_custom.CustomForCTC"}
+    (copy / "config.json").write_text(json.dumps(config))
+    for name in ("configuration_custom.py", "modeling_custom.py"):
+        (copy / name).write_text("raise RuntimeError('this code must never run without the opt-in')\n")
+    answer = check(copy)
+    assert answer["runnable"] is True and answer["problems"] == [], answer
+    backend = load(copy)
+    assert "was not run" in backend.info().as_dict()["remote_code"]
+    (text,) = backend.transcribe_batch([np.zeros(8000, dtype=np.float32)])
+    assert isinstance(text, str)
+
+
 def test_a_tokenizer_with_custom_code_is_remote_code_too(copy: Path) -> None:
+    _custom_model_type(copy)
     tok = json.loads((copy / "tokenizer_config.json").read_text())
     tok["auto_map"] = {"AutoTokenizer": ["tokenization_custom.CustomTokenizer", None]}
     (copy / "tokenizer_config.json").write_text(json.dumps(tok))
@@ -168,7 +196,7 @@ def test_a_missing_or_cut_language_adapter_is_no_for_check_and_load(tmp_path: Pa
 def test_every_reason_is_named_at_once(copy: Path) -> None:
     weights = copy / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-10])
-    config = json.loads((copy / "config.json").read_text())
+    config = _custom_model_type(copy)
     config["auto_map"] = {"AutoModelForCTC": "modeling_custom.CustomForCTC"}
     (copy / "config.json").write_text(json.dumps(config))
     (copy / "vocab.json").unlink()

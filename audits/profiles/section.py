@@ -33,6 +33,18 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
 
         return parse_profiles_config(raw, source)
 
+    def check_inputs(self, config: ProfilesConfig, dataset: Dataset) -> None:
+        """A condition map whose output column the rows already have is refused before any model loads."""
+        if not config.maps:
+            return
+        from audits.profiles.config import check_map_outputs
+
+        labels: set[str] = set()
+        for sid in dataset.shard_ids:
+            for u in dataset.load_shard(sid).utterances:
+                labels.update(u.labels)
+        check_map_outputs(config, labels)
+
     def run(self, config: ProfilesConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.profiles.run import run_profiles
 
@@ -67,6 +79,17 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
         from audits.profiles.perturbations import parse_perturbations
 
         return parse_perturbations(raw, source)
+
+    def check_inputs(self, config: PerturbationsConfig, dataset: Dataset) -> None:
+        """The derived clips' identities (levels distinct once formatted, ids unique among source and derived clips)
+        and that there is audio to derive from, before anything is derived, loaded or written."""
+        from engine.errors import ConfigError
+        from engine.perturb.derive import check_derivation_plan
+
+        if not dataset.has_audio:
+            raise ConfigError(f"perturbations: dataset '{dataset.name}' holds predictions only (no audio to derive clips from); "
+                "run the perturbations on the audio dataset")
+        check_derivation_plan(dataset, config.families)
 
     def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
         from audits.profiles.perturbations import derive

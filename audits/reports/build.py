@@ -53,6 +53,10 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     from engine.store import atomic_write_text
 
     summary, table = result.plain_summary, result.table
+    if exports and len(table):  # two models that would share an export file: refused before anything is written
+        from audits.reports.exports import export_file_names
+
+        export_file_names(table["model"].astype(str).unique())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}

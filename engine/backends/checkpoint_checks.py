@@ -11,7 +11,9 @@ load passes these same checks and a "no" names the reason the load refuses with:
   raw error half-way through a load); ``pytorch_model.bin`` files are whole zip archives;
 * remote-code policy: an ``auto_map`` in ``config.json`` or in a tokenizer / processor config
   means the checkpoint runs its own Python code, allowed only with the entry's
-  ``trust_remote_code: true``;
+  ``trust_remote_code: true`` -- unless transformers has its own classes for the checkpoint's
+  ``model_type`` (e.g. Cohere Transcribe, whose repository also ships code for older releases):
+  without the opt-in transformers loads those and the repository's code is not run;
 * tokenizer files: a vocabulary the tokenizer can be built from (``tokenizer.json``,
   ``vocab.json`` (+ ``merges.txt`` for byte-level BPE), a SentencePiece model, ``tekken.json``),
   with JSON files that parse;
@@ -170,9 +172,20 @@ def weights_problems(folder: Path) -> list[str]:
 # -- remote code -----------------------------------------------------------------------------
 
 
-def remote_code_problems(folder: Path, source: str, trust_remote_code: bool) -> list[str]:
-    """The checkpoint's own code (``auto_map`` in any config transformers reads) without the opt-in."""
-    if trust_remote_code:
+def native_model_type(model_type: object) -> bool:
+    """transformers has its own configuration (and model classes) for ``model_type`` (a names table:
+    no model code is imported)."""
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    except ImportError:
+        return False
+    return isinstance(model_type, str) and model_type in CONFIG_MAPPING_NAMES
+
+
+def remote_code_problems(folder: Path, source: str, trust_remote_code: bool, native: bool = False) -> list[str]:
+    """The checkpoint's own code (``auto_map`` in any config transformers reads) without the opt-in;
+    none when ``native`` (transformers' own classes for the model type load instead)."""
+    if trust_remote_code or native:
         return []
     where = []
     for name in CODE_CONFIGS:
@@ -375,7 +388,7 @@ def transformers_checkpoint_problems(folder: Path, options: Mapping[str, Any], s
     if not isinstance(config, dict):
         return [f"config.json in {folder} is not a JSON object"]
     problems = weights_problems(folder)
-    problems += remote_code_problems(folder, source, bool(options.get("trust_remote_code")))
+    problems += remote_code_problems(folder, source, bool(options.get("trust_remote_code")), native_model_type(config.get("model_type")))
     if family_check and not any("auto_map" in p for p in problems):
         problems += family_problems(config, str(options.get("family") or "auto"))
     processor = options.get("processor")

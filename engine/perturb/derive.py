@@ -3,8 +3,9 @@
 For each source shard the derived clips are written to one Parquet shard (the shard schema of
 ``engine.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
 made) under ``<cache>/<key>/``, where ``key`` hashes the source dataset's fingerprint, the
-families and the seed. A shard file is written atomically and only once, so an interrupted build
-resumes where it stopped and a finished one is reused. The dataset a run sees is the source
+families and the seed. A shard file is written atomically with its SHA-256 recorded beside it, so
+an interrupted build resumes where it stopped and a finished one is reused, but only while its
+size and digest match (a truncated or edited shard is rebuilt, never read). The dataset a run sees is the source
 clips (label ``perturbation=clean``) followed by the derived shards (``perturbation=<family>:<level>``);
 its fingerprint covers both, so the run plan and resume treat derived clips like any other.
 A derived clip is a level of its source, not a new clip: the audit reads derived clips only in
@@ -31,9 +32,9 @@ import numpy as np
 from engine.audio import decode
 from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, DecodeOptions, Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
-from engine.errors import AudioError
+from engine.errors import AudioError, AuditError, ConfigError
 from engine.perturb import ops
-from engine.shards import encode_audio, iter_table_utterances, utterances_to_table
+from engine.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,57 @@ def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Ge
     raise ValueError(f"unknown perturbation kind '{fam.kind}' (known: {', '.join(KINDS)})")
 
 
+def derived_id(utt_id: str, fam: Family, level: float) -> str:
+    """The id of ``utt_id``'s clip at ``level`` of ``fam``: ``<utt_id>~<family>:<level>`` (the level as ``{:g}`` writes it)."""
+    return f"{utt_id}~{fam.label(level)}"
+
+
+def check_derivation_plan(dataset: Dataset, families: Sequence[Family], where: str = "perturbations") -> None:
+    """Refuse, before anything is derived, loaded or written, derived clips whose identity is wrong.
+
+    Known from the ids alone: two levels of a family that format to one label (``10`` and
+    ``10.0000001`` both become ``:10``), a derived id equal to a clip of the dataset (a source
+    ``a~noise:10`` beside ``a`` at noise 10) or to another derived clip, and a babble family over a
+    shard of one clip (babble mixes the other clips of the shard).
+    """
+    for i, fam in enumerate(families):
+        seen: dict[str, float] = {}
+        for level in fam.levels:
+            label = fam.label(level)
+            if label in seen:
+                raise ConfigError(
+                    f"{where}.families[{i}] ({fam.name}): levels {seen[label]!r} and {level!r} both become '{label}' in the derived "
+                    "clips' ids and labels (levels are written with 6 significant digits); list levels that differ there"
+                )
+            seen[label] = level
+    source: dict[str, str] = {}
+    sizes: dict[str, int] = {}
+    for sid in dataset.shard_ids:
+        ids = dataset.shard_index(sid).utt_ids
+        sizes[sid] = len(ids)
+        for u in ids:
+            source.setdefault(u, sid)
+    derived: dict[str, str] = {}
+    for u in source:
+        for fam in families:
+            for level in fam.levels:
+                d = derived_id(u, fam, level)
+                other = "a clip of the dataset" if d in source else derived.get(d)
+                if other is not None:
+                    raise ConfigError(
+                        f"{where}: clip {u!r} at {fam.label(level)} would be derived as {d!r}, the id of {other}; every clip's id "
+                        f"must be unique: rename that clip in the dataset (or the family '{fam.name}')"
+                    )
+                derived[d] = f"the derived clip of {u!r} at {fam.label(level)}"
+    if any(f.kind == "noise" and f.noise == "babble" for f in families):
+        lonely = [sid for sid, n in sizes.items() if n == 1]
+        if lonely:
+            raise ConfigError(
+                f"{where}: babble noise mixes the other clips of a clip's shard, and shard {lonely[0]} holds one clip; "
+                "set shard_size so that no shard holds a single clip (or use another noise)"
+            )
+
+
 def cache_key(source_fingerprint: str, families: Sequence[Family], seed: int) -> str:
     blob = json.dumps({"source": source_fingerprint, "families": [asdict(f) for f in families], "seed": seed, "version": VERSION},
         sort_keys=True)
@@ -115,7 +167,7 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                 label = fam.label(level)
                 labels = {**dict(u.labels), DERIVATION_COLUMN: label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
                 out.append(Utterance(
-                    utt_id=f"{u.utt_id}~{label}", reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
+                    utt_id=derived_id(u.utt_id, fam, level), reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
                     duration_s=len(y) / SAMPLE_RATE,
                     speaker=u.speaker, labels=labels, parent_id=u.utt_id,
                     derivation={"perturbation": {"family": fam.name, "kind": fam.kind, "noise": fam.noise or None, "level": level,
@@ -141,19 +193,27 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     paths: dict[str, Path] = {}
     for n, sid in enumerate(dataset.shard_ids):
         path = root / f"derived-{sid}.parquet"
-        if not path.exists():
+        if not verified_shard(path):
+            if path.exists():
+                log.warning("perturbations: cached %s does not match its recorded digest (truncated, edited or unfinished); rebuilding it",
+                    path)
             utts = derive_shard(dataset.load_shard(sid), dataset, families, seed, decode_options)
             label_keys = sorted({k for u in utts for k in u.labels})
             table = utterances_to_table(utts, label_keys) if utts else pa.table({})
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             pq.write_table(table, tmp)
             os.replace(tmp, path)
+            record_shard_digest(path)
         paths[sid] = path
         if progress is not None:
             progress(n + 1, len(dataset.shard_ids))
 
     def load_derived(sid: str) -> Shard:
-        table = pq.read_table(paths[sid])
+        try:
+            table = pq.read_table(paths[sid])
+        except Exception as exc:  # damaged after it was verified: the engine's error, naming the file, not pyarrow's traceback
+            raise AuditError(f"derived shard {paths[sid]} cannot be read ({type(exc).__name__}: {exc}); it changed after it was "
+                "verified: delete it and run the same command again to rebuild it") from None
         utts = tuple(iter_table_utterances(table, str(paths[sid]))) if table.num_columns else ()
         return Shard(f"perturbed-{sid}", utts)
 

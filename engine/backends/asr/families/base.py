@@ -51,9 +51,19 @@ class FamilyLoader(ABC):
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
         """Load model and processor from ``source``; raise ``BackendUnavailable`` with the fix."""
 
-    @abstractmethod
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
         """Raw text per clip, one forward (or generate) call for the whole batch."""
+        return self.texts(self.token_ids(clips))
+
+    def token_ids(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
+        """Per clip, the token ids of every model output row that is the clip's (one row; a clip
+        split into chunks, one row per chunk), cut to what the clip alone would produce. The
+        reference tests compare these with the reference inference token for token."""
+        raise NotImplementedError(f"family '{self.name}' does not expose token ids; it overrides transcribe()")
+
+    def texts(self, ids: Sequence[Sequence[Sequence[int]]]) -> list[str]:
+        """The text of each clip from its :meth:`token_ids` rows (decoding and post-processing)."""
+        raise NotImplementedError(f"family '{self.name}' does not expose token ids; it overrides transcribe()")
 
     def settings(self) -> dict[str, Any]:
         """Prompt, decoding settings and post-processing as used (recorded with every result)."""
@@ -98,3 +108,12 @@ class FamilyLoader(ABC):
                 f"(it drives {', '.join(sorted(self.model_types))}): fix 'family' in the registry entry or use family: auto"
             )
         self.model_type = str(config.model_type)
+
+
+def trim_at(row: Sequence[int], eos: int | None, keep_eos: bool = True) -> list[int]:
+    """``row`` up to its first ``eos`` (what follows is a batch's padding), else whole; the eos
+    itself kept unless ``keep_eos`` is false (Whisper's generate drops a clip's final eos)."""
+    out = list(row)
+    if eos is not None and eos in out:
+        return out[: out.index(eos) + (1 if keep_eos else 0)]
+    return out

@@ -6,7 +6,11 @@ own frame count before greedy decoding, so a clip's text does not depend on its 
 data2vec-audio is the exception: its stack of positional convolutions (each followed by a layer
 norm) carries padding into the valid frames, so each of its clips gets a forward pass of its own.
 MMS (facebook/mms-1b-all) follows its model card: ``tokenizer.set_target_lang(lang)`` and
-``model.load_adapter(lang)`` with the entry's ``target_lang`` (ISO 639-3, e.g. ``eng``).
+``model.load_adapter(lang)`` with the entry's ``target_lang`` (ISO 639-3, e.g. ``eng``; the
+leaderboard loads the checkpoint as published, whose default adapter and vocabulary are English).
+Decoding is the leaderboard's: argmax, then ``decode`` without ``skip_special_tokens`` (the blank
+is the pad token, dropped after repeats collapse). The leaderboard decodes a batch's padded
+frames too; here each clip's logits are cut to its own frames (the leaderboard at batch 1).
 """
 
 from __future__ import annotations
@@ -54,12 +58,13 @@ class CTCFamily(FamilyLoader):
                 raise BackendUnavailable(f"{source}: no language adapter '{lang}' ({exc}); MMS uses ISO 639-3 codes such as 'eng'") from exc
         self.place()
 
-    def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
+    def token_ids(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
         if self.model_type in _PADDING_LEAKS and len(clips) > 1:
             return [self._forward([c])[0] for c in clips]
         return self._forward(clips)
 
-    def _forward(self, clips: Sequence[np.ndarray]) -> list[str]:
+    def _forward(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
+        """Greedy (argmax) ids of each clip's own frames: one row per clip."""
         extractor = getattr(self.processor, "feature_extractor", self.processor)
         inputs = extractor(list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         attention = inputs.get("attention_mask")
@@ -73,8 +78,12 @@ class CTCFamily(FamilyLoader):
             lengths = self.model._get_feat_extract_output_lengths(attention.sum(-1)).tolist()
         else:
             lengths = [ids.shape[1]] * ids.shape[0]
+        return [[row[: int(n)].tolist()] for row, n in zip(ids, lengths)]
+
+    def texts(self, ids: Sequence[Sequence[Sequence[int]]]) -> list[str]:
+        # batch_decode without skip_special_tokens, as the leaderboard: skipping them first would merge doubled letters
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        return [tokenizer.decode(row[: int(n)].tolist()) for row, n in zip(ids, lengths)]
+        return [str(tokenizer.decode(list(rows[0]))) for rows in ids]
 
     def settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {
