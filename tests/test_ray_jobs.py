@@ -89,15 +89,17 @@ class Head:
         raise RuntimeError(f"the dashboard at {self.dashboard} did not answer in {timeout_s:.0f} s: {last}")
 
     def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # the group this test started: head, raylet, dashboard, workers
-            self.proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        """End the process group this test started (the head, GCS, raylet, dashboard, workers): SIGTERM, then
+        SIGKILL for whatever is left after two seconds."""
+        for sig, grace in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
         self.log.close()
         shutil.rmtree(self.temp, ignore_errors=True)
 
