@@ -265,9 +265,9 @@ def run_audit(
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
     plan = None
-    sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
     try:
+        sections: dict[str, Any] = {"engine": engine.facts()}  # runner, address, runtime_env; on Ray the cluster joined
         section_passes = joint_passes(engine, parsed, specs, dataset, dec, views)
         if section_passes:  # the sections' SV/SER passes over this dataset run with the ASR pass: one decode per shard
             outcome = run_joint(engine, dataset, specs, section_passes, out, warmup=recipe.warmup, decode_options=dec, progress=progress)

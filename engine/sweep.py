@@ -174,7 +174,7 @@ def actor_resources(entry: ModelEntry, gpu_total: float) -> tuple[float, float]:
 
 def check_in_workers(
     registry: Mapping[str, ModelEntry], names: Sequence[str], address: str | None = None, timeout_s: float = 300.0,
-    smoke_clip: Any = None,
+    smoke_clip: Any = None, runtime_env: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each model's availability as a Ray worker with that model's resources sees it; with
     ``smoke_clip`` (16 kHz float32 samples) each runnable model is then loaded and run on it.
@@ -187,7 +187,7 @@ def check_in_workers(
     from engine.cluster import node_capacity, placement_problem
     from engine.ray_runner import init_ray
 
-    started = init_ray(address)
+    started = init_ray(address, runtime_env=runtime_env)
     try:
         gpu_total = float(ray.cluster_resources().get("GPU", 0.0))
         capacity = node_capacity()

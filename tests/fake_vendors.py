@@ -11,12 +11,18 @@ with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-Aft
 (a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key),
 ``"echo:<form>"`` (a 500 repeating the key as ``quote``, ``quote_plus``, ``b64-basic`` (base64 of
 ``user:key``), ``b64-urlsafe`` or ``raw``), ``"retry-after:<value>"`` (a 429 with that header),
-``"trickle:<seconds>"`` (a 200 whose body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a
-200 declaring and streaming that many bytes) and ``"huge-unsized:<bytes>"`` (the same without
-Content-Length). ``openai-stt`` is the OpenAI audio transcription API (``openai-compatible``).
+``"drop"`` (the connection is closed without an answer), ``"trickle:<seconds>"`` (a 200 whose
+body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a 200 declaring and streaming that many
+bytes) and ``"huge-unsized:<bytes>"`` (the same without Content-Length). ``openai-stt`` is the
+OpenAI audio transcription API (``openai-compatible``).
 Each request's body digest is kept (``body_sha256``), so a test can count requests per clip;
 ``latency_s`` delays every answer after the request is billed, and ``transcript_fn`` answers
 Deepgram requests with a transcript made from the audio sent.
+
+The fakes speak HTTP/1.1 with keep-alive, as the vendors' servers do, and count the TCP
+connections they accept (``connections``), so a test can see whether a client reuses them.
+``FakeVendor(..., tls=True)`` serves HTTPS with a self-signed certificate made at start-up
+(``ca_file`` is the certificate to trust; ``options_for`` passes it).
 """
 
 from __future__ import annotations
@@ -24,10 +30,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,7 +54,7 @@ AUTH = {**AUTH_HEADERS, "gemini": ("x-goog-api-key", "{key}"), "openai": ("autho
 class FakeVendor:
     """One vendor's API on an ephemeral port."""
 
-    def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1) -> None:
+    def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1, tls: bool = False) -> None:
         if vendor not in (*VENDORS, *JUDGE_VENDORS, OPENAI_STT):
             raise ValueError(vendor)
         self.vendor = vendor
@@ -65,9 +77,32 @@ class FakeVendor:
         self.reply_by_size: dict[int, str] = {}  # judges: reply chosen by the first clip's WAV size in bytes
         self.reply_fn: Any = None  # judges: reply_fn(prompt text, [WAV bytes of each clip]) -> reply text, when set
         self.lock = threading.Lock()
+        self.connections = 0  # TCP connections accepted
+        self._tls_dir = Path(tempfile.mkdtemp(prefix="fake-tls-")) if tls else None
+        self.ca_file: str | None = None
+        tls_ctx = None
+        if self._tls_dir is not None:
+            cert, key_file = self_signed_cert(self._tls_dir)
+            self.ca_file = str(cert)
+            tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls_ctx.load_cert_chain(str(cert), str(key_file))
         fake = self
 
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[socket.socket, Any]:
+                conn, addr = super().get_request()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle delay
+                with fake.lock:
+                    fake.connections += 1
+                if tls_ctx is not None:  # the handshake happens in the connection's own thread, on its first read
+                    conn = tls_ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                return conn, addr
+
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the vendors' servers
+
             def log_message(self, *args: Any) -> None:
                 return
 
@@ -77,15 +112,14 @@ class FakeVendor:
             def do_POST(self) -> None:
                 fake._handle(self, "POST")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed client is expected
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"{'https' if self.ca_file else 'http'}://127.0.0.1:{self.server.server_address[1]}"
 
     def inject(self, *faults: str) -> None:
         with self.lock:
@@ -94,6 +128,8 @@ class FakeVendor:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
 
     # ---- request handling -------------------------------------------------------------------
 
@@ -121,6 +157,9 @@ class FakeVendor:
                 return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": "1"})
             if fault == "500":
                 return self._send(h, 500, {"err_msg": "internal"})
+            if fault == "drop":  # the server closes the connection without answering (a keep-alive connection it timed out)
+                h.close_connection = True
+                return None
             if fault == "echo-key":
                 return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
             if fault.startswith("echo:"):
@@ -351,10 +390,12 @@ def _encoded(key: str, form: str) -> str:
 
 def _trickle(h: BaseHTTPRequestHandler, seconds: float) -> None:
     """A 200 whose declared 4000-byte body arrives one byte every 0.25 s, for at most ``seconds``."""
+    h.close_connection = True  # the body is never finished: this connection cannot carry another answer
     try:
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", "4000")
+        h.send_header("Connection", "close")
         h.end_headers()
         h.wfile.flush()
         end = time.monotonic() + seconds
@@ -368,11 +409,13 @@ def _trickle(h: BaseHTTPRequestHandler, seconds: float) -> None:
 
 def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
     """A 200 streaming ``n`` bytes (with or without Content-Length) until done or the client hangs up."""
+    h.close_connection = True  # the client hangs up before the end (or, unsized, the end is the close)
     try:
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         if sized:
             h.send_header("Content-Length", str(n))
+        h.send_header("Connection", "close")
         h.end_headers()
         block = b" " * (1 << 20)
         sent = 0
@@ -382,6 +425,14 @@ def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
             sent += len(part)
     except OSError:
         return
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made now with the openssl program (valid one day)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+        "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
 
 
 def _judge_reply(fake: FakeVendor, first_audio_b64: str = "", prompt: str = "", clips_b64: list[str] | None = None) -> str:
@@ -471,6 +522,8 @@ def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) ->
         "timeout_s": 5.0}
     if fake.vendor == "google":
         opts["project"] = "test-project"
+    if fake.ca_file:
+        opts["ca_file"] = fake.ca_file
     if cache_dir is not None:
         opts["cache_dir"] = cache_dir
     return {**opts, **extra}

@@ -52,7 +52,8 @@ def smoke_clip(rec: Any) -> tuple[np.ndarray, str]:
     return np.asarray(clip, dtype=np.float32), f"espeak-ng: {SMOKE_PHRASE!r}"
 
 
-def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke: bool, console: Console, out: Console) -> dict[str, Any]:
+def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke: bool, console: Console, out: Console,
+        runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
     """Print the per-model table; returns the answers (for tests and scripts)."""
     from engine.sweep import check_in_workers
 
@@ -63,7 +64,7 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
         except AuditError as exc:
             raise ConfigError(f"--smoke needs one clip: {exc}") from exc
         console.print(f"smoke clip: {escape(where)} ({clip.shape[0] / SAMPLE_RATE:.1f} s)", soft_wrap=True)
-    answers = check_in_workers(reg, chosen, address, smoke_clip=clip)
+    answers = check_in_workers(reg, chosen, address, smoke_clip=clip, runtime_env=runtime_env)
     n_ok = sum(1 for a in answers.values() if a["runnable"])
     t = Table(title=f"availability in the Ray workers ({n_ok} of {len(answers)} can run)")
     cols = ["model", "family", "extra", "weights", "runnable", "checked by", "reason"]
