@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from audits.pipeline import EngineOptions, run_audit
-from audits.recipes import Recipe, load_recipe, with_overrides
+from audits.recipes import Recipe, load_recipe, with_normalizer, with_overrides
 from audits.result import RunResult
 from audits.version import version
 from engine.data import ProgressFn
@@ -44,13 +44,14 @@ def run(
     out: StrPath | None = None,
     limit: int | None = None,
     reader: str | None = None,
+    normalizer: str | None = None,
     engine: Literal["inprocess", "ray"] = "inprocess",
     progress: ProgressFn | None = None,
 ) -> RunResult:
     """Run a recipe (a name under ``configs/recipes``, a YAML path or a parsed ``Recipe``) and return its result.
 
-    ``dataset``, ``models``, ``limit`` and ``reader`` replace the recipe's, as ``--dataset``,
-    ``--models``, ``--limit`` and ``--reader`` do; ``out`` is the run directory (default
+    ``dataset``, ``models``, ``limit``, ``reader`` and ``normalizer`` replace the recipe's, as ``--dataset``,
+    ``--models``, ``--limit``, ``--reader`` and ``--normalizer`` do; ``out`` is the run directory (default
     ``runs/<recipe name>``), and running into an existing one resumes it. ``progress`` receives
     the engine's events ``(event, n, info)``.
     """
@@ -61,6 +62,8 @@ def run(
                           "registry models, e.g. models=['whisper-tiny.en']")
     rec = with_overrides(_recipe(recipe), None if dataset is None else str(dataset), list(models) if models is not None else None, limit,
                          reader)
+    if normalizer is not None:
+        rec = with_normalizer(rec, normalizer, "normalizer")
     out_dir = Path(out) if out is not None else Path("runs") / rec.name
     return run_audit(rec, out_dir, progress=progress, engine=EngineOptions(kind=engine))
 

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 from typing import Callable
 
+from engine.errors import ConfigError
 from engine.registry import Registry
 from normalizers import Normalizer
+from normalizers.leaderboard_tables import SpellingListError
 
 NORMALIZERS: Registry[Callable[[], Normalizer]] = Registry("normalizer", "audit_engine.normalizers")
 
 
 def get_normalizer(name: str) -> Normalizer:
-    """The normalizer registered as ``name``; an unknown name raises ``RegistryError`` with close matches."""
-    return NORMALIZERS.get(name)()
+    """The normalizer registered as ``name``; an unknown name raises ``RegistryError`` with close matches,
+    one whose word lists are not the ones it follows (``open-asr-leaderboard``) a ``ConfigError``."""
+    factory = NORMALIZERS.get(name)
+    try:
+        return factory()
+    except SpellingListError as exc:
+        raise ConfigError(f"normalizer '{name}': {exc}") from None
 
 
 def normalizer_names() -> list[str]:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, json_safe, write_summary
+from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
@@ -91,21 +92,52 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     return specs
 
 
-def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset) -> None:
-    """Refuse to mix a different dataset or normalizer into an existing run directory."""
+def check_clip_ids(dataset: Dataset) -> None:
+    """Every clip's id once in the whole dataset, whatever reader made it (a plug-in's included), before any model loads.
+
+    The built-in readers refuse duplicates naming the lines; this is the run's own check over the
+    shards' indexes, so a duplicate never surfaces as a doubled row after the models ran.
+    """
+    seen: dict[str, str] = {}
+    for sid in dataset.shard_ids:
+        for uid in dataset.shard_index(sid).utt_ids:
+            if uid in seen:
+                raise ConfigError(f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
+                    f"{sid}); every clip's id must be unique")
+            seen[uid] = sid
+
+
+def check_output_names(specs: Sequence[ModelSpec]) -> None:
+    """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
+    from audits.reports.exports import export_file_names
+    from engine.store import check_distinct_paths
+
+    names = [s.name for s in specs]
+    check_distinct_paths(names, "model")
+    export_file_names(names)
+
+
+def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation: bool = False) -> None:
+    """Refuse to mix a different dataset or normalizer into an existing run directory.
+
+    ``before_derivation``: ``dataset`` is the source dataset of a run whose sections will add
+    derived clips, checked before anything is written; the run directory's source fingerprint
+    is compared (runs that did not record it are checked once the clips are derived).
+    """
     meta_path = out / "run.json"
-    if not meta_path.exists():
+    if not meta_path.is_file():
         return
     try:
         old = json.loads(meta_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{meta_path}: cannot be read as a run's record ({type(exc).__name__}: {exc}); the file is truncated or corrupt: "
-                          "use a new --out directory, or delete that file to resume into this one") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: "
+            "use a new --out directory") from None
     if not isinstance(old, dict):
-        raise ConfigError(f"{meta_path}: not a run's record (a JSON object); use a new --out directory")
-    if old.get("dataset_fingerprint") != dataset.fingerprint:
+        raise ConfigError(f"{meta_path} is not a run record (a JSON object); use a new --out directory")
+    key = "source_fingerprint" if before_derivation else "dataset_fingerprint"
+    if (key in old or not before_derivation) and old.get(key) != dataset.fingerprint:
         raise ConfigError(
-            f"{out} holds results for another dataset (fingerprint {old.get('dataset_fingerprint')} vs {dataset.fingerprint}: "
+            f"{out} holds results for another dataset (fingerprint {old.get(key)} vs {dataset.fingerprint}: "
             "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
@@ -117,8 +149,13 @@ def score_run(
     out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
 ) -> RunResult:
-    """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects."""
-    scored_table = table[table["model"].isin(list(facts))] if facts else table
+    """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
+
+    ``table`` holds every row the run made; the ASR figures are computed from the source clips'
+    rows (``audits.clips``): derived clips count only in the sections that read them.
+    """
+    in_run = table[table["model"].isin(list(facts))] if facts else table
+    scored_table = rows_for(SOURCE, in_run)  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
     normalizer = get_normalizer(recipe.normalizer)
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
@@ -127,7 +164,7 @@ def score_run(
 
     # what was scored: a later reader (audits.run_dir.read_run) refuses rows that changed after this point
     summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
-        "n_rows": int(len(scored_table))}
+        "n_rows": int(len(in_run))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
@@ -194,6 +231,7 @@ def run_audit(
     parsed = [(sec, sec.parse(recipe.section(sec.key), recipe.source)) for sec in used]
     if dataset is None:
         dataset = open_recipe_dataset(recipe, corpus_progress=corpus_progress)
+    check_clip_ids(dataset)
     specs = model_specs(recipe, dataset)
     if not specs and not any(sec.can_run_without_asr_models for sec, _ in parsed):
         raise ConfigError(f"recipe '{recipe.name}': no models to run (list registry names under 'models' or use --models)")
@@ -201,28 +239,35 @@ def run_audit(
         if sec.needs_asr_models and not specs:
             raise ConfigError(f"recipe '{recipe.name}': {sec.key} need ASR models under 'models'")
     check_section_passes(recipe, engine, parsed, specs, dataset)
-    for sec, cfg in parsed:  # every section's inputs (references, turns, audio) before any model loads
+    for sec, cfg in parsed:  # every section's inputs (references, turns, audio, derived clips' ids) before any model loads
         sec.check_inputs(cfg, dataset)
     engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
+    check_output_names(specs)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
+    source_fingerprint = dataset.fingerprint
+    check_run_dir(out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset
+        for sec, _ in parsed))
+    # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
     dec = decode_options(recipe)
+    source = dataset
     for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made
         dataset = sec.prepare_dataset(cfg, dataset, out, dec)
+    views = ClipViews(source, dataset)  # what each section reads: source clips, or source and derived (audits.clips)
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
-        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "normalizer": recipe.normalizer,
-            "normalizer_version": normalizer.version}, indent=2),
+        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "source_fingerprint": source_fingerprint,
+            "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
     plan = None
-    sections: dict[str, Any] = {"engine": {"runner": engine.kind, "address": engine.address, "workers": engine.workers}}
     started = engine.start()  # one Ray instance for every pass of the recipe (ASR, sections)
     try:
-        section_passes = joint_passes(engine, parsed, specs, dataset, dec)
+        sections: dict[str, Any] = {"engine": engine.facts()}  # runner, address, runtime_env; on Ray the cluster joined
+        section_passes = joint_passes(engine, parsed, specs, dataset, dec, views)
         if section_passes:  # the sections' SV/SER passes over this dataset run with the ASR pass: one decode per shard
             outcome = run_joint(engine, dataset, specs, section_passes, out, warmup=recipe.warmup, decode_options=dec, progress=progress)
             facts = outcome.facts
@@ -234,33 +279,36 @@ def run_audit(
             plan = runner.plan
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
         table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
-        ctx = SectionContext(
-            dataset=dataset, asr_models=tuple(specs), out_dir=out, load_rows=table.copy, progress=progress,
-            decode_options=dec, recipe_name=recipe.name, engine=engine,
-        )
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
+            ctx = SectionContext(
+                dataset=views.dataset(sec.reads), asr_models=tuple(specs), out_dir=out, load_rows=views.loader(sec.reads, table),
+                progress=progress, decode_options=dec, recipe_name=recipe.name, engine=engine,
+            )
             sections[sec.key] = sec.run(cfg, ctx)
-        del ctx
+            del ctx
     finally:
         engine.stop(started)
     sections["engine"]["wall_s"] = time.perf_counter() - t0
     sections.update(extra or {})
-    dataset_desc = dataset.describe()
-    del dataset  # the utterance records are not needed for scoring; keep the driver's peak memory flat
+    dataset_desc = views.describe(read_by=[sec.key for sec, _ in parsed if sec.reads == DERIVED])
+    del dataset, source, views  # the utterance records are not needed for scoring; keep the driver's peak memory flat
     return score_run(out, recipe, table, dataset_desc, facts, sections)
 
 
 def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],
-        dataset: Dataset, dec: DecodeOptions) -> list[PassRequest]:
+        dataset: Dataset, dec: DecodeOptions, views: ClipViews | None = None) -> list[PassRequest]:
     """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
 
     Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
     passes to share the decode, and never a backend whose name another pass of the run uses
-    (one plan holds them all): that one runs in its section, as before.
+    (one plan holds them all): that one runs in its section, as before. Only sections that read
+    every clip the ASR pass runs on (``views``: with derived clips, a section that reads source
+    clips runs its passes over the source clips in its own section).
     """
     if engine.kind not in ENGINE_KINDS or not dataset.has_audio:
         return []
-    requests = [r for sec, cfg in parsed for r in sec.dataset_passes(cfg, dataset, dec)]
+    views = views or ClipViews(dataset, dataset)
+    requests = [r for sec, cfg in parsed if views.dataset(sec.reads) is dataset for r in sec.dataset_passes(cfg, dataset, dec)]
     names = [s.name for s in specs] + [r.spec.name for r in requests]
     keep = [r for r in requests if names.count(r.spec.name) == 1]
     for r in requests:

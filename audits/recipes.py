@@ -23,6 +23,14 @@ log = logging.getLogger(__name__)
 
 MAX_N_BOOT = 100_000
 """Most bootstrap replicates accepted (draws take n_boot x speakers integers of memory)."""
+DEFAULT_NORMALIZER = "whisper-english"
+"""A recipe's normalizer when it names none (Whisper's classic English normalizer)."""
+STUDY_TAG = "rweq"
+"""The registry tag of the robustness study's line-up."""
+STUDY_NORMALIZER = "open-asr-leaderboard"
+"""The study's scoring normalizer: a sweep of ``--models rweq`` uses it unless ``--normalizer`` says otherwise."""
+DEPRECATED_NORMALIZERS = {"open-asr-english": "whisper-english"}
+"""Old names still accepted, with the name to write instead."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ class Recipe:
     dataset: DatasetConfig
     models: tuple[str, ...]
     description: str = ""
-    normalizer: str = "whisper-english"
+    normalizer: str = DEFAULT_NORMALIZER
     shard_size: int = 32
     warmup: int = 1
     batch_size: int | None = None
@@ -179,7 +187,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         description=str(data.get("description", "")),
         dataset=dataset,
         models=tuple(models),
-        normalizer=_normalizer_name(data.get("normalizer", "whisper-english"), source),
+        normalizer=_normalizer_name(data.get("normalizer", DEFAULT_NORMALIZER), source),
         shard_size=top["shard_size"],
         warmup=top["warmup"],
         batch_size=top["batch_size"],
@@ -198,7 +206,30 @@ def _normalizer_name(value: Any, source: str) -> str:
         NORMALIZERS.check(name)
     except RegistryError as exc:
         raise ConfigError(f"{source}: normalizer: {exc}") from None
+    if name in DEPRECATED_NORMALIZERS:
+        log.warning("%s: normalizer '%s' is a deprecated name of '%s' (Whisper's classic English normalizer, not the Open ASR "
+                    "Leaderboard's current one, which is '%s'); write '%s'", source, name, DEPRECATED_NORMALIZERS[name],
+                    STUDY_NORMALIZER, DEPRECATED_NORMALIZERS[name])
     return str(name)
+
+
+def with_normalizer(recipe: Recipe, name: str, where: str = "--normalizer") -> Recipe:
+    """The recipe scored with normalizer ``name`` (checked: an unknown name stops here, with close matches)."""
+    return replace(recipe, normalizer=_normalizer_name(name, where))
+
+
+def sweep_normalizer(recipe: Recipe, selection: str, flag: str | None) -> tuple[str, str | None]:
+    """A sweep's normalizer and, when it is not the recipe's, why.
+
+    ``--normalizer`` wins; else a sweep of the study's line-up (``--models rweq``) is scored as
+    the study scored it, with the Open ASR Leaderboard's normalizer; else the recipe's.
+    """
+    if flag:
+        return flag, None
+    if selection.strip() == STUDY_TAG and recipe.normalizer != STUDY_NORMALIZER:
+        return STUDY_NORMALIZER, (f"--models {STUDY_TAG}: scored with {STUDY_NORMALIZER} (the study's normalizer) instead of the "
+                                  f"recipe's {recipe.normalizer}; --normalizer {recipe.normalizer} keeps the recipe's")
+    return recipe.normalizer, None
 
 
 def load_recipe(name_or_path: str) -> Recipe:

@@ -69,6 +69,7 @@ def ray_runner(
     return RayRunner(
         dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
         address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
+        runtime_env=engine.runtime_env,
     )
 
 

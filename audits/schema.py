@@ -13,7 +13,11 @@ Version history:
   insertions over no reference words) and scored in ``hallucination``; added
   ``models.*.hallucination`` and per-slice ``hallucination``, gaps' ``p_value``, ``p_holm`` and
   ``significant``, and top-level ``comparisons``.
-* 4: intervals and tests follow one testability rule (``audits.asr.stats.check_testable``): what
+* 4: with a ``perturbations:`` block, every figure outside the ladders (``models``, ``comparisons``,
+  ``dataset.n_utts`` and ``fingerprint``, and every section but ``perturbations``) covers the
+  source clips only, as a run without the block (``audits/clips.py``); derived clips are counted
+  under ``dataset.derived``.
+* 5: intervals and tests follow one testability rule (``audits.asr.stats.check_testable``): what
   the data cannot support (fewer than two speakers in a group, no variance between speakers, too
   few models) is ``ci95: null`` with ``not_testable`` (the reason in words; ``cer_not_testable``,
   ``slope_not_testable``, ``breaking_not_testable``, ``average_not_testable`` beside their
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class NormalizerInfo(TypedDict):
@@ -46,6 +50,11 @@ class DatasetInfo(TypedDict, total=False):
     fingerprint: str
     prediction_models: list[str]
     corpus: dict[str, Any]
+    perturbations: dict[str, Any]
+    """A ``perturbations:`` block's derivation (cache key, families, seed, the source fingerprint)."""
+    derived: dict[str, Any]
+    """Only with derived clips: ``n_utts`` derived, ``fingerprint_with_derived``, ``read_by`` (the sections
+    that read them); ``n_utts`` and ``fingerprint`` above are the source clips' (``audits.clips``)."""
 
 
 class SliceFigures(TypedDict, total=False):

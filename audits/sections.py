@@ -13,6 +13,10 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   recipe's own dataset (default: none); the pipeline runs them with the ASR pass as one engine run;
 * ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
   see, e.g. with derived clips added; called once the dataset is open, before the run plan;
+* ``reads``: which clips the section reads (``audits.clips``): ``SOURCE``, the dataset's own clips
+  (the default), or ``DERIVED``, source and derived clips with the derivation as a column. The
+  pipeline hands every hook the dataset and rows of that scope (``audits.clips.ClipViews``), so
+  no section filters derived clips itself and none counts a derived clip as a new one;
 * ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
   section's key);
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from audits.clips import SCOPES, SOURCE
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.errors import RegistryError
 from engine.joint_pass import PassRequest
@@ -65,9 +70,10 @@ ConfigT = TypeVar("ConfigT")
 class SectionContext:
     """What the pipeline hands a section's ``run``: the opened dataset, where to write, and the run's engine.
 
-    ``load_rows`` gives the run's ASR result rows (the table ``utterances.parquet`` was written
-    from, held in memory by the pipeline); a call, so a section that never looks at transcripts
-    does not depend on them. ``engine`` is the run's (``--engine``/``--address``): sections submit
+    ``dataset`` and ``load_rows`` are those of the clips the section reads (``AuditSection.reads``):
+    ``load_rows`` gives the run's ASR result rows of those clips (from the table ``utterances.parquet``
+    was written from, held in memory by the pipeline); a call, so a section that never looks at
+    transcripts does not depend on them. ``engine`` is the run's (``--engine``/``--address``): sections submit
     every pass to it (``engine.runner``).
     """
 
@@ -94,6 +100,9 @@ class AuditSection(ABC, Generic[ConfigT]):
     """The section runs the recipe's ASR models, so a recipe without any is refused before anything loads."""
     can_run_without_asr_models: ClassVar[bool] = False
     """The section is a whole audit by itself: a recipe may list no ASR models when it is present."""
+    reads: ClassVar[str] = SOURCE
+    """The clips the section reads (``audits.clips``): ``SOURCE`` (the dataset's own clips; derived clips
+    are never counted as new ones) or ``DERIVED`` (source and derived clips, the derivation as a column)."""
 
     @abstractmethod
     def parse(self, raw: Mapping[str, Any], source: str) -> ConfigT:
@@ -111,7 +120,7 @@ class AuditSection(ABC, Generic[ConfigT]):
         return []
 
     def dataset_passes(self, config: ConfigT, dataset: Dataset, decode_options: DecodeOptions) -> list[PassRequest]:
-        """The SV/SER backends ``run`` will run over ``dataset`` itself with ``decode_options`` (default: none).
+        """The SV/SER backends ``run`` will run over ``dataset`` (the clips it reads) with ``decode_options`` (default: none).
 
         The pipeline hands them to the engine with the ASR pass as one run (``engine/joint_pass.py``),
         so each shard is decoded once for every pass and a cluster schedules them together; ``run``
@@ -228,6 +237,9 @@ def get_section(name: str) -> AuditSection[Any]:
     cls = SECTIONS.get(name)
     if getattr(cls, "key", None) != name:
         raise RegistryError(f"audit section '{name}': its class {cls.__name__} has key {getattr(cls, 'key', None)!r}; the two must match")
+    if getattr(cls, "reads", None) not in SCOPES:
+        raise RegistryError(f"audit section '{name}': reads = {getattr(cls, 'reads', None)!r}; declare one of "
+            f"{', '.join(repr(s) for s in SCOPES)} (audits.clips)")
     return cls()
 
 

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from engine.data import DEFAULT_MAX_DURATION_S, SAMPLE_RATE, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, DecodedAudio, Utterance
-from engine.errors import AudioError
+from engine.data import DEFAULT_MAX_DURATION_S, SAMPLE_RATE, DecodedAudio, Utterance, is_speech_free
+from engine.errors import AudioError, SegmentError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,9 @@ MAX_SOURCE_RATE = 384_000
 #: down-mixed and resampled per block, so memory stays near the 16 kHz mono result.
 STREAM_SAMPLES = 1 << 22
 _BLOCK_FRAMES = 1 << 16
+#: How far past the end of its audio a segment may end and still be read (to the end): manifests
+#: round durations (to 0.01 s, say), so a last segment's end can pass the file's by a few ms.
+SEGMENT_END_TOLERANCE_S = 0.01
 
 
 def _open_source(utt: Utterance, root: Path | None, allow_outside_root: bool) -> Path | io.BytesIO:
@@ -138,28 +143,30 @@ def _check_after_data(read_at: Callable[[int, int], bytes], size: int, pos: int,
         )
 
 
-def decode(
-    utt: Utterance,
-    root: Path | None = None,
-    target_sr: int = SAMPLE_RATE,
-    max_duration_s: float = DEFAULT_MAX_DURATION_S,
-    allow_outside_root: bool = True,
-) -> DecodedAudio:
-    """Decode one utterance to mono float32 at ``target_sr``; errors are returned, not raised."""
-    try:
-        return DecodedAudio(utt.utt_id, _decode(utt, root, target_sr, max_duration_s, allow_outside_root), target_sr)
-    except AudioError as exc:
-        return DecodedAudio(utt.utt_id, None, target_sr, error=str(exc))
-    except Exception as exc:  # any decoder failure is one clip's problem, not the run's
-        return DecodedAudio(utt.utt_id, None, target_sr, error=f"cannot decode audio: {type(exc).__name__}: {exc}")
+@dataclass(frozen=True)
+class AudioHeader:
+    """What a clip's header says, after the one set of checks every section applies (``read_header``)."""
+
+    frames: int
+    samplerate: int
+    channels: int
+
+    @property
+    def duration_s(self) -> float:
+        return self.frames / self.samplerate
 
 
-def _decode(
-    utt: Utterance, root: Path | None, target_sr: int, max_duration_s: float, allow_outside_root: bool
-) -> np.ndarray:
+def read_header(src: Path | io.BytesIO) -> AudioHeader:
+    """The header of one audio source, refused by the rules every section shares.
+
+    One rule for what audio is acceptable, used by the clip decoder (every runner and section)
+    and by the conversation section's reader and workers: a WAV whose data chunk disagrees with
+    the file, an unreadable container, a length the header leaves open, zero samples, more than
+    ``MAX_CHANNELS`` channels or a rate above ``MAX_SOURCE_RATE`` each raise ``AudioError`` naming
+    the fix. Nothing past the header is read.
+    """
     import soundfile as sf
 
-    src = _open_source(utt, root, allow_outside_root)
     _check_wav_truncation(src)
     try:
         info = sf.info(src)  # type: ignore[arg-type]
@@ -174,12 +181,6 @@ def _decode(
         )
     if info.frames == 0 or info.samplerate <= 0:
         raise AudioError("audio has 0 samples (0-length clip)")
-    duration = info.frames / info.samplerate
-    if duration > max_duration_s:
-        raise AudioError(
-            f"clip is {duration:.0f} s long, over the limit of {max_duration_s:.0f} s; split it into segments "
-            "or raise dataset.max_duration_s in the recipe"
-        )
     if info.channels > MAX_CHANNELS:
         raise AudioError(f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 "
             f"out.wav`)")
@@ -188,11 +189,86 @@ def _decode(
             f"audio is sampled at {info.samplerate} Hz, over the limit of {MAX_SOURCE_RATE} Hz; resample it first (e.g. `sox in.flac -r "
                 f"48000 out.flac`)"
         )
-    if info.frames * info.channels > STREAM_SAMPLES:
-        mono = _decode_blocks(src, info.samplerate, target_sr)
+    return AudioHeader(int(info.frames), int(info.samplerate), int(info.channels))
+
+
+def inspect(utt: Utterance, root: Path | None = None, allow_outside_root: bool = True) -> AudioHeader:
+    """The checked header of one clip's audio (``read_header``), or ``AudioError``; reads no samples."""
+    return read_header(_open_source(utt, root, allow_outside_root))
+
+
+def _frames(seconds: float, rate: int) -> int:
+    # NeMo reads int(seconds * rate) frames; the epsilon keeps float error (4799.999999 for 4800) from losing a frame
+    return int(math.floor(seconds * rate + 1e-6))
+
+
+def span_frames(segment: tuple[float, float], header: AudioHeader) -> tuple[int, int]:
+    """``(first frame, number of frames)`` of a segment ``(offset_s, duration_s)`` in audio with ``header``.
+
+    The start is ``floor(offset x rate)`` and the length ``floor(duration x rate)`` frames, as NeMo
+    reads a segment. A segment must lie inside its audio: an offset at or past the end, or an end
+    more than ``SEGMENT_END_TOLERANCE_S`` past it, raises ``SegmentError`` naming the field; an end
+    within the tolerance (a duration rounded up in the manifest) stops at the end of the audio.
+    """
+    offset, duration = segment
+    if not (math.isfinite(offset) and offset >= 0):
+        raise SegmentError(f"segment offset must be a finite number of seconds >= 0, got {offset!r}", "offset")
+    if not (math.isfinite(duration) and duration > 0):
+        raise SegmentError(f"segment duration must be a finite number of seconds > 0, got {duration!r}", "duration")
+    length = header.duration_s
+    start = _frames(offset, header.samplerate)
+    if start >= header.frames:
+        raise SegmentError(f"segment offset {offset:g} s lies at or past the end of its audio ({length:.3f} s long)", "offset")
+    n = _frames(duration, header.samplerate)
+    if n == 0:
+        raise SegmentError(f"segment duration {duration:g} s is shorter than one sample at {header.samplerate} Hz", "duration")
+    if offset + duration > length + SEGMENT_END_TOLERANCE_S:
+        raise SegmentError(
+            f"segment [{offset:g}, {offset + duration:g}] s ends {offset + duration - length:.3f} s past the end of its audio "
+            f"({length:.3f} s long); fix the offset or duration", "duration")
+    return start, min(n, header.frames - start)
+
+
+def decode(
+    utt: Utterance,
+    root: Path | None = None,
+    target_sr: int = SAMPLE_RATE,
+    max_duration_s: float = DEFAULT_MAX_DURATION_S,
+    allow_outside_root: bool = True,
+) -> DecodedAudio:
+    """Decode one utterance to mono float32 at ``target_sr``; errors are returned, not raised.
+
+    A segment (``utt.offset_s`` set) is exactly its span of the file: only those frames are read,
+    then down-mixed and resampled, so its samples equal those of the span cut to a file of its own.
+    """
+    try:
+        return DecodedAudio(utt.utt_id, _decode(utt, root, target_sr, max_duration_s, allow_outside_root), target_sr)
+    except AudioError as exc:
+        return DecodedAudio(utt.utt_id, None, target_sr, error=str(exc))
+    except Exception as exc:  # any decoder failure is one clip's problem, not the run's
+        return DecodedAudio(utt.utt_id, None, target_sr, error=f"cannot decode audio: {type(exc).__name__}: {exc}")
+
+
+def _decode(
+    utt: Utterance, root: Path | None, target_sr: int, max_duration_s: float, allow_outside_root: bool
+) -> np.ndarray:
+    import soundfile as sf
+
+    src = _open_source(utt, root, allow_outside_root)
+    info = read_header(src)
+    segment = utt.segment
+    start, frames = span_frames(segment, info) if segment is not None else (0, info.frames)
+    duration = frames / info.samplerate
+    if duration > max_duration_s:
+        raise AudioError(
+            f"clip is {duration:.0f} s long, over the limit of {max_duration_s:.0f} s; split it into segments "
+            "or raise dataset.max_duration_s in the recipe"
+        )
+    if frames * info.channels > STREAM_SAMPLES:
+        mono = _decode_blocks(src, info.samplerate, target_sr, start, frames)
     else:
         try:
-            data, sr = sf.read(src, dtype="float32", always_2d=True)  # type: ignore[arg-type]
+            data, sr = sf.read(src, dtype="float32", always_2d=True, start=start, frames=frames)  # type: ignore[arg-type]
         except Exception as exc:
             raise AudioError(f"audio is truncated or corrupt: {exc}") from None
         if data.shape[0] == 0:
@@ -204,7 +280,7 @@ def _decode(
 
             mono = soxr.resample(mono, sr, target_sr, quality="HQ").astype(np.float32)
     peak = float(np.max(np.abs(mono))) if mono.size else 0.0
-    if peak < SILENCE_PEAK and utt.labels.get(SPEECH_FREE_LABEL) != SPEECH_FREE_VALUE:
+    if peak < SILENCE_PEAK and not is_speech_free(utt.labels):
         # digital silence is a valid clip when labelled speech-free (the classic test of a model
         # transcribing silence); a silent clip said to hold speech is a broken file
         raise AudioError(f"audio is silent (peak amplitude {peak:.2g}, below {SILENCE_PEAK:g})")
@@ -217,7 +293,7 @@ def _check_finite(data: np.ndarray) -> None:
         raise AudioError(f"audio contains {n_bad} NaN/Inf samples")
 
 
-def _decode_blocks(src: Path | io.BytesIO, source_rate: int, target_sr: int) -> np.ndarray:
+def _decode_blocks(src: Path | io.BytesIO, source_rate: int, target_sr: int, start: int = 0, frames: int = -1) -> np.ndarray:
     """Read, down-mix and resample a long clip block by block (bounded memory; same filter as the
     one-shot path up to the edges of blocks, where a streaming resampler keeps its state)."""
     import soundfile as sf
@@ -228,7 +304,9 @@ def _decode_blocks(src: Path | io.BytesIO, source_rate: int, target_sr: int) -> 
     n_read = 0
     try:
         with sf.SoundFile(src) as fh:  # type: ignore[arg-type]
-            for block in fh.blocks(blocksize=_BLOCK_FRAMES, dtype="float32", always_2d=True):
+            if start:
+                fh.seek(start)
+            for block in fh.blocks(blocksize=_BLOCK_FRAMES, dtype="float32", always_2d=True, frames=frames):
                 _check_finite(block)
                 n_read += block.shape[0]
                 mono = block.mean(axis=1) if block.shape[1] > 1 else block[:, 0].copy()

@@ -38,6 +38,14 @@ class AudioError(AuditError):
     """One utterance's audio cannot be used; recorded in the result row, never fatal to the run."""
 
 
+class SegmentError(AudioError):
+    """A segment (``offset``/``duration``) does not lie inside its audio; ``field`` names the manifest key at fault."""
+
+    def __init__(self, problem: str, field: str) -> None:
+        super().__init__(problem)
+        self.field = field
+
+
 class BackendUnavailable(AuditError):
     """A backend cannot load here (missing extra, weights not reachable); says what to install."""
 

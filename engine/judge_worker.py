@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.audio import decode
-from engine.data import DEFAULT_MAX_DURATION_S, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Utterance
+from engine.data import DEFAULT_MAX_DURATION_S, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Utterance, is_speech_free
 from engine.errors import ConfigError
 from engine.unit_store import digest
 
@@ -60,15 +60,19 @@ def clip_location(utt: Utterance, root: Path | str | None) -> dict[str, Any]:
         loc["audio_bytes"] = utt.audio_bytes
     else:
         loc["audio_path"] = utt.audio_path
-    if utt.labels.get(SPEECH_FREE_LABEL) == SPEECH_FREE_VALUE:
+    if is_speech_free(utt.labels):
         loc["speech_free"] = True  # a silent clip is valid only when labelled speech-free (engine/audio.py)
+    if utt.segment is not None:
+        loc["segment"] = list(utt.segment)  # a span of a longer file: the worker reads only it
     return loc
 
 
 def decode_location(loc: Mapping[str, Any], max_duration_s: float, allow_outside_root: bool) -> tuple[Any, str | None]:
     """(samples at 16 kHz, None) or (None, the decode error) of one clip location."""
     labels = {SPEECH_FREE_LABEL: SPEECH_FREE_VALUE} if loc.get("speech_free") else {}
-    utt = Utterance(str(loc["utt_id"]), None, audio_path=loc.get("audio_path"), audio_bytes=loc.get("audio_bytes"), labels=labels)
+    seg = loc.get("segment")
+    utt = Utterance(str(loc["utt_id"]), None, audio_path=loc.get("audio_path"), audio_bytes=loc.get("audio_bytes"), labels=labels,
+        offset_s=None if seg is None else float(seg[0]), duration_s=None if seg is None else float(seg[1]))
     root = Path(loc["root"]) if loc.get("root") else None
     d = decode(utt, root=root, max_duration_s=max_duration_s, allow_outside_root=allow_outside_root)
     if d.error is not None or d.samples is None:

@@ -263,8 +263,11 @@ def _finish(p: KeyedPass, u: KeyedUnit, result: Any, err: str | None, outcome: K
 class KeyedActor:
     """A Ray actor holding one loaded worker for its life (wrapped with ``ray.remote`` on first use)."""
 
-    def __init__(self, worker: str, options: Mapping[str, Any]) -> None:
+    def __init__(self, worker: str, options: Mapping[str, Any], log_level: int | None = None) -> None:
+        from engine.ray_setup import worker_logging
+
         install_log_scrubber()
+        worker_logging(log_level)  # the worker's log records reach the driver (and a job's logs) at the driver's level
         self.worker = load_worker(worker)(**dict(options))
 
     def load(self) -> dict[str, Any]:
@@ -381,7 +384,8 @@ def run_ray(
 
 
 def _spawn(cls: Any, g: _Group) -> None:
-    actor = cls.options(**_actor_options(g.spec, g.gpus)).remote(g.spec.worker, dict(g.spec.options))
+    level = logging.getLogger().getEffectiveLevel()  # the worker's log records reach the driver at this level
+    actor = cls.options(**_actor_options(g.spec, g.gpus)).remote(g.spec.worker, dict(g.spec.options), level)
     g.actors.append(actor)
     g.loading[actor.load.remote()] = actor
 

@@ -12,6 +12,7 @@ driver never holds audio. Their results are the JSON the conversation section st
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -19,21 +20,24 @@ from typing import Any
 
 import numpy as np
 
-from engine.data import SAMPLE_RATE, ModelSpec
+from engine.data import ModelSpec, Utterance
 from engine.errors import AudioError
 
 
 def load_recording(path: str) -> np.ndarray:
-    """A recording as mono float32 at 16 kHz (channels averaged, resampled with soxr)."""
-    import soundfile as sf
-    import soxr
+    """A recording as mono float32 at 16 kHz, read by the clip decoder (``engine.audio.decode``).
 
-    try:
-        x, sr = sf.read(path, dtype="float32", always_2d=True)
-    except (OSError, RuntimeError) as exc:
-        raise AudioError(f"{path}: cannot read audio ({exc})") from None
-    mono = x.mean(axis=1)
-    return np.asarray(soxr.resample(mono, sr, SAMPLE_RATE) if sr != SAMPLE_RATE else mono, dtype=np.float32)
+    One rule for what audio is acceptable in every section: the same header checks (channels,
+    rate, stated length, WAV data chunk), NaN/Inf samples and silence refused, channels averaged,
+    soxr resampling, long recordings read block by block. Recordings are whole conversations, so
+    no duration cap applies (the clip cap is a setting of clip datasets).
+    """
+    from engine.audio import decode
+
+    d = decode(Utterance(os.path.basename(path), None, audio_path=path), max_duration_s=math.inf)
+    if d.error is not None or d.samples is None:
+        raise AudioError(f"{path}: {d.error}")
+    return np.asarray(d.samples, dtype=np.float32)
 
 
 def _holds_gpu() -> bool:

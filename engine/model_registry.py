@@ -13,6 +13,10 @@ Each entry::
       rtfx: 146                      # optional: expected speed; the Ray runner starts slow models first
       family: whisper-ct2            # optional (required for the study line-up, tag rweq): engine/backends/asr/families
       trust_remote_code: false       # optional: true lets a checkpoint run its own Python code (transformers)
+      gated: false                   # optional: the hub repository asks users to accept its conditions first
+      requires: [peft]               # optional: packages the checkpoint needs beyond its backend's ('dist' or 'dist>=version')
+      study_row: vendor/model        # optional: the row of the study's table (configs/models/rweq-table.tsv) this entry is
+      card: https://...              # optional: where the hub id (or the hosted API's request) comes from
       tags: [local, whisper]
       description: ...
 
@@ -41,7 +45,7 @@ CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
 ENTRY_KEYS = {
     "backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb",
-    "rtfx", "family", "trust_remote_code",
+    "rtfx", "family", "trust_remote_code", "gated", "requires", "study_row", "card",
 }  # fmt: skip
 
 
@@ -62,6 +66,13 @@ class ModelEntry:
     #: Model family (engine/backends/asr/families) and the entry-level remote-code opt-in.
     family: str | None = None
     trust_remote_code: bool = False
+    #: Facts about the checkpoint the availability check names: a gated hub repository, and
+    #: packages it needs beyond its backend's (``peft``: the release transformers needs for adapters).
+    gated: bool = False
+    requires: tuple[str, ...] = ()
+    #: The row of the robustness study's table (``vendor/model``) and where the hub id or the API comes from.
+    study_row: str | None = None
+    card: str | None = None
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
@@ -74,13 +85,19 @@ class ModelEntry:
             register_secret_env(self.options["api_key_env"])
         return ModelSpec(self.name, self.backend, self._resolved_options(registry), batch_size or self.batch_size, meta)
 
-    def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
+    def _own_options(self) -> dict[str, Any]:
+        """The options with the entry-level facts the backend takes (family, remote-code opt-in)."""
         options = dict(self.options)
         cls = ASR_BACKENDS.get(self.backend)
         if self.family and getattr(cls, "takes_family", False):
             options.setdefault("family", self.family)
         if self.trust_remote_code:
             options["trust_remote_code"] = True
+        return options
+
+    def _resolved_options(self, registry: Mapping[str, ModelEntry] | None) -> dict[str, Any]:
+        options = self._own_options()
+        cls = ASR_BACKENDS.get(self.backend)
         names = getattr(cls, "model_options", ())
         for key in names:
             value = options.get(key)
@@ -104,8 +121,9 @@ class ModelEntry:
         return None
 
     def availability(self) -> Availability:
-        """Can this model run here, and why (not): the backend's own check (engine/backends/availability.py)."""
-        return model_availability(self.backend, self.options, self.needed_extra)
+        """Can this model run here, and every reason why not: the backend's own check (engine/backends/availability.py,
+        with the checkpoint checks of the load), the packages the entry requires and a gated repository."""
+        return model_availability(self.backend, self._own_options(), self.needed_extra, self.requires, self.gated)
 
 
 def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
@@ -137,6 +155,17 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                     f"{where}: options.trust_remote_code is not accepted; running a checkpoint's own code is an entry-level "
                     "opt-in: write 'trust_remote_code: true' beside 'backend' (after reviewing that code)"
                 )
+            gated = raw.get("gated", False)
+            if not isinstance(gated, bool):
+                raise ConfigError(f"{where}.gated: must be true or false, got {gated!r}")
+            requires = expect_type(raw.get("requires", []) or [], list, f"{where}.requires")
+            if not all(isinstance(r, str) and r.strip() for r in requires):
+                raise ConfigError(f"{where}.requires: must be a list of package names ('peft' or 'dist>=version'), got {requires!r}")
+            study_row, card = raw.get("study_row"), raw.get("card")
+            if study_row is not None and (not isinstance(study_row, str) or study_row.count("/") != 1 or "" in study_row.split("/")):
+                raise ConfigError(f"{where}.study_row: must be 'vendor/model' (a row of configs/models/rweq-table.tsv), got {study_row!r}")
+            if card is not None and (not isinstance(card, str) or not card.startswith("https://")):
+                raise ConfigError(f"{where}.card: must be an https:// address (the model card or API reference), got {card!r}")
             entries[name] = ModelEntry(
                 name=str(name),
                 backend=backend,
@@ -151,8 +180,59 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 resources=_resources(raw, where),
                 family=family,
                 trust_remote_code=trust,
+                gated=gated,
+                requires=tuple(str(r).strip() for r in requires),
+                study_row=study_row,
+                card=card,
             )
     return entries
+
+
+@dataclass(frozen=True)
+class StudyRow:
+    """One row of the robustness study's table of ASR systems (configs/models/rweq-table.tsv)."""
+
+    vendor: str
+    model: str
+    open: bool
+    release_date: str
+
+    @property
+    def key(self) -> str:
+        """``vendor/model`` as the table spells them: what a registry entry's ``study_row`` names."""
+        return f"{self.vendor}/{self.model}"
+
+
+STUDY_TABLE_COLUMNS = ("vendor", "model", "open_or_proprietary", "release_date")
+
+
+def read_study_table(config_dir: Path | None = None) -> list[StudyRow]:
+    """The study's table of ASR systems, in its order; lines starting with ``#`` are its provenance."""
+    path = (config_dir or CONFIG_DIR) / "models" / "rweq-table.tsv"
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the study's table ({exc})") from exc
+    rows: list[StudyRow] = []
+    header_seen = False
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cells = line.split("\t")
+        if not header_seen:
+            if tuple(cells) != STUDY_TABLE_COLUMNS:
+                raise ConfigError(f"{path}, line {number}: the header must be {' / '.join(STUDY_TABLE_COLUMNS)} (tab-separated)")
+            header_seen = True
+            continue
+        if len(cells) != len(STUDY_TABLE_COLUMNS) or cells[2] not in ("open", "proprietary") or not all(cells):
+            raise ConfigError(f"{path}, line {number}: expected vendor, model, open|proprietary, release date; got {cells!r}")
+        row = StudyRow(cells[0], cells[1], cells[2] == "open", cells[3])
+        if any(r.key == row.key for r in rows):
+            raise ConfigError(f"{path}, line {number}: row {row.key} is listed twice")
+        rows.append(row)
+    if not header_seen:
+        raise ConfigError(f"{path}: no header line")
+    return rows
 
 
 def _family(raw: Mapping[str, Any], backend: str, where: str) -> str | None:

@@ -43,6 +43,8 @@ class EngineOptions:
     unit_timeout_s: float | None = None
     max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
     memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
+    runtime_env: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    """Ray: the job's runtime environment (``--runtime-env``), passed to ``ray.init``; see :func:`engine.ray_setup.check_runtime_env`."""
     joint: Mapping[str, JointRecord] = field(default_factory=dict, compare=False)
     """Section backends this recipe run already ran together with its ASR pass (``engine/joint_pass.py``), by name."""
 
@@ -52,6 +54,10 @@ class EngineOptions:
         the runner registry."""
         for name, f in ENGINE_FIELDS.items():
             f.check(getattr(self, name), f"--{name.replace('_', '-')}")
+        if self.runtime_env is not None:
+            from engine.ray_setup import check_runtime_env
+
+            check_runtime_env(self.runtime_env, "--runtime-env")
 
     def runner(
         self,
@@ -79,6 +85,7 @@ class EngineOptions:
             return RayRunner(
                 dataset, list(specs), store, warmup=warmup, warmups=warmups, decode_options=dec, progress=progress,
                 address=self.address, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
+                runtime_env=self.runtime_env,
             )
         return InProcessRunner(
             dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
@@ -111,7 +118,21 @@ class EngineOptions:
             return False
         from engine.ray_setup import init_ray
 
-        return init_ray(self.address)
+        return init_ray(self.address, runtime_env=self.runtime_env)
+
+    def facts(self) -> dict[str, Any]:
+        """What summary.json records about the engine (``engine`` section): runner, address, workers,
+        and the runtime environment with secret-looking values redacted; on Ray, the cluster joined."""
+        out: dict[str, Any] = {"runner": self.kind, "address": self.address, "workers": self.workers}
+        if self.runtime_env is not None:
+            from engine.ray_setup import runtime_env_record
+
+            out["runtime_env"] = runtime_env_record(self.runtime_env)
+        if self.kind == "ray":
+            from engine.ray_setup import connection_facts
+
+            out["ray"] = connection_facts()
+        return out
 
     def stop(self, started: bool) -> None:
         if started:
@@ -131,5 +152,6 @@ ENGINE_FIELDS: dict[str, Field] = {
     "unit_timeout_s": Field(float, None, "seconds a unit may take before it is retried", gt=0, nullable=True),
     "max_models_loaded": Field(int, None, "in-process: models loaded at once", ge=1, le=1000, nullable=True),
     "memory_budget_mb": Field(float, None, "in-process: memory the loaded models may take, MB", gt=0, le=1e9, nullable=True),
+    "runtime_env": Field(dict, None, "Ray: the job's runtime environment (a YAML/JSON file or inline JSON)", nullable=True),
 }
 """The engine's options (CLI flags), typed and bounded (engine.config.Field)."""

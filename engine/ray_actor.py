@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -11,14 +12,18 @@ import numpy as np
 from engine.backends.hosted.scrub import install_log_scrubber
 from engine.data import DecodedAudio, ModelSpec, Shard
 from engine.errors import AuditError
+from engine.ray_setup import worker_logging
 from engine.runner import load_model, placement, process_pass
+
+log = logging.getLogger(__name__)
 
 
 class ModelActor:
     """Holds one loaded model for its whole life; wrapped with ``ray.remote`` by :class:`RayRunner`."""
 
-    def __init__(self, spec: ModelSpec, warmup: int) -> None:
+    def __init__(self, spec: ModelSpec, warmup: int, log_level: int | None = None) -> None:
         install_log_scrubber()  # the actor's log lines reach the driver's console
+        worker_logging(log_level)  # ... at the driver's level, through Ray's log_to_driver
         self.spec = spec
         self.warmup = warmup
         self.backend: Any = None
@@ -35,6 +40,10 @@ class ModelActor:
             facts["actor"] = {**placement(), "node_id": ctx.get_node_id(), "gpu_ids": [str(g) for g in ray.get_gpu_ids()]}
         except Exception:  # noqa: BLE001 - placement facts are informative only
             facts["actor"] = placement()
+        if facts.get("status") == "loaded":
+            where = facts["actor"]
+            log.info("model %s loaded in %.1f s (actor on %s, pid %s, device %s)", self.spec.name, float(facts.get("load_s") or 0.0),
+                where.get("host"), where.get("pid"), facts.get("info", {}).get("device"))
         return facts
 
     def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:

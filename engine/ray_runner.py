@@ -62,7 +62,7 @@ from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
 from engine.passes import is_cpu_only
 from engine.ray_actor import ModelActor
-from engine.ray_setup import accepts_option, check_positive, init_ray, short_error
+from engine.ray_setup import accepts_option, check_positive, driver_log_level, init_ray, missing_on_workers, short_error
 from engine.ray_usage import RayUsage, final_usage, is_hosted
 from engine.runner import InProcessRunner, decode_shard, failed_rows
 from engine.schedule import choose_run, order_runs
@@ -118,6 +118,7 @@ class _ModelRun:
     ready_at: float | None = None  # run clock: first actor loaded and warm
     done_at: float | None = None  # run clock: last unit written
     placements: list[dict[str, Any]] = field(default_factory=list)  # host, pid, GPU ids of each actor that loaded
+    audio_missing_on_workers: int = 0  # clips a worker did not find that the driver reads: storage not shared
 
 
 _ACTOR_CLS: Any = None
@@ -143,7 +144,9 @@ class RayRunner:
     ``workers``: at most this many actors per model. ``max_in_flight``: units submitted at once
     (default: ``actor_queue_depth`` per actor slot). ``unit_timeout_s``: a unit running longer is
     treated as a hung actor. ``num_cpus``/``num_gpus``: resources of a local instance.
-    ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster).
+    ``runtime_env``: passed to ``ray.init`` (e.g. ``working_dir`` or env vars on a cluster; ``--runtime-env``).
+    ``log_to_driver``: workers' output, the actors' log records at the driver's level included, is
+    forwarded to the driver (Ray's ``log_to_driver``; under ``ray job submit``, into the job's logs).
     ``thread_env``: 'driver' (default) gives actors the driver's OMP/MKL thread variables, so
     results match the in-process runner; 'ray' keeps Ray's OMP_NUM_THREADS=<num_cpus>.
     ``worker_niceness``: nice value of the workers of a local instance (Ray's default is 15).
@@ -172,7 +175,7 @@ class RayRunner:
         shard_cache_size: int = 16,
         retry_quarantined: bool = True,
         runtime_env: Mapping[str, Any] | None = None,
-        log_to_driver: bool = False,
+        log_to_driver: bool = True,
         thread_env: str = "driver",
         worker_niceness: int = 0,
     ) -> None:
@@ -230,6 +233,7 @@ class RayRunner:
         self._t0 = time.perf_counter()
         self.stats: dict[str, Any] = {}
         self._usage = RayUsage({})  # hosted APIs' calls billed and cost, per model (engine/ray_usage.py)
+        self._storage_warned = False
 
     # -- what is left to do -------------------------------------------------------------------
     def _quarantined(self, unit: WorkUnit) -> bool:
@@ -382,6 +386,8 @@ class RayRunner:
                 "last_unit_written_s": run.done_at,
                 "actors": list(run.placements),
             }
+            if run.audio_missing_on_workers:
+                facts["engine"]["audio_missing_on_workers"] = run.audio_missing_on_workers
             run.facts = facts
             self.store.write_model_facts(spec.name, facts)
             out[spec.name] = facts
@@ -452,7 +458,7 @@ class RayRunner:
         env = self._thread_env(run)
         if env:
             opts["runtime_env"] = {"env_vars": env}
-        handle = actor_cls.options(**opts).remote(run.spec, self.warmups.get(run.spec.name, self.warmup))
+        handle = actor_cls.options(**opts).remote(run.spec, self.warmups.get(run.spec.name, self.warmup), driver_log_level())
         key = self._next_key
         self._next_key += 1
         actor = _Actor(key, run.spec.name, handle, run.num_cpus, run.num_gpus)
@@ -717,6 +723,16 @@ class RayRunner:
             ) from exc
         run.units_done += 1
         run.done_at = time.perf_counter() - self._t0
+        missing = missing_on_workers(rows)
+        if missing:
+            run.audio_missing_on_workers += len(missing)
+            if not self._storage_warned:
+                self._storage_warned = True
+                log.warning(
+                    "%s, shard %s: %d audio file(s) were not found by the Ray worker that decoded them, but this driver reads them "
+                    "(e.g. %s): every Ray node must read the dataset's audio at the same path (shared storage, docs/cluster.md); "
+                    "their rows carry the error, and the model's facts count them (engine.audio_missing_on_workers)",
+                    run.spec.name, shard_id, len(missing), missing[0])
         if self.progress:
             self.progress("unit", 1, {"model": run.spec.name, "shard": shard_id, "rows": rows})
 

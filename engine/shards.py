@@ -2,11 +2,13 @@
 
 Shard schema (one row per utterance): ``utt_id``, ``audio`` (struct ``{bytes, path}`` in the
 Hugging Face style), ``duration_s``, ``text`` (raw reference), ``speaker``, ``parent_id``,
-``derivation`` (JSON string), then one string column per slice label.
+``derivation`` (JSON string), ``offset`` (only when a row is a segment of its audio: seconds
+from the start, with ``duration_s`` its length), then one string column per slice label.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -20,6 +22,9 @@ import pyarrow.parquet as pq
 from engine.data import Utterance
 
 BASE_FIELDS: tuple[str, ...] = ("utt_id", "audio", "duration_s", "text", "speaker", "parent_id", "derivation")
+#: Written only when a row is a segment of its audio (``Utterance.offset_s``): the span starts at
+#: ``offset`` seconds and lasts ``duration_s``, so the row is read as that span, not the whole audio.
+OFFSET_FIELD = "offset"
 
 
 def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str = "FLAC") -> bytes:
@@ -32,10 +37,47 @@ def encode_audio(samples: np.ndarray, sample_rate: int, fmt: str = "FLAC") -> by
     return buf.getvalue()
 
 
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def _atomic_write_table(table: pa.Table, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     pq.write_table(table, tmp)
     os.replace(tmp, path)
+
+
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def record_shard_digest(path: Path) -> None:
+    """Record a cached shard's SHA-256 and size beside it, after the shard itself is in place (so a crash leaves no digest)."""
+    _atomic_write_text(_digest_path(path), json.dumps({"file": path.name, "bytes": path.stat().st_size, "sha256": _file_sha256(path)}))
+
+
+def verified_shard(path: Path) -> bool:
+    """Whether a cached shard is exactly the one written: its recorded size and SHA-256 match.
+
+    A shard with no digest (an interrupted build, an older version), a truncated or edited one is
+    not reused: whoever built it builds it again rather than trust it (derived data is made
+    deterministically), and a reader never meets a raw Parquet error on a damaged cache.
+    """
+    try:
+        rec = json.loads(_digest_path(path).read_text(encoding="utf-8"))
+        return bool(path.is_file() and path.stat().st_size == rec["bytes"] and _file_sha256(path) == rec["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def utterances_to_table(utts: Sequence[Utterance], label_keys: Sequence[str] | None = None) -> pa.Table:
@@ -66,6 +108,8 @@ def utterances_to_table(utts: Sequence[Utterance], label_keys: Sequence[str] | N
         "parent_id": pa.array(cols["parent_id"], pa.string()),
         "derivation": pa.array(cols["derivation"], pa.string()),
     }
+    if any(u.offset_s is not None for u in utts):
+        arrays[OFFSET_FIELD] = pa.array([u.offset_s for u in utts], pa.float64())
     for k in label_keys:
         arrays[k] = pa.array(cols[k], pa.string())
     return pa.table(arrays)
@@ -91,7 +135,8 @@ def write_shards(
 
 
 def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
-    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker`` + labels."""
+    """NeMo-style JSONL: ``audio_filepath``, ``duration``, ``text``, ``utt_id``, ``speaker``, ``parent_id``, ``derivation``,
+    ``offset`` of a segment, then the labels."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -107,6 +152,10 @@ def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
                 rec["speaker"] = u.speaker
             if u.parent_id is not None:
                 rec["parent_id"] = u.parent_id
+            if u.derivation is not None:  # derived audio records its derivation (readers require it beside parent_id)
+                rec["derivation"] = dict(u.derivation)
+            if u.offset_s is not None:
+                rec[OFFSET_FIELD] = u.offset_s
             rec.update(u.labels)
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
@@ -116,7 +165,7 @@ def write_manifest(utts: Iterable[Utterance], path: Path | str) -> Path:
 def iter_table_utterances(table: pa.Table, source: str) -> Iterator[Utterance]:
     """Rows of a shard-schema table as Utterances (used by the Parquet reader)."""
     names = table.column_names
-    label_cols = [c for c in names if c not in BASE_FIELDS]
+    label_cols = [c for c in names if c not in BASE_FIELDS and c != OFFSET_FIELD]
     for i, row in enumerate(table.to_pylist()):
         audio = row.get("audio") or {}
         deriv = row.get("derivation")
@@ -131,4 +180,5 @@ def iter_table_utterances(table: pa.Table, source: str) -> Iterator[Utterance]:
             parent_id=row.get("parent_id"),
             derivation=json.loads(deriv) if deriv else None,
             source=f"{source}:row {i}",
+            offset_s=row.get(OFFSET_FIELD),
         )

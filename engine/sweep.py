@@ -115,14 +115,16 @@ def weights_source(backend: str, options: Mapping[str, Any]) -> str:
     return "bundled" if avail.runnable else "hub-only"
 
 
-def _check_here(backend: str, options: Mapping[str, Any], extra: str | None) -> dict[str, Any]:
-    """Runs inside a Ray worker: the availability answer of that machine, and where the weights are."""
+def _check_here(backend: str, options: Mapping[str, Any], extra: str | None, requires: Sequence[str] = (),
+        gated: bool = False) -> dict[str, Any]:
+    """Runs inside a Ray worker: the availability answer of that machine (every reason it would not
+    run, with the checkpoint checks the load itself runs), and where the weights are."""
     from engine.backends.availability import model_availability
 
-    avail = model_availability(backend, options, extra)
+    avail = model_availability(backend, options, extra, tuple(requires), gated)
     return {
-        "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "weights": weights_source(backend, options),
-        "host": socket.gethostname(), "pid": os.getpid(),
+        "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "problems": list(avail.problems),
+        "weights": weights_source(backend, options), "host": socket.gethostname(), "pid": os.getpid(),
     }  # fmt: skip
 
 
@@ -172,7 +174,7 @@ def actor_resources(entry: ModelEntry, gpu_total: float) -> tuple[float, float]:
 
 def check_in_workers(
     registry: Mapping[str, ModelEntry], names: Sequence[str], address: str | None = None, timeout_s: float = 300.0,
-    smoke_clip: Any = None,
+    smoke_clip: Any = None, runtime_env: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each model's availability as a Ray worker with that model's resources sees it; with
     ``smoke_clip`` (16 kHz float32 samples) each runnable model is then loaded and run on it.
@@ -185,7 +187,7 @@ def check_in_workers(
     from engine.cluster import node_capacity, placement_problem
     from engine.ray_runner import init_ray
 
-    started = init_ray(address)
+    started = init_ray(address, runtime_env=runtime_env)
     try:
         gpu_total = float(ray.cluster_resources().get("GPU", 0.0))
         capacity = node_capacity()
@@ -201,7 +203,7 @@ def check_in_workers(
                 out[name] = {"runnable": False, "reason": problem, "checked": True, "where": "cluster"}
                 continue
             opts = {"num_cpus": min(num_cpus, cpu_cap), "num_gpus": num_gpus}
-            refs[name] = fn.options(**opts).remote(e.backend, dict(e.spec().options), e.needed_extra)
+            refs[name] = fn.options(**opts).remote(e.backend, dict(e.spec().options), e.needed_extra, list(e.requires), e.gated)
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         done = set(ready)
         for name, ref in refs.items():

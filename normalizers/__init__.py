@@ -6,5 +6,6 @@ through ``audits.normalizing``.
 """
 
 from normalizers.english import BasicNormalizer, EnglishNormalizer, IdentityNormalizer, Normalizer, fast_normalizer
+from normalizers.open_asr_leaderboard import OpenAsrLeaderboardNormalizer
 
-__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "fast_normalizer"]
+__all__ = ["BasicNormalizer", "EnglishNormalizer", "IdentityNormalizer", "Normalizer", "OpenAsrLeaderboardNormalizer", "fast_normalizer"]

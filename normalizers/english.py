@@ -1,8 +1,9 @@
 """Named, versioned normalizers.
 
-The default is the Open ASR Leaderboard English normalizer, which is Whisper's
-``EnglishTextNormalizer``; we take it from the maintained ``whisper-normalizer`` package
-and record that package's name and version with every score.
+The recipes' default, ``whisper-english``, is Whisper's ``EnglishTextNormalizer`` (the classic
+normalizer, which the Open ASR Leaderboard used until 2026); we take it from the maintained
+``whisper-normalizer`` package and record that package's name and version with every score. The
+leaderboard's current normalizer is ``open-asr-leaderboard`` (``normalizers/open_asr_leaderboard.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from importlib import metadata
 from typing import Callable, Protocol
 
 from normalizers.fast_english import FastWhisperEnglish
+from normalizers.open_asr_leaderboard import OpenAsrLeaderboardNormalizer, leaderboard_english
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def _pkg_version(pkg: str) -> str:
 
 @dataclass(frozen=True)
 class EnglishNormalizer:
-    """Whisper's English normalizer (Open ASR Leaderboard default)."""
+    """Whisper's English normalizer, the classic one (also registered under its deprecated name ``open-asr-english``)."""
 
     name: str = "whisper-english"
     version: str = ""
@@ -68,6 +70,8 @@ def fast_normalizer(normalizer: Normalizer) -> Callable[[str], str]:
     """The bare callable behind ``normalizer`` (no per-call dataclass hop), or itself."""
     if type(normalizer) is EnglishNormalizer:
         return _whisper_english()
+    if type(normalizer) is OpenAsrLeaderboardNormalizer:
+        return leaderboard_english()
     return normalizer
 
 

@@ -48,7 +48,6 @@ class FastWhisperEnglish:
         self._remove_symbols = remove_symbols_and_diacritics
         self._keep = ".%$¢€£"
         self._ignore = re.compile(inner.ignore_patterns)
-        self._space_apostrophe = re.compile(r"\s+'")
         self._replacers: list[tuple[re.Pattern[str], str, str]] = []
         for pattern, replacement in inner.replacers.items():
             literal = pattern.replace(r"\b", "")
@@ -77,9 +76,8 @@ class FastWhisperEnglish:
             s = remove_parenthesized(s)
         if "mm" in s or "mhm" in s or "uh" in s or "um" in s:
             s = self._ignore.sub("", s)
-        apostrophe = "'" in s
-        if apostrophe:
-            s = self._space_apostrophe.sub("'", s)
+        if "'" in s:
+            s = drop_space_before_apostrophe(s)
         for pattern, replacement, literal in self._replacers:
             if literal in s:
                 s = pattern.sub(replacement, s)
@@ -146,3 +144,14 @@ def remove_parenthesized(s: str) -> str:
         pos = search = c + 1
     out.append(s[pos:])
     return "".join(out)
+
+
+def drop_space_before_apostrophe(s: str) -> str:
+    r"""``re.sub(r"\s+'", "'", s)`` in linear time (the regex rescans a long run of spaces from each of its positions).
+
+    ``str.rstrip()`` strips exactly the characters ``\s`` matches in a ``str`` pattern.
+    """
+    parts = s.split("'")
+    if len(parts) == 1:
+        return s
+    return "'".join([p.rstrip() for p in parts[:-1]] + [parts[-1]])

@@ -1,19 +1,28 @@
 """Local fake speech-to-text vendors on 127.0.0.1 that follow each vendor's documented API.
 
-Each fake checks the vendor's auth header and the documented request shape (answering 400/401
-as the vendor would), answers with the documented JSON, and counts billable calls (the request
-that creates a transcription) so tests can prove that nothing is paid for twice. Faults queued
+Each fake checks the vendor's auth header (401 for a wrong key) and every documented field of
+each request (tests/vendor_requests.py: method, path, query, headers, body fields and their types;
+an unexpected or missing field is answered 400 and kept in ``violations``), answers with the
+documented JSON, and counts billable calls (the request that creates a transcription) so tests
+can prove that nothing is paid for twice. ``seen`` keeps every parsed request, so a test can
+compare a request with the one the study sends. Faults queued
 with ``inject`` apply to the next requests in order: ``"429"`` (with ``Retry-After``), ``"500"``,
 ``"slow:<seconds>"``, ``"malformed"`` (a 200 whose body is not JSON), ``"redirect:<url>"``
 (a 307 to that URL), ``"401"``, ``"402"``, ``"echo-key"`` (a 500 whose body repeats the key),
 ``"echo:<form>"`` (a 500 repeating the key as ``quote``, ``quote_plus``, ``b64-basic`` (base64 of
 ``user:key``), ``b64-urlsafe`` or ``raw``), ``"retry-after:<value>"`` (a 429 with that header),
-``"trickle:<seconds>"`` (a 200 whose body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a
-200 declaring and streaming that many bytes) and ``"huge-unsized:<bytes>"`` (the same without
-Content-Length). ``openai-stt`` is the OpenAI audio transcription API (``openai-compatible``).
+``"drop"`` (the connection is closed without an answer), ``"trickle:<seconds>"`` (a 200 whose
+body arrives a byte every 0.25 s), ``"huge:<bytes>"`` (a 200 declaring and streaming that many
+bytes) and ``"huge-unsized:<bytes>"`` (the same without Content-Length). ``openai-stt`` is the
+OpenAI audio transcription API (``openai-compatible``).
 Each request's body digest is kept (``body_sha256``), so a test can count requests per clip;
 ``latency_s`` delays every answer after the request is billed, and ``transcript_fn`` answers
 Deepgram requests with a transcript made from the audio sent.
+
+The fakes speak HTTP/1.1 with keep-alive, as the vendors' servers do, and count the TCP
+connections they accept (``connections``), so a test can see whether a client reuses them.
+``FakeVendor(..., tls=True)`` serves HTTPS with a self-signed certificate made at start-up
+(``ca_file`` is the certificate to trust; ``options_for`` passes it).
 """
 
 from __future__ import annotations
@@ -21,39 +30,31 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure")
+from tests.vendor_requests import AUTH_HEADERS, MODULATE_ENDPOINTS, Request, violations
+
+VENDORS = ("deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google", "azure", "modulate", "smallest")
 OPENAI_STT = "openai-stt"
 JUDGE_VENDORS = ("gemini", "openai")
-AUTH = {
-    "deepgram": ("authorization", "Token {key}"),
-    "assemblyai": ("authorization", "{key}"),
-    "speechmatics": ("authorization", "Bearer {key}"),
-    "elevenlabs": ("xi-api-key", "{key}"),
-    "gladia": ("x-gladia-key", "{key}"),
-    "google": ("x-goog-api-key", "{key}"),
-    "azure": ("ocp-apim-subscription-key", "{key}"),
-    "gemini": ("x-goog-api-key", "{key}"),
-    "openai": ("authorization", "Bearer {key}"),
-    OPENAI_STT: ("authorization", "Bearer {key}"),
-}
-
-
-def _fields(body: bytes) -> set[str]:
-    """Field names of a multipart/form-data body."""
-    return {m.decode() for m in re.findall(rb'Content-Disposition: form-data; name="([^"]+)"', body)}
+AUTH = {**AUTH_HEADERS, "gemini": ("x-goog-api-key", "{key}"), "openai": ("authorization", "Bearer {key}")}
 
 
 class FakeVendor:
     """One vendor's API on an ephemeral port."""
 
-    def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1) -> None:
+    def __init__(self, vendor: str, key: str, transcript: str = "hello world", polls_before_done: int = 1, tls: bool = False) -> None:
         if vendor not in (*VENDORS, *JUDGE_VENDORS, OPENAI_STT):
             raise ValueError(vendor)
         self.vendor = vendor
@@ -66,15 +67,42 @@ class FakeVendor:
         self.latency_s = 0.0  # seconds between taking (and billing) a request and answering it
         self.transcript_fn: Any = None  # transcript_fn(audio bytes) -> transcript, when set (deepgram)
         self.faults: list[str] = []
+        #: (route, parsed request) of every request that reached a route, and (route, violations) of
+        #: those that did not match the vendor's documented request (answered 400)
+        self.seen: list[tuple[str, Request]] = []
+        self.violations: list[tuple[str, list[str]]] = []
         self.jobs: dict[str, int] = {}
         self.replies: list[str] = []  # judges: reply texts to give, in order (default below)
         self.audio_parts: list[int] = []  # judges: audio clips seen per request
         self.reply_by_size: dict[int, str] = {}  # judges: reply chosen by the first clip's WAV size in bytes
         self.reply_fn: Any = None  # judges: reply_fn(prompt text, [WAV bytes of each clip]) -> reply text, when set
         self.lock = threading.Lock()
+        self.connections = 0  # TCP connections accepted
+        self._tls_dir = Path(tempfile.mkdtemp(prefix="fake-tls-")) if tls else None
+        self.ca_file: str | None = None
+        tls_ctx = None
+        if self._tls_dir is not None:
+            cert, key_file = self_signed_cert(self._tls_dir)
+            self.ca_file = str(cert)
+            tls_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            tls_ctx.load_cert_chain(str(cert), str(key_file))
         fake = self
 
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[socket.socket, Any]:
+                conn, addr = super().get_request()
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # headers and body are two writes: no Nagle delay
+                with fake.lock:
+                    fake.connections += 1
+                if tls_ctx is not None:  # the handshake happens in the connection's own thread, on its first read
+                    conn = tls_ctx.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+                return conn, addr
+
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the vendors' servers
+
             def log_message(self, *args: Any) -> None:
                 return
 
@@ -84,15 +112,14 @@ class FakeVendor:
             def do_POST(self) -> None:
                 fake._handle(self, "POST")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]  # a killed client is expected
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"{'https' if self.ca_file else 'http'}://127.0.0.1:{self.server.server_address[1]}"
 
     def inject(self, *faults: str) -> None:
         with self.lock:
@@ -101,6 +128,8 @@ class FakeVendor:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+        if self._tls_dir is not None:
+            shutil.rmtree(self._tls_dir, ignore_errors=True)
 
     # ---- request handling -------------------------------------------------------------------
 
@@ -128,6 +157,9 @@ class FakeVendor:
                 return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": "1"})
             if fault == "500":
                 return self._send(h, 500, {"err_msg": "internal"})
+            if fault == "drop":  # the server closes the connection without answering (a keep-alive connection it timed out)
+                h.close_connection = True
+                return None
             if fault == "echo-key":
                 return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
             if fault.startswith("echo:"):
@@ -154,7 +186,11 @@ class FakeVendor:
             return self._send(h, 401, {"error": "missing or invalid API key"})
         url = urlsplit(h.path)
         route = getattr(self, f"_{self.vendor.replace('-', '_')}")
-        status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        if self.vendor in JUDGE_VENDORS:
+            status, answer, *rest = route(method, url.path, parse_qs(url.query), body, headers)
+        else:
+            req = Request(method, url.path, parse_qs(url.query, keep_blank_values=True), headers, body)
+            status, answer, *rest = route(req)
         if self.latency_s:
             time.sleep(self.latency_s)
         self._send(h, status, answer, *rest)
@@ -178,29 +214,43 @@ class FakeVendor:
             return self.jobs[job] > self.polls_before_done
 
     # ---- vendors: documented paths and shapes -----------------------------------------------
+    # Each route first checks the request field by field against the vendor's documented request
+    # (tests/vendor_requests.py): any violation is answered 400 and kept in ``violations``.
 
-    def _deepgram(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/v1/listen":
+    def _checked(self, route: str, req: Request) -> tuple[Any, ...] | None:
+        """None for a correct request; else the 400 answer (the violations are recorded)."""
+        found = violations(self.vendor, route, req, self.key)
+        with self.lock:
+            self.seen.append((route, req))
+            if found:
+                self.violations.append((route, found))
+        return (400, {"error": "request does not match the documented API", "violations": found}) if found else None
+
+    def _deepgram(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/v1/listen":
             return 404, {"err_msg": "not found"}
-        if not q.get("model") or not body.startswith(b"RIFF"):
-            return 400, {"err_code": "Bad Request", "err_msg": "model query parameter and audio body required"}
+        bad = self._checked("listen", req)
+        if bad:
+            return bad
         self._bill()
-        alt = {"transcript": self.transcript_fn(body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
+        alt = {"transcript": self.transcript_fn(req.body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
         return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
             "results": {"channels": [{"alternatives": [alt]}]}}
 
-    def _assemblyai(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path == "/v2/upload":
-            return 200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"}
-        if method == "POST" and path == "/v2/transcript":
-            req = json.loads(body)
-            if not str(req.get("audio_url", "")).startswith("https://cdn.assemblyai.com/") or not isinstance(req.get("speech_models"),
-                list):
-                return 400, {"error": "audio_url and speech_models are required"}
+    def _assemblyai(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/upload":
+            return self._checked("upload", req) or (200, {"upload_url": f"https://cdn.assemblyai.com/upload/{uuid.uuid4().hex}"})
+        if req.method == "POST" and req.path == "/v2/transcript":
+            bad = self._checked("transcript", req)
+            if bad:
+                return bad
             self._bill()
             return 200, {"id": self._job("aai-"), "status": "queued"}
-        if method == "GET" and path.startswith("/v2/transcript/"):
-            job = path.rsplit("/", 1)[1]
+        if req.method == "GET" and req.path.startswith("/v2/transcript/"):
+            bad = self._checked("poll", req)
+            if bad:
+                return bad
+            job = req.path.rsplit("/", 1)[1]
             state = self._poll(job)
             if state is None:
                 return 404, {"error": "Transcript not found"}
@@ -208,17 +258,21 @@ class FakeVendor:
                 "text": None}
         return 404, {"error": "not found"}
 
-    def _speechmatics(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path.rstrip("/") == "/v2/jobs":
-            if not {"config", "data_file"} <= _fields(body):
-                return 400, {"code": 400, "error": "Job config and data_file are required"}
+    def _speechmatics(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/jobs":
+            bad = self._checked("jobs", req)
+            if bad:
+                return bad
             self._bill()
             return 201, {"id": self._job("sm")}
-        m = re.fullmatch(r"/v2/jobs/([^/]+)(/transcript)?", path)
-        if method == "GET" and m:
+        m = re.fullmatch(r"/v2/jobs/([^/]+)(/transcript)?", req.path)
+        if req.method == "GET" and m:
+            bad = self._checked("transcript" if m.group(2) else "job", req)
+            if bad:
+                return bad
             job = m.group(1)
             if m.group(2):
-                if q.get("format") != ["txt"]:
+                if req.query.get("format") != ["txt"]:
                     return 400, {"error": "this fake serves format=txt"}
                 return 200, self.transcript + "\n", "text/plain"
             state = self._poll(job)
@@ -227,29 +281,35 @@ class FakeVendor:
             return 200, {"job": {"id": job, "status": "done" if state else "running", "duration": 1}}
         return 404, {"error": "not found"}
 
-    def _elevenlabs(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/v1/speech-to-text":
+    def _elevenlabs(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/v1/speech-to-text":
             return 404, {"detail": "not found"}
-        if not {"model_id", "file"} <= _fields(body):
-            return 422, {"detail": [{"msg": "field required", "loc": ["body", "model_id"]}]}
+        bad = self._checked("convert", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"language_code": "en", "language_probability": 0.99, "text": self.transcript, "words": []}
 
-    def _gladia(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method == "POST" and path == "/v2/upload":
-            if "audio" not in _fields(body):
-                return 400, {"message": "audio is required"}
+    def _gladia(self, req: Request) -> tuple[Any, ...]:
+        if req.method == "POST" and req.path == "/v2/upload":
+            bad = self._checked("upload", req)
+            if bad:
+                return bad
             fid = uuid.uuid4().hex
             return 200, {"audio_url": f"https://api.gladia.io/file/{fid}",
                 "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
-        if method == "POST" and path == "/v2/pre-recorded":
-            if "audio_url" not in json.loads(body):
-                return 400, {"message": "audio_url is required"}
+        if req.method == "POST" and req.path == "/v2/pre-recorded":
+            bad = self._checked("prerecorded", req)
+            if bad:
+                return bad
             self._bill()
             job = self._job("gl-")
             return 201, {"id": job, "result_url": f"https://api.gladia.io/v2/pre-recorded/{job}"}
-        if method == "GET" and path.startswith("/v2/pre-recorded/"):
-            job = path.rsplit("/", 1)[1]
+        if req.method == "GET" and req.path.startswith("/v2/pre-recorded/"):
+            bad = self._checked("poll", req)
+            if bad:
+                return bad
+            job = req.path.rsplit("/", 1)[1]
             state = self._poll(job)
             if state is None:
                 return 404, {"message": "not found"}
@@ -258,32 +318,57 @@ class FakeVendor:
             return 200, {"id": job, "status": "done", "result": {"transcription": {"full_transcript": self.transcript, "utterances": []}}}
         return 404, {"message": "not found"}
 
-    def _google(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or not re.fullmatch(r"/v2/projects/[^/]+/locations/[^/]+/recognizers/[^/:]+:recognize", path):
+    def _google(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or not re.fullmatch(r"/v2/projects/[^/]+/locations/[^/]+/recognizers/[^/:]+:recognize", req.path):
             return 404, {"error": {"code": 404, "status": "NOT_FOUND"}}
-        req = json.loads(body)
-        if not req.get("content") or not req.get("config", {}).get("model"):
-            return 400, {"error": {"code": 400, "message": "config.model and content are required", "status": "INVALID_ARGUMENT"}}
+        bad = self._checked("recognize", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}],
             "metadata": {"totalBilledDuration": "1s"}}
 
-    def _azure(self, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
-        if method != "POST" or path != "/speechtotext/transcriptions:transcribe":
+    def _azure(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/speechtotext/transcriptions:transcribe":
             return 404, {"error": {"code": "404", "message": "Resource not found"}}
-        if not q.get("api-version") or not {"audio", "definition"} <= _fields(body):
-            return 400, {"error": {"code": "InvalidRequest", "message": "api-version, audio and definition are required"}}
+        bad = self._checked("transcribe", req)
+        if bad:
+            return bad
         self._bill()
         return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}],
             "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
 
+    def _modulate(self, req: Request) -> tuple[Any, ...]:
+        endpoint = req.path.removeprefix("/api/")
+        if req.method != "POST" or endpoint not in MODULATE_ENDPOINTS:
+            return 404, {"detail": "Not Found"}
+        bad = self._checked("stt", req)
+        if bad:
+            return bad
+        self._bill()
+        if endpoint == "velma-2-stt-batch":
+            return 200, {"text": self.transcript, "duration_ms": 1000, "utterances": [{"utterance_uuid": uuid.uuid4().hex,
+                "text": self.transcript, "start_ms": 0, "duration_ms": 1000, "speaker": 1, "language": "en"}]}
+        return 200, {"text": self.transcript, "duration_ms": 1000}
 
-def _openai_stt(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
+    def _smallest(self, req: Request) -> tuple[Any, ...]:
+        if req.method != "POST" or req.path != "/waves/v1/pulse/get_text":
+            return 404, {"message": "Not Found"}
+        bad = self._checked("get_text", req)
+        if bad:
+            return bad
+        self._bill()
+        return 200, {"status": "success", "transcription": self.transcript, "words": [], "utterances": [],
+            "metadata": {"duration": 1.0, "fileSize": len(req.body)}}
+
+
+def _openai_stt(self: FakeVendor, req: Request) -> tuple[Any, ...]:
     """OpenAI ``POST /v1/audio/transcriptions``: multipart ``model`` and ``file``; JSON ``{"text": ...}``."""
-    if method != "POST" or path != "/v1/audio/transcriptions":
+    if req.method != "POST" or req.path != "/v1/audio/transcriptions":
         return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
-    if not {"model", "file"} <= _fields(body) or not hd.get("content-type", "").startswith("multipart/form-data"):
-        return 400, {"error": {"message": "model and file are required", "type": "invalid_request_error"}}
+    bad = self._checked("transcriptions", req)
+    if bad:
+        return bad
     self._bill()
     return 200, {"text": self.transcript}
 
@@ -305,10 +390,12 @@ def _encoded(key: str, form: str) -> str:
 
 def _trickle(h: BaseHTTPRequestHandler, seconds: float) -> None:
     """A 200 whose declared 4000-byte body arrives one byte every 0.25 s, for at most ``seconds``."""
+    h.close_connection = True  # the body is never finished: this connection cannot carry another answer
     try:
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         h.send_header("Content-Length", "4000")
+        h.send_header("Connection", "close")
         h.end_headers()
         h.wfile.flush()
         end = time.monotonic() + seconds
@@ -322,11 +409,13 @@ def _trickle(h: BaseHTTPRequestHandler, seconds: float) -> None:
 
 def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
     """A 200 streaming ``n`` bytes (with or without Content-Length) until done or the client hangs up."""
+    h.close_connection = True  # the client hangs up before the end (or, unsized, the end is the close)
     try:
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
         if sized:
             h.send_header("Content-Length", str(n))
+        h.send_header("Connection", "close")
         h.end_headers()
         block = b" " * (1 << 20)
         sent = 0
@@ -336,6 +425,14 @@ def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
             sent += len(part)
     except OSError:
         return
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, made now with the openssl program (valid one day)."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+        "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
 
 
 def _judge_reply(fake: FakeVendor, first_audio_b64: str = "", prompt: str = "", clips_b64: list[str] | None = None) -> str:
@@ -400,7 +497,9 @@ BACKENDS = {
     "elevenlabs": ("elevenlabs", "scribe_v2"),
     "gladia": ("gladia", "solaria-1"),
     "google": ("google-stt-v2", "chirp_3"),
-    "azure": ("azure-fast", "fast-transcription"),
+    "azure": ("azure-fast", "azure-speech"),
+    "modulate": ("modulate", "velma-2-stt-batch-english-vfast"),
+    "smallest": ("smallest", "pulse"),
 }
 KEY_ENV = {
     "deepgram": "DEEPGRAM_API_KEY",
@@ -410,6 +509,8 @@ KEY_ENV = {
     "gladia": "GLADIA_API_KEY",
     "google": "GOOGLE_API_KEY",
     "azure": "AZURE_SPEECH_KEY",
+    "modulate": "MODULATE_API_KEY",
+    "smallest": "SMALLEST_API_KEY",
     OPENAI_STT: "OPENAI_API_KEY",
 }
 
@@ -421,6 +522,8 @@ def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) ->
         "timeout_s": 5.0}
     if fake.vendor == "google":
         opts["project"] = "test-project"
+    if fake.ca_file:
+        opts["ca_file"] = fake.ca_file
     if cache_dir is not None:
         opts["cache_dir"] = cache_dir
     return {**opts, **extra}

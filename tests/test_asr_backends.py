@@ -105,6 +105,25 @@ def test_model_option_is_required(name: str) -> None:
         ASR_BACKENDS.get(name)()
 
 
+@pytest.mark.parametrize("key,bad", [("punctuation", "no"), ("punctuation", "false"), ("punctuation", 0), ("local_files_only", "yes"),
+    ("num_beams", 0), ("max_new_tokens", True), ("task", "transcribe-en"), ("family", "speech-lm"), ("generate_kwargs", "num_beams=2")])
+def test_transformers_options_go_through_the_typed_layer(key: str, bad: Any) -> None:
+    """A quoted "no" is never read as true: every transformers option is checked by type and range."""
+    with pytest.raises(ConfigError, match=f"transformers backend options.{key}"):
+        ASR_BACKENDS.get("transformers")(model="x", **{key: bad})
+    ok = ASR_BACKENDS.get("transformers")(model="x", punctuation=True)
+    assert ok.options["punctuation"] is True and ASR_BACKENDS.get("transformers")(model="x").options["punctuation"] is False
+
+
+def test_the_transformers_option_table_in_the_docs_is_the_one_the_code_checks() -> None:
+    from engine.backends.asr.transformers import OPTIONS
+    from engine.config import fields_doc
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "loaders.md").read_text(encoding="utf-8")
+    missing = [row for row in fields_doc(OPTIONS) if row not in doc]
+    assert not missing, "docs/loaders.md lacks (or has stale) option rows:\n" + "\n".join(missing)
+
+
 def test_bad_option_values_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="batch_size"):
         ASR_BACKENDS.get("faster-whisper")(model="tiny.en", batch_size=0)

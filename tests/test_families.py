@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from tests import tiny_families as tiny  # noqa: E402
+from tests import tiny_references as tiny_ref  # noqa: E402
 from tests import tiny_speech_llms as tiny_llm  # noqa: E402
 
 
@@ -50,9 +51,10 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "data2vec-audio": ("ctc", lambda p: tiny.build_ctc(p, "data2vec"), {}, {"model_type": "data2vec-audio"}),
     "moonshine": ("encoder-decoder", tiny.build_moonshine, {}, {"model_type": "moonshine"}),
     "moonshine-streaming": ("encoder-decoder", tiny.build_moonshine_streaming, {}, {"model_type": "moonshine_streaming"}),
-    "kyutai-stt": ("encoder-decoder", tiny.build_kyutai_stt, {}, {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000}),
-    "cohere-transcribe": ("encoder-decoder", tiny.build_cohere_asr, {"max_new_tokens": 5, "language": "en"},
-        {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=True"}),
+    "kyutai-stt": ("encoder-decoder", tiny_ref.build_kyutai_stt, {},
+        {"model_type": "kyutai_speech_to_text", "resampled_to_hz": 24000, "silence_prefix_s": 1.0, "delay_s": 2.5}),
+    "cohere-transcribe": ("encoder-decoder", tiny_ref.build_cohere_asr, {"max_new_tokens": 5, "language": "en"},
+        {"model_type": "cohere_asr", "prompt": "decoder prompt for language=en, punctuation=False"}),
     "glm-asr": ("speech-llm", tiny.build_glmasr, {"max_new_tokens": 5},
         {"prompt": "Please transcribe this audio into text", "prompt_style": "processor.apply_transcription_request"}),
     "qwen2-audio": ("speech-llm", tiny.build_qwen2_audio, {"max_new_tokens": 5},
@@ -60,7 +62,7 @@ CASES: dict[str, tuple[str, Callable[[Path], Path], dict[str, Any], dict[str, An
     "voxtral": ("speech-llm", tiny.build_voxtral, {"max_new_tokens": 5, "language": "en"},
         {"model_type": "voxtral", "prompt": None, "language": "en", "prompt_style": "processor.apply_transcription_request"}),
     "phi4-multimodal": ("speech-llm", tiny.build_phi4_multimodal, {"max_new_tokens": 5},
-        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio to text.", "speech_adapter": None}),
+        {"model_type": "phi4_multimodal", "prompt": "Transcribe the audio clip into text.", "speech_adapter": None}),
     "granite-speech": ("speech-llm", tiny_llm.build_granite_speech, {"max_new_tokens": 5},
         {"model_type": "granite_speech", "prompt": "<|audio|>can you transcribe the speech into a written format?",
          "speech_adapter": None}),

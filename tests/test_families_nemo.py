@@ -9,7 +9,7 @@ NeMo is too heavy for ``make test``; ``make test-families`` installs it in its o
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +136,160 @@ def test_canary_qwen_salm_runs_through_audit_run(tmp_path: Path, monkeypatch: py
         "llm": str(llm), "checkpoint_llm": "Qwen/Qwen3-1.7B", "lora": True, "weights_missing": 0, "weights_unused": 0,
     }  # fmt: skip
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-salm", model, options, expect)
+
+
+# -- against the leaderboard's scripts, token for token -------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def registry(name: str) -> tuple[str, dict[str, Any]]:
+    """The line-up entry's hub id and backend options as configs/models/rweq.yaml gives them (the
+    registry passes the entry's ``family`` to the nemo backend as the option ``family``)."""
+    from engine.config import load_yaml
+
+    entry = load_yaml(ROOT / "configs" / "models" / "rweq.yaml")["models"][name]
+    assert entry["backend"] == "nemo", entry
+    options = {**entry["options"], "family": entry["family"]}
+    return str(options.pop("model")), options
+
+
+def _parakeet(kind: str) -> Callable[[Path], Path]:
+    return lambda out: tiny_nemo.build_parakeet(out, kind)
+
+
+def _canary(prompt_format: str) -> Callable[[Path], Path]:
+    return lambda out: tiny_nemo.build_canary(out, prompt_format)
+
+
+# entry of the line-up -> (tiny model of its class and configuration, the model's window in seconds: Canary's
+# 40 s training length; the others attend over the whole clip, so a few seconds either side of 4 s)
+NEMO_CASES: dict[str, tuple[Callable[[Path], Path], float]] = {
+    "parakeet-ctc-1.1b": (_parakeet("ctc"), 4.0),
+    "stt-en-conformer-ctc-large": (_parakeet("conformer-ctc"), 4.0),
+    "parakeet-rnnt-0.6b": (_parakeet("rnnt"), 4.0),
+    "parakeet-tdt-0.6b-v3": (_parakeet("tdt"), 4.0),
+    "parakeet-tdt-ctc-110m": (_parakeet("tdt-ctc"), 4.0),
+    "canary-1b": (_canary("canary"), 40.0),
+    "canary-1b-flash": (_canary("canary2"), 40.0),
+    "canary-1b-v2": (_canary("canary2"), 40.0),
+}
+
+
+@pytest.fixture(scope="module")
+def nemo_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return {}
+
+
+def _answers(hyps: list[Any]) -> list[tuple[tuple[int, ...], str]]:
+    return [(tuple(int(t) for t in h.y_sequence), str(h.text).strip()) for h in hyps]
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+@pytest.mark.parametrize("name", list(NEMO_CASES))
+def test_nemo_entry_matches_the_leaderboard_script(name: str, batch: int, nemo_models: dict[str, Path],
+        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The entry's options through ``NemoBackend`` give the token ids and text that nemo_asr/run_eval.py
+    gives for the same checkpoint (its pnc choice for Canary, greedy_batch unless beam, float32 on the
+    CPU), on clips shorter and longer than the model's window, at batch 1 and 4."""
+    from engine.backends.asr.nemo import NemoBackend
+    from tests import reference_nemo
+    from tests.reference_clips import clips
+
+    build, window = NEMO_CASES[name]
+    if name not in nemo_models:
+        nemo_models[name] = build(tmp_path_factory.mktemp(name) / f"{name}.nemo")
+    path = nemo_models[name]
+    hub_id, options = registry(name)
+    audio = clips(window)
+    prompts = record_canary_prompts(monkeypatch) if "canary" in name else []
+    expected = _answers(reference_nemo.transcribe(reference_nemo.asr_model(path), hub_id, audio, batch, tmp_path_factory.mktemp("wav")))
+    assert any(ids for ids, _ in expected), "the tiny model decoded nothing: the comparison would prove little"
+    reference_prompts = list(prompts)
+    prompts.clear()
+
+    backend = NemoBackend(**{**options, "model": str(path), "device": "cpu", "batch_size": batch})
+    backend.load()
+    seen: list[Any] = []
+    real = backend._model.transcribe
+
+    def recording(*args: Any, **kwargs: Any) -> Any:  # pass-through: keeps the hypotheses the engine reads
+        if "canary" in name:  # each clip decoded whole, alone or in a batch (NeMo's own long-form chunking off)
+            assert kwargs["override_config"].enable_chunking is False
+        out = real(*args, **kwargs)
+        seen.extend(out[0] if isinstance(out, tuple) else out)
+        return out
+
+    monkeypatch.setattr(backend._model, "transcribe", recording)
+    texts = backend.transcribe_batch(audio)
+    assert prompts == reference_prompts  # Canary: the decoder prompt (language, task, pnc) the leaderboard's call makes
+    assert _answers(seen) == expected
+    assert texts == [text for _, text in expected]
+    assert backend.info().dtype == "float32" and backend.info().extra["decoding"] in ("greedy_batch", "beam")
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_canary_qwen_matches_the_leaderboard_script(batch: int, tmp_path: Path) -> None:
+    """canary-qwen-2.5b's entry through ``NemoBackend`` gives the token ids and text of
+    nemo_asr/run_eval_salm.py (``SALM.from_pretrained``, the ``message`` slot prompt, greedy
+    ``generate`` with 128 new tokens at most, answers cut at end-of-text), at batch 1 and 4, on clips
+    shorter and longer than its 40 s training length."""
+    from nemo.collections.speechlm2.models import SALM
+
+    from engine.backends.asr.nemo import NemoBackend
+    from engine.backends.asr.nemo_salm import answer_tokens
+    from tests import reference_nemo
+    from tests.reference_clips import clips
+
+    llm = tiny_nemo.build_qwen3_llm(tmp_path / "qwen3")
+    folder = tiny_nemo.build_salm(tmp_path / "canary-qwen", llm, pretrained_llm=str(llm))  # the LLM at hand, as on the hub
+    audio = clips(40.0)
+    reference = SALM.from_pretrained(str(folder)).eval()
+    expected = []
+    for start in range(0, len(audio), batch):
+        expected += reference_nemo.salm_transcribe(reference, audio[start : start + batch])
+    assert any(ids for ids, _ in expected), "the tiny model generated nothing: the comparison would prove little"
+
+    _, options = registry("canary-qwen-2.5b")
+    backend = NemoBackend(**{**options, "model": str(folder), "device": "cpu", "batch_size": batch})
+    backend.load()
+    seen: list[tuple[int, ...]] = []
+    real = backend._model.generate
+
+    def recording(*args: Any, **kwargs: Any) -> Any:  # pass-through: keeps the ids the engine decodes
+        out = real(*args, **kwargs)
+        seen.extend(tuple(answer_tokens(row, backend._model.text_eos_id)) for row in out.cpu().tolist())
+        return out
+
+    backend._model.generate = recording
+    texts = backend.transcribe_batch(audio)
+    assert seen == [ids for ids, _ in expected] and texts == [text for _, text in expected]
+    assert backend.info().extra["max_new_tokens"] == 128
+
+
+def test_nemo_dtype_auto_is_the_leaderboards_bfloat16_on_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a CUDA device ``dtype: auto`` casts the weights to bfloat16, as run_eval.py does (no GPU here:
+    the device is reported as CUDA, the model is restored on the CPU and the cast recorded)."""
+    import torch
+    from nemo.collections.asr.models import ASRModel
+
+    import engine.backends.asr.nemo as module
+
+    path = tiny_nemo.build_parakeet(tmp_path / "ctc.nemo", "ctc")
+    cast: list[Any] = []
+    real_restore, real_to = ASRModel.restore_from, ASRModel.to
+
+    def restore(*args: Any, **kwargs: Any) -> Any:
+        kwargs["map_location"] = torch.device("cpu")
+        return real_restore(*args, **kwargs)
+
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cast.extend(a for a in args if isinstance(a, torch.dtype))
+        return real_to(self, *args, **kwargs)
+
+    monkeypatch.setattr(module, "resolve_device", lambda value: "cuda")
+    monkeypatch.setattr(ASRModel, "restore_from", restore)
+    monkeypatch.setattr(ASRModel, "to", to)
+    backend = module.NemoBackend(model=str(path))
+    backend.load()
+    assert cast == [torch.bfloat16] and backend.info().dtype == "bfloat16"

@@ -109,7 +109,8 @@ def test_row_flags_follow_the_length_rule_on_a_grid() -> None:
 
     cases = [(r, h) for r in range(0, 12) for h in range(0, 30)]
     df = pd.DataFrame({"ok": True, "n_words": [r for r, _ in cases], "ref_norm": [" ".join(f"r{i}" for i in range(r)) for r, _ in cases],
-                       "hyp_norm": [" ".join(f"h{i}" for i in range(h)) for _, h in cases]})
+                       "hyp_norm": [" ".join(f"h{i}" for i in range(h)) for _, h in cases],
+                       "content": ["speech-free" if r == 0 else "speech" for r, _ in cases]})  # the label decides speech-free
     add_row_flags(df)
     got = [v if isinstance(v, str) else None for v in df["length_outlier"].tolist()]
     assert got == [length_outlier(r, h) for r, h in cases]

@@ -81,8 +81,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, dict[str,
                 t = np.arange(int(SAMPLE_RATE * (0.6 + 0.1 * k))) / SAMPLE_RATE
                 sf.write(root / f"{uid}.wav", amp * np.sin(2 * np.pi * f * t), SAMPLE_RATE, subtype="PCM_16")
                 row = {"utt_id": uid, "audio_filepath": f"{uid}.wav", "text": f"sentence {k}", "speaker": spk, "emotion": label}
-                if label != "neutral":
+                if label != "neutral":  # derived audio of the dataset: parent_id with its derivation record
                     row["parent_id"] = f"{spk}-{k}-neutral"
+                    row["derivation"] = {"amplitude": amp}
                 rows.append(row)
                 info[uid] = {"speaker": spk, "emotion": label}
     (root / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))

@@ -156,7 +156,7 @@ def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[P
     assert len(derived) == 4 and set(derived["parent_id"]) == {r["utt_id"] for r in rows}
     # the profiles section ran on the same rows: the source clips only, the accent gap as jiwer computes it
     prof = summary["profiles"]
-    assert prof["rows"] == "source clips only (perturbation=clean)"
+    assert prof["rows"] == "source clips"
     gap = {g["label"]: g for g in prof["gap_table"]["models"]["pocketsphinx-en-us"]}["nativeness"]
     clean = table[table["perturbation"] == "clean"]
 

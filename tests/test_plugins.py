@@ -312,5 +312,6 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path
     res = CliRunner().invoke(app, ["run", str(ok), "--engine", "toy-serial", "--out", str(out)])
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["engine"]["runner"] == "toy-serial" and summary["models"]["sim-a"]["n_utts"] == 8  # 4 clips, 4 noisy copies
+    assert summary["engine"]["runner"] == "toy-serial" and summary["models"]["sim-a"]["n_utts"] == 4  # the source clips
+    assert summary["perturbations"]["ladders"][0]["models"]["sim-a"]["levels"][0]["n_utts"] == 4  # their noisy copies: in the ladder
     assert {"orthography", "bad_reference"} <= set(summary["probes"]) and summary["perturbations"], summary.keys()

@@ -13,11 +13,13 @@ import yaml
 from scipy.stats import kendalltau
 
 from audits.asr.scoring import score_table
+from audits.clips import rows_for
 from audits.normalizing import get_normalizer
 from audits.profiles.config import STUDY_GAPS, parse_profiles_config
 from audits.profiles.maps import CONDITIONS_DIR, load_map, normalize_value
 from audits.profiles.report import profiles_lines, render_profiles
 from audits.profiles.run import compute_profiles
+from audits.profiles.section import ProfilesSection
 from audits.profiles.stats import kendall_tau_b
 from engine.config import load_yaml
 from engine.errors import ConfigError
@@ -265,8 +267,10 @@ def test_perturbed_copies_do_not_enter_the_conditions(scored: pd.DataFrame, resu
     clean = scored.assign(perturbation="clean")
     noisy = scored.assign(perturbation="white-noise:0", utt_id=scored["utt_id"] + "~w", hyp_raw="", hyp_norm="",
                           word_errors=scored["n_words"], parent_id=scored["utt_id"])
-    both = compute_profiles(pd.concat([clean, noisy], ignore_index=True), parse_profiles_config(CONFIG, "recipe.yaml"))
-    assert both["rows"] == "source clips only (perturbation=clean)"
+    mixed = pd.concat([clean, noisy], ignore_index=True)
+    # the section reads source clips (its declaration): the pipeline hands it these rows (audits.clips)
+    both = compute_profiles(rows_for(ProfilesSection.reads, mixed), parse_profiles_config(CONFIG, "recipe.yaml"))
+    assert both["rows"] == "source clips"
     assert both["gap_table"] == result["gap_table"] and both["profiles"] == result["profiles"]
 
 

@@ -4,7 +4,7 @@ and manifest/shard round trips.
 Normalizer idempotence, measured with random text (see the README, "What the engine guarantees"):
 
 * ``basic`` and ``identity`` are idempotent on any Unicode text (tested below).
-* ``whisper-english`` (Whisper's EnglishTextNormalizer, the Open ASR Leaderboard default) is
+* ``whisper-english`` (Whisper's EnglishTextNormalizer, the recipes' default) is
   idempotent on words of letters separated by spaces and single punctuation marks (tested), but
   NOT in general; examples found by random search:
 

@@ -51,9 +51,9 @@ def test_recipe_fields_are_validated_by_type(key: str, value: object, expected: 
 def test_backend_options_are_validated_by_type() -> None:
     from engine.backends.asr.transformers import TransformersBackend
 
-    with pytest.raises(ConfigError, match="trust_remote_code' must be a boolean"):
+    with pytest.raises(ConfigError, match="options.trust_remote_code: expected a boolean"):
         TransformersBackend(model="x", trust_remote_code="false")
-    with pytest.raises(ConfigError, match="num_beams' must be an integer"):
+    with pytest.raises(ConfigError, match="options.num_beams: expected an integer"):
         TransformersBackend(model="x", num_beams="4")
     TransformersBackend(model="x", trust_remote_code=False, num_beams=2)  # the right types pass
 

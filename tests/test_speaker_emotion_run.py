@@ -144,8 +144,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             dur = _write(root / f"{uid}.wav", x, sr)
             row = {"audio_filepath": f"{uid}.wav", "duration": dur, "text": text, "utt_id": uid,
                    "speaker": "espeak-ng:en-us", "emotion": label, "tts_engine": "espeak-ng"}  # fmt: skip
-            if label != "neutral":
+            if label != "neutral":  # derived audio of the dataset: parent_id with its derivation record
                 row["parent_id"] = f"espeak-us-{k}-neutral"
+                row["derivation"] = {"espeak": {"pitch": p, "rate": s, "amplitude": a}}
             rows.append(row)
     # a speaker with a single clip
     x, sr = espeak.synthesize(SENTENCES[0], "en-gb-x-rp")

@@ -1,85 +1,82 @@
-"""The two hosted systems of the study line-up against local fakes of their documented APIs:
-Modulate Velma-2 STT batch (multipart ``upload_file``, ``X-API-Key``) and Smallest AI Pulse (raw
-audio as application/octet-stream, settings as query parameters, ``Authorization: Bearer``)."""
+"""The nine hosted systems of the study line-up send the request the study sent.
+
+Each ``rweq`` hosted registry entry is built as the registry builds it, pointed at its local fake
+(tests/fake_vendors.py, which checks every documented field: an unexpected, missing or mistyped
+field is answered 400), and its billable request is compared with the request of the vendor's API
+reference and the Open ASR Leaderboard's provider for that vendor (api/providers/*_provider.py,
+the study's protocol): endpoint, API version, model parameter, language, and the options that
+change words (docs/hosted.md lists the same table with its sources). The public endpoint each
+entry would call without ``base_url`` is checked too, and a request with a field the API does not
+document is refused by the fake.
+"""
 
 from __future__ import annotations
 
 import json
-import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
 
 from engine.backends import ASR_BACKENDS
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
+from engine.model_registry import load_model_registry
+from tests.fake_vendors import KEY_ENV, VENDORS, FakeVendor, options_for
 
 KEY = "sk-study-test-0123456789"
 
+#: registry entry -> (fake vendor, route of the billable request, the expected request)
+STUDY_REQUESTS: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "elevenlabs-scribe-v2": ("elevenlabs", "convert", {
+        "path": "/v1/speech-to-text", "query": {},
+        "form": {"model_id": "scribe_v2", "tag_audio_events": "true", "language_code": "en"}, "files": ["file"]}),
+    "speechmatics-enhanced": ("speechmatics", "jobs", {
+        "path": "/v2/jobs", "query": {}, "files": ["data_file"],
+        "json": {"type": "transcription", "transcription_config": {"language": "en", "operating_point": "enhanced",
+                                                                   "enable_entities": True}}}),
+    "assemblyai-universal-3-pro": ("assemblyai", "transcript", {
+        "path": "/v2/transcript", "query": {}, "json": {"speech_models": ["universal-3-pro"], "language_code": "en"}}),
+    "deepgram-nova-3": ("deepgram", "listen", {
+        "path": "/v1/listen", "query": {"model": ["nova-3"], "language": ["en"], "smart_format": ["true"]}}),
+    "modulate-velma-2": ("modulate", "stt", {
+        "path": "/api/velma-2-stt-batch-english-vfast", "query": {}, "form": {}, "files": ["upload_file"]}),
+    "gladia-solaria": ("gladia", "prerecorded", {
+        "path": "/v2/pre-recorded", "query": {}, "json": {"model": "solaria-1", "language_config": {"languages": ["en"]}}}),
+    "smallest-pulse": ("smallest", "get_text", {"path": "/waves/v1/pulse/get_text", "query": {"language": ["en"]}}),
+    "google-chirp-3": ("google", "recognize", {
+        "path": "/v2/projects/test-project/locations/us/recognizers/_:recognize", "query": {},
+        "json": {"config": {"autoDecodingConfig": {}, "model": "chirp_3", "languageCodes": ["en-US"]}}}),
+    "azure-speech": ("azure", "transcribe", {
+        "path": "/speechtotext/transcriptions:transcribe", "query": {"api-version": ["2025-10-15"]},
+        "form": {}, "files": ["definition", "audio"],
+        "json": {"locales": ["en-US"], "profanityFilterMode": "None", "enhancedMode": {"enabled": True, "task": "transcribe"}}}),
+}  # fmt: skip
 
-class Fake:
-    """One vendor on 127.0.0.1: checks the documented request and answers with the documented JSON."""
+#: registry entry -> the public endpoint it calls (host; the API version rides in the path or query)
+PUBLIC_HOSTS = {
+    "elevenlabs-scribe-v2": "https://api.elevenlabs.io", "speechmatics-enhanced": "https://asr.api.speechmatics.com",
+    "assemblyai-universal-3-pro": "https://api.assemblyai.com", "deepgram-nova-3": "https://api.deepgram.com",
+    "modulate-velma-2": "https://platform.modulate.ai", "gladia-solaria": "https://api.gladia.io",
+    "smallest-pulse": "https://api.smallest.ai", "google-chirp-3": "https://us-speech.googleapis.com",
+    "azure-speech": "https://northeurope.api.cognitive.microsoft.com",
+}  # fmt: skip
 
-    def __init__(self, vendor: str) -> None:
-        self.vendor = vendor
-        self.seen: list[dict[str, Any]] = []
-        fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
+class _Fakes(dict[str, FakeVendor]):
+    """A fake per vendor, started when a test first asks for it (each one takes a moment to stop)."""
 
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                status, answer = fake.answer(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def answer(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
-        url = urlsplit(path)
-        self.seen.append({"path": url.path, "query": parse_qs(url.query), "headers": headers, "body": body})
-        if self.vendor == "modulate":
-            if headers.get("x-api-key") != KEY:
-                return 401, {"detail": "invalid API key"}
-            if url.path != "/api/velma-2-stt-batch" or not headers.get("content-type", "").startswith("multipart/form-data"):
-                return 400, {"detail": "bad request"}
-            if b'name="upload_file"' not in body or b"RIFF" not in body:
-                return 422, {"detail": "upload_file is required"}
-            return 200, {"text": "Hello everyone.", "duration_ms": 1000,
-                "utterances": [{"start_ms": 0, "end_ms": 1000, "speaker": 1, "text": "Hello everyone."}]}
-        if headers.get("authorization") != f"Bearer {KEY}":
-            return 401, {"message": "Unauthorized"}
-        if (url.path != "/waves/v1/pulse/get_text" or headers.get("content-type") != "application/octet-stream"
-                or not body.startswith(b"RIFF")):
-            return 400, {"message": "bad request"}
-        return 200, {"status": "success", "transcription": "Hello world.", "words": [], "metadata": {"duration": 1.0}}
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def __missing__(self, vendor: str) -> FakeVendor:
+        self[vendor] = FakeVendor(vendor, KEY)
+        return self[vendor]
 
 
 @pytest.fixture()
-def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Fake]]:
-    out = {v: Fake(v) for v in ("modulate", "smallest")}
-    monkeypatch.setenv("MODULATE_API_KEY", KEY)
-    monkeypatch.setenv("SMALLEST_API_KEY", KEY)
+def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, FakeVendor]]:
+    out = _Fakes()
+    for v in VENDORS:
+        monkeypatch.setenv(KEY_ENV[v], KEY)
     monkeypatch.setenv("AUDIT_CACHE", str(tmp_path / "cache"))
     yield out
     for f in out.values():
@@ -91,20 +88,83 @@ def _clip() -> np.ndarray:
     return (0.1 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
 
 
-@pytest.mark.parametrize(("vendor", "model", "expected"),
-    [("modulate", "velma-2-stt-batch", "Hello everyone."), ("smallest", "pulse", "Hello world.")])
-def test_study_vendor_sends_the_documented_request(fakes: dict[str, Fake], vendor: str, model: str, expected: str) -> None:
-    fake = fakes[vendor]
-    backend = ASR_BACKENDS.get(vendor)(model=model, base_url=fake.base_url, backoff_s=0.01, max_retries=1,
-        language="en" if vendor == "smallest" else None)
+def _study_backend(name: str, fake: FakeVendor, **extra: Any) -> Any:
+    entry = load_model_registry()[name]
+    options = {**entry.spec().options, **{k: v for k, v in options_for(fake).items() if k != "model"}, **extra}
+    if fake.vendor != "google":
+        options.pop("project", None)
+    backend = ASR_BACKENDS.get(entry.backend)(**options)
     backend.load()
-    assert backend.transcribe_batch([_clip()]) == [expected]
-    (req,) = fake.seen
-    if vendor == "smallest":
-        assert req["query"] == {"language": ["en"]}
-    else:
-        assert re.search(rb'name="upload_file"; filename="audio.wav"', req["body"])
+    return backend
+
+
+def test_the_study_entries_are_the_nine_hosted_rows() -> None:
+    hosted = {n for n, e in load_model_registry().items() if "rweq" in e.tags and e.family == "hosted"}
+    assert hosted == set(STUDY_REQUESTS) == set(PUBLIC_HOSTS)
+
+
+@pytest.mark.parametrize("name", sorted(STUDY_REQUESTS))
+def test_each_study_entry_sends_the_documented_request(name: str, fakes: dict[str, FakeVendor]) -> None:
+    vendor, route, expected = STUDY_REQUESTS[name]
+    fake = fakes[vendor]
+    backend = _study_backend(name, fake)
+    assert backend.transcribe_batch([_clip()]) == ["hello world"]
+    assert fake.violations == []  # every field documented, none missing, every type right
+    (req,) = [r for rt, r in fake.seen if rt == route]
+    assert req.path == expected["path"] and req.query == expected["query"]
+    if "form" in expected:  # the multipart text fields, exactly
+        files = set(expected["files"])
+        assert {p.name: p.text for p in req.parts if p.name not in files} == expected["form"]
+        assert [p.name for p in req.parts if p.name in files] == [n for n in expected["files"] if n in req.form]
+    if "json" in expected:
+        got = dict(req.json)
+        got.pop("audio_url", None)  # the upload's URL, per request
+        got.pop("content", None)  # the base64 audio
+        assert got == expected["json"]
     assert KEY not in json.dumps(backend.info().as_dict())
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC_HOSTS))
+def test_each_study_entry_calls_the_vendors_public_endpoint(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = load_model_registry()[name]
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
+    backend = ASR_BACKENDS.get(entry.backend)(**entry.spec().options)
+    assert backend.options["base_url"] == PUBLIC_HOSTS[name]
+
+
+def test_a_field_the_api_does_not_document_is_refused(fakes: dict[str, FakeVendor]) -> None:
+    fake = fakes["deepgram"]
+    backend = _study_backend("deepgram-nova-3", fake, params={"smartformat": True}, max_retries=0)
+    with pytest.raises(HostedRequestError, match="400"):
+        backend.transcribe_batch([_clip()])
+    assert fake.violations == [("listen", ["query.smartformat: not a documented field"])]
+
+
+def test_a_missing_or_mistyped_field_is_refused(fakes: dict[str, FakeVendor]) -> None:
+    fake = fakes["azure"]
+    backend = _study_backend("azure-speech", fake, api_version="2024-11-15", max_retries=0)  # enhanced mode is 2025-10-15 only
+    with pytest.raises(HostedRequestError, match="400"):
+        backend.transcribe_batch([_clip()])
+    assert fake.violations == [("transcribe", ["definition.enhancedMode: only in api-version 2025-10-15"])]
+    gladia = fakes["gladia"]
+    backend = _study_backend("gladia-solaria", gladia, params={"language_config": {"languages": "en"}}, max_retries=0)
+    with pytest.raises(HostedRequestError, match="400"):
+        backend.transcribe_batch([_clip()])
+    assert "body.language_config languages must be a list" in json.dumps(gladia.violations)
+
+
+def test_word_changing_options_are_typed(fakes: dict[str, FakeVendor]) -> None:
+    with pytest.raises(ConfigError, match="'tag_audio_events' must be true or false, got 'false'"):
+        ASR_BACKENDS.get("elevenlabs")(model="scribe_v2", tag_audio_events="false")
+    with pytest.raises(ConfigError, match="'profanity_filter_mode' must be one of"):
+        ASR_BACKENDS.get("azure-fast")(model="azure-speech", profanity_filter_mode="off")
+    with pytest.raises(ConfigError, match="'prompt' must be a list"):
+        ASR_BACKENDS.get("azure-fast")(model="azure-speech", prompt="Output must be in lexical format.")
+    fake = fakes["azure"]
+    backend = _study_backend("azure-speech", fake, prompt=["Output must be in lexical format."])
+    backend.transcribe_batch([_clip()])
+    (req,) = [r for rt, r in fake.seen if rt == "transcribe"]
+    assert req.json["enhancedMode"] == {"enabled": True, "task": "transcribe", "prompt": ["Output must be in lexical format."]}
 
 
 def test_study_vendor_without_key_says_which_variable(monkeypatch: pytest.MonkeyPatch) -> None:

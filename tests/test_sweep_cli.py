@@ -24,8 +24,8 @@ def _registry(cfg: Path, trace: Path) -> None:
     t = f"trace_dir: '{trace}'"
     (cfg / "models" / "sim.yaml").write_text(
         "models:\n"
-        f"  sim-a: {{backend: simulated, options: {{rtfx: 1000, {t}}}, batch_size: 4, params_m: 10, tags: [sim, fast]}}\n"
-        f"  sim-b: {{backend: simulated, options: {{rtfx: 500, seed: 1, {t}}}, batch_size: 4, params_m: 20, tags: [sim]}}\n"
+        f"  sim-a: {{backend: simulated, options: {{rtfx: 1000, {t}}}, batch_size: 4, params_m: 10, tags: [sim, fast, rweq]}}\n"
+        f"  sim-b: {{backend: simulated, options: {{rtfx: 500, seed: 1, {t}}}, batch_size: 4, params_m: 20, tags: [sim, rweq]}}\n"
         f"  sim-hub: {{backend: simulated, options: {{unavailable: weights not in this worker's cache, {t}}}, tags: [sim]}}\n"
         f"  sim-missing: {{backend: simulated, options: {{missing: needs package foo, {t}}}, tags: [sim]}}\n"
         f"  sim-control: {{backend: simulated, options: {{{t}}}, tags: [control]}}\n"
@@ -154,6 +154,35 @@ def test_tracks_give_per_track_wer_and_the_average(env: dict[str, Any]) -> None:
     assert again.exit_code == 0, again.output
     t2 = json.loads((env["tmp"] / "t2" / "tracks.json").read_text())
     assert t2["models"]["sim-a"]["average_wer"] == pytest.approx(tracks["models"]["sim-a"]["average_wer"])
+
+
+def test_a_sweep_of_the_study_line_up_scores_with_the_leaderboard_normalizer(env: dict[str, Any]) -> None:
+    """--models rweq: the runs, the tracks and the profiles gap table use open-asr-leaderboard (recorded with the
+    leaderboard commit it follows); --normalizer keeps the recipe's."""
+    from normalizers.leaderboard_tables import LEADERBOARD_COMMIT
+
+    recipe = Path(env["recipe"])
+    recipe.write_text(recipe.read_text() + "profiles: {n_boot: 20}\n")
+    second = sim_dataset(env["tmp"] / "data2", 4, shard_size=2, seconds=0.5)
+    out = env["tmp"] / "rweq"
+    res = audit("sweep", str(recipe), "--models", "rweq", "--tracks", f"accent={env['data']},noise={second.source}", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())
+    assert "scored with open-asr-leaderboard (the study's normalizer) instead of the recipe's whisper-english" in said
+    leaderboard = {"name": "open-asr-leaderboard", "version": f"huggingface/open_asr_leaderboard@{LEADERBOARD_COMMIT}"}
+    tracks = json.loads((out / "tracks.json").read_text())
+    assert tracks["normalizer"] == leaderboard
+    for name in ("accent", "noise"):
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert summary["normalizer"] == leaderboard and summary["sweep"]["run"] == ["sim-a", "sim-b"]
+        assert summary["profiles"]["normalizer"] == "open-asr-leaderboard"
+        assert json.loads((out / name / "run.json").read_text())["normalizer_version"] == leaderboard["version"]
+    kept = env["tmp"] / "kept"
+    res = audit("sweep", str(recipe), "--models", "rweq", "--normalizer", "whisper-english", "--out", str(kept))
+    assert res.exit_code == 0, res.output
+    assert json.loads((kept / "summary.json").read_text())["normalizer"]["name"] == "whisper-english"
+    res = audit("sweep", str(recipe), "--models", "rweq", "--normalizer", "whisper-englsh", "--out", str(env["tmp"] / "typo"))
+    assert res.exit_code == 2 and "did you mean 'whisper-english'" in res.output and not (env["tmp"] / "typo").exists()
 
 
 def test_a_track_with_a_missing_dataset_stops_before_anything_loads(env: dict[str, Any]) -> None:

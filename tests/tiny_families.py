@@ -26,12 +26,14 @@ def two_clips(root: Path) -> Path:
 
 
 def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None,
-        pad: str | None = None) -> Any:
-    """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces)."""
+        pad: str | None = None, words: tuple[str, ...] = ()) -> Any:
+    """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces);
+    ``words``: more whole words (e.g. those of a prompt, so that it tokenizes without ``<unk>``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {t: i for i, t in enumerate([*specials, "<unk>", *WORDS, *[f"w{i}" for i in range(extra_words)]])}
+    extra = [w for w in dict.fromkeys(words) if w not in WORDS]
+    vocab = {t: i for i, t in enumerate([*specials, "<unk>", *WORDS, *extra, *[f"w{i}" for i in range(extra_words)]])}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with spaces
@@ -353,37 +355,6 @@ def build_glmasr(out: Path) -> Path:
     return out
 
 
-
-def build_cohere_asr(out: Path) -> Path:
-    """CohereAsrForConditionalGeneration (CohereLabs/cohere-transcribe-* layout: Parakeet-style encoder,
-    transformer decoder) with the decoder-prompt tokens its processor builds."""
-    import torch
-    import transformers
-
-    specials = ["<unk0>", "<|nospeech|>", "<pad>", "<|endoftext|>", "<|startoftranscript|>", "▁", "<|startofcontext|>", "<|emo:undefined|>",
-                "<|en|>", "<|pnc|>", "<|nopnc|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>"]  # fmt: skip
-    tokenizer = word_tokenizer(specials, extra_words=8, bos="<|startoftranscript|>", eos="<|endoftext|>", pad="<pad>")
-    extractor = transformers.CohereAsrFeatureExtractor(feature_size=32)
-    transformers.CohereAsrProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
-    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<pad>", "<|endoftext|>", "<|startoftranscript|>")}
-    torch.manual_seed(0)
-    config = transformers.CohereAsrConfig(
-        encoder_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, "conv_kernel_size": 3,
-                        "subsampling_conv_channels": 8, "num_mel_bins": 32},
-        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=256,
-        pad_token_id=ids["<pad>"], eos_token_id=ids["<|endoftext|>"], bos_token_id=ids["<|startoftranscript|>"],
-        decoder_start_token_id=ids["<|startoftranscript|>"],
-    )  # fmt: skip
-    model = transformers.CohereAsrForConditionalGeneration(config)
-    favour_words(model, len(specials) + 1)
-    model.generation_config.eos_token_id = ids["<|endoftext|>"]
-    model.generation_config.pad_token_id = ids["<pad>"]
-    model.generation_config.max_new_tokens = 6
-    model.save_pretrained(out)
-    return out
-
-
 def build_nemo_rnnt(out: Path) -> Path:
     """A NeMo ``EncDecRNNTModel`` (the transducer ASRModel class behind Parakeet RNN-T) from a tiny
     config with greedy batch decoding, saved as a ``.nemo`` file."""
@@ -411,36 +382,6 @@ def build_nemo_rnnt(out: Path) -> Path:
     model = EncDecRNNTModel(cfg=OmegaConf.create(cfg))
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save_to(str(out))
-    return out
-
-
-def build_kyutai_stt(out: Path) -> Path:
-    """KyutaiSpeechToTextForConditionalGeneration (kyutai/stt-*-trfs layout: a Mimi codec in front of
-    a decoder-only LM over text and audio codebooks), with its 24 kHz feature extractor."""
-    import torch
-    import transformers
-
-    tokenizer = word_tokenizer(["<unk0>", "<s>", "</s>", "<pad>"], extra_words=8, bos="<s>", eos="</s>", pad="<pad>")
-    extractor = transformers.KyutaiSpeechToTextFeatureExtractor(audio_delay_seconds=0.0, audio_silence_prefix_seconds=0.0)
-    transformers.KyutaiSpeechToTextProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
-    torch.manual_seed(0)
-    codebooks = 2
-    config = transformers.KyutaiSpeechToTextConfig(
-        codebook_vocab_size=33, vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2,
-        ffn_dim=64, max_position_embeddings=256, sliding_window=64, num_codebooks=codebooks, audio_bos_token_id=32,
-        audio_pad_token_id=len(tokenizer) + 32 * codebooks, pad_token_id=3, bos_token_id=1, eos_token_id=2,
-        codec_config={"hidden_size": 16, "num_filters": 4, "upsampling_ratios": [8, 6, 5, 4], "codebook_size": 32, "codebook_dim": 8,
-                      "num_quantizers": codebooks, "num_semantic_quantizers": 1, "vector_quantization_hidden_dimension": 8,
-                      "upsample_groups": 16,
-                      "num_hidden_layers": 1, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
-                      "sliding_window": 64},
-    )  # fmt: skip
-    model = transformers.KyutaiSpeechToTextForConditionalGeneration(config)
-    favour_words(model, 4)
-    model.generation_config.eos_token_id = 2
-    model.generation_config.pad_token_id = 3
-    model.save_pretrained(out)
     return out
 
 
@@ -519,9 +460,10 @@ def build_phi4_multimodal(out: Path) -> Path:
     import transformers
 
     specials = ["<|endoftext|>", "<|user|>", "<|assistant|>", "<|end|>", "<|image|>", "<|audio|>"]
-    base = word_tokenizer(specials, extra_words=8, eos="<|end|>", pad="<|endoftext|>")
+    # as the real tokenizer: eos and pad are <|endoftext|>; a turn ends with <|end|> (generation_config stops at both)
+    base = word_tokenizer(specials, extra_words=8, eos="<|endoftext|>", pad="<|endoftext|>")
     tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|end|>", pad_token="<|endoftext|>",
+        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
         extra_special_tokens={"image_token": "<|image|>", "audio_token": "<|audio|>"},
     )
     tokenizer.save_pretrained(out)
@@ -539,7 +481,11 @@ def build_phi4_multimodal(out: Path) -> Path:
     )  # fmt: skip
     model = transformers.Phi4MultimodalForCausalLM(config)
     favour_words(model, len(specials) + 1)
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    end = tokenizer.convert_tokens_to_ids("<|end|>")
+    head = model.get_output_embeddings()
+    with torch.no_grad():  # <|end|> where "the" would win: some answers end at a turn end, as real ones do
+        head.weight[end] = head.weight[tokenizer.convert_tokens_to_ids("the")] * 1.01
+    model.generation_config.eos_token_id = [end, tokenizer.eos_token_id]
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(out)
     return out

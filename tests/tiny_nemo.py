@@ -37,6 +37,13 @@ def _preprocessor(features: int) -> dict[str, Any]:
             "normalize": "per_feature"}  # fmt: skip
 
 
+# The preprocessor every Parakeet / FastConformer / Canary checkpoint of the line-up ships (their
+# model_config.yaml): 25 ms Hann windows every 10 ms, n_fft 512, log-Mel, per-feature normalisation,
+# dither 1e-5 (NeMo applies it in training only), no padding to a multiple of frames.
+REAL_PREPROCESSOR = {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
+                     "normalize": "per_feature", "window_size": 0.025, "window_stride": 0.01, "window": "hann", "features": 80,
+                     "n_fft": 512, "log": True, "frame_splicing": 1, "dither": 1.0e-05, "pad_to": 0, "pad_value": 0.0}  # fmt: skip
+
 def _sentencepiece(folder: Path, vocab_size: int) -> Path:
     """A BPE sentencepiece tokenizer trained on ``SENTENCES`` (NeMo's own trainer)."""
     from nemo.collections.common.tokenizers.sentencepiece_tokenizer import create_spt_model
@@ -74,8 +81,8 @@ def build_canary(out: Path, prompt_format: str) -> Path:
         "prompt_format": prompt_format,
         "prompt_defaults": [{"role": "user", "slots": defaults}],
         "model_defaults": {"asr_enc_hidden": hidden, "lm_enc_hidden": hidden, "lm_dec_hidden": hidden},
-        "preprocessor": _preprocessor(32),
-        "encoder": _fastconformer(32, hidden),
+        "preprocessor": REAL_PREPROCESSOR,
+        "encoder": _fastconformer(REAL_PREPROCESSOR["features"], hidden),
         "transf_decoder": {"_target_": "nemo.collections.asr.modules.transformer.get_nemo_transformer", "model_name": None,
             "pretrained": False, "encoder": None, "pre_ln_final_layer_norm": True,
             "config_dict": {"max_sequence_length": 24, "num_token_types": 0, "hidden_size": hidden, "inner_size": 2 * hidden,
@@ -103,14 +110,15 @@ def build_canary(out: Path, prompt_format: str) -> Path:
 
 def _favour_text(model: Any) -> None:
     """A random head mostly picks a prompt token or end-of-text first (then no text is decoded):
-    push the ``spl_tokens`` logits and the BPE's ``<unk>`` down so beam search emits English
-    pieces up to its length cap."""
+    push the ``spl_tokens`` logits, the BPE's ``<unk>`` and the head's padding rows down so beam
+    search emits English pieces up to its length cap."""
     import torch
 
     first_text = int(model.tokenizer.token_id_offset["en"])
     final = [m for m in model.log_softmax.modules() if isinstance(m, torch.nn.Linear)][-1]
     with torch.no_grad():
         final.bias[: first_text + 1] = -30.0
+        final.bias[model.tokenizer.vocab_size :] = -30.0  # the head is padded to a multiple of 8: never pick the padding
 
 
 AUDIO_LOCATOR = "<|audioplaceholder|>"  # canary-qwen-2.5b's audio locator tag
@@ -174,3 +182,82 @@ def build_salm(out: Path, llm: Path, pretrained_llm: str = "Qwen/Qwen3-1.7B") ->
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     return out
+
+
+TDT_DURATIONS = [0, 1, 2, 3, 4]  # parakeet-tdt-* and parakeet-tdt_ctc-110m
+
+#: kind -> (NeMo class, encoder subsampling, decoding config as the real checkpoint ships it)
+PARAKEET_KINDS: dict[str, tuple[str, tuple[str, int], dict[str, Any]]] = {
+    # parakeet-ctc-1.1b: FastConformer (dw_striding x8) + CTC
+    "ctc": ("EncDecCTCModelBPE", ("dw_striding", 8), {"strategy": "greedy_batch"}),
+    # stt_en_conformer_ctc_large: Conformer (striding x4) + CTC, its config decodes with plain "greedy"
+    "conformer-ctc": ("EncDecCTCModelBPE", ("striding", 4), {"strategy": "greedy"}),
+    # parakeet-rnnt-0.6b/1.1b, stt_en_fastconformer_transducer_large
+    "rnnt": ("EncDecRNNTBPEModel", ("dw_striding", 8), {"strategy": "greedy_batch", "greedy": {"max_symbols": 10}}),
+    # parakeet-tdt-0.6b-v3, parakeet-tdt-1.1b
+    "tdt": ("EncDecRNNTBPEModel", ("dw_striding", 8),
+            {"strategy": "greedy_batch", "model_type": "tdt", "durations": TDT_DURATIONS, "greedy": {"max_symbols": 10}}),
+    # parakeet-tdt_ctc-110m: hybrid, the TDT decoder is the default one
+    "tdt-ctc": ("EncDecHybridRNNTCTCBPEModel", ("dw_striding", 8),
+                {"strategy": "greedy_batch", "model_type": "tdt", "durations": TDT_DURATIONS, "greedy": {"max_symbols": 10}}),
+}  # fmt: skip
+
+
+def build_parakeet(out: Path, kind: str) -> Path:
+    """A tiny model of a Parakeet / Conformer checkpoint of the line-up (``PARAKEET_KINDS``): the real
+    preprocessor, the encoder's real subsampling, a BPE tokenizer, the decoder and joint of its kind
+    (TDT: 5 duration outputs and the TDT loss), and the decoding config the checkpoint ships; saved as
+    a ``.nemo`` file. The blank logit is lowered so the random model emits tokens."""
+    import torch
+    from nemo.collections.asr import models as asr_models
+    from nemo.utils.app_state import AppState
+    from omegaconf import OmegaConf
+
+    cls_name, (subsampling, factor), decoding = PARAKEET_KINDS[kind]
+    tok = _sentencepiece(out.parent / f"{out.stem}-tokenizer", vocab_size=40)
+    hidden = 32
+    encoder = {**_fastconformer(80, hidden), "subsampling": subsampling, "subsampling_factor": factor}
+    cfg: dict[str, Any] = {
+        "sample_rate": 16000,
+        "preprocessor": REAL_PREPROCESSOR,
+        "encoder": encoder,
+        "tokenizer": {"dir": str(tok), "type": "bpe"},
+        "model_defaults": {"enc_hidden": hidden, "pred_hidden": 16},
+        "decoding": decoding,
+        # as in the real configs (the transcribe dataloader reads use_start_end_token from it)
+        "validation_ds": {"manifest_filepath": None, "sample_rate": 16000, "batch_size": 16, "shuffle": False,
+                          "use_start_end_token": False},
+    }
+    ctc_decoder = {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": hidden, "num_classes": -1, "vocabulary": []}
+    if kind in ("ctc", "conformer-ctc"):
+        cfg["decoder"] = ctc_decoder
+    else:
+        tdt = kind in ("tdt", "tdt-ctc")
+        cfg["decoder"] = {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 16, "pred_rnn_layers": 1}}
+        cfg["joint"] = {"_target_": "nemo.collections.asr.modules.RNNTJoint", "num_extra_outputs": len(TDT_DURATIONS) if tdt else 0,
+                        "jointnet": {"joint_hidden": 16, "activation": "relu"}}  # fmt: skip
+        cfg["loss"] = ({"loss_name": "tdt", "tdt_kwargs": {"durations": TDT_DURATIONS, "sigma": 0.02, "omega": 0.1}} if tdt
+                       else {"loss_name": "default"})  # fmt: skip
+        if kind == "tdt-ctc":
+            cfg["aux_ctc"] = {"decoder": ctc_decoder, "decoding": {"strategy": "greedy"}, "ctc_loss_weight": 0.3}
+    AppState().model_restore_path = None
+    torch.manual_seed(0)
+    model = getattr(asr_models, cls_name)(cfg=OmegaConf.create(cfg))
+    _lower_blank(model, kind)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save_to(str(out))
+    return out
+
+
+def _lower_blank(model: Any, kind: str) -> None:
+    """A random model mostly picks blank (nothing is decoded): lower the blank logit a little."""
+    import torch
+
+    with torch.no_grad():
+        if kind in ("ctc", "conformer-ctc"):
+            final = model.decoder.decoder_layers[-1]
+            final.bias[-1] -= 2.0  # blank is the last CTC class
+        else:
+            final = [m for m in model.joint.joint_net.modules() if isinstance(m, torch.nn.Linear)][-1]
+            blank = model.joint.num_classes_with_blank - 1  # before the duration outputs
+            final.bias[blank] -= 1.0

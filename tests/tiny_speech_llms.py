@@ -15,23 +15,36 @@ from typing import Any
 
 from tests.tiny_families import favour_words, word_tokenizer
 
-GRANITE_TEMPLATE = (
-    "{% for message in messages %}<|start_of_role|>{{ message['role'] }}<|end_of_role|>{{ message['content'] }}<|end_of_text|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}"
-)
+TEMPLATES = Path(__file__).parent / "fixtures" / "chat_templates"
+#: the Granite chat templates (tests/fixtures/chat_templates/README.md says where each comes from)
+GRANITE_TEMPLATES = {"3.3": "granite-3.3-instruct.jinja", "4.0": "granite-4.0-instruct.jinja"}
 
 
-def build_granite_speech(out: Path, lora: bool = False) -> Path:
+def granite_template(version: str) -> str:
+    return (TEMPLATES / GRANITE_TEMPLATES[version]).read_text(encoding="utf-8")
+
+
+def build_granite_speech(out: Path, lora: bool = False, template: str = "4.0") -> Path:
     """GraniteSpeechForConditionalGeneration (ibm-granite/granite-speech-3.3-* and 4.0 layout): a
-    conformer encoder, a Q-Former projector and a Granite LM, the tokenizer's chat template, and
-    the extractor's ``preprocessor_config.json`` as transformers saves it. ``lora=True`` marks the
-    config ``has_lora_adapter`` and writes the 3.3 checkpoints' adapter beside the weights."""
+    conformer encoder, a Q-Former projector and a Granite LM, the Granite ``template`` ("3.3": its
+    default system turn holds today's date; "4.0"), and the extractor's ``preprocessor_config.json``
+    as transformers saves it (the real checkpoints' values: 80 mels, n_fft 512, window 400, hop 160,
+    projector window 15, downsampling 5). ``lora=True`` marks the config ``has_lora_adapter`` and
+    writes the 3.3 checkpoints' adapter beside the weights."""
     import torch
     import transformers
 
     specials = ["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|audio|>"]
-    tokenizer = word_tokenizer(specials, extra_words=8, bos="<|end_of_text|>", eos="<|end_of_text|>", pad="<|end_of_text|>")
-    tokenizer.chat_template = GRANITE_TEMPLATE
+    # the words of the prompts (the leaderboard's system turn, the templates' default ones, the user turn), so
+    # each of them tokenizes to distinct ids and a different prompt gives different input ids
+    prompt_words = " ".join([
+        "Knowledge Cutoff Date: April 2024. Today's Date: December 19, 2024. You are Granite, developed by IBM.",
+        "You are a helpful AI assistant You are a helpful assistant. Please ensure responses are professional, accurate, and safe.",
+        "can you transcribe the speech into a written format? system user assistant",
+    ]).split()  # fmt: skip
+    tokenizer = word_tokenizer(specials, extra_words=8, bos="<|end_of_text|>", eos="<|end_of_text|>", pad="<|end_of_text|>",
+                               words=tuple(prompt_words))
+    tokenizer.chat_template = granite_template(template)
     tokenizer.save_pretrained(out)
     mel = {"sample_rate": 16000, "n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80}
     (out / "preprocessor_config.json").write_text(json.dumps({

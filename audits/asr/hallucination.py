@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from audits.asr.stats import wilson_interval
+from engine.data import SPEECH_FREE_LABEL, is_speech_free
 
 LOOP_MAX_N = 4  # longest repeated n-gram looked for (words)
 LOOP_MIN_REPEATS = 4  # k: back-to-back copies that make a loop
@@ -88,8 +89,22 @@ def length_outlier(n_ref: int, n_hyp: int) -> str | None:
     return None
 
 
-def add_row_flags(df: pd.DataFrame) -> None:
-    """Add ``speech_free``, ``hyp_words``, ``loop`` and ``length_outlier`` to a scored frame, in place."""
+def speech_free_labels(df: pd.DataFrame) -> np.ndarray:
+    """Per row, whether the row's clip is labelled speech-free (``engine.data.is_speech_free``, row by row)."""
+    if SPEECH_FREE_LABEL not in df.columns:
+        return np.zeros(len(df), dtype=bool)
+    return np.array([is_speech_free({SPEECH_FREE_LABEL: v}) for v in df[SPEECH_FREE_LABEL].tolist()], dtype=bool)
+
+
+def add_row_flags(df: pd.DataFrame, labelled_free: np.ndarray | None = None) -> None:
+    """Add ``speech_free``, ``hyp_words``, ``loop`` and ``length_outlier`` to a scored frame, in place.
+
+    ``labelled_free``: per row, whether the clip is labelled speech-free (``content: speech-free``;
+    read from the frame's ``content`` column when not given). The label decides, never the
+    reference: a clip labelled speech whose reference normalizes to nothing is no speech-free clip.
+    """
+    if labelled_free is None:
+        labelled_free = speech_free_labels(df)
     ok = df["ok"].to_numpy(dtype=bool)
     n_ref = df["n_words"].to_numpy()
     hyps = df["hyp_norm"].tolist()
@@ -114,9 +129,9 @@ def add_row_flags(df: pd.DataFrame) -> None:
     outlier = np.full(n, None, dtype=object)
     outlier[apart & (ratio > RATIO_HIGH)] = "long"
     outlier[apart & (ratio < RATIO_LOW)] = "short"
-    # speech-free: a scored clip with no reference words; score_table has already failed the
-    # ones not labelled 'content: speech-free', so these are the labelled ones
-    df["speech_free"] = ok & (n_ref == 0)
+    # speech-free: a scored clip labelled so (score_table has failed the labelled clips whose
+    # reference has words, and the unlabelled ones whose reference has none)
+    df["speech_free"] = ok & np.asarray(labelled_free, dtype=bool) & (n_ref == 0)
     df["hyp_words"] = hyp_words
     df["loop"] = loop
     df["length_outlier"] = outlier

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from rapidfuzz.distance import Levenshtein
 
-from audits.asr.hallucination import add_row_flags, hallucination_metrics
+from audits.asr.hallucination import add_row_flags, hallucination_metrics, speech_free_labels
 from audits.asr.paired import holm, shifted_p
 from audits.asr.stats import (
     BlockGroup,
@@ -159,24 +159,30 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
                 i += 1
         subs[k], dels[k], ins[k] = s, d, i
         ce[k] = distance(r, h)
-    # Only a clip labelled speech-free may have no reference words. A clip said to hold speech
-    # whose reference normalizes to nothing ("uh" under whisper-english) cannot be scored: every
-    # word of its hypothesis would count as a hallucination. It becomes a failed row saying why.
-    labelled_free = (
-        (df[SPEECH_FREE_LABEL].astype(str) == SPEECH_FREE_VALUE).to_numpy() if SPEECH_FREE_LABEL in df.columns else np.zeros(n, dtype=bool)
-    )
+    # The explicit content label decides whether a clip is speech-free, never the reference
+    # (engine.data.is_speech_free). A clip said to hold speech whose reference normalizes to
+    # nothing ("uh" under whisper-english) cannot be scored: every word of its hypothesis would
+    # count as a hallucination. A clip labelled speech-free whose reference has words (a
+    # predictions file, rows edited after the run) cannot be either. Each becomes a failed row saying why.
+    labelled_free = speech_free_labels(df)
     ok_arr = ok.to_numpy(dtype=bool)
     empty_speech = ok_arr & (nw == 0) & ~labelled_free
-    if empty_speech.any():
+    worded_free = ok_arr & (nw > 0) & labelled_free
+    if empty_speech.any() or worded_free.any():
         errors = df["error"].astype(object).to_numpy(copy=True)
         # one message for every such row (the row keeps its reference), so failure counts group them
         errors[empty_speech] = (
             f"reference normalizes to no words; fix it, or give it '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' and an empty reference"
         )
+        errors[worded_free] = (
+            f"labelled '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' but its reference has words; empty the reference, or label the clip "
+            "as speech"
+        )
         df["error"] = errors
-        ok_arr = ok_arr & ~empty_speech
-        for arr in (subs, dels, ins, ce, nc):
-            arr[empty_speech] = 0
+        bad = empty_speech | worded_free
+        ok_arr = ok_arr & ~bad
+        for arr in (subs, dels, ins, ce, nc, nw):
+            arr[bad] = 0
     df["ok"] = ok_arr
     df["ref_norm"] = ref_n
     df["hyp_norm"] = hyp_n
@@ -187,7 +193,7 @@ def score_table(rows: pd.DataFrame, normalizer: Normalizer, workers: int | None 
     df["ins"] = ins
     df["n_chars"] = nc
     df["char_errors"] = ce
-    add_row_flags(df)  # speech_free, hyp_words, loop, length_outlier (audits/asr/hallucination.py)
+    add_row_flags(df, labelled_free)  # speech_free, hyp_words, loop, length_outlier (audits/asr/hallucination.py)
     labels = [c for c in rows.columns if c not in NON_SLICE_COLUMNS]
     return ScoredRows(df, getattr(normalizer, "name", "custom"), getattr(normalizer, "version", "unknown"), labels)
 

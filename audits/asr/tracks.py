@@ -32,6 +32,7 @@ import pandas as pd
 
 from audits.asr.scoring import block_unit, score_table
 from audits.asr.stats import BlockGroup, NotTestable, _block_codes, _draw_blocks, check_testable, estimate_fields, percentile_interval
+from audits.clips import source_rows
 from audits.normalizing import get_normalizer
 from audits.run_dir import read_run, rows_fingerprint
 from engine.config import Field
@@ -213,7 +214,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     reps: dict[str, list[np.ndarray]] = {}
     speed: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, (name, run) in enumerate(tracks.items()):
-        rows = tables[name]
+        rows = source_rows(tables[name])  # the figures' clips, as the run scored them (audits.clips)
         frame = score_table(rows, normalizer).frame
         present = set(frame["model"].astype(str))
         lost = sorted(m for m, v in (summaries[name].get("models") or {}).items() if (v or {}).get("n_utts") and m not in present)

@@ -103,22 +103,28 @@ def run_cmd(
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    normalizer: Optional[str] = typer.Option(None, "--normalizer",
+        help="Score with this normalizer instead of the recipe's (whisper-english, open-asr-leaderboard, basic, identity, ...)."),
     engine: str = typer.Option("inprocess", "--engine",
         help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends)."),
     address: Optional[str] = typer.Option(None, "--address",
         help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    runtime_env: Optional[str] = typer.Option(None, "--runtime-env",
+        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md."),
     resume: bool = typer.Option(True, "--resume/--no-resume",
         help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
-    from audits.recipes import load_recipe, with_overrides
+    from audits.recipes import load_recipe, with_normalizer, with_overrides
 
     try:
         rec = load_recipe(recipe)
         rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
+        if normalizer is not None:
+            rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
-        _run_with_progress(rec, out_dir, engine, address, workers, resume)
+        _run_with_progress(rec, out_dir, engine, address, workers, resume, runtime_env=_runtime_env(runtime_env))
     except AuditError as exc:
         _fail(exc)
 
@@ -126,6 +132,7 @@ def run_cmd(
 def _run_with_progress(
     rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
     extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None, dataset: Any = None,
+    runtime_env: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
@@ -134,7 +141,7 @@ def _run_with_progress(
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **(memory or {}))
+    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
     eng.check()  # typed flags, refused before the run directory is touched
     lines = _line_progress()
     with _progress() as prog:
@@ -189,9 +196,13 @@ def sweep_cmd(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/sweep-<recipe>); re-running resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
+    normalizer: Optional[str] = typer.Option(None, "--normalizer",
+        help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's)."),
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
+    runtime_env: Optional[str] = typer.Option(None, "--runtime-env",
+        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md."),
     max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded",
         help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
     memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb",
@@ -209,7 +220,7 @@ def sweep_cmd(
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
-    from audits.recipes import load_recipe, with_overrides
+    from audits.recipes import load_recipe, sweep_normalizer, with_normalizer, with_overrides
     from engine.model_registry import load_model_registry
     from engine.sweep import plan_sweep, select_models
 
@@ -217,20 +228,26 @@ def sweep_cmd(
         from audits.pipeline import EngineOptions
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
-        EngineOptions(kind="ray" if address else engine, address=address, workers=workers, **memory).check()  # flags before any work
+        env = _runtime_env(runtime_env)
+        EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=env,
+            **memory).check()  # flags before any work
         reg = load_model_registry()
         chosen = select_models(reg, models)
         rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
+        norm_name, why = sweep_normalizer(rec, models, normalizer)
+        rec = with_normalizer(rec, norm_name)
         if address:
             from engine.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
         if smoke and not check:
             raise ConfigError("--smoke goes with --check (audit sweep RECIPE --models ... --check --smoke)")
+        if why and not check:
+            console.print(f"[yellow]normalizer:[/] {escape(why)}", soft_wrap=True)
         if check:
             from audits.cli.sweep_check import run_check
 
-            run_check(reg, chosen, address, rec, smoke, console, out_console)
+            run_check(reg, chosen, address, rec, smoke, console, out_console, runtime_env=env)
             return
         track_paths = _parse_track_datasets(tracks) if tracks else {}
         from audits.asr.tracks import GPU_HOUR_FIELD
@@ -257,18 +274,28 @@ def sweep_cmd(
         out_dir = out or Path("runs") / f"sweep-{rec.name}"
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         if not track_paths:
-            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""))
+            _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""), runtime_env=env)
             return
         from audits.asr.tracks import tracks_markdown, write_tracks
 
         for name, path in track_paths.items():
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
             track_rec = with_overrides(rec, path, None, limit)
-            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name))
+            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name),
+                runtime_env=env)
         written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
         _fail(exc)
+
+
+def _runtime_env(text: Optional[str]) -> Optional[dict[str, Any]]:
+    """``--runtime-env`` read and checked (inline JSON or a YAML/JSON file) before anything runs."""
+    if text is None:
+        return None
+    from engine.ray_setup import load_runtime_env
+
+    return load_runtime_env(text)
 
 
 def _parse_track_datasets(text: str) -> dict[str, str]:

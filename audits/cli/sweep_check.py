@@ -1,7 +1,7 @@
 """``audit sweep RECIPE --check [--smoke]``: ask before running.
 
-Per model: can it run where it would be scheduled, its family, the pip extra it needs, where its
-weights are, and on which worker that was checked. ``--smoke`` then loads each runnable model in
+Per model: can it run where it would be scheduled (every reason it would not, one per line), its
+family, the pip extra it needs, where its weights are, and on which worker that was checked. ``--smoke`` then loads each runnable model in
 a fresh worker process and transcribes one clip (the recipe's first clip; an espeak-ng phrase when
 the dataset is the demo corpus and it has not been built yet), with load seconds and peak memory.
 """
@@ -52,7 +52,8 @@ def smoke_clip(rec: Any) -> tuple[np.ndarray, str]:
     return np.asarray(clip, dtype=np.float32), f"espeak-ng: {SMOKE_PHRASE!r}"
 
 
-def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke: bool, console: Console, out: Console) -> dict[str, Any]:
+def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke: bool, console: Console, out: Console,
+        runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
     """Print the per-model table; returns the answers (for tests and scripts)."""
     from engine.sweep import check_in_workers
 
@@ -63,7 +64,7 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
         except AuditError as exc:
             raise ConfigError(f"--smoke needs one clip: {exc}") from exc
         console.print(f"smoke clip: {escape(where)} ({clip.shape[0] / SAMPLE_RATE:.1f} s)", soft_wrap=True)
-    answers = check_in_workers(reg, chosen, address, smoke_clip=clip)
+    answers = check_in_workers(reg, chosen, address, smoke_clip=clip, runtime_env=runtime_env)
     n_ok = sum(1 for a in answers.values() if a["runnable"])
     t = Table(title=f"availability in the Ray workers ({n_ok} of {len(answers)} can run)")
     cols = ["model", "family", "extra", "weights", "runnable", "checked by", "reason"]
@@ -72,8 +73,9 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
     for col in cols:
         t.add_column(col)
     for n, a in answers.items():
+        reasons = "\n".join(f"- {p}" for p in a["problems"]) if len(a.get("problems") or ()) > 1 else str(a["reason"])
         row = [n, str(a.get("family", "—")), str(a.get("extra", "")), str(a.get("weights", "?")), "yes" if a["runnable"] else "no",
-               escape(str(a["where"])), escape(str(a["reason"]))]  # fmt: skip
+               escape(str(a["where"])), escape(reasons)]  # fmt: skip
         if smoke:
             s = a.get("smoke") or {}
             verdict = "ok" if s.get("ok") else ("skipped" if s.get("ok") is None else "FAILED")

@@ -52,9 +52,11 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
+from engine.audio import inspect as inspect_audio
 from engine.config import Field, check_fields, check_keys, expect_type
+from engine.data import Utterance
 from engine.datasets.base import file_stamp
-from engine.errors import ConfigError, ManifestError, RegistryError
+from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
 from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.pass_engine import EngineOptions
 from engine.passes import split_placement
@@ -191,16 +193,11 @@ def load_conversation_data(root: Path) -> ConversationData:
         rec = str(row.get("id") or audio.stem)
         if rec in recordings:
             raise ManifestError(manifest, f"recording id '{rec}' appears twice", line=n)
-        import soundfile as sf
-
-        try:
-            info = sf.info(str(audio))
-        except (RuntimeError, OSError, ValueError) as exc:  # soundfile's LibsndfileError is a RuntimeError
-            raise ManifestError(manifest, f"{audio} is not readable audio ({exc}); supported: WAV, FLAC, OGG, MP3", line=n,
-                field="audio_filepath") from None
-        if info.frames <= 0 or info.samplerate <= 0:
-            raise ManifestError(manifest, f"{audio} holds no audio (0 samples)", line=n, field="audio_filepath")
-        recordings[rec] = {"path": str(audio), "duration": info.frames / info.samplerate,
+        try:  # the rule every section applies to audio (engine.audio.read_header): channels, rate, length, container
+            info = inspect_audio(Utterance(rec, None, audio_path=str(audio)))
+        except AudioError as exc:
+            raise ManifestError(manifest, f"recording '{rec}' ({audio}): {exc}", line=n, field="audio_filepath") from None
+        recordings[rec] = {"path": str(audio), "duration": info.duration_s,
             "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
     turns = read_annotations(root / "reference.rttm")
     ref_path = root / "reference.json" if (root / "reference.json").exists() else root / "reference.stm"

@@ -37,7 +37,7 @@ from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
 from engine.pass_engine import EngineOptions
-from engine.shards import write_shards
+from engine.shards import record_shard_digest, verified_shard, write_shards
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -96,9 +96,10 @@ def _materialize(utts: Sequence[Utterance], root: Path | None, out_dir: Path) ->
                 p = root / p
             data = p.read_bytes() if p.exists() else None
         rows.append(replace(u, audio_bytes=data, audio_path=None if data is not None else u.audio_path))
-    for old in out_dir.glob("shard-*.parquet"):
+    for old in [*out_dir.glob("shard-*.parquet"), *out_dir.glob("shard-*.parquet.sha256")]:
         old.unlink()
-    write_shards(rows, out_dir, shard_size=64)
+    for path in write_shards(rows, out_dir, shard_size=64):
+        record_shard_digest(path)  # the copy is reused only while every shard matches its digest
 
 
 # ------------------------------------------------------------------ the probes
@@ -255,7 +256,11 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     if plant is not None:
         copy_dir = root / "dataset"
         planted, plan = plant_reference_errors(originals, plant)
-        if not (copy_dir / "planted.json").exists():
+        shards = sorted(copy_dir.glob("shard-*.parquet"))
+        if not (copy_dir / "planted.json").exists() or not shards or not all(verified_shard(p) for p in shards):
+            if (copy_dir / "planted.json").exists():
+                log.warning("bad_reference: the planted copy in %s does not match its recorded digests; rebuilding it", copy_dir)
+                (copy_dir / "planted.json").unlink()
             copy_dir.mkdir(parents=True, exist_ok=True)
             _materialize(planted, dataset.root, copy_dir)
             atomic_write_text(copy_dir / "planted.json", json.dumps(plan, indent=2, sort_keys=True))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from audits.profiles.ladder import LadderSpec
 from audits.profiles.maps import ConditionMap, load_map
 from engine.config import check_keys, expect_type
+from engine.data import CONFIDENCE_COLUMNS, RESERVED_LABELS
 from engine.errors import ConfigError
 
 PROFILE_KEYS = {"condition_maps", "gaps", "columns", "ladders", "breaking_margin", "n_boot", "seed", "alpha", "gpu_hour_usd", "normalizer"}
@@ -82,6 +83,30 @@ def parse_maps(raw: Any, where: str, source: str) -> tuple[MapUse, ...]:
             outputs[o] = f"{w} ({cmap.name})"
         uses.append(MapUse(cmap, column))
     return tuple(uses)
+
+
+#: Columns the scored rows hold besides the dataset's labels, which a map's output would overwrite:
+#: the result rows' and scoring's own (``engine.data.RESERVED_LABELS``), the backends' confidences,
+#: scoring's per-row flags and the labels a ``perturbations`` block writes on every clip.
+ROW_COLUMNS: frozenset[str] = RESERVED_LABELS | frozenset(CONFIDENCE_COLUMNS) | frozenset(
+    {"speech_free", "hyp_words", "loop", "length_outlier", "semsim", "perturbation", "perturbation_family", "perturbation_level"}
+)
+
+
+def check_map_outputs(config: ProfilesConfig, label_names: Iterable[str]) -> None:
+    """Refuse, before any model loads, a map whose output column the rows already have (a label of the dataset or a row column).
+
+    The rows would otherwise be scored first and the section refused after every model ran.
+    """
+    have = set(label_names) | ROW_COLUMNS
+    for i, use in enumerate(config.maps):
+        clash = [o for o in use.map.outputs if o in have]
+        if clash:
+            raise ConfigError(
+                f"profiles.condition_maps[{i}]: map '{use.map.name}' ({use.map.path}) writes the column(s) {', '.join(clash)}, which "
+                "the rows already have (a label column of the dataset or a column of the result rows); rename the dataset's "
+                "column or use another map file"
+            )
 
 
 def parse_gaps(raw: Any, where: str) -> tuple[tuple[str, str, str], ...]:

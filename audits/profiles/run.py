@@ -122,13 +122,10 @@ def normalizer_name(configured: str | None, ctx: SectionContext) -> str:
 def compute_profiles(frame: pd.DataFrame, config: ProfilesConfig, specs: Sequence[ModelSpec] = ()) -> dict[str, Any]:
     """Every figure of the section from scored rows (``score_table``'s frame).
 
-    When the run holds derived clips of a ``perturbations`` block, the conditions, gaps, rank
-    stability and label ladders use the source clips only (``perturbation=clean``), so that a
-    condition's WER is not mixed with the perturbed copies of its clips; speed uses every clip.
+    The section reads source clips (``AuditSection.reads``): the pipeline hands it the rows of the
+    dataset's own clips only (``audits.clips``), so a condition's WER is never mixed with derived
+    copies of its clips.
     """
-    all_rows = frame
-    if "perturbation" in frame.columns:
-        frame = frame[frame["perturbation"].astype("string") == "clean"]
     df, map_report = apply_maps(frame, config)
     map_columns = [o for use in config.maps for o in use.map.outputs]
     columns = list(dict.fromkeys(map_columns + [c for c in config.columns if c in df.columns]))
@@ -154,8 +151,8 @@ def compute_profiles(frame: pd.DataFrame, config: ProfilesConfig, specs: Sequenc
                       "paired": paired_gap_tests(df, gaps, config.n_boot, config.seed, config.alpha)},
         "rank_stability": rank_stability(df, conditions, config.n_boot, config.seed, config.alpha),
         "ladders": ladders(df, config.ladders, config.breaking_margin, config.n_boot, config.seed, config.alpha),
-        "trade_offs": trade_offs(all_rows, prof, specs, config.gpu_hour_usd),
-        "rows": "source clips only (perturbation=clean)" if "perturbation" in all_rows.columns else "every clip",
+        "trade_offs": trade_offs(frame, prof, specs, config.gpu_hour_usd),
+        "rows": "source clips",
     }
     return out
 

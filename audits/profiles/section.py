@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from audits.clips import DERIVED
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
@@ -31,6 +32,18 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
         from audits.profiles.config import parse_profiles_config
 
         return parse_profiles_config(raw, source)
+
+    def check_inputs(self, config: ProfilesConfig, dataset: Dataset) -> None:
+        """A condition map whose output column the rows already have is refused before any model loads."""
+        if not config.maps:
+            return
+        from audits.profiles.config import check_map_outputs
+
+        labels: set[str] = set()
+        for sid in dataset.shard_ids:
+            for u in dataset.load_shard(sid).utterances:
+                labels.update(u.labels)
+        check_map_outputs(config, labels)
 
     def run(self, config: ProfilesConfig, ctx: SectionContext) -> dict[str, Any]:
         from audits.profiles.run import run_profiles
@@ -60,11 +73,26 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
     title = "Perturbation ladders"
     order = 16
     needs_asr_models = True
+    reads = DERIVED  # the ladders: every derived clip against its source (``perturbation`` = clean)
 
     def parse(self, raw: Mapping[str, Any], source: str) -> PerturbationsConfig:
         from audits.profiles.perturbations import parse_perturbations
 
         return parse_perturbations(raw, source)
+
+    def check_inputs(self, config: PerturbationsConfig, dataset: Dataset) -> None:
+        """The derived clips' identities (levels distinct once formatted, ids unique among source and derived clips)
+        that there is audio to derive from, and the folders of recorded noise and room responses (headers, digests,
+        RT60s), before anything is derived, loaded or written."""
+        from audits.profiles.perturbations import check_sources
+        from engine.errors import ConfigError
+        from engine.perturb.derive import check_derivation_plan
+
+        if not dataset.has_audio:
+            raise ConfigError(f"perturbations: dataset '{dataset.name}' holds predictions only (no audio to derive clips from); "
+                "run the perturbations on the audio dataset")
+        check_derivation_plan(dataset, config.families)
+        check_sources(config)
 
     def prepare_dataset(self, config: PerturbationsConfig, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
         from audits.profiles.perturbations import derive
@@ -88,5 +116,6 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
         from audits.profiles.perturbations import render_perturbations
 
         note = ("Every clip at every level of every family, derived deterministically from the seed; "
-                "baseline = the clean clips; intervals: speaker-block bootstrap.")
+                "baseline = the clean clips; intervals: speaker-block bootstrap (a derived clip in its source's block). "
+                "The derived clips count here only: every other figure uses the source clips.")
         return self.title, render_perturbations(section, colors), note

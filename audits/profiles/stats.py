@@ -2,10 +2,10 @@
 
 Every WER is corpus-level (edits over reference words) on clips with speech, as in
 ``audits.asr.scoring``; every interval resamples whole speakers (speaker-block bootstrap; a clip
-without a speaker is its own block), with the percentile method, as in ``audits.asr.stats``. Every
-interval and test goes through the one testability rule (``audits.asr.stats.check_testable``):
-what the data cannot support is ``not_testable`` with the reason, never a zero-width interval or a
-p-value.
+without a speaker is its own block, with the clips derived from it), with the percentile method, as in
+``audits.asr.stats``. Every interval and test goes through the one testability rule
+(``audits.asr.stats.check_testable``): what the data cannot support is ``not_testable`` with the
+reason, never a zero-width interval or a p-value.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from audits.asr.stats import (
     percentile_interval,
     ratio_estimates,
 )
+from audits.clips import block_keys
 
 GAP_PAIR_METHOD = (
     "gap(A) - gap(B) on the clips both models scored; speakers of each side of the gap resampled once for both models "
@@ -50,8 +51,8 @@ def speech_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def blocks_of(rows: pd.DataFrame) -> np.ndarray:
-    """Speaker of each row, or the utterance id where the speaker is unknown."""
-    return rows["speaker"].where(rows["speaker"].notna(), rows["utt_id"]).astype(str).to_numpy()
+    """Speaker of each row, or its source clip where the speaker is unknown (a derived clip is in its source's block)."""
+    return block_keys(rows)
 
 
 def wer_with_interval(rows: pd.DataFrame, n_boot: int, seed: int, alpha: float = 0.05, name: str = "the group") -> dict[str, Any]:

@@ -52,6 +52,7 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     """
     from audits.asr.cohort import cohort_markdown
     from audits.asr.summary import write_summary
+    from audits.clips import source_rows
     from audits.reports.exports import write_exports
     from audits.reports.html import render_html
     from audits.reports.markdown import render_markdown
@@ -59,6 +60,10 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     from engine.store import atomic_write_text
 
     summary, table = result.plain_summary, result.table
+    if exports and len(table):  # two models that would share an export file: refused before anything is written
+        from audits.reports.exports import export_file_names
+
+        export_file_names(table["model"].astype(str).unique())
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -75,7 +80,8 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     extra = cohort_markdown(summary)
     atomic_write_text(out_dir / "report.md", md + ("\n" + extra if extra else ""))
     written["report_md"] = out_dir / "report.md"
-    atomic_write_text(out_dir / "report.html", render_html(summary, table, worst, scored=result.scored_frame))
+    # the page's rows (worst utterances, failures) are the source clips', as its figures are (audits.clips)
+    atomic_write_text(out_dir / "report.html", render_html(summary, source_rows(table), worst, scored=result.scored_frame))
     written["report_html"] = out_dir / "report.html"
     if exports:
         for kind, path in write_exports(summary, table, out_dir).items():

@@ -1,13 +1,15 @@
 """Exports of a run: Open ASR Leaderboard JSONL per model, the slice table as CSV, a DuckDB file.
 
-* ``exports/oasr/<model>.jsonl``: one line per scored utterance with the leaderboard's keys
+* ``exports/oasr/<model>.jsonl``: one line per scored source clip (derived clips of a
+  ``perturbations`` block are left out, as the summary's figures leave them out) with the leaderboard's keys
   ``audio_filepath`` (the utt_id), ``duration``, ``time`` (inference seconds), ``text`` (the raw
   reference) and ``pred_text`` (the raw hypothesis), plus the utterance's slice labels as
   extra keys (the leaderboard's tools ignore them; this project's ``oasr-predictions`` reader
   reads them back as labels). Failed rows are left out, as WER leaves them out, and counted in
   ``exports/oasr/index.json``.
 * ``exports/slices.csv``: one row per model and slice with WER and its interval.
-* ``exports/results.duckdb``: tables ``utterances``, ``models``, ``slices``, ``gaps``, ``pairs``, and
+* ``exports/results.duckdb``: tables ``utterances`` (every row, derived clips included, with their
+  ``perturbation`` column), ``models``, ``slices``, ``gaps``, ``pairs``, and
   every audit section's tables (``AuditSection.tables``), with their columns even when the
   section did not run.
 """
@@ -19,13 +21,15 @@ import json
 import logging
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from audits.clips import source_rows
 from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
+from engine.errors import ConfigError
 from engine.store import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,30 @@ def safe_filename(name: str) -> str:
     """A model name as a file name: path separators and odd characters become '_'."""
     s = re.sub(r"[^A-Za-z0-9._+-]+", "_", name).strip("._")
     return s or "model"
+
+
+def export_file_names(models: Iterable[str]) -> dict[str, str]:
+    """Each model's OASR export file (``<safe_filename>.jsonl``); ``ConfigError`` when two models would share one.
+
+    One rule for the run's check before any model loads and for the writer: ``sim x`` and
+    ``sim_x`` (or ``Sim-X`` and ``sim-x``, one file on a case-insensitive file system) are named
+    together with the file they would share, before anything is written.
+    """
+    names: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    clashes: list[str] = []
+    for model in sorted(dict.fromkeys(str(m) for m in models)):
+        file = f"{safe_filename(model)}.jsonl"
+        key = file.casefold()
+        if key in seen:
+            clashes.append(f"'{seen[key]}' and '{model}' (both exports/oasr/{names[seen[key]]})")
+        else:
+            seen[key] = model
+        names[model] = file
+    if clashes:
+        raise ConfigError(f"model names that would share one export file: {'; '.join(clashes)}; rename one of each pair "
+            "(in the model registry, or with a registry entry of another name)")
+    return names
 
 
 def _num(x: Any) -> float | None:
@@ -59,12 +87,8 @@ def write_oasr_jsonl(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
     labels = label_columns(table)
     paths: dict[str, Path] = {}
     index: dict[str, Any] = {}
-    used: dict[str, str] = {}
+    files = export_file_names(table["model"].astype(str).unique()) if len(table) else {}
     for model, g in sorted(table.groupby("model", sort=True), key=lambda kv: str(kv[0])):
-        name = safe_filename(str(model))
-        if name in used:
-            raise ValueError(f"models '{used[name]}' and '{model}' map to one export file name '{name}.jsonl'")
-        used[name] = str(model)
         lines: list[str] = []
         n_failed = 0
         for row in g.sort_values("utt_id").to_dict("records"):
@@ -83,7 +107,7 @@ def write_oasr_jsonl(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
                 if v is not None and not (isinstance(v, float) and math.isnan(v)):
                     rec[c] = v if isinstance(v, (str, int, float, bool)) else str(v)
             lines.append(json.dumps(rec, ensure_ascii=False))
-        path = out_dir / f"{name}.jsonl"
+        path = out_dir / files[str(model)]
         atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
         paths[str(model)] = path
         index[str(model)] = {"file": path.name, "n_rows": len(lines), "n_failed_left_out": n_failed}
@@ -131,7 +155,7 @@ def write_exports(summary: Mapping[str, Any], table: pd.DataFrame, run_dir: Path
     """Every export under ``run_dir/exports``; returns what was written by kind."""
     out = Path(run_dir) / "exports"
     written: dict[str, Path] = {"oasr": out / "oasr"}
-    write_oasr_jsonl(table, out / "oasr")
+    write_oasr_jsonl(source_rows(table), out / "oasr")  # the benchmark's clips, as the summary scores them
     written["slices_csv"] = write_slices_csv(summary, out / "slices.csv")
     if duckdb_file:
         written["duckdb"] = write_duckdb(summary, table, out / "results.duckdb")

@@ -22,6 +22,7 @@ from typing import Any, cast
 import pandas as pd
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from audits.clips import source_rows
 from audits.normalizing import get_normalizer
 from audits.result import RunResult
 from audits.run_dir import read_rows_file, read_run
@@ -175,7 +176,7 @@ def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
     if split:
         log.info("re-scoring %d model(s) whose rows are spread over several runs: %s", len(split), ", ".join(split))
         normalizer = get_normalizer(first["normalizer"]["name"])
-        scored = score_table(table[table["model"].isin(split)], normalizer)
+        scored = score_table(source_rows(table[table["model"].isin(split)]), normalizer)
         fresh = summarize_models(scored, _options_from(first))
         for m in split:
             facts: dict[str, Any] = {}
@@ -229,5 +230,5 @@ def _merged_comparisons(summary: dict[str, Any], table: pd.DataFrame, first: Map
         entry["gaps"] = [dict(g) for g in entry.get("gaps") or []]
     correct_gaps(summary["models"], opts.alpha)
     if len(table):
-        scored = score_table(table, get_normalizer(first["normalizer"]["name"]))
+        scored = score_table(source_rows(table), get_normalizer(first["normalizer"]["name"]))
         summary["comparisons"] = compare_models(scored.frame, opts.n_boot, opts.seed, opts.alpha)

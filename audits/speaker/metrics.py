@@ -134,6 +134,7 @@ def generate_trials(
     cross: str | None = None,
     max_per_class: int | None = 5000,
     seed: int = 0,
+    sources: Mapping[str, str] | None = None,
 ) -> TrialList:
     """Balanced target/non-target trials from speaker labels, deterministic for a given seed.
 
@@ -143,8 +144,11 @@ def generate_trials(
     number of available target pairs, capped by ``max_per_class``. Speakers with one clip
     cannot form target trials: they are listed and warned about, and their clips still serve
     in non-target trials. Utterances without a speaker label are listed and left out.
+    ``sources`` maps a clip derived by the run (``audits.clips``) to its source clip: no trial
+    pairs two clips of one source (a clip and its own derivation would be a trivial target trial).
     """
     labels = labels or {}
+    sources = sources or {}
     unlabelled = sorted(u for u, s in speakers.items() if s is None or str(s) == "")
     by_spk: dict[str, list[str]] = {}
     for utt in sorted(speakers):
@@ -169,6 +173,8 @@ def generate_trials(
         by_spk = {s: utts for s, utts in by_spk.items() if utts}
 
     def compatible(a: str, b: str) -> bool:
+        if sources.get(a, a) == sources.get(b, b):
+            return False
         return cross is None or cross_value(a) != cross_value(b)
 
     single = sorted(s for s, utts in by_spk.items() if len(utts) == 1)

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from audits.asr.summary import json_safe
+from audits.clips import clip_source
 from audits.judging import JudgeConfig, parse_judge_config
 from audits.section_config import parse_backend_list, parse_backend_options, resolve_path, str_list
 from audits.speaker.metrics import (
@@ -212,6 +213,11 @@ def run_options(recipe_decode: DecodeOptions | None) -> DecodeOptions:
 # --------------------------------------------------------------------------------------------
 
 
+def sources_of(meta: Mapping[str, UttMeta]) -> dict[str, str]:
+    """Each clip's source clip (``audits.clips``): a clip the run derived is its source's, never a speaker's new clip."""
+    return {u: clip_source(u, m.parent_id, m.labels) for u, m in meta.items()}
+
+
 def build_trials(cfg: SpeakerConfig, meta: Mapping[str, UttMeta]) -> tuple[TrialList, list[str]]:
     """Trials from the list file or generated from speaker labels; returns (trials, cohort utts).
 
@@ -233,7 +239,7 @@ def build_trials(cfg: SpeakerConfig, meta: Mapping[str, UttMeta]) -> tuple[Trial
     if cfg.cross is not None and not any(cfg.cross in m.labels for m in meta.values()):
         raise ConfigError(f"speaker.cross: no clip carries the label '{cfg.cross}'")
     labels = {u: m.labels for u, m in meta.items()}
-    tl = generate_trials(speakers, labels, cross=cfg.cross, max_per_class=cfg.max_per_class, seed=cfg.seed)
+    tl = generate_trials(speakers, labels, cross=cfg.cross, max_per_class=cfg.max_per_class, seed=cfg.seed, sources=sources_of(meta))
     cohort = sorted(u for u, m in meta.items() if m.speaker in held)
     return tl, cohort
 
@@ -340,7 +346,7 @@ def score_subset(
 
     speakers = {u: m.speaker for u, m in meta.items() if u in embeddings and match(m)}
     entry: dict[str, Any] = {"filter": {k: list(v) for k, v in flt.items()}, "n_utts": len(speakers)}
-    tl = generate_trials(speakers, max_per_class=cfg.max_per_class, seed=cfg.seed)
+    tl = generate_trials(speakers, max_per_class=cfg.max_per_class, seed=cfg.seed, sources=sources_of(meta))
     try:
         res = evaluate_speaker(embeddings, tl, threshold=threshold, p_target=cfg.p_target)
     except AuditError as exc:

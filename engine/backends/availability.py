@@ -18,19 +18,34 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Availability:
-    """Whether a model can run on this machine now, and one sentence saying why (not).
+    """Whether a model can run on this machine now, and why (not).
 
     ``checked`` is False when this machine cannot tell (weights that a worker with network
     access might download): the answer is then advisory, and the process that loads the model
-    decides.
+    decides. ``problems`` lists every reason it would not run as configured (``reason`` joins
+    them), so one look names all the fixes, not only the first.
     """
 
     runnable: bool
     reason: str
     checked: bool = True
+    problems: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return self.runnable
+
+    @classmethod
+    def refused(cls, problems: list[str] | tuple[str, ...]) -> Availability:
+        """Not runnable, for every one of ``problems`` (at least one)."""
+        unique = tuple(dict.fromkeys(problems))
+        return cls(False, "; ".join(unique), True, unique)
+
+    def plus(self, problems: list[str] | tuple[str, ...]) -> Availability:
+        """This answer with further definite problems added (none: unchanged)."""
+        if not problems:
+            return self
+        own = self.problems or ((self.reason,) if not self.runnable else ())
+        return Availability.refused((*own, *problems))
 
 
 def has_module(name: str) -> bool:
@@ -78,11 +93,41 @@ def local_or_cached(model: str, repo_id: str, is_model_dir: Callable[[Path], boo
     )
 
 
-def model_availability(backend: str, options: Mapping[str, Any], extra: str | None = None) -> Availability:
-    """Can a model (backend name + its options) run here now, and why (not)?
+def requirement_problems(requires: tuple[str, ...] | list[str]) -> list[str]:
+    """Packages a registry entry names in ``requires`` (``dist`` or ``dist>=version``) that are missing
+    or too old. A bare ``peft`` means the release transformers needs to load adapters."""
+    from engine.backends.checkpoint_checks import installed_version, older, peft_minimum
+
+    problems = []
+    for spec in requires:
+        name, _, need = str(spec).partition(">=")
+        name, need = name.strip(), need.strip() or (peft_minimum() or "" if name.strip() == "peft" else "")
+        have = installed_version(name)
+        wanted = f"{name}>={need}" if need else name
+        if have is None:
+            problems.append(f"needs {wanted} (not installed): pip install '{wanted}'")
+        elif need and older(have, need):
+            problems.append(f"needs {wanted} (found {name} {have}): pip install -U '{wanted}'")
+    return problems
+
+
+def hf_token_present() -> bool:
+    """Whether a Hugging Face token is configured (HF_TOKEN or the token file), without contacting the hub."""
+    import os
+
+    if os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN"):
+        return True
+    home = Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    return (Path(os.environ["HF_TOKEN_PATH"]) if os.environ.get("HF_TOKEN_PATH") else home / "token").is_file()
+
+
+def model_availability(backend: str, options: Mapping[str, Any], extra: str | None = None, requires: tuple[str, ...] | list[str] = (),
+        gated: bool = False) -> Availability:
+    """Can a model (backend name + its options) run here now, and why (not)? Every reason is named.
 
     ``extra`` names the pip extra that provides the backend's packages, when the registry entry
-    knows better than the backend's default.
+    knows better than the backend's default; ``requires`` and ``gated`` are the entry's own facts
+    (packages the checkpoint needs beyond the backend's, a hub repository behind accepted terms).
     """
     from engine.backends import ASR_BACKENDS
     from engine.errors import RegistryError
@@ -93,6 +138,13 @@ def model_availability(backend: str, options: Mapping[str, Any], extra: str | No
         return Availability(False, str(exc))
     check: Any = getattr(cls, "availability", None)
     if check is None:
-        return Availability(True, "the backend has no availability check", checked=False)
-    result: Availability = check(dict(options), extra)
-    return result
+        result = Availability(True, "the backend has no availability check", checked=False)
+    else:
+        result = check(dict(options), extra)
+    problems = requirement_problems(requires)
+    if gated and not result.runnable and not result.checked:  # a download is needed: the hub asks for accepted terms
+        repo = str(options.get("model") or "")
+        if not hf_token_present():
+            problems.append(f"gated repository: accept its conditions at https://huggingface.co/{repo} and log in "
+                            "(HF_TOKEN or huggingface-cli login), or copy the checkpoint to a folder and pass it as 'model'")
+    return result.plus(problems)

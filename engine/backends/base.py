@@ -3,6 +3,7 @@ and processes a batch of decoded mono 16 kHz float32 clips."""
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +52,18 @@ def package_versions(*distributions: str) -> dict[str, str]:
     return out
 
 
+UNSEEDED = 0xFFFFFFFF
+"""Left out of :func:`clip_seed`'s range: CTranslate2 reads this seed as "seed from the system's entropy"."""
+
+
+def clip_seed(seed: int, clip: np.ndarray) -> int:
+    """The seed of one clip's random draws (sampled decoding): the run's ``seed`` and the clip's
+    float32 samples, nothing else, so a clip's words never depend on what else is decoded."""
+    digest = hashlib.sha256(int(seed).to_bytes(8, "little", signed=False))
+    digest.update(np.ascontiguousarray(clip, dtype=np.float32).tobytes())
+    return int.from_bytes(digest.digest()[:8], "little") % UNSEEDED
+
+
 class Backend(ABC):
     """Common life cycle: ``__init__(**options)`` is cheap, ``load()`` does the heavy work."""
 
@@ -84,11 +97,19 @@ class Backend(ABC):
 
     @classmethod
     def availability(cls, options: Mapping[str, Any], extra: str | None = None) -> Availability:
-        """Can this backend run with ``options`` here? Cheap: no weights loaded, no network."""
+        """Can this backend run with ``options`` here? Cheap: no weights loaded, no network. A missing
+        package and a problem with the weights are both named (the weights are checked even when a
+        package is missing: they are files)."""
         missing = missing_modules(cls.requires)
-        if missing:
-            return Availability(False, f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'")
-        return cls.check_weights(options)
+        need = f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'"
+        try:
+            weights = cls.check_weights(options)
+        except ImportError:  # a check that needs the missing package itself
+            return Availability.refused([need])
+        if not missing:
+            return weights
+        rest = list(weights.problems) or ([weights.reason] if not weights.runnable else [])
+        return Availability.refused([need, *rest])
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from engine.data import Shard, Utterance
+from engine.data import RESERVED_LABELS, Shard, Utterance, check_derivation_link, check_label_names
+from engine.datasets.segments import check_segments, segment_stamp
 from engine.errors import ConfigError, ManifestError
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,21 @@ def check_unique_ids(utts: Sequence[Utterance], source: str) -> None:
         seen[u.utt_id] = u.source
 
 
+def check_reserved_columns(utts: Sequence[Utterance], source: str) -> None:
+    """Columns the engine writes (``engine.data.RESERVED_LABELS``, ``parent_id`` without a derivation
+    record) are refused when a dataset already has them: stop before any model loads or anything is written."""
+    for u in utts:
+        problem = check_label_names(u.labels, source)
+        field_name = next((k for k in u.labels if k in RESERVED_LABELS), None)
+        if problem is None:
+            problem, field_name = check_derivation_link(u.parent_id, u.derivation, source), "parent_id"
+        if problem is not None:
+            where = u.source or source
+            path, _, line = where.rpartition(":")
+            raise ManifestError(path if line.isdigit() else where, f"utterance '{u.utt_id}': {problem}",
+                line=int(line) if line.isdigit() else None, field=field_name)
+
+
 def check_limit(limit: Any) -> None:
     """``limit`` keeps the first N utterances: N must be a positive integer (a slice with -1 would drop the last clip)."""
     if limit is None:
@@ -158,11 +174,12 @@ def file_stamp(path: Path, full: bool = False) -> tuple[str, str]:
 
 
 def audio_stamp(utt: Utterance, root: Path | None, full: bool = False) -> tuple[str, str]:
-    """``(content, mtime)`` stamp of one clip: its file's (see ``file_stamp``) or a hash of its in-memory bytes."""
+    """``(content, mtime)`` stamp of one clip: its file's (see ``file_stamp``) or a hash of its in-memory bytes,
+    with the span of a segment (``engine.datasets.segments.segment_stamp``)."""
     if utt.audio_bytes is not None:
-        return (f"bytes:{len(utt.audio_bytes)}:{hashlib.sha256(utt.audio_bytes).hexdigest()[:20]}", "")
+        return segment_stamp((f"bytes:{len(utt.audio_bytes)}:{hashlib.sha256(utt.audio_bytes).hexdigest()[:20]}", ""), utt)
     path = audio_path_of(utt, root)
-    return _NO_AUDIO if path is None else file_stamp(path, full)
+    return _NO_AUDIO if path is None else segment_stamp(file_stamp(path, full), utt)
 
 
 def audio_stamps(utts: Sequence[Utterance], root: Path | None, full: bool = False) -> list[tuple[str, str]]:
@@ -180,7 +197,7 @@ def audio_stamps(utts: Sequence[Utterance], root: Path | None, full: bool = Fals
             out.append(audio_stamp(u, root, full))
         else:
             path = audio_path_of(u, root)
-            out.append(_NO_AUDIO if path is None else by_path[path])
+            out.append(_NO_AUDIO if path is None else segment_stamp(by_path[path], u))
     return out
 
 
@@ -252,6 +269,9 @@ def in_memory_dataset(
     check_limit(limit)
     utts = list(utts)[:limit] if limit is not None else list(utts)
     check_unique_ids(utts, source)
+    check_reserved_columns(utts, source)
+    if has_audio:
+        check_segments(utts, root, source)  # a span outside its file: refused before any model loads
     stamps = audio_stamps(utts, root) if has_audio else [_NO_AUDIO] * len(utts)
     shards: dict[str, Shard] = {}
     index: dict[str, ShardIndex] = {}

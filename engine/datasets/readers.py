@@ -9,7 +9,17 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine.data import RESERVED_KEYS, RESERVED_LABELS, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Shard, Utterance, check_label_names
+from engine.data import (
+    RESERVED_KEYS,
+    RESERVED_LABELS,
+    SPEECH_FREE_LABEL,
+    SPEECH_FREE_VALUE,
+    Shard,
+    Utterance,
+    check_derivation_link,
+    check_label_names,
+    is_speech_free,
+)
 from engine.datasets.base import (
     Dataset,
     ShardIndex,
@@ -20,6 +30,7 @@ from engine.datasets.base import (
     fingerprint_utterances,
     in_memory_dataset,
 )
+from engine.datasets.segments import bytes_source, check_segments, read_segment, segment_stamp
 from engine.errors import ConfigError, ManifestError
 
 log = logging.getLogger(__name__)
@@ -93,11 +104,11 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
         reference = str(text)
         if "\ufffd" in reference:
             problem = problem or "reference is not valid UTF-8 (replacement characters after decoding)"
-        elif not reference.strip() and row.get(SPEECH_FREE_LABEL) != SPEECH_FREE_VALUE:
+        elif not reference.strip() and not is_speech_free(row):
             problem = problem or (
                 f"reference is empty; a clip with no speech in it must say so with '{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}'"
             )
-        elif reference.strip() and row.get(SPEECH_FREE_LABEL) == SPEECH_FREE_VALUE:
+        elif reference.strip() and is_speech_free(row):
             problem = problem or f"'{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' but the reference is not empty"
     _, spk = _first(row, SPEAKER_KEYS)
     duration = row.get("duration", row.get("duration_s"))
@@ -105,22 +116,29 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
         duration_f = float(duration) if duration not in (None, "") else None
     except (TypeError, ValueError):
         raise ManifestError(source.rsplit(":", 1)[0], f"duration '{duration}' is not a number", line=index, field="duration") from None
+    segment = read_segment(row, source.rsplit(":", 1)[0], index)  # offset/duration: a span of a longer file
     labels = {k: lv for k, v in row.items() if k not in RESERVED_KEYS and k not in AUDIO_KEYS and (lv := _label_value(v)) is not None}
-    clash = check_label_names(labels, "the manifest")
+    file = source.rsplit(":", 1)[0]
+    clash = check_label_names(labels, file)
     if clash:
-        raise ManifestError(source.rsplit(":", 1)[0], clash, line=index, field=next(k for k in labels if k in RESERVED_LABELS))
+        raise ManifestError(file, clash, line=index, field=next(k for k in labels if k in RESERVED_LABELS))
+    derivation = _derivation(row.get("derivation"), source, index)
+    link = check_derivation_link(row.get("parent_id"), derivation, file)
+    if link:
+        raise ManifestError(file, link, line=index, field="parent_id")
     return Utterance(
         utt_id=utt_id,
         reference=reference,
         audio_path=audio_path,
         audio_bytes=audio_bytes,
-        duration_s=duration_f,
+        duration_s=duration_f if segment is None else segment[1],
         speaker=None if spk in (None, "") else str(spk),
         labels=labels,
         parent_id=row.get("parent_id") or None,
-        derivation=_derivation(row.get("derivation"), source, index),
+        derivation=derivation,
         source=source,
         problem=problem,
+        offset_s=None if segment is None else segment[0],
     )
 
 
@@ -248,11 +266,16 @@ class ParquetReader:
                 row = dict(row)
                 row["audio_filepath"] = "<parquet>"
                 light.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
-                stamps.append(stamp)
+                stamps.append(segment_stamp(stamp, light[-1]))
             if rows:
                 spans[f.stem] = (f, len(rows))
                 mine = light[first:]
-                index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, stamp) for u in mine))
+                if any(u.segment is not None for u in mine):  # segments: their spans are checked against the embedded audio
+                    akey = _first(dict.fromkeys(names), AUDIO_KEYS)[0] or "audio"
+                    cells = pq.read_table(f, columns=[akey]).column(akey).to_pylist()[: len(mine)]
+                    check_segments(mine, root, str(f), {u.utt_id: bytes_source(c) for u, c in zip(mine, cells) if u.segment is not None})
+                index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine),
+                    tuple(clip_digest(u, st) for u, st in zip(mine, stamps[first:])))
             if remaining is not None and remaining <= 0:
                 break
         check_unique_ids(light, str(p))
@@ -350,13 +373,18 @@ class HuggingFaceReader:
             row["audio_filepath"] = "<hf>"
             light.append(self._utterance(row, path, i))
         check_unique_ids(light, str(path))
+        seg_rows = [i for i, u in enumerate(light) if u.segment is not None]
+        if seg_rows:  # segments: their spans are checked against the rows' audio before any model loads
+            cells = ds.select(seg_rows)["audio"]
+            check_segments([light[i] for i in seg_rows], root, str(path),
+                {light[i].utt_id: bytes_source(c) for i, c in zip(seg_rows, cells)})
         spans: dict[str, tuple[int, int]] = {}
         index: dict[str, ShardIndex] = {}
         for start in range(0, len(light), shard_size):
             sid = f"s{start // shard_size:05d}"
             mine = light[start : start + shard_size]
             spans[sid] = (start, len(mine))
-            index[sid] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, stamp) for u in mine))
+            index[sid] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, segment_stamp(stamp, u)) for u in mine))
 
         def load(shard_id: str) -> Shard:
             start, n = spans[shard_id]
@@ -371,7 +399,7 @@ class HuggingFaceReader:
             _loader=load,
             root=root,
             n_utts=len(light),
-            fingerprint=fingerprint_utterances(light, root, [stamp] * len(light)),
+            fingerprint=fingerprint_utterances(light, root, [segment_stamp(stamp, u) for u in light]),
             shard_size=shard_size,
             index=index,
         )

@@ -3,7 +3,9 @@
 Every function is deterministic for its ``rng`` (and ffmpeg's encoders are run bit-exact,
 single-threaded), so a seed gives the same derived bytes on every run. Additive noise uses the
 demo corpus's SNR rule (``engine.corpus.transforms.mix_at_snr``: active speech power against
-background power), pink noise and synthetic music from the same module.
+background power), pink noise and synthetic music from the same module. Recorded noise and
+measured room responses come from ``engine.perturb.banks`` and are applied here
+(``mix_recorded``, ``convolve_rir``) by the same rules as the generated ones.
 """
 
 from __future__ import annotations
@@ -161,3 +163,100 @@ def gain(x: np.ndarray, gain_db: float) -> tuple[np.ndarray, dict[str, Any]]:
     y = np.asarray(x, dtype=np.float64) * 10 ** (gain_db / 20)
     clipped = int(np.count_nonzero(np.abs(y) > 1.0))
     return np.clip(y, -1.0, 1.0).astype(np.float32), {"gain_db": float(gain_db), "clipped_samples": clipped}
+
+
+def mix_recorded(x: np.ndarray, sr: int, background: np.ndarray, snr_db: float) -> tuple[np.ndarray, dict[str, Any]]:
+    """``x`` plus a recorded ``background`` (already fitted to the clip) at ``snr_db``, by the same rule as ``add_noise``."""
+    mix, levels = tf.mix_at_snr(x, background, snr_db, sr)
+    return _peak_safe(mix), {"noise": "recorded", **levels}
+
+
+def direct_path_index(h: np.ndarray) -> int:
+    """Index of the direct-path peak: the sample of largest magnitude.
+
+    Kaldi's ``wav-reverberate`` and Lhotse's ``ReverbWithImpulseResponse`` take the largest
+    sample (``argmax``); the magnitude is taken here so a response measured with inverted
+    polarity is aligned the same way (identical for a positive direct path).
+    """
+    return int(np.argmax(np.abs(np.asarray(h))))
+
+
+def convolve_rir(x: np.ndarray, sr: int, h: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+    """``x`` in the room of the impulse response ``h`` (at ``sr``): the clip's length, aligned to the direct path.
+
+    The response is scaled to unit energy (as torchaudio's RIR tutorial does), the convolution is
+    cut to start at the direct-path peak and keep the clip's length (Kaldi's ``--shift-output``,
+    enforced by Lhotse), and the result is brought back to the input's active speech level (the
+    rule of ``reverb``; Kaldi and Lhotse restore the whole-clip power instead).
+    """
+    from scipy.signal import fftconvolve
+
+    hh = np.asarray(h, dtype=np.float64)
+    energy = float(np.sum(hh**2))
+    if not math.isfinite(energy) or energy <= 0:
+        raise AudioError("the room impulse response is silent")
+    hh = hh / math.sqrt(energy)
+    peak = direct_path_index(hh)
+    y = fftconvolve(np.asarray(x, dtype=np.float64), hh)[peak: peak + len(x)]
+    p_in, p_out = tf.active_power(x, sr), tf.active_power(y, sr)
+    y = y * math.sqrt(p_in / p_out)
+    return _peak_safe(y), {"direct_path_index": peak, "direct_path_s": round(peak / sr, 6), "rir_samples": len(hh),
+        "rir_scaling": "unit energy", "output_level": "input active level"}
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of ``y`` on ``x``."""
+    xc = x - x.mean()
+    return float(np.dot(xc, y - y.mean()) / np.dot(xc, xc))
+
+
+def rt60_t20(h: np.ndarray, sr: int) -> float | None:
+    """Reverberation time of an impulse response: the T20 of its Schroeder decay curve (ISO 3382-2).
+
+    From the direct-path peak on, the energy is integrated backwards (Schroeder 1965) and the
+    least-squares slope of the curve between -5 and -25 dB is extrapolated to 60 dB. A tail that
+    ends in a flat noise floor (its last tenth within 3 dB of the tenth before) has the floor's
+    energy subtracted and is cut where its 10 ms envelope comes within 5 dB of the floor; the
+    energy lost beyond the cut (or beyond the end of a response stored too short) is added back
+    from the envelope's own decay rate, as Lundeby et al. (1995) do. None when the floor is
+    less than 35 dB below the peak (ISO 3382: T20's range must end 10 dB above the noise) or the
+    curve never falls 25 dB.
+    """
+    hh = np.asarray(h, dtype=np.float64)
+    if hh.size == 0 or not np.any(hh) or not np.all(np.isfinite(hh)):
+        return None
+    e = hh[direct_path_index(hh):] ** 2
+    block = max(1, round(0.01 * sr))
+    nb = len(e) // block
+    if nb < 4:
+        return None
+    env = e[: nb * block].reshape(nb, block).mean(axis=1)
+    top = float(env.max())
+    floor, end = 0.0, nb
+    tenth = max(1, nb // 10)
+    last, before = float(env[-tenth:].mean()), float(env[-2 * tenth: -tenth].mean())
+    if nb >= 20 and last > 0 and before <= 2.0 * last:  # the tail stopped decaying: a noise floor
+        floor = last
+        if top < floor * 10 ** 3.5:
+            return None
+        near = np.flatnonzero(env <= floor * 10 ** 0.5)
+        end = max(2, int(near[0])) if near.size else nb
+    kept = np.clip(env[:end] - floor, 1e-30, None)
+    kept_db = 10 * np.log10(kept / top)
+    fit = np.flatnonzero(kept_db <= -5.0)
+    tail = 0.0
+    if fit.size >= 2:
+        slope_db = _slope(fit * block / sr, kept_db[fit])  # dB per second
+        if slope_db < 0:
+            tail = float(kept[-1]) * sr / (-slope_db * math.log(10) / 10)  # sum of the missing exponential tail
+    edc = np.cumsum(np.clip(e[: end * block] - floor, 0.0, None)[::-1])[::-1] + tail
+    if edc[0] <= 0:
+        return None
+    edc_db = 10 * np.log10(np.maximum(edc, 1e-300) / edc[0])
+    if edc_db.min() > -25.0:
+        return None
+    start, stop = int(np.argmax(edc_db <= -5.0)), int(np.argmax(edc_db <= -25.0))
+    if stop - start < 2:
+        return None
+    slope = _slope(np.arange(start, stop + 1) / sr, edc_db[start: stop + 1])
+    return None if slope >= 0 else -60.0 / slope

@@ -11,10 +11,21 @@ Decoding defaults to greedy (``beam_size=1``) with Whisper's standard temperatur
 openai-whisper's and faster-whisper's ``transcribe`` do: temperatures 0.0, 0.2, ... 1.0, a clip is
 decoded again at the next temperature when its text compresses too well (zlib ratio > 2.4, a
 loop) or its mean token log-probability is below -1.0, unless it looks like silence (no-speech
-probability > 0.6). Sampled decodes draw ``best_of`` = 5 candidates from a generator seeded with
-``seed`` before each clip, so a run is repeatable. ``temperature: 0`` gives plain greedy
-decoding without fallback (the Open ASR Leaderboard's Whisper evaluation); ``beam_size: 5``
-matches faster-whisper's default beam. Every choice is recorded in ``info()``.
+probability > 0.6). Sampled decodes draw ``best_of`` = 5 candidates each. ``temperature: 0``
+gives plain greedy decoding without fallback (the Open ASR Leaderboard's Whisper evaluation);
+``beam_size: 5`` matches faster-whisper's default beam. Every choice is recorded in ``info()``.
+
+A clip's text depends on the clip alone, whatever its batch, shard, runner or a resume. The
+greedy pass needs no randomness and is batch-invariant (every clip is padded to the same 3000
+frames, and CTranslate2's kernels work per row). Sampling does need it, and CTranslate2 draws
+from one generator per worker thread, seeded only when that thread first samples
+(``set_random_seed`` later changes nothing for it): samples drawn for one clip would shift every
+later clip's draws, so a clip's fallback text would depend on what was decoded before it in the
+process. Each clip's sampled decodes therefore run on a fresh CTranslate2 instance of the same
+model (a new worker thread, so a new generator), seeded from ``seed`` and the clip's samples
+(:class:`_ClipSampler`). Its cost is one model construction per clip that falls back; on CPU the
+clip reuses its row of the batch's encoder output instead of being encoded again, which saves
+about as much (docs/performance.md, "A clip's own sampler").
 """
 
 from __future__ import annotations
@@ -23,15 +34,17 @@ import logging
 import math
 import os
 import sys
+import threading
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, clip_seed, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
@@ -82,7 +95,7 @@ _DEFAULTS: dict[str, Any] = {
     "temperature": STANDARD_TEMPERATURES,  # one value or a fallback schedule; 0 = greedy, no fallback
     "compression_ratio_threshold": 2.4,
     "best_of": 5,  # candidates per sampled (temperature > 0) decode
-    "seed": 0,  # seeds the sampler before each clip's fallback decodes
+    "seed": 0,  # with the clip's samples, seeds the sampler of each clip's fallback decodes
     "max_new_tokens": None,
     "download_root": None,
     "local_files_only": False,
@@ -136,6 +149,44 @@ def _load_capturing_cpu_report(load: Any) -> Any:
                     passed.append(line)
             if passed:
                 sys.stderr.write("\n".join(passed) + "\n")
+
+
+_SAMPLER_LOCK = threading.Lock()
+"""Held while a clip's sampled decodes run: CTranslate2's seed is one process-wide value, read by
+a worker thread when it first samples (and, on CUDA, when its random states grow)."""
+
+
+class _ClipSampler:
+    """Stands in for the loaded CTranslate2 model while one clip is decoded.
+
+    Greedy and beam ``generate`` calls (and everything else) go to the loaded model. Sampled calls
+    (``sampling_temperature`` given) go to a fresh instance of the same model, built on the first
+    such call with CTranslate2's seed set to the clip's seed, so its worker thread's generator
+    starts from that seed whatever the process sampled before. Use it through
+    :meth:`FasterWhisperBackend._clip_sampler`, which holds the lock and drops the instance.
+    """
+
+    def __init__(self, model: Any, build: Callable[[], Any], seed: int) -> None:
+        self._model = model
+        self._build = build
+        self._seed = seed
+        self._fresh: Any = None
+
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
+        if "sampling_temperature" not in kwargs:
+            return self._model.generate(*args, **kwargs)
+        if self._fresh is None:
+            import ctranslate2
+
+            ctranslate2.set_random_seed(self._seed)
+            self._fresh = self._build()
+        return self._fresh.generate(*args, **kwargs)
+
+    def close(self) -> None:
+        self._fresh = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
 
 class _Candidate(NamedTuple):
@@ -220,6 +271,12 @@ class FasterWhisperBackend(ASRBackend):
         self.last_word_timings: list[list[WordTiming]] = []
         self._largest_batch = 0
         self._cpu_threads: int | None = None
+        self._fresh_instances = 0  # CTranslate2 instances built for clips' sampled decodes
+
+    @property
+    def sampler_instances(self) -> int:
+        """CTranslate2 instances built for sampled decodes so far: one per clip that fell back."""
+        return self._fresh_instances
 
     # -- loading -----------------------------------------------------------------------------
     def _resolve_model_path(self) -> str:
@@ -286,6 +343,40 @@ class FasterWhisperBackend(ASRBackend):
 
         self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer(self.options["language"] or "en"), [-1]))
         log.info("loaded faster-whisper %s from %s on %s (%s)", self.options["model"], path, device, compute_type)
+
+    def _build_sampler_model(self) -> Any:
+        """A fresh CTranslate2 instance of the loaded model, built as ``WhisperModel`` builds its own."""
+        import ctranslate2
+
+        self._fresh_instances += 1
+        return ctranslate2.models.Whisper(
+            self._model_path,
+            device=self._device,
+            device_index=self.options["device_index"],
+            compute_type=self._compute_type,
+            intra_threads=self._cpu_threads,
+            inter_threads=1,
+        )
+
+    @contextmanager
+    def _clip_sampler(self, clip: np.ndarray) -> Iterator[_ClipSampler]:
+        """The model to decode ``clip`` with: sampled decodes draw from a generator of the clip's own."""
+        sampler = _ClipSampler(self._require_model().model, self._build_sampler_model, clip_seed(int(self.options["seed"]), clip))
+        with _SAMPLER_LOCK:
+            try:
+                yield sampler
+            finally:
+                sampler.close()
+
+    @contextmanager
+    def _whisper_for_clip(self, clip: np.ndarray) -> Iterator[Any]:
+        """``WhisperModel`` whose CTranslate2 model is the clip's sampler, for ``transcribe``'s own fallback."""
+        import copy
+
+        with self._clip_sampler(clip) as sampler:
+            whisper = copy.copy(self._require_model())
+            whisper.model = sampler
+            yield whisper
 
     def _require_model(self) -> Any:
         if self._model is None:
@@ -364,13 +455,16 @@ class FasterWhisperBackend(ASRBackend):
         for i, result in enumerate(results):
             cand = self._candidate(result, base_tok, temperatures[0])
             if len(temperatures) > 1 and self._needs_fallback(cand):
-                cand = self._fallback(features[i], prompts[i], base_tok, cand, max_length)
+                cand = self._fallback(clips[i], self._encoder_row(encoder_output, features, i), prompts[i], base_tok, cand, max_length)
             conf = {"asr_avg_logprob": cand.avg_logprob, "asr_no_speech_prob": float(cand.result.no_speech_prob)}
             texts.append(("" if self._is_silence(cand.result, cand.avg_logprob) else cand.text, conf))
         return texts
 
-    def _generate(self, encoder_output: Any, prompts: list[list[int]], temperature: float, max_length: int) -> list[Any]:
-        """One ``generate`` call: greedy/beam at temperature 0, ``best_of`` samples above it (as faster-whisper)."""
+    def _generate(self, encoder_output: Any, prompts: list[list[int]], temperature: float, max_length: int, model: Any = None) -> list[Any]:
+        """One ``generate`` call: greedy/beam at temperature 0, ``best_of`` samples above it (as faster-whisper).
+
+        ``model``: the CTranslate2 model to call (a clip's :class:`_ClipSampler` for sampled decodes).
+        """
         kwargs: dict[str, Any]
         if temperature > 0:
             kwargs = {
@@ -382,7 +476,7 @@ class FasterWhisperBackend(ASRBackend):
         else:
             kwargs = {"beam_size": int(self.options["beam_size"]), "patience": float(self.options["patience"])}
         return list(
-            self._require_model().model.generate(
+            (model or self._require_model().model).generate(
                 encoder_output,
                 prompts,
                 length_penalty=float(self.options["length_penalty"]),
@@ -414,22 +508,32 @@ class FasterWhisperBackend(ASRBackend):
                 needs = False  # silence: no fallback
         return needs
 
-    def _fallback(self, features: np.ndarray, prompt: list[int], tokenizer: Any, first: _Candidate, max_length: int) -> _Candidate:
-        """Decode one clip again at each higher temperature until a result passes; else the best tried.
-
-        The sampler is seeded before each clip, so the result does not depend on the clip's batch.
-        """
+    def _encoder_row(self, encoder_output: Any, features: np.ndarray, i: int) -> Any:
+        """Clip ``i``'s encoder output: on CPU a copy of its row of the batch's (the encoder works per
+        row, so it equals the clip's own encode), elsewhere the clip encoded again."""
+        if self._device != "cpu":
+            return self._require_model().encode(features[i][None])
         import ctranslate2
 
-        ctranslate2.set_random_seed(int(self.options["seed"]))
-        encoder_output = self._require_model().encode(features[None])
+        return ctranslate2.StorageView.from_array(np.array(np.asarray(encoder_output)[i : i + 1], copy=True))
+
+    def _fallback(
+        self, clip: np.ndarray, encoder_output: Any, prompt: list[int], tokenizer: Any, first: _Candidate, max_length: int
+    ) -> _Candidate:
+        """Decode one clip again at each higher temperature until a result passes; else the best tried.
+
+        The samples come from the clip's own generator (:meth:`_clip_sampler`), so the result does
+        not depend on the clip's batch or on anything decoded before it.
+        """
         tried = [first]
-        for temperature in self.options["temperature"][1:]:
-            cand = self._candidate(self._generate(encoder_output, [prompt], temperature, max_length)[0], tokenizer, temperature)
-            tried.append(cand)
-            if not self._needs_fallback(cand):
-                log.debug("faster-whisper fallback: clip decoded at temperature %.1f", temperature)
-                return cand
+        with self._clip_sampler(clip) as sampler:
+            for temperature in self.options["temperature"][1:]:
+                result = self._generate(encoder_output, [prompt], temperature, max_length, model=sampler)[0]
+                cand = self._candidate(result, tokenizer, temperature)
+                tried.append(cand)
+                if not self._needs_fallback(cand):
+                    log.debug("faster-whisper fallback: clip decoded at temperature %.1f", temperature)
+                    return cand
         cr_threshold = self.options["compression_ratio_threshold"]
         below = [c for c in tried if cr_threshold is not None and c.compression_ratio <= cr_threshold]
         return max(below or tried, key=lambda c: c.avg_logprob)
@@ -448,12 +552,6 @@ class FasterWhisperBackend(ASRBackend):
         if log_prob_threshold is None:
             return True
         return not avg_logprob > log_prob_threshold
-
-    def _seed(self) -> None:
-        """Seed CTranslate2's sampler so fallback decodes of ``transcribe`` are repeatable."""
-        import ctranslate2
-
-        ctranslate2.set_random_seed(int(self.options["seed"]))
 
     def _transcribe_kwargs(self) -> dict[str, Any]:
         return {
@@ -480,8 +578,8 @@ class FasterWhisperBackend(ASRBackend):
         Confidences: the segments' log-probabilities averaged with their token counts as weights,
         and the lowest no-speech probability of any segment (the clip holds speech if any window does).
         """
-        self._seed()
-        segments = list(self._require_model().transcribe(clip, without_timestamps=False, **self._transcribe_kwargs())[0])
+        with self._whisper_for_clip(clip) as whisper:
+            segments = list(whisper.transcribe(clip, without_timestamps=False, **self._transcribe_kwargs())[0])
         text = "".join(s.text for s in segments).strip()
         if not segments:
             return text, None
@@ -493,19 +591,19 @@ class FasterWhisperBackend(ASRBackend):
         """Reference path: ``WhisperModel.transcribe`` on one clip with the same decoding settings."""
         (clip,) = check_audio_batch([clip], SAMPLE_RATE, self.name)
         without_ts = clip.shape[0] <= _WINDOW_S * SAMPLE_RATE
-        self._seed()
-        segments, _ = self._require_model().transcribe(clip, without_timestamps=without_ts, **self._transcribe_kwargs())
-        return "".join(s.text for s in segments).strip()
+        with self._whisper_for_clip(clip) as whisper:
+            segments, _ = whisper.transcribe(clip, without_timestamps=without_ts, **self._transcribe_kwargs())
+            return "".join(s.text for s in segments).strip()
 
     def transcribe_with_word_timestamps(self, audio: np.ndarray) -> list[WordTiming]:
         """Words with start/end seconds and probability (cross-attention alignment), for probes."""
         (clip,) = check_audio_batch([audio], SAMPLE_RATE, self.name)
-        self._seed()
-        segments, _ = self._require_model().transcribe(clip, word_timestamps=True, **self._transcribe_kwargs())
         words: list[WordTiming] = []
-        for segment in segments:
-            for w in segment.words or []:
-                words.append(WordTiming(w.word.strip(), float(w.start), float(w.end), float(w.probability)))
+        with self._whisper_for_clip(clip) as whisper:
+            segments, _ = whisper.transcribe(clip, word_timestamps=True, **self._transcribe_kwargs())
+            for segment in segments:  # a generator: the decodes run here, inside the clip's sampler
+                for w in segment.words or []:
+                    words.append(WordTiming(w.word.strip(), float(w.start), float(w.end), float(w.probability)))
         return words
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -521,6 +619,8 @@ class FasterWhisperBackend(ASRBackend):
             "no_speech_threshold": self.options["no_speech_threshold"],
             "best_of": self.options["best_of"],
             "seed": self.options["seed"],
+            "sampler": "per clip: sampled fallback decodes run on a fresh CTranslate2 instance whose generator is seeded "
+            "from seed and the clip's samples (a clip's text does not depend on its batch or on what was decoded before it)",
             "cpu_threads": self._cpu_threads,
             "ct2_cpu": ct2_cpu_report() if self._device == "cpu" else {},
             "language": self.options["language"],

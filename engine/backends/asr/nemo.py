@@ -25,6 +25,7 @@ from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, lo
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
+from engine.backends.device import check_dtype, dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -35,7 +36,7 @@ _INSTALL_HINT = "pip install '.[nemo]' (nemo_toolkit[asr]==2.7.3)"
 _DEFAULTS: dict[str, Any] = {
     "model": None,  # pretrained name ('nvidia/parakeet-tdt-0.6b-v2') or path to a .nemo file
     "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
-    "dtype": "float32",  # 'float32' | 'float16' | 'bfloat16' (autocast on CUDA)
+    "dtype": "auto",  # 'auto' (bfloat16 on CUDA, float32 elsewhere, as the leaderboard) | 'float32' | 'float16' | 'bfloat16'
     "batch_size": None,  # None: NeMo batch = the batch the caller passes
     "source_lang": None,  # Canary-style multitask prompts
     "target_lang": None,
@@ -92,6 +93,24 @@ def _decoding_facts(model: Any) -> dict[str, Any]:
     return {"decoding": strategy, "decoding_settings": settings}
 
 
+def _leaderboard_decoding(model: Any) -> str | None:
+    """As the Open ASR Leaderboard's NeMo script: a model whose decoding strategy is not beam search
+    decodes with ``greedy_batch``. Returns the strategy it replaced, or None when nothing changed."""
+    cfg = getattr(model, "cfg", None)
+    decoding = cfg.get("decoding") if cfg is not None else None
+    if decoding is None or not hasattr(model, "change_decoding_strategy"):
+        return None
+    strategy = str(decoding.get("strategy", ""))
+    if strategy in ("beam", "greedy_batch"):
+        return None
+    from omegaconf import open_dict
+
+    with open_dict(model.cfg):
+        model.cfg.decoding.strategy = "greedy_batch"
+    model.change_decoding_strategy(model.cfg.decoding)
+    return f"{strategy} -> greedy_batch"
+
+
 class NemoBackend(ASRBackend):
     """NeMo ``ASRModel`` (``from_pretrained(name)`` or ``restore_from(path.nemo)``) or speechlm2 ``SALM``."""
 
@@ -123,8 +142,7 @@ class NemoBackend(ASRBackend):
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")
         check_batch_size(self.name, merged["batch_size"])
-        if merged["dtype"] not in ("float32", "float16", "bfloat16"):
-            raise ConfigError(f"{self.name}: option 'dtype' must be float32, float16 or bfloat16")
+        check_dtype(merged["dtype"], f"{self.name}: option 'dtype'")
         if merged["family"] not in _FAMILIES:
             raise ConfigError(f"{self.name}: option 'family' must be one of {', '.join(_FAMILIES)}, got {merged['family']!r}")
         merged["pnc"] = _pnc(merged["pnc"])
@@ -141,6 +159,7 @@ class NemoBackend(ASRBackend):
         self._model: Any = None
         self._device: str | None = None
         self._torch: Any = None
+        self._dtype_name: str | None = None
         self._largest_batch = 0
         self._facts: dict[str, Any] = {}
 
@@ -157,15 +176,16 @@ class NemoBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"the nemo backend needs NeMo ({'speechlm2' if salm else 'asr'} collection): {_INSTALL_HINT}") from exc
         self._torch = torch
-        device = str(self.options["device"])
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(self.options["device"])
+        # the leaderboard's precision: weights cast to bfloat16 on CUDA, float32 on the CPU
+        dtype_name = dtype_name_for(device, "bfloat16", self.options["dtype"])
+        self._dtype_name = dtype_name
         model = str(self.options["model"])
         if salm:
-            self._model, self._facts = load_salm(model, self.options["llm"], device)
+            self._model, self._facts = load_salm(model, self.options["llm"], device, getattr(torch, dtype_name))
             self._facts["prompt"] = rendered_prompt(self._model, str(self.options["prompt"]))
             self._device = device
-            log.info("loaded NeMo SALM %s on %s", model, device)
+            log.info("loaded NeMo SALM %s on %s/%s", model, device, dtype_name)
             return
         path = Path(model).expanduser()
         try:
@@ -182,14 +202,30 @@ class NemoBackend(ASRBackend):
                 f"cannot load NeMo model '{model}' ({exc}); if the hub is unreachable, download the .nemo file "
                 "where it is reachable and pass its path as 'model'"
             ) from exc
+        self._model.to(getattr(torch, dtype_name))
         self._model.eval()
         self._device = device
+        greedy = _leaderboard_decoding(self._model)
         self._facts = {"model_class": type(self._model).__name__, **_decoding_facts(self._model)}
+        if greedy:
+            self._facts["decoding_changed"] = greedy
         self._facts.update(self._canary_prompt())
-        log.info("loaded NeMo model %s on %s", model, device)
+        log.info("loaded NeMo model %s on %s/%s", model, device, dtype_name)
 
     def _prompt_kwargs(self) -> dict[str, Any]:
         return {k: self.options[k] for k in _CANARY_SLOTS if self.options[k] is not None}
+
+    def _transcribe_kwargs(self, size: int) -> dict[str, Any]:
+        """``transcribe`` arguments. Canary: its prompt slots, and long-form chunking switched off.
+        NeMo turns chunking on by itself when one clip (or batch_size 1) reaches a Canary that ships
+        a timestamps model, so a clip would be cut into 30-40 s pieces alone but not in a batch;
+        off, every clip is decoded whole, as in the leaderboard's batched runs."""
+        if not self._facts.get("prompt_format"):
+            return {"batch_size": size, "verbose": False}
+        from nemo.collections.asr.models.aed_multitask_models import MultiTaskTranscriptionConfig
+
+        config = MultiTaskTranscriptionConfig(batch_size=size, verbose=False, enable_chunking=False, prompt=self._prompt_kwargs() or None)
+        return {"override_config": config}
 
     def _canary_prompt(self) -> dict[str, Any]:
         """Canary: the decoder prompt ``transcribe`` will build (the model's prompt format over its
@@ -227,16 +263,14 @@ class NemoBackend(ASRBackend):
         size = int(self.options["batch_size"] or max(1, len(clips)))
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         torch = self._torch
-        dtype = getattr(torch, str(self.options["dtype"]))
-        use_autocast = dtype != torch.float32 and (self._device or "").startswith("cuda")
         device = self._device or "cpu"
-        with torch.inference_mode(), torch.autocast("cuda", dtype=dtype, enabled=use_autocast):
+        with torch.inference_mode():
             if self.options["family"] == "nemo-salm":
                 texts: list[str] = []
                 for start in range(0, len(clips), size):
                     texts.extend(salm_transcribe(self._model, clips[start : start + size], self.options, device))
                 return texts
-            output = self._model.transcribe(list(clips), batch_size=size, verbose=False, **self._prompt_kwargs())
+            output = self._model.transcribe(list(clips), **self._transcribe_kwargs(size))
         if isinstance(output, tuple):  # older RNNT models return (best, all_hypotheses)
             output = output[0]
         return [_hypothesis_text(item).strip() for item in output]
@@ -256,7 +290,7 @@ class NemoBackend(ASRBackend):
             backend=self.name,
             model_id=str(self.options["model"]),
             device=self._device or str(self.options["device"]),
-            dtype=str(self.options["dtype"]),
+            dtype=self._dtype_name or str(self.options["dtype"]),
             batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
             extra=extra,
         )

@@ -9,10 +9,11 @@ option names a local folder holding its tokenizer and config. This module loads 
 way ``SALM.from_pretrained`` does (``pretrained_weights=False``, then the safetensors weights,
 non-strict), with that one override, and says which of the two is missing before any download.
 
-Transcription follows the model card: the user turn ``Transcribe the following: <audio locator>``
-in the model's prompt format, the audio as a zero-padded batch with its lengths, ``generate`` with
-``max_new_tokens=128`` (greedy: the card sets no sampling), and ``tokenizer.ids_to_text`` of the
-answer (special tokens dropped), stripped.
+Transcription follows the model card and the Open ASR Leaderboard's ``run_eval_salm.py``: the
+user turn ``Transcribe the following: <audio locator>`` in the model's prompt format, the audio as
+a zero-padded batch with its lengths, ``generate`` with ``max_new_tokens=128`` (greedy: neither
+sets sampling), the answer cut at the first end-of-text token, ``tokenizer.ids_to_text`` of it
+(special tokens dropped), stripped. Weights in bfloat16 on CUDA, as the leaderboard loads them.
 """
 
 from __future__ import annotations
@@ -108,9 +109,10 @@ def _snapshot(model: str) -> Path:
             "and pass the folder as 'model'") from exc
 
 
-def load_salm(model: str, llm: str | None, device: str) -> tuple[Any, dict[str, Any]]:
-    """Build ``SALM`` from the folder's config (LLM taken from ``llm`` when given) and load its
-    weights; returns the model and facts for ``backend_info``."""
+def load_salm(model: str, llm: str | None, device: str, dtype: Any = None) -> tuple[Any, dict[str, Any]]:
+    """Build ``SALM`` from the folder's config (LLM taken from ``llm`` when given), load its weights
+    and cast them to ``dtype`` (the leaderboard: bfloat16 on CUDA); returns the model and facts for
+    ``backend_info``."""
     import torch
     from nemo.collections.speechlm2.models import SALM
     from safetensors.torch import load_model
@@ -131,6 +133,8 @@ def load_salm(model: str, llm: str | None, device: str) -> tuple[Any, dict[str, 
     if missing or unexpected:  # SALM.from_pretrained loads non-strictly too; say so, do not hide it
         log.warning("SALM %s: %d weights missing from the checkpoint, %d unused", model, len(missing), len(unexpected))
     salm.to(torch.device(device))
+    if dtype is not None:
+        salm.to(dtype)
     salm.eval()
     facts = {"llm": cfg["pretrained_llm"], "checkpoint_llm": saved_llm, "prompt_format": str(cfg.get("prompt_format")),
              "lora": "lora" in cfg, "weights_missing": len(missing), "weights_unused": len(unexpected)}
@@ -164,4 +168,10 @@ def salm_transcribe(salm: Any, clips: Sequence[np.ndarray], options: Mapping[str
         do_sample=False, num_beams=1, max_new_tokens=int(options["max_new_tokens"]))
     prompts = [salm_prompt(salm, str(options["prompt"])) for _ in clips]
     ids = salm.generate(prompts=prompts, audios=audio, audio_lens=lens, generation_config=config)
-    return [str(salm.tokenizer.ids_to_text(row.tolist())).strip() for row in ids]
+    return [str(salm.tokenizer.ids_to_text(answer_tokens(row.tolist(), salm.text_eos_id))).strip() for row in ids]
+
+
+def answer_tokens(row: list[int], eos_id: int) -> list[int]:
+    """The answer up to (not including) its first end-of-text token: what follows it in a batch is
+    padding or, where generation ran on, text the model never meant to say."""
+    return row[: row.index(eos_id)] if eos_id in row else row

@@ -29,7 +29,7 @@ import numpy as np
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
-from engine.backends.device import resolve_device
+from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -92,9 +92,7 @@ class Qwen3ASRBackend(ASRBackend):
             raise BackendUnavailable(f"the qwen3-asr backend needs the qwen-asr package: {_INSTALL_HINT}") from exc
         self._torch = torch
         device = resolve_device(self.options["device"])
-        dtype_name = str(self.options["dtype"])
-        if dtype_name == "auto":
-            dtype_name = "bfloat16" if device.startswith("cuda") else "float32"
+        dtype_name = dtype_name_for(device, "bfloat16", str(self.options["dtype"]))  # bfloat16 on CUDA, as the card and the leaderboard
         model = str(self.options["model"])
         path = Path(model).expanduser()
         if model.startswith((".", "/", "~")) and not path.is_dir():

@@ -8,7 +8,11 @@ post-processing in ``backend_info``.
 
 Checkpoints that ship their own Python code (``auto_map`` in config.json, e.g. lite-whisper) load
 only when the registry entry opts in with ``trust_remote_code: true``; otherwise they are refused
-with that fix. ``transformers`` and ``torch`` are an optional extra, imported only in ``load()``.
+with that fix, unless transformers has its own classes for the checkpoint's ``model_type`` (e.g.
+Cohere Transcribe, whose repository also ships code for older releases): those load, as the
+model card recommends, and the repository's code is not run. ``transformers`` and ``torch`` are
+an optional extra, imported only in ``load()``. Options go through the typed option layer
+(``OPTIONS``); ``dtype: auto`` is the family's reference precision (engine/backends/device.py).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
-from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
-from engine.backends.device import resolve_device
+from engine.backends.base import ASRBackend, BackendInfo, clip_seed, package_versions
+from engine.backends.bundled import check_audio_batch
+from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
+from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
+from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -32,28 +38,31 @@ log = logging.getLogger(__name__)
 
 _INSTALL_HINT = 'pip install ".[transformers]"'
 
-_DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N' | 'mps'
-    "dtype": "auto",  # 'auto' (float16 on CUDA, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
-    "batch_size": None,  # None: one forward pass per batch the caller passes
-    "language": None,  # Whisper-style generation language, e.g. 'en'
-    "task": None,  # 'transcribe' | 'translate' for multitask models
-    "num_beams": None,  # None: the family's model-card setting (greedy for most)
-    "max_new_tokens": None,
-    "generate_kwargs": None,  # extra keyword arguments for generate()
-    "revision": None,
-    "local_files_only": False,
-    "trust_remote_code": False,  # set by the registry from the entry's trust_remote_code: true
-    "attn_implementation": None,
-    "family": "auto",  # a family of engine/backends/asr/families (whisper, ctc, encoder-decoder, speech-llm, seq2seq-pipeline) or auto
-    "processor": None,  # processor source when the checkpoint ships none (lite-whisper: its base Whisper)
-    "prompt": None,  # speech-LLMs: replaces the model card's default instruction
-    "target_lang": None,  # MMS: language adapter (ISO 639-3, e.g. 'eng')
-    "punctuation": True,  # Cohere Transcribe: punctuation token in the decoder prompt
-}
-
 _TRANSFORMERS_FAMILIES = ("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline")
+
+#: The backend's options, checked by the typed option layer (engine/config.py): booleans only from
+#: booleans (a quoted "no" is refused, never read as true), integers in range, strings from their choices.
+OPTIONS: dict[str, Field] = {
+    "model": Field(str, None, "hub id or local model directory (required)", nullable=True),
+    "device": Field(str, "auto", "auto, cpu, cuda, cuda:N or mps"),
+    "dtype": Field(str, "auto", "auto: the family's reference precision on CUDA, float32 elsewhere", choices=("auto", *DTYPE_CHOICES)),
+    "batch_size": Field(int, None, "clips per forward pass; null: the batch the caller passes", ge=1, le=100_000, nullable=True),
+    "language": Field(str, None, "generation language (Whisper: for multilingual checkpoints; Cohere: its prompt language)", nullable=True),
+    "task": Field(str, None, "Whisper task for multilingual checkpoints", nullable=True, choices=("transcribe", "translate")),
+    "num_beams": Field(int, None, "beams; null: the family's reference setting (greedy for most)", ge=1, le=64, nullable=True),
+    "max_new_tokens": Field(int, None, "cap on generated tokens; null: the family's reference cap", ge=1, le=100_000, nullable=True),
+    "generate_kwargs": Field(dict, None, "extra keyword arguments for generate()", nullable=True),
+    "revision": Field(str, None, "hub revision (branch, tag or commit)", nullable=True),
+    "local_files_only": Field(bool, False, "never contact the hub"),
+    "trust_remote_code": Field(bool, False, "set by the registry from the entry's trust_remote_code: true"),
+    "attn_implementation": Field(str, None, "transformers attention implementation (sdpa, eager, ...)", nullable=True),
+    "family": Field(str, "auto", "the family loader; auto picks it from config.model_type", choices=("auto", *_TRANSFORMERS_FAMILIES)),
+    "processor": Field(str, None, "processor source when the checkpoint ships none (lite-whisper: its base Whisper)", nullable=True),
+    "prompt": Field(str, None, "speech-LLMs: replaces the reference instruction", nullable=True),
+    "system_prompt": Field(str, None, "speech-LLMs with a system turn (Granite Speech 3.3): its text; null: no system turn", nullable=True),
+    "target_lang": Field(str, None, "MMS: language adapter (ISO 639-3, e.g. eng)", nullable=True),
+    "punctuation": Field(bool, False, "Cohere Transcribe: punctuation and casing on (false: off, as the leaderboard runs it)"),
+}
 
 
 class TransformersBackend(ASRBackend):
@@ -67,28 +76,21 @@ class TransformersBackend(ASRBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
+        """The folder (local or the hub cache's snapshot), then the same checkpoint checks the load runs."""
         model = str(options.get("model") or "")
-        return local_or_cached(model, model, lambda p: (p / "config.json").is_file())
+        found = local_or_cached(model, model, lambda p: (p / "config.json").is_file())
+        folder = resolve_folder(model, options.get("revision")) if found.runnable else None
+        if folder is None:
+            return found
+        problems = transformers_checkpoint_problems(folder, {**{k: f.default for k, f in OPTIONS.items()}, **options}, model)
+        if problems:
+            return Availability.refused(problems)
+        return Availability(True, f"{found.reason}; weights, tokenizer, code policy and adapters checked")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
+        merged = check_fields(options, OPTIONS, f"{self.name} backend options")
         if not merged["model"]:
-            raise ConfigError(f"{self.name} backend needs option 'model' (a hub id or a local model directory)")
-        check_batch_size(self.name, merged["batch_size"])
-        for key in ("num_beams",):
-            value = merged[key]
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ConfigError(f"{self.name}: option '{key}' must be an integer >= 1 (or null: the model card's setting), got {value!r}")
-        if merged["dtype"] not in ("auto", "float32", "float16", "bfloat16"):
-            raise ConfigError(f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}")
-        if merged["generate_kwargs"] is not None and not isinstance(merged["generate_kwargs"], Mapping):
-            raise ConfigError(f"{self.name}: option 'generate_kwargs' must be a mapping")
-        if merged["family"] != "auto" and merged["family"] not in _TRANSFORMERS_FAMILIES:
-            raise ConfigError(f"{self.name}: option 'family' must be auto or one of {', '.join(_TRANSFORMERS_FAMILIES)}, got "
-                f"{merged['family']!r}")
-        if not isinstance(merged["trust_remote_code"], bool) or not isinstance(merged["punctuation"], bool):
-            raise ConfigError(f"{self.name}: options 'trust_remote_code' and 'punctuation' must be true or false")
+            raise ConfigError(f"{self.name} backend options: missing required key 'model' (a hub id or a local model directory)")
         super().__init__(**merged)
         self._kind: str | None = None  # the family that drives the checkpoint
         self._family: Any = None
@@ -98,6 +100,7 @@ class TransformersBackend(ASRBackend):
         self._dtype_name: str | None = None
         self._torch: Any = None
         self._largest_batch = 0
+        self._remote_code_skipped = False
 
     # -- loading -----------------------------------------------------------------------------
     def _source(self) -> str:
@@ -123,10 +126,17 @@ class TransformersBackend(ASRBackend):
         )
 
     def _remote_code_refused(self, source: str) -> BackendUnavailable:
-        return BackendUnavailable(
-            f"{source} ships its own model code (auto_map in config.json) and runs only with an explicit opt-in: "
-            "add 'trust_remote_code: true' to the model's registry entry (configs/models/*.yaml) after reviewing that code"
-        )
+        return BackendUnavailable(remote_code_message(source))
+
+    def _check_checkpoint(self, source: str) -> None:
+        """The checks ``--check`` runs (engine/backends/checkpoint_checks.py), on the folder the load
+        reads: a local directory, or the hub cache's snapshot when the checkpoint is already there."""
+        folder = Path(source) if Path(source).is_dir() else resolve_folder(source, self.options["revision"])
+        if folder is None:
+            return  # a download: transformers verifies what it fetches
+        problems = transformers_checkpoint_problems(folder, self.options, source, family_check=False)
+        if problems:
+            raise BackendUnavailable(f"cannot load {source}: " + "; ".join(problems))
 
     def _pick_family(self, model_type: str) -> Any:
         """The family the entry names, checked against the checkpoint; ``auto``: the one that drives it."""
@@ -159,11 +169,8 @@ class TransformersBackend(ASRBackend):
             raise BackendUnavailable(f"transformers backend needs transformers and torch: {_INSTALL_HINT}") from exc
         self._torch = torch
         device = resolve_device(self.options["device"])
-        dtype_name = str(self.options["dtype"])
-        if dtype_name == "auto":
-            dtype_name = "float16" if device.startswith("cuda") else "float32"
-        dtype = getattr(torch, dtype_name)
         source = self._source()
+        self._check_checkpoint(source)
         common: dict[str, Any] = {
             "revision": self.options["revision"],
             "local_files_only": bool(self.options["local_files_only"]),
@@ -175,9 +182,17 @@ class TransformersBackend(ASRBackend):
             if "trust_remote_code" in str(exc) and not common["trust_remote_code"]:
                 raise self._remote_code_refused(source) from exc
             raise self._unavailable(source, exc) from exc
+        self._remote_code_skipped = False
         if getattr(config, "auto_map", None) and not common["trust_remote_code"]:
-            raise self._remote_code_refused(source)
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+            if str(config.model_type) not in CONFIG_MAPPING:
+                raise self._remote_code_refused(source)
+            # transformers has its own classes for this model type (e.g. cohere_asr): they load, the repository's code does not run
+            self._remote_code_skipped = True
         family = self._pick_family(str(config.model_type))
+        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), str(self.options["dtype"]))
+        dtype = getattr(torch, dtype_name)
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
         if self.options["attn_implementation"]:
             model_kwargs["attn_implementation"] = self.options["attn_implementation"]
@@ -193,6 +208,11 @@ class TransformersBackend(ASRBackend):
         self._dtype_name = str(getattr(self._model, "dtype", dtype_name)).replace("torch.", "")
         log.info("loaded transformers %s (%s family) on %s/%s", source, self._kind, device, dtype_name)
 
+    @property
+    def family_loader(self) -> Any:
+        """The loaded family (its ``token_ids`` give the raw generate rows per clip), or None before ``load()``."""
+        return self._family
+
     # -- transcription -----------------------------------------------------------------------
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
         """Raw text per clip, ``batch_size`` clips per forward pass."""
@@ -203,10 +223,28 @@ class TransformersBackend(ASRBackend):
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         texts: list[str] = []
         with self._torch.inference_mode():
-            for start in range(0, len(clips), size):
-                chunk = clips[start : start + size]
-                texts.extend(self._family.transcribe(chunk))
+            if self._draws_samples():
+                # torch's one generator would be shared by the batch (and by every batch before it):
+                # a sampling clip is decoded alone, its draws seeded from its own samples
+                for clip in clips:
+                    self._torch.manual_seed(clip_seed(0, clip))
+                    texts.extend(self._family.transcribe([clip]))
+            else:
+                for start in range(0, len(clips), size):
+                    chunk = clips[start : start + size]
+                    texts.extend(self._family.transcribe(chunk))
         return [t.strip() for t in texts]
+
+    def _draws_samples(self) -> bool:
+        """Whether ``generate`` draws random numbers: ``do_sample`` (the entry's ``generate_kwargs``,
+        else the checkpoint's generation config) or a temperature above 0 (Whisper samples at every
+        non-zero temperature of a fallback schedule)."""
+        kwargs = dict(self.options["generate_kwargs"] or {})
+        config = getattr(self._model, "generation_config", None)
+        do_sample = kwargs["do_sample"] if "do_sample" in kwargs else getattr(config, "do_sample", False)
+        temperature = kwargs.get("temperature")
+        values = temperature if isinstance(temperature, (list, tuple)) else [temperature]
+        return bool(do_sample) or any(isinstance(t, (int, float)) and not isinstance(t, bool) and t > 0 for t in values)
 
     # -- bookkeeping -------------------------------------------------------------------------
     def info(self) -> BackendInfo:
@@ -219,6 +257,10 @@ class TransformersBackend(ASRBackend):
             extra["language"] = self.options["language"]
         if self.options["trust_remote_code"]:
             extra["trust_remote_code"] = True
+        if self._remote_code_skipped:
+            extra["remote_code"] = "the checkpoint's auto_map code was not run: transformers' own classes for its model_type"
+        if self._model is not None and self._draws_samples():
+            extra["sampling"] = "each clip decoded alone, torch's generator seeded from the clip's samples"
         extra.update(package_versions("transformers", "torch"))
         return BackendInfo(
             backend=self.name,

@@ -118,6 +118,10 @@ class HostedASRBackend(ASRBackend):
     vendor_defaults: ClassVar[dict[str, Any]] = {}
     #: ``api_key_env: ""`` means "send no key" (self-hosted servers); otherwise a key is required
     key_optional: ClassVar[bool] = False
+    #: vendor options that must be true or false, and those that must be one of a set of values
+    #: (checked when the backend is built: a string "false" never counts as true)
+    bool_options: ClassVar[tuple[str, ...]] = ()
+    choice_options: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     @classmethod
     def _merged(cls, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -173,6 +177,12 @@ class HostedASRBackend(ASRBackend):
             value = merged[key]
             if value is not None and (not _finite(value) or value < 0):
                 raise ConfigError(f"{self.name}: option '{key}' must be a non-negative finite number or null, got {value!r}")
+        for key in self.bool_options:
+            if not isinstance(merged[key], bool):
+                raise ConfigError(f"{self.name}: option '{key}' must be true or false, got {merged[key]!r}")
+        for key, allowed in self.choice_options.items():
+            if merged[key] not in allowed:
+                raise ConfigError(f"{self.name}: option '{key}' must be one of {', '.join(map(repr, allowed))}, got {merged[key]!r}")
         cap = merged["max_response_bytes"]
         if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1024:
             raise ConfigError(f"{self.name}: option 'max_response_bytes' must be an integer of at least 1024 (bytes), got {cap!r}")

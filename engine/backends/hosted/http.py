@@ -4,6 +4,9 @@ Why one client: a paid sweep needs the same guarantees from every vendor (never 
 another origin, back off when told to, give up with a clear error on bad credentials) and these
 are easy to get subtly wrong once per vendor.
 
+- Connections are kept alive and reused (urllib3's pool, one per client and process; at most
+  ``max_concurrency`` kept per origin), so a clip costs no TCP or TLS handshake once the first
+  requests are made; a kept-alive connection the server closed meanwhile is replaced at once.
 - Credentials are built per request from a callable (the backend reads its environment variable
   at call time) and are attached only to requests whose origin equals the configured base URL.
   An absolute URL from a response (a result or polling URL) is followed only when it has that
@@ -34,18 +37,22 @@ import http.client
 import json
 import logging
 import math
+import os
 import re
 import socket
 import ssl
+import string
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import urllib3
 
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.config import Field
@@ -57,6 +64,10 @@ RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
 #: default cap on one answer's body (vendors' transcripts are kilobytes; 64 MiB is generous)
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 _CHUNK = 64 * 1024
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+#: redirects one request may follow, and visits of one URL (urllib's limits)
+_MAX_REDIRECTS = 10
+_MAX_REPEATS = 4
 
 
 TRANSPORT_FIELDS: dict[str, Field] = {
@@ -108,44 +119,10 @@ def checked_origin(url: str, what: str) -> tuple[str, str, int]:
         raise HostedRequestError(f"{what} is not a valid URL ({_safe_url(url)}): {exc}; refused") from None
 
 
-class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect only within the request's origin; anything else is an error."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-            newurl: str) -> urllib.request.Request | None:
-        target = urllib.parse.urljoin(req.full_url, newurl)
-        where = f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that"
-        if checked_origin(target, where) != origin(req.full_url):
-            raise UnsafeRedirectError(
-                f"{_safe_url(req.full_url)} redirected (HTTP {code}) to another origin {_safe_url(target)}; "
-                "refused so that the API key is not sent there. Point base_url at the final endpoint if this is expected"
-            )
-        new: urllib.request.Request | None
-        if code in (307, 308):  # same method and body (urllib would refuse a POST here)
-            new = urllib.request.Request(target, data=req.data, headers=dict(req.header_items()), method=req.get_method(),
-                unverifiable=True)
-        else:
-            new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None:
-            new.audit_deadline = getattr(req, "audit_deadline", None)  # type: ignore[attr-defined]
-        return new
-
-    def http_error_302(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any) -> Any:
-        """urllib's redirect, with a Location it cannot parse turned into a clean error."""
-        try:
-            return super().http_error_302(req, fp, code, msg, headers)
-        except ValueError as exc:
-            raise HostedRequestError(
-                f"{_safe_url(req.full_url)} redirected (HTTP {code}) to an address that is not a valid URL "
-                f"({_safe_url(str(headers.get('Location') or headers.get('URI') or ''))}): {exc}; refused"
-            ) from None
-
-    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
-
-
 class _Deadline:
     """The whole-request deadline of one attempt: at ``seconds`` a timer shuts every socket the
-    attempt opened, which wakes a read blocked on a trickling server; ``expired`` then says why."""
+    attempt used (a pooled connection's included), which wakes a read blocked on a trickling
+    server; ``expired`` then says why."""
 
     def __init__(self, seconds: float) -> None:
         self.expired = False
@@ -155,11 +132,13 @@ class _Deadline:
         self._timer.daemon = True
 
     def __enter__(self) -> _Deadline:
+        _CURRENT.deadline = self
         self._timer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._timer.cancel()
+        _CURRENT.deadline = None
 
     def watch(self, sock: socket.socket | None) -> None:
         if sock is None:
@@ -186,57 +165,100 @@ def _shut(sock: socket.socket) -> None:
         pass  # already closed, detached (wrapped by TLS) or never connected: nothing to wake
 
 
-class _WatchedConnection:
-    """Mix-in for http.client connections: every socket they open is handed to the deadline."""
+#: Per thread: the deadline of the attempt this thread is making (connections hand it their
+#: sockets) and whether its last request went out on a connection that had carried one before.
+_CURRENT = threading.local()
 
-    audit_deadline: _Deadline | None = None
+
+def _watch(sock: socket.socket | None) -> None:
+    deadline = getattr(_CURRENT, "deadline", None)
+    if deadline is not None:
+        deadline.watch(sock)
+
+
+class _WatchedConnection:
+    """Mix-in for urllib3's connections: every socket they open (the raw one too, so a trickled
+    TLS handshake is cut) and the socket each request goes out on are handed to the calling
+    thread's deadline; a request on a connection that carried one before is marked as reused."""
+
+    sock: socket.socket | None
+    _audit_last_sock: socket.socket | None = None
+
+    def _new_conn(self) -> socket.socket:
+        sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+        _watch(sock)
+        return sock
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]
-        if self.audit_deadline is not None:
-            self.audit_deadline.watch(getattr(self, "sock", None))
+        _watch(self.sock)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _CURRENT.reused = self.sock is not None and self.sock is self._audit_last_sock
+        _watch(self.sock)
+        super().request(*args, **kwargs)  # type: ignore[misc]
+        self._audit_last_sock = self.sock
 
 
-class _WatchedHTTP(_WatchedConnection, http.client.HTTPConnection):
+class _HTTPConnection(_WatchedConnection, urllib3.connection.HTTPConnection):
     pass
 
 
-class _WatchedHTTPS(_WatchedConnection, http.client.HTTPSConnection):
+class _HTTPSConnection(_WatchedConnection, urllib3.connection.HTTPSConnection):
     pass
 
 
-def _factory(cls: type[Any], req: urllib.request.Request) -> Callable[..., Any]:
-    deadline = getattr(req, "audit_deadline", None)
-
-    def make(*args: Any, **kwargs: Any) -> Any:
-        conn = cls(*args, **kwargs)
-        conn.audit_deadline = deadline
-        if deadline is not None:  # the raw socket too, so a trickled TLS handshake is cut as well
-            create = conn._create_connection
-
-            def watched(*a: Any, **k: Any) -> socket.socket:
-                sock = create(*a, **k)
-                deadline.watch(sock)
-                return sock
-
-            conn._create_connection = watched
-        return conn
-
-    return make
+class _HTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
 
 
-class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
-    def http_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_factory(_WatchedHTTP, req), req)
+class _HTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
 
 
-class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, context: ssl.SSLContext | None = None) -> None:
-        super().__init__(context=context)
-        self._audit_context = context
+def _pool_manager(base_url: str, ssl_context: ssl.SSLContext | None, maxsize: int) -> urllib3.PoolManager:
+    """Keep-alive connections for one client: ``maxsize`` kept per origin (more are opened when more
+    threads need one, and closed after use). urllib3 retries and redirects nothing here (the
+    client does both itself); proxies come from the environment as urllib took them
+    (``https_proxy``, ``no_proxy``, ...)."""
+    kw: dict[str, Any] = {"num_pools": 4, "maxsize": max(1, maxsize), "block": False, "retries": False}
+    if ssl_context is not None:
+        kw["ssl_context"] = ssl_context
+        if ssl_context.verify_mode == ssl.CERT_NONE:  # the backend logged a warning once; not one per request
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
+    scheme, host, _ = origin(base_url)
+    proxy = urllib.request.getproxies().get(scheme)
+    manager: urllib3.PoolManager
+    if proxy and not urllib.request.proxy_bypass(host):
+        manager = urllib3.ProxyManager(proxy, **kw)
+    else:
+        manager = urllib3.PoolManager(**kw)
+    manager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+    return manager
 
-    def https_open(self, req: urllib.request.Request) -> Any:
-        return self.do_open(_factory(_WatchedHTTPS, req), req, context=self._audit_context)
+
+def _stale(exc: BaseException) -> bool:
+    """A kept-alive connection the server had closed: the request could not go out or got no answer at all."""
+    if not isinstance(exc, urllib3.exceptions.ProtocolError):
+        return False
+    cause = exc.args[1] if len(exc.args) > 1 else None
+    return isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError))
+
+
+def _drain(resp: Any, limit: int = _CHUNK) -> bool:
+    """Read and drop a small answer body (a redirect's); True when it ended, so the connection can be kept."""
+    try:
+        resp.read(limit, decode_content=False)
+        return bool(resp.length_remaining == 0 or (resp.length_remaining is None and not resp.read(1, decode_content=False)))
+    except Exception:  # noqa: BLE001 - a broken body only means the connection is not kept
+        return False
+
+
+def _release(resp: Any, keep: bool) -> None:
+    """Hand the connection back to the pool: kept alive when its answer was read to the end, else closed."""
+    if not keep:
+        resp.close()
+    resp.release_conn()
 
 
 def _safe_url(url: str) -> str:
@@ -399,8 +421,12 @@ class HostedClient:
         self.max_response_bytes = max_response_bytes
         self.key_env = key_env
         self.limits = shared_limits(vendor, base_url, max_concurrency, requests_per_minute)
-        handlers: list[Any] = [_SameOriginRedirects(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler(ssl_context)]
-        self._opener = urllib.request.build_opener(*handlers)
+        self._ssl_context = ssl_context
+        self._max_concurrency = max_concurrency
+        self._pool_lock = threading.Lock()
+        self._pool_pid = -1
+        self._manager: urllib3.PoolManager | None = None
+        self._timeout = urllib3.Timeout(connect=timeout_s, read=timeout_s)  # per socket operation; the deadline bounds the whole
         self._lock = threading.Lock()
         self.http_requests = 0
         self.retries = 0
@@ -437,29 +463,128 @@ class HostedClient:
                 )
         return headers
 
+    def pool(self) -> urllib3.PoolManager:
+        """This process's connection pool (a forked or spawned worker builds its own: sockets are never shared)."""
+        with self._pool_lock:
+            if self._manager is None or self._pool_pid != os.getpid():
+                self._manager = _pool_manager(self.base_url, self._ssl_context, self._max_concurrency)
+                self._pool_pid = os.getpid()
+            return self._manager
+
+    def close(self) -> None:
+        """Close the kept-alive connections (a later request opens new ones)."""
+        with self._pool_lock:
+            if self._manager is not None and self._pool_pid == os.getpid():
+                self._manager.clear()
+            self._manager = None
+
     def _read_body(self, resp: Any, url: str) -> bytes:
         """The body, streamed and capped at ``max_response_bytes``; a body cut short is an error."""
         cap = self.max_response_bytes
         length = resp.headers.get("Content-Length")
         declared = int(length) if length is not None and length.strip().isdigit() else None
-        too_big = (
-            f"{self.vendor}: {_safe_url(url)} answered more than max_response_bytes ({cap} bytes)%s; refused without reading it "
-            "whole: raise max_response_bytes if this vendor's answers are really that large"
-        )
+
+        def too_big(why: str) -> ResponseTooLargeError:  # built only when needed (the URL passes the scrubber)
+            return ResponseTooLargeError(
+                f"{self.vendor}: {_safe_url(url)} answered more than max_response_bytes ({cap} bytes){why}; refused without reading "
+                "it whole: raise max_response_bytes if this vendor's answers are really that large"
+            )
+
         if declared is not None and declared > cap:
-            raise ResponseTooLargeError(too_big % f" (Content-Length {declared})")
+            raise too_big(f" (Content-Length {declared})")
         buf = bytearray()
         while True:
-            chunk = resp.read1(_CHUNK)
+            chunk = resp.read1(_CHUNK, decode_content=False)  # the bytes as sent, as urllib gave them
             if not chunk:
                 break
             buf += chunk
             if len(buf) > cap:
-                raise ResponseTooLargeError(too_big % "")
-        missing = getattr(resp, "length", None)
+                raise too_big("")
+        missing = resp.length_remaining
         if missing:
             raise http.client.IncompleteRead(bytes(buf[-64:]), missing)
         return bytes(buf)
+
+    def _send(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> Any:
+        """One request on a pooled connection; a kept-alive connection the server had closed in the
+        meantime is replaced once at once (the request never reached the server: no retry is spent)."""
+        kw: dict[str, Any] = {"body": body, "headers": headers, "redirect": False, "retries": False, "preload_content": False,
+            "decode_content": False, "timeout": self._timeout}
+        _CURRENT.reused = False
+        try:
+            return self.pool().urlopen(method, url, **kw)
+        except urllib3.exceptions.ProtocolError as exc:
+            deadline = getattr(_CURRENT, "deadline", None)
+            if not (getattr(_CURRENT, "reused", False) and _stale(exc)) or (deadline is not None and deadline.expired):
+                raise
+            log.debug("%s: a kept-alive connection to %s was closed by the server; sending on a new one", self.vendor, _safe_url(url))
+            with self._lock:
+                self.http_requests += 1
+            return self.pool().urlopen(method, url, **kw)
+
+    def _open(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> Any:
+        """Send, following redirects within the base URL's origin only (with the credentials, as
+        before); a redirect elsewhere is refused before anything is sent there.
+
+        As urllib did: 307/308 repeat the method and body; 301/302/303 turn a POST into a GET
+        without body or content headers (GET and HEAD stay), and refuse other methods; at most 10
+        redirects, and the same URL at most 4 times.
+        """
+        visited: dict[str, int] = {}
+        while True:
+            resp = self._send(method, url, body, headers)
+            code = resp.status
+            location = resp.headers.get("Location") or resp.headers.get("URI")
+            if code not in _REDIRECTS or not location:
+                return resp
+            _release(resp, keep=_drain(resp))
+            where = f"{_safe_url(url)} redirected (HTTP {code}) to an address that"
+            try:
+                parts = urllib.parse.urlparse(location)
+                if parts.scheme not in ("http", "https", ""):
+                    raise HostedRequestError(f"{self.vendor}: {where} is not http(s) ({_safe_url(location)}); refused")
+                if not parts.path and parts.netloc:
+                    location = urllib.parse.urlunparse(parts._replace(path="/"))
+                target = urllib.parse.quote(urllib.parse.urljoin(url, location), encoding="iso-8859-1", safe=string.punctuation)
+            except ValueError as exc:
+                raise HostedRequestError(f"{where} is not a valid URL ({_safe_url(location)}): {exc}; refused") from None
+            if checked_origin(target, where) != origin(url):
+                raise UnsafeRedirectError(
+                    f"{_safe_url(url)} redirected (HTTP {code}) to another origin {_safe_url(target)}; "
+                    "refused so that the API key is not sent there. Point base_url at the final endpoint if this is expected"
+                )
+            if code in (301, 302, 303) and method not in ("GET", "HEAD"):
+                if method != "POST":
+                    raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code} asks to repeat a {method} "
+                        "as a GET; refused")
+                method, body = "GET", None
+                headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-type")}
+            visited[target] = visited.get(target, 0) + 1
+            if visited[target] > _MAX_REPEATS or len(visited) > _MAX_REDIRECTS:
+                raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code}: redirects that would lead to an "
+                    "infinite loop; refused")
+            url = target
+
+    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
+            ok: Sequence[int]) -> tuple[int, dict[str, str], bytes, str]:
+        """(status, headers, body if the status is in ``ok``, the scrubbed start of an error body).
+        The connection goes back to the pool only when its answer was read to the end."""
+        resp = self._open(method, url, body, headers)
+        keep = False
+        try:
+            status = int(resp.status)
+            rheaders = {k.lower(): v for k, v in resp.headers.items()}
+            if status in ok:
+                data = self._read_body(resp, url)
+                keep = True
+                return status, rheaders, data, ""
+            if 200 <= status < 300:
+                return status, rheaders, b"", ""
+            detail = self.redact(resp.read(4000, decode_content=False).decode("utf-8", "replace"))[:300]
+            keep = resp.length_remaining == 0
+            return status, rheaders, b"", detail
+        finally:
+            _release(resp, keep)
 
     def request(
         self,
@@ -479,7 +604,8 @@ class HostedClient:
             hdrs = {"Accept": "application/json", "User-Agent": "audit-engine", **dict(headers or {}), **self._credentials()}
             if content_type:
                 hdrs["Content-Type"] = content_type
-            req = urllib.request.Request(url, data=body, headers=hdrs, method=method)
+            elif body is not None:  # what urllib sent for a body without a type
+                hdrs.setdefault("Content-Type", "application/x-www-form-urlencoded")
             retry_after: float | None = None
             with self.limits.semaphore:
                 self.limits.rate.wait()
@@ -487,32 +613,18 @@ class HostedClient:
                     self.http_requests += 1
                 t0 = time.perf_counter()
                 deadline = _Deadline(self.timeout_s)
-                req.audit_deadline = deadline  # type: ignore[attr-defined]
                 try:
                     with deadline:
-                        try:
-                            with self._opener.open(req, timeout=self.timeout_s) as resp:
-                                status = resp.status
-                                rheaders = {k.lower(): v for k, v in resp.headers.items()}
-                                data = self._read_body(resp, url) if status in ok else b""
-                        except urllib.error.HTTPError as exc:
-                            with exc:
-                                detail = self.redact(exc.read(4000).decode("utf-8", "replace"))[:300]
-                            if deadline.expired:
-                                raise DeadlineExceeded() from None
-                            self._raise_for_status(exc.code, method, url, detail)
-                            last = f"HTTP {exc.code}: {detail}"
-                            retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None, self.max_backoff_s)
-                            status = -1
+                        status, rheaders, data, detail = self._exchange(method, url, body, hdrs, ok)
                     if deadline.expired:
                         raise DeadlineExceeded()
-                    if status >= 0:
-                        elapsed = time.perf_counter() - t0
-                        if status in ok:
-                            return Response(url, status, rheaders, data, elapsed)
-                        last = f"HTTP {status}"
-                        if status not in RETRY_STATUS:
-                            raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: unexpected HTTP {status}")
+                    if status in ok:
+                        return Response(url, status, rheaders, data, time.perf_counter() - t0)
+                    if 200 <= status < 300:
+                        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: unexpected HTTP {status}")
+                    self._raise_for_status(status, method, url, detail)
+                    last = f"HTTP {status}: {detail}"
+                    retry_after = parse_retry_after(rheaders.get("retry-after"), self.max_backoff_s)
                 except (UnsafeRedirectError, HostedRequestError, HostedAuthError, HostedQuotaError):
                     raise
                 except Exception as exc:  # noqa: BLE001 - every transport failure becomes a retry or a clean error
@@ -535,7 +647,9 @@ class HostedClient:
         """What a failed attempt says (for a retry), or raise when retrying cannot help."""
         if deadline.expired or isinstance(exc, DeadlineExceeded):
             return f"no complete answer within timeout_s={self.timeout_s:g} s (a whole-request deadline)"
-        reason = getattr(exc, "reason", exc)
+        reason = getattr(exc, "reason", None) or exc
+        if isinstance(exc, urllib3.exceptions.SSLError) and exc.args and isinstance(exc.args[0], BaseException):
+            reason = exc.args[0]  # urllib3 wraps the ssl module's error
         if isinstance(reason, (UnsafeRedirectError, HostedRequestError)):
             raise reason from None
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -545,7 +659,7 @@ class HostedClient:
             ) from None
         if isinstance(exc, ValueError) or isinstance(reason, ValueError):  # an invalid URL or header, from the library
             raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} cannot be sent: {self.redact(str(reason))[:300]}") from None
-        if isinstance(exc, (OSError, http.client.HTTPException)):
+        if isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)):
             return f"{type(exc).__name__}: {self.redact(str(reason))[:300]}"
         raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed: "
                                  f"{type(exc).__name__}: {self.redact(str(exc))[:300]}") from None

@@ -2,7 +2,8 @@
 
 backend: request; auth header; transcript field
 
-- modulate: POST /api/velma-2-stt-batch (multipart ``upload_file``), docs.modulate.ai;
+- modulate: POST /api/{model} on platform.modulate.ai, e.g. velma-2-stt-batch-english-vfast (the
+  leaderboard's English endpoint) with the multipart part ``upload_file`` only, docs.modulate.ai;
   ``X-API-Key: KEY``; ``text``
 - smallest: POST /waves/v1/pulse/get_text?language=... (raw audio, application/octet-stream), docs.smallest.ai;
   ``Authorization: Bearer KEY``; ``transcription``
@@ -22,15 +23,17 @@ from engine.backends.hosted.vendors import _dig, _params, _text
 
 
 class ModulateBackend(HostedASRBackend):
-    """Modulate Velma-2 STT batch (multilingual): one multipart upload per clip.
+    """Modulate Velma-2 STT: one multipart upload per clip to the endpoint named by ``model``.
 
-    Enrichments (emotion, accent, deepfake score, PII tagging) stay off: PII tags would rewrite the
-    transcript. Diarization is off: one transcript string per clip is all the audit reads.
+    The study's entry uses the English VFast endpoint the leaderboard's provider calls
+    (``velma-2-stt-batch-english-vfast``: transcript only, no options). On the multilingual
+    ``velma-2-stt-batch`` endpoint enrichments (emotion, accent, deepfake score, PII tagging) and
+    diarization stay off unless ``params`` turns them on: PII tags would rewrite the transcript.
     """
 
     name = "modulate"
     vendor = "modulate"
-    default_base_url = "https://modulate-developer-apis.com"
+    default_base_url = "https://platform.modulate.ai"
     default_key_env = "MODULATE_API_KEY"
     vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
 

@@ -5,18 +5,24 @@ and response shape; limits, retries, caching and cost accounting live in ``base.
 Request fields beyond the ones modelled here go in the option ``params`` (merged into the query
 string or JSON body as the vendor expects), and change the cache key.
 
+The request fields that change words are set as the Open ASR Leaderboard's provider for the
+vendor sets them (api/providers/*_provider.py, the robustness study's protocol); docs/hosted.md
+lists every field with its source.
+
 backend: request; auth header
 
-- deepgram: POST /v1/listen?model=... with the audio as the body; ``Authorization: Token KEY``
-- assemblyai: POST /v2/upload, POST /v2/transcript, poll GET /v2/transcript/{id}; ``authorization: KEY``
-- speechmatics: POST /v2/jobs (multipart config + data_file), poll GET /v2/jobs/{id}, GET .../transcript?format=txt;
-  ``Authorization: Bearer KEY``
-- elevenlabs: POST /v1/speech-to-text (multipart model_id + file); ``xi-api-key: KEY``
-- gladia: POST /v2/upload, POST /v2/pre-recorded, poll GET /v2/pre-recorded/{id}; ``x-gladia-key: KEY``
+- deepgram: POST /v1/listen?model=...&language=...&smart_format=... with the audio as the body; ``Authorization: Token KEY``
+- assemblyai: POST /v2/upload, POST /v2/transcript {audio_url, speech_models, language_code}, poll GET /v2/transcript/{id};
+  ``authorization: KEY``
+- speechmatics: POST /v2/jobs (multipart config {type, transcription_config {language, operating_point,
+  enable_entities}} + data_file), poll GET /v2/jobs/{id}, GET .../transcript?format=txt; ``Authorization: Bearer KEY``
+- elevenlabs: POST /v1/speech-to-text (multipart model_id, tag_audio_events, language_code, file); ``xi-api-key: KEY``
+- gladia: POST /v2/upload, POST /v2/pre-recorded {audio_url, model, language_config {languages}}, poll
+  GET /v2/pre-recorded/{id}; ``x-gladia-key: KEY``
 - google-stt-v2: POST /v2/projects/{p}/locations/{l}/recognizers/_:recognize (base64 content);
   ``x-goog-api-key: KEY`` or ``Authorization: Bearer TOKEN``
-- azure-fast: POST /speechtotext/transcriptions:transcribe?api-version=... (multipart audio + definition);
-  ``Ocp-Apim-Subscription-Key: KEY``
+- azure-fast: POST /speechtotext/transcriptions:transcribe?api-version=2025-10-15 (multipart definition {locales,
+  profanityFilterMode, enhancedMode} + audio); ``Ocp-Apim-Subscription-Key: KEY``
 - openai-compatible: POST /v1/audio/transcriptions (multipart model + file), OpenAI or a self-hosted server;
   ``Authorization: Bearer KEY`` (none when ``api_key_env: ""``)
 """
@@ -68,6 +74,7 @@ class DeepgramBackend(HostedASRBackend):
     default_base_url = "https://api.deepgram.com"
     default_key_env = "DEEPGRAM_API_KEY"
     vendor_defaults: ClassVar[dict[str, Any]] = {"smart_format": True, "params": None}
+    bool_options = ("smart_format",)
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Token {key}"}
@@ -124,20 +131,23 @@ class AssemblyAIBackend(HostedASRBackend):
 class SpeechmaticsBackend(HostedASRBackend):
     """Speechmatics batch jobs: submit config + file, poll the job, fetch the plain-text transcript.
 
-    ``model`` is the operating point (``enhanced`` or ``standard``).
+    ``model`` is the operating point (``enhanced`` or ``standard``). ``enable_entities`` (on, as the
+    leaderboard's provider sends it) writes numbers, dates and currencies in written form.
     """
 
     name = "speechmatics"
     vendor = "speechmatics"
     default_base_url = "https://asr.api.speechmatics.com"
     default_key_env = "SPEECHMATICS_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
+    vendor_defaults: ClassVar[dict[str, Any]] = {"enable_entities": True, "params": None}
+    bool_options = ("enable_entities",)
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        tc = {"language": self.options["language"] or "en", "operating_point": self.options["model"], **_params(self.options)}
+        tc = {"language": self.options["language"] or "en", "operating_point": self.options["model"],
+              "enable_entities": self.options["enable_entities"], **_params(self.options)}
         config = json.dumps({"type": "transcription", "transcription_config": tc})
         body, ctype = multipart([("config", config, None, None), ("data_file", wav, "audio.wav", "audio/wav")])
         job = client.request("POST", "/v2/jobs", body=body, content_type=ctype).json(client.redact)
@@ -164,7 +174,8 @@ class SpeechmaticsBackend(HostedASRBackend):
 class ElevenLabsBackend(HostedASRBackend):
     """ElevenLabs speech-to-text (Scribe): one synchronous multipart request per clip.
 
-    Audio-event tags ("(laughter)") are off by default: they are not words of the reference.
+    Audio-event tags ("(laughter)") are off by default here; the study's entry turns them on, as
+    the leaderboard's provider does (both normalizers drop parenthesised tags before scoring).
     """
 
     name = "elevenlabs"
@@ -172,6 +183,7 @@ class ElevenLabsBackend(HostedASRBackend):
     default_base_url = "https://api.elevenlabs.io"
     default_key_env = "ELEVENLABS_API_KEY"
     vendor_defaults: ClassVar[dict[str, Any]] = {"tag_audio_events": False, "params": None}
+    bool_options = ("tag_audio_events",)
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"xi-api-key": key}
@@ -191,7 +203,8 @@ class ElevenLabsBackend(HostedASRBackend):
 
 
 class GladiaBackend(HostedASRBackend):
-    """Gladia pre-recorded v2: upload, create the job, poll it by id on the configured host.
+    """Gladia pre-recorded v2: upload, create the job (``model`` names the Solaria model), poll it by
+    id on the configured host.
 
     The job's ``result_url`` is not followed blindly: polling always goes to base_url (so the key
     never leaves that origin).
@@ -212,9 +225,9 @@ class GladiaBackend(HostedASRBackend):
         audio_url = _dig(up, "audio_url")
         if not isinstance(audio_url, str):
             raise HostedRequestError(f"gladia: upload answer has no 'audio_url': {client.redact(str(up))[:200]}")
-        req: dict[str, Any] = {"audio_url": audio_url}
+        req: dict[str, Any] = {"audio_url": audio_url, "model": str(self.options["model"])}
         if self.options["language"]:
-            req["language_config"] = {"languages": [self.options["language"]], "code_switching": False}
+            req["language_config"] = {"languages": [self.options["language"]]}
         req.update(_params(self.options))
         job = client.request("POST", "/v2/pre-recorded", body=json.dumps(req).encode(), content_type="application/json").json(client.redact)
         job_id = _dig(job, "id")
@@ -295,15 +308,29 @@ class GoogleSTTv2Backend(HostedASRBackend):
 
 
 class AzureFastBackend(HostedASRBackend):
-    """Azure AI Speech fast transcription: one synchronous multipart request (audio + definition).
+    """Azure AI Speech fast transcription: one synchronous multipart request (definition + audio).
 
-    The service picks its model; ``model`` names it for the record. ``region`` builds the host.
+    The service picks its model; ``model`` names it for the record. ``region`` builds the host (it
+    must be your Speech resource's region). As the leaderboard's provider sends it: API version
+    2025-10-15, profanity filter off (``profanityFilterMode: None``; the service masks by default),
+    enhanced mode on with task ``transcribe``; ``prompt`` adds enhanced-mode instructions.
     """
 
     name = "azure-fast"
     vendor = "azure"
     default_key_env = "AZURE_SPEECH_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"region": "eastus", "api_version": "2024-11-15", "params": None}
+    vendor_defaults: ClassVar[dict[str, Any]] = {"region": "eastus", "api_version": "2025-10-15", "profanity_filter_mode": "None",
+        "enhanced_mode": True, "prompt": None, "params": None}
+    bool_options = ("enhanced_mode",)
+    choice_options: ClassVar[dict[str, tuple[Any, ...]]] = {"profanity_filter_mode": ("None", "Masked", "Removed", "Tags")}
+
+    def __init__(self, **options: Any) -> None:
+        prompt = options.get("prompt")
+        if prompt is not None and not (isinstance(prompt, list) and prompt and all(isinstance(p, str) and p for p in prompt)):
+            raise ConfigError(f"{self.name}: option 'prompt' must be a list of instruction strings (enhanced mode), got {prompt!r}")
+        if prompt is not None and options.get("enhanced_mode") is False:
+            raise ConfigError(f"{self.name}: option 'prompt' needs enhanced_mode: true")
+        super().__init__(**options)
 
     def resolve_base_url(self, options: Mapping[str, Any]) -> str:
         return f"https://{options.get('region') or 'eastus'}.api.cognitive.microsoft.com"
@@ -312,9 +339,15 @@ class AzureFastBackend(HostedASRBackend):
         return {"Ocp-Apim-Subscription-Key": key}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        definition = {"locales": [self.options["language"] or "en-US"], **_params(self.options)}
-        body, ctype = multipart([("audio", wav, "audio.wav", "audio/wav"),
-            ("definition", json.dumps(definition), None, "application/json")])
+        definition: dict[str, Any] = {"locales": [self.options["language"] or "en-US"],
+            "profanityFilterMode": self.options["profanity_filter_mode"]}
+        if self.options["enhanced_mode"]:
+            definition["enhancedMode"] = {"enabled": True, "task": "transcribe"}
+            if self.options["prompt"]:
+                definition["enhancedMode"]["prompt"] = list(self.options["prompt"])
+        definition.update(_params(self.options))
+        body, ctype = multipart([("definition", json.dumps(definition), None, "application/json"),
+            ("audio", wav, "audio.wav", "audio/wav")])
         data = client.request("POST", "/speechtotext/transcriptions:transcribe", body=body, content_type=ctype,
             query={"api-version": self.options["api_version"]}).json(client.redact)
         phrases = _dig(data, "combinedPhrases")

@@ -1,9 +1,11 @@
 """The one interface every family inside the ``transformers`` backend implements.
 
-The backend picks the device and dtype, reads the checkpoint's config and hands the family its
-options; the family loads model and processor the way its model card does, transcribes a batch,
-and says which prompt, decoding settings and post-processing it used (``settings()``, recorded
-in ``backend_info`` beside every result).
+The backend reads the checkpoint's config, picks the family, the device and the precision (the
+family declares its reference's CUDA precision, ``cuda_dtype_for``; ``engine/backends/device.py``
+makes the one decision) and hands the family its options; the family loads model and processor
+the way its reference inference does, transcribes a batch, and says which prompt, decoding
+settings and post-processing it used (``settings()``, recorded in ``backend_info`` beside every
+result).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class FamilyLoader(ABC):
     name: ClassVar[str] = "family"
     #: ``config.model_type`` values this family drives (``auto`` picks the family from them).
     model_types: ClassVar[frozenset[str]] = frozenset()
+    #: precision on CUDA under ``dtype: auto``: the Open ASR Leaderboard's transformers script loads
+    #: every checkpoint in bfloat16 unless its run script says otherwise (families override per model)
+    cuda_dtype: ClassVar[str] = "bfloat16"
 
     def __init__(self, options: Mapping[str, Any], torch: Any, device: str, dtype: Any) -> None:
         self.options = dict(options)
@@ -37,13 +42,28 @@ class FamilyLoader(ABC):
     def drives(cls, model_type: str) -> bool:
         return model_type in cls.model_types
 
+    @classmethod
+    def cuda_dtype_for(cls, model_type: str) -> str:
+        """The precision the reference inference of ``model_type`` uses on CUDA (``dtype: auto``)."""
+        return cls.cuda_dtype
+
     @abstractmethod
     def load(self, source: str, config: Any, common: Mapping[str, Any], model_kwargs: Mapping[str, Any]) -> None:
         """Load model and processor from ``source``; raise ``BackendUnavailable`` with the fix."""
 
-    @abstractmethod
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
         """Raw text per clip, one forward (or generate) call for the whole batch."""
+        return self.texts(self.token_ids(clips))
+
+    def token_ids(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
+        """Per clip, the token ids of every model output row that is the clip's (one row; a clip
+        split into chunks, one row per chunk), cut to what the clip alone would produce. The
+        reference tests compare these with the reference inference token for token."""
+        raise NotImplementedError(f"family '{self.name}' does not expose token ids; it overrides transcribe()")
+
+    def texts(self, ids: Sequence[Sequence[Sequence[int]]]) -> list[str]:
+        """The text of each clip from its :meth:`token_ids` rows (decoding and post-processing)."""
+        raise NotImplementedError(f"family '{self.name}' does not expose token ids; it overrides transcribe()")
 
     def settings(self) -> dict[str, Any]:
         """Prompt, decoding settings and post-processing as used (recorded with every result)."""
@@ -88,3 +108,12 @@ class FamilyLoader(ABC):
                 f"(it drives {', '.join(sorted(self.model_types))}): fix 'family' in the registry entry or use family: auto"
             )
         self.model_type = str(config.model_type)
+
+
+def trim_at(row: Sequence[int], eos: int | None, keep_eos: bool = True) -> list[int]:
+    """``row`` up to its first ``eos`` (what follows is a batch's padding), else whole; the eos
+    itself kept unless ``keep_eos`` is false (Whisper's generate drops a clip's final eos)."""
+    out = list(row)
+    if eos is not None and eos in out:
+        return out[: out.index(eos) + (1 if keep_eos else 0)]
+    return out

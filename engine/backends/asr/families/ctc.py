@@ -1,12 +1,18 @@
 """CTC encoders in transformers: wav2vec2, HuBERT, data2vec-audio, WavLM, MMS (with its language adapter).
 
-One padded forward pass per batch with an attention mask (dropped for checkpoints trained
-without one, e.g. wav2vec2-base, which expect zero padding); each clip's logits are cut to its
-own frame count before greedy decoding, so a clip's text does not depend on its batch.
-data2vec-audio is the exception: its stack of positional convolutions (each followed by a layer
-norm) carries padding into the valid frames, so each of its clips gets a forward pass of its own.
+One padded forward pass per batch with an attention mask; each clip's logits are cut to its own
+frame count before greedy decoding, so a clip's text does not depend on its batch. Where padding
+reaches a clip's valid frames, each clip gets a forward pass of its own instead: a feature encoder
+with a GroupNorm over time (``feat_extract_norm: group``: wav2vec2-base, HuBERT-base) counts the
+padding in its statistics; checkpoints trained without an attention mask (wav2vec2-base again,
+which expects zero padding and no mask) attend to it; data2vec-audio's stack of positional
+convolutions (each followed by a layer norm) carries it into the valid frames.
 MMS (facebook/mms-1b-all) follows its model card: ``tokenizer.set_target_lang(lang)`` and
-``model.load_adapter(lang)`` with the entry's ``target_lang`` (ISO 639-3, e.g. ``eng``).
+``model.load_adapter(lang)`` with the entry's ``target_lang`` (ISO 639-3, e.g. ``eng``; the
+leaderboard loads the checkpoint as published, whose default adapter and vocabulary are English).
+Decoding is the leaderboard's: argmax, then ``decode`` without ``skip_special_tokens`` (the blank
+is the pad token, dropped after repeats collapse). The leaderboard decodes a batch's padded
+frames too; here each clip's logits are cut to its own frames (the leaderboard at batch 1).
 """
 
 from __future__ import annotations
@@ -54,12 +60,22 @@ class CTCFamily(FamilyLoader):
                 raise BackendUnavailable(f"{source}: no language adapter '{lang}' ({exc}); MMS uses ISO 639-3 codes such as 'eng'") from exc
         self.place()
 
-    def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:
-        if self.model_type in _PADDING_LEAKS and len(clips) > 1:
+    def _padding_leaks(self) -> bool:
+        """Whether a clip's valid frames would see its batch's padding (see the module docstring)."""
+        extractor = getattr(self.processor, "feature_extractor", self.processor)
+        return (
+            self.model_type in _PADDING_LEAKS
+            or getattr(self.model.config, "feat_extract_norm", None) == "group"
+            or not getattr(extractor, "return_attention_mask", True)
+        )
+
+    def token_ids(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
+        if len(clips) > 1 and self._padding_leaks():
             return [self._forward([c])[0] for c in clips]
         return self._forward(clips)
 
-    def _forward(self, clips: Sequence[np.ndarray]) -> list[str]:
+    def _forward(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
+        """Greedy (argmax) ids of each clip's own frames: one row per clip."""
         extractor = getattr(self.processor, "feature_extractor", self.processor)
         inputs = extractor(list(clips), sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         attention = inputs.get("attention_mask")
@@ -73,8 +89,12 @@ class CTCFamily(FamilyLoader):
             lengths = self.model._get_feat_extract_output_lengths(attention.sum(-1)).tolist()
         else:
             lengths = [ids.shape[1]] * ids.shape[0]
+        return [[row[: int(n)].tolist()] for row, n in zip(ids, lengths)]
+
+    def texts(self, ids: Sequence[Sequence[Sequence[int]]]) -> list[str]:
+        # batch_decode without skip_special_tokens, as the leaderboard: skipping them first would merge doubled letters
         tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        return [tokenizer.decode(row[: int(n)].tolist()) for row, n in zip(ids, lengths)]
+        return [str(tokenizer.decode(list(rows[0]))) for rows in ids]
 
     def settings(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -83,8 +103,8 @@ class CTCFamily(FamilyLoader):
             "post_processing": "collapse repeats, drop blanks (tokenizer.decode), cut to each clip's frames, strip",
         }
         out["batching"] = (
-            "one clip per forward pass (positional convolutions carry padding into valid frames)"
-            if self.model_type in _PADDING_LEAKS
+            "one clip per forward pass (padding would reach valid frames: group norm, no attention mask or positional convolutions)"
+            if self._padding_leaks()
             else "padded batch with attention mask, logits cut per clip"
         )
         if self.options.get("target_lang"):
