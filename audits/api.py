@@ -57,7 +57,11 @@ def run(
     """
     if isinstance(models, str):
         raise ConfigError(f"models: give a list of registry names, not the string {models!r} (e.g. models=[{models!r}])")
-    rec = with_overrides(_recipe(recipe), None if dataset is None else str(dataset), list(models) if models else None, limit, reader)
+    if models is not None and not list(models):
+        raise ConfigError("models: an empty list names no model to run; leave models out (None) to run the recipe's own models, or name "
+                          "registry models, e.g. models=['whisper-tiny.en']")
+    rec = with_overrides(_recipe(recipe), None if dataset is None else str(dataset), list(models) if models is not None else None, limit,
+                         reader)
     if normalizer is not None:
         rec = with_normalizer(rec, normalizer, "normalizer")
     out_dir = Path(out) if out is not None else Path("runs") / rec.name
@@ -65,7 +69,12 @@ def run(
 
 
 def load(run_dir: StrPath) -> RunResult:
-    """A finished run directory (``summary.json`` and ``utterances.parquet``) as a ``RunResult``."""
+    """A finished run directory (``summary.json`` and ``utterances.parquet``) as a ``RunResult``.
+
+    Read through the run's digests (``audits.run_dir``): a summary edited after the run, rows
+    changed after scoring, or a run without those digests is refused (``RunIntegrityError``), and a
+    truncated or corrupt file is a ``ConfigError`` naming it.
+    """
     from audits.reports.merge import load_result
 
     return load_result(Path(run_dir))
@@ -77,7 +86,9 @@ def compare(run_dirs: Sequence[StrPath], *, out: StrPath | None = None, worst: i
     Models are compared pairwise over all the runs' rows (paired speaker-block bootstrap,
     Holm-corrected: ``result.summary['comparisons']``). Runs of different datasets or
     normalizers are refused with the reason. ``out`` receives the merged ``summary.json``,
-    ``utterances.parquet``, reports and exports, so it is a run directory of its own.
+    ``utterances.parquet``, reports and exports, so it is a run directory of its own (sealed with
+    its own digests, and returned as ``load(out)`` reads it). Every run is read through its digests
+    as ``load`` reads it: a run whose summary or rows changed after scoring is refused.
     """
     from audits.reports.build import write_report
     from audits.reports.merge import merge_results
@@ -93,4 +104,4 @@ def compare(run_dirs: Sequence[StrPath], *, out: StrPath | None = None, worst: i
     if out is None:
         return result
     write_report(result, Path(out), worst, exports, merged=True)
-    return RunResult.of(result.summary, result.table, None, Path(out))
+    return load(out)

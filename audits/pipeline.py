@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary, json_safe, write_summary
@@ -161,9 +160,9 @@ def score_run(
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(scored_table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
-    from audits.asr.tracks import rows_fingerprint
+    from audits.run_dir import rows_fingerprint
 
-    # what was scored: a later reader (tracks) refuses rows that changed after this point
+    # what was scored: a later reader (audits.run_dir.read_run) refuses rows that changed after this point
     summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
         "n_rows": int(len(in_run))}
     if sc.semantic_similarity:
@@ -336,5 +335,7 @@ def check_section_passes(recipe: Recipe, engine: EngineOptions, parsed: Sequence
 
 
 def load_rows(out: Path) -> pd.DataFrame:
-    """A run directory's ``utterances.parquet`` (for tools that start from the files)."""
-    return pq.read_table(Path(out) / "utterances.parquet").to_pandas()
+    """A run directory's ``utterances.parquet`` (for tools that start from the files; a truncated file is a ``ConfigError``)."""
+    from audits.run_dir import read_rows_file
+
+    return read_rows_file(Path(out))

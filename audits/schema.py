@@ -17,13 +17,21 @@ Version history:
   ``dataset.n_utts`` and ``fingerprint``, and every section but ``perturbations``) covers the
   source clips only, as a run without the block (``audits/clips.py``); derived clips are counted
   under ``dataset.derived``.
+* 5: intervals and tests follow one testability rule (``audits.asr.stats.check_testable``): what
+  the data cannot support (fewer than two speakers in a group, no variance between speakers, too
+  few models) is ``ci95: null`` with ``not_testable`` (the reason in words; ``cer_not_testable``,
+  ``slope_not_testable``, ``breaking_not_testable``, ``average_not_testable`` beside their
+  intervals), and its ``p_value``, ``p_holm``, ``significant`` and ``excludes_zero`` are null, never
+  a zero-width interval or a p-value; a single-speaker slice is no longer resampled by utterance.
+  Cohort scores are null (``cohort.not_testable``) with fewer than three models or a MAD of 0.
+  Top-level ``digest``: the SHA-256 of the summary's own content (``audits.run_dir``).
 """
 
 from __future__ import annotations
 
 from typing import Any, TypedDict
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class NormalizerInfo(TypedDict):
@@ -54,8 +62,11 @@ class SliceFigures(TypedDict, total=False):
 
     wer: float | None
     cer: float | None
-    ci95: list[float | None]
-    cer_ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95`` is null (only then): e.g. ``only 1 speaker in accent=x``."""
+    cer_ci95: list[float] | None
+    cer_not_testable: str
     n_utts: int
     n_failed: int
     n_words: int
@@ -72,11 +83,13 @@ class GapFigures(TypedDict, total=False):
     a: str
     b: str
     gap: float | None
-    ci95: list[float | None]
-    excludes_zero: bool
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95``, ``p_value``, ``p_holm``, ``excludes_zero`` and ``significant`` are null (only then)."""
+    excludes_zero: bool | None
     p_value: float | None
     p_holm: float | None
-    significant: bool
+    significant: bool | None
     wer_a: float | None
     wer_b: float | None
     n_a: int
@@ -89,7 +102,9 @@ class PairFigures(TypedDict, total=False):
     a: str
     b: str
     diff: float | None
-    ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    """Why ``ci95``, ``p_value`` and ``p_holm`` are null (only then); such a pair never makes two models differ."""
     p_value: float | None
     p_holm: float | None
     better: str | None
@@ -146,8 +161,10 @@ class ModelFigures(TypedDict, total=False):
     rtfx: float | None
     wer: float | None
     cer: float | None
-    ci95: list[float | None]
-    cer_ci95: list[float | None]
+    ci95: list[float] | None
+    not_testable: str
+    cer_ci95: list[float] | None
+    cer_not_testable: str
     ci_method: str
     failures: dict[str, int]
     slices: dict[str, SliceFigures]
@@ -274,3 +291,10 @@ class Summary(TypedDict, total=False):
     comparisons: Comparisons
     rows: dict[str, Any]
     """``{"file": "utterances.parquet", "sha256": ..., "n_rows": ...}``: the rows this summary was scored from."""
+    merged_from: list[dict[str, Any]]
+    """Only in a merged report's summary: the runs it merges (``audit report RUN... --out``)."""
+    sweep: dict[str, Any]
+    """Only in a sweep's runs: the model selection (``audit sweep``)."""
+    digest: dict[str, str]
+    """``{"sha256": ..., "of": ...}``: the SHA-256 of every other key as canonical JSON (``audits.run_dir``); a reader
+    refuses a summary that no longer matches it."""

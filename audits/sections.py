@@ -186,13 +186,41 @@ class AuditSection(ABC, Generic[ConfigT]):
         return kept
 
 
+RECIPE_KEYS = frozenset({"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring",
+                         "source"})
+"""A recipe's own top-level keys (``audits.recipes.BASE_KEYS``, and ``source`` in the recipe summary.json embeds)."""
+REPORT_KEYS = frozenset({
+    "title", "families", "slices", "gaps", "pairs", "cohort", "worst", "empty_references", "findings",  # report.html's data
+    "summary", "run-facts", "overall", "speed", "heatmap", "hallucination", "comparisons", "hosted",  # report.html's sections
+    "utterances", "scored",  # audit query's views
+})
+"""Names the reports and queries use beside the sections' (data keys, page sections, views)."""
+
+
+def reserved_names() -> dict[str, str]:
+    """Every name no section may take, with why: summary.json's core keys (``audits.schema.Summary``), the recipe's own
+    keys, and the report's and query's names. A section's name is its recipe key, summary key, page section and view
+    prefix at once, so taking one of these would replace the engine's own figures (``dataset``: name and fingerprint gone)."""
+    from audits.schema import Summary
+
+    out = {k: "a key of the report page or of audit query's views" for k in REPORT_KEYS}
+    out.update({k: "a top-level key of every recipe" for k in RECIPE_KEYS})
+    out.update({k: "a core key of summary.json" for k in Summary.__annotations__})
+    return out
+
+
+SECTION_NAME = r"[a-z][a-z0-9_]{0,31}"
+"""A section name: a recipe key, a summary key and a prefix of table names alike (lower case, digits, '_')."""
+
+
 def builtin_registry() -> Registry[type[AuditSection[Any]]]:
     """A fresh registry of the installed sections (entry-point group ``audit_engine.sections``).
 
     The project's own sections are entry points like a plug-in's (pyproject.toml); tests build a
-    fresh one to add a toy section without touching the global one.
+    fresh one to add a toy section without touching the global one. Reserved names
+    (``reserved_names``) and names that are not ``SECTION_NAME`` are refused at registration.
     """
-    return Registry("audit section", "audit_engine.sections")
+    return Registry("audit section", "audit_engine.sections", reserved=reserved_names(), name_pattern=SECTION_NAME)
 
 
 SECTIONS: Registry[type[AuditSection[Any]]] = builtin_registry()

@@ -18,17 +18,88 @@ MAX_YAML_BYTES = 1 << 20
 #: Values a YAML document may expand to once aliases are followed (an alias "bomb" of a few
 #: hundred bytes expands to millions, which would then be copied into summary.json).
 MAX_YAML_VALUES = 100_000
+#: The only node types a configuration file may hold: plain data (strings, numbers, booleans,
+#: null, lists, mappings). Everything else YAML can build (timestamps, binary, sets, ordered
+#: pairs, merge keys) is refused with the file and line: none is a setting, and several change
+#: what a key means without saying so.
+PLAIN_TAGS = frozenset("tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null", "seq", "map"))
+
+
+class _PlainDataLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses what is not plain data, and duplicate keys at any depth.
+
+    A mapping that names one key twice is an error naming both lines (YAML itself keeps the last
+    one silently, so a recipe with ``models:`` twice would run the second list). Merge keys
+    (``<<: *base``) are refused: they override keys silently too. Anchors and aliases are kept
+    (a list written once and reused is plain data; ``check_expansion`` bounds what they expand to).
+    """
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        if node.tag not in PLAIN_TAGS:
+            prefix = "tag:yaml.org,2002:"
+            kind = node.tag[len(prefix):] if node.tag.startswith(prefix) else node.tag
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a {kind!r} value is not plain data (only strings, numbers, booleans, null, lists and mappings are "
+                "accepted); quote it to make it a string", node.start_mark)
+        return super().construct_object(node, deep)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise yaml.constructor.ConstructorError(
+                    None, None, "merge keys ('<<') are not accepted: they override keys without saying so; write the keys out",
+                    key_node.start_mark)
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, f"a mapping key must be a plain value, not {type(key).__name__}",
+                                                        key_node.start_mark) from None
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping (first at line {first}); YAML would keep only the last one "
+                    "silently: remove or rename one", key_node.start_mark)
+            seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
+
+
+def _load_plain(stream: Any) -> Any:
+    """One document through ``_PlainDataLoader`` (a ``yaml.SafeLoader``)."""
+    loader = _PlainDataLoader(stream)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()  # type: ignore[no-untyped-call]
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """A YAML document held in memory, through the same rules as ``load_yaml`` (``where`` names it in errors)."""
+    try:
+        data = _load_plain(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(_yaml_message(exc, where)) from None
+    check_expansion(data, where)
+    return data
+
+
+def _yaml_message(exc: yaml.YAMLError, where: str) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    at = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return f"{where}{at}: invalid YAML: {problem}"
 
 
 def load_yaml(path: Path) -> Any:
-    """``yaml.safe_load`` only (tags that would construct Python objects are rejected), with
-    bounded file size and bounded alias expansion; errors name the file."""
+    """The one YAML loader of every configuration file (recipes, condition maps, model registries,
+    judge prompts, pipeline configs): plain data only, no duplicate key at any depth, bounded file
+    size and bounded alias expansion; errors name the file and line (``_PlainDataLoader``)."""
     try:
         size = Path(path).stat().st_size
         if size > MAX_YAML_BYTES:
             raise ConfigError(f"{path}: {size} bytes is larger than the {MAX_YAML_BYTES}-byte limit for a configuration file")
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
+            data = _load_plain(fh)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:
@@ -36,10 +107,7 @@ def load_yaml(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not valid UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
+        raise ConfigError(_yaml_message(exc, str(path))) from None
     check_expansion(data, str(path))
     return data
 

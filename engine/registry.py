@@ -13,7 +13,10 @@ to this repository:
 * a name offered twice (two distributions, or a distribution and a built-in) is an error naming
   both, since silently picking one would run a different backend than the recipe's author meant;
 * a broken entry point (malformed value, failing import, missing attribute) is an error naming
-  its distribution and entry point; nothing is skipped silently.
+  its distribution and entry point; nothing is skipped silently;
+* a name the registry's owner reserves (``reserved``: an audit section may not be called
+  ``dataset``, since its results would replace summary.json's own ``dataset``) is refused when it
+  is registered, by entry point or in code, with the reason.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from engine.errors import RegistryError
 
@@ -124,9 +127,14 @@ class Registry(Generic[T]):
     code registers). ``register``/``register_lazy`` add entries in code (tests, toy sections).
     """
 
-    def __init__(self, kind: str, group: str | None = None) -> None:
+    def __init__(self, kind: str, group: str | None = None, reserved: Mapping[str, str] | None = None,
+                 name_pattern: str | None = None) -> None:
         self.kind = kind
         self.group = group
+        self.reserved = dict(reserved or {})
+        """Names no entry may take, each with why (what already uses it)."""
+        self.name_pattern = re.compile(name_pattern) if name_pattern else None
+        """A name must match it, when given (e.g. a key usable in a recipe, a summary and a query)."""
         self._entries: dict[str, Entry] = {}
         self._loaded: dict[str, T] = {}
         self._discovered = group is None
@@ -150,6 +158,11 @@ class Registry(Generic[T]):
                 f"{f', entry-point group {self.group}' if self.group else ''}): "
                 "the value must look like 'package.module:Attribute'"
             )
+        where = f"{self.kind} '{entry.name}' ({entry.describe()}{f', entry-point group {self.group}' if self.group else ''})"
+        if entry.name in self.reserved:
+            raise RegistryError(f"{where}: the name is reserved ({self.reserved[entry.name]}); rename the entry point")
+        if self.name_pattern is not None and not self.name_pattern.fullmatch(entry.name):
+            raise RegistryError(f"{where}: the name must match {self.name_pattern.pattern}; rename the entry point")
         if entry.name in self._entries:
             first = self._entries[entry.name]
             raise RegistryError(

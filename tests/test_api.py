@@ -92,6 +92,7 @@ def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path,
     import audits.asr.summary as summary_mod
     import audits.pipeline as pipeline_mod
     import audits.reports.merge as merge_mod
+    import audits.run_dir as run_dir_mod
 
     def no_read(*args: object, **kwargs: object) -> None:
         raise AssertionError("a run read back a file it wrote")
@@ -105,8 +106,8 @@ def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path,
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
-        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "load_summary"), (merge_mod, "load_table"),
-            (pipeline_mod, "load_rows")):
+        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "read_run"), (merge_mod, "read_rows_file"), (merge_mod, "load_table"),
+            (run_dir_mod, "read_run"), (run_dir_mod, "read_summary_file"), (run_dir_mod, "read_rows_file"), (pipeline_mod, "load_rows")):
             m.setattr(mod, name, no_read)
         m.setattr(pipeline_mod, "write_summary", counting_write)
         fresh = api.run("score-predictions", dataset=voxpopuli_preds, reader="oasr-predictions", limit=10, out=out)

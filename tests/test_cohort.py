@@ -22,8 +22,8 @@ def test_hand_computed_with_cap() -> None:
 
 
 def test_cap_on_the_high_side_and_orientation() -> None:
-    # accuracy-like (higher is better): 0.5 0.5 0.6 0.5 3.0 -> median .5, MAD 0
-    assert set(robust_scores({"a": 0.5, "b": 0.5, "c": 0.6, "d": 0.5, "e": 3.0}).values()) == {100.0}
+    # accuracy-like (higher is better): 0.5 0.5 0.6 0.5 3.0 -> median .5, MAD 0: not testable (never e = 100 like the others)
+    assert set(robust_scores({"a": 0.5, "b": 0.5, "c": 0.6, "d": 0.5, "e": 3.0}).values()) == {None}
     # 1 2 3 4 100 -> median 3, deviations 2 1 0 1 97 -> MAD 1; z(100) = 97/1.4826 -> capped +4 -> 160
     s = robust_scores({"a": 1, "b": 2, "c": 3, "d": 4, "e": 100})
     assert s["e"] == pytest.approx(160.0)
@@ -33,11 +33,19 @@ def test_cap_on_the_high_side_and_orientation() -> None:
     assert f["e"] == pytest.approx(40.0) and f["a"] == pytest.approx(100 + 15 * 2 / 1.4826)
 
 
-def test_mad_zero_gives_100_for_everyone() -> None:
-    assert robust_scores({"a": 0.2, "b": 0.2, "c": 0.2}, higher_is_better=False) == {"a": 100.0, "b": 100.0, "c": 100.0}
-    assert robust_scores({"only": 0.37}, higher_is_better=False) == {"only": 100.0}
-    # MAD can be 0 without all values equal: the majority share the median
-    assert robust_scores({"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.9}) == {"a": 100.0, "b": 100.0, "c": 100.0, "d": 100.0}
+def test_mad_zero_or_too_few_models_is_not_testable() -> None:
+    """A MAD of 0 or fewer than three models leave no standing to score: every score None, with the reason."""
+    from audits.asr.cohort import robust_scores_checked
+
+    scores, why = robust_scores_checked({"a": 0.2, "b": 0.2, "c": 0.2}, higher_is_better=False)
+    assert scores == {"a": None, "b": None, "c": None} and why is not None and "no spread" in why
+    scores, why = robust_scores_checked({"only": 0.37}, higher_is_better=False)
+    assert scores == {"only": None} and why is not None and "at least 3" in why
+    # two models would always score 100 +- 10.1, whatever their WERs: too few items
+    assert robust_scores({"a": 0.1, "b": 0.9}) == {"a": None, "b": None}
+    # MAD can be 0 without all values equal: the majority share the median, and d (WER 0.9) would have scored 100
+    scores, why = robust_scores_checked({"a": 0.1, "b": 0.1, "c": 0.1, "d": 0.9})
+    assert scores == {"a": None, "b": None, "c": None, "d": None} and why is not None and "median absolute deviation is 0" in why
 
 
 def test_missing_values_stay_missing_and_do_not_shift_the_median() -> None:
@@ -76,8 +84,9 @@ def test_cohort_from_summary_per_family() -> None:
     assert cs.families["accent"]["b"] == pytest.approx(100.0)
     assert cs.families["accent"]["a"] == pytest.approx(100 + 15 * 0.14 / 0.14826)
     assert cs.families["accent"]["c"] == pytest.approx(100 - 15 * 0.10 / 0.14826)
-    # every model equal on noise -> MAD 0 -> 100 (d has no noise slice: None)
-    assert cs.families["noise"] == {"a": 100.0, "b": 100.0, "c": 100.0, "d": None}
+    # every model equal on noise -> MAD 0 -> not testable (d has no noise slice)
+    assert cs.families["noise"] == {"a": None, "b": None, "c": None, "d": None}
+    assert "no spread" in cs.not_testable["noise"] and "noise" in cs.to_dict()["not_testable"]
     assert any("d: no family score for 'accent'" in n for n in cs.notes)
     d = cs.to_dict()
     assert d["label"] == COHORT_LABEL and d["n_models"] == 4
@@ -86,4 +95,5 @@ def test_cohort_from_summary_per_family() -> None:
 def test_markdown_is_labelled_relative_to_the_cohort() -> None:
     md = cohort_markdown(_summary())
     assert "relative to the evaluated cohort" in md
-    assert "| a | 115 | 114 | 100 |" in md  # overall 115.18, accent 114.16, noise 100
+    assert "| a | 115 | 114 | — |" in md  # overall 115.18, accent 114.16, noise not testable
+    assert "- noise: not testable (no spread" in md

@@ -130,10 +130,11 @@ def test_a_changed_prompt_reasks_only_its_task(fake: FakeVendor, tmp_path: Path)
 
     from audits.judging import JudgeItem, ask_judges, parse_judge_config
     from engine.backends.hosted.judges import default_prompts_path
+    from engine.config import load_yaml
 
     ds = make_corpus(tmp_path / "data")
     utts = {u.utt_id: u for sid in ds.shard_ids for u in ds.load_shard(sid).utterances}
-    prompts = yaml.safe_load(default_prompts_path().read_text())
+    prompts = load_yaml(default_prompts_path())
     path = tmp_path / "prompts.yaml"
     path.write_text(yaml.safe_dump(prompts))
     cfg = parse_judge_config(block(fake, prompts=str(path)), "test.judges")

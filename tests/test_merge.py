@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
-from audits.asr.summary import load_summary
+from audits.asr.summary import load_summary, write_summary
 from audits.normalizing import get_normalizer
 from audits.reports.html import write_html_report
 from audits.reports.merge import merge_runs
@@ -18,10 +18,11 @@ from tests.test_report_html import make_run, make_table
 
 
 def _edit_summary(run: Path, **changes: dict) -> None:
+    """The run as if written with other settings: changed, then sealed again as a run seals it (not a tampered file)."""
     s = load_summary(run)
     for key, sub in changes.items():
         s[key] = dict(s.get(key) or {}, **sub)
-    (run / "summary.json").write_text(json.dumps(s))
+    write_summary(run, s)
 
 
 def test_merge_sweep_split_by_models(tmp_path: Path) -> None:

@@ -47,7 +47,9 @@ def test_demo_recipe_all_slices_all_models(demo_corpus: Path, tmp_path: Path):
             assert keys, (name, fam)
             for k in keys:
                 s = m["slices"][k]
-                assert math.isfinite(s["wer"]) and s["ci95"][0] <= s["wer"] <= s["ci95"][1] and s["rtfx"] > 0
+                assert math.isfinite(s["wer"]) and s["rtfx"] > 0
+                # an interval, or (one voice in the slice, or one WER for all its voices) the reason there is none
+                assert (s["ci95"] is not None and s["ci95"][0] <= s["wer"] <= s["ci95"][1]) or (s["ci95"] is None and s["not_testable"])
                 sub = rows[(rows["model"] == name) & (rows[k.split("=")[0]] == k.split("=", 1)[1])]
                 assert abs(s["wer"] - independent_wer(sub)) < 1e-6
         assert abs(m["wer"] - independent_wer(rows[rows["model"] == name])) < 1e-6

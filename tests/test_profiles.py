@@ -21,6 +21,7 @@ from audits.profiles.report import profiles_lines, render_profiles
 from audits.profiles.run import compute_profiles
 from audits.profiles.section import ProfilesSection
 from audits.profiles.stats import kendall_tau_b
+from engine.config import load_yaml
 from engine.errors import ConfigError
 
 PREDS = Path(__file__).resolve().parent / "fixtures" / "voxpopuli-150-predictions"
@@ -72,7 +73,7 @@ def mapped_mask(frame: pd.DataFrame, column: str, values: set[str]) -> pd.Series
 
 @pytest.mark.parametrize("name", ["kachru", "emotion-quadrants", "background"])
 def test_every_entry_and_alias_maps_as_its_file_says(name: str) -> None:
-    raw = yaml.safe_load((CONDITIONS_DIR / f"{name}.yaml").read_text())
+    raw = load_yaml(CONDITIONS_DIR / f"{name}.yaml")
     cmap = load_map(name, "t")
     assert cmap.outputs == tuple(raw["outputs"])
     for entry, body in raw["values"].items():

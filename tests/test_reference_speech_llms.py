@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
 pytest.importorskip("transformers")
 
+from engine.config import load_yaml  # noqa: E402
 from engine.errors import ConfigError  # noqa: E402
 from tests import reference_speech_llms as ref  # noqa: E402
 from tests import tiny_families as tiny  # noqa: E402
@@ -40,7 +40,7 @@ NEW_TOKENS = 6
 def registry_options(name: str) -> dict[str, Any]:
     """The entry's options as configs/models/rweq.yaml gives them (the model and hub revision are
     replaced by the tiny folder)."""
-    entry = yaml.safe_load((ROOT / "configs" / "models" / "rweq.yaml").read_text(encoding="utf-8"))["models"][name]
+    entry = load_yaml(ROOT / "configs" / "models" / "rweq.yaml")["models"][name]
     assert entry["family"] == "speech-llm", entry
     return {k: v for k, v in entry["options"].items() if k not in ("model", "revision")}
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from audits.asr.summary import write_summary
 from audits.asr.tracks import track_summary, tracks_html, tracks_markdown, write_tracks
 from engine.errors import ConfigError
 from tests.reliability_env import Env, audit, noise, refused_before_work, speech_clips, write_dataset
@@ -98,15 +99,13 @@ def test_a_run_changed_after_scoring_is_refused(runs: dict[str, Path], change: s
     assert res.exit_code == 2 and "changed after" in " ".join(res.output.split())
 
 
-def test_a_run_without_a_recorded_fingerprint_is_checked_against_its_figures(runs: dict[str, Path]) -> None:
+def test_a_run_without_a_recorded_rows_digest_is_refused(runs: dict[str, Path]) -> None:
+    """A summary that records no digest of its rows cannot rule out rows changed after scoring: refused, naming the file."""
     run = _copy(runs["noise"], runs["tmp"] / "old-style")
     summary = json.loads((run / "summary.json").read_text())
     summary.pop("rows")
-    (run / "summary.json").write_text(json.dumps(summary))
-    track_summary({"a": runs["accent"], "b": run}, n_boot=10)  # untouched rows: accepted
-    table = pq.read_table(run / "utterances.parquet")
-    pq.write_table(table.slice(1), run / "utterances.parquet")
-    with pytest.raises(ConfigError, match="changed after scoring or the run is incomplete"):
+    write_summary(run, summary)
+    with pytest.raises(ConfigError, match=r"records no digest of .*utterances.parquet"):
         track_summary({"a": runs["accent"], "b": run}, n_boot=10)
 
 
@@ -170,16 +169,13 @@ def test_hostile_model_names_are_escaped_too(runs: dict[str, Path]) -> None:
     assert {len(re.findall(r"(?<!\\)\|", ln)) for ln in md.split("## Trade-offs")[0].splitlines() if ln.startswith("| ")} == {6}
 
 
-def test_an_old_style_run_that_lost_a_whole_model_is_refused(runs: dict[str, Path]) -> None:
+def test_a_run_that_lost_a_whole_model_is_refused(runs: dict[str, Path]) -> None:
     import pyarrow.compute as pc
 
-    run = _copy(runs["noise"], runs["tmp"] / "old-style-lost-model")
-    summary = json.loads((run / "summary.json").read_text())
-    summary.pop("rows")
-    (run / "summary.json").write_text(json.dumps(summary))
+    run = _copy(runs["noise"], runs["tmp"] / "lost-model")
     table = pq.read_table(run / "utterances.parquet")
     pq.write_table(table.filter(pc.equal(table.column("model"), "sim-a")), run / "utterances.parquet")
-    with pytest.raises(ConfigError, match="holds no row of it"):
+    with pytest.raises(ConfigError, match="changed after the run was scored"):
         track_summary({"a": runs["accent"], "b": run}, n_boot=10)
 
 
@@ -236,7 +232,7 @@ def _priced_copy(runs: dict[str, Path], name: str, price: float | None) -> Path:
     run = _copy(runs[name], runs["tmp"] / f"priced-{name}-{price}")
     summary = json.loads((run / "summary.json").read_text())
     summary["models"]["sim-b"].setdefault("backend_info", {})["usage"] = {"price_per_audio_hour_usd": price}
-    (run / "summary.json").write_text(json.dumps(summary))
+    write_summary(run, summary)  # as a run of a priced model would have sealed it
     return run
 
 

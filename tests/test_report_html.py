@@ -23,6 +23,7 @@ from audits.normalizing import get_normalizer
 from audits.reports.findings import findings
 from audits.reports.formatting import json_for_script
 from audits.reports.html import render_html, write_html_report
+from audits.run_dir import rows_fingerprint
 from engine.data import RESULT_COLUMNS
 
 SENTENCES = [
@@ -164,8 +165,10 @@ def make_run(
         "scoring": {"n_boot": 200, "seed": 0, "slices": opts.slice_columns, "gaps": [list(g) for g in opts.gaps]}}
     summary, _ = build_summary(table, norm, recipe, dataset, facts, {"processor": "x86_64", "cpu_count": 2}, opts, extra)
     out.mkdir(parents=True, exist_ok=True)
-    write_summary(out, summary)
     table.to_parquet(out / "utterances.parquet", index=False)
+    # as a run does: the rows' digest in the summary, then the summary sealed with its own (audits.run_dir)
+    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"), "n_rows": len(table)}
+    write_summary(out, summary)
     return out
 
 

@@ -136,16 +136,20 @@ def test_failed_rows_excluded_and_counted():
 
 
 def test_slices_and_gaps():
-    pairs = [("a b c d", "a b c d")] * 4 + [("a b c d", "a x c d")] * 4
+    # noise: 1 error in two speakers' clips, 2 in the other two (WER varies between speakers); clean: none
+    pairs = [("a b c d", "a b c d")] * 4 + [("a b c d", "a x c d")] * 2 + [("a b c d", "a x x d")] * 2
     labels = {"background": ["clean"] * 4 + ["noise-10db"] * 4}
     df = rows(pairs, speakers=[f"s{i}" for i in range(8)], labels=labels)
     sr = score_table(df, IdentityNormalizer())
     s = summarize_models(sr, ScoringOptions(n_boot=300))["m"]
     assert s["slices"]["background=clean"]["wer"] == 0.0
-    assert s["slices"]["background=noise-10db"]["wer"] == pytest.approx(0.25)
+    # every clean speaker has WER 0: nothing varies, so that slice's interval is not testable (never [0.0, 0.0])
+    clean = s["slices"]["background=clean"]
+    assert clean["ci95"] is None and clean["not_testable"].startswith("no variance")
+    assert s["slices"]["background=noise-10db"]["wer"] == pytest.approx(0.375)
     gap = s["gaps"][0]
     assert (gap["label"], gap["a"], gap["b"]) == ("background", "noise-10db", "clean")
-    assert gap["gap"] == pytest.approx(0.25) and gap["excludes_zero"]
+    assert gap["gap"] == pytest.approx(0.375) and gap["excludes_zero"]
     lo, hi = s["ci95"]
     assert lo <= s["wer"] <= hi
 

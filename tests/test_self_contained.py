@@ -12,7 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
+
+from engine.config import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,7 +60,7 @@ def test_no_file_reaches_outside_the_repository() -> None:
 
 @pytest.mark.parametrize("recipe", sorted((REPO / "configs" / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
 def test_recipe_dataset_paths_stay_inside_the_repository(recipe: Path) -> None:
-    data = yaml.safe_load(recipe.read_text(encoding="utf-8"))
+    data = load_yaml(recipe)
     ds = data.get("dataset")
     path = ds if isinstance(ds, str) else (ds or {}).get("path", "")
     if not path or path.startswith("builtin:") or Path(path).is_absolute() or "://" in path:

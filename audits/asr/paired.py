@@ -14,6 +14,11 @@ For each pair (a, b), on the clips both scored (speech-free clips excluded, as i
 * ``p_holm``: Holm's step-down adjustment across all pairs of the run (family-wise error rate);
 * ``better``: the model with the lower WER when ``p_holm`` < alpha, else None.
 
+A pair whose clips the data cannot test (fewer than two speakers among the shared clips, or the
+same WER difference in every speaker, e.g. two models with the same errors) gets ``ci95``,
+``p_value`` and ``p_holm`` null and ``not_testable`` with the reason (``audits.asr.stats.check_testable``);
+it is not part of the Holm family and never makes two models differ.
+
 Tiers: models sorted by WER; a tier starts with the best model not yet placed, and every later
 model that is not significantly worse than that tier's first model (Holm-corrected) joins it.
 
@@ -32,7 +37,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audits.asr.stats import _block_codes, _draw_blocks
+from audits.asr.stats import BlockGroup, Interval, _block_codes, _draw_blocks, check_testable, estimate_fields, percentile_interval
 
 METHOD = "paired speaker-block bootstrap of the WER difference on shared clips; shifted-null two-sided p; Holm across all pairs"
 
@@ -75,16 +80,24 @@ def paired_difference(
     errors_a: np.ndarray, errors_b: np.ndarray, words: np.ndarray, blocks: Sequence[object] | np.ndarray | None,
     n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
 ) -> dict[str, Any]:
-    """One pair on aligned clips: diff, percentile interval and shifted-null p (the definition, for tests)."""
+    """One pair on aligned clips: diff, percentile interval and shifted-null p (the definition, for tests).
+
+    Through the testability rule: ``ci95`` and ``p_value`` are None and ``not_testable`` says why
+    when the clips hold fewer than two blocks or the difference is the same in every block.
+    """
     words = np.asarray(words, dtype=np.float64)
     d = np.asarray(errors_a, dtype=np.float64) - np.asarray(errors_b, dtype=np.float64)
+    diff = float(d.sum() / words.sum())
     codes = _block_codes(blocks, d.size)
     nb = int(codes.max()) + 1
+    verdict = check_testable([BlockGroup("the shared clips", np.bincount(codes, d, nb), np.bincount(codes, words, nb),
+                                         "clip" if blocks is None else "speaker")], "WER difference")
+    if verdict is not None:
+        return {"diff": diff, **estimate_fields(verdict), "p_value": None}
     counts = _count_matrix(nb, n_boot, seed)
     reps = (counts @ np.bincount(codes, d, nb)) / (counts @ np.bincount(codes, words, nb))
-    diff = float(d.sum() / words.sum())
-    lo, hi = np.quantile(reps[np.isfinite(reps)], [alpha / 2, 1 - alpha / 2])
-    return {"diff": diff, "ci95": [float(lo), float(hi)], "p_value": shifted_p(reps, diff)}
+    est = percentile_interval(reps, alpha, "WER difference")
+    return {"diff": diff, **estimate_fields(est), "p_value": shifted_p(reps, diff) if isinstance(est, Interval) else None}
 
 
 def _tiers(order: list[str], worse_than: set[tuple[str, str]]) -> list[list[str]]:
@@ -123,21 +136,27 @@ def compare_models(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha
     codes = _block_codes(labels, n_u)
     nb = int(codes.max()) + 1
     counts = _count_matrix(nb, n_boot, seed)
+    unit = "speaker" if blocks_kind == "speaker" else "clip"
     wer_all = {m: err[i, ok[i]].sum() / words[ok[i]].sum() for i, m in enumerate(models) if words[ok[i]].sum() > 0}
     pairs = list(itertools.combinations(range(n_m), 2))
     diffs = np.full(len(pairs), np.nan)
     los, his, ps = diffs.copy(), diffs.copy(), diffs.copy()
+    reasons: list[str | None] = [None] * len(pairs)
     n_shared = np.zeros(len(pairs), dtype=np.int64)
     same_clips = bool((ok == ok[0]).all())
     if same_clips:  # one product serves every pair
         m0 = ok[0]
-        e_rep = counts @ np.stack([np.bincount(codes[m0], err[i, m0], nb) for i in range(n_m)], axis=1)
-        w_rep = counts @ np.bincount(codes[m0], words[m0], nb)
+        e_blocks = np.stack([np.bincount(codes[m0], err[i, m0], nb) for i in range(n_m)], axis=1)
+        w_blocks = np.bincount(codes[m0], words[m0], nb)
+        e_rep = counts @ e_blocks
+        w_rep = counts @ w_blocks
     for start in range(0, len(pairs), chunk):
         batch = pairs[start : start + chunk]
         if same_clips:
             reps = (e_rep[:, [a for a, _ in batch]] - e_rep[:, [b for _, b in batch]]) / w_rep[:, None]
             shared = [ok[0]] * len(batch)
+            d_cols = [e_blocks[:, a] - e_blocks[:, b] for a, b in batch]
+            w_cols = [w_blocks] * len(batch)
         else:
             shared = [ok[a] & ok[b] for a, b in batch]
             d_cols = [np.bincount(codes[s], err[a, s] - err[b, s], nb) for (a, b), s in zip(batch, shared)]
@@ -150,11 +169,18 @@ def compare_models(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha
             n_shared[k] = int(s.sum())
             w = words[s].sum()
             if w <= 0:
+                reasons[k] = f"no clip with reference words that both {models[a]} and {models[b]} scored"
                 continue
             diffs[k] = (err[a, s].sum() - err[b, s].sum()) / w
+            verdict = check_testable([BlockGroup(f"the clips {models[a]} and {models[b]} both scored", d_cols[j], w_cols[j], unit)],
+                                     "WER difference")
+            est = verdict if verdict is not None else percentile_interval(reps[:, j], alpha, "WER difference")
+            if not isinstance(est, Interval):
+                reasons[k] = est.reason
+                continue
             r = reps[:, j]
             r = r[np.isfinite(r)]
-            los[k], his[k] = np.quantile(r, [alpha / 2, 1 - alpha / 2])
+            los[k], his[k] = est.lo, est.hi
             ps[k] = shifted_p(r, diffs[k])
     live = np.isfinite(ps)
     p_holm = np.full(len(pairs), np.nan)
@@ -166,12 +192,14 @@ def compare_models(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha
         if live[k] and p_holm[k] < alpha and diffs[k] != 0:
             better = ma if diffs[k] < 0 else mb
             worse_than.add((better, mb if better == ma else ma))
-        out["pairs"].append({
-            "a": ma, "b": mb, "diff": None if not np.isfinite(diffs[k]) else float(diffs[k]),
-            "ci95": [None if not np.isfinite(los[k]) else float(los[k]), None if not np.isfinite(his[k]) else float(his[k])],
-            "p_value": None if not live[k] else float(ps[k]), "p_holm": None if not live[k] else float(p_holm[k]),
-            "better": better, "n_utts": int(n_shared[k]),
-        })
+        entry: dict[str, Any] = {"a": ma, "b": mb, "diff": None if not np.isfinite(diffs[k]) else float(diffs[k])}
+        if live[k]:
+            entry["ci95"] = [float(los[k]), float(his[k])]
+        else:
+            entry.update(ci95=None, not_testable=reasons[k] or "no bootstrap replicate could be computed")
+        entry.update(p_value=None if not live[k] else float(ps[k]), p_holm=None if not live[k] else float(p_holm[k]), better=better,
+                     n_utts=int(n_shared[k]))
+        out["pairs"].append(entry)
     order = sorted(wer_all, key=lambda m: (wer_all[m], m))
     out["tiers"] = _tiers(order, worse_than)
     out["blocks"] = blocks_kind

@@ -21,7 +21,17 @@ from rapidfuzz.distance import Levenshtein
 
 from audits.asr.hallucination import add_row_flags, hallucination_metrics, speech_free_labels
 from audits.asr.paired import holm, shifted_p
-from audits.asr.stats import block_bootstrap_ratios, ratio_difference_replicates
+from audits.asr.stats import (
+    BlockGroup,
+    Estimate,
+    Interval,
+    NotTestable,
+    check_testable,
+    estimate_fields,
+    percentile_interval,
+    ratio_difference_replicates,
+    ratio_estimates,
+)
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE
 from normalizers import Normalizer, fast_normalizer
 
@@ -196,32 +206,42 @@ def _clean(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else float(x)
 
 
-def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -> dict[str, Any]:
-    """All numbers of one group of rows (a model, or a model's slice).
+def block_unit(rows: pd.DataFrame) -> str:
+    """What a resampling block of ``rows`` is in messages: ``speaker``, or ``clip`` when no row has a speaker."""
+    return "speaker" if "speaker" in rows and rows["speaker"].notna().any() else "clip"
+
+
+def speaker_blocks(rows: pd.DataFrame) -> np.ndarray:
+    """The resampling block of each row: its speaker, or its own clip where the speaker is unknown."""
+    return rows["speaker"].where(rows["speaker"].notna(), rows["utt_id"]).astype(str).to_numpy()
+
+
+def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0, name: str = "the model's clips") -> dict[str, Any]:
+    """All numbers of one group of rows (a model, or a model's slice ``name``).
 
     Speech-free clips (empty normalized reference) are left out of WER and CER and scored apart
-    in ``hallucination`` (their edits have no reference words to divide by).
+    in ``hallucination`` (their edits have no reference words to divide by). The intervals go
+    through the testability rule (``audits.asr.stats.check_testable``): a group with fewer than
+    two speakers, or with the same rate in every speaker, gets ``ci95: null`` and ``not_testable``.
     """
     okg = g[g["ok"] & ~g["speech_free"]]
-    blocks = okg["speaker"].where(okg["speaker"].notna(), okg["utt_id"]).astype(str).to_numpy() if len(okg) else None
+    blocks = speaker_blocks(okg) if len(okg) else None
     n_spk = len(set(blocks)) if blocks is not None else 0
-    ci_method = "speaker-block bootstrap"
-    if blocks is not None and n_spk < 2 and len(okg) > 1:
-        # one speaker: between-speaker variance cannot be estimated; resample utterances instead
-        blocks = okg["utt_id"].astype(str).to_numpy()
-        ci_method = "utterance bootstrap (single speaker)"
+    ci_method = f"{block_unit(okg)}-block bootstrap"
     n_words = int(okg["n_words"].sum())
     n_chars = int(okg["n_chars"].sum())
     we = int(okg["word_errors"].sum())
     ce = int(okg["char_errors"].sum())
+    wer_est: Estimate
+    cer_est: Estimate
     if len(okg):
         # one set of speaker draws serves WER and CER (same seed: same intervals as two calls)
-        wer_ci, cer_ci = block_bootstrap_ratios(
+        wer_est, cer_est = ratio_estimates(
             [(okg["word_errors"].to_numpy(), okg["n_words"].to_numpy()), (okg["char_errors"].to_numpy(), okg["n_chars"].to_numpy())],
-            blocks, opts.n_boot, opts.seed + seed_offset, opts.alpha,
+            blocks, name, opts.n_boot, opts.seed + seed_offset, opts.alpha, unit=block_unit(okg),
         )
     else:
-        wer_ci = cer_ci = (math.nan, math.nan)
+        wer_est = cer_est = NotTestable(f"no scored clip with speech in {name}")
     okall = g[g["ok"]]  # speed counts every scored clip, speech-free ones included
     timed = okall[okall["infer_s"].notna()] if "infer_s" in okall else okall.iloc[0:0]
     audio_s = float(okall["duration_s"].fillna(0).sum())
@@ -240,8 +260,8 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0) -
         "char_errors": ce,
         "wer": _ratio(we, n_words),
         "cer": _ratio(ce, n_chars),
-        "ci95": [_clean(wer_ci[0]), _clean(wer_ci[1])],
-        "cer_ci95": [_clean(cer_ci[0]), _clean(cer_ci[1])],
+        **estimate_fields(wer_est),
+        **estimate_fields(cer_est, "cer_ci95", "cer_not_testable"),
         "n_speakers": int(n_spk),
         "ci_method": ci_method,
         "audio_s": audio_s,
@@ -265,35 +285,46 @@ def default_gaps(frame: pd.DataFrame, label_columns: Iterable[str]) -> list[tupl
 
 
 def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOptions, seed: int) -> dict[str, Any]:
+    """WER(a) - WER(b) of one model's rows, with its interval and shifted-null p through the testability rule.
+
+    Each side's speaker blocks are resampled on their own; a side with fewer than two speakers,
+    or both sides with the same WER in every speaker, make the gap not testable: ``ci95``,
+    ``p_value`` and ``significant`` are null and ``not_testable`` says why.
+    """
     ga = g[(g[label] == a) & g["ok"] & ~g["speech_free"]]
     gb = g[(g[label] == b) & g["ok"] & ~g["speech_free"]]
     wa = _ratio(ga["word_errors"].sum(), ga["n_words"].sum())
     wb = _ratio(gb["word_errors"].sum(), gb["n_words"].sum())
+    base = {"label": label, "a": a, "b": b}
     if wa is None or wb is None:
-        return {"label": label, "a": a, "b": b, "gap": None, "ci95": [None, None], "excludes_zero": False, "p_value": None, "n_a": len(ga),
-            "n_b": len(gb)}
-
-    def blocks(x: pd.DataFrame) -> np.ndarray:
-        return x["speaker"].where(x["speaker"].notna(), x["utt_id"]).astype(str).to_numpy()
-
-    reps = ratio_difference_replicates(
-        ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), blocks(ga),
-        gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), blocks(gb),
-        opts.n_boot, opts.seed + seed,
-    )
-    lo, hi = np.quantile(reps, [opts.alpha / 2, 1 - opts.alpha / 2]) if reps.size else (math.nan, math.nan)
-    lo_c, hi_c = _clean(float(lo)), _clean(float(hi))
-    p_value = shifted_p(reps, wa - wb) if reps.size else None
+        missing = a if wa is None else b
+        return {**base, "gap": None, "ci95": None, "excludes_zero": None, "p_value": None, "n_a": len(ga), "n_b": len(gb),
+                "not_testable": f"no scored clip with reference words in {label}={missing}"}
+    ba, bb = speaker_blocks(ga), speaker_blocks(gb)
+    verdict = check_testable([
+        BlockGroup.of(f"{label}={a}", ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), ba, block_unit(ga)),
+        BlockGroup.of(f"{label}={b}", gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), bb, block_unit(gb)),
+    ])
+    est: Estimate = verdict if verdict is not None else NotTestable("")
+    p_value: float | None = None
+    if verdict is None:
+        reps = ratio_difference_replicates(
+            ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), ba,
+            gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), bb,
+            opts.n_boot, opts.seed + seed,
+        )
+        est = percentile_interval(reps, opts.alpha, "gap")
+        if isinstance(est, Interval):
+            p_value = _clean(shifted_p(reps, wa - wb))
+    fields = estimate_fields(est)
     return {
-        "label": label,
-        "a": a,
-        "b": b,
+        **base,
         "gap": wa - wb,
         "wer_a": wa,
         "wer_b": wb,
-        "ci95": [lo_c, hi_c],
-        "excludes_zero": bool(lo_c is not None and hi_c is not None and (lo_c > 0 or hi_c < 0)),
-        "p_value": _clean(p_value) if p_value is not None else None,
+        **fields,
+        "excludes_zero": bool(est.lo > 0 or est.hi < 0) if isinstance(est, Interval) else None,
+        "p_value": p_value,
         "n_a": len(ga),
         "n_b": len(gb),
     }
@@ -302,7 +333,7 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
 def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]],
         opts: ScoringOptions) -> dict[str, Any]:
     """Everything ``summarize_models`` reports for one model (``mi``: its index, which seeds it)."""
-    m = group_metrics(g, opts, seed_offset=mi * 1000)
+    m = group_metrics(g, opts, seed_offset=mi * 1000, name=f"{g['model'].iloc[0]}'s clips" if len(g) else "the model's clips")
     failures = g.loc[~g["ok"], "error"].fillna("no hypothesis").astype(str)
     m["failures"] = {str(k): int(v) for k, v in failures.str.slice(0, 200).value_counts().items()}
     slices: dict[str, Any] = {}
@@ -310,7 +341,7 @@ def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequen
         for vi, (value, sg) in enumerate(sorted(g.groupby(col, dropna=True), key=lambda kv: str(kv[0]))):
             if len(sg) < opts.min_slice_utts:
                 continue
-            sm = group_metrics(sg, opts, seed_offset=mi * 1000 + li * 100 + vi + 1)
+            sm = group_metrics(sg, opts, seed_offset=mi * 1000 + li * 100 + vi + 1, name=f"{col}={value}")
             slices[f"{col}={value}"] = sm
     m["slices"] = slices
     m["gaps"] = [gap_metrics(g, lab, a, b, opts, mi * 1000 + gi) for gi, (lab, a, b) in enumerate(gaps) if lab in g.columns]
@@ -356,10 +387,11 @@ def summarize_models(scored: ScoredRows, opts: ScoringOptions = ScoringOptions()
 
 
 def correct_gaps(per_model: dict[str, dict[str, Any]], alpha: float) -> dict[str, dict[str, Any]]:
-    """Holm-adjust the gap p-values across every gap of every model (one family), in place.
+    """Holm-adjust the gap p-values across every testable gap of every model (one family), in place.
 
     Adds ``p_holm`` and ``significant`` (``p_holm`` < alpha) to each gap; ``excludes_zero``
-    stays the uncorrected interval check.
+    stays the uncorrected interval check. A gap that is not testable has no p-value, is not part
+    of the family, and its ``p_holm`` and ``significant`` are null.
     """
     found = [g for m in per_model.values() for g in m.get("gaps") or [] if g.get("p_value") is not None]
     adjusted = holm([g["p_value"] for g in found])
@@ -369,5 +401,5 @@ def correct_gaps(per_model: dict[str, dict[str, Any]], alpha: float) -> dict[str
     for m in per_model.values():
         for g in m.get("gaps") or []:
             g.setdefault("p_holm", None)
-            g.setdefault("significant", False)
+            g.setdefault("significant", None if g.get("p_value") is None else False)
     return per_model

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from audits.asr.paired import compare_models
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from audits.schema import SCHEMA_VERSION, Summary
 from audits.version import version as engine_version
+from engine.errors import RegistryError
 from engine.store import atomic_write_text
 from normalizers import Normalizer
 
@@ -106,7 +107,7 @@ def build_summary(
         for name, facts in model_facts.items()
         if facts.get("status") in ("unavailable", "failed-to-load")
     ]
-    summary: dict[str, Any] = {
+    core: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "engine_version": engine_version(),
         "failures": run_failures,
@@ -129,24 +130,33 @@ def build_summary(
         "hardware": dict(hardware),
         "models": models,
         "comparisons": compare_models(scored.frame, options.n_boot, options.seed, options.alpha) if len(table) else {},
-        **dict(extra or {}),
     }
+    taken = sorted(set(extra or {}) & set(core))
+    if taken:  # sections write under their own names only (audits.sections refuses these names at registration)
+        raise RegistryError(f"the run's sections and extras would replace summary.json's own {', '.join(repr(k) for k in taken)}; "
+                            "every section writes under its own name")
+    summary = {**core, **dict(extra or {})}
     out: Summary = json_safe(summary)
     return out, scored
 
 
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:
-    """Write ``summary.json`` atomically (once per run: the run's reports are made from memory)."""
+    """Write ``summary.json`` atomically, sealed with the digest of its own content (``audits.run_dir``).
+
+    A mutable summary gets its ``digest`` in place, so the result held in memory equals what a
+    reader of the file reads (once per run: the run's reports are made from memory).
+    """
+    from audits.run_dir import seal
+
+    data = seal(summary) if isinstance(summary, MutableMapping) else seal(dict(summary))
     path = out_dir / "summary.json"
-    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=False))
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False))
     return path
 
 
 def load_summary(out_dir: Path) -> dict[str, Any]:
-    """A run directory's ``summary.json`` (``ConfigError`` naming the directory when it has none)."""
-    path = Path(out_dir) / "summary.json"
-    if not path.exists():
-        from engine.errors import ConfigError
+    """A run directory's ``summary.json`` as a mapping (``ConfigError`` naming the file when it is missing, truncated or
+    not an object). Its digests are not checked here: commands read runs through ``audits.run_dir.read_run``."""
+    from audits.run_dir import read_summary_file
 
-        raise ConfigError(f"{out_dir}: no summary.json (is this a run directory? run `audit run ... --out {out_dir}` first)")
-    return json.loads(path.read_text())
+    return read_summary_file(Path(out_dir))

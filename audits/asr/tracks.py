@@ -20,7 +20,6 @@ registry price, local ones at ``gpu_hour_usd / RTFx``, else unknown.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -31,10 +30,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from audits.asr.scoring import score_table
-from audits.asr.stats import _block_codes, _draw_blocks
+from audits.asr.scoring import block_unit, score_table
+from audits.asr.stats import BlockGroup, NotTestable, _block_codes, _draw_blocks, check_testable, estimate_fields, percentile_interval
 from audits.clips import source_rows
 from audits.normalizing import get_normalizer
+from audits.run_dir import read_run, rows_fingerprint
 from engine.config import Field
 from engine.errors import ConfigError
 
@@ -54,12 +54,9 @@ def _replicates(numer: np.ndarray, denom: np.ndarray, blocks: np.ndarray, n_boot
         return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
 
 
-def _interval(values: np.ndarray, alpha: float) -> list[float | None]:
-    v = values[np.isfinite(values)]
-    if not v.size:
-        return [None, None]
-    lo, hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
-    return [float(lo), float(hi)]
+def _interval(values: np.ndarray, alpha: float, verdict: NotTestable | None, statistic: str = "WER") -> dict[str, Any]:
+    """``{"ci95": [lo, hi]}``, or ``{"ci95": None, "not_testable": why}`` (the testability rule, audits.asr.stats)."""
+    return estimate_fields(verdict if verdict is not None else percentile_interval(values, alpha, statistic))
 
 
 TRACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -77,16 +74,6 @@ def check_track_name(name: str, where: str) -> str:
             "use 1-64 letters, digits, '-' or '_' (not tracks, markers, parts or exports), e.g. accent=data/accent/manifest.jsonl"
         )
     return name
-
-
-def rows_fingerprint(path: Path) -> str:
-    """SHA-256 of ``utterances.parquet``'s bytes, recorded in summary.json when the run is scored,
-    so a later reader (tracks) can tell the rows it reads are the rows that were scored."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def parse_tracks(items: list[str]) -> dict[str, Path]:
@@ -113,16 +100,6 @@ def parse_tracks(items: list[str]) -> dict[str, Path]:
     if len(out) < 2:
         raise ConfigError("an Average WER needs at least two tracks (NAME=RUN_DIR ...)")
     return out
-
-
-def _check_run(name: str, run: Path, summary: Mapping[str, Any]) -> None:
-    """Refuse a run whose rows are not the rows its summary was scored from."""
-    recorded = summary.get("rows") or {}
-    if recorded.get("sha256") and recorded["sha256"] != rows_fingerprint(run / "utterances.parquet"):
-        raise ConfigError(
-            f"track '{name}': {run / 'utterances.parquet'} changed after the run was scored (its fingerprint differs from "
-            "summary.json's rows.sha256); re-run the recipe into that folder to score the rows it now holds"
-        )
 
 
 def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any], n_utts: int, errors: int, words: int) -> None:
@@ -212,16 +189,14 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     normalizers = {}
     fingerprints = {}
     summaries: dict[str, dict[str, Any]] = {}
+    tables: dict[str, Any] = {}
     by_rows: dict[str, str] = {}
     for name, run in tracks.items():
-        try:
-            summary = json.loads((run / "summary.json").read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"track '{name}': {run / 'summary.json'} cannot be read ({exc}); "
-                              "re-run the recipe into that folder") from None
-        if not isinstance(summary, dict):
-            raise ConfigError(f"track '{name}': {run / 'summary.json'} is not a summary (a JSON object)")
-        _check_run(name, run, summary)
+        try:  # the one trusted reader: both digests must hold (audits.run_dir)
+            loaded = read_run(run, strict=True)
+        except ConfigError as exc:
+            raise ConfigError(f"track '{name}': {exc}") from None
+        summary, tables[name] = loaded.summary, loaded.table
         digest = rows_fingerprint(run / "utterances.parquet")
         if digest in by_rows:
             raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of "
@@ -239,7 +214,7 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
     reps: dict[str, list[np.ndarray]] = {}
     speed: dict[str, dict[str, dict[str, Any]]] = {}
     for ti, (name, run) in enumerate(tracks.items()):
-        rows = source_rows(pd.read_parquet(run / "utterances.parquet"))  # the figures' clips, as the run scored them (audits.clips)
+        rows = source_rows(tables[name])  # the figures' clips, as the run scored them (audits.clips)
         frame = score_table(rows, normalizer).frame
         present = set(frame["model"].astype(str))
         lost = sorted(m for m, v in (summaries[name].get("models") or {}).items() if (v or {}).get("n_utts") and m not in present)
@@ -258,10 +233,12 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
             blocks = ok["speaker"].where(ok["speaker"].notna(), ok["utt_id"]).astype(str).to_numpy()
             r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot,
                 seed + 1000 * ti + mi)
+            verdict = check_testable([BlockGroup.of(f"track '{name}'", ok["word_errors"].to_numpy(np.float64),
+                                                    ok["n_words"].to_numpy(np.float64), blocks, block_unit(ok))])
             entry = per_model.setdefault(str(model), {"tracks": {}})
             entry["tracks"][name] = {
                 "wer": errors / words,
-                "ci95": _interval(r, alpha),
+                **_interval(r, alpha, verdict),
                 "n_utts": int(len(g)),
                 "n_scored": int(len(ok)),
                 "n_speech_free": int(g["speech_free"].sum()),
@@ -274,7 +251,12 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         wers = [t["wer"] for t in entry["tracks"].values()]
         entry["n_tracks"] = len(wers)
         entry["average_wer"] = float(np.mean(wers))
-        entry["average_ci95"] = _interval(np.mean(np.vstack(reps[model]), axis=0), alpha)
+        untestable = [t["not_testable"] for t in entry["tracks"].values() if t.get("not_testable")]
+        # a track whose interval the data cannot support cannot lend its (zero) spread to the average's
+        avg = _interval(np.mean(np.vstack(reps[model]), axis=0), alpha, NotTestable(untestable[0]) if untestable else None, "Average WER")
+        entry["average_ci95"] = avg["ci95"]
+        if "not_testable" in avg:
+            entry["average_not_testable"] = avg["not_testable"]
     complete = [m for m, e in per_model.items() if e["n_tracks"] == len(tracks)]
     ranking = sorted(complete, key=lambda m: (per_model[m]["average_wer"], m))
     winners = {}
@@ -308,7 +290,9 @@ def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]
     def cell(t: Mapping[str, Any] | None) -> str:
         if not t:
             return "–"
-        lo, hi = t["ci95"]
+        if t.get("not_testable"):
+            return f"{pct(t['wer'])} not testable ({t['not_testable']})"
+        lo, hi = t.get("ci95") or (None, None)
         return f"{pct(t['wer'])} [{pct(lo)}, {pct(hi)}]"
 
     header = ["rank", "model", *names, "Average WER"]
@@ -317,7 +301,7 @@ def _table(summary: Mapping[str, Any]) -> tuple[list[str], list[list[str]], str]
     for i, m in enumerate([*summary["ranking"], *summary["incomplete"]]):
         e = models[m]
         rank = str(i + 1) if m in summary["ranking"] else "–"
-        avg = cell({"wer": e["average_wer"], "ci95": e["average_ci95"]})
+        avg = cell({"wer": e["average_wer"], "ci95": e["average_ci95"], "not_testable": e.get("average_not_testable")})
         if m in summary["incomplete"]:
             avg += f" ({e['n_tracks']} of {len(names)} tracks)"
         rows.append([rank, str(m), *(cell(e["tracks"].get(n)) for n in names), avg])

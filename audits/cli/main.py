@@ -336,17 +336,18 @@ def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
 
 
 def _print_overview(summary: dict[str, Any]) -> None:
+    from audits.reports.formatting import interval_text
+
     t = Table(title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} "
         f"({summary.get('normalizer', {}).get('name')})")
     for col in ("model", "status", "WER %", "95% CI", "CER %", "RTFx", "utts", "failed"):
         t.add_column(col, justify="right" if col not in ("model", "status") else "left")
     for name, m in sorted(summary.get("models", {}).items()):
-        ci = m.get("ci95") or [None, None]
         t.add_row(
             name,
             str(m.get("status", "")),
             "—" if m.get("wer") is None else f"{100 * m['wer']:.1f}",
-            "—" if ci[0] is None else f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]",
+            escape(interval_text(m)),
             "—" if m.get("cer") is None else f"{100 * m['cer']:.1f}",
             "—" if m.get("rtfx") is None else f"{m['rtfx']:.1f}",
             str(m.get("n_utts", 0)),

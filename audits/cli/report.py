@@ -19,6 +19,13 @@ _err = Console(stderr=True)
 _out = Console()
 
 
+def _warn_untrusted(problem: str) -> None:
+    """Report-only commands read a run whose digests do not hold, and say so loudly on stderr."""
+    from rich.markup import escape
+
+    _err.print(f"[bold red]WARNING: the figures below may not be the run's own:[/] {escape(problem)}", soft_wrap=True)
+
+
 def report_command(
     run_dirs: list[Path] = typer.Argument(...,
         help="One run directory, or several runs of the same dataset to merge (a sweep split across machines)."),
@@ -33,7 +40,7 @@ def report_command(
         from engine.config import check_number
 
         check_number(worst, "--worst", integer=True, ge=0, le=10_000)
-        written = build_report(run_dirs, out, worst, exports)
+        written = build_report(run_dirs, out, worst, exports, warn=_warn_untrusted)
     except AuditError as exc:
         from rich.markup import escape
 
@@ -90,7 +97,7 @@ def query_command(
         from engine.config import check_number
 
         check_number(max_rows, "--max-rows", integer=True, ge=1)
-        df = query([run_dir, *(also or [])] if also else run_dir, sql)
+        df = query([run_dir, *(also or [])] if also else run_dir, sql, warn=_warn_untrusted)
     except AuditError as exc:
         from rich.markup import escape
 

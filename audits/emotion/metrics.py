@@ -58,8 +58,13 @@ class LabelMap:
         self.table: dict[str, str] = {}
         if use_defaults:
             self.table.update(DEFAULT_LABEL_MAP)
+        given: dict[str, str] = {}
         for k, v in (table or {}).items():
-            self.table[str(k).strip().lower()] = str(v).strip().lower()
+            key = str(k).strip().lower()
+            if key in given:  # two spellings of one label: the last would win silently
+                raise ConfigError(f"label map: '{given[key]}' and '{k}' are one label once lower-cased and stripped; list it once")
+            given[key] = str(k)
+            self.table[key] = str(v).strip().lower()
 
     @classmethod
     def from_file(cls, path: str | Path, use_defaults: bool = True) -> "LabelMap":
@@ -68,6 +73,7 @@ class LabelMap:
         if not p.is_file():
             raise ConfigError(f"label map {p} does not exist")
         table: dict[str, str] = {}
+        first: dict[str, int] = {}
         for lineno, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1):
             line = raw.split("#", 1)[0].strip()
             if not line:
@@ -75,6 +81,10 @@ class LabelMap:
             parts = [x.strip() for x in (line.split(",") if "," in line else line.split())]
             if len(parts) != 2 or not all(parts):
                 raise ConfigError(f"{p}, line {lineno}: expected 'raw,canonical', got {raw!r}")
+            key = parts[0].lower()
+            if key in first:  # the last line would win silently
+                raise ConfigError(f"{p}, line {lineno}: label '{parts[0]}' is mapped twice (first at line {first[key]}); keep one line")
+            first[key] = lineno
             table[parts[0]] = parts[1]
         return cls(table, use_defaults=use_defaults)
 

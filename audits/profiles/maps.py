@@ -106,14 +106,29 @@ def load_map_file(path: Path) -> dict[str, Any]:
     return data  # type: ignore[no-any-return]
 
 
+def _unique(items: Sequence[str], where: str, normalize: Any = None) -> None:
+    """Refuse a list that names one value twice (after ``normalize``): the second would be silently redundant or contradictory."""
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        key = normalize(item) if normalize else item
+        if key in seen:
+            same = f" (as '{key}')" if key != item else ""
+            raise ConfigError(f"{where}[{i}]: '{item}'{same} is listed twice (first at {where}[{seen[key]}]); list each value once")
+        seen[key] = i
+
+
 def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] | None = None, override_where: str = "") -> ConditionMap:
     """Validate a map file's mapping (``where`` names the file) and add a recipe's ``overrides``.
 
-    Overrides are ``value: {output: ..., ...}`` entries; their source is the recipe itself.
+    Overrides are ``value: {output: ..., ...}`` entries; their source is the recipe itself. A
+    list that names one value twice (an output, an allowed value, an alias, also when two
+    aliases normalize to one value or an alias repeats its entry's name) is refused, as a key
+    written twice is by the YAML loader.
     """
     outputs = tuple(_str(o, f"{where}.outputs[{i}]") for i, o in enumerate(expect_type(data["outputs"], list, f"{where}.outputs")))
     if not outputs:
         raise ConfigError(f"{where}.outputs: list at least one output column")
+    _unique(outputs, f"{where}.outputs")
     allowed_raw = expect_type(data["allowed"], dict, f"{where}.allowed")
     allowed: dict[str, tuple[str, ...]] = {}
     for o in outputs:
@@ -121,6 +136,7 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
             raise ConfigError(f"{where}.allowed: missing the values of output '{o}'")
         allowed[o] = tuple(_str(v,
             f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}")))
+        _unique(allowed[o], f"{where}.allowed.{o}")
     sources = {str(k): _str(v, f"{where}.sources.{k}") for k, v in expect_type(data["sources"], dict, f"{where}.sources").items()}
     table: dict[str, Assignment] = {}
     entries: dict[str, Assignment] = {}
@@ -140,8 +156,13 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
         a = _assignment(str(entry), raw, outputs, allowed, sources, w)
         entries[str(entry)] = a
         add(entry, a, w)
-        for i, alias in enumerate(expect_type(raw.get("aliases", []), list, f"{w}.aliases")):
-            add(_str(alias, f"{w}.aliases[{i}]"), a, f"{w}.aliases[{i}]")
+        aliases = [_str(alias, f"{w}.aliases[{i}]") for i, alias in enumerate(expect_type(raw.get("aliases", []), list, f"{w}.aliases"))]
+        _unique(aliases, f"{w}.aliases", normalize_value)
+        for i, alias in enumerate(aliases):
+            if normalize_value(alias) == normalize_value(entry):
+                raise ConfigError(f"{w}.aliases[{i}]: '{alias}' is the entry's own name once normalized ('{normalize_value(entry)}'); "
+                                  "list each value once")
+            add(alias, a, f"{w}.aliases[{i}]")
     patterns: list[tuple[re.Pattern[str], Assignment]] = []
     for i, raw in enumerate(expect_type(data.get("patterns", []) or [], list, f"{where}.patterns")):
         w = f"{where}.patterns[{i}]"

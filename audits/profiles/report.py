@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from audits.reports.charts import IntervalRow, svg_interval_panels, svg_scatter
-from audits.reports.formatting import ci_text, esc, md, pct
+from audits.reports.formatting import esc, interval_text, md, pct
 
 
 def _p(x: Any) -> str:
@@ -26,6 +26,8 @@ def _level(x: Any, unit: str) -> str:
 
 def _break_ci(r: Mapping[str, Any], unit: str) -> str:
     """Interval of the breaking point; a bound beyond the harshest level reads 'beyond ladder'."""
+    if r.get("breaking_not_testable"):
+        return f"not testable ({r['breaking_not_testable']})"
     if "breaking_share" not in r:
         return "—"
     lo, hi = r.get("breaking_ci95") or [None, None]
@@ -59,6 +61,23 @@ def _tau_text(t: Any) -> str:
     return "—" if t is None else f"{float(t):.2f}"
 
 
+def _tau_ci(e: Mapping[str, Any]) -> str:
+    """Kendall's tau interval, or why it is not testable (plain text)."""
+    return interval_text(e, digits=2, scale=1.0)
+
+
+def _slope_ci(r: Mapping[str, Any]) -> str:
+    """The slope's interval in points per unit, or why it is not testable (plain text)."""
+    if r.get("slope_not_testable"):
+        return f"not testable ({r['slope_not_testable']})"
+    sc = r.get("slope_ci95") or [None, None]
+    return "" if sc[0] is None else f"[{100 * sc[0]:+.2f}, {100 * sc[1]:+.2f}]"
+
+
+def _significant(g: Mapping[str, Any]) -> str:
+    return "yes" if g.get("significant") else "—" if g.get("not_testable") else "no"
+
+
 def map_lines(section: Mapping[str, Any]) -> list[str]:
     out = []
     for m in section.get("condition_maps") or []:
@@ -85,10 +104,9 @@ def ladder_md(lad: Mapping[str, Any]) -> list[str]:
                   f"{md(unit) or 'unit'}) | breaking point | 95% CI |",
               "|---|---:|" + "---:|" * len(lad["levels"]) + "---:|---|---|"]
     for m, r in lad["models"].items():
-        sc = r.get("slope_ci95") or [None, None]
         lines.append(
-            f"| {md(m)} | {pct(r['baseline']['wer'])} | " + " | ".join(f"{pct(x['wer'])} {ci_text(x['ci95'])}" for x in r["levels"])
-            + f" | {_pts(r.get('slope'))} {'' if sc[0] is None else f'[{100 * sc[0]:+.2f}, {100 * sc[1]:+.2f}]'} | "
+            f"| {md(m)} | {pct(r['baseline']['wer'])} | " + " | ".join(f"{pct(x['wer'])} {md(interval_text(x))}" for x in r["levels"])
+            + f" | {_pts(r.get('slope'))} {md(_slope_ci(r))} | "
                 f"{md(_level(r.get('breaking_point'), unit))} | "
             + md(_break_ci(r, unit)) + " |"
         )
@@ -109,7 +127,7 @@ def ladder_html(lad: Mapping[str, Any], colors: Mapping[str, str]) -> str:
         hi = max([hi] + [v for x in rows_ for v in (x.value, x.hi) if v is not None])
         panels.append((m, rows_))
     body = svg_interval_panels(labels, panels, 0.0, min(1.5, max(0.1, hi * 1.05)), f"WER along the {lad['name']} ladder")
-    rows2 = "".join(f"<tr data-model='{esc(m)}'><td class='l'>{esc(m)}</td><td>{esc(_pts(r.get('slope')))}</td><td>"
+    rows2 = "".join(f"<tr data-model='{esc(m)}'><td class='l'>{esc(m)}</td><td>{esc(_pts(r.get('slope')))} {esc(_slope_ci(r))}</td><td>"
         f"{esc(_level(r.get('breaking_point'), unit))}</td>"
                     f"<td>{esc(_break_ci(r, unit))}</td></tr>"
                     for m, r in lad["models"].items())
@@ -133,8 +151,8 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
         for model, gaps in (gt.get("models") or {}).items():
             for g in gaps:
                 lines.append(f"| {md(model)} | {md(g['label'])}: {md(g['a'])} − {md(g['b'])} | {_pts(g.get('gap'))} | "
-                    f"{ci_text(g.get('ci95'))} | "
-                             f"{_p(g.get('p_holm'))} | {'yes' if g.get('significant') else 'no'} |")
+                    f"{md(interval_text(g))} | "
+                             f"{_p(g.get('p_holm'))} | {_significant(g)} |")
         lines.append("")
         pairs = (gt.get("paired") or {}).get("pairs") or []
         if pairs:
@@ -142,7 +160,7 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
                       "| gap | A | B | diff | 95% CI | p (Holm) | smaller gap |", "|---|---|---|---:|---|---:|---|"]
             for e in pairs:
                 lines.append(f"| {md(e['gap'])} | {md(e['model_a'])} | {md(e['model_b'])} | {_pts(e.get('diff'))} | "
-                    f"{ci_text(e.get('ci95'))} | "
+                    f"{md(interval_text(e))} | "
                              f"{_p(e.get('p_holm'))} | {md(e.get('smaller_gap') or '—')} |")
             lines.append("")
     for s in gt.get("skipped") or []:
@@ -154,19 +172,17 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
         lines += ["", "### Robustness profile (WER %, 95% CI)", "", "| condition | " + " | ".join(md(m) for m in models) + " |",
                   "|---|" + "---|" * len(models)]
         overall = [prof[m]["overall"] for m in models]
-        lines.append("| overall | " + " | ".join(f"{pct(x['wer'])} {ci_text(x['ci95'])}" for x in overall) + " |")
+        lines.append("| overall | " + " | ".join(f"{pct(x['wer'])} {md(interval_text(x))}" for x in overall) + " |")
         for c in conds:
             cells = [prof[m]["conditions"].get(c) or {} for m in models]
-            lines.append(f"| {md(c)} | " + " | ".join(f"{pct(x.get('wer'))} {ci_text(x.get('ci95'))}" for x in cells) + " |")
+            lines.append(f"| {md(c)} | " + " | ".join(f"{pct(x.get('wer'))} {md(interval_text(x))}" for x in cells) + " |")
         lines.append("")
     rs = section.get("rank_stability") or {}
     if rs.get("conditions"):
         lines += ["### Rank stability (Kendall's tau-b, overall ranking vs the condition's)", "", "| condition | tau | 95% CI | models |",
             "|---|---:|---|---:|"]
         for c, e in rs["conditions"].items():
-            ci = e.get("ci95") or [None, None]
-            ci_s = "—" if ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
-            lines.append(f"| {md(c)} | {_tau_text(e.get('tau'))} | {ci_s} | {e.get('n_models', 0)} |")
+            lines.append(f"| {md(c)} | {_tau_text(e.get('tau'))} | {md(_tau_ci(e))} | {e.get('n_models', 0)} |")
         lines += ["", _movers_text(rs, md)]
         lines.append("")
     for lad in section.get("ladders") or []:
@@ -177,7 +193,7 @@ def profiles_lines(section: Mapping[str, Any], title: str) -> list[str]:
             "|---|---:|---|---:|---:|---|---|"]
         for m, r in to["models"].items():
             front = [k for k, key in (("speed", "pareto_wer_rtfx"), ("cost", "pareto_wer_cost")) if m in (to.get(key) or [])]
-            lines.append(f"| {md(m)} | {pct(r.get('wer'))} | {ci_text(r.get('ci95'))} | {_rtfx_text(r)} | {_cost_text(r)} | "
+            lines.append(f"| {md(m)} | {pct(r.get('wer'))} | {md(interval_text(r))} | {_rtfx_text(r)} | {_cost_text(r)} | "
                 f"{md(r.get('cost_basis', ''))} | {', '.join(front) or '—'} |")
         lines.append("")
     return lines
@@ -198,8 +214,8 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
                 rows.append(f"<tr data-model='{esc(model)}' data-gap='{esc(g['label'])}:{esc(g['a'])}-{esc(g['b'])}'><td class='l'>"
                     f"{esc(model)}</td>"
                             f"<td class='l'>{esc(g['label'])}: {esc(g['a'])} − {esc(g['b'])}</td><td>{esc(_pts(g.get('gap')))}</td><td>"
-                                f"{esc(ci_text(g.get('ci95')))}</td>"
-                            f"<td>{esc(_p(g.get('p_holm')))}</td><td>{'yes' if g.get('significant') else 'no'}</td></tr>")
+                                f"{esc(interval_text(g))}</td>"
+                            f"<td>{esc(_p(g.get('p_holm')))}</td><td>{_significant(g)}</td></tr>")
         parts.append("<h3>The study's gaps</h3><table class='gap-table'><thead><tr><th class='l'>model</th><th class='l'>gap (WER a − "
             "b)</th><th>points</th><th>95% CI</th>"
                      "<th>p (Holm)</th><th>significant</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
@@ -207,7 +223,7 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
         if pairs:
             prow = "".join(f"<tr><td class='l'>{esc(e['gap'])}</td><td class='l'>{esc(e['model_a'])}</td><td class='l'>"
                 f"{esc(e['model_b'])}</td><td>{esc(_pts(e.get('diff')))}</td>"
-                           f"<td>{esc(ci_text(e.get('ci95')))}</td><td>{esc(_p(e.get('p_holm')))}</td><td>"
+                           f"<td>{esc(interval_text(e))}</td><td>{esc(_p(e.get('p_holm')))}</td><td>"
                                f"{esc(e.get('smaller_gap') or '—')}</td></tr>" for e in pairs)
             parts.append("<p class='note'>Is A's gap smaller than B's? gap(A) − gap(B) in points on the clips both scored (negative: A's "
                 "gap is smaller).</p>"
@@ -233,9 +249,8 @@ def render_profiles(section: Mapping[str, Any], colors: Mapping[str, str]) -> st
     if rs.get("conditions"):
         trs = []
         for c, e in rs["conditions"].items():
-            ci = e.get("ci95") or [None, None]
             tau = e.get("tau")
-            ci_s = "—" if ci[0] is None else f"[{ci[0]:.2f}, {ci[1]:.2f}]"
+            ci_s = _tau_ci(e)
             trs.append(f"<tr data-condition='{esc(c)}' data-tau='{esc('' if tau is None else tau)}'><td class='l'>{esc(c)}</td>"
                        f"<td>{_tau_text(tau)}</td><td>{esc(ci_s)}</td><td>{esc(e.get('n_models', 0))}</td></tr>")
         movers = _movers_text(rs, esc)

@@ -99,8 +99,10 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
         cost, basis = cost_per_audio_hour("price_per_audio_hour_usd" in opts, opts.get("price_per_audio_hour_usd"), rtfx, gpu_hour_usd,
                                           "set profiles.gpu_hour_usd for local models")
         overall = (prof.get(name) or {}).get("overall") or {}
-        models[name] = {"wer": overall.get("wer"), "ci95": overall.get("ci95", [None, None]), "rtfx": rtfx,
+        models[name] = {"wer": overall.get("wer"), "ci95": overall.get("ci95"), "rtfx": rtfx,
                         "cost_per_audio_hour_usd": cost, "cost_basis": basis}
+        if overall.get("not_testable"):
+            models[name]["not_testable"] = overall["not_testable"]
     speed_front, cost_front = trade_off_fronts(models)
     return {"models": models, "pareto_wer_rtfx": speed_front, "pareto_wer_cost": cost_front, "gpu_hour_usd": gpu_hour_usd}
 

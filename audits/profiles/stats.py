@@ -2,7 +2,10 @@
 
 Every WER is corpus-level (edits over reference words) on clips with speech, as in
 ``audits.asr.scoring``; every interval resamples whole speakers (speaker-block bootstrap; a clip
-without a speaker is its own block, with the clips derived from it), with the percentile method, as in ``audits.asr.stats``.
+without a speaker is its own block, with the clips derived from it), with the percentile method, as in
+``audits.asr.stats``. Every interval and test goes through the one testability rule
+(``audits.asr.stats.check_testable``): what the data cannot support is ``not_testable`` with the
+reason, never a zero-width interval or a p-value.
 """
 
 from __future__ import annotations
@@ -16,8 +19,18 @@ import numpy as np
 import pandas as pd
 
 from audits.asr.paired import _count_matrix, holm, shifted_p
-from audits.asr.scoring import ScoringOptions, correct_gaps, gap_metrics
-from audits.asr.stats import _block_codes, block_bootstrap_ratio
+from audits.asr.scoring import ScoringOptions, block_unit, correct_gaps, gap_metrics
+from audits.asr.stats import (
+    BlockGroup,
+    Estimate,
+    Interval,
+    NotTestable,
+    _block_codes,
+    check_testable,
+    estimate_fields,
+    percentile_interval,
+    ratio_estimates,
+)
 from audits.clips import block_keys
 
 GAP_PAIR_METHOD = (
@@ -42,15 +55,17 @@ def blocks_of(rows: pd.DataFrame) -> np.ndarray:
     return block_keys(rows)
 
 
-def wer_with_interval(rows: pd.DataFrame, n_boot: int, seed: int, alpha: float = 0.05) -> dict[str, Any]:
-    """Corpus WER of speech rows with its speaker-block bootstrap interval."""
+def wer_with_interval(rows: pd.DataFrame, n_boot: int, seed: int, alpha: float = 0.05, name: str = "the group") -> dict[str, Any]:
+    """Corpus WER of speech rows with its speaker-block bootstrap interval (or why it is not testable)."""
     words = float(rows["n_words"].sum())
     if words <= 0:
-        return {"wer": None, "ci95": [None, None], "n_utts": len(rows), "n_words": 0, "n_speakers": 0}
+        return {"wer": None, "ci95": None, "not_testable": f"no scored clip with reference words in {name}", "n_utts": len(rows),
+                "n_words": 0, "n_speakers": 0}
     b = blocks_of(rows)
-    lo, hi = block_bootstrap_ratio(rows["word_errors"].to_numpy(), rows["n_words"].to_numpy(), b, n_boot, seed, alpha)
+    (est,) = ratio_estimates([(rows["word_errors"].to_numpy(), rows["n_words"].to_numpy())], b, name, n_boot, seed, alpha, ("WER",),
+                             block_unit(rows))
     return {
-        "wer": float(rows["word_errors"].sum()) / words, "ci95": [_f(lo), _f(hi)],
+        "wer": float(rows["word_errors"].sum()) / words, **estimate_fields(est),
         "n_utts": len(rows), "n_words": int(words), "n_speakers": len(set(b)),
     }
 
@@ -73,8 +88,8 @@ def profiles(frame: pd.DataFrame, conditions: Sequence[tuple[str, str]], n_boot:
         per: dict[str, Any] = {}
         for ci, (col, val) in enumerate(conditions):
             sub = g[g[col].astype(str) == val] if col in g else g.iloc[0:0]
-            per[f"{col}={val}"] = wer_with_interval(sub, n_boot, seed + mi * 1000 + ci + 1, alpha)
-        out[str(model)] = {"overall": wer_with_interval(g, n_boot, seed + mi * 1000, alpha), "conditions": per}
+            per[f"{col}={val}"] = wer_with_interval(sub, n_boot, seed + mi * 1000 + ci + 1, alpha, f"{col}={val}")
+        out[str(model)] = {"overall": wer_with_interval(g, n_boot, seed + mi * 1000, alpha, f"{model}'s clips"), "conditions": per}
     return out
 
 
@@ -133,34 +148,36 @@ def paired_gap_tests(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], 
                 break
             err, ok, words, codes = _group_matrix(sub, models)
             counts = _count_matrix(int(codes.max()) + 1, n_boot, seed + 7919 * (gi + 1) + si)
-            sides.append((err, ok, words, codes, counts))
+            sides.append((err, ok, words, codes, counts, block_unit(sub)))
         if len(sides) < 2:
             continue
         for ia, ib in itertools.combinations(range(len(models)), 2):
             reps = np.zeros(n_boot)
             point = 0.0
-            live = True
-            for sign, (err, ok, words, codes, counts) in zip((1.0, -1.0), sides):
+            groups: list[BlockGroup] = []
+            no_words = ""
+            for sign, val, (err, ok, words, codes, counts, unit) in zip((1.0, -1.0), (a, b), sides):
                 shared = ok[ia] & ok[ib]
                 w = words[shared].sum()
                 if w <= 0:
-                    live = False
+                    no_words = f"no clip of {col}={val} with reference words that both models scored"
                     break
                 nb = counts.shape[1]
                 d = np.bincount(codes[shared], err[ia, shared] - err[ib, shared], nb)
                 wd = np.bincount(codes[shared], words[shared], nb)
+                groups.append(BlockGroup(f"{col}={val}", d, wd, unit))
                 with np.errstate(invalid="ignore", divide="ignore"):
                     reps += sign * (counts @ d) / (counts @ wd)
                 point += sign * (err[ia, shared].sum() - err[ib, shared].sum()) / w
             entry: dict[str, Any] = {"gap": f"{col}: {a} − {b}", "label": col, "a_value": a, "b_value": b, "model_a": models[ia],
                 "model_b": models[ib]}
-            r = reps[np.isfinite(reps)] if live else np.empty(0)
-            if r.size:
-                lo, hi = np.quantile(r, [alpha / 2, 1 - alpha / 2])
-                entry.update(diff=float(point), ci95=[float(lo), float(hi)], p_value=shifted_p(r, point))
+            est: Estimate = NotTestable(no_words) if no_words else (check_testable(groups, "WER difference of the two models")
+                                                                   or percentile_interval(reps, alpha, "difference of the gaps"))
+            if isinstance(est, Interval):
+                entry.update(diff=float(point), ci95=est.as_list(), p_value=shifted_p(reps[np.isfinite(reps)], point))
                 found.append(entry)
             else:
-                entry.update(diff=None, ci95=[None, None], p_value=None)
+                entry.update(diff=None if no_words else float(point), ci95=None, p_value=None, not_testable=est.reason)
             out["pairs"].append(entry)
     adjusted = holm([e["p_value"] for e in found])
     for e, p in zip(found, adjusted):
@@ -210,6 +227,7 @@ def rank_stability(frame: pd.DataFrame, conditions: Sequence[tuple[str, str]], n
     nb = len(names)
     mi = np.searchsorted(np.asarray(models), rows["model"].astype(str).to_numpy())
     counts = _count_matrix(nb, n_boot, seed + 104729)
+    unit = block_unit(rows)
 
     def sums(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         e = np.zeros((len(models), nb))
@@ -235,16 +253,30 @@ def rank_stability(frame: pd.DataFrame, conditions: Sequence[tuple[str, str]], n
         point, reps = wers(e, w)
         have = np.isfinite(point)
         key = f"{col}={val}"
-        entry: dict[str, Any] = {"n_models": int(have.sum()), "tau": None, "ci95": [None, None], "ranks": {}, "rank_shift": {}}
-        if have.sum() >= 2:
+        entry: dict[str, Any] = {"n_models": int(have.sum()), "tau": None, "ci95": None, "ranks": {}, "rank_shift": {}}
+        if have.sum() < 2:
+            entry["not_testable"] = f"{int(have.sum())} model(s) with a WER in {key}; Kendall's tau compares at least 2"
+        else:
             tau = float(kendall_tau_b(all_point[have], point[have])[0])
-            taus = kendall_tau_b(all_reps[:, have], reps[:, have])
-            taus = taus[np.isfinite(taus)]
-            lo, hi = (np.quantile(taus, [alpha / 2, 1 - alpha / 2]) if taus.size else (math.nan, math.nan))
             cond_rank = ranks({m: float(p) for m, p, h in zip(models, point, have) if h})
             sub_overall = ranks({m: overall[m] for m, h in zip(models, have) if h})
-            entry.update(tau=_f(tau), ci95=[_f(float(lo)), _f(float(hi))], ranks=cond_rank,
-                         rank_shift={m: cond_rank[m] - sub_overall[m] for m in cond_rank}, n_replicates=int(taus.size))
+            entry.update(tau=_f(tau), ranks=cond_rank, rank_shift={m: cond_rank[m] - sub_overall[m] for m in cond_rank})
+            # the rule: at least two speakers in the condition, WERs that vary between them; tau defined
+            verdict = check_testable([BlockGroup(key, e[i], w[i], unit) for i in np.flatnonzero(have)])
+            if verdict is None and _f(tau) is None:
+                verdict = NotTestable(f"Kendall's tau is undefined in {key}: every model has the same WER there, or overall")
+            if verdict is not None:
+                entry["not_testable"] = verdict.reason
+            else:
+                taus = kendall_tau_b(all_reps[:, have], reps[:, have])
+                taus = taus[np.isfinite(taus)]
+                if taus.size:
+                    # tau takes few values: an interval at one value is a result (>= 95 % of resamples agree), not a degeneracy
+                    lo, hi = np.quantile(taus, [alpha / 2, 1 - alpha / 2])
+                    entry["ci95"] = [float(lo), float(hi)]
+                else:
+                    entry["not_testable"] = f"no bootstrap replicate of Kendall's tau could be computed in {key}"
+                entry["n_replicates"] = int(taus.size)
             for m, s in entry["rank_shift"].items():
                 shifts[m].append((s, key))
         out["conditions"][key] = entry

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,13 +15,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True) -> dict[str, Path]:
+def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True,
+                 warn: Callable[[str], None] | None = None) -> dict[str, Path]:
     """Merge the runs and write ``report.html``, ``report.md`` and the exports; returns what was written.
 
     One run directory: everything goes into it (or ``out``). Several: ``out`` is required, and
     also receives the merged ``summary.json`` and ``utterances.parquet`` so it is a run
     directory of its own (``audit query OUT`` works on it). A run writes its own reports from
     memory (``write_report``); this reads the files, for ``audit report``.
+
+    The runs are read through their digests (``audits.run_dir``): one run whose summary or rows
+    changed after scoring is reported anyway, each problem passed to ``warn`` (a report only shows
+    what the files hold); a merge, which writes a new sealed summary.json, refuses such a run.
     """
     from audits.reports.merge import merge_results
 
@@ -33,7 +39,7 @@ def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, 
         if Path(out).resolve() in {d.resolve() for d in dirs}:
             raise ConfigError(f"--out {out} is one of the runs being merged; choose a new directory so the run keeps its own summary.json")
     out_dir = Path(out) if out is not None else dirs[0]
-    result = merge_results(dirs)
+    result = merge_results(dirs, strict=len(dirs) > 1, warn=warn)
     return write_report(result, out_dir, worst, exports, merged=len(dirs) > 1)
 
 
@@ -50,6 +56,7 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     from audits.reports.exports import write_exports
     from audits.reports.html import render_html
     from audits.reports.markdown import render_markdown
+    from audits.run_dir import rows_fingerprint
     from engine.store import atomic_write_text
 
     summary, table = result.plain_summary, result.table
@@ -61,11 +68,14 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if merged:
-        written["summary"] = write_summary(out_dir, summary)
         tmp = out_dir / ".utterances.parquet.tmp"
         table.to_parquet(tmp, index=False)
         tmp.replace(out_dir / "utterances.parquet")
         written["utterances"] = out_dir / "utterances.parquet"
+        # the merged rows' digest, then the summary sealed with its own: the merged folder reads as a run of its own
+        summary = {**summary, "rows": {"file": "utterances.parquet", "sha256": rows_fingerprint(out_dir / "utterances.parquet"),
+                                       "n_rows": int(len(table))}}
+        written["summary"] = write_summary(out_dir, summary)
     md = render_markdown(summary)
     extra = cohort_markdown(summary)
     atomic_write_text(out_dir / "report.md", md + ("\n" + extra if extra else ""))

@@ -11,6 +11,7 @@ from audits.asr.cohort import COHORT_LABEL, CohortScores, slice_family
 from audits.reports.formatting import (
     ci_bounds,
     ci_text,
+    interval_text,
     pct,
 )
 from audits.sections import present_in
@@ -88,7 +89,7 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         out.append(f"{len(failed)} model(s) produced no scorable output: {', '.join(failed)} (see run facts for the reason).")
     if len(scored) == 1:
         m = scored[0]
-        out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {ci_text(models[m].get('ci95'))}) over {models[m].get('n_words', 0)} "
+        out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {interval_text(models[m])}) over {models[m].get('n_words', 0)} "
             f"reference words.")
     elif len(scored) >= 2 and ((summary.get("comparisons") or {}).get("pairs")):
         out += paired_findings(summary, scored)
@@ -99,14 +100,14 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         separated = [m for m in scored[1:] if intervals_disjoint(lw.get("ci95"), models[m].get("ci95")) == -1]
         if not overlapping:
             out.append(
-                f"{lead} has the lowest WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}); its interval does not overlap any other "
+                f"{lead} has the lowest WER, {pct(lw['wer'])}% (95% CI {interval_text(lw)}); its interval does not overlap any other "
                     f"model's, "
                 "so it is lower than every other model on this data."
             )
         else:
             shown = ", ".join(overlapping[:6]) + (f" and {len(overlapping) - 6} more" if len(overlapping) > 6 else "")
             out.append(
-                f"{lead} has the lowest point WER, {pct(lw['wer'])}% (95% CI {ci_text(lw.get('ci95'))}), but its interval overlaps "
+                f"{lead} has the lowest point WER, {pct(lw['wer'])}% (95% CI {interval_text(lw)}), but its interval overlaps "
                 f"{shown}: those differences are within the intervals."
             )
             if separated:
@@ -116,10 +117,10 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         if tail != lead:
             above = [m for m in scored[:-1] if intervals_disjoint(models[tail].get("ci95"), models[m].get("ci95")) == 1]
             if len(above) == len(scored) - 1:
-                out.append(f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}), above "
+                out.append(f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}), above "
                     f"every other model with non-overlapping intervals.")
             else:
-                out.append(f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {ci_text(models[tail].get('ci95'))}); "
+                out.append(f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}); "
                     f"it overlaps at least one other model's interval.")
     # slices: hardest slice by the median across models
     fam = families(summary)
@@ -139,12 +140,14 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     all_gaps = [(m, g) for m in scored for g in (models[m].get("gaps") or []) if g.get("gap") is not None]
     sig = [(m, g) for m, g in all_gaps if g.get("excludes_zero")]
     corrected = [(m, g) for m, g in all_gaps if g.get("p_holm") is not None]
+    n_untestable = sum(1 for _, g in all_gaps if g.get("not_testable"))
     if corrected:
         sig = [(m, g) for m, g in corrected if g.get("significant")]
         out.append(
             f"{sum(1 for _, g in all_gaps if g.get('excludes_zero'))} of {len(all_gaps)} fairness gaps have a 95% interval that excludes "
                 f"zero; "
-            f"{len(sig)} remain significant after Holm correction across all {len(corrected)} gaps."
+            f"{len(sig)} remain significant after Holm correction across all {len(corrected)} testable gaps"
+            + (f"; {n_untestable} are not testable (too few speakers or no variance)." if n_untestable else ".")
         )
         for m, g in sorted(sig, key=lambda mg: -abs(mg[1]["gap"]))[:4]:
             direction = "higher" if g["gap"] > 0 else "lower"
@@ -192,8 +195,10 @@ def paired_findings(summary: Mapping[str, Any], scored: list[str]) -> list[str]:
     pairs = comp.get("pairs") or []
     lead = scored[0]
     beaten = sorted({p["b"] if p["better"] == p["a"] else p["a"] for p in pairs if p.get("better") == lead})
-    same = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs if lead in (p["a"], p["b"]) and not p.get("better")})
-    out = [f"{lead} has the lowest WER, {pct(models[lead]['wer'])}% (95% CI {ci_text(models[lead].get('ci95'))})."]
+    same = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs
+                   if lead in (p["a"], p["b"]) and not p.get("better") and not p.get("not_testable")})
+    untestable = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs if lead in (p["a"], p["b"]) and p.get("not_testable")})
+    out = [f"{lead} has the lowest WER, {pct(models[lead]['wer'])}% (95% CI {interval_text(models[lead])})."]
     if beaten:
         out.append(
             f"{lead} is better than {', '.join(beaten[:6])}{f' and {len(beaten) - 6} more' if len(beaten) > 6 else ''} "
@@ -202,6 +207,8 @@ def paired_findings(summary: Mapping[str, Any], scored: list[str]) -> list[str]:
     if same:
         out.append(f"{lead} is not distinguishable from {', '.join(same[:6])}{f' and {len(same) - 6} more' if len(same) > 6 else ''} after "
             f"correction.")
+    if untestable:
+        out.append(f"{lead} vs {', '.join(untestable[:6])}: not testable on these clips (see the paired comparisons).")
     tiers = comp.get("tiers") or []
     if len(tiers) > 1:
         out.append(f"Models fall into {len(tiers)} tiers of indistinguishable models: " + "; ".join(", ".join(t) for t in tiers) + ".")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
@@ -43,6 +43,20 @@ def pct(x: float | None, digits: int = 1) -> str:
 def ci_text(ci: Any, digits: int = 1) -> str:
     lo, hi = ci_bounds(ci)
     return "—" if lo is None or hi is None else f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
+
+
+def interval_text(entry: Mapping[str, Any], key: str = "ci95", reason_key: str = "not_testable", digits: int = 1,
+                  scale: float = 100.0) -> str:
+    """A figure's interval as every report shows it: ``[lo, hi]``, ``not testable (why)`` or ``—``.
+
+    Plain text: the reason names label values from the data, so the caller escapes it for its
+    format (``md`` or ``esc``) like any other cell.
+    """
+    reason = entry.get(reason_key)
+    if reason:
+        return f"not testable ({visible(reason)})"
+    lo, hi = ci_bounds(entry.get(key))
+    return "—" if lo is None or hi is None else f"[{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]"
 
 
 def ci_bounds(ci: Any) -> tuple[float | None, float | None]:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from audits.asr.align import align
-from audits.asr.cohort import COHORT_LABEL, CohortScores, cohort_scores, slice_family
+from audits.asr.cohort import COHORT_LABEL, MIN_COHORT, CohortScores, cohort_scores, slice_family
 from audits.asr.summary import json_safe
 from audits.reports.charts import (
     IntervalRow,
@@ -47,6 +47,7 @@ from audits.reports.formatting import (
     ci_text,
     color_map,
     esc,
+    interval_text,
     json_for_script,
     num_attr,
     pct,
@@ -145,9 +146,10 @@ def failed_examples(table: pd.DataFrame, n: int = 3) -> dict[str, list[dict[str,
 # The data behind the page
 # --------------------------------------------------------------------------------------------
 
-_MODEL_KEYS = ("status", "backend", "wer", "ci95", "cer", "cer_ci95", "rtfx", "n_utts", "n_failed", "n_words", "audio_s", "infer_s",
+_MODEL_KEYS = ("status", "backend", "wer", "ci95", "not_testable", "cer", "cer_ci95", "rtfx", "n_utts", "n_failed", "n_words", "audio_s",
+               "infer_s",
                "batch_size", "device", "dtype", "warmup_batches", "params_m", "tags", "error", "run")
-_SLICE_KEYS = ("wer", "ci95", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
+_SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 
 def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N,
@@ -315,7 +317,7 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
                 f"{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
             f"<td data-sort='{num_attr(e.get('params_m'))}'>{params}</td>"
             f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
-            f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{ci_text(e.get('ci95'))}</td>"
+            f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{esc(interval_text(e))}</td>"
             f"<td data-sort='{num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
             f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
             f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
@@ -462,7 +464,7 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             single = single_speaker(sl)
             any_single = any_single or single
             ci = ("<span class='ci' title='one speaker: no interval'>† 1 speaker</span>" if single
-                  else f"<span class='ci'>{ci_text(sl.get('ci95'))}</span>")
+                  else f"<span class='ci'>{esc(interval_text(sl))}</span>")
             cell_attrs = attrs(model=m, slice=k, wer=num_attr(sl.get("wer")), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
                                n_utts=sl.get("n_utts", 0), n_words=sl.get("n_words", 0), n_speakers=sl.get("n_speakers", ""))
             return (
@@ -522,15 +524,17 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
             gap = g.get("gap")
             lo, hi = ci_bounds(g.get("ci95"))
             ex = bool(g.get("excludes_zero"))
+            untestable = bool(g.get("not_testable"))
             gap_attrs = attrs(model=m, label=lab, a=a, b=b, gap=num_attr(gap), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
-                              excludes_zero="true" if ex else "false")
+                              excludes_zero="true" if ex else "false", not_testable=g.get("not_testable") or "")
             out.append(
                 f"<tr class='gap-row{' sig' if ex else ''}'{gap_attrs}>"
                 f"<td class='l'>{esc(m)}</td><td class='l'>{esc(lab)}: {esc(a)} − {esc(b)}</td>"
                 f"<td data-sort='{num_attr(gap)}'>{'—' if gap is None else f'{100 * gap:+.1f}'}</td><td class='ci'>"
-                    f"{ci_text(g.get('ci95'))}</td>"
+                    f"{esc(interval_text(g))}</td>"
                 f"<td>{pct(g.get('wer_a'))}</td><td>{pct(g.get('wer_b'))}</td><td>{esc(g.get('n_a', ''))} / {esc(g.get('n_b', ''))}</td>"
-                f"<td class='l'>{'<span class=badge>✱ yes</span>' if ex else '<span class=gapmark>no</span>'}</td></tr>"
+                f"<td class='l'>{'<span class=badge>✱ yes</span>' if ex else '—' if untestable else '<span class=gapmark>no</span>'}"
+                "</td></tr>"
             )
     out.append("</tbody></table></div>")
     return "".join(out)
@@ -539,6 +543,9 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
 def render_cohort(cohort: CohortScores) -> str:
     if not cohort.models:
         return "<p>No model has a WER, so there is no cohort.</p>"
+    if len(cohort.models) < MIN_COHORT:
+        return (f"<p class='note'>Not testable: {len(cohort.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}."
+                "</p>")
     fams = list(cohort.families)
     out = [
         (
@@ -563,8 +570,9 @@ def render_cohort(cohort: CohortScores) -> str:
                 f"{'—' if s is None else f'{s:.0f}'}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")
-    if cohort.notes:
-        out.append("<ul class='note'>" + "".join(f"<li>{esc(n)}</li>" for n in cohort.notes[:12]) + "</ul>")
+    untestable = [f"{k}: not testable ({r})" for k, r in cohort.not_testable.items() if k == "overall" or k in fams]
+    if cohort.notes or untestable:
+        out.append("<ul class='note'>" + "".join(f"<li>{esc(n)}</li>" for n in (untestable + cohort.notes)[:12]) + "</ul>")
     return "".join(out)
 
 

@@ -9,19 +9,13 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from audits.reports.cost import hosted_usage_lines
-from audits.reports.formatting import md
+from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
 from audits.sections import present_in
 
 
 def _pct(x: float | None) -> str:
     return "—" if x is None else f"{100 * x:.1f}"
-
-
-def _ci(ci: Any) -> str:
-    if not ci or ci[0] is None or ci[1] is None:
-        return "—"
-    return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
 
 
 def model_overview(summary: Mapping[str, Any]) -> list[str]:
@@ -32,7 +26,7 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
     for name, m in sorted(summary.get("models", {}).items()):
         rtfx = m.get("rtfx")
         lines.append(
-            f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {_ci(m.get('ci95'))} | {_pct(m.get('cer'))} | "
+            f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {md(interval_text(m))} | {_pct(m.get('cer'))} | "
             f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
             f"{m.get('batch_size') or '—'} | {md(m.get('device') or '—')} | {md(m.get('dtype') or '—')} |"
         )
@@ -45,7 +39,7 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
     for key, s in sorted(m.get("slices", {}).items()):
         rtfx = s.get("rtfx")
         lines.append(
-            f"| {md(key)} | {_pct(s.get('wer'))} | {_ci(s.get('ci95'))} | {_pct(s.get('cer'))} | {s.get('n_utts', 0)} | "
+            f"| {md(key)} | {_pct(s.get('wer'))} | {md(interval_text(s))} | {_pct(s.get('cer'))} | {s.get('n_utts', 0)} | "
             f"{s.get('n_words', 0)} | {s.get('n_failed', 0)} | {'—' if rtfx is None else f'{rtfx:.1f}'} |"
         )
     gaps = m.get("gaps") or []
@@ -54,8 +48,9 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
         for g in gaps:
             gap = g.get("gap")
             lines.append(
-                f"| {md(g['label'])}: {md(g['a'])} − {md(g['b'])} | {'—' if gap is None else f'{100 * gap:+.1f}'} | {_ci(g.get('ci95'))} | "
-                f"{'**yes**' if g.get('excludes_zero') else 'no'} |"
+                f"| {md(g['label'])}: {md(g['a'])} − {md(g['b'])} | {'—' if gap is None else f'{100 * gap:+.1f}'} | "
+                f"{md(interval_text(g))} | "
+                f"{'**yes**' if g.get('excludes_zero') else '—' if g.get('excludes_zero') is None else 'no'} |"
             )
     if m.get("failures"):
         lines += ["", "Failures:", ""] + [f"- {n} × {md(reason)}" for reason, n in m["failures"].items()]

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
-from audits.asr.summary import load_summary
 from audits.clips import source_rows
 from audits.normalizing import get_normalizer
 from audits.result import RunResult
+from audits.run_dir import read_rows_file, read_run
 from audits.schema import Summary
 from audits.sections import ordered, present_in
 from audits.version import version as engine_version
@@ -39,22 +38,24 @@ _RUN_FACTS = ("status", "error", "backend", "batch_size", "warmup_batches", "dev
 
 
 def load_table(run_dir: Path) -> pd.DataFrame:
-    """``utterances.parquet`` (a file or a folder of Parquet parts) as a DataFrame."""
-    path = Path(run_dir) / "utterances.parquet"
-    if not path.exists():
-        raise ConfigError(f"{run_dir}: no utterances.parquet (is this a run directory written by `audit run`?)")
-    return pq.read_table(path).to_pandas()
+    """``utterances.parquet`` (a file or a folder of Parquet parts) as a DataFrame; not its digest (see ``load_result``)."""
+    return read_rows_file(Path(run_dir))
 
 
-def load_run(run_dir: Path) -> tuple[dict[str, Any], pd.DataFrame]:
-    """``summary.json`` and the result rows of one run directory."""
-    return load_summary(Path(run_dir)), load_table(Path(run_dir))
+def load_run(run_dir: Path, strict: bool = True, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """``summary.json`` and the result rows of one run directory, through their digests (``audits.run_dir.read_run``)."""
+    result = load_result(Path(run_dir), strict, warn)
+    return dict(result.plain_summary), result.table
 
 
-def load_result(run_dir: Path) -> RunResult:
-    """One run directory as a ``RunResult`` (no scoring pass: reports score the rows when they need them)."""
-    summary, table = load_run(Path(run_dir))
-    return RunResult.of(cast(Summary, summary), table, None, Path(run_dir))
+def load_result(run_dir: Path, strict: bool = True, warn: Callable[[str], None] | None = None) -> RunResult:
+    """One run directory as a ``RunResult`` (no scoring pass: reports score the rows when they need them).
+
+    Read by the one trusted reader: ``strict`` refuses a run whose summary or rows no longer match
+    their digests; otherwise each problem goes to ``warn`` (report-only commands).
+    """
+    loaded = read_run(Path(run_dir), strict=strict, warn=warn)
+    return RunResult.of(cast(Summary, loaded.summary), loaded.table, None, Path(run_dir))
 
 
 def check_compatible(summaries: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
@@ -119,20 +120,20 @@ def _options_from(summary: Mapping[str, Any]) -> ScoringOptions:
     )
 
 
-def merge_runs(dirs: Sequence[Path]) -> tuple[dict[str, Any], pd.DataFrame]:
+def merge_runs(dirs: Sequence[Path], strict: bool = True, warn: Callable[[str], None] | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
     """One summary and one result table over several runs of the same dataset and normalizer (see ``merge``)."""
-    result = merge_results(dirs)
+    result = merge_results(dirs, strict, warn)
     return dict(result.plain_summary), result.table
 
 
-def merge_results(dirs: Sequence[Path]) -> RunResult:
-    """Read the run directories and merge them (``merge``); one directory is returned as it is."""
+def merge_results(dirs: Sequence[Path], strict: bool = True, warn: Callable[[str], None] | None = None) -> RunResult:
+    """Read the run directories through their digests and merge them (``merge``); one directory is returned as it is."""
     if not dirs:
         raise ConfigError("no run directories given")
     paths = [Path(d) for d in dirs]
     if len({p.resolve() for p in paths}) != len(paths):
         raise ConfigError(f"a run directory is listed twice: {', '.join(map(str, paths))}")
-    return merge([load_result(p) for p in paths], [str(p) for p in paths])
+    return merge([load_result(p, strict, warn) for p in paths], [str(p) for p in paths])
 
 
 def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:

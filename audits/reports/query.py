@@ -17,7 +17,7 @@ WHERE label = 'accent' AND params_m < 1000``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -28,28 +28,25 @@ from engine.errors import ConfigError
 __all__ = ["QueryError", "execute", "lock_down", "query", "register_views", "scored_frame", "view_names"]
 
 
-def query(run_dir: Path | Sequence[Path], sql: str) -> pd.DataFrame:
-    """Run ``sql`` against the views of one run directory (or of several, merged) and return the result."""
+def query(run_dir: Path | Sequence[Path], sql: str, warn: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Run ``sql`` against the views of one run directory (or of several, merged) and return the result.
+
+    The runs are read through their digests (``audits.run_dir``); a query only shows what the files
+    hold, so a run whose summary or rows changed after scoring is read anyway, each problem passed
+    to ``warn`` (and logged).
+    """
     import duckdb
 
-    from audits.asr.summary import load_summary
     from audits.reports.merge import merge_runs
 
     dirs = [Path(run_dir)] if isinstance(run_dir, (str, Path)) else [Path(d) for d in run_dir]
     if not sql.strip():
         raise ConfigError("empty SQL; try: SELECT model, wer, ci_lo, ci_hi FROM models ORDER BY wer")
     wants_scored = re.search(r"\bscored\b", sql, flags=re.IGNORECASE) is not None
+    summary, table = merge_runs(dirs, strict=False, warn=warn)
     con = duckdb.connect()
     try:
-        if len(dirs) == 1:
-            summary = load_summary(dirs[0])
-            parquet = dirs[0] / "utterances.parquet"
-            if not parquet.exists():
-                raise ConfigError(f"{dirs[0]}: no utterances.parquet (is this a run directory written by `audit run`?)")
-            register_views(con, summary, parquet, scored=wants_scored)
-        else:
-            summary, table = merge_runs(dirs)
-            register_views(con, summary, table, scored=wants_scored)
+        register_views(con, summary, table, scored=wants_scored)
         lock_down(con)
         return execute(con, sql)
     finally:

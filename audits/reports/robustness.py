@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audits.reports.formatting import esc, md
+from audits.reports.formatting import esc, interval_text, md
 
 
 def _pct(x: Any) -> str:
@@ -129,9 +129,12 @@ def comparison_lines(comparisons: Mapping[str, Any]) -> list[str]:
             f"{p['better']} is better than {worse}: WER difference {100 * abs(p['diff']):.1f} points "
             f"(95% CI {_ci(p.get('ci95'))} for {p['a']} − {p['b']}, Holm-corrected p = {p['p_holm']:.3g}, {p.get('n_utts')} shared clips)."
         )
-    n_same = len(pairs) - len(better)
+    untestable = [p for p in pairs if p.get("not_testable")]
+    n_same = len(pairs) - len(better) - len(untestable)
     if n_same:
         out.append(f"{n_same} of {len(pairs)} pair(s) are not distinguishable after Holm correction.")
+    for p in untestable:
+        out.append(f"{p['a']} vs {p['b']}: not testable ({p['not_testable']}).")
     return out
 
 
@@ -149,10 +152,10 @@ def comparison_markdown(comparisons: Mapping[str, Any]) -> list[str]:
         "|---|---|---:|---|---:|---:|---|",
     ]
     for p in pairs:
-        verdict = f"**{md(p['better'])} better**" if p.get("better") else "indistinguishable"
+        verdict = f"**{md(p['better'])} better**" if p.get("better") else "not testable" if p.get("not_testable") else "indistinguishable"
         diff = p.get("diff")
         lines.append(
-            f"| {md(p['a'])} | {md(p['b'])} | {'—' if diff is None else f'{100 * diff:+.1f}'} | {_ci(p.get('ci95'))} | "
+            f"| {md(p['a'])} | {md(p['b'])} | {'—' if diff is None else f'{100 * diff:+.1f}'} | {md(interval_text(p))} | "
             f"{_num(p.get('p_value'), '.3g')} | {_num(p.get('p_holm'), '.3g')} | {verdict} |"
         )
     return lines + [""] + [f"- {md(s)}" for s in comparison_lines(comparisons)] + [""]
@@ -165,11 +168,11 @@ def comparison_html(comparisons: Mapping[str, Any]) -> str:
     rows = []
     for p in pairs:
         diff = p.get("diff")
-        verdict = f"{p['better']} better" if p.get("better") else "indistinguishable"
+        verdict = f"{p['better']} better" if p.get("better") else "not testable" if p.get("not_testable") else "indistinguishable"
         rows.append(
             f"<tr class='pair-row{' sig' if p.get('better') else ''}' data-a='{esc(p['a'])}' data-b='{esc(p['b'])}' "
             f"data-p-holm='{_num(p.get('p_holm'), '.6g')}'><td class=l>{esc(p['a'])}</td><td class=l>{esc(p['b'])}</td>"
-            f"<td>{'—' if diff is None else f'{100 * diff:+.1f}'}</td><td>{esc(_ci(p.get('ci95')))}</td>"
+            f"<td>{'—' if diff is None else f'{100 * diff:+.1f}'}</td><td>{esc(interval_text(p))}</td>"
             f"<td>{_num(p.get('p_value'), '.3g')}</td><td>{_num(p.get('p_holm'), '.3g')}</td><td class=l>{esc(verdict)}</td></tr>"
         )
     notes = "".join(f"<li>{esc(s)}</li>" for s in comparison_lines(comparisons))
@@ -202,11 +205,13 @@ def gap_correction_markdown(summary: Mapping[str, Any]) -> list[str]:
     if not gaps:
         return []
     sig = [(m, g) for m, g in gaps if g.get("significant")]
+    untestable = sum(1 for v in (summary.get("models") or {}).values() for g in v.get("gaps") or [] if g.get("not_testable"))
     lines = [
         "## Fairness gaps after multiplicity correction",
         "",
         f"{sum(1 for _, g in gaps if g.get('excludes_zero'))} of {len(gaps)} gaps have an interval that excludes zero (uncorrected); "
-        f"{len(sig)} stay significant after Holm correction across all {len(gaps)} gaps.",
+        f"{len(sig)} stay significant after Holm correction across all {len(gaps)} gaps"
+        + (f" ({untestable} more not testable: see each model's gap table)." if untestable else "."),
         "",
     ]
     lines += [

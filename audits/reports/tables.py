@@ -24,22 +24,22 @@ HALLUCINATION_COLUMNS = (
 
 SLICE_COLUMNS = (
     "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words",
-    "n_speakers", "rtfx",
+    "n_speakers", "rtfx", "not_testable",
     *HALLUCINATION_COLUMNS,
 )
 
 
 MODEL_COLUMNS = (
     "model", "status", "backend", "params_m", "wer", "ci_lo", "ci_hi", "cer", "rtfx", "n_utts", "n_failed", "n_words",
-    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags", *HALLUCINATION_COLUMNS,
+    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags", "not_testable", *HALLUCINATION_COLUMNS,
 )
 
 
 GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm",
-    "significant")
+    "significant", "not_testable")
 
 
-PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts")
+PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts", "not_testable")
 
 
 _EXCLUDED_LABELS = frozenset(RESULT_COLUMNS) | {"derivation", "emotion_source", "text", "audio"}
@@ -72,7 +72,8 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "model": model, "slice": key, "label": label, "value": value, "wer": s.get("wer"), "ci_lo": lo, "ci_hi": hi,
-                    "cer": s.get("cer"), "cer_ci_lo": clo, "cer_ci_hi": chi, "n_utts": s.get("n_utts"), "n_failed": s.get("n_failed"),
+                    "not_testable": s.get("not_testable"), "cer": s.get("cer"), "cer_ci_lo": clo, "cer_ci_hi": chi,
+                    "n_utts": s.get("n_utts"), "n_failed": s.get("n_failed"),
                     "n_words": s.get("n_words"), "n_speakers": s.get("n_speakers"), "rtfx": s.get("rtfx"),
                     **hallucination_fields(s),
                 }
@@ -88,7 +89,8 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "model": model, "status": m.get("status"), "backend": m.get("backend"), "params_m": m.get("params_m"),
-                "wer": m.get("wer"), "ci_lo": lo, "ci_hi": hi, "cer": m.get("cer"), "rtfx": m.get("rtfx"),
+                "wer": m.get("wer"), "ci_lo": lo, "ci_hi": hi, "not_testable": m.get("not_testable"), "cer": m.get("cer"),
+                "rtfx": m.get("rtfx"),
                 "n_utts": m.get("n_utts"), "n_failed": m.get("n_failed"), "n_words": m.get("n_words"),
                 "audio_s": m.get("audio_s"), "infer_s": m.get("infer_s"), "batch_size": m.get("batch_size"),
                 "device": m.get("device"), "dtype": m.get("dtype"), "warmup_batches": m.get("warmup_batches"),
@@ -109,9 +111,9 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 {
                     "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo,
                     "ci_hi": hi,
-                    "excludes_zero": bool(g.get("excludes_zero")), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
+                    "excludes_zero": g.get("excludes_zero"), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
                     "n_a": g.get("n_a"), "n_b": g.get("n_b"), "p_value": g.get("p_value"), "p_holm": g.get("p_holm"),
-                    "significant": bool(g.get("significant")),
+                    "significant": g.get("significant"), "not_testable": g.get("not_testable"),
                 }
             )
     return rows
@@ -123,7 +125,8 @@ def pair_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     for p in (summary.get("comparisons") or {}).get("pairs") or []:
         lo, hi = ci_pair(p.get("ci95"))
         rows.append({"a": p.get("a"), "b": p.get("b"), "diff": p.get("diff"), "ci_lo": lo, "ci_hi": hi, "p_value": p.get("p_value"),
-                     "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts")})
+                     "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts"),
+                     "not_testable": p.get("not_testable")})
     return rows
 
 

@@ -285,12 +285,30 @@ def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str] |
             close = difflib.get_close_matches(key, list(known), n=1)
             hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
         raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")
-    for key, value in given.items():  # no option of any backend is meaningfully NaN or infinite
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{backend} backend: option '{key}' must be a finite number, got {value!r}")
+    for key, value in given.items():  # no option of any backend is meaningfully NaN or infinite, at any depth
+        bad = _non_finite(value, key)
+        if bad is not None:
+            raise ConfigError(f"{backend} backend: option '{bad[0]}' must be a finite number, got {bad[1]!r}")
     if isinstance(known, Mapping):
         for key, value in given.items():
             check_option_type(backend, key, value, known[key])
+
+
+def _non_finite(value: Any, where: str) -> tuple[str, Any] | None:
+    """``(path, value)`` of the first NaN or infinity inside an option value (nested mappings and lists included), else None."""
+    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
+        return where, value
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            found = _non_finite(v, f"{where}.{k}")
+            if found is not None:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _non_finite(v, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def check_option_type(backend: str, key: str, value: Any, default: Any) -> None:

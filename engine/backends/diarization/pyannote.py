@@ -24,9 +24,9 @@ import numpy as np
 from engine.backends.availability import Availability
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
 from engine.backends.device import resolve_device
-from engine.config import Field, check_fields
+from engine.config import Field, check_fields, load_yaml
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable
+from engine.errors import BackendUnavailable, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +51,10 @@ def hub_references(cfg: Path) -> list[str]:
     rather than a local file, and, with pyannote.audio 4, the PLDA of
     ``speaker-diarization-community-1`` that its SpeakerDiarization pipeline falls back to when
     the config names none (3.x configs such as speaker-diarization-3.1 name none)."""
-    import yaml
-
-    try:
-        config = yaml.safe_load(cfg.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise BackendUnavailable(f"pyannote pipeline config {cfg} cannot be read: {exc}") from exc
+    try:  # the engine's one YAML loader: plain data, no duplicate key
+        config = load_yaml(cfg)
+    except ConfigError as exc:
+        raise BackendUnavailable(f"pyannote pipeline config {cfg} cannot be read: {exc}") from None
     pipeline = config.get("pipeline") if isinstance(config, Mapping) else None
     if not isinstance(pipeline, Mapping) or not isinstance(pipeline.get("name"), str):
         raise BackendUnavailable(f"{cfg} is not a pyannote pipeline config: it needs a 'pipeline' block with a 'name'")

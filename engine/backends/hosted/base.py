@@ -30,7 +30,7 @@ from engine.backends.availability import Availability
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_options
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
-from engine.backends.hosted.http import DEFAULT_MAX_RESPONSE_BYTES, HostedClient, checked_origin
+from engine.backends.hosted.http import DEFAULT_MAX_RESPONSE_BYTES, HostedClient, check_transport, checked_origin
 from engine.backends.hosted.scrub import clean_key, register_secret_env
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
@@ -153,6 +153,7 @@ class HostedASRBackend(ASRBackend):
             )
         check_options(self.name, options, [*COMMON_DEFAULTS, *self.vendor_defaults])
         merged = self._merged(options)
+        check_transport(self.name, merged)  # the typed option layer (http.TRANSPORT_FIELDS): no NaN, no infinity, no rate of 0
         if not merged["model"]:
             raise ConfigError(f"{self.name} backend needs option 'model' (the vendor's model name)")
         merged["base_url"] = str(merged["base_url"] or self.resolve_base_url(merged)).rstrip("/")

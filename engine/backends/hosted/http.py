@@ -55,6 +55,7 @@ from typing import Any
 import urllib3
 
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
+from engine.config import Field
 from engine.errors import BackendUnavailable, HostedAuthError, HostedQuotaError, HostedRequestError, UnsafeRedirectError
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,28 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 #: redirects one request may follow, and visits of one URL (urllib's limits)
 _MAX_REDIRECTS = 10
 _MAX_REPEATS = 4
+
+
+TRANSPORT_FIELDS: dict[str, Field] = {
+    "timeout_s": Field(float, 120.0, "whole-request deadline of one attempt, in seconds", gt=0, le=86_400),
+    "max_retries": Field(int, 5, "retries after a failed attempt", ge=0, le=100),
+    "backoff_s": Field(float, 1.0, "first retry delay, in seconds", ge=0, le=3_600),
+    "max_backoff_s": Field(float, 60.0, "longest retry delay, in seconds", ge=0, le=86_400),
+    "max_concurrency": Field(int, 4, "requests in flight per vendor and base URL", ge=1, le=1_024),
+    "requests_per_minute": Field(float, None, "request starts per minute per vendor and base URL; null: no limit", gt=0, le=1_000_000,
+                                 nullable=True),
+    "max_response_bytes": Field(int, DEFAULT_MAX_RESPONSE_BYTES, "largest answer body accepted, in bytes", ge=1024, le=1 << 34),
+}
+"""The hosted transport options through the typed option layer (``engine.config.Field``): every hosted
+ASR backend and audio-LM judge checks its options here, and ``HostedClient`` and ``RateLimiter``
+check what they are given again, so no surface takes NaN, an infinity, a negative, a boolean or a
+string for a number (a NaN rate would otherwise mean no limit at all; a rate of 0 is refused too:
+null is "no limit")."""
+
+
+def check_transport(owner: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The transport options present in ``options``, each checked by its ``TRANSPORT_FIELDS`` entry (errors name ``owner`` and the key)."""
+    return {key: f.check(options[key], f"{owner}: option '{key}'") for key, f in TRANSPORT_FIELDS.items() if key in options}
 
 
 class ResponseTooLargeError(HostedRequestError):
@@ -252,7 +275,8 @@ class RateLimiter:
     """At most ``per_minute`` request starts in any 60 s window, spread evenly (a leaky bucket)."""
 
     def __init__(self, per_minute: float | None) -> None:
-        self.interval = 60.0 / per_minute if per_minute else 0.0
+        per_minute = TRANSPORT_FIELDS["requests_per_minute"].check(per_minute, "rate limiter: requests_per_minute")
+        self.interval = 60.0 / per_minute if per_minute is not None else 0.0
         self._next = 0.0
         self._lock = threading.Lock()
 
@@ -382,6 +406,9 @@ class HostedClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         install_log_scrubber()  # retries and failures are logged: no key may reach a log line
+        check_transport(f"{vendor} client", {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s,
+                                             "max_backoff_s": max_backoff_s, "max_concurrency": max_concurrency,
+                                             "requests_per_minute": requests_per_minute, "max_response_bytes": max_response_bytes})
         self.vendor = vendor
         self.base_url = base_url.rstrip("/")
         checked_origin(self.base_url, f"{vendor}: base_url")

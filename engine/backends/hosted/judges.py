@@ -35,9 +35,9 @@ from engine.backends.base import Backend, BackendInfo
 from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_options
 from engine.backends.hosted.base import wav_bytes
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
-from engine.backends.hosted.http import HostedClient
+from engine.backends.hosted.http import HostedClient, check_transport
 from engine.backends.hosted.scrub import clean_key, register_secret_env
-from engine.config import check_keys, load_yaml
+from engine.config import check_keys, check_number, load_yaml
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
 
@@ -98,6 +98,9 @@ def load_prompts(path: Path) -> dict[str, JudgeTask]:
         choices = answer.get("choices") or []
         if not isinstance(choices, list) or not all(isinstance(c, str) for c in choices):
             raise ConfigError(f"{where}.answer.choices: expected a list of strings")
+        twice = sorted({c for c in choices if [x.lower() for x in choices].count(c.lower()) > 1})
+        if twice:  # answers are matched case-insensitively: a choice listed twice is one choice
+            raise ConfigError(f"{where}.answer.choices: {', '.join(repr(c) for c in twice)} listed twice; list each choice once")
         out[str(name)] = JudgeTask(str(name), raw["prompt"], str(answer["key"]), str(answer["type"]), tuple(choices), int(clips))
     return out
 
@@ -168,6 +171,10 @@ class AudioJudge(Backend):
                 f"'api_key_env'")
         check_options(self.name, options, list(_DEFAULTS))
         merged = {**_DEFAULTS, **options}
+        check_transport(self.name, merged)  # the hosted backends' typed transport options (http.TRANSPORT_FIELDS)
+        if not isinstance(merged["cache"], bool):
+            raise ConfigError(f"{self.name}: option 'cache' must be true or false, got {merged['cache']!r}")
+        merged["temperature"] = check_number(merged["temperature"], f"{self.name}: option 'temperature'", ge=0, le=2)
         if not merged["model"]:
             raise ConfigError(f"{self.name} judge needs option 'model'")
         merged["base_url"] = str(merged["base_url"] or self.default_base_url).rstrip("/")

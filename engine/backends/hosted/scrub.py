@@ -1,18 +1,27 @@
-"""The one secret scrubber: every stored artefact, error text and log line passes through it.
+r"""The one secret scrubber: every stored artefact, error text and log line passes through it.
 
-Why one place: a key can leak in many spellings (a CRLF ``.env`` leaves ``key\\r``; a server or
+Why one place: a key can leak in many spellings (a CRLF ``.env`` leaves ``key\r``; a server or
 proxy may echo it URL-encoded or inside an HTTP Basic ``user:key`` base64 blob), and a check
 written per call site misses some of them. ``scrub(text)`` removes every form of every
 configured secret:
 
 * the raw value, the value stripped of surrounding whitespace, and the value with every
   whitespace/CR/LF removed;
-* URL-encoded (``quote`` with and without ``/`` kept, ``quote_plus``, lower- and upper-case hex,
-  and double-encoded);
-* JSON- and HTML-escaped;
+* with any subset of its characters escaped, each in any of the forms a server, proxy or
+  serializer may write (so partial escaping is covered: only the ``/`` of a key escaped, or
+  only its non-ASCII letters): percent-encoding of the UTF-8 bytes (upper- or lower-case hex,
+  ``%`` itself re-encoded as ``%25`` any number of times, ``+`` for a space); JSON, JavaScript and
+  Python escapes (``\uXXXX`` for any character, surrogate pairs above U+FFFF, ``\u{...}``,
+  ``\xHH``, ``\UXXXXXXXX``, ``\n``, ``\/``, ``\"``, the backslash itself escaped again any
+  number of times); HTML numeric entities (decimal and hex, either case, leading zeros, with or
+  without ``;``) and named entities (``&amp;``, ``&sol;``, ...), ``&`` itself re-escaped as
+  ``&amp;``; and these escapes' own introducers percent-encoded (``%5Cu0041``, ``%26%2365%3B``);
 * base64 (standard and URL-safe alphabets, with or without padding) at any byte offset, which
-  covers ``base64(user:key)`` Basic-auth headers: the whole base64 token that holds the key is
-  replaced.
+  covers ``base64(user:key)`` Basic-auth headers, its ``+``, ``/``, ``=``, ``-`` and ``_`` escaped as
+  above (its letters and digits as written): the whole base64 token that holds the key is replaced.
+
+Each secret becomes one regular expression: per character, an alternation of its forms. A text
+with none of ``%``, ``\``, ``&``, ``+`` can hold only literal forms and is searched without it.
 
 Which secrets: the values of the environment variables that configured backends name in
 ``api_key_env`` (``register_secret_env``), plus every variable whose name ends in ``_API_KEY``,
@@ -27,13 +36,12 @@ from __future__ import annotations
 
 import base64
 import html
-import json
+import html.entities
 import logging
 import os
 import re
 import threading
-import urllib.parse
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -104,9 +112,110 @@ def _b64_cores(raw: bytes) -> set[str]:
     return out
 
 
+def _hex(value: int, width: int = 0) -> str:
+    """A regex for ``value`` in hexadecimal, either case, zero-padded to ``width`` (``0``: leading zeros optional)."""
+    digits = format(value, "x")
+    body = "".join(f"[{d}{d.upper()}]" if d.isalpha() else d for d in digits)
+    if width:
+        return "0" * max(0, width - len(digits)) + body if len(digits) <= width else body
+    return "0*" + body
+
+
+#: an escape's introducers, themselves percent-encoded or re-escaped any number of times, as
+#: (first character, rest of the expression): every form of a character starts with a known literal
+#: character, so one character class in front of the whole expression lets the regex engine skip, in
+#: C, every position whose character starts no form
+_PCT = r"(?:25)*"
+_BS_ONE = rf"(?:\\|%{_PCT}5[cC])"
+_BS = (("\\", f"{_BS_ONE}*"), ("%", rf"{_PCT}5[cC]{_BS_ONE}*"))
+_AMP = (("&", "(?:amp;)*"), ("%", rf"{_PCT}26(?:amp(?:;|%{_PCT}3[bB]))*"))
+_HASH = rf"(?:#|%{_PCT}23)"
+_SEMI = rf"(?:;|%{_PCT}3[bB])?"
+_SHORT = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t", "'": "'", "\v": "v", "\0": "0"}
+_ESCAPE_STARTS = ("%", "\\", "&", "+")
+
+
+@lru_cache(maxsize=1)
+def _named_entities() -> dict[str, tuple[str, ...]]:
+    """Character -> the HTML5 entity names that stand for it alone (``&`` -> ``amp;``, ``AMP;``, ``amp``, ``AMP``)."""
+    out: dict[str, list[str]] = {}
+    for name, value in html.entities.html5.items():
+        if len(value) == 1:
+            out.setdefault(value, []).append(name)
+    return {c: tuple(sorted(names, key=len, reverse=True)) for c, names in out.items()}
+
+
+@lru_cache(maxsize=4096)
+def _char_forms(c: str) -> tuple[tuple[str, str], ...]:
+    """One character in every form it may be written in (see the module docstring), as (first character, rest of the
+    expression) pairs."""
+    cp = ord(c)
+    utf8 = c.encode("utf-8")
+    alts = [("%", _PCT + _hex(utf8[0], 2) + "".join(f"%{_PCT}{_hex(b, 2)}" for b in utf8[1:]))]
+    for lead, bs in _BS:
+        if cp <= 0xFFFF:
+            alts.append((lead, f"{bs}u{_hex(cp, 4)}"))
+        else:
+            hi, lo = 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)
+            alts.append((lead, f"{bs}u{_hex(hi, 4)}{_BS_ONE}+u{_hex(lo, 4)}"))
+        alts.append((lead, f"{bs}U{_hex(cp, 8)}"))
+        alts.append((lead, rf"{bs}u\{{{_hex(cp)}\}}"))
+        if cp <= 0xFF:
+            alts.append((lead, f"{bs}x{_hex(cp, 2)}"))
+        if c in _SHORT:
+            alts.append((lead, bs + re.escape(_SHORT[c])))
+    for lead, amp in _AMP:
+        alts.append((lead, f"{amp}{_HASH}0*{cp}{_SEMI}"))
+        alts.append((lead, f"{amp}{_HASH}[xX]{_hex(cp)}{_SEMI}"))
+        for name in _named_entities().get(c, ()):
+            alts.append((lead, amp + re.escape(name.rstrip(";")) + (_SEMI if name.endswith(";") else "")))
+    if c == " ":
+        alts.append(("+", ""))
+    # the character as written comes last: an escape that starts with it (a backslash, an ampersand) is then
+    # taken whole, never cut after its first character
+    alts.append((c, ""))
+    return tuple(alts)
+
+
+def _char_regex(c: str) -> str:
+    return "(?:" + "|".join(re.escape(lead) + rest for lead, rest in _char_forms(c)) + ")"
+
+
+def _b64_forms(c: str) -> tuple[tuple[str, str], ...]:
+    """A base64 character's forms: a letter or digit as written (nothing escapes those inside a base64 token), the
+    other characters (``+ / = - _``) in every form."""
+    return ((c, ""),) if c.isalnum() else _char_forms(c)
+
+
+def _b64_regex(c: str) -> str:
+    return "(?:" + "|".join(re.escape(lead) + rest for lead, rest in _b64_forms(c)) + ")"
+
+
+def _compile(texts: Sequence[str], b64: bool = False) -> re.Pattern[str] | None:
+    """One expression matching any of ``texts`` with each character in any of its forms.
+
+    Shape: ``[first characters](?:(?<=a)... rest of text 1 | (?<=%)... | ...)``: the leading class
+    consumes a form's first character (the engine scans for it in C), a look-behind picks the forms
+    that start with it, and the rest of the text follows, each character as an alternation.
+    """
+    if not texts:
+        return None
+    leads: set[str] = set()
+    bodies = []
+    for text in texts:
+        by_lead: dict[str, list[str]] = {}
+        for lead, rest in (_b64_forms if b64 else _char_forms)(text[0]):
+            by_lead.setdefault(lead, []).append(rest)
+        leads.update(by_lead)
+        first = "|".join(f"(?<={re.escape(lead)})(?:{'|'.join(rests)})" for lead, rests in by_lead.items())
+        bodies.append(f"(?:{first})" + "".join((_b64_regex if b64 else _char_regex)(c) for c in text[1:]))
+    cls = "".join(re.escape(ch) for ch in sorted(leads))
+    return re.compile(f"[{cls}](?:{'|'.join(bodies)})")
+
+
 @lru_cache(maxsize=64)
-def _forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(literal forms longest first, base64 cores) of a set of secrets."""
+def _forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...], re.Pattern[str] | None, re.Pattern[str] | None]:
+    """(literal forms longest first, base64 cores, one regex of every escaped form, one regex of every escaped core)."""
     literal: set[str] = set()
     cores: set[str] = set()
     for secret in secrets:
@@ -114,24 +223,22 @@ def _forms(secrets: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         for b in bases:
             if len(b) < MIN_NAMED_LEN:
                 continue
-            encoded = {b, urllib.parse.quote(b, safe=""), urllib.parse.quote(b), urllib.parse.quote_plus(b),
-                urllib.parse.quote_plus(b, safe="")}
-            encoded.add(urllib.parse.quote(urllib.parse.quote(b, safe=""), safe=""))
-            encoded.add(json.dumps(b)[1:-1])
-            encoded.add(html.escape(b))
-            encoded.add(repr(b)[1:-1])
-            for e in list(encoded):
-                encoded.add(re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), e))
-            literal.update(encoded)
+            literal.add(b)
             cores.update(_b64_cores(b.encode("utf-8")))
-    return tuple(sorted(literal, key=len, reverse=True)), tuple(sorted(cores, key=len, reverse=True))
+    lit = tuple(sorted(literal, key=len, reverse=True))
+    core = tuple(sorted(cores, key=len, reverse=True))
+    return lit, core, _compile(lit), _compile(core, b64=True)
+
+
+#: a base64 character, raw or escaped as above (to extend a matched core to its whole token)
+_B64_TOKEN_RIGHT = re.compile(rf"(?:[A-Za-z0-9+/=_-]|%{_PCT}(?:2[bBfF]|3[dD])|{_BS_ONE}+/|{_BS_ONE}+u00(?:2[bBfF]|3[dD]))*")
 
 
 class Scrubber:
     """The forms of one set of secrets; ``__call__`` scrubs a text (cheap when nothing matches)."""
 
     def __init__(self, secrets: frozenset[str]) -> None:
-        self.literal, self.cores = _forms(secrets)
+        self.literal, self.cores, self._lit_rx, self._core_rx = _forms(secrets)
 
     def __bool__(self) -> bool:
         return bool(self.literal)
@@ -139,20 +246,36 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         if not self.literal or not text:
             return text
-        for form in self.literal:
+        if self._lit_rx is not None and any(ch in text for ch in _ESCAPE_STARTS):  # escaped forms are possible: the expressions
+            text = self._lit_rx.sub(REDACTED, text)
+            return self._scrub_cores(text, [(m.start(), m.end()) for m in self._core_rx.finditer(text)] if self._core_rx else [])
+        for form in self.literal:  # only literal forms can be in a text without escapes: plain substring search
             if form in text:
                 text = text.replace(form, REDACTED)
+        spans = []
         for core in self.cores:
             start = text.find(core)
             while start >= 0:
-                lo, hi = start, start + len(core)
-                while lo > 0 and text[lo - 1] in _B64:
-                    lo -= 1
-                while hi < len(text) and text[hi] in _B64:
-                    hi += 1
-                text = text[:lo] + REDACTED + text[hi:]
-                start = text.find(core, lo + len(REDACTED))
-        return text
+                spans.append((start, start + len(core)))
+                start = text.find(core, start + 1)
+        return self._scrub_cores(text, sorted(spans))
+
+    @staticmethod
+    def _scrub_cores(text: str, spans: list[tuple[int, int]]) -> str:
+        """Replace each whole base64 token that holds a core (left: raw base64 characters; right: raw or escaped)."""
+        if not spans:
+            return text
+        out, pos = [], 0
+        for lo, hi in spans:
+            if lo < pos:
+                continue
+            while lo > pos and text[lo - 1] in _B64:
+                lo -= 1
+            m = _B64_TOKEN_RIGHT.match(text, hi)
+            hi = m.end() if m else hi
+            out.append(text[pos:lo] + REDACTED)
+            pos = hi
+        return "".join(out) + text[pos:]
 
     def value(self, obj: Any) -> Any:
         """``obj`` with every string inside it (dict keys and values, lists) scrubbed."""
