@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from engine.backends.availability import require_modules
 from engine.backends.hosted.scrub import scrub
 from engine.cluster import check_address
 from engine.data import ModelSpec
@@ -31,6 +32,11 @@ def accepts_option(spec: ModelSpec, name: str, value: Any) -> bool:
     return True
 
 
+def require_ray() -> None:
+    """Ray is an optional extra: say which one before anything starts (``BackendUnavailable``)."""
+    require_modules("the Ray engine (--engine ray, --address)", ("ray",), "ray")
+
+
 def init_ray(
     address: str | None = None,
     *,
@@ -47,6 +53,7 @@ def init_ray(
     cluster keeps the settings it was started with. An instance already initialised in this
     process is reused.
     """
+    require_ray()
     import ray
 
     if ray.is_initialized():
@@ -87,4 +94,4 @@ def short_error(exc: BaseException, limit: int = 400) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-__all__ = ["accepts_option", "check_positive", "init_ray", "short_error"]
+__all__ = ["accepts_option", "check_positive", "init_ray", "require_ray", "short_error"]
