@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from audits.sections import ordered, section_names
 from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
-from engine.config_tree import config_dir, resolve_relative
+from engine.config_tree import config_folder, resolve_relative
 from engine.config_tree import data_dir as _data_dir
 from engine.errors import AuditError, ConfigError, RegistryError
 
@@ -125,7 +125,7 @@ def recipe_keys() -> set[str]:
 
 def recipe_dir() -> Path:
     """The recipes folder of the configuration tree in use (the shipped one or ``$AUDIT_CONFIG_DIR``), read at call time."""
-    return config_dir() / "recipes"
+    return config_folder("recipes")
 
 
 def list_recipes() -> list[str]:

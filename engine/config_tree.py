@@ -4,8 +4,10 @@ The tree has four folders: ``models/`` (model registries), ``recipes/``, ``condi
 (condition maps) and ``judges/`` (judges' prompts). It ships as the data package
 ``audit_configs``, read through ``importlib.resources``, so a source checkout, an editable
 install and an installed wheel all read the files the package holds. ``$AUDIT_CONFIG_DIR`` names
-another folder with the same layout; it replaces the shipped tree as a whole (copy the shipped
-one to start: ``audit list recipes`` prints where it is).
+another folder with the same layout: each of the four folders it holds replaces the shipped
+folder of that name, and the ones it lacks come from the shipped tree (a folder with only
+``models/`` runs the shipped recipes and condition maps on one's own registry). Copy the shipped
+tree to start from it: ``audit list recipes`` prints where it is.
 
 This module only locates: it returns paths and never parses (``engine.config`` reads YAML).
 It is read at call time, so a process that sets ``AUDIT_CONFIG_DIR`` (a test, a Ray worker's
@@ -45,7 +47,8 @@ def shipped_config_dir() -> Path:
 
 
 def config_dir() -> Path:
-    """The configuration tree in use: ``$AUDIT_CONFIG_DIR`` when set (checked), else the shipped one.
+    """The folder ``$AUDIT_CONFIG_DIR`` names (checked), else the shipped tree; readers ask
+    :func:`config_folder`, which falls back to the shipped folders the override lacks.
 
     A folder that does not exist, is not a folder, or holds none of the tree's folders is an
     error naming the variable, so a typo never silently runs with no recipes or models.
@@ -67,9 +70,18 @@ def config_dir() -> Path:
     return path
 
 
+def config_folder(name: str) -> Path:
+    """One folder of the tree in use (``models``, ``recipes``, ``conditions`` or ``judges``): the one in
+    ``$AUDIT_CONFIG_DIR`` when that folder has it, else the shipped one."""
+    if name not in SUBFOLDERS:
+        raise ValueError(f"unknown configuration folder {name!r} (known: {', '.join(SUBFOLDERS)})")
+    own = config_dir() / name
+    return own if own.is_dir() else shipped_config_dir() / name
+
+
 def config_path(*parts: str) -> Path:
     """A path inside the configuration tree in use, e.g. ``config_path("judges", "prompts.yaml")``."""
-    return config_dir().joinpath(*parts)
+    return config_folder(parts[0]).joinpath(*parts[1:])
 
 
 def display_path(path: Path) -> str:
@@ -111,5 +123,5 @@ def data_dir() -> Path:
     return (root if root is not None else Path.cwd()) / "data"
 
 
-__all__ = ["CONFIG_ENV", "CONFIG_PACKAGE", "SUBFOLDERS", "config_dir", "config_path", "data_dir", "display_path", "resolve_relative",
-    "shipped_config_dir", "source_root"]
+__all__ = ["CONFIG_ENV", "CONFIG_PACKAGE", "SUBFOLDERS", "config_dir", "config_folder", "config_path", "data_dir", "display_path",
+    "resolve_relative", "shipped_config_dir", "source_root"]

@@ -126,7 +126,7 @@ class ModelEntry:
 def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
     """Read every ``models/*.yaml`` of the configuration tree (``config_dir`` or the one in use); duplicates
     across files are errors."""
-    cdir = (config_dir or config_tree.config_dir()) / "models"
+    cdir = config_dir / "models" if config_dir else config_tree.config_folder("models")
     entries: dict[str, ModelEntry] = {}
     for path in sorted(cdir.glob("*.yaml")):
         data = load_yaml(path) or {}
@@ -206,7 +206,7 @@ STUDY_TABLE_COLUMNS = ("vendor", "model", "open_or_proprietary", "release_date")
 
 def read_study_table(config_dir: Path | None = None) -> list[StudyRow]:
     """The study's table of ASR systems, in its order; lines starting with ``#`` are its provenance."""
-    path = (config_dir or config_tree.config_dir()) / "models" / "rweq-table.tsv"
+    path = (config_dir / "models" if config_dir else config_tree.config_folder("models")) / "rweq-table.tsv"
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:

@@ -30,7 +30,7 @@ def test_the_checkout_reads_the_shipped_package_itself(monkeypatch: pytest.Monke
     assert default_prompts_path() == config_dir() / "judges" / "prompts.yaml" and load_prompts(default_prompts_path())
 
 
-def test_a_folder_of_ones_own_replaces_the_shipped_tree_for_every_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_of_ones_own_replaces_the_shipped_folders_for_every_reader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     own = tmp_path / "mine"
     for sub in ("models", "recipes", "conditions", "judges"):
         (own / sub).mkdir(parents=True)
@@ -51,6 +51,17 @@ def test_a_folder_of_ones_own_replaces_the_shipped_tree_for_every_reader(tmp_pat
     (own / "recipes" / "r.yaml").unlink()
     with pytest.raises(ConfigError, match=r"known: none in .*mine/recipes"):
         find_recipe("demo")
+
+
+def test_folders_the_override_lacks_come_from_the_shipped_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    own = tmp_path / "mine"
+    (own / "models").mkdir(parents=True)
+    (own / "models" / "m.yaml").write_text("models:\n  only-mine:\n    backend: simulated\n", encoding="utf-8")
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(own))
+    assert list(load_model_registry()) == ["only-mine"]  # models/ is replaced ...
+    assert "demo" in list_recipes() and "kachru" in shipped_maps()  # ... the rest is the shipped tree's
+    assert default_prompts_path() == shipped_config_dir() / "judges" / "prompts.yaml"
+    assert load_map("kachru", "test").path == "audit_configs/conditions/kachru.yaml"
 
 
 @pytest.mark.parametrize("case", ["missing", "file", "too-deep"])
@@ -80,6 +91,21 @@ def test_installed_paths_do_not_point_into_site_packages(tmp_path: Path, monkeyp
     assert install_hint("ray") == "pip install 'audit-engine[ray]'" and install_hint("core") == "pip install 'audit-engine'"
     monkeypatch.setenv("AUDIT_DATA_DIR", str(tmp_path / "elsewhere"))
     assert data_dir() == tmp_path / "elsewhere"
+
+
+def test_an_install_that_predates_the_package_still_reads_the_checkouts_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An editable install made before ``audit_configs`` existed maps only the code packages; from a
+    checkout the tree is then read in place (as the plug-in registry reads the checkout's pyproject.toml)."""
+    import engine.config_tree as tree
+
+    def not_importable(package: str) -> None:
+        raise ModuleNotFoundError(f"No module named {package!r}")
+
+    monkeypatch.setattr(tree.resources, "files", not_importable)
+    assert shipped_config_dir() == REPO / "audit_configs"
+    monkeypatch.setattr(engine.registry, "_source_tree_pyproject", lambda: None)
+    with pytest.raises(ConfigError, match="reinstall audit-engine, or set AUDIT_CONFIG_DIR"):
+        shipped_config_dir()
 
 
 def test_display_path_names_shipped_files_the_same_everywhere(tmp_path: Path) -> None:

@@ -122,6 +122,30 @@ def test_the_wheel_ships_the_configuration_and_imports_only_itself(wheel_env: di
     assert Path(config) == wheel_env["site"] / "audit_configs" and source == "None"
 
 
+REGISTRIES = """
+import json
+from audits.normalizing import NORMALIZERS
+from audits.runners import RUNNERS
+from audits.sections import SECTIONS
+from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
+from engine.datasets import DATASET_READERS
+regs = (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS,
+    RUNNERS)
+print(json.dumps({r.group: sorted(r.names()) for r in regs}))
+"""
+
+
+def test_every_registry_reads_the_wheels_own_metadata(wheel_env: dict[str, Path]) -> None:
+    """No pyproject.toml beside the installed code: each registry's built-ins come from the wheel's entry points."""
+    import tomllib
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+    out = _run([str(wheel_env["python"]), "-c", REGISTRIES], wheel_env["outside"], _env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    names = json.loads(out.stdout.strip().splitlines()[-1])
+    assert names == {group: sorted(table) for group, table in declared.items()}
+
+
 def test_installed_audit_runs_a_shipped_recipe_from_outside_the_repository(wheel_env: dict[str, Path],
         librivox: list[tuple[Path, str]]) -> None:
     work = wheel_env["outside"]

@@ -423,12 +423,12 @@ def corpus_conversation_cmd(
 @list_app.command("models")
 def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
     """Registry models, whether each can run here, and why not."""
-    from engine.config_tree import config_dir
+    from engine.config_tree import config_folder
     from engine.model_registry import load_model_registry
 
     try:
         reg = load_model_registry()
-        folder = config_dir() / "models"
+        folder = config_folder("models")
     except AuditError as exc:
         _fail(exc)
         return

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import check_keys, expect_type, load_yaml
-from engine.config_tree import config_dir, display_path
+from engine.config_tree import config_folder, display_path
 from engine.errors import ConfigError
 
 FILE_KEYS = {"name", "description", "outputs", "allowed", "prefix_fallback", "sources", "values", "patterns"}
@@ -176,7 +176,7 @@ def shipped_maps() -> list[str]:
 
 def conditions_dir() -> Path:
     """The shipped maps' folder: ``conditions/`` of the configuration tree in use (engine/config_tree.py)."""
-    return config_dir() / "conditions"
+    return config_folder("conditions")
 
 
 def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
