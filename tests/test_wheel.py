@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "engine", "audits", "normalizers", "audit_configs")
 #: Left out of the new environment: the optional extras' packages and every trace of this project.
 LEFT_OUT = {"ray", "pocketsphinx", "librosa", "parselmouth", "praat_parselmouth", "audit_engine", "engine", "audits", "normalizers",
-    "audit_configs", "tests", "__editable__"}  # fmt: skip
+    "audit_configs", "tests"}  # fmt: skip
 
 
 def _top_name(entry: str) -> str:
@@ -68,7 +68,7 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     deps.mkdir()
     here = Path(sysconfig.get_paths()["purelib"])
     for entry in here.iterdir():
-        if _top_name(entry.name) not in LEFT_OUT and not entry.name.endswith(".pth"):
+        if _top_name(entry.name) not in LEFT_OUT and not entry.name.endswith(".pth") and not entry.name.startswith("__editable__"):
             (deps / entry.name).symlink_to(entry)
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True,
         text=True, check=True).stdout.strip())
