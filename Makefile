@@ -7,7 +7,7 @@ AUDIT := $(VENV)/bin/audit
 SYSTEM_PKGS := espeak-ng flite sox ffmpeg libsndfile1
 TEST_PKGS := sctk pocketsphinx-testdata chromium
 APT := $(shell command -v sudo >/dev/null 2>&1 && [ "$$(id -u)" != 0 ] && echo sudo) apt-get
-EXTRAS := bundled,speaker,semantic,report,conversation,kokoro
+EXTRAS := bundled,speaker,semantic,report,conversation,kokoro,demo
 # Where pip takes torch from. Empty: pip's default index (on Linux the CUDA build, right for GPU
 # machines). CPU-only machines: make demo TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 TORCH_INDEX_URL ?=

@@ -48,7 +48,7 @@ def run(
     engine: Literal["inprocess", "ray"] = "inprocess",
     progress: ProgressFn | None = None,
 ) -> RunResult:
-    """Run a recipe (a name under ``configs/recipes``, a YAML path or a parsed ``Recipe``) and return its result.
+    """Run a recipe (a name under ``recipes/`` of the configuration tree, a YAML path or a parsed ``Recipe``) and return its result.
 
     ``dataset``, ``models``, ``limit``, ``reader`` and ``normalizer`` replace the recipe's, as ``--dataset``,
     ``--models``, ``--limit``, ``--reader`` and ``--normalizer`` do; ``out`` is the run directory (default

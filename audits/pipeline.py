@@ -27,11 +27,12 @@ from audits.runners import EngineOptions, check_runner, decode_options, make_run
 from audits.schema import Summary
 from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
+from engine.config_tree import resolve_relative
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
 from engine.errors import ConfigError, RegistryError
 from engine.joint_pass import PassRequest, run_joint
-from engine.model_registry import REPO_ROOT, load_model_registry, resolve_models
+from engine.model_registry import load_model_registry, resolve_models
 from engine.pass_engine import ENGINE_KINDS
 from engine.runner import hardware_facts
 from engine.store import RunStore, atomic_write_text
@@ -70,8 +71,8 @@ def open_recipe_dataset(
     path = recipe.dataset.path
     if path.startswith("builtin:"):
         path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
-    elif not Path(path).is_absolute() and not Path(path).exists() and (REPO_ROOT / path).exists():
-        path = str(REPO_ROOT / path)  # recipe paths may be relative to the repository root
+    else:
+        path = str(resolve_relative(path))  # recipe paths may be relative to the source checkout
     return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit,
         **dict(recipe.dataset.options))
 

@@ -1,4 +1,4 @@
-"""Recipes: YAML files under ``configs/recipes`` (or any path), loaded safely into typed records.
+"""Recipes: YAML files under ``recipes/`` of the configuration tree (engine/config_tree.py) or any path, loaded safely into typed records.
 
 Unknown keys are rejected with the key named, so a typo never silently changes an audit. The
 top-level keys are the base keys and the registered audit sections' (``audits.sections``); a
@@ -8,16 +8,15 @@ section's own keys are validated by that section when a run starts.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-import engine.model_registry as model_registry
 from audits.sections import ordered, section_names
 from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
+from engine.config_tree import config_folder, resolve_relative
+from engine.config_tree import data_dir as _data_dir
 from engine.errors import AuditError, ConfigError, RegistryError
-from engine.model_registry import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +124,8 @@ def recipe_keys() -> set[str]:
 
 
 def recipe_dir() -> Path:
-    """The recipes folder, read at call time (``$AUDIT_CONFIG_DIR``, or a test's patched registry folder)."""
-    return model_registry.CONFIG_DIR / "recipes"
+    """The recipes folder of the configuration tree in use (the shipped one or ``$AUDIT_CONFIG_DIR``), read at call time."""
+    return config_folder("recipes")
 
 
 def list_recipes() -> list[str]:
@@ -146,7 +145,7 @@ def find_recipe(name_or_path: str) -> Path:
 
     close = difflib.get_close_matches(name_or_path, list_recipes(), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ConfigError(f"unknown recipe '{name_or_path}'{hint} (known: {', '.join(list_recipes())})")
+    raise ConfigError(f"unknown recipe '{name_or_path}'{hint} (known: {', '.join(list_recipes()) or f'none in {recipe_dir()}'})")
 
 
 def parse_recipe(data: Any, source: str) -> Recipe:
@@ -264,12 +263,10 @@ def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str]
 
 def _detected_reader(path: str) -> str | None:
     """The reader ``reader: auto`` would pick for ``path`` (relative paths also against the
-    repository root, as a run opens them), or None when the path does not tell."""
+    source checkout, as a run opens them), or None when the path does not tell."""
     from engine.datasets.base import detect_reader
 
-    p = Path(path)
-    if not p.is_absolute() and not p.exists() and (REPO_ROOT / p).exists():
-        p = REPO_ROOT / p
+    p = resolve_relative(path)
     try:
         return detect_reader(p)
     except (AuditError, OSError):
@@ -286,7 +283,8 @@ def _same_reader(ds: DatasetConfig, path: str, reader: str | None) -> bool:
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("AUDIT_DATA_DIR", REPO_ROOT / "data"))
+    """Where built-in corpora live (engine/config_tree.py: ``$AUDIT_DATA_DIR``, the checkout's or the working directory's ``data/``)."""
+    return _data_dir()
 
 
 def builtin_dataset_path(spec: str) -> Path:

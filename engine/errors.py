@@ -50,6 +50,11 @@ class BackendUnavailable(AuditError):
     """A backend cannot load here (missing extra, weights not reachable); says what to install."""
 
 
+class WeightsIntegrityError(BackendUnavailable):
+    """A package's weight files are missing or differ from the SHA-256 digests recorded for its pinned
+    release (engine/backends/weight_digests.py); names the package, the file and the reinstall command."""
+
+
 class HostedRequestError(AuditError):
     """A hosted API refused a request, answered nonsense, or kept failing after the allowed retries."""
 

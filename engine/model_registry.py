@@ -1,4 +1,4 @@
-"""The model registry (``configs/models/*.yaml``): registry name -> backend, options, facts.
+"""The model registry (``models/*.yaml`` of the configuration tree, engine/config_tree.py): registry name -> backend, options, facts.
 
 Each entry::
 
@@ -15,7 +15,7 @@ Each entry::
       trust_remote_code: false       # optional: true lets a checkpoint run its own Python code (transformers)
       gated: false                   # optional: the hub repository asks users to accept its conditions first
       requires: [peft]               # optional: packages the checkpoint needs beyond its backend's ('dist' or 'dist>=version')
-      study_row: vendor/model        # optional: the row of the study's table (configs/models/rweq-table.tsv) this entry is
+      study_row: vendor/model        # optional: the row of the study's table (models/rweq-table.tsv) this entry is
       card: https://...              # optional: where the hub id (or the hosted API's request) comes from
       tags: [local, whisper]
       description: ...
@@ -27,11 +27,11 @@ only: ``options.trust_remote_code`` is refused, so the permission is visible in 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from engine import config_tree
 from engine.backends import ASR_BACKENDS
 from engine.backends.availability import Availability, model_availability
 from engine.backends.hosted.scrub import register_secret_env
@@ -39,9 +39,6 @@ from engine.config import check_keys, expect_type, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
 from engine.registry import did_you_mean
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFIG_DIR = Path(os.environ.get("AUDIT_CONFIG_DIR", REPO_ROOT / "configs"))
 
 ENTRY_KEYS = {
     "backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb",
@@ -127,8 +124,9 @@ class ModelEntry:
 
 
 def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]:
-    """Read every ``configs/models/*.yaml``; duplicates across files are errors."""
-    cdir = (config_dir or CONFIG_DIR) / "models"
+    """Read every ``models/*.yaml`` of the configuration tree (``config_dir`` or the one in use); duplicates
+    across files are errors."""
+    cdir = config_dir / "models" if config_dir else config_tree.config_folder("models")
     entries: dict[str, ModelEntry] = {}
     for path in sorted(cdir.glob("*.yaml")):
         data = load_yaml(path) or {}
@@ -163,7 +161,7 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 raise ConfigError(f"{where}.requires: must be a list of package names ('peft' or 'dist>=version'), got {requires!r}")
             study_row, card = raw.get("study_row"), raw.get("card")
             if study_row is not None and (not isinstance(study_row, str) or study_row.count("/") != 1 or "" in study_row.split("/")):
-                raise ConfigError(f"{where}.study_row: must be 'vendor/model' (a row of configs/models/rweq-table.tsv), got {study_row!r}")
+                raise ConfigError(f"{where}.study_row: must be 'vendor/model' (a row of models/rweq-table.tsv), got {study_row!r}")
             if card is not None and (not isinstance(card, str) or not card.startswith("https://")):
                 raise ConfigError(f"{where}.card: must be an https:// address (the model card or API reference), got {card!r}")
             entries[name] = ModelEntry(
@@ -190,7 +188,7 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
 
 @dataclass(frozen=True)
 class StudyRow:
-    """One row of the robustness study's table of ASR systems (configs/models/rweq-table.tsv)."""
+    """One row of the robustness study's table of ASR systems (models/rweq-table.tsv of the configuration tree)."""
 
     vendor: str
     model: str
@@ -208,7 +206,7 @@ STUDY_TABLE_COLUMNS = ("vendor", "model", "open_or_proprietary", "release_date")
 
 def read_study_table(config_dir: Path | None = None) -> list[StudyRow]:
     """The study's table of ASR systems, in its order; lines starting with ``#`` are its provenance."""
-    path = (config_dir or CONFIG_DIR) / "models" / "rweq-table.tsv"
+    path = (config_dir / "models" if config_dir else config_tree.config_folder("models")) / "rweq-table.tsv"
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:

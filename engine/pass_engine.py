@@ -54,6 +54,10 @@ class EngineOptions:
         the runner registry."""
         for name, f in ENGINE_FIELDS.items():
             f.check(getattr(self, name), f"--{name.replace('_', '-')}")
+        if self.kind == "ray":
+            from engine.ray_setup import require_ray
+
+            require_ray()
         if self.runtime_env is not None:
             from engine.ray_setup import check_runtime_env
 

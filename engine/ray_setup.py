@@ -36,6 +36,11 @@ def accepts_option(spec: ModelSpec, name: str, value: Any) -> bool:
     return True
 
 
+def require_ray() -> None:
+    """Ray is an optional extra: say which one before anything starts (``BackendUnavailable``)."""
+    require_modules("the Ray engine (--engine ray, --address)", ("ray",), "ray")
+
+
 def ray_target(address: str | None) -> str | None:
     """The cluster ``ray.init(address=address)`` will join, or None when it will start a new local instance.
 
@@ -87,6 +92,7 @@ def init_ray(
     :func:`worker_logging`) to this process's stderr. An instance already initialised in this
     process is reused.
     """
+    require_ray()
     import ray
 
     if ray.is_initialized():
@@ -268,5 +274,5 @@ def short_error(exc: BaseException, limit: int = 400) -> str:
 
 __all__ = [
     "accepts_option", "check_positive", "check_runtime_env", "connection_facts", "driver_log_level", "init_ray", "load_runtime_env",
-    "missing_on_workers", "ray_target", "runtime_env_record", "short_error", "worker_logging",
+    "missing_on_workers", "ray_target", "require_ray", "runtime_env_record", "short_error", "worker_logging",
 ]

@@ -79,6 +79,12 @@ def _source_tree_pyproject() -> Path | None:
     return path if _canonical(str(data.get("project", {}).get("name", ""))) == PROJECT_DIST else None
 
 
+def source_tree_root() -> Path | None:
+    """The source checkout the code runs from, or None when it runs from an installed wheel."""
+    pyproject = _source_tree_pyproject()
+    return pyproject.parent if pyproject is not None else None
+
+
 @lru_cache(maxsize=None)
 def _read_toml(path: Path) -> dict[str, Any]:
     if sys.version_info >= (3, 11):

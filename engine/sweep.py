@@ -50,7 +50,8 @@ def select_models(registry: Mapping[str, ModelEntry], selection: str) -> list[st
             if n not in registry:
                 close = difflib.get_close_matches(n, list(registry), n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-                raise ConfigError(f"--models: unknown model '{n}' (in no registry under configs/models){hint}")
+                raise ConfigError(f"--models: unknown model '{n}' (in no registry of the configuration tree; audit list models)"
+                    f"{hint}")
         return names
     chosen = sorted(n for n, e in registry.items() if sel in e.tags)
     if not chosen:

@@ -555,7 +555,7 @@ def placement_mode(args: argparse.Namespace) -> dict[str, Any]:
     base = Path(args.out).resolve()
     work = Path(tempfile.mkdtemp(prefix="placement-", dir=_mkdir(base)))
     config = work / "configs"
-    shutil.copytree(REPO / "configs", config)
+    shutil.copytree(REPO / "audit_configs", config)
     (config / "models" / "bench-placement.yaml").write_text(PLACEMENT_MODELS, encoding="utf-8")
     recipe = work / "bench-placement.yaml"
     # The demo corpus's own manifest, so that --shard-size cuts it (builtin:demo keeps its stored shards).

@@ -31,7 +31,7 @@ DEFAULT_DECODE = DecodeOptions()
 TESTDATA = Path("/usr/share/pocketsphinx/test/data")
 
 
-# Used when the model registry (configs/models) cannot be read.
+# Used when the model registry (audit_configs/models) cannot be read.
 FALLBACK_SPECS = {
     "whisper-tiny.en": ModelSpec("whisper-tiny.en", "faster-whisper", {"model": "tiny.en", "compute_type": "int8", "beam_size": 1}, 8),
     "pocketsphinx-en-us": ModelSpec("pocketsphinx-en-us", "pocketsphinx", {}, 1),
@@ -42,7 +42,7 @@ FALLBACK_SPECS = {
 # shared pieces
 # ----------------------------------------------------------------------------------------------
 def resolve_specs(names: Sequence[str]) -> list[ModelSpec]:
-    """Registry models by name (configs/models), or the two built-in fallbacks."""
+    """Registry models by name (audit_configs/models), or the two built-in fallbacks."""
     try:
         from engine.model_registry import load_model_registry, resolve_models
 

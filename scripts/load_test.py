@@ -98,13 +98,13 @@ def write_repeated_manifest(demo: Path, n: int, path: Path) -> int:
 
 
 def _config_dir(work: Path, demo: Path) -> Path:
-    """A copy of configs/ with a memorizer entry indexed on the demo corpus (no fallback)."""
+    """A copy of the shipped configuration tree (audit_configs/) with a memorizer entry indexed on the demo corpus (no fallback)."""
     import shutil
 
     cfg = work / "configs"
     if cfg.exists():
         shutil.rmtree(cfg)
-    shutil.copytree(REPO / "configs", cfg)
+    shutil.copytree(REPO / "audit_configs", cfg)
     entry = {"backend": "memorizer", "options": {"index": str(demo), "threshold": 0.85}, "batch_size": 16, "tags": ["load-test"]}
     (cfg / "models" / "load-test.yaml").write_text(json.dumps({"models": {"load-memorizer": entry}}))
     return cfg

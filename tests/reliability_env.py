@@ -17,7 +17,6 @@ import pytest
 import soundfile as sf
 from typer.testing import CliRunner
 
-import engine.model_registry
 from audits.cli.main import app
 
 SR = 16_000
@@ -82,7 +81,7 @@ class Env:
         self.trace = tmp / "trace"
         self.trace.mkdir()
         make_registry(tmp / "configs", self.trace)
-        monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", tmp / "configs")
+        monkeypatch.setenv("AUDIT_CONFIG_DIR", str(tmp / "configs"))
         monkeypatch.setenv("COLUMNS", "250")
 
     def recipe(self, dataset: Path, extra: str = "", name: str = "r", models: str = "[sim-a]") -> Path:

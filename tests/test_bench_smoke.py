@@ -163,7 +163,7 @@ def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
     cfg = tmp_path / "cfg"
     (cfg / "models").mkdir(parents=True)
     (cfg / "recipes").mkdir()
-    (cfg / "recipes" / "demo.yaml").write_text((REPO / "configs" / "recipes" / "demo.yaml").read_text())
+    (cfg / "recipes" / "demo.yaml").write_text((REPO / "audit_configs" / "recipes" / "demo.yaml").read_text())
     (cfg / "models" / "t.yaml").write_text(
         "models:\n"
         f"  tiny-hubert: {{backend: transformers, family: ctc, options: {{model: {model}, device: cpu}}, batch_size: 2, tags: [t]}}\n"

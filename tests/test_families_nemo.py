@@ -144,11 +144,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def registry(name: str) -> tuple[str, dict[str, Any]]:
-    """The line-up entry's hub id and backend options as configs/models/rweq.yaml gives them (the
+    """The line-up entry's hub id and backend options as audit_configs/models/rweq.yaml gives them (the
     registry passes the entry's ``family`` to the nemo backend as the option ``family``)."""
     from engine.config import load_yaml
 
-    entry = load_yaml(ROOT / "configs" / "models" / "rweq.yaml")["models"][name]
+    entry = load_yaml(ROOT / "audit_configs" / "models" / "rweq.yaml")["models"][name]
     assert entry["backend"] == "nemo", entry
     options = {**entry["options"], "family": entry["family"]}
     return str(options.pop("model")), options

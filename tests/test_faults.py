@@ -268,7 +268,7 @@ def _config_dir(tmp: Path, models: dict[str, Any]) -> Path:
     import shutil
 
     cfg = tmp / "configs"
-    shutil.copytree(REPO / "configs", cfg)
+    shutil.copytree(REPO / "audit_configs", cfg)
     (cfg / "models" / "faults.yaml").write_text(json.dumps({"models": models}))  # JSON is YAML
     return cfg
 
@@ -285,14 +285,13 @@ def test_ray_actor_killed_mid_unit_via_pipeline(ray_session: Any, dataset: Datas
         monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
     """run_recipe on Ray with a model whose actor process exits on its 2nd batch: the unit is retried
     on a new actor and summary.json counts every row once."""
-    import engine.model_registry
     from audits.pipeline import EngineOptions, run_recipe
 
     once = tmp_path / "fired"
     cfg = _config_dir(tmp_path,
         {"ps-crash": {"backend": "fault-inject",
             "options": {"inner": "pocketsphinx", "inner_options": {}, "exit_on_batch": 2, "once_file": str(once)}, "batch_size": 1}})
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     out = tmp_path / "run"
     summary = run_recipe(_recipe(Path(dataset.source), ["ps-crash"]), out, engine=EngineOptions(kind="ray", max_retries=2))
     assert once.exists(), "the fault never fired"

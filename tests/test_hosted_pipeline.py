@@ -74,12 +74,11 @@ def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
 
 def test_interrupted_resumed_and_repeated_sweep_pays_once(fakes: dict[str, FakeVendor], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import engine.model_registry
     from audits.pipeline import run_recipe
 
     cfg = tmp_path / "cfg"
     models = write_registry(cfg, fakes)
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     manifest = make_dataset(tmp_path / "data", 4)
     r = recipe(manifest, models, shard_size=2)
     out = tmp_path / "run"
@@ -120,7 +119,6 @@ def test_killed_mid_unit_then_resumed_pays_only_for_answers_never_received(fakes
         monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL while a unit is half done: answers already received are in the cache and are not
     bought again on resume; only clips whose answer never arrived are sent again."""
-    import engine.model_registry
     from audits.pipeline import run_recipe
 
     n = 6
@@ -158,7 +156,7 @@ def test_killed_mid_unit_then_resumed_pays_only_for_answers_never_received(fakes
     assert 1 <= cached <= billed_before <= cached + 2 and cached < n  # at most the clips in flight are lost
     assert not (out / "markers").exists() or not any((out / "markers").rglob("*.json"))  # the unit was not finished
 
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     summary = run_recipe(recipe(manifest, models, shard_size=n), out)
     assert fake.billable - billed_before == n - cached  # nothing received before the kill is bought again
     usage = summary["models"]["fake-deepgram"]["backend_info"]["usage"]

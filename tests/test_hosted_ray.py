@@ -40,13 +40,12 @@ def test_ray_run_counts_usage_like_in_process_and_resume_never_pays_twice(fake: 
         monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
-    import engine.model_registry
     from audits.pipeline import EngineOptions, run_recipe
     from engine.ray_runner import init_ray
     from engine.store import RunStore
 
     cfg = tmp_path / "cfg"
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     n = 5
     r = recipe(make_dataset(tmp_path / "data", n), ["fake-deepgram"], shard_size=1)
 

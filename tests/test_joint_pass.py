@@ -50,7 +50,7 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "configs" / "models"
     cfg.mkdir(parents=True)
     (cfg / "sim.yaml").write_text("models:\n  sim-a: {backend: simulated, options: {rtfx: 1000}, batch_size: 2, params_m: 10}\n")
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", tmp_path / "configs")
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(tmp_path / "configs"))
 
 
 def _recipe(corpus: Path, sv: str = "resemblyzer", ser: str = "prosody") -> Any:

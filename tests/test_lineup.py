@@ -1,4 +1,4 @@
-"""The study's line-up in the registry: tag ``rweq`` is the study's table (configs/models/rweq-table.tsv)
+"""The study's line-up in the registry: tag ``rweq`` is the study's table (audit_configs/models/rweq-table.tsv)
 row by row, each entry with a family whose loader exists and whose backend can be built from the
 entry; remote code only by opt-in; hosted systems say what they need; ``audit sweep --check
 --smoke`` answers per model before any run."""
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import engine.model_registry
 from engine.backends import ASR_BACKENDS, build_backend
 from engine.backends.asr.families import FAMILIES, family_loader
+from engine.config_tree import config_dir
 from engine.errors import BackendUnavailable, ConfigError
 from engine.model_registry import load_model_registry, read_study_table
 
@@ -100,7 +100,7 @@ def test_a_registry_that_drifts_from_the_table_fails_the_comparison(tmp_path: Pa
                      "assemblyai-universal-3-pro: row assemblyai/universal-3-pro is proprietary"):
         assert expected in found, expected
     cfg = _registry(tmp_path, "  m: {backend: simulated}\n")
-    text = (engine.model_registry.CONFIG_DIR / "models" / "rweq-table.tsv").read_text()
+    text = (config_dir() / "models" / "rweq-table.tsv").read_text()
     (cfg / "models" / "rweq-table.tsv").write_text(text + "nvidia\tparakeet-ctc-1.1b\topen\t2023-12-28\n")
     with pytest.raises(ConfigError, match="row nvidia/parakeet-ctc-1.1b is listed twice"):
         read_study_table(cfg)
@@ -222,7 +222,7 @@ def test_sweep_check_smoke_loads_runs_and_measures(tmp_path: Path, monkeypatch: 
         "  velma: {backend: modulate, family: hosted, options: {model: velma-2-stt-batch}, tags: [t]}\n"
         f"  gone: {{backend: transformers, family: ctc, options: {{model: {tmp_path / 'absent'}}}, tags: [t]}}\n",
     )
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     monkeypatch.setenv("COLUMNS", "400")
     monkeypatch.delenv("MODULATE_API_KEY", raising=False)
     recipe = tmp_path / "r.yaml"

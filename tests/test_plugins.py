@@ -277,7 +277,6 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path
     from typer.testing import CliRunner
 
     import audits.runners
-    import engine.model_registry
     from audits.cli.main import app
 
     fake_dist(on_path, "toy-audit-plugin", "0.1.0", {"audit_engine.runners": {"toy-serial": "toy_audit_plugin.runner:serial_runner"}})
@@ -287,7 +286,7 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path
     (cfg / "models").mkdir(parents=True)
     (cfg / "models" / "sim.yaml").write_text("models:\n  sim-a: {backend: simulated, options: {rtfx: 1000}, batch_size: 2}\n"
         "  sim-b: {backend: simulated, options: {rtfx: 1000, seed: 1}, batch_size: 2}\n")
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     data = tmp_path / "data"
     data.mkdir()
     rows = [{"audio_filepath": str(_tones(data / f"c{i}.wav", i + 1)), "text": "the tone sounds here", "utt_id": f"c{i}"} for i in range(4)]

@@ -16,7 +16,7 @@ from audits.asr.scoring import score_table
 from audits.clips import rows_for
 from audits.normalizing import get_normalizer
 from audits.profiles.config import STUDY_GAPS, parse_profiles_config
-from audits.profiles.maps import CONDITIONS_DIR, load_map, normalize_value
+from audits.profiles.maps import conditions_dir, load_map, normalize_value
 from audits.profiles.report import profiles_lines, render_profiles
 from audits.profiles.run import compute_profiles
 from audits.profiles.section import ProfilesSection
@@ -73,7 +73,7 @@ def mapped_mask(frame: pd.DataFrame, column: str, values: set[str]) -> pd.Series
 
 @pytest.mark.parametrize("name", ["kachru", "emotion-quadrants", "background"])
 def test_every_entry_and_alias_maps_as_its_file_says(name: str) -> None:
-    raw = load_yaml(CONDITIONS_DIR / f"{name}.yaml")
+    raw = load_yaml(conditions_dir() / f"{name}.yaml")
     cmap = load_map(name, "t")
     assert cmap.outputs == tuple(raw["outputs"])
     for entry, body in raw["values"].items():

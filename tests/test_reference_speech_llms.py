@@ -3,7 +3,7 @@
 Each case builds a tiny random model in the real checkpoint's layout with the real checkpoint's
 preprocessing (chat template, special tokens, feature extractor, 30 s windows, audio-token counts;
 see tests/tiny_speech_llms.py and tests/tiny_families.py), takes the line-up's registry entry
-(configs/models/rweq.yaml) as the engine would, and runs the same clips, shorter and longer than
+(audit_configs/models/rweq.yaml) as the engine would, and runs the same clips, shorter and longer than
 the model's 30 s window, through
 
 * the reference procedure written from the script that defines how the checkpoint is run
@@ -38,9 +38,9 @@ NEW_TOKENS = 6
 
 
 def registry_options(name: str) -> dict[str, Any]:
-    """The entry's options as configs/models/rweq.yaml gives them (the model and hub revision are
+    """The entry's options as audit_configs/models/rweq.yaml gives them (the model and hub revision are
     replaced by the tiny folder)."""
-    entry = load_yaml(ROOT / "configs" / "models" / "rweq.yaml")["models"][name]
+    entry = load_yaml(ROOT / "audit_configs" / "models" / "rweq.yaml")["models"][name]
     assert entry["family"] == "speech-llm", entry
     return {k: v for k, v in entry["options"].items() if k not in ("model", "revision")}
 

@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import engine.model_registry
 from engine.backends import build_backend
 from engine.data import ModelSpec
 from engine.errors import BackendUnavailable
@@ -267,7 +266,7 @@ def test_list_models_and_the_sweep_plan_use_the_same_answer(copy: Path, tmp_path
     (cfg / "models").mkdir(parents=True)
     entry = f"{{backend: transformers, family: ctc, options: {{model: '{copy}'}}, tags: [t]}}"
     (cfg / "models" / "t.yaml").write_text(f"models:\n  broken: {entry}\n")
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     monkeypatch.setenv("COLUMNS", "400")
     reg = load_model_registry()
     assert "no tokenizer vocabulary" in plan_sweep(reg, ["broken"], explicit=True).skipped["broken"]

@@ -168,9 +168,7 @@ def test_a_corrupt_run_record_is_an_engine_error_on_resume(made: dict[str, Path]
     """Resuming into a folder whose run.json is truncated: an error naming the file, not a JSON traceback."""
     run = _copy(made, "bad-run-json")
     (run / "run.json").write_text('{"recipe": "r", "dataset_fing')
-    import engine.model_registry
-
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", made["tmp"] / "configs")  # the registry the run was made with
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(made["tmp"] / "configs"))  # the registry the run was made with
     res = audit("run", made["recipe"], "--out", run)
     assert res.exit_code == 2 and "Traceback" not in res.output
     assert "run.json cannot be read" in _flat(res.output)

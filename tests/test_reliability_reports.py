@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-import engine.model_registry
 from audits.conversation.run import html_section, markdown_lines
 from tests.reliability_env import audit, noise, write_dataset
 
@@ -57,7 +56,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "  sim-b: {backend: simulated, options: {rtfx: 1000, seed: 1}, batch_size: 4}\n"
             "  sim-c: {backend: simulated, options: {rtfx: 1000, seed: 2}, batch_size: 4}\n"
         )
-        mp.setattr(engine.model_registry, "CONFIG_DIR", tmp / "configs")
+        mp.setenv("AUDIT_CONFIG_DIR", str(tmp / "configs"))
         clips: list[dict[str, Any]] = [
             {"audio": noise(1.0, i), "text": "the a of and", "speaker": EVIL_SPEAKER if i % 2 else "s2",
                 "accent": EVIL_LABEL if i % 2 else "plain"}

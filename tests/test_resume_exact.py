@@ -52,7 +52,7 @@ from tests.processes import sigkill_after_markers
 REPO = Path(__file__).resolve().parents[1]
 CARDS = Path("/usr/share/pocketsphinx/test/data/cards")
 PS = ModelSpec("pocketsphinx", "pocketsphinx", {}, batch_size=1)
-REGISTRY_PS = "pocketsphinx-en-us"  # the same backend and options in configs/models/local.yaml
+REGISTRY_PS = "pocketsphinx-en-us"  # the same backend and options in audit_configs/models/local.yaml
 ORDER = ["001", "002", "003", "004", "005", "001", "002", "003"]  # 8 utterances, clips repeat under new ids
 IDS = [f"u{i}" for i in range(len(ORDER))]
 
@@ -141,7 +141,7 @@ def crash_after(n: int) -> Any:
 
 def _config_dir(tmp: Path, sleep_s: float) -> Path:
     cfg = tmp / f"configs-{sleep_s}"
-    shutil.copytree(REPO / "configs", cfg)
+    shutil.copytree(REPO / "audit_configs", cfg)
     entry = {"backend": "fault-inject", "options": {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": sleep_s},
         "batch_size": 1}
     (cfg / "models" / "slow.yaml").write_text(json.dumps({"models": {"ps-slow": entry}}))

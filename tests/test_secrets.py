@@ -190,7 +190,7 @@ def test_crlf_key_and_echoing_server_leave_no_trace_in_a_run(tmp_path: Path) -> 
         manifest.write_text("".join(json.dumps({"utt_id": f"u{i}", "audio_filepath": str(p),
             "text": "some words"}) + "\n" for i, p in enumerate(clips)))
         cfg = tmp_path / "configs"
-        shutil.copytree(REPO / "configs", cfg)
+        shutil.copytree(REPO / "audit_configs", cfg)
         opts = {"model": "whisper-1", "base_url": fake.base_url, "max_retries": 0, "batch_size": 1,
             "cache_dir": str(tmp_path / "hosted-cache")}
         (cfg / "models" / "remote.yaml").write_text(json.dumps({"models": {"remote-asr": {"backend": "openai-compatible", "options": opts,

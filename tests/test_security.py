@@ -316,7 +316,7 @@ def _librivox(n: int) -> list[tuple[Path, str]]:
 
 def _config_dir(tmp: Path, url: str) -> Path:
     cfg = tmp / "configs"
-    shutil.copytree(REPO / "configs", cfg)
+    shutil.copytree(REPO / "audit_configs", cfg)
     entry = {"backend": "openai-compatible",
         "options": {"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.01, "max_retries": 2,
             "cache_dir": str(tmp / "hosted-cache")}, "batch_size": 2}

@@ -58,7 +58,7 @@ def test_no_file_reaches_outside_the_repository() -> None:
     assert not offenders, "these lines reach outside the repository root:\n" + "\n".join(offenders)
 
 
-@pytest.mark.parametrize("recipe", sorted((REPO / "configs" / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("recipe", sorted((REPO / "audit_configs" / "recipes").glob("*.yaml")), ids=lambda p: p.stem)
 def test_recipe_dataset_paths_stay_inside_the_repository(recipe: Path) -> None:
     data = load_yaml(recipe)
     ds = data.get("dataset")

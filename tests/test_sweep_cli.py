@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import engine.model_registry
 from audits.cli.main import app
 from tests.test_gpu_placement import sim_dataset
 
@@ -37,7 +36,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     cfg, trace = tmp_path / "configs", tmp_path / "trace"
     trace.mkdir()
     _registry(cfg, trace)
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     monkeypatch.setenv("COLUMNS", "250")
     ds = sim_dataset(tmp_path / "data", 4, shard_size=2)
     recipe = tmp_path / "sweep.yaml"

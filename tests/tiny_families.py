@@ -234,7 +234,6 @@ def assert_family_runs(
     import pandas as pd
     from typer.testing import CliRunner
 
-    import engine.model_registry
     from audits.cli.main import app
 
     cfg = tmp_path / "configs"
@@ -242,7 +241,7 @@ def assert_family_runs(
     (cfg / "models" / "tiny.yaml").write_text(
         f"models:\n  tiny-b2: {_entry(backend, folder, family, options, 2)}\n  tiny-b1: {_entry(backend, folder, family, options, 1)}\n"
     )
-    monkeypatch.setattr(engine.model_registry, "CONFIG_DIR", cfg)
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: "
         f"{{n_boot: 10}}\n")

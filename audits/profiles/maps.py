@@ -1,6 +1,6 @@
 """Condition maps: shipped YAML files that map a dataset's label vocabulary onto the study's groups.
 
-A map file (``configs/conditions/*.yaml``) names its ``outputs`` (new label columns, e.g.
+A map file (``conditions/*.yaml`` of the configuration tree) names its ``outputs`` (new label columns, e.g.
 ``circle`` and ``nativeness``), the values each output may take (``allowed``), its ``sources``
 (citations) and ``values``: one entry per label value with its outputs, the key of the source the
 assignment comes from, and aliases. ``patterns`` (regular expressions) cover tags with a level.
@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import check_keys, expect_type, load_yaml
+from engine.config_tree import config_folder, display_path
 from engine.errors import ConfigError
-from engine.model_registry import REPO_ROOT
 
-CONDITIONS_DIR = REPO_ROOT / "configs" / "conditions"
 FILE_KEYS = {"name", "description", "outputs", "allowed", "prefix_fallback", "sources", "values", "patterns"}
 META_KEYS = {"source", "note", "aliases"}
 
@@ -192,14 +191,19 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
 
 
 def shipped_maps() -> list[str]:
-    """Names of the map files in configs/conditions/."""
-    return sorted(p.stem for p in CONDITIONS_DIR.glob("*.yaml"))
+    """Names of the map files in ``conditions/`` of the configuration tree."""
+    return sorted(p.stem for p in conditions_dir().glob("*.yaml"))
+
+
+def conditions_dir() -> Path:
+    """The shipped maps' folder: ``conditions/`` of the configuration tree in use (engine/config_tree.py)."""
+    return config_folder("conditions")
 
 
 def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
     """A shipped map by name, or a path (relative to the recipe's folder when it exists there)."""
     if "/" not in name and not name.endswith((".yaml", ".yml")):
-        p = CONDITIONS_DIR / f"{name}.yaml"
+        p = conditions_dir() / f"{name}.yaml"
         if not p.is_file():
             raise ConfigError(f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a "
                 f"YAML file")
@@ -215,5 +219,5 @@ def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
 def load_map(name: str, where: str, recipe_source: str = "", overrides: Mapping[str, Any] | None = None) -> ConditionMap:
     """Load and validate a map (shipped name or path) with a recipe's value overrides."""
     path = resolve_map_path(name, where, recipe_source)
-    return parse_map(load_map_file(path), str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path), overrides,
+    return parse_map(load_map_file(path), display_path(path), overrides,
         f"{where}.values")

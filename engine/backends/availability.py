@@ -60,6 +60,25 @@ def missing_modules(names: tuple[str, ...]) -> list[str]:
     return [m for m in names if not has_module(m)]
 
 
+def install_hint(extra: str) -> str:
+    """The command that installs an optional extra, as this install was made: ``pip install '.[ray]'``
+    in a source checkout, ``pip install 'audit-engine[ray]'`` for an installed wheel."""
+    from engine.config_tree import source_root
+
+    target = ("." if source_root() is not None else "audit-engine") + ("" if extra == "core" else f"[{extra}]")
+    return f"pip install '{target}'"
+
+
+def require_modules(purpose: str, modules: tuple[str, ...], extra: str) -> None:
+    """Raise ``BackendUnavailable`` naming the missing packages and the extra that installs them, before
+    any work starts (the core install leaves Ray, pocketsphinx and the demo's audio packages out)."""
+    missing = missing_modules(modules)
+    if missing:
+        from engine.errors import BackendUnavailable
+
+        raise BackendUnavailable(f"{purpose} needs {', '.join(missing)}, which the '{extra}' extra installs: {install_hint(extra)}")
+
+
 def hf_cached(repo_id: str) -> bool:
     """Whether a hub repository already sits in the local Hugging Face cache (no network)."""
     if not repo_id or not has_module("huggingface_hub"):

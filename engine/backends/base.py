@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from engine.backends.availability import Availability, missing_modules
+from engine.backends.availability import Availability, install_hint, missing_modules
 from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
 
@@ -101,7 +101,7 @@ class Backend(ABC):
         package and a problem with the weights are both named (the weights are checked even when a
         package is missing: they are files)."""
         missing = missing_modules(cls.requires)
-        need = f"needs {', '.join(missing)}: pip install '.[{extra or cls.extra}]'"
+        need = f"needs {', '.join(missing)}: {install_hint(extra or cls.extra)}"
         try:
             weights = cls.check_weights(options)
         except ImportError:  # a check that needs the missing package itself

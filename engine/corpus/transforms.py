@@ -79,7 +79,10 @@ def render_emotion(x: np.ndarray, sr: int, prosody: Prosody, seed: int = 0) -> t
         import parselmouth
         from parselmouth.praat import call
     except ImportError as exc:  # pragma: no cover - declared dependency
-        raise AudioError("simulated emotions need the Python package 'praat-parselmouth' (pip install praat-parselmouth)") from exc
+        from engine.backends.availability import install_hint
+
+        raise AudioError(f"simulated emotions need the Python package 'praat-parselmouth', which the 'demo' extra installs: "
+            f"{install_hint('demo')}") from exc
     sound = parselmouth.Sound(arr, sampling_frequency=float(sr))
     pitch = sound.to_pitch(pitch_floor=PSOLA_PITCH_FLOOR_HZ, pitch_ceiling=PSOLA_PITCH_CEILING_HZ)
     median = call(pitch, "Get quantile", 0.0, 0.0, 0.5, "Hertz")

@@ -49,6 +49,7 @@ from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
     bundled_faster_whisper_status,
+    bundled_weights_note,
     check_audio_batch,
     check_batch_size,
     check_options,
@@ -265,6 +266,7 @@ class FasterWhisperBackend(ASRBackend):
         super().__init__(**merged)
         self._model: Any = None
         self._model_path: str | None = None
+        self._weights_note: str | None = None
         self._device: str | None = None
         self._compute_type: str | None = None
         self._suppress_tokens: list[int] = []
@@ -284,6 +286,7 @@ class FasterWhisperBackend(ASRBackend):
         if model in BUNDLED_FASTER_WHISPER_ALIASES:
             path = bundled_faster_whisper(model)
             if path is not None:
+                self._weights_note = bundled_weights_note(model)
                 return str(path)
             log.info("bundled %s not installed; falling back to the hub", model)
         expanded = Path(model).expanduser()
@@ -611,6 +614,7 @@ class FasterWhisperBackend(ASRBackend):
         """Model, device, compute type, decoding settings and library versions."""
         extra: dict[str, Any] = {
             "model_path": self._model_path,
+            **({"weights": self._weights_note} if self._weights_note else {}),
             "beam_size": self.options["beam_size"],
             "decoding": self.decoding_summary(),
             "temperature": list(self.options["temperature"]),

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.availability import Availability
+from engine.backends.availability import Availability, require_modules
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.config import check_number
 from engine.data import SAMPLE_RATE, ModelSpec
@@ -105,6 +105,8 @@ class MemorizerBackend(ASRBackend):
         "index_limit"})
     model_options = ("fallback",)
     positive_control = True
+    requires = ("librosa",)  # its mel filterbank
+    extra = "demo"
 
     @classmethod
     def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str,
@@ -149,6 +151,7 @@ class MemorizerBackend(ASRBackend):
         from engine.audio import decode
         from engine.datasets import open_dataset
 
+        require_modules("the memorizer control", self.requires, self.extra)
         fb = self.options.get("fallback")
         if fb and (not isinstance(fb, Mapping) or "backend" not in fb):
             raise ConfigError(

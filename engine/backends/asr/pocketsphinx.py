@@ -22,9 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from engine.backends.availability import Availability
+from engine.backends.availability import Availability, install_hint
 from engine.backends.base import ASRBackend, BackendInfo, package_versions
-from engine.backends.bundled import check_audio_batch, check_batch_size, check_options, pocketsphinx_model_dir
+from engine.backends.bundled import (
+    check_audio_batch,
+    check_batch_size,
+    check_options,
+    pocketsphinx_model_dir,
+    verified_weights_note,
+    verify_package_weights,
+)
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
 
@@ -61,6 +68,7 @@ class PocketsphinxBackend(ASRBackend):
 
     name = "pocketsphinx"
     requires = ("pocketsphinx",)
+    extra = "bundled"
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
@@ -95,6 +103,7 @@ class PocketsphinxBackend(ASRBackend):
         super().__init__(**merged)
         self._decoder: Any = None
         self._paths: dict[str, str] = {}
+        self._bundled = False
 
     def _model_paths(self) -> dict[str, str]:
         bundled = pocketsphinx_model_dir()
@@ -128,8 +137,11 @@ class PocketsphinxBackend(ASRBackend):
         try:
             from pocketsphinx import Decoder
         except ImportError as exc:
-            raise BackendUnavailable("pocketsphinx is not installed: pip install pocketsphinx") from exc
+            raise BackendUnavailable(f"pocketsphinx is not installed; the 'bundled' extra installs it: {install_hint('bundled')}") from exc
         self._paths = self._model_paths()
+        self._bundled = any(self.options[key] is None for key in ("hmm", "lm", "dict"))
+        if self._bundled:
+            verify_package_weights("pocketsphinx")  # the bundled model, as recorded for the pinned release
         kwargs: dict[str, Any] = dict(self._paths, samprate=SAMPLE_RATE, loglevel="FATAL", logfn=os.devnull)
         kwargs.update(self.search_settings())
         try:
@@ -177,6 +189,7 @@ class PocketsphinxBackend(ASRBackend):
             passes += " + lattice best path"
         extra: dict[str, Any] = {
             "model_paths": dict(self._paths),
+            **({"weights": verified_weights_note("pocketsphinx")} if self._bundled else {}),
             "decoding": f"viterbi + n-gram LM ({passes})",
             "search": self.options["search"],
             "search_settings": self.search_settings(),

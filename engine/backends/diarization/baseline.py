@@ -23,8 +23,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from engine.backends.availability import Availability
+from engine.backends.availability import Availability, install_hint
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.bundled import verify_package_weights
 from engine.backends.device import resolve_device
 from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
@@ -91,7 +92,9 @@ class VadResemblyzerDiarizer(DiarizationBackend):
         try:
             from resemblyzer import VoiceEncoder
         except ImportError as exc:
-            raise BackendUnavailable(f"resemblyzer cannot be imported ({exc}); fix: pip install '.[speaker]'") from exc
+            raise BackendUnavailable(f"resemblyzer cannot be imported ({exc}); fix: {install_hint('speaker')}") from exc
+        if self.weights is None:
+            verify_package_weights("resemblyzer")  # the bundled pretrained.pt, as recorded for the pinned release
         self._encoder = VoiceEncoder(device=self.device, verbose=False, weights_fpath=self.weights)
         self._vad = SileroVAD()
 

@@ -1,6 +1,6 @@
 """Audio-language-model judges: Gemini ``generateContent`` and OpenAI chat completions with audio.
 
-A judge answers one of the tasks in ``configs/judges/prompts.yaml`` (emotion label, relative
+A judge answers one of the tasks in ``judges/prompts.yaml`` of the configuration tree (emotion label, relative
 emotion comparison of two clips, same/different speaker, synthetic-speech likelihood) about one
 or two clips. Why a separate kind from ASR: the answer is a label or a number, and an answer that
 does not follow the requested JSON form must be counted, not guessed. Parsing is strict: the reply
@@ -69,10 +69,10 @@ class JudgeAnswer:
 
 
 def default_prompts_path() -> Path:
-    """``judges/prompts.yaml`` under the configuration folder (``$AUDIT_CONFIG_DIR`` or ``configs/``)."""
-    from engine.model_registry import CONFIG_DIR
+    """``judges/prompts.yaml`` of the configuration tree in use (the shipped one or ``$AUDIT_CONFIG_DIR``)."""
+    from engine.config_tree import config_path
 
-    return Path(CONFIG_DIR) / "judges" / "prompts.yaml"
+    return config_path("judges", "prompts.yaml")
 
 
 def load_prompts(path: Path) -> dict[str, JudgeTask]:
@@ -135,7 +135,7 @@ _DEFAULTS: dict[str, Any] = {
     "model": None,
     "base_url": None,
     "api_key_env": None,
-    "prompts": None,  # path of the prompt file; default configs/judges/prompts.yaml
+    "prompts": None,  # path of the prompt file; default judges/prompts.yaml of the configuration tree
     "temperature": 0.0,
     "timeout_s": 120.0,
     "max_retries": 5,

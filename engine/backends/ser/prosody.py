@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.availability import require_modules
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, ConfigError
@@ -279,6 +280,8 @@ class ProsodyBackend(SERBackend):
 
     name = "prosody"
     cpu_only = True
+    requires = ("librosa",)
+    extra = "demo"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -295,7 +298,8 @@ class ProsodyBackend(SERBackend):
             self.reference = dict(AROUSAL_REFERENCE)
 
     def load(self) -> None:
-        """Nothing to load: the backend is pure signal processing."""
+        """Nothing to load (pure signal processing), but librosa must be there before the first clip."""
+        require_modules("the prosody emotion backend", self.requires, self.extra)
 
     def info(self) -> BackendInfo:
         return BackendInfo(

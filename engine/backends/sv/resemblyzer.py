@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import BackendInfo, SVBackend
+from engine.backends.bundled import verify_package_weights
 from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable, ConfigError
@@ -57,6 +58,8 @@ class ResemblyzerBackend(SVBackend):
                 else "pip install resemblyzer webrtcvad 'setuptools<81'"
             )
             raise BackendUnavailable(f"resemblyzer cannot be imported ({exc}); fix: {hint}") from exc
+        if self.weights is None:
+            verify_package_weights("resemblyzer")  # the bundled pretrained.pt, as recorded for the pinned release
         if self.num_threads:
             import torch
 
