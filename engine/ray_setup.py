@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engine.backends.availability import require_modules
 from engine.backends.hosted.scrub import REDACTED, SECRET_NAME, install_log_scrubber, scrub
 from engine.cluster import check_address
 from engine.config import check_keys, load_yaml
