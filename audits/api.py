@@ -20,11 +20,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Literal
 
-from audits.pipeline import EngineOptions, run_audit
+from audits.pipeline import run_audit
 from audits.recipes import Recipe, load_recipe, with_normalizer, with_overrides
 from audits.result import RunResult
 from audits.version import version
 from engine.data import ProgressFn
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
 
 StrPath = str | PathLike[str]

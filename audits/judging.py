@@ -39,13 +39,13 @@ from engine.backends.hosted.judges import JudgeAnswer
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, Utterance
 from engine.datasets.base import audio_stamps
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.judge_worker import JUDGE_METHODS, answer_settings, clip_location
-from engine.judge_worker import WORKER as JUDGE_WORKER
-from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.judge_worker import JUDGE_METHODS, answer_settings, clip_location
+from engine.keyed.judge_worker import WORKER as JUDGE_WORKER
+from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.run.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ def ask_judges(
 ) -> dict[str, JudgeRun]:
     """Ask every judge of ``cfg`` the ``method`` question about every item, on the run's engine.
 
-    One keyed pass per judge (``engine/keyed_pass.py``, worker ``engine/judge_worker.py``), one
+    One keyed pass per judge (``engine/keyed/keyed_pass.py``, worker ``engine/keyed/judge_worker.py``), one
     unit per item, stored under ``folder`` (``judges_dir``) by the driver as each answer arrives:
     the unit's marker records the audio stamps of the clips it played (and the method's arguments)
     and the judge's answer settings (answer-changing options, the task's prompt) with the decode

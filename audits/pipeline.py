@@ -23,19 +23,19 @@ from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
-from audits.runners import EngineOptions, check_runner, decode_options, make_runner
+from audits.runners import check_runner, decode_options, make_runner
 from audits.schema import Summary
 from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.config_tree import resolve_relative
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
+from engine.engine import ENGINE_KINDS, EngineOptions
 from engine.errors import ConfigError, RegistryError
-from engine.joint_pass import PassRequest, run_joint
 from engine.model_registry import load_model_registry, resolve_models
-from engine.pass_engine import ENGINE_KINDS
-from engine.runner import hardware_facts
-from engine.store import RunStore, atomic_write_text
+from engine.run.joint_pass import PassRequest, run_joint
+from engine.run.runner import hardware_facts
+from engine.run.store import RunStore, atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def check_clip_ids(dataset: Dataset) -> None:
 def check_output_names(specs: Sequence[ModelSpec]) -> None:
     """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
     from audits.reports.exports import export_file_names
-    from engine.store import check_distinct_paths
+    from engine.run.store import check_distinct_paths
 
     names = [s.name for s in specs]
     check_distinct_paths(names, "model")
@@ -215,7 +215,7 @@ def run_audit(
     any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
     order after the ASR models, each writing its part of the summary under its key; the SV/SER
     passes sections run over the recipe's own dataset (``AuditSection.dataset_passes``) run with
-    the ASR pass as one engine run (``engine/joint_pass.py``), so each shard is decoded once for
+    the ASR pass as one engine run (``engine/run/joint_pass.py``), so each shard is decoded once for
     all of them and the sections find those units finished. ``extra``
     adds top-level summary keys of the caller's (a sweep's selection) before anything is scored,
     so ``summary.json`` is written once. ``dataset`` is the recipe's dataset when the caller has

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError, RegistryError
-from engine.pass_engine import EngineOptions  # one class: the pipeline's, the sections' and the engine's
 from engine.registry import Registry
-from engine.store import RunStore
+from engine.run.store import RunStore
 
 if TYPE_CHECKING:
     from audits.recipes import Recipe
@@ -51,8 +51,8 @@ def decode_options(recipe: Recipe) -> DecodeOptions:
 def inprocess_runner(
     engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
 ) -> Runner:
-    """Every model in this process, one after another (engine/runner.py)."""
-    from engine.runner import InProcessRunner
+    """Every model in this process, one after another (engine/run/runner.py)."""
+    from engine.run.runner import InProcessRunner
 
     return InProcessRunner(
         dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
@@ -63,8 +63,8 @@ def inprocess_runner(
 def ray_runner(
     engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
 ) -> Runner:
-    """Ray actors, on this machine or a cluster at ``engine.address`` (engine/ray_runner.py)."""
-    from engine.ray_runner import RayRunner
+    """Ray actors, on this machine or a cluster at ``engine.address`` (engine/run/ray_runner.py)."""
+    from engine.run.ray_runner import RayRunner
 
     return RayRunner(
         dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,

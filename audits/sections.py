@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from audits.clips import SCOPES, SOURCE
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.engine import EngineOptions
 from engine.errors import RegistryError
-from engine.joint_pass import PassRequest
-from engine.pass_engine import EngineOptions
 from engine.registry import Registry
+from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,7 +122,7 @@ class AuditSection(ABC, Generic[ConfigT]):
     def dataset_passes(self, config: ConfigT, dataset: Dataset, decode_options: DecodeOptions) -> list[PassRequest]:
         """The SV/SER backends ``run`` will run over ``dataset`` (the clips it reads) with ``decode_options`` (default: none).
 
-        The pipeline hands them to the engine with the ASR pass as one run (``engine/joint_pass.py``),
+        The pipeline hands them to the engine with the ASR pass as one run (``engine/run/joint_pass.py``),
         so each shard is decoded once for every pass and a cluster schedules them together; ``run``
         then finds those units finished (same markers, same settings) and computes nothing. Return
         only passes whose specs, dataset and decode options are exactly those ``run`` submits."""

@@ -141,7 +141,7 @@ class Utterance:
     derived audio keeps ``parent_id`` and a JSON-able ``derivation`` record. A *segment* of a
     longer file (a NeMo row with ``offset``) has ``offset_s`` set: the clip is then exactly the
     span ``[offset_s, offset_s + duration_s)`` of that audio, and every decode reads only it
-    (``engine.audio``); without ``offset_s`` the clip is the whole file and ``duration_s`` is
+    (``engine.audio.decoding``); without ``offset_s`` the clip is the whole file and ``duration_s`` is
     the manifest's note of its length.
     """
 
@@ -211,7 +211,7 @@ class WorkUnit:
 class ModelSpec:
     """A registry model resolved to its backend and options: what a runner needs to load it.
 
-    ``kind`` is the pass it runs (``asr``, ``sv``, ``ser``; ``engine/passes.py``): it selects the
+    ``kind`` is the pass it runs (``asr``, ``sv``, ``ser``; ``engine/run/passes.py``): it selects the
     backend registry, the per-unit processing and the row schema, so both runners run every kind.
     """
 

@@ -185,8 +185,8 @@ def check_in_workers(
     """
     import ray
 
-    from engine.cluster import node_capacity, placement_problem
-    from engine.ray_runner import init_ray
+    from engine.run.cluster import node_capacity, placement_problem
+    from engine.run.ray_runner import init_ray
 
     started = init_ray(address, runtime_env=runtime_env)
     try:

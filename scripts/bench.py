@@ -45,14 +45,14 @@ if str(REPO) not in sys.path:
 
 from benchlib import DEFAULT_DECODE, bench_dataset, decoded_clips, print_table, resolve_specs
 
+from engine.audio.shards import encode_audio
 from engine.backends import ASR_BACKENDS
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.data import SAMPLE_RATE, DecodeOptions, ModelSpec, Shard, Utterance
 from engine.datasets import Dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import InProcessRunner, decode_shard, load_model
-from engine.shards import encode_audio
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, decode_shard, load_model
+from engine.run.store import RunStore
 
 log = logging.getLogger("bench")
 
@@ -127,7 +127,7 @@ def inprocess_run(spec: ModelSpec, ds: Dataset, work: Path, warmup: int = 1, opt
 def ray_run(spec: ModelSpec, ds: Dataset, work: Path, actors: int = 1, warmup: int = 1,
         reserve_cpus: float | None = None) -> dict[str, float]:
     """The Ray engine end to end; wall = first actor loaded and warm -> last unit written."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     out = work / f"ray-{spec.name}-{actors}"
     shutil.rmtree(out, ignore_errors=True)
@@ -145,7 +145,7 @@ def ray_run(spec: ModelSpec, ds: Dataset, work: Path, actors: int = 1, warmup: i
 def start_ray(num_cpus: int | None = None) -> bool:
     """A local Ray instance for the runs below (False when Ray is not installed)."""
     try:
-        from engine.ray_runner import init_ray
+        from engine.run.ray_runner import init_ray
 
         init_ray(None, num_cpus=num_cpus)
         return True

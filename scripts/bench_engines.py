@@ -513,7 +513,7 @@ def placement_rows(run_dir: Path) -> list[dict[str, Any]]:
         rel = file.relative_to(run_dir)
         per_pass = any(x.startswith("models") for x in rel.parent.parts)
         for keys, node, actors in actor_entries(doc):
-            keyed = isinstance(node.get("pass"), str) and isinstance(node.get("name"), str)  # a keyed pass (engine/keyed_pass.py)
+            keyed = isinstance(node.get("pass"), str) and isinstance(node.get("name"), str)  # a keyed pass (engine/keyed/keyed_pass.py)
             model = str(node["name"] if keyed else node.get("model") or (keys[-1] if keys else file.stem))
             key = _actor_key(model, actors)
             if key in seen:
@@ -550,7 +550,7 @@ def placement_mode(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
     from audits.recipes import builtin_dataset_path
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     base = Path(args.out).resolve()
     work = Path(tempfile.mkdtemp(prefix="placement-", dir=_mkdir(base)))

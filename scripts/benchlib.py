@@ -17,7 +17,7 @@ from engine.data import DecodedAudio, DecodeOptions, ModelSpec  # noqa: E402
 from engine.datasets import Dataset, open_dataset  # noqa: E402
 from engine.datasets.base import in_memory_dataset  # noqa: E402
 from engine.errors import AuditError, ConfigError  # noqa: E402
-from engine.runner import decode_shard  # noqa: E402
+from engine.run.runner import decode_shard  # noqa: E402
 
 log = logging.getLogger("bench")
 

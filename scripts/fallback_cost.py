@@ -5,7 +5,7 @@ fallback words depended on everything sampled before it in the process) and a cl
 was encoded a second time. Now each clip that falls back gets a fresh CTranslate2 instance seeded
 from the clip (``engine/backends/asr/faster_whisper.py``) and reuses its row of the batch's
 encoder output. This script puts the previous design back for the "before" passes only, and
-decodes the corpus through the engine's own path (``engine.runner.process_unit``: same shards,
+decodes the corpus through the engine's own path (``engine.run.runner.process_unit``: same shards,
 batches and order) with both designs, alternating, on one loaded model per Whisper entry.
 
 It prints, per model and design, the median over rounds of CPU RTFx (audio seconds over this
@@ -32,7 +32,7 @@ from engine.backends.asr import faster_whisper as fw
 from engine.data import DecodeOptions
 from engine.datasets.base import open_dataset
 from engine.model_registry import load_model_registry
-from engine.runner import decode_shard, process_unit
+from engine.run.runner import decode_shard, process_unit
 
 log = logging.getLogger("fallback_cost")
 

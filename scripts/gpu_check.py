@@ -213,7 +213,7 @@ def make_dataset(clips: list[np.ndarray], shard_size: int, prefix: str) -> Any:
 def engine_batches(ds: Any, batch_size: int) -> list[list[np.ndarray]]:
     """The engine's batches: per shard, decoded clips longest-first, ``batch_size`` at a time."""
     from engine.data import DecodeOptions
-    from engine.runner import decode_shard
+    from engine.run.runner import decode_shard
 
     batches = []
     for sid in ds.shard_ids:
@@ -263,8 +263,8 @@ def engine_inprocess(ds: Any, spec: Any, out: Path) -> dict[str, float]:
     """Our in-process runner end to end; wall = models loaded -> last unit written."""
     import shutil
 
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     shutil.rmtree(out, ignore_errors=True)
     marks: dict[str, float] = {}
@@ -387,8 +387,8 @@ def ray_engine(args: argparse.Namespace, model_dir: Path, n_gpus: int) -> dict[s
     """The Ray engine with one actor per GPU over every part's clips (bare loop runs per worker)."""
     import shutil
 
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.store import RunStore
 
     install_wav_reader_if_missing()
     clips = [c for part in range(n_gpus) for c in synth_clips(args.n_clips, args.min_s, args.max_s, seed=1000 + part)]

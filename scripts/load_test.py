@@ -112,8 +112,9 @@ def _config_dir(work: Path, demo: Path) -> Path:
 
 def child(n: int, work: Path, demo: Path, engine: str, shard_size: int) -> dict[str, Any]:
     """One measured run (called in a fresh process, after AUDIT_CONFIG_DIR is set)."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import parse_recipe
+    from engine.engine import EngineOptions
 
     manifest = work / "manifest.jsonl"
     write_repeated_manifest(demo, n, manifest)

@@ -40,8 +40,8 @@ for p in (str(REPO), str(Path(__file__).resolve().parent)):
 
 from engine.data import ModelSpec
 from engine.errors import AuditError
-from engine.runner import InProcessRunner, load_model
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, load_model
+from engine.run.store import RunStore
 
 log = logging.getLogger("oasr_compare")
 

@@ -46,8 +46,8 @@ def memory_child(args: argparse.Namespace) -> None:
     """One measured run in this (fresh) process; prints a JSON line."""
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     ds = open_dataset(args.manifest, shard_size=4)
     specs = [

@@ -154,8 +154,8 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
 
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.store import RunStore
 
     clip_s = 0.05  # real clips are this short; RTFx is scaled so each stands for a mean_s clip
     stretch = args.mean_s / clip_s

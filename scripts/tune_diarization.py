@@ -29,7 +29,7 @@ def main() -> None:
     from audits.conversation.run import load_conversation_data, resolve_dataset
     from audits.recipes import data_dir
     from engine.backends.diarization.baseline import DEFAULT_THRESHOLD, RecordingEmbeddings, VadResemblyzerDiarizer
-    from engine.keyed_workers import load_recording as _load_audio
+    from engine.keyed.keyed_workers import load_recording as _load_audio
 
     ap = argparse.ArgumentParser()
     ap.add_argument("set_dir", nargs="?", default="builtin:demo-conversation")

@@ -626,8 +626,8 @@ def test_faster_whisper_confidences_reach_the_rows(tiny_en: ASRBackend, librivox
     import pyarrow.parquet as pq
 
     from engine.data import DecodedAudio, Shard, Utterance, WorkUnit
-    from engine.runner import process_unit
-    from engine.store import RunStore
+    from engine.run.runner import process_unit
+    from engine.run.store import RunStore
 
     audios, refs = librivox_16k
     silence = np.zeros(SAMPLE_RATE, np.float32)

@@ -21,11 +21,11 @@ import pytest
 
 from audits.pipeline import run_recipe
 from audits.recipes import parse_recipe
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import DecodeOptions, Utterance
 from engine.datasets import open_dataset
 from engine.errors import ManifestError
-from engine.runner import decode_shard
+from engine.run.runner import decode_shard
 from normalizers import EnglishNormalizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,10 +161,10 @@ def test_structural_problems_stop_before_models_load(name: str, stop_cases: list
         record_property: Callable[[str, Any], None]) -> None:
     case = next(c for c in stop_cases if c.name == name)
     loaded: list[str] = []
-    import engine.runner
+    import engine.run.runner
 
-    real = engine.runner.load_model
-    monkeypatch.setattr(engine.runner, "load_model", lambda spec, warmup: loaded.append(spec.name) or real(spec, warmup))
+    real = engine.run.runner.load_model
+    monkeypatch.setattr(engine.run.runner, "load_model", lambda spec, warmup: loaded.append(spec.name) or real(spec, warmup))
     out = tmp_path / "run"
     with pytest.raises(ManifestError) as info:
         run_recipe(_recipe(case.path), out)

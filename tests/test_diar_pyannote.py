@@ -116,7 +116,7 @@ def test_local_pipeline_loads_runs_and_scores(tiny_pipeline: Path, conversation:
     from audits.conversation.readers import Segment, read_rttm, write_rttm
     from audits.conversation.run import load_conversation_data, parse_conversation_config
     from engine.backends import DIAR_BACKENDS
-    from engine.keyed_workers import load_recording as _load_audio
+    from engine.keyed.keyed_workers import load_recording as _load_audio
 
     monkeypatch.delenv("PYANNOTE_METRICS_ENABLED", raising=False)
     # The recipe block a user writes for a downloaded pipeline, and what the section builds from it.

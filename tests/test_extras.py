@@ -13,8 +13,8 @@ import pytest
 import engine.backends.availability as availability
 from engine.backends import ASR_BACKENDS, SER_BACKENDS
 from engine.backends.availability import model_availability
+from engine.engine import EngineOptions
 from engine.errors import BackendUnavailable
-from engine.pass_engine import EngineOptions
 
 REPO = Path(__file__).resolve().parents[1]
 #: import name -> the extra that installs it
@@ -77,7 +77,7 @@ def test_the_ray_engine_names_its_extra_before_anything_runs(hidden: set[str]) -
     hidden.add("ray")
     with pytest.raises(BackendUnavailable, match=re.escape("needs ray, which the 'ray' extra installs: pip install '.[ray]'")):
         EngineOptions(kind="ray").check()
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     with pytest.raises(BackendUnavailable, match="'ray' extra"):
         init_ray()

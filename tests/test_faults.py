@@ -29,8 +29,8 @@ import pytest
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -107,9 +107,9 @@ def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.Data
     """ENOSPC while writing the 2nd unit (after a partial temporary file): the run stops with an
     AuditError that names the path and says how to resume; the finished unit is kept, no temporary
     file is left, and re-running the same command completes the table."""
-    import engine.store
+    import engine.run.store
 
-    real_write = engine.store.pq.write_table
+    real_write = engine.run.store.pq.write_table
     calls = {"n": 0}
 
     def full_disk(table: Any, where: Any, *a: Any, **kw: Any) -> None:
@@ -120,12 +120,12 @@ def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.Data
         real_write(table, where, *a, **kw)
 
     out = tmp_path / "out"
-    monkeypatch.setattr(engine.store.pq, "write_table", full_disk)
+    monkeypatch.setattr(engine.run.store.pq, "write_table", full_disk)
     with pytest.raises(AuditError) as info:
         InProcessRunner(dataset, [PS], RunStore(out)).run()
     msg = str(info.value)
     assert "No space left on device" in msg and str(out) in msg and "re-run the same command to resume" in msg, msg
-    monkeypatch.setattr(engine.store.pq, "write_table", real_write)
+    monkeypatch.setattr(engine.run.store.pq, "write_table", real_write)
     store = RunStore(out)
     assert [store.is_done(WorkUnit("pocketsphinx", s)) for s in dataset.shard_ids] == [True, False, False]
     assert not list(out.rglob("*.tmp-*")), "a temporary part was left behind"
@@ -138,9 +138,9 @@ def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.Data
 def test_crash_between_part_and_marker(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         record_property: Callable[[str, Any], None]) -> None:
     """The part of unit 2 is on disk but its marker was never written: the unit is redone once."""
-    import engine.store
+    import engine.run.store
 
-    real = engine.store.atomic_write_text
+    real = engine.run.store.atomic_write_text
     calls = {"n": 0}
 
     def dies_on_second_marker(path: Path, text: str) -> None:
@@ -151,10 +151,10 @@ def test_crash_between_part_and_marker(dataset: Dataset, baseline: pd.DataFrame,
         real(path, text)
 
     out = tmp_path / "out"
-    monkeypatch.setattr(engine.store, "atomic_write_text", dies_on_second_marker)
+    monkeypatch.setattr(engine.run.store, "atomic_write_text", dies_on_second_marker)
     with pytest.raises(AuditError, match="Input/output error"):
         InProcessRunner(dataset, [PS], RunStore(out)).run()
-    monkeypatch.setattr(engine.store, "atomic_write_text", real)
+    monkeypatch.setattr(engine.run.store, "atomic_write_text", real)
     store = RunStore(out)
     second = WorkUnit("pocketsphinx", dataset.shard_ids[1])
     assert store.part_path(second).exists() and not store.is_done(second)
@@ -167,9 +167,9 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from engine.datasets import open_dataset
-    from engine.runner import InProcessRunner
+    from engine.run.runner import InProcessRunner
     from engine.data import ModelSpec
-    from engine.store import RunStore
+    from engine.run.store import RunStore
     manifest, out = sys.argv[1:3]
     spec = ModelSpec("pocketsphinx", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.5}, """
     """batch_size=1)
@@ -285,7 +285,8 @@ def test_ray_actor_killed_mid_unit_via_pipeline(ray_session: Any, dataset: Datas
         monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
     """run_recipe on Ray with a model whose actor process exits on its 2nd batch: the unit is retried
     on a new actor and summary.json counts every row once."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
+    from engine.engine import EngineOptions
 
     once = tmp_path / "fired"
     cfg = _config_dir(tmp_path,
@@ -304,7 +305,7 @@ def test_ray_actor_killed_mid_unit_via_pipeline(ray_session: Any, dataset: Datas
 def test_ray_disk_full_then_resume_in_process(ray_session: Any, dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
     """A Ray run stopped by ENOSPC is finished by the in-process runner: both write the same store."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     real = RunStore.write_unit
     calls = {"n": 0}

@@ -40,9 +40,10 @@ def test_ray_run_counts_usage_like_in_process_and_resume_never_pays_twice(fake: 
         monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
-    from audits.pipeline import EngineOptions, run_recipe
-    from engine.ray_runner import init_ray
-    from engine.store import RunStore
+    from audits.pipeline import run_recipe
+    from engine.engine import EngineOptions
+    from engine.run.ray_runner import init_ray
+    from engine.run.store import RunStore
 
     cfg = tmp_path / "cfg"
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))

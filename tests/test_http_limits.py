@@ -153,7 +153,7 @@ def test_redirect_to_an_invalid_url_is_a_clean_error(fake: FakeVendor, tmp_path:
 def test_redirect_error_is_a_clean_row_error(fake: FakeVendor, tmp_path: Path) -> None:
     """Through the runner: the row's error names the problem, not a library ValueError."""
     from engine.data import DecodedAudio, Shard, Utterance
-    from engine.runner import process_unit
+    from engine.run.runner import process_unit
 
     b = stt(fake, tmp_path, max_retries=0)
     fake.inject("redirect:http://127.0.0.1:99999/x", "redirect:http://127.0.0.1:99999/x")

@@ -26,13 +26,13 @@ import pytest
 
 import audits.pipeline
 import engine.model_registry
-import engine.runner
+import engine.run.runner
 from audits.pipeline import run_audit
 from audits.recipes import parse_recipe
 from engine.data import ModelSpec, WorkUnit
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.joint_pass import PassStores
-from engine.pass_engine import EngineOptions
+from engine.run.joint_pass import PassStores
 from tests.flite_corpus import build_flite_corpus
 
 TIMING = {"infer_s", "rtfx", "load_s", "wall_s", "first_actor_ready_s", "last_unit_written_s", "generated_at", "elapsed_s"}
@@ -66,15 +66,15 @@ def _recipe(corpus: Path, sv: str = "resemblyzer", ser: str = "prosody") -> Any:
 
 
 def _counting_decode(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count the runners' decodes per clip (``decode_shard`` calls ``engine.runner.decode`` for every clip)."""
+    """Count the runners' decodes per clip (``decode_shard`` calls ``engine.run.runner.decode`` for every clip)."""
     seen: Counter[str] = Counter()
-    real = engine.runner.decode
+    real = engine.run.runner.decode
 
     def decode(u: Any, *args: Any, **kwargs: Any) -> Any:
         seen[u.utt_id] += 1
         return real(u, *args, **kwargs)
 
-    monkeypatch.setattr(engine.runner, "decode", decode)
+    monkeypatch.setattr(engine.run.runner, "decode", decode)
     return seen
 
 
@@ -183,7 +183,7 @@ def test_pass_stores_dispatch_by_kind(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def gpus8() -> Any:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=4, num_gpus=8)
     yield

@@ -92,7 +92,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, dict[str,
 
 def _digests(ds: Dataset) -> dict[str, str]:
     """SHA-256 of the WAV bytes a judge sends for each clip -> utt_id (how the fake 'recognises' clips)."""
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     out = {}
     for sid in ds.shard_ids:
@@ -212,8 +212,8 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines, probes_data, render_probes
     from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
-    from engine.shards import encode_audio
 
     ds, _ = corpus
     originals = {u.utt_id: u for sid in ds.shard_ids for u in ds.load_shard(sid).utterances}
@@ -229,7 +229,7 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
     assert sorted((c.arm,
         c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     arm_of = {hashlib.sha256(wav_bytes(decode(c.utt, root=c.root).samples)).hexdigest(): c for c in clips}
 

@@ -1,4 +1,4 @@
-"""Audio-LM judges on the run's engine (keyed passes; audits/judging.ask_judges, engine/judge_worker.py),
+"""Audio-LM judges on the run's engine (keyed passes; audits/judging.ask_judges, engine/keyed/judge_worker.py),
 against the local fake Gemini and OpenAI servers that follow the vendors' documented APIs.
 
 * a second identical run asks nothing (requests counted at the fake server) and gives the same
@@ -183,11 +183,11 @@ def test_judge_answers_are_the_same_in_process_and_on_ray(tmp_path: Path, monkey
     import ray
 
     from audits.judging import parse_judge_config
-    from audits.pipeline import EngineOptions
     from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
-    from engine.ray_setup import init_ray
-    from engine.shards import encode_audio
+    from engine.engine import EngineOptions
+    from engine.run.ray_setup import init_ray
 
     f = FakeVendor("gemini", KEY)
     f.reply_fn = same_if_equal_pitch

@@ -1,4 +1,4 @@
-"""Keyed passes (engine/keyed_pass.py) on both runners: results stored through the keyed unit
+"""Keyed passes (engine/keyed/keyed_pass.py) on both runners: results stored through the keyed unit
 contract as they arrive, exact resume, retries then failed units that are never stored, a refused
 key stopping a worker at once, longest units first, and on Ray the same results with placement
 facts (GPU ids on logical GPUs)."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.keyed_pass import KeyedPass, KeyedPassError, KeyedUnit, WorkerSpec, load_worker, run_inprocess
-from engine.pass_engine import EngineOptions
-from engine.unit_store import KeyedUnitStore
+from engine.keyed.keyed_pass import KeyedPass, KeyedPassError, KeyedUnit, WorkerSpec, load_worker, run_inprocess
+from engine.keyed.unit_store import KeyedUnitStore
 from tests.keyed_fixture import calls
 
 WORKER = "tests.keyed_fixture:CountingWorker"
@@ -92,7 +92,7 @@ def test_pass_definitions_are_checked() -> None:
 @pytest.mark.slow
 def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     units = {"a": {"cost": 1, "value": 1}, "b": {"cost": 9, "value": 2, "fail_times": 1}, "c": {"cost": 5, "value": 3}}
     local = run_inprocess([_pass(tmp_path / "local", tmp_path / "calls-local", units, names=("x", "y"))])

@@ -1,5 +1,5 @@
 """The masked-word probe's derivation on the engine's workers (audits/probes/mask_pass.py,
-engine.probe_workers.MaskWorker): the driver plans and writes, a worker decodes and masks each clip.
+engine.keyed.probe_workers.MaskWorker): the driver plans and writes, a worker decodes and masks each clip.
 The derived set is byte for byte the one the in-process derivation writes (audio, derivation
 records, skips, Parquet shards, and so every figure computed from them), in-process and on Ray (in an
 actor, not the driver); a second run derives nothing; an altered derived file is derived again."""
@@ -21,12 +21,12 @@ from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.mask_pass import derive_masked_set
 from audits.probes.masking import MaskBuild, MaskSettings, build_masked_set, clips_needing_timings, records_from_rows
 from audits.probes.masking_score import gated_leak_rate
+from engine.audio.shards import encode_audio
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
-from engine.pass_engine import EngineOptions
-from engine.shards import encode_audio
-from engine.store import safe_name
+from engine.engine import EngineOptions
+from engine.run.store import safe_name
 
 TEXTS = (
     "We flew to Lisbon in two thousand sixteen with our friends.",
@@ -88,7 +88,7 @@ def _written(build: MaskBuild) -> dict[str, Any]:
 @pytest.fixture
 def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Clips the mask worker derived in this process."""
-    from engine.probe_workers import MaskWorker
+    from engine.keyed.probe_workers import MaskWorker
 
     calls: list[str] = []
     real = MaskWorker.run
@@ -143,8 +143,8 @@ def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: 
 
     from audits.probes.mask_pass import derive_renditions
     from audits.probes.masking import mask_clip
-    from engine.audio import decode
-    from engine.probe_workers import float_wav
+    from engine.audio.decoding import decode
+    from engine.keyed.probe_workers import float_wav
 
     clips: list[tuple[Clip, bool]] = []
     utts = [u for s in spoken.iter_shards() for u in s.utterances]
@@ -182,7 +182,7 @@ def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: 
 @pytest.fixture(scope="module")
 def ray_engine() -> Iterator[EngineOptions]:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=2)
     try:

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from audits.probes.masking import MaskSettings, apply_mask
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import write_shards
 from engine.backends.asr.memorizer import MemorizerBackend, fingerprint, similarity
 from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ConfigError
-from engine.shards import write_shards
 
 REPO = Path(__file__).resolve().parents[1]
 N_INDEXED = 8

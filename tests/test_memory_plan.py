@@ -10,9 +10,9 @@ import pytest
 
 from engine.data import ModelSpec
 from engine.errors import ConfigError
-from engine.memory_plan import estimate_mb, plan_groups
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.memory_plan import estimate_mb, plan_groups
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.test_gpu_placement import rows, sim_dataset
 
 

@@ -16,7 +16,7 @@ from audits.probes.predictions import orthography_from_prediction_dir
 from audits.probes.run import OrthographyConfig, _orthography
 from engine.datasets.base import open_dataset
 from engine.errors import ConfigError
-from engine.runner import prediction_rows
+from engine.run.runner import prediction_rows
 
 PUBLISHED = Path(__file__).resolve().parent / "fixtures" / "hume-ortho-switch" / "ortho_switch.json"
 

@@ -24,11 +24,11 @@ import soundfile as sf
 
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import open_dataset
-from engine.embed_runner import EmbedSpec, run_embed_backends
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
-from engine.passes import split_placement
-from engine.store import RunStore
+from engine.run.embed_runner import EmbedSpec, run_embed_backends
+from engine.run.passes import split_placement
+from engine.run.store import RunStore
 from tests.flite_corpus import build_flite_corpus
 from tests.processes import sigkill_after_markers
 
@@ -46,7 +46,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gpus8() -> Any:
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=4, num_gpus=8)
     yield ray.get_runtime_context().gcs_address  # subprocess drivers join this instance
@@ -191,7 +191,7 @@ PROBE_DRIVER = textwrap.dedent(
     from audits.probes.engine_io import run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.pass_engine import EngineOptions
+    from engine.engine import EngineOptions
     manifest, out, address = sys.argv[1], sys.argv[2], sys.argv[3]
     specs = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2, {"num_cpus": 0.25, "num_gpus": 1})]
     run_models(open_dataset(manifest, shard_size=1), specs, Path(out), None, EngineOptions(kind="ray", address=address))
@@ -233,8 +233,8 @@ HOSTED_DRIVER = textwrap.dedent(
     from audits.probes.engine_io import run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.pass_engine import EngineOptions
-    from engine.ray_setup import init_ray
+    from engine.engine import EngineOptions
+    from engine.run.ray_setup import init_ray
     manifest, out, address, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     # the key reaches this job's actors as it would on a cluster: through the job's runtime_env
     init_ray(address, runtime_env={"env_vars": {"DEEPGRAM_API_KEY": os.environ["DEEPGRAM_API_KEY"]}})

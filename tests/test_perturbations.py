@@ -16,13 +16,13 @@ from audits.normalizing import get_normalizer
 from audits.pipeline import run_recipe
 from audits.profiles.perturbations import parse_perturbations
 from audits.recipes import load_recipe
+from engine.audio.shards import encode_audio
 from engine.corpus import transforms as tf
 from engine.data import Utterance
 from engine.datasets.base import in_memory_dataset
 from engine.errors import ConfigError
 from engine.perturb import ops
 from engine.perturb.derive import Family, derive_dataset
-from engine.shards import encode_audio
 from tests.conftest import write_manifest
 
 SR = 16000

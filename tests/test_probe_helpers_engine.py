@@ -1,5 +1,5 @@
 """The probes' helper models run as keyed passes on the run's engine (audits/probes/helper_passes.py,
-engine/probe_workers.py): word timings for the masking probe, and for the synthetic-voice probe
+engine/keyed/probe_workers.py): word timings for the masking probe, and for the synthetic-voice probe
 the speaker encoder and the TTS. Each gives exactly what the model gives when called directly,
 the same on Ray (in an actor, not the driver) as in-process, and a second identical run computes
 nothing."""
@@ -18,13 +18,13 @@ from audits.probes.config import TimingConfig
 from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.masking import MaskSettings, build_masked_set, clips_needing_timings
 from audits.probes.word_timings import align_timings
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
-from engine.shards import encode_audio
 
 TEXTS = (
     "We flew to Lisbon in two thousand sixteen with our friends.",
@@ -70,7 +70,7 @@ def _engine_masked(ds: Dataset, probes: Path, engine: EngineOptions, out: Path) 
 @pytest.fixture(scope="module")
 def ray_engine() -> Iterator[EngineOptions]:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=2)
     try:
@@ -238,7 +238,7 @@ def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken
 def test_ctc_timings_without_torchaudio_fail_naming_the_package_and_auto_uses_whisper(spoken: Dataset, tmp_path: Path) -> None:
     import importlib.util
 
-    from engine.keyed_pass import KeyedPassError
+    from engine.keyed.keyed_pass import KeyedPassError
 
     if importlib.util.find_spec("torchaudio") is not None:
         pytest.skip("torchaudio is installed")

@@ -323,7 +323,7 @@ def test_probe_work_folders_are_keyed_by_settings_and_resume_exactly(tmp_path: P
     from audits.probes.engine_io import fresh_workspace, run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.unit_store import WORKSPACE_MARKER
+    from engine.keyed.unit_store import WORKSPACE_MARKER
     from tests.reliability_env import noise, write_dataset
 
     data = write_dataset(tmp_path / "asr", [{"audio": noise(1.0, i), "text": "a b c"} for i in range(3)])
@@ -377,10 +377,10 @@ N_CLIPS = 10
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from audits.probes.run import _run_models
+    from engine.audio.shards import write_shards
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.shards import write_shards
     from tests.test_memorizer import demo_utterances
 
     root = tmp_path_factory.mktemp("probes")
@@ -423,7 +423,7 @@ def test_masking_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
     assert tiny["n_gated"] >= 3 and tiny["rate"] < mem["ci95"][0]
     assert tiny["rate"] <= 0.34
     assert m["n_derived"] >= 2 * 8 and m["timing_method"] in ("ctc-forced", "whisper-word-timestamps")
-    # resumable engine store, in the folder keyed by the probe's settings (engine.unit_store.keyed_workspace)
+    # resumable engine store, in the folder keyed by the probe's settings (engine.keyed.unit_store.keyed_workspace)
     (work,) = [p.parent for p in (e2e["out"] / "probes" / "masking").glob("*/workspace.json")]
     assert (work / "markers").is_dir()
 

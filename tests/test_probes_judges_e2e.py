@@ -36,10 +36,10 @@ def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines
     from audits.probes.run import _run_models, run_probes
+    from engine.audio.shards import write_shards
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.shards import write_shards
     from tests.test_memorizer import demo_utterances
 
     calls: list[int] = []

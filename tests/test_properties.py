@@ -33,10 +33,10 @@ from hypothesis import strategies as st
 
 from audits.asr.align import align, edit_counts, error_count
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from engine.audio.shards import write_manifest, write_shards
 from engine.data import RESERVED_KEYS, Utterance
 from engine.datasets import open_dataset
 from engine.datasets.readers import AUDIO_KEYS, ID_KEYS, SPEAKER_KEYS, TEXT_KEYS
-from engine.shards import write_manifest, write_shards
 from normalizers import BasicNormalizer, EnglishNormalizer, IdentityNormalizer
 
 

@@ -183,7 +183,7 @@ def test_audit_run_submitted_as_a_ray_job(head: Head, tmp_path: Path) -> None:
 
 def test_address_is_resolved_as_ray_init_does(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.errors import ConfigError
-    from engine.ray_setup import ray_target
+    from engine.run.ray_setup import ray_target
 
     monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
     assert ray_target(None) == "10.1.2.3:6379" and ray_target("auto") == "10.1.2.3:6379"  # as under `ray job submit`
@@ -198,7 +198,7 @@ def test_address_is_resolved_as_ray_init_does(monkeypatch: pytest.MonkeyPatch) -
 
 def test_runtime_env_flag_is_read_checked_and_recorded(tmp_path: Path) -> None:
     from engine.errors import ConfigError
-    from engine.ray_setup import load_runtime_env, runtime_env_record
+    from engine.run.ray_setup import load_runtime_env, runtime_env_record
 
     inline = load_runtime_env('{"env_vars": {"HF_HOME": "/shared/hf"}, "working_dir": "."}')
     path = tmp_path / "env.yaml"
@@ -235,7 +235,7 @@ def test_bad_runtime_env_stops_the_cli_before_anything_runs(tmp_path: Path) -> N
 
 def test_audio_a_worker_missed_but_the_driver_reads_is_named(tmp_path: Path) -> None:
     """A node without the shared storage: its decode errors name paths this driver can read."""
-    from engine.ray_setup import missing_on_workers
+    from engine.run.ray_setup import missing_on_workers
 
     here = tmp_path / "a.wav"
     here.write_bytes(b"RIFF")

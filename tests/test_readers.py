@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio, write_shards
 from engine.data import DecodeOptions, Utterance
 from engine.datasets import DATASET_READERS, detect_reader, open_dataset
 from engine.errors import ConfigError, ManifestError, RegistryError
-from engine.runner import decode_shard
-from engine.shards import encode_audio, write_shards
+from engine.run.runner import decode_shard
 from tests.conftest import write_manifest
 
 

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from audits.cli.main import app
 from audits.profiles.perturbations import FAMILY_FIELDS, check_sources, derive, parse_perturbations
+from engine.audio.shards import encode_audio
 from engine.config import fields_doc
 from engine.corpus import transforms as tf
 from engine.data import DecodeOptions, Utterance
@@ -35,7 +36,6 @@ from engine.errors import ConfigError
 from engine.perturb import banks, ops
 from engine.perturb.banks import BankSpec, scan_bank
 from engine.perturb.derive import Family, derive_dataset
-from engine.shards import encode_audio
 from tests.conftest import REPO, write_manifest
 from tests.noise_banks import build_musan, build_rirs_noises, measured_like_rir
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from audits.conversation.run import load_conversation_data, parse_conversation_config
+from engine.audio.segmentation import SegmentationConfig, plan_chunks
 from engine.errors import ConfigError, ManifestError
-from engine.segmentation import SegmentationConfig, plan_chunks
 from tests.reliability_env import Env, audit, refused_before_work, speech_clips, write_conversation_set, write_dataset
 
 

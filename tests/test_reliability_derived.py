@@ -274,9 +274,9 @@ def test_a_parent_id_with_its_derivation_record_is_derived_audio(tmp_path: Path)
 
 
 def test_an_in_memory_dataset_is_held_to_the_same_rule(tmp_path: Path) -> None:
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
     from engine.datasets.base import in_memory_dataset
-    from engine.shards import encode_audio
 
     x = encode_audio(np.zeros(1600, np.float32), 16000)
     with pytest.raises(ManifestError, match="column 'perturbation' is reserved"):

@@ -42,8 +42,8 @@ from engine.backends.asr.faster_whisper import FasterWhisperBackend
 from engine.backends.base import clip_seed
 from engine.data import SAMPLE_RATE, DecodeOptions, ModelSpec
 from engine.datasets import open_dataset
-from engine.runner import InProcessRunner, decode_shard
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, decode_shard
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -199,8 +199,8 @@ DRIVER = textwrap.dedent(
     import json, sys
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner
+    from engine.run.store import RunStore
     manifest, out, address, options = sys.argv[1:5]
     spec = ModelSpec("whisper-tiny.en", "faster-whisper", json.loads(options), batch_size=1)
     RayRunner(open_dataset(manifest, shard_size=1), [spec], RunStore(out), address=address).run()
@@ -214,7 +214,7 @@ def ray_address() -> Iterator[str]:
     pytest.importorskip("ray")
     import ray
 
-    from engine.ray_runner import init_ray
+    from engine.run.ray_runner import init_ray
 
     init_ray(num_cpus=2)
     yield ray.get_runtime_context().gcs_address
@@ -227,7 +227,7 @@ def test_ray_run_killed_and_resumed_gives_each_clip_its_alone_words(
     """A Ray run (one clip per shard and batch) whose driver is SIGKILLed after its first unit (the
     clean clip), resumed by a new driver: the rows equal the alone decodes, as the in-process
     run's do (the two differed on 5 of 144 hypotheses before)."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)

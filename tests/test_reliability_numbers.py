@@ -143,7 +143,7 @@ def test_run_limit_flag_is_typed(env: Env) -> None:
 
 
 def test_the_engine_options_are_checked_in_python_too(tmp_path: Path) -> None:
-    from audits.pipeline import EngineOptions
+    from engine.engine import EngineOptions
 
     for bad in (EngineOptions(memory_budget_mb=-5), EngineOptions(max_models_loaded=0), EngineOptions(memory_budget_mb=math.nan)):
         with pytest.raises(ConfigError):
@@ -194,11 +194,11 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
+    from engine.audio.segmentation import SEGMENTATION_FIELDS
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
     from engine.config import fields_doc
-    from engine.pass_engine import ENGINE_FIELDS
-    from engine.segmentation import SEGMENTATION_FIELDS
+    from engine.engine import ENGINE_FIELDS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
     specs = [TOP_FIELDS, DATASET_FIELDS, SCORING_FIELDS, CONFIG_FIELDS, SEGMENTATION_FIELDS, VadResemblyzerDiarizer.OPTIONS,

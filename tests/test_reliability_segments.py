@@ -26,8 +26,8 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-import engine.audio
-from engine.audio import decode
+import engine.audio.decoding
+from engine.audio.decoding import decode
 from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ManifestError
@@ -97,7 +97,7 @@ def test_a_segment_decodes_to_the_samples_of_its_span_cut_with_sox_and_soundfile
 def test_long_segments_read_block_by_block_equal_the_cut_span(librivox: list[tuple[Path, str]], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     long, spans = _recording(librivox, tmp_path)
-    monkeypatch.setattr(engine.audio, "STREAM_SAMPLES", 1000)  # every clip takes the streaming path
+    monkeypatch.setattr(engine.audio.decoding, "STREAM_SAMPLES", 1000)  # every clip takes the streaming path
     x, _ = sf.read(long, dtype="int16")
     for s in spans:
         cut = tmp_path / f"{s['utt_id']}.wav"
@@ -212,11 +212,11 @@ def test_hugging_face_segments_select_their_span_and_are_checked_too(tmp_path: P
 def test_every_worker_payload_and_derived_clip_keeps_the_span(tmp_path: Path) -> None:
     import pickle
 
+    from engine.audio.shards import write_shards
     from engine.data import DecodeOptions
-    from engine.judge_worker import clip_location, decode_location
+    from engine.keyed.judge_worker import clip_location, decode_location
+    from engine.keyed.probe_workers import clip_payload, read_clip
     from engine.perturb.derive import Family, derive_shard
-    from engine.probe_workers import clip_payload, read_clip
-    from engine.shards import write_shards
 
     x = np.random.default_rng(2).normal(0, 0.1, 8 * SR).astype(np.float32)
     sf.write(tmp_path / "rec.wav", x, SR, subtype="FLOAT")
@@ -259,9 +259,9 @@ def test_both_runners_read_the_span(tmp_path: Path) -> None:
     import ray
 
     from engine.data import ModelSpec
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     x = np.random.default_rng(4).normal(0, 0.1, 9 * SR).astype(np.float32)
     sf.write(tmp_path / "rec.wav", x, SR, subtype="FLOAT")

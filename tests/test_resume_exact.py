@@ -39,14 +39,14 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from audits.cli.main import app
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import utterances_to_table
 from engine.data import ModelSpec, Utterance, WorkUnit
 from engine.datasets import open_dataset
 from engine.datasets.base import audio_stamp, fingerprint_utterances, in_memory_dataset
 from engine.errors import ConfigError, ResultIntegrityError
-from engine.runner import InProcessRunner
-from engine.shards import utterances_to_table
-from engine.store import RunStore, check_distinct_paths, check_rows, safe_name
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore, check_distinct_paths, check_rows, safe_name
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -486,8 +486,9 @@ def ray_session() -> Iterator[Any]:
 def test_ray_reordered_manifest_after_crash(ray_session: Any, clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
         tmp_path: Path) -> None:
     """Crash after 3 of 8 units, resume on Ray with the manifest reversed: exact rows, summary n_utts 8."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import load_recipe
+    from engine.engine import EngineOptions
 
     m = manifest(tmp_path / "m.jsonl", clips, IDS)
     recipe = recipe_file(tmp_path, m, REGISTRY_PS, 1)
@@ -504,8 +505,9 @@ def test_ray_reordered_manifest_after_crash(ray_session: Any, clips: dict[str, t
 @pytest.mark.slow
 def test_ray_shard_size_change(ray_session: Any, clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path) -> None:
     """shard_size 4 (crash after 1 unit), then 2 on Ray: s0-s1 rebuilt, s2-s3 run by actors; 8 rows."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import load_recipe
+    from engine.engine import EngineOptions
 
     m = manifest(tmp_path / "m.jsonl", clips, IDS)
     out = tmp_path / "out"

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.audio.segmentation import Chunk, SegmentationConfig, plan_chunks, speech_regions, stitch, transcribe_chunks
 from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
-from engine.segmentation import Chunk, SegmentationConfig, plan_chunks, speech_regions, stitch, transcribe_chunks
 
 
 @st.composite
@@ -80,8 +80,8 @@ def test_config_refuses_bad_values() -> None:
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_silero_vad_finds_speech_between_silences() -> None:
+    from engine.audio.segmentation import SileroVAD
     from engine.backends.tts.espeak import EspeakTTS
-    from engine.segmentation import SileroVAD
 
     tts = EspeakTTS(sample_rate=SAMPLE_RATE)
     a, sr = tts.synthesize("The quick brown fox jumps over the lazy dog.")

@@ -32,8 +32,8 @@ from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.data import SAMPLE_RATE
 from engine.datasets import open_dataset
-from engine.embed_runner import EmbedSpec, EmbedStore, read_embeddings, read_emotion_outputs, read_errors, run_embed_backends
 from engine.errors import BackendUnavailable, ConfigError, ManifestError
+from engine.run.embed_runner import EmbedSpec, EmbedStore, read_embeddings, read_emotion_outputs, read_errors, run_embed_backends
 
 SENTENCES = (
     "The quick brown fox jumps over the lazy dog near the river bank.",

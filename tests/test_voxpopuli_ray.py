@@ -59,7 +59,7 @@ def voxpopuli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_voxpopuli_masking_recipe_on_ray_end_to_end(voxpopuli_dir: Path, tmp_path: Path) -> None:
     from audits.pipeline import run_recipe
     from audits.recipes import load_recipe, with_overrides
-    from engine.pass_engine import EngineOptions
+    from engine.engine import EngineOptions
 
     recipe = load_recipe("voxpopuli-masking")
     recipe = with_overrides(recipe, None, ["whisper-tiny.en", "memorizer"])

@@ -136,7 +136,8 @@ def _run_with_progress(
 ) -> dict[str, Any]:
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
-    from audits.pipeline import EngineOptions, run_audit
+    from audits.pipeline import run_audit
+    from engine.engine import EngineOptions
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
@@ -225,7 +226,7 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
-        from audits.pipeline import EngineOptions
+        from engine.engine import EngineOptions
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
@@ -237,7 +238,7 @@ def sweep_cmd(
         norm_name, why = sweep_normalizer(rec, models, normalizer)
         rec = with_normalizer(rec, norm_name)
         if address:
-            from engine.cluster import check_address
+            from engine.run.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
         if smoke and not check:
@@ -293,7 +294,7 @@ def _runtime_env(text: Optional[str]) -> Optional[dict[str, Any]]:
     """``--runtime-env`` read and checked (inline JSON or a YAML/JSON file) before anything runs."""
     if text is None:
         return None
-    from engine.ray_setup import load_runtime_env
+    from engine.run.ray_setup import load_runtime_env
 
     return load_runtime_env(text)
 
@@ -545,7 +546,7 @@ def probe_bad_reference_cmd(
         return
     out_console.print(report.format_table())
     if out is not None:
-        from engine.store import atomic_write_text
+        from engine.run.store import atomic_write_text
 
         atomic_write_text(out, json.dumps(report.to_dict(), indent=2))
         out_console.print(f"Written: {out}")
@@ -579,7 +580,7 @@ def probe_orthography_cmd(
         return
     out_console.print(format_orthography_table(result), markup=False, highlight=False, soft_wrap=True)
     if out is not None:
-        from engine.store import atomic_write_text
+        from engine.run.store import atomic_write_text
 
         atomic_write_text(out, json.dumps(result, indent=2))
         out_console.print(f"Written: {out}")

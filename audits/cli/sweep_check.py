@@ -30,7 +30,7 @@ def smoke_clip(rec: Any) -> tuple[np.ndarray, str]:
     from audits.pipeline import open_recipe_dataset
     from audits.recipes import builtin_dataset_path
     from engine.data import DecodeOptions
-    from engine.runner import decode_shard
+    from engine.run.runner import decode_shard
 
     path = rec.dataset.path
     built = not path.startswith("builtin:") or (builtin_dataset_path(path) / "corpus.json").exists()

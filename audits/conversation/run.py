@@ -6,7 +6,7 @@ Written as the four steps of an audit section, so a section plug-in can call the
 under ``<run>/conversation/`` and resumes), :func:`conversation_summary` (the dict for
 ``summary.json``) and :func:`markdown_lines` / :func:`html_section` (the report parts).
 
-Two ASR passes per model, both through :mod:`engine.segmentation`:
+Two ASR passes per model, both through :mod:`engine.audio.segmentation`:
 
 - **long-form**: Silero VAD chunks, stitched per recording, scored as one text per recording
   against the reference turns in onset order (WER);
@@ -15,7 +15,7 @@ Two ASR passes per model, both through :mod:`engine.segmentation`:
   scored against the per-speaker reference (cpWER, tcpWER).
 
 Diarization runs once per recording (it does not depend on the ASR model). Every result is a
-unit of the engine's keyed unit store (``engine/unit_store.py``): one JSON result per (pass,
+unit of the engine's keyed unit store (``engine/keyed/unit_store.py``): one JSON result per (pass,
 backend, recording) under hashed safe names, with a marker recording the unit's inputs (the
 recording's audio stamp; for diarization with ``oracle_speakers`` the reference speaker count;
 for ASR the digest of the diarization turns it transcribed) and settings. A re-run reuses a unit
@@ -52,16 +52,16 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
-from engine.audio import inspect as inspect_audio
+from engine.audio.decoding import inspect as inspect_audio
+from engine.audio.segmentation import Chunk, SegmentationConfig, stitch
 from engine.config import Field, check_fields, check_keys, expect_type
 from engine.data import Utterance
 from engine.datasets.base import file_stamp
+from engine.engine import EngineOptions
 from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
-from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.passes import split_placement
-from engine.segmentation import Chunk, SegmentationConfig, stitch
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.run.passes import split_placement
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class ConversationConfig:
 CONFIG_FIELDS: dict[str, Field] = {
     "dataset": Field(str, "builtin:demo-conversation",
         "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
-    "segmentation": Field(dict, None, "VAD segmentation (engine.segmentation.SEGMENTATION_FIELDS)", nullable=True),
+    "segmentation": Field(dict, None, "VAD segmentation (engine.audio.segmentation.SEGMENTATION_FIELDS)", nullable=True),
     "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)",
         kind_doc="text or mapping"),
     "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
@@ -193,7 +193,7 @@ def load_conversation_data(root: Path) -> ConversationData:
         rec = str(row.get("id") or audio.stem)
         if rec in recordings:
             raise ManifestError(manifest, f"recording id '{rec}' appears twice", line=n)
-        try:  # the rule every section applies to audio (engine.audio.read_header): channels, rate, length, container
+        try:  # the rule every section applies to audio (engine.audio.decoding.read_header): channels, rate, length, container
             info = inspect_audio(Utterance(rec, None, audio_path=str(audio)))
         except AudioError as exc:
             raise ManifestError(manifest, f"recording '{rec}' ({audio}): {exc}", line=n, field="audio_filepath") from None
@@ -261,7 +261,7 @@ def run_conversation(
     """Run diarization and both ASR passes for every model on the run's engine, writing under
     ``out/conversation``; returns the facts per pass (runner, placement, backend info, pending units).
 
-    Both steps are keyed passes (``engine/keyed_pass.py``): the driver plans and stores, the
+    Both steps are keyed passes (``engine/keyed/keyed_pass.py``): the driver plans and stores, the
     workers (in this process, or Ray actors with ``--engine ray``) read the audio and run the
     models. A (pass, backend, recording) unit whose marker matches its current inputs and settings
     is reused; every other unit is computed. Diarization goes first because the ASR units
@@ -276,7 +276,7 @@ def run_conversation(
     diar_keys = {r: _diar_key(cfg, data, r, stamps[r]) for r in data.recordings}
     diar_pass = KeyedPass(
         diar_store,
-        (WorkerSpec(cfg.diarization, "engine.keyed_workers:DiarizeWorker",
+        (WorkerSpec(cfg.diarization, "engine.keyed.keyed_workers:DiarizeWorker",
                     {"backend": cfg.diarization, "options": dict(cfg.diarization_options)}, dict(cfg.diarization_placement),
                     gpu_capable=True),),
         tuple(KeyedUnit(cfg.diarization, r, *diar_keys[r], {"recording": r, "path": data.recordings[r]["path"],
@@ -292,7 +292,7 @@ def run_conversation(
     workers, units = [], []
     for spec in specs:
         keys = {r: _asr_key(cfg, spec, stamps[r], diarized[r]) for r in data.recordings}
-        workers.append(WorkerSpec(spec.name, "engine.keyed_workers:LongformWorker",
+        workers.append(WorkerSpec(spec.name, "engine.keyed.keyed_workers:LongformWorker",
                                   {"spec": spec, "segmentation": cfg.segmentation.as_dict()}, dict(spec.meta), gpu_capable=True))
         units += [KeyedUnit(spec.name, r, *keys[r], {"recording": r, "path": data.recordings[r]["path"],
                   "turns": [list(t) for t in _turn_plans(diarized[r]["turns"], cfg.segmentation)]}, seconds[r]) for r in data.recordings]

@@ -41,8 +41,8 @@ from audits.judging import (
 from audits.utterance_meta import UttMeta
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
 
 TASK = "emotion_compare"
 DIMENSIONS = ("aroused", "positive")

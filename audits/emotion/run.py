@@ -63,10 +63,10 @@ from engine.backends.base import EmotionOutput
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
+from engine.run.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
+from engine.run.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 

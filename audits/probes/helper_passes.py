@@ -1,11 +1,11 @@
-"""The probes' helper models as keyed passes on the run's engine (``engine/keyed_pass.py``).
+"""The probes' helper models as keyed passes on the run's engine (``engine/keyed/keyed_pass.py``).
 
 Beside re-running the audited ASR models (``audits.probes.engine_io``), the audio probes use
 helper models: word timings to find the word the masking probe hides, and (synthetic-voice probe)
 a speaker encoder that matches a TTS voice to each speaker. Each is a keyed pass: one JSON result
 per ``(helper, clip)``, stored with a marker of the clip's audio fingerprint and the helper's
 settings under the probes' keyed work folders, and computed by the engine's workers
-(``engine/probe_workers.py``): in this process with ``--engine inprocess``, in Ray actors (on a
+(``engine/keyed/probe_workers.py``): in this process with ``--engine inprocess``, in Ray actors (on a
 GPU when the cluster has one) with ``--engine ray``. The driver only plans units, stores results
 and does the text work (matching timed words to the reference). A second run with the same clips
 and settings computes nothing; a changed clip or setting recomputes only what it touches.
@@ -25,11 +25,11 @@ from audits.probes.config import TimingConfig
 from audits.probes.word_timings import WordTiming, align_timings, spoken_words
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, Utterance
 from engine.datasets.base import audio_stamp
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.probe_workers import clip_payload, file_sha256
-from engine.unit_store import KeyedUnitStore, keyed_workspace
+from engine.keyed.keyed_pass import KeyedOutcome, KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.probe_workers import clip_payload, file_sha256
+from engine.keyed.unit_store import KeyedUnitStore, keyed_workspace
 
 log = logging.getLogger(__name__)
 
@@ -108,12 +108,12 @@ class EngineTimings:
             if spec is None:
                 raise ConfigError("word timings: the whisper method needs word_timings.model")
             name = spec.name
-            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "whisper", "spec": spec}, dict(spec.meta),
+            worker = WorkerSpec(name, "engine.keyed.probe_workers:WordTimingWorker", {"method": "whisper", "spec": spec}, dict(spec.meta),
                                 gpu_capable=True)
             settings: dict[str, Any] = {"method": method, "model": spec.name, "backend": spec.backend, "options": dict(spec.options)}
         else:
             name = CTC_NAME
-            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "ctc"}, gpu_capable=True)
+            worker = WorkerSpec(name, "engine.keyed.probe_workers:WordTimingWorker", {"method": "ctc"}, gpu_capable=True)
             settings = {"method": method, "model": "torchaudio MMS_FA"}
         units = []
         for c in clips:
@@ -243,7 +243,7 @@ class EngineVoices:
     def installed(self, engine: str) -> str:
         """The TTS engine's installed version (cached; the program is asked, no model is loaded)."""
         if engine not in self._installed:
-            from engine.probe_workers import tts_installation
+            from engine.keyed.probe_workers import tts_installation
 
             self._installed[engine] = tts_installation(engine, self.tts_options.get(engine))
         return self._installed[engine]
@@ -253,7 +253,7 @@ class EngineVoices:
                 "lead_s": self.lead_s, "tail_s": self.tail_s}
 
     def _workers(self, engines: Sequence[str]) -> tuple[WorkerSpec, ...]:
-        return tuple(WorkerSpec(e, "engine.probe_workers:TTSWorker", {"engine": e, "options": self.tts_options.get(e, {}),
+        return tuple(WorkerSpec(e, "engine.keyed.probe_workers:TTSWorker", {"engine": e, "options": self.tts_options.get(e, {}),
                                 "out_dir": str(self.audio_dir), "lead_s": self.lead_s, "tail_s": self.tail_s}) for e in sorted(engines))
 
     def expand(self, pool: Sequence[str], max_wildcard: int, progress: ProgressFn | None = None) -> tuple[list[str], list[str]]:
@@ -292,7 +292,7 @@ class EngineVoices:
         return list(dict.fromkeys(voices)), notes
 
     def _tts_unit(self, s: Speech) -> KeyedUnit:
-        from engine.store import safe_name
+        from engine.run.store import safe_name
 
         engine, voice = s.voice.split(":", 1)
         settings = {**self._settings(engine), "voice": voice, "text": s.text}
@@ -355,13 +355,13 @@ class EngineVoices:
         if not clips:
             return {}
         KeyedUnitStore.check_names([self.encoder], [c.unit for c in clips])
-        from engine.passes import split_placement
+        from engine.run.passes import split_placement
 
         options, placement = split_placement(self.encoder_options, f"probes.synthetic_voice.match_encoder ({self.encoder})")
         settings = {"encoder": self.encoder, "options": dict(options)}
         units = tuple(KeyedUnit(self.encoder, c.unit, c.inputs(), settings, clip_payload(c.utt, c.root), c.cost_s) for c in clips)
-        worker = WorkerSpec(self.encoder, "engine.probe_workers:SpeakerEmbedWorker", {"encoder": self.encoder, "options": dict(options)},
-                            placement, gpu_capable=True)
+        worker = WorkerSpec(self.encoder, "engine.keyed.probe_workers:SpeakerEmbedWorker",
+                            {"encoder": self.encoder, "options": dict(options)}, placement, gpu_capable=True)
         out = self.engine.run_keyed([KeyedPass(self.embed_store, (worker,), units)], progress=_relay(progress, "speaker_embeddings"))
         out.raise_failed("synthetic_voice speaker embeddings")
         self.facts.update({f"encoder:{b}": f for (_, b), f in out.facts.items()})

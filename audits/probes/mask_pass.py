@@ -1,6 +1,6 @@
 """The masked-word probe's derivation as a keyed pass on the run's engine: the driver plans and writes, workers mask.
 
-One unit per source clip (``engine.probe_workers.MaskWorker``). The driver does the text work:
+One unit per source clip (``engine.keyed.probe_workers.MaskWorker``). The driver does the text work:
 which clips, their targets (``masking_score``), each target's word span from the stored word
 timings (``place_targets``); the worker decodes the clip, refines and pads each span on the audio,
 applies every variant and writes each derived clip as a FLAC file under the work folder, returning
@@ -42,21 +42,21 @@ from audits.probes.masking import (
     write_build,
 )
 from audits.probes.masking_score import MaskTarget
+from engine.audio.masking import PlannedTarget
 from engine.data import ProgressFn, Utterance
 from engine.datasets.base import Dataset, audio_stamps
+from engine.engine import EngineOptions
 from engine.errors import AuditError
-from engine.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
-from engine.masking_audio import PlannedTarget
-from engine.pass_engine import EngineOptions
-from engine.probe_workers import clip_payload, file_sha256
-from engine.store import safe_name
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
+from engine.keyed.probe_workers import clip_payload, file_sha256
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.run.store import safe_name
 
 log = logging.getLogger(__name__)
 
 PASS = "masking"
 BACKEND = "mask"
-WORKER = "engine.probe_workers:MaskWorker"
+WORKER = "engine.keyed.probe_workers:MaskWorker"
 
 
 def _drop_unvouched_files(store: KeyedUnitStore, audio_dir: Path, units: Iterable[KeyedUnit]) -> None:

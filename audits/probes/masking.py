@@ -14,7 +14,7 @@ and a derivation record (the target, its span, pad, variant and timing method), 
 Parquet shards that the engine runs like any dataset. Clips that cannot be masked are skipped
 with a reason that is counted and listed, never silently dropped.
 
-The audio operations themselves are :mod:`engine.masking_audio` (re-exported here): the probe's
+The audio operations themselves are :mod:`engine.audio.masking` (re-exported here): the probe's
 derivation runs on the engine's workers (:mod:`audits.probes.mask_pass`); this module keeps the
 text side (settings, targets, skips) and the in-process form of the derivation.
 """
@@ -32,11 +32,8 @@ import numpy as np
 
 from audits.probes.masking_score import KINDS, MaskTarget, explain_no_targets, select_mask_targets
 from audits.probes.word_timings import span_timing
-from engine.audio import decode
-from engine.data import SAMPLE_RATE, Utterance
-from engine.datasets.base import Dataset
-from engine.errors import ConfigError
-from engine.masking_audio import (
+from engine.audio.decoding import decode
+from engine.audio.masking import (
     NOISE_COLORS,
     VARIANTS,
     MaskSignal,
@@ -50,7 +47,10 @@ from engine.masking_audio import (
     mask_targets,
     refine_span,
 )
-from engine.shards import encode_audio, write_shards
+from engine.audio.shards import encode_audio, write_shards
+from engine.data import SAMPLE_RATE, Utterance
+from engine.datasets.base import Dataset
+from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class MaskBuild:
 
 
 def signal_of(settings: MaskSettings) -> MaskSignal:
-    """The audio side of the settings: what a worker needs to mask a clip (``engine.masking_audio``)."""
+    """The audio side of the settings: what a worker needs to mask a clip (``engine.audio.masking``)."""
     return MaskSignal(tuple(settings.variants), settings.pad_s, settings.min_clip_s, settings.attenuate_db, settings.noise_color,
                       settings.max_span_fraction, settings.min_span_s, settings.ramp_s, settings.seed)
 

@@ -32,13 +32,13 @@ from audits.probes.mask_pass import derive_masked_set
 from audits.probes.masking import clips_needing_timings, records_from_rows
 from audits.probes.state import BadReferenceState, MaskingState, ProbeState
 from audits.probes.synthetic_run import run_synthetic_voice
+from engine.audio.shards import record_shard_digest, verified_shard, write_shards
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.shards import record_shard_digest, verified_shard, write_shards
-from engine.store import atomic_write_text
+from engine.run.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 

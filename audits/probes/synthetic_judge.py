@@ -34,7 +34,7 @@ from audits.judging import (
     write_rows,
 )
 from engine.data import DecodeOptions, Utterance
-from engine.pass_engine import EngineOptions
+from engine.engine import EngineOptions
 
 TASK = "synthetic_speech"
 REFERENCE_ARM = "real"

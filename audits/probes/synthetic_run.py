@@ -43,11 +43,11 @@ from audits.probes.voice_match import (
     speaker_key,
     unit_vector,
 )
+from engine.audio.shards import write_shards
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.shards import write_shards
-from engine.store import atomic_write_text
+from engine.run.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 

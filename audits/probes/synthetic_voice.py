@@ -112,8 +112,8 @@ def make_tts(settings: SyntheticSettings) -> TTSBackend:
 
 def synthesize(tts: TTSBackend, text: str, voice: str | None = None) -> np.ndarray:
     """``text`` spoken by ``voice`` (the backend's own voice when None), 16 kHz mono, peak-normalized,
-    with short silent lead and tail (what the probe's TTS units render: ``engine.probe_workers.TTSWorker``)."""
-    from engine.probe_workers import render_speech
+    with short silent lead and tail (what the probe's TTS units render: ``engine.keyed.probe_workers.TTSWorker``)."""
+    from engine.keyed.probe_workers import render_speech
 
     return render_speech(tts, text, voice, LEAD_S, TAIL_S)
 

@@ -34,7 +34,7 @@ from audits.judging import (
 from audits.speaker.metrics import Trial
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
-from engine.pass_engine import EngineOptions
+from engine.engine import EngineOptions
 
 log = logging.getLogger(__name__)
 

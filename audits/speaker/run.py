@@ -54,15 +54,15 @@ from audits.speaker.metrics import (
     read_trials,
 )
 from audits.utterance_meta import UttMeta, collect_meta
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.backends import SV_BACKENDS
 from engine.config import check_keys, expect_type
 from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
+from engine.run.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
+from engine.run.store import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -388,7 +388,7 @@ def write_combined_clips(
     (``combined_trial_id``), ``parent_id`` = the enroll clip and a derivation record, listed in
     ``DIR/speaker/combined/manifest.jsonl`` (with the trial's label as ``same_speaker``).
     """
-    from engine.shards import encode_audio
+    from engine.audio.shards import encode_audio
 
     rng = np.random.default_rng(seed)
     by_label = {lab: [i for i, t in enumerate(trials) if t.label == lab] for lab in (1, 0)}

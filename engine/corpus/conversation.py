@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.audio.shards import encode_audio
 from engine.backends.tts.espeak import EspeakTTS
 from engine.backends.tts.flite import FliteTTS
 from engine.backends.tts.program import resample
@@ -41,7 +42,6 @@ from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
-from engine.shards import encode_audio
 
 log = logging.getLogger(__name__)
 

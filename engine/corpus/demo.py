@@ -77,6 +77,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from engine.audio.shards import encode_audio, write_manifest, write_shards
 from engine.backends.availability import install_hint, require_modules
 from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.backends.tts.flite import FliteTTS
@@ -84,7 +85,6 @@ from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES, Sentence, text_info
 from engine.data import SAMPLE_RATE, Utterance
 from engine.errors import AuditError, BackendUnavailable, ConfigError
-from engine.shards import encode_audio, write_manifest, write_shards
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class DemoCorpus:
         """All utterances, read back from the Parquet shards."""
         import pyarrow.parquet as pq
 
-        from engine.shards import iter_table_utterances
+        from engine.audio.shards import iter_table_utterances
 
         out: list[Utterance] = []
         for shard in self.shards:

@@ -3,7 +3,7 @@
 A NeMo manifest (or a CSV/TSV/Parquet/Hugging Face table with the same columns) may describe
 each clip as a span of a longer recording: ``offset`` (seconds from the start of the file) and
 ``duration`` (seconds). Such a record is a segment (``Utterance.offset_s``): every decode reads
-only that span (``engine.audio.span_frames``). A record without ``offset`` is the whole file, and
+only that span (``engine.audio.decoding.span_frames``). A record without ``offset`` is the whole file, and
 its ``duration`` stays a note, as before.
 
 Why here and before any model loads: a segment read as its whole file scores every span against
@@ -83,12 +83,12 @@ def check_segments(
 ) -> None:
     """Refuse, before any model loads, a segment that does not lie inside its audio.
 
-    Each file holding a segment has its header read once (``engine.audio.inspect``, no samples).
+    Each file holding a segment has its header read once (``engine.audio.decoding.inspect``, no samples).
     ``audio`` gives the audio of records read without it (Parquet and Hugging Face rows: utt_id ->
     bytes or path). A file that cannot be read is left to the decoder, which makes it that clip's
     error row as for a whole file.
     """
-    from engine.audio import AudioHeader, inspect, span_frames
+    from engine.audio.decoding import AudioHeader, inspect, span_frames
 
     headers: dict[Any, AudioHeader | None] = {}
     for u in utts:

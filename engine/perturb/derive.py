@@ -1,7 +1,7 @@
 """Derived datasets: every clip of a dataset at every level of every perturbation family, stored as shards.
 
 For each source shard the derived clips are written to one Parquet shard (the shard schema of
-``engine.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
+``engine.audio.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
 made) under ``<cache>/<key>/``, where ``key`` hashes the source dataset's fingerprint, the
 families and the seed. A shard file is written atomically with its SHA-256 recorded beside it, so
 an interrupted build resumes where it stopped and a finished one is reused, but only while its
@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
 from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, DecodeOptions, Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
 from engine.errors import AudioError, AuditError, ConfigError
 from engine.perturb import banks, ops
-from engine.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
-from engine.store import atomic_write_text
+from engine.run.store import atomic_write_text
 
 log = logging.getLogger(__name__)
 

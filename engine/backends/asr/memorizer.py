@@ -148,7 +148,7 @@ class MemorizerBackend(ASRBackend):
         self.n_deferred = 0
 
     def load(self) -> None:
-        from engine.audio import decode
+        from engine.audio.decoding import decode
         from engine.datasets import open_dataset
 
         require_modules("the memorizer control", self.requires, self.extra)

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
 from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
-from engine.passes import STORE_DIRS, check_kind, pass_table
+from engine.run.passes import STORE_DIRS, check_kind, pass_table
 
 log = logging.getLogger(__name__)
 
@@ -305,7 +305,7 @@ class RunStore:
     ``plan``: the :class:`RunPlan` markers and consolidation are checked against; the runners
     attach theirs (``use_plan``). Without one (a tool inspecting a store) a unit is done when its
     marker and part agree, and consolidation still refuses doubled rows. ``kind`` (``asr``,
-    ``sv``, ``ser``; ``engine/passes.py``) picks the folders, the row schema and the name of the
+    ``sv``, ``ser``; ``engine/run/passes.py``) picks the folders, the row schema and the name of the
     consolidated table, so every pass of a run shares one contract without sharing files.
     """
 

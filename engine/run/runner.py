@@ -17,18 +17,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.backends.base import ASRBackend
 from engine.backends.hosted.scrub import error_text, scrub
 from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
-from engine.memory_plan import LoadGroup, plan_groups
-from engine.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
-from engine.store import RunPlan, RunStore
+from engine.run.memory_plan import LoadGroup, plan_groups
+from engine.run.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
+from engine.run.store import RunPlan, RunStore
 
 if TYPE_CHECKING:
-    from engine.joint_pass import PassStores
+    from engine.run.joint_pass import PassStores
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def process_unit(
 
 
 def process_pass(backend: Any, spec: ModelSpec, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
-    """One unit of any pass kind (``engine/passes.py``): the rows both runners write."""
+    """One unit of any pass kind (``engine/run/passes.py``): the rows both runners write."""
     if spec.kind == "asr":
         return process_unit(backend, spec.name, shard, decoded, spec.batch_size)
     return process_embed_unit(backend, spec.kind, spec.name, shard, decoded, spec.batch_size)
@@ -239,7 +239,7 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
             for _ in range(warmup):
                 backend.warmup()
                 facts["warmup_batches"] += 1
-        else:  # SV/SER: one discarded call on the first real clip (engine/passes.py)
+        else:  # SV/SER: one discarded call on the first real clip (engine/run/passes.py)
             setattr(backend, WARMUP_ATTR, warmup)
             facts["warmup_batches"] = warmup
         facts["info"] = backend.info().as_dict()
@@ -283,7 +283,7 @@ class InProcessRunner:
         warmups: Mapping[str, int] | None = None,
     ) -> None:
         self.warmups = dict(warmups or {})  # per-model warm-up counts (a joint run's section backends keep theirs)
-        self.max_models_loaded = max_models_loaded  # load groups (engine/memory_plan.py)
+        self.max_models_loaded = max_models_loaded  # load groups (engine/run/memory_plan.py)
         self.memory_budget_mb = memory_budget_mb
         self.dataset = dataset
         self.models = list(models)

@@ -1,7 +1,7 @@
 """The masked-word probe's audio operations: hide a timed span of a clip (pure functions of samples).
 
 They live in the engine because the masking derivation runs on the engine's workers
-(``engine.probe_workers.MaskWorker``): the driver picks the targets and their word spans (text
+(``engine.keyed.probe_workers.MaskWorker``): the driver picks the targets and their word spans (text
 work, ``audits.probes.masking``), a worker decodes the clip and calls :func:`mask_targets`. The
 span, widened by a small pad that never reaches into the neighbouring words, is replaced by
 

@@ -1,4 +1,4 @@
-"""Workers of keyed passes (``engine/keyed_pass.py``) for the probes' helper models, one clip per unit.
+"""Workers of keyed passes (``engine/keyed/keyed_pass.py``) for the probes' helper models, one clip per unit.
 
 The audio probes need helper models beside the ASR models they audit: word timings to find the
 word to mask, a speaker encoder to match a TTS voice to each speaker, and the TTS that renders the
@@ -20,7 +20,7 @@ in actors (on a GPU when there is one) and the driver only plans and stores:
 
 Clips are read by the worker itself (:func:`read_clip`) from a payload built by
 :func:`clip_payload`: the utterance's fields, the dataset root and the decode options, exactly what
-``engine.audio.decode`` needs. A clip that cannot be decoded (or is too short to embed) gives a
+``engine.audio.decoding.decode`` needs. A clip that cannot be decoded (or is too short to embed) gives a
 result with ``error``: a property of the audio, stored like any result and recomputed when the
 audio changes. Any other exception fails the unit (retried, then reported, never stored).
 """
@@ -51,7 +51,7 @@ def clip_payload(u: Utterance, root: Path | str | None, decode_options: DecodeOp
 
 def read_clip(payload: Mapping[str, Any]) -> tuple[np.ndarray | None, str | None]:
     """The clip of a :func:`clip_payload` as 16 kHz mono float32, or ``(None, why it cannot be read)``."""
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     u = Utterance(**{k: v for k, v in dict(payload["utt"]).items() if k in _UTT_FIELDS})
     opts = DecodeOptions(**dict(payload.get("decode") or {}))
@@ -162,7 +162,7 @@ class WordTimingWorker:
     def load(self) -> dict[str, Any]:
         if self.method == "whisper":
             from engine.backends import build_backend
-            from engine.ray_setup import accepts_option
+            from engine.run.ray_setup import accepts_option
 
             spec = self.spec
             if spec is None:  # refused in __init__; kept for the type checker
@@ -309,8 +309,8 @@ class MaskWorker:
 
     The driver placed the clip's targets (text work: which words, their word spans from the word
     timings); the worker decodes the clip (:func:`read_clip`), refines and pads each span on the
-    audio and applies every variant (``engine.masking_audio.mask_targets``), encodes each derived
-    clip as FLAC (16-bit, ``engine.shards.encode_audio``) into ``<out_dir>/<safe name of its id>.flac``
+    audio and applies every variant (``engine.audio.masking.mask_targets``), encodes each derived
+    clip as FLAC (16-bit, ``engine.audio.shards.encode_audio``) into ``<out_dir>/<safe name of its id>.flac``
     and returns, per target, either why it has no clip (``reason``, ``detail``) or per variant
     ``{"id", "file", "sha256", "duration_s", "derivation"}``. A clip shorter than the settings'
     ``min_clip_s`` gives no target (the driver names the skip); an unreadable clip gives ``error``.
@@ -326,9 +326,9 @@ class MaskWorker:
         """``payload``: a :func:`clip_payload` with ``signal`` (``MaskSignal.to_dict``; None: nothing to mask), ``targets``
         (``PlannedTarget.to_dict`` each), ``expect_duration_s`` (the duration the spans were timed on, or None) and
         optionally ``source_file``: also write the clip itself as FLAC under that name (``source`` in the result)."""
-        from engine.masking_audio import MaskSignal, PlannedTarget, mask_targets
-        from engine.shards import encode_audio
-        from engine.store import safe_name
+        from engine.audio.masking import MaskSignal, PlannedTarget, mask_targets
+        from engine.audio.shards import encode_audio
+        from engine.run.store import safe_name
 
         audio, error = read_clip(payload)
         if audio is None:

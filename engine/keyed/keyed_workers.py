@@ -1,4 +1,4 @@
-"""Workers of keyed passes (``engine/keyed_pass.py``) that work on whole recordings.
+"""Workers of keyed passes (``engine/keyed/keyed_pass.py``) that work on whole recordings.
 
 * :class:`DiarizeWorker`: one diarizer (``engine.backends.DIAR_BACKENDS``), one recording per unit;
   the result is the recording's turns.
@@ -25,14 +25,14 @@ from engine.errors import AudioError
 
 
 def load_recording(path: str) -> np.ndarray:
-    """A recording as mono float32 at 16 kHz, read by the clip decoder (``engine.audio.decode``).
+    """A recording as mono float32 at 16 kHz, read by the clip decoder (``engine.audio.decoding.decode``).
 
     One rule for what audio is acceptable in every section: the same header checks (channels,
     rate, stated length, WAV data chunk), NaN/Inf samples and silence refused, channels averaged,
     soxr resampling, long recordings read block by block. Recordings are whole conversations, so
     no duration cap applies (the clip cap is a setting of clip datasets).
     """
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     d = decode(Utterance(os.path.basename(path), None, audio_path=path), max_duration_s=math.inf)
     if d.error is not None or d.samples is None:
@@ -77,7 +77,7 @@ class LongformWorker:
     """Transcribes one recording per unit with one ASR model: VAD chunks (long-form) and diarization turns (attributed)."""
 
     def __init__(self, spec: ModelSpec, segmentation: Mapping[str, Any]) -> None:
-        from engine.segmentation import SegmentationConfig
+        from engine.audio.segmentation import SegmentationConfig
 
         self.spec = spec
         self.cfg = SegmentationConfig(**{k: v for k, v in segmentation.items() if k != "vad"})
@@ -87,9 +87,9 @@ class LongformWorker:
     def load(self) -> dict[str, Any]:
         from dataclasses import replace
 
+        from engine.audio.segmentation import SileroVAD
         from engine.backends import build_backend
-        from engine.ray_setup import accepts_option
-        from engine.segmentation import SileroVAD
+        from engine.run.ray_setup import accepts_option
 
         spec = self.spec
         if _holds_gpu() and "device" not in spec.options and accepts_option(spec, "device", "cuda"):
@@ -101,7 +101,7 @@ class LongformWorker:
 
     def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """``payload``: ``recording``, ``path`` and ``turns`` (``[start, end, speaker]`` chunks of the diarization)."""
-        from engine.segmentation import segment_recordings, transcribe_chunks
+        from engine.audio.segmentation import segment_recordings, transcribe_chunks
 
         rec = str(payload["recording"])
         x = {rec: load_recording(str(payload["path"]))}

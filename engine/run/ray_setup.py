@@ -1,7 +1,7 @@
 """Ray set-up shared by the Ray runner: connecting (as ``ray.init`` resolves the address, ``RAY_ADDRESS``
 included), the job's runtime environment (``--runtime-env``), worker logging, option checks, short error lines.
 
-Kept apart from ``engine/ray_runner.py`` so the runner stays one readable file; nothing here
+Kept apart from ``engine/run/ray_runner.py`` so the runner stays one readable file; nothing here
 imports ray at module level.
 """
 
@@ -17,11 +17,11 @@ from typing import Any
 
 from engine.backends.availability import require_modules
 from engine.backends.hosted.scrub import REDACTED, SECRET_NAME, install_log_scrubber, scrub
-from engine.cluster import check_address
 from engine.config import check_keys, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError
-from engine.passes import registry_for
+from engine.run.cluster import check_address
+from engine.run.passes import registry_for
 
 log = logging.getLogger(__name__)
 
