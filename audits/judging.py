@@ -45,7 +45,7 @@ from engine.keyed.judge_worker import JUDGE_METHODS, answer_settings, clip_locat
 from engine.keyed.judge_worker import WORKER as JUDGE_WORKER
 from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.keyed.unit_store import KeyedUnitStore, digest
-from engine.run.store import atomic_write_text, safe_name
+from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 

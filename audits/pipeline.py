@@ -35,7 +35,8 @@ from engine.errors import ConfigError, RegistryError
 from engine.model_registry import load_model_registry, resolve_models
 from engine.run.joint_pass import PassRequest, run_joint
 from engine.run.runner import hardware_facts
-from engine.run.store import RunStore, atomic_write_text
+from engine.run.store import RunStore
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ def check_clip_ids(dataset: Dataset) -> None:
 def check_output_names(specs: Sequence[ModelSpec]) -> None:
     """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
     from audits.reports.exports import export_file_names
-    from engine.run.store import check_distinct_paths
+    from engine.storage import check_distinct_paths
 
     names = [s.name for s in specs]
     check_distinct_paths(names, "model")

@@ -186,7 +186,7 @@ def check_in_workers(
     import ray
 
     from engine.run.cluster import node_capacity, placement_problem
-    from engine.run.ray_runner import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(address, runtime_env=runtime_env)
     try:

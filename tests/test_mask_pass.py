@@ -26,7 +26,7 @@ from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
 from engine.engine import EngineOptions
-from engine.run.store import safe_name
+from engine.storage import safe_name
 
 TEXTS = (
     "We flew to Lisbon in two thousand sixteen with our friends.",

@@ -46,7 +46,8 @@ from engine.datasets import open_dataset
 from engine.datasets.base import audio_stamp, fingerprint_utterances, in_memory_dataset
 from engine.errors import ConfigError, ResultIntegrityError
 from engine.run.runner import InProcessRunner
-from engine.run.store import RunStore, check_distinct_paths, check_rows, safe_name
+from engine.run.store import RunStore, check_rows
+from engine.storage import check_distinct_paths, safe_name
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]

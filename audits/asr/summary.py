@@ -23,7 +23,7 @@ from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summariz
 from audits.schema import SCHEMA_VERSION, Summary
 from audits.version import version as engine_version
 from engine.errors import RegistryError
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 from normalizers import Normalizer
 
 TRACKED_PACKAGES = (

@@ -420,7 +420,7 @@ def _trade_html(summary: Mapping[str, Any]) -> str:
 def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed: int = 0, gpu_hour_usd: float | None = None) -> Path:
     """Write ``tracks.json`` (figures and provenance, no per-utterance rows), ``tracks.md`` and
     ``tracks.html``; returns the JSON path."""
-    from engine.run.store import atomic_write_text
+    from engine.storage import atomic_write_text
 
     summary = track_summary(tracks, n_boot, seed, gpu_hour_usd=gpu_hour_usd)
     out.mkdir(parents=True, exist_ok=True)

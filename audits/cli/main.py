@@ -546,7 +546,7 @@ def probe_bad_reference_cmd(
         return
     out_console.print(report.format_table())
     if out is not None:
-        from engine.run.store import atomic_write_text
+        from engine.storage import atomic_write_text
 
         atomic_write_text(out, json.dumps(report.to_dict(), indent=2))
         out_console.print(f"Written: {out}")
@@ -580,7 +580,7 @@ def probe_orthography_cmd(
         return
     out_console.print(format_orthography_table(result), markup=False, highlight=False, soft_wrap=True)
     if out is not None:
-        from engine.run.store import atomic_write_text
+        from engine.storage import atomic_write_text
 
         atomic_write_text(out, json.dumps(result, indent=2))
         out_console.print(f"Written: {out}")

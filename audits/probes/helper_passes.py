@@ -292,7 +292,7 @@ class EngineVoices:
         return list(dict.fromkeys(voices)), notes
 
     def _tts_unit(self, s: Speech) -> KeyedUnit:
-        from engine.run.store import safe_name
+        from engine.storage import safe_name
 
         engine, voice = s.voice.split(":", 1)
         settings = {**self._settings(engine), "voice": voice, "text": s.text}

@@ -50,7 +50,7 @@ from engine.errors import AuditError
 from engine.keyed.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
 from engine.keyed.probe_workers import clip_payload, file_sha256
 from engine.keyed.unit_store import KeyedUnitStore, digest
-from engine.run.store import safe_name
+from engine.storage import safe_name
 
 log = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from engine.audio.shards import write_shards
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 

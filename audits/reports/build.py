@@ -57,7 +57,7 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     from audits.reports.html import render_html
     from audits.reports.markdown import render_markdown
     from audits.run_dir import rows_fingerprint
-    from engine.run.store import atomic_write_text
+    from engine.storage import atomic_write_text
 
     summary, table = result.plain_summary, result.table
     if exports and len(table):  # two models that would share an export file: refused before anything is written

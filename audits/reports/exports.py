@@ -30,7 +30,7 @@ import pandas as pd
 from audits.clips import source_rows
 from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
 from engine.errors import ConfigError
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 

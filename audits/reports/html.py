@@ -56,7 +56,7 @@ from audits.reports.formatting import (
 )
 from audits.reports.robustness import robustness_sections
 from audits.sections import ordered
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -62,7 +62,7 @@ from engine.datasets.base import Dataset
 from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
 from engine.run.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
-from engine.run.store import atomic_write_text, safe_name
+from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 

@@ -143,7 +143,7 @@ def load_worker(path: str) -> type:
 
 
 def _placement_facts() -> dict[str, Any]:
-    from engine.run.runner import placement
+    from engine.run.ray_setup import placement
 
     return placement()
 

@@ -328,7 +328,7 @@ class MaskWorker:
         optionally ``source_file``: also write the clip itself as FLAC under that name (``source`` in the result)."""
         from engine.audio.masking import MaskSignal, PlannedTarget, mask_targets
         from engine.audio.shards import encode_audio
-        from engine.run.store import safe_name
+        from engine.storage import safe_name
 
         audio, error = read_clip(payload)
         if audio is None:

@@ -5,7 +5,7 @@ per clip: the conversation section's diarization and long-form ASR per recording
 same promises as the Parquet units:
 
 * **Hashed safe names.** Files are ``<root>/units/<pass>/<safe_name(backend)>/<safe_name(unit)>.json``
-  (``engine.run.store.safe_name``), so ids ``a/b`` and ``a_b`` (or models ``sim x`` and ``sim_x``)
+  (``engine.storage.safe_name``), so ids ``a/b`` and ``a_b`` (or models ``sim x`` and ``sim_x``)
   never share a file; names that would still collide are refused before anything runs.
 * **Markers with fingerprints.** Beside each result, ``<root>/markers/<pass>/...json`` records the
   unit's ``inputs`` (fingerprints of what it read: audio stamp, reference facts, upstream results)
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ResultIntegrityError
-from engine.run.store import atomic_write_text, check_distinct_paths, safe_name
+from engine.storage import atomic_write_text, check_distinct_paths, safe_name
 
 log = logging.getLogger(__name__)
 

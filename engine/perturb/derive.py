@@ -39,7 +39,7 @@ from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, Decod
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
 from engine.errors import AudioError, AuditError, ConfigError
 from engine.perturb import banks, ops
-from engine.run.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 

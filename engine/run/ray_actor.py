@@ -12,8 +12,8 @@ import numpy as np
 from engine.backends.hosted.scrub import install_log_scrubber
 from engine.data import DecodedAudio, ModelSpec, Shard
 from engine.errors import AuditError
-from engine.run.ray_setup import worker_logging
-from engine.run.runner import load_model, placement, process_pass
+from engine.run.ray_setup import placement, worker_logging
+from engine.run.runner import load_model, process_pass
 
 log = logging.getLogger(__name__)
 

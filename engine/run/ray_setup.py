@@ -1,5 +1,8 @@
-"""Ray set-up shared by the Ray runner: connecting (as ``ray.init`` resolves the address, ``RAY_ADDRESS``
-included), the job's runtime environment (``--runtime-env``), worker logging, option checks, short error lines.
+"""Worker set-up shared by shard passes and keyed passes: connecting to Ray (as ``ray.init`` resolves the
+address, ``RAY_ADDRESS`` included), the job's runtime environment (``--runtime-env``), worker logging,
+where a worker runs (``placement``), option checks, short error lines.
+
+The one module of ``engine/run/`` that ``engine/keyed/`` imports (tests/test_layers.py).
 
 Kept apart from ``engine/run/ray_runner.py`` so the runner stays one readable file; nothing here
 imports ray at module level.
@@ -11,6 +14,7 @@ import json
 import logging
 import os
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -139,6 +143,12 @@ def worker_logging(level: int | None) -> None:
         root.addHandler(handler)
     root.setLevel(level)
     install_log_scrubber()  # the new handler too: no key in a forwarded line
+
+
+def placement() -> dict[str, Any]:
+    """Where this process runs: host, process id and the GPUs it may see (``CUDA_VISIBLE_DEVICES``)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {"host": socket.gethostname(), "pid": os.getpid(), "gpu_ids": [g for g in (visible or "").split(",") if g] if visible else []}
 
 
 #: How this process's Ray instance came about (init_ray), for summary.json's engine facts.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import socket
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,6 +24,7 @@ from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.run.memory_plan import LoadGroup, plan_groups
 from engine.run.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
+from engine.run.ray_setup import placement
 from engine.run.store import RunPlan, RunStore
 
 if TYPE_CHECKING:
@@ -143,12 +143,6 @@ def failed_rows(spec: ModelSpec, shard: Shard, message: str) -> list[dict[str, A
         row["error"] = message
         rows.append(row)
     return rows
-
-
-def placement() -> dict[str, Any]:
-    """Where this process runs: host, process id and the GPUs it may see (``CUDA_VISIBLE_DEVICES``)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return {"host": socket.gethostname(), "pid": os.getpid(), "gpu_ids": [g for g in (visible or "").split(",") if g] if visible else []}
 
 
 def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ with the same settings and the same clip digest, by a readable part of the model
 the rest is transcribed again. So resume never reuses a row for a clip or setting that changed
 and never loses or repeats one, and ``consolidate`` verifies the outcome (each ``(model,
 utt_id)`` of the plan exactly once) and raises ``ResultIntegrityError`` rather than return
-anything else. File names are collision-free (``safe_name``) and names that would still share a
+anything else. File names are collision-free (``engine.storage.safe_name``) and names that would still share a
 file are refused before anything runs.
 """
 
@@ -34,7 +34,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,55 +44,14 @@ import pyarrow.parquet as pq
 
 from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
-from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
+from engine.errors import ConfigError, ResultIntegrityError
 from engine.run.passes import STORE_DIRS, check_kind, pass_table
+from engine.storage import atomic_write_text, check_distinct_paths, safe_name
 
 log = logging.getLogger(__name__)
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_NAME = 100  # characters kept from a long name (file names are limited to 255 bytes)
 MARKER_VERSION = 2
 _EXAMPLES = 5  # examples per kind of problem in an integrity error
-
-
-def safe_name(name: str) -> str:
-    """File-system safe form of a model or shard name that stays distinct for distinct names.
-
-    Characters outside ``[A-Za-z0-9._-]`` become ``_``. When that changes the name, or the name
-    has upper-case letters (which share a file with their lower-case form on case-insensitive
-    file systems) or is long, the first 8 hex digits of the name's SHA-1 are appended: escaping
-    alone sent ``a b`` and ``a_b`` (or ``tiny/a`` and ``tiny_a``) to one file, and one of them
-    silently lost its rows. Plain names (registry names, ``s00012``) are kept as they are. Names
-    stay intact inside the rows.
-    """
-    escaped = _SAFE.sub("_", name).strip("._") or "_"
-    if escaped == name and name == name.lower() and len(name) <= _MAX_NAME:
-        return name
-    return f"{escaped[:_MAX_NAME]}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-def check_distinct_paths(names: Iterable[str], what: str) -> None:
-    """Refuse names that would share a file (equal after ``safe_name``, ignoring case) or repeat.
-
-    ``safe_name`` makes this practically impossible for different names; the check makes it
-    impossible, so no unit can overwrite another's results.
-    """
-    seen: dict[str, str] = {}
-    clashes: list[str] = []
-    repeated: list[str] = []
-    for name in names:
-        key = safe_name(name).casefold()
-        if key in seen:
-            if seen[key] == name:
-                repeated.append(name)
-            else:
-                clashes.append(f"'{seen[key]}' and '{name}' (both '{safe_name(name)}')")
-        else:
-            seen[key] = name
-    if repeated:
-        raise ConfigError(f"{what} names must be unique in a run; repeated: {', '.join(sorted(set(repeated)))}")
-    if clashes:
-        raise ConfigError(f"{what} names that would share one result file: {'; '.join(clashes)}; rename one of each pair")
 
 
 def _digest(obj: Any) -> str:
@@ -245,29 +203,6 @@ def _settings_diff(old: Any, new: Mapping[str, Any]) -> str:
     a, b = _flatten(old or {}), _flatten(new)
     changed = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     return "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more" if len(changed) > 4 else "") if changed else "unknown"
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``.
-
-    Every text artefact of a run is written here, so the secret scrubber runs here: no form of a
-    configured API key reaches a file (engine/backends/hosted/scrub.py).
-    """
-    text = scrubber()(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)  # never leave a half-written temporary file behind
-        raise StoreWriteError(
-            f"cannot write {path}: {exc.strerror or exc}; nothing already written was changed: "
-            "free disk space or fix permissions, then re-run the same command"
-        ) from exc
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) -> pa.Table:
@@ -697,10 +632,7 @@ __all__ = [
     "RunPlan",
     "RunStore",
     "UnitPlan",
-    "atomic_write_text",
-    "check_distinct_paths",
     "check_rows",
     "ids_digest",
     "rows_to_table",
-    "safe_name",
 ]
