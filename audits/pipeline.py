@@ -37,6 +37,7 @@ from engine.run.joint_pass import PassRequest, run_joint
 from engine.run.runner import hardware_facts
 from engine.run.store import RunStore
 from engine.storage import atomic_write_text
+from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
@@ -149,24 +150,29 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation
 
 def score_run(
     out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
-    extra: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None, *, rows_sha256: str | None = None, normalizer: Normalizer | None = None,
 ) -> RunResult:
     """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
 
     ``table`` holds every row the run made; the ASR figures are computed from the source clips'
     rows (``audits.clips``): derived clips count only in the sections that read them.
+    ``rows_sha256`` is ``utterances.parquet``'s digest when the caller took it while writing the
+    file (``RunStore.table_sha256``), so the file is not read back; ``normalizer`` is the recipe's,
+    when the caller built it already.
     """
     in_run = table[table["model"].isin(list(facts))] if facts else table
     scored_table = rows_for(SOURCE, in_run)  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
-    normalizer = get_normalizer(recipe.normalizer)
+    if normalizer is None:
+        normalizer = get_normalizer(recipe.normalizer)
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(scored_table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
-    from audits.run_dir import rows_fingerprint
+    if rows_sha256 is None:
+        from audits.run_dir import rows_fingerprint
 
+        rows_sha256 = rows_fingerprint(out / "utterances.parquet")
     # what was scored: a later reader (audits.run_dir.read_run) refuses rows that changed after this point
-    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
-        "n_rows": int(len(in_run))}
+    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_sha256, "n_rows": int(len(in_run))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
@@ -224,6 +230,7 @@ def run_audit(
     """
     t0 = time.perf_counter()
     check_runner(engine.kind)
+    engine.check()  # typed flags (memory budget, models loaded, workers), once per run, before the dataset opens
     try:
         normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
     except RegistryError as exc:
@@ -243,7 +250,6 @@ def run_audit(
     check_section_passes(recipe, engine, parsed, specs, dataset)
     for sec, cfg in parsed:  # every section's inputs (references, turns, audio, derived clips' ids) before any model loads
         sec.check_inputs(cfg, dataset)
-    engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
     check_output_names(specs)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
@@ -281,6 +287,7 @@ def run_audit(
             plan = runner.plan
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
         table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
+        rows_sha256 = store.table_sha256  # taken while utterances.parquet was written: never read back to fingerprint it
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
             ctx = SectionContext(
                 dataset=views.dataset(sec.reads), asr_models=tuple(specs), out_dir=out, load_rows=views.loader(sec.reads, table),
@@ -294,7 +301,7 @@ def run_audit(
     sections.update(extra or {})
     dataset_desc = views.describe(read_by=[sec.key for sec, _ in parsed if sec.reads == DERIVED])
     del dataset, source, views  # the utterance records are not needed for scoring; keep the driver's peak memory flat
-    return score_run(out, recipe, table, dataset_desc, facts, sections)
+    return score_run(out, recipe, table, dataset_desc, facts, sections, rows_sha256=rows_sha256, normalizer=normalizer)
 
 
 def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],

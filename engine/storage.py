@@ -1,5 +1,5 @@
-"""Storage every writer of a run shares: atomic text writes (through the secret scrubber) and
-collision-free file names.
+"""Storage every writer of a run shares: atomic text writes (through the secret scrubber),
+collision-free file names, and files fingerprinted while they are written.
 
 The shard-pass store (``engine/run/store.py``), the keyed-unit store (``engine/keyed/unit_store.py``),
 derived audio and every report and export write through these, so a crash never leaves a
@@ -12,7 +12,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, BinaryIO, Callable, Iterable
 
 from engine.backends.hosted.scrub import scrubber
 from engine.errors import ConfigError, StoreWriteError
@@ -82,3 +82,49 @@ def atomic_write_text(path: Path, text: str) -> None:
             f"cannot write {path}: {exc.strerror or exc}; nothing already written was changed: "
             "free disk space or fix permissions, then re-run the same command"
         ) from exc
+
+
+class _HashingFile:
+    """A binary file being written that hashes every byte on its way through (what ``write_hashed`` hands out)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: Any) -> int:
+        self.sha256.update(data)
+        return self._fh.write(data)
+
+    def flush(self) -> None:
+        self._fh.flush()
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    @property
+    def closed(self) -> bool:
+        return self._fh.closed
+
+    def close(self) -> None:
+        """The caller of ``write_hashed`` closes the file; a writer that closes its sink changes nothing."""
+
+
+def write_hashed(path: Path, write: Callable[[Any], None]) -> str:
+    """Write ``path`` atomically through ``write`` (handed a binary file object) and return the SHA-256 of
+    the bytes written, taken as they pass: a file written to be fingerprinted is never read back.
+
+    The bytes are those ``write`` would have put in a file it opened itself (pyarrow's and pandas'
+    Parquet writers write the same bytes to a path and to a file object), so the digest equals the
+    file's SHA-256.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as fh:
+            sink = _HashingFile(fh)
+            write(sink)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # never leave a half-written temporary file behind
+        raise
+    return sink.sha256.hexdigest()

@@ -142,8 +142,8 @@ def _run_with_progress(
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
+    # typed flags are checked once, by run_audit, before the dataset opens or the run directory is touched
     eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
-    eng.check()  # typed flags, refused before the run directory is touched
     lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
@@ -231,7 +231,7 @@ def sweep_cmd(
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=env,
-            **memory).check()  # flags before any work
+            **memory).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
         rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)

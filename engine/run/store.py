@@ -46,7 +46,7 @@ from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
 from engine.errors import ConfigError, ResultIntegrityError
 from engine.run.passes import STORE_DIRS, check_kind, pass_table
-from engine.storage import atomic_write_text, check_distinct_paths, safe_name
+from engine.storage import atomic_write_text, check_distinct_paths, safe_name, write_hashed
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,8 @@ class RunStore:
         self.models_dir = self.root / models
         self.table_path = self.root / table
         self.plan = plan
+        self.table_sha256: str | None = None
+        """SHA-256 of the bytes ``consolidate`` last wrote to ``table_path``, taken while writing (None before)."""
 
     def use_plan(self, plan: RunPlan | None) -> None:
         self.plan = plan
@@ -514,7 +516,8 @@ class RunStore:
 
     def consolidate(self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *,
             plan: RunPlan | None = None) -> pa.Table:
-        """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR).
+        """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR),
+        fingerprinted as it is written (``table_sha256``).
 
         With a plan (``plan``, else the one a runner attached): reads exactly the parts of the
         plan's units for ``models`` (default: all the plan's models), and raises
@@ -561,11 +564,8 @@ class RunStore:
             expected = [str(u) for u in expected_ids] if expected_ids is not None else plan.utt_ids()
         check_rows(table, check_models, expected, notes, self.root)
         table = table.sort_by([("model", "ascending"), ("utt_id", "ascending")])
-        dest = self.table_path
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-        pq.write_table(table, tmp)
-        os.replace(tmp, dest)
+        self.table_sha256 = write_hashed(self.table_path, lambda fh: pq.write_table(table, fh))
         return table
 
 
