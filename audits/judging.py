@@ -67,7 +67,7 @@ class JudgeConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return {"backends": list(self.backends), "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
-                "max_items": self.max_items, "seed": self.seed, **dict(self.extra)}  # fmt: skip
+                "max_items": self.max_items, "seed": self.seed, **dict(self.extra)}
 
 
 def parse_judge_config(raw: Any, where: str, extra_keys: Sequence[str] = ()) -> JudgeConfig | None:
@@ -204,7 +204,7 @@ def ask_judges(
         for it in unique.values():
             inputs = {"clips": [[u.utt_id, *stamps[(u.utt_id, None if r is None else str(r))]] for u, r in it.clips], "args": dict(it.args)}
             payload = {"method": method, "clips": [clip_location(u, r) for u, r in it.clips], "args": dict(it.args),
-                       "decode": decode_facts, "settings_digest": sdigest}  # fmt: skip
+                       "decode": decode_facts, "settings_digest": sdigest}
             cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
             units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
         concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
@@ -249,7 +249,7 @@ def judge_entry(name: str, facts: Mapping[str, Any], task: str, ids: Sequence[st
 
     ``facts`` are the judge's (``JudgeRun.facts``: judge info, runner and placement, usage)."""
     failed = {i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}" for i, r in zip(ids, results)
-              if isinstance(r, BaseException)}  # fmt: skip
+              if isinstance(r, BaseException)}
     answers = [r for r in results if not isinstance(r, BaseException)]
     unparseable = [a for a in answers if a.value is None]
     info = dict(facts)

@@ -126,7 +126,7 @@ def _check_here(backend: str, options: Mapping[str, Any], extra: str | None, req
     return {
         "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "problems": list(avail.problems),
         "weights": weights_source(backend, options), "host": socket.gethostname(), "pid": os.getpid(),
-    }  # fmt: skip
+    }
 
 
 def smoke_here(name: str, backend: str, options: Mapping[str, Any], samples: Any) -> dict[str, Any]:

@@ -313,12 +313,12 @@ def _option_names(spec: ModelSpec) -> set[str]:
 # ----------------------------------------------------------------------------------------------
 # 4. scoring throughput
 # ----------------------------------------------------------------------------------------------
-_FUNCTION_WORDS = ["the", "of", "and", "to", "a", "in", "that", "is", "was", "he", "for", "it", "with", "as", "his", "on", "be", "at", "by",
-    "i", "had", "not", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were", "her", "all", "she", "there",
-    "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its",
-    "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first",
-    "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
-    "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just"]
+_FUNCTION_WORDS = (
+    "the of and to a in that is was he for it with as his on be at by i had not are but from or have an they which one you were her all "
+    "she there would their we him been has when who will more no if out so said what up its about into than them can only other new some "
+    "could time these two may then do first any my now such like our over man me even most made after also did many before must through "
+    "back years where much your way well down should because each just"
+).split()
 _NUMBER_WORDS = ["three", "four", "five", "six", "ten", "twenty", "thirty", "hundred", "thousand", "million", "second", "third", "percent",
     "dollars"]
 

@@ -67,7 +67,7 @@ ENGINES = ("inprocess", "ray")
 # Columns and summary keys that legitimately differ between two runs of the same recipe.
 TIMING_COLUMNS = frozenset({
     "infer_s", "rtfx", "load_s", "wall_s", "warmup_s", "elapsed_s", "duration_wall_s", "created_at", "rtfx_ci_lo", "rtfx_ci_hi",
-})  # fmt: skip
+})
 # The driver writes its own peak RSS (kB, Linux ru_maxrss) to argv[1] as it exits, then runs `audit`.
 DRIVER = (
     "import atexit, resource, sys\n"

@@ -43,7 +43,7 @@ def worker(name: str, dataset: str | None, limit: int, out_json: Path) -> int:
                 status=m.get("status"), error=m.get("error"), load_s=m.get("load_s"), rtfx=m.get("rtfx"), wer=m.get("wer"),
                 cer=m.get("cer"),
                 n_utts=m.get("n_utts"), n_failed=m.get("n_failed"), backend_info=m.get("backend_info"),
-            )  # fmt: skip
+            )
         except Exception as exc:  # noqa: BLE001 - every failure is this model's row in the table
             res.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)

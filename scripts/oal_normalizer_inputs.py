@@ -43,6 +43,8 @@ VOXPOPULI = ROOT / "tests" / "fixtures" / "voxpopuli-150-predictions"
 SEED = 30
 
 
+# The inputs per category: lists of short strings, kept several per line rather than one per line
+# fmt: off
 def _cases_fillers(rng: random.Random) -> Iterator[str]:
     extra = ["hmmm", "ummm", "uhh", "uhhh", "mhmm", "mm-hmm", "uh-huh", "uh huh", "ahem", "ehm", "erm", "er", "hum-hum", "umbrella",
              "human", "ahead", "hmmmm", "em-dash", "UM", "Uh.", "uh,", "(um)", "[uh]", "um's", "huh?", "aha!", "ah-ha", "oh", "ohh"]
@@ -248,6 +250,9 @@ def _cases_voxpopuli() -> Iterator[str]:
             row = json.loads(line)
             yield row["text"]
             yield row["pred_text"]
+
+
+# fmt: on
 
 
 def _cases_mixed(rng: random.Random, pool: list[str]) -> Iterator[str]:

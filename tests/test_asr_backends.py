@@ -416,7 +416,7 @@ def tiny_ctc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
         num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
         feat_extract_norm="layer", do_stable_layer_norm=True, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+    )
     Wav2Vec2ForCTC(config).save_pretrained(out)
     Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     return out
@@ -480,7 +480,7 @@ def test_transformers_whisper_batched_generate(tmp_path: Path) -> None:
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
         max_source_positions=1500, max_target_positions=64,
         decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-    )  # fmt: skip
+    )
     model = WhisperForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=20, no_timestamps_token_id=no_ts

@@ -60,7 +60,7 @@ def _module_level_imports(path: Path) -> Iterator[tuple[int, str]]:
 def test_no_module_imports_an_optional_package_when_imported() -> None:
     offenders = [f"{path.relative_to(REPO)}:{line}: {name}"
         for pkg in ("engine", "audits", "normalizers") for path in sorted((REPO / pkg).rglob("*.py"))
-        for line, name in _module_level_imports(path) if name in OPTIONAL]  # fmt: skip
+        for line, name in _module_level_imports(path) if name in OPTIONAL]
     assert not offenders, offenders
 
 

@@ -132,7 +132,7 @@ def test_rweq_entries_have_a_loader_each() -> None:
         "lite-whisper-large-v3-acc": "whisper", "moonshine-streaming-medium": "encoder-decoder", "qwen3-asr-0.6b": "qwen3-asr",
         "cohere-transcribe-03-2026": "encoder-decoder", "glm-asr-nano-2512": "speech-llm", "canary-qwen-2.5b": "nemo-salm",
         "modulate-velma-2": "hosted", "smallest-pulse": "hosted", "mms-1b-all": "ctc",
-    }.items():  # fmt: skip
+    }.items():
         assert rweq[name].family == family
     # gated repositories and packages beyond the backend are recorded, so --check can name them
     assert rweq["cohere-transcribe-03-2026"].gated and rweq["crisperwhisper"].gated

@@ -229,7 +229,7 @@ def test_lite_whisper_loads_through_automodel_and_matches_the_reference(tmp_path
     # which lite-whisper shares, is checked against the leaderboard's --longform on whisper-large-v3 above)
     clips = tiny.speechlike_clips((2.3, 4.9, 8.0, 29.5), seed=11)
     ids = _compare(lite, clips, functools.partial(lite_whisper_reference, whisper=whisper), processor=str(whisper), trust_remote_code=True,
-                   language="en", task="transcribe")  # fmt: skip
+                   language="en", task="transcribe")
     assert max(len(rows[0]) for rows in ids) == 224  # the script's cap bites
     info = _engine(lite, 1, processor=str(whisper), trust_remote_code=True, language="en", task="transcribe").info().as_dict()
     assert info["model_type"] == "lite-whisper" and info["generate_kwargs"]["max_new_tokens"] == 224

@@ -296,7 +296,7 @@ def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alo
         vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
         conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=2, feat_extract_norm="group", do_stable_layer_norm=False, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+    )
     model = transformers.Wav2Vec2ForCTC(config)
     with torch.no_grad():  # a random head mostly emits the blank: favour the letters
         model.lm_head.weight[0] = 0.0

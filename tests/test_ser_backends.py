@@ -23,7 +23,7 @@ def _tiny_config(norm: str = "layer", **extra: object) -> object:
         conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), feat_extract_norm=norm,
         do_stable_layer_norm=norm == "layer", num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
         classifier_proj_size=16, **extra,
-    )  # fmt: skip
+    )
 
 
 def _save_extractor(path: Path) -> None:

@@ -136,14 +136,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             x, sr = flite.synthesize(text, v)
             dur = _write(root / f"{uid}.wav", x, sr)
             rows.append({"audio_filepath": f"{uid}.wav", "duration": dur, "text": text, "utt_id": uid,
-                         "speaker": f"flite:{v}", "emotion": "neutral", "tts_engine": "flite"})  # fmt: skip
+                         "speaker": f"flite:{v}", "emotion": "neutral", "tts_engine": "flite"})
     for k, text in enumerate(SENTENCES):
         for label, p, s, a in DELIVERIES:
             uid = f"espeak-us-{k}-{label}"
             x, sr = espeak.synthesize(text, "en-us", pitch=p, rate=s, amplitude=a)
             dur = _write(root / f"{uid}.wav", x, sr)
             row = {"audio_filepath": f"{uid}.wav", "duration": dur, "text": text, "utt_id": uid,
-                   "speaker": "espeak-ng:en-us", "emotion": label, "tts_engine": "espeak-ng"}  # fmt: skip
+                   "speaker": "espeak-ng:en-us", "emotion": label, "tts_engine": "espeak-ng"}
             if label != "neutral":  # derived audio of the dataset: parent_id with its derivation record
                 row["parent_id"] = f"espeak-us-{k}-neutral"
                 row["derivation"] = {"espeak": {"pitch": p, "rate": s, "amplitude": a}}
@@ -152,12 +152,12 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     x, sr = espeak.synthesize(SENTENCES[0], "en-gb-x-rp")
     dur = _write(root / "espeak-rp-0.wav", x, sr)
     rows.append({"audio_filepath": "espeak-rp-0.wav", "duration": dur, "text": SENTENCES[0], "utt_id": "espeak-rp-0",
-                 "speaker": "espeak-ng:en-gb-x-rp", "emotion": "neutral", "tts_engine": "espeak-ng"})  # fmt: skip
+                 "speaker": "espeak-ng:en-gb-x-rp", "emotion": "neutral", "tts_engine": "espeak-ng"})
     # a clip far too short to embed (50 ms of a Flite slt clip)
     x, sr = flite.synthesize("Hello.", "slt")
     _write(root / "too-short.wav", x[: int(0.05 * sr)], sr)
     rows.append({"audio_filepath": "too-short.wav", "duration": 0.05, "text": "hello", "utt_id": "too-short",
-                 "speaker": "flite:slt", "emotion": "neutral", "tts_engine": "flite"})  # fmt: skip
+                 "speaker": "flite:slt", "emotion": "neutral", "tts_engine": "flite"})
     with open(root / "manifest.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in rows)
     return root / "manifest.jsonl"

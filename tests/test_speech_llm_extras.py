@@ -44,7 +44,7 @@ def test_mel_matches_librosa_htk_mel_without_norm() -> None:
         ref = librosa.feature.melspectrogram(
             y=clip.astype(np.float64), sr=16000, n_fft=512, hop_length=160, win_length=400, window="hann", center=True,
             pad_mode="reflect", power=2.0, n_mels=80, fmin=0.0, fmax=8000.0, htk=True, norm=None,
-        )  # fmt: skip
+        )
         assert ours.shape == ref.shape
         assert np.abs(ours - ref).max() <= 1e-5 * ref.max()
         floor = 1e-10  # the extractor's clip before log10
@@ -56,7 +56,7 @@ def _upstream_self(cfg: GraniteFeatureConfig, mel: GraniteLogMel) -> Any:
     return SimpleNamespace(
         melspec_kwargs={"hop_length": cfg.hop_length}, projector_window_size=cfg.projector_window_size,
         projector_downsample_rate=cfg.projector_downsample_rate, mel_filters=mel.mel,
-    )  # fmt: skip
+    )
 
 
 def test_post_processing_and_token_counts_are_transformers_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -94,7 +94,7 @@ def test_whole_extractor_matches_where_torchaudio_is_installed() -> None:
 
 def test_feature_config_reads_like_transformers(caplog: pytest.LogCaptureFixture) -> None:
     saved = {"feature_size": 80, "sampling_rate": 16000, "projector_window_size": 15, "projector_downsample_rate": 5,
-             "melspec_kwargs": {"n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80, "sample_rate": 16000}}  # fmt: skip
+             "melspec_kwargs": {"n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80, "sample_rate": 16000}}
     assert GraniteFeatureConfig.from_dict(saved) == GraniteFeatureConfig()
     with caplog.at_level(logging.WARNING):
         GraniteFeatureConfig.from_dict({**saved, "melspec_kwargs": {"n_fft": 400}}, "x/preprocessor_config.json")

@@ -52,7 +52,7 @@ STUDY_REQUESTS: dict[str, tuple[str, str, dict[str, Any]]] = {
         "path": "/speechtotext/transcriptions:transcribe", "query": {"api-version": ["2025-10-15"]},
         "form": {}, "files": ["definition", "audio"],
         "json": {"locales": ["en-US"], "profanityFilterMode": "None", "enhancedMode": {"enabled": True, "task": "transcribe"}}}),
-}  # fmt: skip
+}
 
 #: registry entry -> the public endpoint it calls (host; the API version rides in the path or query)
 PUBLIC_HOSTS = {
@@ -61,7 +61,7 @@ PUBLIC_HOSTS = {
     "modulate-velma-2": "https://platform.modulate.ai", "gladia-solaria": "https://api.gladia.io",
     "smallest-pulse": "https://api.smallest.ai", "google-chirp-3": "https://us-speech.googleapis.com",
     "azure-speech": "https://northeurope.api.cognitive.microsoft.com",
-}  # fmt: skip
+}
 
 
 class _Fakes(dict[str, FakeVendor]):

@@ -137,7 +137,7 @@ def _tiny_wavlm_dir(tmp_path: Path, norm: str) -> Path:
         do_stable_layer_norm=norm == "layer", num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
         tdnn_dim=(16, 16, 24), tdnn_kernel=(3, 1, 1), tdnn_dilation=(1, 1, 1), xvector_output_dim=12,
         num_buckets=16, max_bucket_distance=64,
-    )  # fmt: skip
+    )
     out = tmp_path / f"tiny-wavlm-{norm}"
     WavLMForXVector(cfg).save_pretrained(out)
     Wav2Vec2FeatureExtractor(

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "engine", "audits", "normalizers", "audit_configs")
 #: Left out of the new environment: the optional extras' packages and every trace of this project.
 LEFT_OUT = {"ray", "pocketsphinx", "librosa", "parselmouth", "praat_parselmouth", "audit_engine", "engine", "audits", "normalizers",
-    "audit_configs", "tests"}  # fmt: skip
+    "audit_configs", "tests"}
 
 
 def _top_name(entry: str) -> str:
@@ -110,7 +110,7 @@ def test_the_wheel_ships_the_configuration_and_imports_only_itself(wheel_env: di
     names = subprocess.run(["unzip", "-Z1", str(wheel_env["wheel"])], capture_output=True, text=True, check=True).stdout.split()
     shipped = sorted(n for n in names if n.startswith("audit_configs/") and not n.endswith(".py"))
     in_repo = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "audit_configs").rglob("*") if p.is_file() and p.suffix != ".pyc"
-        and p.suffix != ".py")  # fmt: skip
+        and p.suffix != ".py")
     assert shipped == in_repo  # every recipe, registry, map and prompt file; nothing else
     probe = _run([str(wheel_env["python"]), "-c", "import audits, engine, normalizers, audit_configs, engine.config_tree as t; "
         "print(audits.__file__); print(engine.__file__); print(normalizers.__file__); print(t.config_dir()); print(t.source_root())"],

@@ -68,7 +68,7 @@ def build_whisper(out: Path, tokenizer_file: Path) -> Path:
         decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
         max_source_positions=1500, max_target_positions=64,
         decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-    )  # fmt: skip
+    )
     model = WhisperForConditionalGeneration(config)
     model.generation_config = GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12,
         no_timestamps_token_id=no_ts)
@@ -96,7 +96,7 @@ def build_ctc(out: Path, arch: str, adapter_lang: str | None = None) -> Path:
         vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
         conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=2, feat_extract_norm="layer", do_stable_layer_norm=True, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+    )
     torch.manual_seed(0)
     if arch == "wav2vec2":
         config: Any = transformers.Wav2Vec2Config(**common, **({"adapter_attn_dim": 8} if adapter_lang else {}))
@@ -128,7 +128,7 @@ def build_moonshine(out: Path) -> Path:
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
         encoder_num_attention_heads=2, decoder_num_attention_heads=2, max_position_embeddings=256,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
-    )  # fmt: skip
+    )
     model = transformers.MoonshineForConditionalGeneration(config)
     favour_words(model, 4)
     model.generation_config.decoder_start_token_id = 1
@@ -162,7 +162,7 @@ def build_qwen2_audio(out: Path) -> Path:
                      "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
                      "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
         audio_token_index=audio_id,
-    )  # fmt: skip
+    )
     model = transformers.Qwen2AudioForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -191,7 +191,7 @@ def build_qwen3_asr(out: Path) -> Path:
     tokenizer = transformers.Qwen2TokenizerFast(
         tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>",
         extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"},
-    )  # fmt: skip
+    )
     extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
     Qwen3ASRProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN3_ASR_TEMPLATE).save_pretrained(out)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
@@ -208,7 +208,7 @@ def build_qwen3_asr(out: Path) -> Path:
             "audio_token_id": ids["<|audio_pad|>"], "audio_start_token_id": ids["<|audio_start|>"],
         },
         support_languages=["English"],
-    )  # fmt: skip
+    )
     model = Qwen3ASRForConditionalGeneration(config)
     favour_words(model.thinker, len(specials) + 1)  # the LM head sits on the thinker
     for gen in (model.generation_config, model.thinker.generation_config):
@@ -289,7 +289,7 @@ def build_nemo_ctc(out: Path) -> Path:
                                 "separable": True, "se": False}]},
         "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": 32, "num_classes": len(labels),
             "vocabulary": labels},
-    }  # fmt: skip
+    }
     torch.manual_seed(0)
     model = EncDecCTCModel(cfg=OmegaConf.create(cfg))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -313,7 +313,7 @@ def build_moonshine_streaming(out: Path) -> Path:
                         "sliding_windows": [[16, 4], [16, 0]]},
         vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
         pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
-    )  # fmt: skip
+    )
     model = transformers.MoonshineStreamingForConditionalGeneration(config)
     favour_words(model, 4)
     model.generation_config.decoder_start_token_id = 1
@@ -345,7 +345,7 @@ def build_glmasr(out: Path) -> Path:
                      "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
                      "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
         audio_token_id=tokenizer.convert_tokens_to_ids("<|pad|>"),
-    )  # fmt: skip
+    )
     model = transformers.GlmAsrForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -376,7 +376,7 @@ def build_nemo_rnnt(out: Path) -> Path:
         "joint": {"_target_": "nemo.collections.asr.modules.RNNTJoint", "jointnet": {"joint_hidden": 16, "activation": "relu"}},
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 5}},
         "loss": {"loss_name": "default"},
-    }  # fmt: skip
+    }
     torch.manual_seed(0)
     model = EncDecRNNTModel(cfg=OmegaConf.create(cfg))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -388,7 +388,7 @@ VOXTRAL_SPECIALS = [
     "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
     "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]",
     "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", "[AUDIO]", "[BEGIN_AUDIO]", "[TRANSCRIBE]",
-]  # fmt: skip
+]
 #: mistral-common's tekken pre-tokenizer pattern (the one the real tekken.json files carry)
 TEKKEN_PATTERN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
@@ -421,7 +421,7 @@ def build_voxtral(out: Path) -> Path:
         "special_tokens": [{"rank": i, "token_str": t, "is_control": True} for i, t in enumerate(VOXTRAL_SPECIALS)],
         "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "chunk_length_s": 30.0,
                   "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160, "window_size": 400}},
-    }  # fmt: skip
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "tekken.json").write_text(json.dumps(tekken))
     tokenizer = MistralCommonBackend(tokenizer_path=str(out / "tekken.json"))
@@ -437,7 +437,7 @@ def build_voxtral(out: Path) -> Path:
                      "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
                      "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]},
         audio_token_id=ids["[AUDIO]"],
-    )  # fmt: skip
+    )
     model = transformers.VoxtralForConditionalGeneration(config)
     head = model.get_output_embeddings()
     letters = [n_special + b for b in b" abcdefghijklmnopqrstuvwxyz"]  # byte tokens sit after the special ones
@@ -477,7 +477,7 @@ def build_phi4_multimodal(out: Path) -> Path:
                        "patch_size": 14, "crop_size": 28, "image_token_id": image_id},
         audio_config={"hidden_size": 32, "intermediate_size": 64, "num_blocks": 1, "num_attention_heads": 2, "ext_pw_out_channel": 32,
                       "depthwise_separable_out_channel": 32, "nemo_conv_channels": 32, "input_size": 80, "audio_token_id": audio_id},
-    )  # fmt: skip
+    )
     model = transformers.Phi4MultimodalForCausalLM(config)
     favour_words(model, len(specials) + 1)
     end = tokenizer.convert_tokens_to_ids("<|end|>")

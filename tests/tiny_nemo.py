@@ -14,13 +14,13 @@ from typing import Any
 SENTENCES = [
     "the cat sat on the mat", "one two three four five six seven", "a dog ran to the house",
     "speech test of the system", "seven cats and one dog sat on a mat", "the house of the dog",
-]  # fmt: skip
+]
 
 # Canary's prompt tokens (spl_tokens tokenizer): languages, tasks and the canary2 slots.
 CANARY_SPECIALS = [
     "<|en|>", "<|de|>", "<|transcribe|>", "<|translate|>", "<|startofcontext|>", "<|emo:undefined|>",
     "<|itn|>", "<|noitn|>", "<|timestamp|>", "<|notimestamp|>", "<|diarize|>", "<|nodiarize|>",
-]  # fmt: skip
+]
 
 
 def _fastconformer(feat_in: int, d_model: int) -> dict[str, Any]:
@@ -28,13 +28,13 @@ def _fastconformer(feat_in: int, d_model: int) -> dict[str, Any]:
     return {"_target_": "nemo.collections.asr.modules.ConformerEncoder", "feat_in": feat_in, "n_layers": 1, "d_model": d_model,
             "subsampling": "dw_striding", "subsampling_factor": 8, "subsampling_conv_channels": 16, "ff_expansion_factor": 2,
             "self_attention_model": "rel_pos", "n_heads": 2, "conv_kernel_size": 9, "dropout": 0.0, "dropout_pre_encoder": 0.0,
-            "dropout_emb": 0.0, "dropout_att": 0.0}  # fmt: skip
+            "dropout_emb": 0.0, "dropout_att": 0.0}
 
 
 def _preprocessor(features: int) -> dict[str, Any]:
     return {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
             "features": features, "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0,
-            "normalize": "per_feature"}  # fmt: skip
+            "normalize": "per_feature"}
 
 
 # The preprocessor every Parakeet / FastConformer / Canary checkpoint of the line-up ships (their
@@ -42,7 +42,7 @@ def _preprocessor(features: int) -> dict[str, Any]:
 # dither 1e-5 (NeMo applies it in training only), no padding to a multiple of frames.
 REAL_PREPROCESSOR = {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000,
                      "normalize": "per_feature", "window_size": 0.025, "window_stride": 0.01, "window": "hann", "features": 80,
-                     "n_fft": 512, "log": True, "frame_splicing": 1, "dither": 1.0e-05, "pad_to": 0, "pad_value": 0.0}  # fmt: skip
+                     "n_fft": 512, "log": True, "frame_splicing": 1, "dither": 1.0e-05, "pad_to": 0, "pad_value": 0.0}
 
 def _sentencepiece(folder: Path, vocab_size: int) -> Path:
     """A BPE sentencepiece tokenizer trained on ``SENTENCES`` (NeMo's own trainer)."""
@@ -96,7 +96,7 @@ def build_canary(out: Path, prompt_format: str) -> Path:
                 "tokenizers": None}},
         "loss": {"_target_": "nemo.collections.common.losses.smoothed_cross_entropy.SmoothedCrossEntropyLoss",
             "label_smoothing": 0.0},
-    }  # fmt: skip
+    }
     # NeMo keeps the last restore_from's path in a process-wide AppState; a model built from a config
     # afterwards would look for a timestamps model in that archive's (deleted) folder.
     AppState().model_restore_path = None
@@ -168,7 +168,7 @@ def build_salm(out: Path, llm: Path, pretrained_llm: str = "Qwen/Qwen3-1.7B") ->
         "perception": {"target": "nemo.collections.speechlm2.modules.perception.AudioPerceptionModule",
             "preprocessor": _preprocessor(32), "encoder": _fastconformer(32, hidden), "modality_adapter": adapter,
             "output_dim": hidden},
-    }  # fmt: skip
+    }
     torch.manual_seed(0)
     model = SALM(cfg)
     # The output head is tied to the embeddings; a random one mostly picks a special or whitespace
@@ -200,7 +200,7 @@ PARAKEET_KINDS: dict[str, tuple[str, tuple[str, int], dict[str, Any]]] = {
     # parakeet-tdt_ctc-110m: hybrid, the TDT decoder is the default one
     "tdt-ctc": ("EncDecHybridRNNTCTCBPEModel", ("dw_striding", 8),
                 {"strategy": "greedy_batch", "model_type": "tdt", "durations": TDT_DURATIONS, "greedy": {"max_symbols": 10}}),
-}  # fmt: skip
+}
 
 
 def build_parakeet(out: Path, kind: str) -> Path:
@@ -235,9 +235,9 @@ def build_parakeet(out: Path, kind: str) -> Path:
         tdt = kind in ("tdt", "tdt-ctc")
         cfg["decoder"] = {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 16, "pred_rnn_layers": 1}}
         cfg["joint"] = {"_target_": "nemo.collections.asr.modules.RNNTJoint", "num_extra_outputs": len(TDT_DURATIONS) if tdt else 0,
-                        "jointnet": {"joint_hidden": 16, "activation": "relu"}}  # fmt: skip
+                        "jointnet": {"joint_hidden": 16, "activation": "relu"}}
         cfg["loss"] = ({"loss_name": "tdt", "tdt_kwargs": {"durations": TDT_DURATIONS, "sigma": 0.02, "omega": 0.1}} if tdt
-                       else {"loss_name": "default"})  # fmt: skip
+                       else {"loss_name": "default"})
         if kind == "tdt-ctc":
             cfg["aux_ctc"] = {"decoder": ctc_decoder, "decoding": {"strategy": "greedy"}, "ctc_loss_weight": 0.3}
     AppState().model_restore_path = None

@@ -41,7 +41,7 @@ def build_granite_speech(out: Path, lora: bool = False, template: str = "4.0") -
         "Knowledge Cutoff Date: April 2024. Today's Date: December 19, 2024. You are Granite, developed by IBM.",
         "You are a helpful AI assistant You are a helpful assistant. Please ensure responses are professional, accurate, and safe.",
         "can you transcribe the speech into a written format? system user assistant",
-    ]).split()  # fmt: skip
+    ]).split()
     tokenizer = word_tokenizer(specials, extra_words=8, bos="<|end_of_text|>", eos="<|end_of_text|>", pad="<|end_of_text|>",
                                words=tuple(prompt_words))
     tokenizer.chat_template = granite_template(template)
@@ -51,7 +51,7 @@ def build_granite_speech(out: Path, lora: bool = False, template: str = "4.0") -
         "feature_extractor_type": "GraniteSpeechFeatureExtractor", "feature_size": 80, "melspec_kwargs": mel,
         "padding_side": "right", "padding_value": 0.0, "processor_class": "GraniteSpeechProcessor", "projector_downsample_rate": 5,
         "projector_window_size": 15, "return_attention_mask": False, "sampling_rate": 16000,
-    }, indent=2))  # fmt: skip
+    }, indent=2))
     (out / "processor_config.json").write_text(json.dumps({"audio_token": "<|audio|>", "processor_class": "GraniteSpeechProcessor"}))
     eos = tokenizer.eos_token_id
     torch.manual_seed(0)
@@ -65,7 +65,7 @@ def build_granite_speech(out: Path, lora: bool = False, template: str = "4.0") -
                           "intermediate_size": 64, "encoder_hidden_size": 32, "cross_attention_frequency": 1,
                           "max_position_embeddings": 64},
         audio_token_index=tokenizer.convert_tokens_to_ids("<|audio|>"), has_lora_adapter=lora, downsample_rate=5, window_size=15,
-    )  # fmt: skip
+    )
     model = transformers.GraniteSpeechForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = eos
@@ -98,5 +98,5 @@ def write_lora(folder: Path, model: Any, targets: list[str], base: str, prefix: 
     (folder / "adapter_config.json").write_text(json.dumps({
         "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base, "r": rank, "lora_alpha": 2 * rank,
         "lora_dropout": 0.0, "bias": "none", "target_modules": pattern, "inference_mode": True, "fan_in_fan_out": False,
-    }, indent=2))  # fmt: skip
+    }, indent=2))
     return folder

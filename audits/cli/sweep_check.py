@@ -75,7 +75,7 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
     for n, a in answers.items():
         reasons = "\n".join(f"- {p}" for p in a["problems"]) if len(a.get("problems") or ()) > 1 else str(a["reason"])
         row = [n, str(a.get("family", "—")), str(a.get("extra", "")), str(a.get("weights", "?")), "yes" if a["runnable"] else "no",
-               escape(str(a["where"])), escape(reasons)]  # fmt: skip
+               escape(str(a["where"])), escape(reasons)]
         if smoke:
             s = a.get("smoke") or {}
             verdict = "ok" if s.get("ok") else ("skipped" if s.get("ok") is None else "FAILED")

@@ -44,7 +44,7 @@ DEFAULT_LABEL_MAP: dict[str, str] = {
     "fru": "frustrated", "frustrated": "frustrated", "frustration": "frustrated",
     "con": "contempt", "contempt": "contempt",
     "oth": "other", "other": "other", "xxx": "other", "unk": "unknown", "<unk>": "unknown", "unknown": "unknown",
-}  # fmt: skip
+}
 
 
 class LabelMap:

@@ -75,7 +75,7 @@ EMOTION_KEYS = {
     "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",
     "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "contrast_definition", "derive_labels", "min_confidence",
     "batch_size", "warmup", "backend_options", "judges",
-}  # fmt: skip
+}
 PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
 AROUSAL_LEVELS = {"high": 1.0, "neutral": 0.0, "mid": 0.0, "medium": 0.0, "low": -1.0}
 # Expected arousal of canonical categories (after the label map), used when the recipe gives none.
@@ -120,7 +120,7 @@ class EmotionConfig:
             "contrast_definition": self.contrast_definition, "derive_labels": self.derive_labels,
             "min_confidence": self.min_confidence, "batch_size": self.batch_size, "warmup": self.warmup,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
-        }  # fmt: skip
+        }
 
     def make_label_map(self) -> LabelMap:
         if isinstance(self.label_map, str):
@@ -526,7 +526,7 @@ def score_emotion_backend(
         res = evaluate_emotion(
             outputs, backend=name, ref_labels=ref_labels or None, ref_dims=ref_dims or None, label_map=lm,
             utt_labels=slice_labels, unmapped=cfg.unmapped, dim_map=cfg.dim_map, comparison_min_gap=cfg.comparison_min_gap,
-        )  # fmt: skip
+        )
         entry.update(res.to_dict())
     except AuditError as exc:
         entry["status"] = "error"

@@ -125,7 +125,7 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path, engi
         entry["separation"] = sep
         rows = [{"arm": c.arm, "clip_id": c.clip_id, "pair": c.pair, "likelihood": s, "status": t,
             "raw": None if isinstance(r, BaseException) else r.raw[:200]}
-                for c, s, t, r in zip(heard, score, status, results)]  # fmt: skip
+                for c, s, t, r in zip(heard, score, status, results)]
         entry["rows_path"] = write_rows(rows_path(out_dir, ".", name, TASK), rows)
         entry["sample"] = {"max_items": cfg.max_items, "what": "the first max_items generic renditions and their real clips"}
         out[name] = entry

@@ -87,7 +87,7 @@ def hosted_usage_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, st
         return []
     body = ["<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache "
         "hits</th>"
-            "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"]  # fmt: skip
+            "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"]
     for name, u in rows.items():
         price = u.get("price_per_audio_hour_usd")
         rtfx = u.get("api_rtfx")

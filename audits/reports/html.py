@@ -146,9 +146,10 @@ def failed_examples(table: pd.DataFrame, n: int = 3) -> dict[str, list[dict[str,
 # The data behind the page
 # --------------------------------------------------------------------------------------------
 
-_MODEL_KEYS = ("status", "backend", "wer", "ci95", "not_testable", "cer", "cer_ci95", "rtfx", "n_utts", "n_failed", "n_words", "audio_s",
-               "infer_s",
-               "batch_size", "device", "dtype", "warmup_batches", "params_m", "tags", "error", "run")
+_MODEL_KEYS = tuple(
+    "status backend wer ci95 not_testable cer cer_ci95 rtfx n_utts n_failed n_words audio_s infer_s batch_size device dtype warmup_batches "
+    "params_m tags error run".split()
+)
 _SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 

@@ -24,7 +24,7 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
     if task == "same_speaker":
         text = (f"accuracy {_rate(e.get('accuracy'))}, false accept {_rate(e.get('false_accept_rate'))}, "
                 f"false reject {_rate(e.get('false_reject_rate'))} on {e.get('n_target', 0)} target + {e.get('n_nontarget', 0)} non-target "
-                    f"trials")  # fmt: skip
+                    f"trials")
         same = e.get("on_judged_trials") or {}
         if same:
             text += "; embedding backends on the same trials: " + ", ".join(

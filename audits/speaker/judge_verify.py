@@ -102,13 +102,13 @@ def judge_speaker_trials(
             clip_errors=dict(sorted(run.clip_errors().items())[:20]),
             sample={"max_items": cfg.max_items, "seed": cfg.seed, "balanced_over": "label"},
             decision="answer 'same' = accept (enroll clip as A, test clip as B)",
-        )  # fmt: skip
+        )
         judged = [t for t, _ in answered]
         entry["on_judged_trials"] = {
             b: fig for b, e in sorted(backend_results.items()) if isinstance(e, Mapping) and (fig := _backend_on(judged, e)) is not None
         }
         rows = [{"label": t.label, "enroll": t.enroll, "test": t.test, "answer": answer_value(r), "status": answer_status(r),
-                 "raw": None if isinstance(r, BaseException) else r.raw[:200]} for t, r in zip(usable, results)]  # fmt: skip
+                 "raw": None if isinstance(r, BaseException) else r.raw[:200]} for t, r in zip(usable, results)]
         entry["rows_path"] = write_rows(rows_path(out_dir, "speaker", name, TASK), rows)
         out[name] = entry
     return out

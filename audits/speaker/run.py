@@ -71,7 +71,7 @@ SPEAKER_KEYS = {
     "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",
     "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips", "judges",
     "backend_options", "subsets",
-}  # fmt: skip
+}
 COHORT_MODES = (None, "s-norm", "as-norm")
 MIN_NOTE_TRIALS = 20  # slices with fewer target or non-target trials are too noisy for a note
 CRITERIA = ("eer", "min_dcf", "accuracy")
@@ -111,7 +111,7 @@ class SpeakerConfig:
             "batch_size": self.batch_size, "warmup": self.warmup, "combined_clips": self.combined_clips,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
             "subsets": {k: {f: list(v) for f, v in flt.items()} for k, flt in self.subsets.items()},
-        }  # fmt: skip
+        }
 
 
 def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -427,7 +427,7 @@ def write_combined_clips(
         rec = {
             "utt_id": cid, "audio_filepath": str(path), "duration": round(len(x) / SAMPLE_RATE, 6), "text": "",
             "parent_id": t.enroll, "same_speaker": str(t.label), "derivation": combined_trial_derivation(t),
-        }  # fmt: skip
+        }
         lines.append(json.dumps(rec, sort_keys=True))
     atomic_write_text(folder / "manifest.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     return {"n_clips": len(lines), "manifest": str(folder / "manifest.jsonl"), "skipped": skipped}
@@ -442,7 +442,7 @@ def _dropped_trials(
         bad = [u for u in (t.enroll, t.test) if u not in embedded]
         if bad:
             dropped.append({"label": t.label, "enroll": t.enroll, "test": t.test,
-                            "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad)})  # fmt: skip
+                            "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad)})
         else:
             keep.append(t)
     return keep, dropped
@@ -495,7 +495,7 @@ def score_speaker_backend(
             threshold=cfg.threshold, threshold_criterion=cfg.threshold_criterion, dev_fraction=cfg.dev_fraction,
             seed=cfg.seed, cohort=cohort, top_k=top_k, p_target=cfg.p_target,
             slice_keys=None if cfg.slice_keys is None else list(cfg.slice_keys),
-        )  # fmt: skip
+        )
     except AuditError as exc:
         base["status"] = "error"
         base["error"] = str(exc)

@@ -43,14 +43,14 @@ from typing import Any
 SAFETENSORS_BITS = {
     "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
     "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-}  # fmt: skip
+}
 #: a header larger than this is not a real checkpoint's (the format caps it at 100 MB)
 MAX_HEADER_BYTES = 100_000_000
 #: files a tokenizer can be built from (any one suffices, with the pairs below)
 VOCAB_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt")
 #: configs whose ``auto_map`` makes transformers import the checkpoint's own code
 CODE_CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
-                "feature_extractor_config.json")  # fmt: skip
+                "feature_extractor_config.json")
 #: tokenizer classes that read ``vocab.json`` together with ``merges.txt`` when there is no tokenizer.json
 _BPE_CLASSES = re.compile(r"GPT2|Whisper|Qwen2|Roberta|Bart|CLIP|CodeGen|Bloom|Moshi", re.IGNORECASE)
 REMOTE_CODE_FIX = ("add 'trust_remote_code: true' to the model's registry entry (models/*.yaml of the configuration tree) "

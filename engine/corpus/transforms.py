@@ -93,7 +93,7 @@ def render_emotion(x: np.ndarray, sr: int, prosody: Prosody, seed: int = 0) -> t
         out = call(
             sound, "Change gender", PSOLA_PITCH_FLOOR_HZ, PSOLA_PITCH_CEILING_HZ, 1.0,
             float(median * prosody.pitch), float(prosody.pitch_range), float(1.0 / prosody.rate),
-        )  # fmt: skip
+        )
     finally:
         parselmouth.praat.run("random_initializeSafelyAndUnpredictably ()")
     y = np.asarray(out.values[0], dtype=np.float32)

@@ -157,7 +157,7 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
     if not active.any():
         d.update({k: nan for k in ("speech_s", "rms_db", "f0_mean_hz", "f0_median_hz", "f0_p5_hz", "f0_p95_hz",
                                    "f0_range_st", "f0_std_st", "f0_level_st", "voiced_fraction", "syllable_rate",
-                                   "n_syllable_nuclei", "zcr", "spectral_centroid_hz")})  # fmt: skip
+                                   "n_syllable_nuclei", "zcr", "spectral_centroid_hz")})
         d.update({f"mfcc_mean_{k}": nan for k in range(N_MFCC)})
         return d
     idx = np.flatnonzero(active)
@@ -177,7 +177,7 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
             "f0_mean_hz": float(fv.mean()), "f0_median_hz": float(np.median(fv)), "f0_p5_hz": float(p5),
             "f0_p95_hz": float(p95), "f0_range_st": float(12 * np.log2(p95 / p5)), "f0_std_st": float(st.std()),
             "f0_level_st": float(12 * np.log2(np.median(fv) / 100.0)),
-        })  # fmt: skip
+        })
     else:
         d.update({k: nan for k in ("f0_mean_hz", "f0_median_hz", "f0_p5_hz", "f0_p95_hz", "f0_range_st", "f0_std_st", "f0_level_st")})
 

@@ -131,7 +131,7 @@ class EncoderDecoderFamily(FamilyLoader):
 
     def _cohere(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
         inputs = self.processor(audio=list(clips), sampling_rate=SAMPLE_RATE, language=self._language(),
-            punctuation=self.options["punctuation"], return_tensors="pt")  # fmt: skip (a boolean: the typed option layer checked it)
+            punctuation=self.options["punctuation"], return_tensors="pt")  # a boolean: the typed option layer checked it
         chunk_index = list(inputs.pop("audio_chunk_index"))
         rows = self._generate(inputs, {"max_new_tokens": _COHERE_MAX_NEW_TOKENS})
         eos = self._eos()

@@ -69,7 +69,7 @@ class GraniteFeatureConfig:
         saved = values.get("melspec_kwargs")
         if isinstance(saved, Mapping):
             used = {"sample_rate": cfg.sampling_rate, "n_fft": cfg.n_fft, "win_length": cfg.win_length,
-                    "hop_length": cfg.hop_length, "n_mels": cfg.n_mels}  # fmt: skip
+                    "hop_length": cfg.hop_length, "n_mels": cfg.n_mels}
             differ = {k: v for k, v in saved.items() if k in used and v != used[k]}
             if differ:
                 log.warning("%s: melspec_kwargs %s differ from the values transformers' extractor uses (%s); using the latter",
@@ -89,7 +89,7 @@ class GraniteLogMel:
         bank = mel_filter_bank(
             num_frequency_bins=config.n_fft // 2 + 1, num_mel_filters=config.n_mels, min_frequency=0.0,
             max_frequency=float(config.sampling_rate // 2), sampling_rate=config.sampling_rate, norm=None, mel_scale="htk",
-        )  # fmt: skip
+        )
         self.bank = torch.from_numpy(np.asarray(bank, dtype=np.float32))  # (n_freqs, n_mels)
 
     def mel(self, audio: Any) -> Any:
@@ -98,7 +98,7 @@ class GraniteLogMel:
         spec = torch.stft(
             audio.float(), n_fft=cfg.n_fft, hop_length=cfg.hop_length, win_length=cfg.win_length, window=self.window,
             center=True, pad_mode="reflect", normalized=False, onesided=True, return_complex=True,
-        ).abs().pow(2.0)  # fmt: skip
+        ).abs().pow(2.0)
         return torch.matmul(spec.transpose(-1, -2), self.bank).transpose(-1, -2)
 
     def embed_sizes(self, lengths: Sequence[int]) -> list[int]:

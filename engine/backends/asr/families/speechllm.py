@@ -66,7 +66,7 @@ _CARDS: dict[str, dict[str, Any]] = {
     "voxtral": {"style": "voxtral", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
     # prompt None: the processor's default_transcription_prompt (the checkpoint's processor_config.json)
     "glmasr": {"style": "glmasr", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
-}  # fmt: skip
+}
 #: Phi-4-multimodal's turn end: the leaderboard stops each answer at it (or at the tokenizer's eos)
 PHI4_STOP = "<|end|>"
 
@@ -137,7 +137,7 @@ class SpeechLLMFamily(FamilyLoader):
             return None
         found = cached_file(source, "adapter_config.json", subfolder=folder, revision=common.get("revision"),
                             local_files_only=bool(common.get("local_files_only")), _raise_exceptions_for_missing_entries=False,
-                            _raise_exceptions_for_connection_errors=False)  # fmt: skip
+                            _raise_exceptions_for_connection_errors=False)
         if found is None:
             return None
         need, have = _peft_versions()
@@ -227,7 +227,7 @@ class SpeechLLMFamily(FamilyLoader):
                  "chat": "processor chat template with an audio part",
                  "voxtral": "processor.apply_transcription_request",
                  "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
-                 "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
+                 "glmasr": "processor.apply_transcription_request"}[self.card["style"]]
         prompt = self.prompt()
         if self.card["style"] == "glmasr" and prompt is None and self.processor is not None:
             prompt = str(getattr(self.processor, "default_transcription_prompt", "") or "") or None

@@ -124,7 +124,7 @@ class WhisperFamily(FamilyLoader):
                 feats = extractor(clip, sampling_rate=SAMPLE_RATE, truncation=False, padding="longest", return_attention_mask=True,
                     return_tensors="pt")
                 out = self.model.generate(feats.input_features.to(self.device, self.model.dtype),
-                    attention_mask=feats.attention_mask.to(self.device), return_timestamps=True, **kwargs)  # fmt: skip
+                    attention_mask=feats.attention_mask.to(self.device), return_timestamps=True, **kwargs)
                 rows[i] = [list(map(int, out[0].cpu().tolist()))]
         return rows
 
