@@ -66,8 +66,13 @@ class JudgeConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backends": list(self.backends), "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
-                "max_items": self.max_items, "seed": self.seed, **dict(self.extra)}
+        return {
+            "backends": list(self.backends),
+            "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
+            "max_items": self.max_items,
+            "seed": self.seed,
+            **dict(self.extra),
+        }
 
 
 def parse_judge_config(raw: Any, where: str, extra_keys: Sequence[str] = ()) -> JudgeConfig | None:
@@ -203,13 +208,19 @@ def ask_judges(
         units = []
         for it in unique.values():
             inputs = {"clips": [[u.utt_id, *stamps[(u.utt_id, None if r is None else str(r))]] for u, r in it.clips], "args": dict(it.args)}
-            payload = {"method": method, "clips": [clip_location(u, r) for u, r in it.clips], "args": dict(it.args),
-                       "decode": decode_facts, "settings_digest": sdigest}
+            payload = {
+                "method": method,
+                "clips": [clip_location(u, r) for u, r in it.clips],
+                "args": dict(it.args),
+                "decode": decode_facts,
+                "settings_digest": sdigest,
+            }
             cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
             units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
         concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
-        spec = WorkerSpec(name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency,
-                          max_actors=1)  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
+        spec = WorkerSpec(
+            name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency, max_actors=1
+        )  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
         passes.append(KeyedPass(store, (spec,), tuple(units)))
         runs[name] = JudgeRun(name, "ok", info)
     outcome = engine.run_keyed(passes) if passes else None
@@ -234,8 +245,9 @@ def ask_judges(
             elif "clip_errors" in got:
                 run.results.append(ClipUnreadable(dict(got["clip_errors"])))
             else:
-                run.results.append(JudgeAnswer(str(got["task"]), got["value"], bool(got["parsed"]), str(got["raw"]),
-                                               bool(got.get("cached"))))
+                run.results.append(
+                    JudgeAnswer(str(got["task"]), got["value"], bool(got["parsed"]), str(got["raw"]), bool(got.get("cached")))
+                )
     return runs
 
 
@@ -248,8 +260,11 @@ def judge_entry(name: str, facts: Mapping[str, Any], task: str, ids: Sequence[st
     """The fields every judge result has: what was asked of whom, answered, unparseable, failed.
 
     ``facts`` are the judge's (``JudgeRun.facts``: judge info, runner and placement, usage)."""
-    failed = {i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}" for i, r in zip(ids, results)
-              if isinstance(r, BaseException)}
+    failed = {
+        i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}"
+        for i, r in zip(ids, results)
+        if isinstance(r, BaseException)
+    }
     answers = [r for r in results if not isinstance(r, BaseException)]
     unparseable = [a for a in answers if a.value is None]
     info = dict(facts)

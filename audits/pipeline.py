@@ -67,7 +67,9 @@ def _corpus_subset(path: Path) -> str | None:
 
 
 def open_recipe_dataset(
-    recipe: Recipe, shard_size: int | None = None, corpus_progress: Callable[[int, int], None] | None = None,
+    recipe: Recipe,
+    shard_size: int | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
 ) -> Dataset:
     """Open (and fingerprint) the recipe's dataset; the built-in demo corpus is built first when absent."""
     path = recipe.dataset.path
@@ -75,8 +77,9 @@ def open_recipe_dataset(
         path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
     else:
         path = str(resolve_relative(path))  # recipe paths may be relative to the source checkout
-    return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit,
-        **dict(recipe.dataset.options))
+    return open_dataset(
+        path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options)
+    )
 
 
 def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
@@ -105,8 +108,10 @@ def check_clip_ids(dataset: Dataset) -> None:
     for sid in dataset.shard_ids:
         for uid in dataset.shard_index(sid).utt_ids:
             if uid in seen:
-                raise ConfigError(f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
-                    f"{sid}); every clip's id must be unique")
+                raise ConfigError(
+                    f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
+                    f"{sid}); every clip's id must be unique"
+                )
             seen[uid] = sid
 
 
@@ -133,8 +138,9 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation
     try:
         old = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: "
-            "use a new --out directory") from None
+        raise ConfigError(
+            f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: use a new --out directory"
+        ) from None
     if not isinstance(old, dict):
         raise ConfigError(f"{meta_path} is not a run record (a JSON object); use a new --out directory")
     key = "source_fingerprint" if before_derivation else "dataset_fingerprint"
@@ -144,13 +150,21 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation
             "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
-        raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new "
-            f"--out")
+        raise ConfigError(
+            f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out"
+        )
 
 
 def score_run(
-    out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
-    extra: Mapping[str, Any] | None = None, *, rows_sha256: str | None = None, normalizer: Normalizer | None = None,
+    out: Path,
+    recipe: Recipe,
+    table: pd.DataFrame,
+    dataset_desc: Mapping[str, Any],
+    facts: Mapping[str, Mapping[str, Any]],
+    extra: Mapping[str, Any] | None = None,
+    *,
+    rows_sha256: str | None = None,
+    normalizer: Normalizer | None = None,
 ) -> RunResult:
     """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
 
@@ -189,7 +203,10 @@ def score_run(
 
 
 def score_run_dir(
-    out: Path, recipe: Recipe, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    recipe: Recipe,
+    dataset_desc: Mapping[str, Any],
+    facts: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
 ) -> Summary:
     """(Re)score a run directory's ``utterances.parquet``: ``summary.json``, reports and exports (its summary)."""
@@ -254,8 +271,9 @@ def run_audit(
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     source_fingerprint = dataset.fingerprint
-    check_run_dir(out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset
-        for sec, _ in parsed))
+    check_run_dir(
+        out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset for sec, _ in parsed)
+    )
     # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
     dec = decode_options(recipe)
@@ -266,8 +284,16 @@ def run_audit(
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
-        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "source_fingerprint": source_fingerprint,
-            "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
+        json.dumps(
+            {
+                "recipe": recipe.name,
+                "dataset_fingerprint": dataset.fingerprint,
+                "source_fingerprint": source_fingerprint,
+                "normalizer": recipe.normalizer,
+                "normalizer_version": normalizer.version,
+            },
+            indent=2,
+        ),
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
@@ -290,8 +316,14 @@ def run_audit(
         rows_sha256 = store.table_sha256  # taken while utterances.parquet was written: never read back to fingerprint it
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
             ctx = SectionContext(
-                dataset=views.dataset(sec.reads), asr_models=tuple(specs), out_dir=out, load_rows=views.loader(sec.reads, table),
-                progress=progress, decode_options=dec, recipe_name=recipe.name, engine=engine,
+                dataset=views.dataset(sec.reads),
+                asr_models=tuple(specs),
+                out_dir=out,
+                load_rows=views.loader(sec.reads, table),
+                progress=progress,
+                decode_options=dec,
+                recipe_name=recipe.name,
+                engine=engine,
             )
             sections[sec.key] = sec.run(cfg, ctx)
             del ctx
@@ -304,8 +336,14 @@ def run_audit(
     return score_run(out, recipe, table, dataset_desc, facts, sections, rows_sha256=rows_sha256, normalizer=normalizer)
 
 
-def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],
-        dataset: Dataset, dec: DecodeOptions, views: ClipViews | None = None) -> list[PassRequest]:
+def joint_passes(
+    engine: EngineOptions,
+    parsed: Sequence[tuple[AuditSection[Any], Any]],
+    specs: Sequence[ModelSpec],
+    dataset: Dataset,
+    dec: DecodeOptions,
+    views: ClipViews | None = None,
+) -> list[PassRequest]:
     """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
 
     Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
@@ -322,13 +360,15 @@ def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any]
     keep = [r for r in requests if names.count(r.spec.name) == 1]
     for r in requests:
         if r not in keep:
-            log.info("%s backend '%s' shares its name with another pass of this run; it runs in its own section pass", r.spec.kind,
-                r.spec.name)
+            log.info(
+                "%s backend '%s' shares its name with another pass of this run; it runs in its own section pass", r.spec.kind, r.spec.name
+            )
     return keep if len(specs) + len(keep) >= 2 else []
 
 
-def check_section_passes(recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]],
-        specs: Sequence[ModelSpec], dataset: Dataset) -> None:
+def check_section_passes(
+    recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec], dataset: Dataset
+) -> None:
     """A plug-in runner runs the ASR pass only: refuse a recipe whose sections run passes of their
     own on one before any model loads, rather than when the first such pass is due."""
     if engine.kind in ENGINE_KINDS:

@@ -55,8 +55,14 @@ def inprocess_runner(
     from engine.run.runner import InProcessRunner
 
     return InProcessRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
+        dataset,
+        specs,
+        store,
+        warmup=recipe.warmup,
+        decode_options=decode_options(recipe),
+        progress=progress,
+        max_models_loaded=engine.max_models_loaded,
+        memory_budget_mb=engine.memory_budget_mb,
     )
 
 
@@ -67,8 +73,16 @@ def ray_runner(
     from engine.run.ray_runner import RayRunner
 
     return RayRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
+        dataset,
+        specs,
+        store,
+        warmup=recipe.warmup,
+        decode_options=decode_options(recipe),
+        progress=progress,
+        address=engine.address,
+        workers=engine.workers,
+        max_retries=engine.max_retries,
+        unit_timeout_s=engine.unit_timeout_s,
         runtime_env=engine.runtime_env,
     )
 
@@ -81,8 +95,9 @@ def check_runner(kind: str) -> None:
         raise ConfigError(f"--engine: {exc}") from None
 
 
-def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe,
-        progress: ProgressFn | None) -> Runner:
+def make_runner(
+    engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
+) -> Runner:
     """The runner registered under ``engine.kind``, built for this run."""
     check_runner(engine.kind)
     return RUNNERS.get(engine.kind)(engine, dataset, specs, store, recipe, progress)

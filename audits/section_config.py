@@ -42,8 +42,7 @@ def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tu
     return names
 
 
-def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str,
-        registry: Any = None) -> dict[str, dict[str, Any]]:
+def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str, registry: Any = None) -> dict[str, dict[str, Any]]:
     """``backend_options``: backend name -> options mapping; names must be among ``backends``.
 
     ``num_gpus``, ``num_cpus`` and ``memory_mb`` in a backend's options size its engine actors

@@ -88,13 +88,29 @@ class EngineOptions:
             from engine.run.ray_runner import RayRunner
 
             return RayRunner(
-                dataset, list(specs), store, warmup=warmup, warmups=warmups, decode_options=dec, progress=progress,
-                address=self.address, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
+                dataset,
+                list(specs),
+                store,
+                warmup=warmup,
+                warmups=warmups,
+                decode_options=dec,
+                progress=progress,
+                address=self.address,
+                workers=self.workers,
+                max_retries=self.max_retries,
+                unit_timeout_s=self.unit_timeout_s,
                 runtime_env=self.runtime_env,
             )
         return InProcessRunner(
-            dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
-            max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb, warmups=warmups,
+            dataset,
+            list(specs),
+            store,
+            warmup=warmup,
+            decode_options=dec,
+            progress=progress,
+            max_models_loaded=self.max_models_loaded,
+            memory_budget_mb=self.memory_budget_mb,
+            warmups=warmups,
         )
 
     def run_keyed(self, passes: Sequence[KeyedPass], progress: KeyedProgress | None = None) -> KeyedOutcome:
@@ -111,8 +127,9 @@ class EngineOptions:
         if self.kind == "ray":
             started = self.start()
             try:
-                return run_ray(passes, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
-                    progress=progress)
+                return run_ray(
+                    passes, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s, progress=progress
+                )
             finally:
                 self.stop(started)
         return run_inprocess(passes, max_retries=self.max_retries, progress=progress)

@@ -96,11 +96,24 @@ def main() -> None:
                         process_unit(backend, model, s, d, spec.batch_size)
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 del backend._needs_fallback  # type: ignore[attr-defined]
-                run = {"cpu_s": cpu, "wall_s": wall, "cpu_rtfx": audio_s / cpu, "wall_rtfx": audio_s / wall,
-                    "clips_fell_back": fell_back["n"], "sampler_instances": backend.sampler_instances - built}  # type: ignore[attr-defined]
+                run = {
+                    "cpu_s": cpu,
+                    "wall_s": wall,
+                    "cpu_rtfx": audio_s / cpu,
+                    "wall_rtfx": audio_s / wall,
+                    "clips_fell_back": fell_back["n"],
+                    "sampler_instances": backend.sampler_instances - built,
+                }  # type: ignore[attr-defined]
                 runs[design].append(run)
-                log.info("%s round %d %s: CPU RTFx %.2f, wall RTFx %.2f, %d clips fell back", model, r + 1, design, run["cpu_rtfx"],
-                    run["wall_rtfx"], run["clips_fell_back"])
+                log.info(
+                    "%s round %d %s: CPU RTFx %.2f, wall RTFx %.2f, %d clips fell back",
+                    model,
+                    r + 1,
+                    design,
+                    run["cpu_rtfx"],
+                    run["wall_rtfx"],
+                    run["clips_fell_back"],
+                )
         backend.close()
         med = {d: {k: statistics.median(x[k] for x in v) for k in v[0]} for d, v in runs.items()}
         med["ratio"] = {k: med["after"][k] / med["before"][k] for k in ("cpu_rtfx", "wall_rtfx")}

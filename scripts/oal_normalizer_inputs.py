@@ -265,10 +265,17 @@ def build_inputs() -> list[dict[str, str]]:
     """Every input once, with the category of its first appearance."""
     rng = random.Random(SEED)
     groups = [
-        ("fillers", _cases_fillers(rng)), ("compounds", _cases_compounds(rng)), ("acronyms", _cases_acronyms(rng)),
-        ("names", _cases_names(rng)), ("numbers", _cases_numbers(rng)), ("currencies", _cases_currencies(rng)),
-        ("spellings", _cases_spellings(rng)), ("contractions", _cases_contractions(rng)),
-        ("punctuation", _cases_punctuation(rng)), ("unicode", _cases_unicode(rng)), ("pathological", _cases_pathological()),
+        ("fillers", _cases_fillers(rng)),
+        ("compounds", _cases_compounds(rng)),
+        ("acronyms", _cases_acronyms(rng)),
+        ("names", _cases_names(rng)),
+        ("numbers", _cases_numbers(rng)),
+        ("currencies", _cases_currencies(rng)),
+        ("spellings", _cases_spellings(rng)),
+        ("contractions", _cases_contractions(rng)),
+        ("punctuation", _cases_punctuation(rng)),
+        ("unicode", _cases_unicode(rng)),
+        ("pathological", _cases_pathological()),
         ("voxpopuli", _cases_voxpopuli()),
     ]
     out: list[dict[str, str]] = []

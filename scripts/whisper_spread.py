@@ -64,11 +64,20 @@ def main() -> None:
             first = next(iter(texts.values()))
             differ = sum(texts[key][u] != first[u] for u in first)
             out.setdefault(model, {})[key] = {
-                "wer": round(100 * errors / words, 2), "cpu_s": round(cpu, 1), "cpu_rtfx": round(audio / cpu, 2),
-                "clips_differing_from_first": differ
+                "wer": round(100 * errors / words, 2),
+                "cpu_s": round(cpu, 1),
+                "cpu_rtfx": round(audio / cpu, 2),
+                "clips_differing_from_first": differ,
             }
-            log.info("%-16s %-20s WER %6.2f %%  CPU %6.1f s  CPU-RTFx %5.2f  clips whose text differs from the first setting: %d",
-                     model, key, 100 * errors / words, cpu, audio / cpu, differ)
+            log.info(
+                "%-16s %-20s WER %6.2f %%  CPU %6.1f s  CPU-RTFx %5.2f  clips whose text differs from the first setting: %d",
+                model,
+                key,
+                100 * errors / words,
+                cpu,
+                audio / cpu,
+                differ,
+            )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 

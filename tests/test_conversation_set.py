@@ -183,8 +183,10 @@ def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set:
 
     def stored(root: Path) -> dict[str, Any]:
         base = root / "conversation" / "units"
-        return {str(p.relative_to(base)): {k: v for k, v in json.loads(p.read_text()).items() if k not in timing}
-                for p in sorted(base.rglob("*.json"))}
+        return {
+            str(p.relative_to(base)): {k: v for k, v in json.loads(p.read_text()).items() if k not in timing}
+            for p in sorted(base.rglob("*.json"))
+        }
 
     local, remote = stored(tmp_path / "local"), stored(tmp_path / "ray")
     assert len(local) == 4 and local == remote

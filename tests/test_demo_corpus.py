@@ -131,8 +131,12 @@ def test_design_is_balanced_and_one_channel_change_at_a_time() -> None:
     for p in children:
         parent = plans[p.parent or 0]
         assert p.emotion != "neutral" and parent.emotion == "neutral"
-        assert (parent.voice, parent.sentence, parent.background, parent.conversation) == (p.voice, p.sentence, p.background,
-            p.conversation)
+        assert (parent.voice, parent.sentence, parent.background, parent.conversation) == (
+            p.voice,
+            p.sentence,
+            p.background,
+            p.conversation,
+        )
     for p in plans:
         if p.conversation == "single":
             assert p.second_voice is None and not p.second_sentences

@@ -58,9 +58,13 @@ def _module_level_imports(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def test_no_module_imports_an_optional_package_when_imported() -> None:
-    offenders = [f"{path.relative_to(REPO)}:{line}: {name}"
-        for pkg in ("engine", "audits", "normalizers") for path in sorted((REPO / pkg).rglob("*.py"))
-        for line, name in _module_level_imports(path) if name in OPTIONAL]
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: {name}"
+        for pkg in ("engine", "audits", "normalizers")
+        for path in sorted((REPO / pkg).rglob("*.py"))
+        for line, name in _module_level_imports(path)
+        if name in OPTIONAL
+    ]
     assert not offenders, offenders
 
 
@@ -100,7 +104,12 @@ def test_the_demo_corpus_names_its_extra_before_synthesizing(hidden: set[str], t
     from engine.corpus.demo import build_demo_corpus
 
     hidden.add("parselmouth")
-    with pytest.raises(BackendUnavailable, match=re.escape("the demo corpus (its emotions are Praat prosody transforms) needs parselmouth, "
-            "which the 'demo' extra installs: pip install '.[demo]'")):
+    with pytest.raises(
+        BackendUnavailable,
+        match=re.escape(
+            "the demo corpus (its emotions are Praat prosody transforms) needs parselmouth, "
+            "which the 'demo' extra installs: pip install '.[demo]'"
+        ),
+    ):
         build_demo_corpus(tmp_path / "demo", subset="small")
     assert not (tmp_path / "demo").exists()  # refused before anything was written

@@ -22,9 +22,13 @@ WORKER = "tests.keyed_fixture:CountingWorker"
 def _pass(root: Path, log: Path, units: dict[str, dict[str, Any]], names: tuple[str, ...] = ("w",), **spec: Any) -> KeyedPass:
     workers = tuple(WorkerSpec(n, WORKER, {"calls": str(log), "name": n}, **spec) for n in names)
     return KeyedPass(
-        KeyedUnitStore(root, "test"), workers,
-        tuple(KeyedUnit(n, u, {"audio": p.get("stamp", "s0")}, {"opt": 1}, {"unit": u, **p}, float(p.get("cost", 1.0)))
-              for n in names for u, p in units.items()),
+        KeyedUnitStore(root, "test"),
+        workers,
+        tuple(
+            KeyedUnit(n, u, {"audio": p.get("stamp", "s0")}, {"opt": 1}, {"unit": u, **p}, float(p.get("cost", 1.0)))
+            for n in names
+            for u, p in units.items()
+        ),
     )
 
 
@@ -69,8 +73,11 @@ def test_a_refused_key_stops_the_worker_without_another_call(tmp_path: Path) -> 
 
 
 def test_a_worker_that_cannot_load_fails_its_units_with_the_load_error(tmp_path: Path) -> None:
-    p = KeyedPass(KeyedUnitStore(tmp_path, "test"), (WorkerSpec("w", WORKER, {"calls": str(tmp_path), "fail_load": True}),),
-                  (KeyedUnit("w", "u", {}, {}, {"unit": "u"}),))
+    p = KeyedPass(
+        KeyedUnitStore(tmp_path, "test"),
+        (WorkerSpec("w", WORKER, {"calls": str(tmp_path), "fail_load": True}),),
+        (KeyedUnit("w", "u", {}, {}, {"unit": "u"}),),
+    )
     out = run_inprocess([p])
     assert "weights missing" in out.failed[("test", "w", "u")] and out.facts[("test", "w")]["status"] == "load_failed"
 
@@ -100,8 +107,9 @@ def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(tmp_pat
     try:
         log = tmp_path / "calls-ray"
         gpu = _pass(tmp_path / "ray", log, units, names=("x", "y"), gpu_capable=True, placement={"num_cpus": 0.5})
-        cpu = _pass(tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True,
-                    placement={"num_gpus": 0, "num_cpus": 0.5})
+        cpu = _pass(
+            tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True, placement={"num_gpus": 0, "num_cpus": 0.5}
+        )
         out = EngineOptions(kind="ray").run_keyed([gpu, cpu])
     finally:
         if started:

@@ -46,8 +46,16 @@ def spoken() -> Dataset:
     utts = []
     for i, text in enumerate(TEXTS):
         x = synthesize(tts, text)
-        utts.append(Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE,
-                              speaker=f"s{i % 2}", labels={"accent": "x"}))
+        utts.append(
+            Utterance(
+                f"c{i}",
+                text,
+                audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"),
+                duration_s=len(x) / SAMPLE_RATE,
+                speaker=f"s{i % 2}",
+                labels={"accent": "x"},
+            )
+        )
     tts.close()
     tone = (0.1 * np.sin(np.arange(8000) * 0.05)).astype(np.float32)
     utts.append(Utterance("short", "Paris in 2016", audio_bytes=encode_audio(tone, SAMPLE_RATE, "FLAC"), duration_s=0.5))
@@ -64,6 +72,7 @@ def _timings(ds: Dataset, probes: Path, engine: EngineOptions) -> EngineTimings:
 
 def _in_driver(ds: Dataset, timings: EngineTimings, out: Path) -> MaskBuild:
     """The derivation in this process: decode and mask here, with the same timings."""
+
     def timings_for(u: Utterance, x: np.ndarray) -> Any:
         return timings.timings(u.utt_id, u.reference or "", len(x) / SAMPLE_RATE)
 
@@ -73,16 +82,24 @@ def _in_driver(ds: Dataset, timings: EngineTimings, out: Path) -> MaskBuild:
 def _written(build: MaskBuild) -> dict[str, Any]:
     """Everything the derivation wrote and reports: shard and skip files byte for byte, the rows, counts and a leak figure."""
     out = build.derived_dir
-    rows = {u.utt_id: (bytes(u.audio_bytes or b""), u.derivation_json(), u.duration_s, u.parent_id, u.speaker, dict(u.labels))
-            for s in open_dataset(out, "parquet").iter_shards() for u in s.utterances}
+    rows = {
+        u.utt_id: (bytes(u.audio_bytes or b""), u.derivation_json(), u.duration_s, u.parent_id, u.speaker, dict(u.labels))
+        for s in open_dataset(out, "parquet").iter_shards()
+        for u in s.utterances
+    }
     hyps = {("m", uid): ("Lisbon in 2016" if k % 2 else "") for k, uid in enumerate(sorted(build.derivations))}
     base = {("m", p): "Lisbon Berlin in 2016 at nine" for p in build.parents.values()}
     leak = gated_leak_rate(records_from_rows(build.derivations, build.parents, hyps, base, ["m"]), "silence").to_dict()
-    return {"shards": {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.parquet"))},
-            # libsndfile's error names the in-memory file object by its address, which differs from one decode to the next
-            "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()),
-            "rows": rows, "derivations": build.derivations, "parents": build.parents,
-            "counts": (build.n_clips, build.n_clips_masked, build.skip_counts()), "leak": leak}
+    return {
+        "shards": {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.parquet"))},
+        # libsndfile's error names the in-memory file object by its address, which differs from one decode to the next
+        "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()),
+        "rows": rows,
+        "derivations": build.derivations,
+        "parents": build.parents,
+        "counts": (build.n_clips, build.n_clips_masked, build.skip_counts()),
+        "leak": leak,
+    }
 
 
 @pytest.fixture
@@ -135,8 +152,7 @@ def test_other_audio_settings_derive_again(spoken: Dataset, tmp_path: Path, coun
     assert [uid for uid in rows1 if rows1[uid][0] != rows2[uid][0]] == ["c0~mask-0-noise", "c1~mask-0-noise"]
 
 
-def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: Dataset, tmp_path: Path,
-                                                                         count_runs: list[str]) -> None:
+def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: Dataset, tmp_path: Path, count_runs: list[str]) -> None:
     """The synthetic-voice probe's renditions (float WAV files): each comes back as the FLAC the shards hold, those of the
     masking source masked again, exactly as reading, encoding and masking them in the driver gave."""
     import soundfile as sf
@@ -168,15 +184,23 @@ def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: 
         if not mask:
             assert d.clips == [] and d.skips == []
             continue
-        masked, skips = mask_clip(Utterance(c.unit, c.utt.reference, audio_bytes=clean), x,
-                                  lambda c=c, x=x: timings.timings(c.unit, c.utt.reference or "", len(x) / SAMPLE_RATE), SETTINGS)
-        assert [(uid, data, Utterance("x", None, derivation=der).derivation_json()) for uid, data, der in d.clips] == \
-            [(m.utt_id, m.audio_bytes, m.derivation_json()) for m in masked]
+        masked, skips = mask_clip(
+            Utterance(c.unit, c.utt.reference, audio_bytes=clean),
+            x,
+            lambda c=c, x=x: timings.timings(c.unit, c.utt.reference or "", len(x) / SAMPLE_RATE),
+            SETTINGS,
+        )
+        assert [(uid, data, Utterance("x", None, derivation=der).derivation_json()) for uid, data, der in d.clips] == [
+            (m.utt_id, m.audio_bytes, m.derivation_json()) for m in masked
+        ]
         assert d.skips == skips
     assert len(made["c0~tts"].clips) == 3 and [s.reason for s in made["c2~tts"].skips] == ["no-maskable-word"]
     again, facts = derive_renditions(clips, timings, SETTINGS, tmp_path / "work", EngineOptions())
-    assert len(count_runs) == 3 and facts == {} and {k: (d.source, d.clips) for k, d in again.items()} == \
-        {k: (d.source, d.clips) for k, d in made.items()}
+    assert (
+        len(count_runs) == 3
+        and facts == {}
+        and {k: (d.source, d.clips) for k, d in again.items()} == {k: (d.source, d.clips) for k, d in made.items()}
+    )
 
 
 @pytest.fixture(scope="module")

@@ -43,8 +43,9 @@ def spoken(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     utts = []
     for i, text in enumerate(TEXTS):
         x = synthesize(tts, text)
-        utts.append(Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE,
-                              speaker=f"s{i % 2}"))
+        utts.append(
+            Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE, speaker=f"s{i % 2}")
+        )
     tts.close()
     return in_memory_dataset("spoken", "memory", "parquet", utts, shard_size=64, root=None)
 
@@ -90,6 +91,7 @@ def test_word_timings_on_the_engine_mask_exactly_as_the_model_called_directly(sp
     model = build_backend(spec)
     model.load()
     try:
+
         def direct(u: Utterance, x: np.ndarray) -> Any:
             words = model.transcribe_with_word_timestamps(x)
             return align_timings(u.reference or "", [(w.word, w.start, w.end) for w in words], len(x) / SAMPLE_RATE)
@@ -217,8 +219,9 @@ def test_speaker_encoder_units_equal_the_encoder_called_directly_and_resume(spok
 
 
 @pytest.mark.slow
-def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken: Dataset, tmp_path: Path,
-                                                                         ray_engine: EngineOptions) -> None:
+def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(
+    spoken: Dataset, tmp_path: Path, ray_engine: EngineOptions
+) -> None:
     pytest.importorskip("resemblyzer")
     files, emb = _render_and_embed(_voices(tmp_path / "local", EngineOptions()), spoken)
     remote = _voices(tmp_path / "ray", ray_engine)

@@ -155,7 +155,10 @@ BATCHES = [
 
 @pytest.mark.parametrize("batch,threads", BATCHES, ids=["pair-reversed", "eight-with-repeats", "three-at-1-thread"])
 def test_any_batch_in_any_order_gives_each_clip_its_alone_words(
-    batch: list[str], threads: int, clips: dict[str, np.ndarray], alone: dict[str, tuple[str, dict[str, float]]],
+    batch: list[str],
+    threads: int,
+    clips: dict[str, np.ndarray],
+    alone: dict[str, tuple[str, dict[str, float]]],
     shared: dict[int, FasterWhisperBackend],
 ) -> None:
     """Batches of 2 to 8 in other orders, repeats included, on a backend that decoded other batches
@@ -288,14 +291,26 @@ def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alo
     tokenizer = transformers.Wav2Vec2CTCTokenizer(
         str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|"
     )
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False,
-        return_attention_mask=False)
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False, return_attention_mask=False
+    )
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(tmp_path)
     torch.manual_seed(0)
     config = transformers.Wav2Vec2Config(
-        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, feat_extract_norm="group", do_stable_layer_norm=False, pad_token_id=0, apply_spec_augment=False,
+        vocab_size=len(letters),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="group",
+        do_stable_layer_norm=False,
+        pad_token_id=0,
+        apply_spec_augment=False,
     )
     model = transformers.Wav2Vec2ForCTC(config)
     with torch.no_grad():  # a random head mostly emits the blank: favour the letters
@@ -331,6 +346,7 @@ def test_moonshine_decodes_each_clip_alone_because_padding_reaches_its_encoder(a
     assert family.settings()["batching"].startswith("one clip per generate")
     rng = np.random.default_rng(0)
     clips = [(rng.standard_normal(int(SAMPLE_RATE * s)) * 0.3).astype(np.float32) for s in (0.7, 2.4)]
+
     def inputs(batch: list[np.ndarray]) -> Any:  # the processor call the loader makes for Moonshine
         return family.processor(audio=batch, sampling_rate=SAMPLE_RATE, padding="longest", return_attention_mask=True, return_tensors="pt")
 

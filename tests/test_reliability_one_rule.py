@@ -109,8 +109,15 @@ def test_a_64_channel_recording_is_refused_when_the_conversation_set_is_read(env
 
 
 def test_the_content_label_decides_speech_free_not_the_reference() -> None:
-    df = pd.DataFrame({"ok": True, "n_words": [0, 0, 2], "ref_norm": ["", "", "a b"], "hyp_norm": ["x y", "x y", "a b"],
-                       "content": ["speech", "speech-free", "speech"]})
+    df = pd.DataFrame(
+        {
+            "ok": True,
+            "n_words": [0, 0, 2],
+            "ref_norm": ["", "", "a b"],
+            "hyp_norm": ["x y", "x y", "a b"],
+            "content": ["speech", "speech-free", "speech"],
+        }
+    )
     add_row_flags(df)
     assert df["speech_free"].tolist() == [False, True, False], "a clip labelled speech is never a speech-free clip"
 

@@ -31,8 +31,9 @@ def word_timelines(draw: st.DrawFn) -> tuple[list[tuple[float, float, str]], flo
 
 @settings(max_examples=150, deadline=None)
 @given(word_timelines(), st.floats(2.0, 20.0), st.floats(0.0, 0.5), st.booleans())
-def test_stitching_never_drops_or_duplicates_words(timeline: tuple[list[tuple[float, float, str]], float], max_chunk: float, pad: float,
-        group: bool) -> None:
+def test_stitching_never_drops_or_duplicates_words(
+    timeline: tuple[list[tuple[float, float, str]], float], max_chunk: float, pad: float, group: bool
+) -> None:
     words, duration = timeline
     cfg = SegmentationConfig(max_chunk_s=max_chunk, pad_s=pad)
     # Regions as a VAD would see them: words, optionally fused across short gaps.

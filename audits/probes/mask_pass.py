@@ -66,8 +66,11 @@ def _drop_unvouched_files(store: KeyedUnitStore, audio_dir: Path, units: Iterabl
         if got is None:
             continue
         files = [c for t in got.get("targets") or [] for c in t.get("clips") or []] + ([got["source"]] if got.get("source") else [])
-        bad = [str(c["file"]) for c in files
-               if not (audio_dir / str(c["file"])).is_file() or file_sha256(audio_dir / str(c["file"])) != c["sha256"]]
+        bad = [
+            str(c["file"])
+            for c in files
+            if not (audio_dir / str(c["file"])).is_file() or file_sha256(audio_dir / str(c["file"])) != c["sha256"]
+        ]
         if bad:
             log.info("masking: derived file(s) %s of '%s' are missing or altered; the clip is derived again", bad, u.unit)
             store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
@@ -118,8 +121,9 @@ class Derived:
     skips: list[Skip] = field(default_factory=list)
 
 
-def _plan(u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, settings: MaskSettings | None,
-          source_file: str | None = None) -> _Planned:
+def _plan(
+    u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, settings: MaskSettings | None, source_file: str | None = None
+) -> _Planned:
     """The unit of clip ``u``: its targets placed from the stored word timings (text work), what the worker reads and its marker."""
     targets = clip_targets(u.reference, settings) if settings is not None else []
     result = timings.results.get(u.utt_id) if targets else None
@@ -134,14 +138,14 @@ def _plan(u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, s
     planned = [p.to_dict() for p in placed if isinstance(p, PlannedTarget)]
     signal = signal_of(settings).to_dict() if settings is not None else None
     inputs = {"audio": audio, "timings": None if result is None else digest(result), "targets": digest(planned)}
-    payload = clip_payload(u, root, signal=signal, targets=planned, expect_duration_s=expect if planned else None,
-                           source_file=source_file)
+    payload = clip_payload(u, root, signal=signal, targets=planned, expect_duration_s=expect if planned else None, source_file=source_file)
     unit_settings = {"signal": signal, "format": "flac-pcm16", "source_file": source_file}
     return _Planned(u, targets, placed, KeyedUnit(BACKEND, u.utt_id, inputs, unit_settings, payload, float(u.duration_s or 0.0)))
 
 
-def _run(planned: list[_Planned], store: KeyedUnitStore, audio_dir: Path, engine: EngineOptions | None,
-         progress: ProgressFn | None, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _run(
+    planned: list[_Planned], store: KeyedUnitStore, audio_dir: Path, engine: EngineOptions | None, progress: ProgressFn | None, what: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run the pending units on the engine; every unit's result and the worker's facts."""
     units = [p.unit for p in planned]
     KeyedUnitStore.check_names([BACKEND], [u.unit for u in units])
@@ -246,13 +250,13 @@ def derive_renditions(
     A rendition marked ``True`` is masked like a dataset clip (its timings in ``timings``); every
     rendition comes back encoded as the derived shards hold it, so the driver decodes nothing.
     """
-    planned = [_plan(c.utt, c.root, c.inputs(), timings, settings if mask else None, f"{safe_name(c.unit)}.source.flac")
-               for c, mask in renditions]
+    planned = [
+        _plan(c.utt, c.root, c.inputs(), timings, settings if mask else None, f"{safe_name(c.unit)}.source.flac") for c, mask in renditions
+    ]
     if not planned:
         return {}, {}
     audio_dir = work_dir / "audio"
-    results, facts = _run(planned, KeyedUnitStore(work_dir, "synthetic_masking"), audio_dir, engine, progress,
-                          "synthetic_voice derivation")
+    results, facts = _run(planned, KeyedUnitStore(work_dir, "synthetic_masking"), audio_dir, engine, progress, "synthetic_voice derivation")
     out: dict[str, Derived] = {}
     for (c, mask), p in zip(renditions, planned):
         d = _outcome(p, results[c.unit], settings if mask else None, audio_dir)

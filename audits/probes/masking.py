@@ -90,9 +90,7 @@ class MaskSettings:
         if bad:
             raise ConfigError(f"probes.masking.variants: unknown variant(s) {bad}; choose from {list(VARIANTS)}")
         if self.primary_variant not in self.variants:
-            raise ConfigError(
-                f"probes.masking.primary_variant '{self.primary_variant}' is not among the variants {list(self.variants)}"
-            )
+            raise ConfigError(f"probes.masking.primary_variant '{self.primary_variant}' is not among the variants {list(self.variants)}")
         badk = [k for k in self.kinds if k not in KINDS]
         if badk or not self.kinds:
             raise ConfigError(f"probes.masking.kinds: {badk or 'empty'}; choose from {list(KINDS)}")
@@ -150,16 +148,26 @@ class MaskBuild:
 
 def signal_of(settings: MaskSettings) -> MaskSignal:
     """The audio side of the settings: what a worker needs to mask a clip (``engine.audio.masking``)."""
-    return MaskSignal(tuple(settings.variants), settings.pad_s, settings.min_clip_s, settings.attenuate_db, settings.noise_color,
-                      settings.max_span_fraction, settings.min_span_s, settings.ramp_s, settings.seed)
+    return MaskSignal(
+        tuple(settings.variants),
+        settings.pad_s,
+        settings.min_clip_s,
+        settings.attenuate_db,
+        settings.noise_color,
+        settings.max_span_fraction,
+        settings.min_span_s,
+        settings.ramp_s,
+        settings.seed,
+    )
 
 
 def clip_targets(reference: str | None, settings: MaskSettings) -> list[MaskTarget]:
     """The targets of a clip's reference (none without a reference)."""
     if not reference or not reference.strip():
         return []
-    return select_mask_targets(reference, settings.max_targets, kinds=settings.kinds,
-                               ner=settings.ner if "entity" in settings.kinds else None)
+    return select_mask_targets(
+        reference, settings.max_targets, kinds=settings.kinds, ner=settings.ner if "entity" in settings.kinds else None
+    )
 
 
 def text_skip(utt: Utterance, duration_s: float, targets: Sequence[MaskTarget], settings: MaskSettings) -> Skip | None:
@@ -222,8 +230,16 @@ def mask_clip(
 
 def derived_utterance(parent: Utterance, uid: str, audio_bytes: bytes, duration_s: float, derivation: Mapping[str, Any]) -> Utterance:
     """A masked clip of ``parent`` as an utterance of the derived set (its encoded audio and derivation record)."""
-    return Utterance(utt_id=uid, reference=parent.reference, audio_bytes=audio_bytes, duration_s=round(duration_s, 6),
-                     speaker=parent.speaker, labels=dict(parent.labels), parent_id=parent.utt_id, derivation=dict(derivation))
+    return Utterance(
+        utt_id=uid,
+        reference=parent.reference,
+        audio_bytes=audio_bytes,
+        duration_s=round(duration_s, 6),
+        speaker=parent.speaker,
+        labels=dict(parent.labels),
+        parent_id=parent.utt_id,
+        derivation=dict(derivation),
+    )
 
 
 def clips_needing_timings(dataset: Dataset, settings: MaskSettings, only: Iterable[str] | None = None) -> list[Utterance]:
@@ -310,7 +326,10 @@ def write_build(build: MaskBuild, derived: Sequence[Utterance]) -> MaskBuild:
         fh.writelines(json.dumps(s.to_dict()) + "\n" for s in build.skipped)
     log.info(
         "masking: %d derived clips from %d of %d clips; skipped %s",
-        len(derived), build.n_clips_masked, build.n_clips, build.skip_counts() or "none",
+        len(derived),
+        build.n_clips_masked,
+        build.n_clips,
+        build.skip_counts() or "none",
     )
     return build
 

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True,
-                 warn: Callable[[str], None] | None = None) -> dict[str, Path]:
+def build_report(
+    run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True, warn: Callable[[str], None] | None = None
+) -> dict[str, Path]:
     """Merge the runs and write ``report.html``, ``report.md`` and the exports; returns what was written.
 
     One run directory: everything goes into it (or ``out``). Several: ``out`` is required, and

@@ -60,8 +60,10 @@ def export_file_names(models: Iterable[str]) -> dict[str, str]:
             seen[key] = model
         names[model] = file
     if clashes:
-        raise ConfigError(f"model names that would share one export file: {'; '.join(clashes)}; rename one of each pair "
-            "(in the model registry, or with a registry entry of another name)")
+        raise ConfigError(
+            f"model names that would share one export file: {'; '.join(clashes)}; rename one of each pair "
+            "(in the model registry, or with a registry entry of another name)"
+        )
     return names
 
 

@@ -68,9 +68,25 @@ log = logging.getLogger(__name__)
 
 
 SPEAKER_KEYS = {
-    "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",
-    "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips", "judges",
-    "backend_options", "subsets",
+    "backends",
+    "trials",
+    "cross",
+    "max_per_class",
+    "seed",
+    "threshold",
+    "threshold_criterion",
+    "dev_fraction",
+    "p_target",
+    "cohort",
+    "cohort_speakers",
+    "top_k",
+    "slice_keys",
+    "batch_size",
+    "warmup",
+    "combined_clips",
+    "judges",
+    "backend_options",
+    "subsets",
 }
 COHORT_MODES = (None, "s-norm", "as-norm")
 MIN_NOTE_TRIALS = 20  # slices with fewer target or non-target trials are too noisy for a note
@@ -102,13 +118,24 @@ class SpeakerConfig:
     judges: JudgeConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"judges": None if self.judges is None else self.judges.as_dict(),
-            "backends": list(self.backends), "trials": self.trials, "cross": self.cross,
-            "max_per_class": self.max_per_class, "seed": self.seed, "threshold": self.threshold,
-            "threshold_criterion": self.threshold_criterion, "dev_fraction": self.dev_fraction,
-            "p_target": self.p_target, "cohort": self.cohort, "cohort_speakers": list(self.cohort_speakers),
-            "top_k": self.top_k, "slice_keys": None if self.slice_keys is None else list(self.slice_keys),
-            "batch_size": self.batch_size, "warmup": self.warmup, "combined_clips": self.combined_clips,
+        return {
+            "judges": None if self.judges is None else self.judges.as_dict(),
+            "backends": list(self.backends),
+            "trials": self.trials,
+            "cross": self.cross,
+            "max_per_class": self.max_per_class,
+            "seed": self.seed,
+            "threshold": self.threshold,
+            "threshold_criterion": self.threshold_criterion,
+            "dev_fraction": self.dev_fraction,
+            "p_target": self.p_target,
+            "cohort": self.cohort,
+            "cohort_speakers": list(self.cohort_speakers),
+            "top_k": self.top_k,
+            "slice_keys": None if self.slice_keys is None else list(self.slice_keys),
+            "batch_size": self.batch_size,
+            "warmup": self.warmup,
+            "combined_clips": self.combined_clips,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
             "subsets": {k: {f: list(v) for f, v in flt.items()} for k, flt in self.subsets.items()},
         }
@@ -315,7 +342,7 @@ def derive_notes(result: Mapping[str, Any], pair_stats: Mapping[str, Any]) -> li
         )
         notes.append(
             f"{n_confused} of {pair_stats.get('n_speaker_pairs')} speaker pairs are accepted as the same speaker in at least half of their "
-                f"non-target "
+            f"non-target "
             f"trials at the threshold {result.get('threshold', float('nan')):.3f}, e.g. {listed}; to this backend these "
             "labelled speakers sound like one voice"
         )
@@ -425,8 +452,13 @@ def write_combined_clips(
         path = folder / f"{cid}.flac"
         path.write_bytes(encode_audio(x, SAMPLE_RATE, "FLAC"))
         rec = {
-            "utt_id": cid, "audio_filepath": str(path), "duration": round(len(x) / SAMPLE_RATE, 6), "text": "",
-            "parent_id": t.enroll, "same_speaker": str(t.label), "derivation": combined_trial_derivation(t),
+            "utt_id": cid,
+            "audio_filepath": str(path),
+            "duration": round(len(x) / SAMPLE_RATE, 6),
+            "text": "",
+            "parent_id": t.enroll,
+            "same_speaker": str(t.label),
+            "derivation": combined_trial_derivation(t),
         }
         lines.append(json.dumps(rec, sort_keys=True))
     atomic_write_text(folder / "manifest.jsonl", "\n".join(lines) + ("\n" if lines else ""))
@@ -441,8 +473,14 @@ def _dropped_trials(
     for t in trials:
         bad = [u for u in (t.enroll, t.test) if u not in embedded]
         if bad:
-            dropped.append({"label": t.label, "enroll": t.enroll, "test": t.test,
-                            "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad)})
+            dropped.append(
+                {
+                    "label": t.label,
+                    "enroll": t.enroll,
+                    "test": t.test,
+                    "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad),
+                }
+            )
         else:
             keep.append(t)
     return keep, dropped
@@ -491,9 +529,17 @@ def score_speaker_backend(
         top_k = None if cfg.cohort == "s-norm" else min(int(cfg.top_k or 100), len(cohort))
     try:
         res = evaluate_speaker(
-            embeddings, kept, backend=name, utt_labels={u: m.labels for u, m in meta.items()},
-            threshold=cfg.threshold, threshold_criterion=cfg.threshold_criterion, dev_fraction=cfg.dev_fraction,
-            seed=cfg.seed, cohort=cohort, top_k=top_k, p_target=cfg.p_target,
+            embeddings,
+            kept,
+            backend=name,
+            utt_labels={u: m.labels for u, m in meta.items()},
+            threshold=cfg.threshold,
+            threshold_criterion=cfg.threshold_criterion,
+            dev_fraction=cfg.dev_fraction,
+            seed=cfg.seed,
+            cohort=cohort,
+            top_k=top_k,
+            p_target=cfg.p_target,
             slice_keys=None if cfg.slice_keys is None else list(cfg.slice_keys),
         )
     except AuditError as exc:

@@ -46,13 +46,15 @@ def read_segment(row: Mapping[str, Any], file: str, line: int | None) -> tuple[f
         return None
     offset = _seconds(raw, file, line, OFFSET_KEY)
     if offset < 0:
-        raise ManifestError(file, f"offset {offset:g} s is negative; a segment starts at or after the start of its file",
-            line=line, field=OFFSET_KEY)
+        raise ManifestError(
+            file, f"offset {offset:g} s is negative; a segment starts at or after the start of its file", line=line, field=OFFSET_KEY
+        )
     dur_key = "duration" if "duration" in row else "duration_s"
     raw_d = row.get(dur_key)
     if raw_d is None or raw_d == "":
-        raise ManifestError(file, f"a segment (offset {offset:g} s) needs its duration in seconds; add 'duration'", line=line,
-            field="duration")
+        raise ManifestError(
+            file, f"a segment (offset {offset:g} s) needs its duration in seconds; add 'duration'", line=line, field="duration"
+        )
     duration = _seconds(raw_d, file, line, dur_key)
     if duration <= 0:
         raise ManifestError(file, f"segment duration {duration:g} s must be > 0", line=line, field=dur_key)
@@ -98,8 +100,9 @@ def check_segments(
         probe = u
         if audio is not None and u.utt_id in audio:
             held = audio[u.utt_id]
-            probe = Utterance(u.utt_id, None, audio_bytes=held if isinstance(held, bytes) else None,
-                audio_path=held if isinstance(held, str) else None)
+            probe = Utterance(
+                u.utt_id, None, audio_bytes=held if isinstance(held, bytes) else None, audio_path=held if isinstance(held, str) else None
+            )
         key: Any = ("bytes", id(probe.audio_bytes)) if probe.audio_bytes is not None else ("path", probe.audio_path)
         if key not in headers:
             try:
@@ -114,8 +117,9 @@ def check_segments(
         except SegmentError as exc:
             file, line = _where(u, source)
             where = probe.audio_path or "its embedded audio"
-            raise ManifestError(file, f"utterance '{u.utt_id}': {exc} (audio: {where}); a segment must lie inside its file",
-                line=line, field=exc.field) from None
+            raise ManifestError(
+                file, f"utterance '{u.utt_id}': {exc} (audio: {where}); a segment must lie inside its file", line=line, field=exc.field
+            ) from None
 
 
 def bytes_source(value: Any) -> bytes | str | None:

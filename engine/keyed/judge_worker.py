@@ -71,8 +71,15 @@ def decode_location(loc: Mapping[str, Any], max_duration_s: float, allow_outside
     """(samples at 16 kHz, None) or (None, the decode error) of one clip location."""
     labels = {SPEECH_FREE_LABEL: SPEECH_FREE_VALUE} if loc.get("speech_free") else {}
     seg = loc.get("segment")
-    utt = Utterance(str(loc["utt_id"]), None, audio_path=loc.get("audio_path"), audio_bytes=loc.get("audio_bytes"), labels=labels,
-        offset_s=None if seg is None else float(seg[0]), duration_s=None if seg is None else float(seg[1]))
+    utt = Utterance(
+        str(loc["utt_id"]),
+        None,
+        audio_path=loc.get("audio_path"),
+        audio_bytes=loc.get("audio_bytes"),
+        labels=labels,
+        offset_s=None if seg is None else float(seg[0]),
+        duration_s=None if seg is None else float(seg[1]),
+    )
     root = Path(loc["root"]) if loc.get("root") else None
     d = decode(utt, root=root, max_duration_s=max_duration_s, allow_outside_root=allow_outside_root)
     if d.error is not None or d.samples is None:

@@ -324,8 +324,10 @@ class _Group:
 def _actor_options(spec: WorkerSpec, gpus_in_cluster: float) -> dict[str, Any]:
     """Ray options of a worker's actor: its placement; a GPU-capable worker that names no ``num_gpus`` gets one GPU when there are any."""
     default_gpus = 1.0 if spec.gpu_capable and gpus_in_cluster > 0 else 0.0
-    opts: dict[str, Any] = {"num_cpus": float(spec.placement.get("num_cpus", 1.0)),
-                            "num_gpus": float(spec.placement.get("num_gpus", default_gpus))}
+    opts: dict[str, Any] = {
+        "num_cpus": float(spec.placement.get("num_cpus", 1.0)),
+        "num_gpus": float(spec.placement.get("num_gpus", default_gpus)),
+    }
     if spec.placement.get("memory_mb"):
         opts["memory"] = int(float(spec.placement["memory_mb"]) * 1024 * 1024)
     if spec.concurrency > 1:

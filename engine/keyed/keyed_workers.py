@@ -63,8 +63,11 @@ class DiarizeWorker:
         audio = load_recording(str(payload["path"]))
         t0 = time.perf_counter()
         turns = self.diarizer.diarize(audio, num_speakers=payload.get("num_speakers"))
-        return {"recording": payload["recording"], "seconds": time.perf_counter() - t0,
-                "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
+        return {
+            "recording": payload["recording"],
+            "seconds": time.perf_counter() - t0,
+            "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns],
+        }
 
     def facts(self) -> dict[str, Any]:
         return {}
@@ -110,10 +113,15 @@ class LongformWorker:
         tplans = [(float(s), float(e), str(spk)) for s, e, spk in payload["turns"]]
         tchunks, infer_sa = transcribe_chunks(self.backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]}, self.cfg.batch_size)
         return {
-            "recording": rec, "model": self.spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
+            "recording": rec,
+            "model": self.spec.name,
+            "vad_s": vad_s,
+            "infer_longform_s": infer_lf,
+            "infer_attributed_s": infer_sa,
             "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
-            "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk}
-                           for c, (_, _, spk) in zip(tchunks[rec], tplans)],
+            "attributed": [
+                {"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec], tplans)
+            ],
         }
 
     def facts(self) -> dict[str, Any]:

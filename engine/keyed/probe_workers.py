@@ -45,8 +45,7 @@ _UTT_FIELDS = tuple(f.name for f in fields(Utterance))
 def clip_payload(u: Utterance, root: Path | str | None, decode_options: DecodeOptions | None = None, **extra: Any) -> dict[str, Any]:
     """What a worker needs to read clip ``u``: its fields, the dataset root, the decode options (and ``extra``)."""
     opts = decode_options or DecodeOptions()
-    return {"utt": {k: getattr(u, k) for k in _UTT_FIELDS}, "root": None if root is None else str(root),
-            "decode": asdict(opts), **extra}
+    return {"utt": {k: getattr(u, k) for k in _UTT_FIELDS}, "root": None if root is None else str(root), "decode": asdict(opts), **extra}
 
 
 def read_clip(payload: Mapping[str, Any]) -> tuple[np.ndarray | None, str | None]:
@@ -56,8 +55,9 @@ def read_clip(payload: Mapping[str, Any]) -> tuple[np.ndarray | None, str | None
     u = Utterance(**{k: v for k, v in dict(payload["utt"]).items() if k in _UTT_FIELDS})
     opts = DecodeOptions(**dict(payload.get("decode") or {}))
     root = payload.get("root")
-    d = decode(u, root=None if root is None else Path(str(root)), max_duration_s=opts.max_duration_s,
-               allow_outside_root=opts.allow_outside_root)
+    d = decode(
+        u, root=None if root is None else Path(str(root)), max_duration_s=opts.max_duration_s, allow_outside_root=opts.allow_outside_root
+    )
     if d.error is not None or d.samples is None:
         return None, str(d.error or "no samples")
     return np.asarray(d.samples, dtype=np.float32), None
@@ -81,8 +81,9 @@ def render_speech(tts: Any, text: str, voice: str | None, lead_s: float, tail_s:
     peak = float(np.max(np.abs(y))) if y.size else 0.0
     if peak > 0:
         y = y * np.float32(0.5 / peak)
-    return np.concatenate([np.zeros(int(lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32),
-                           np.zeros(int(tail_s * SAMPLE_RATE), np.float32)])
+    return np.concatenate(
+        [np.zeros(int(lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32), np.zeros(int(tail_s * SAMPLE_RATE), np.float32)]
+    )
 
 
 def tts_installation(engine: str, options: Mapping[str, Any] | None = None) -> str:
@@ -270,8 +271,9 @@ class TTSWorker:
     (the probes' synthetic clips). The result is ``{"file", "sha256", "samples", "version"}``.
     """
 
-    def __init__(self, engine: str, options: Mapping[str, Any] | None = None, out_dir: str = ".", lead_s: float = 0.25,
-                 tail_s: float = 0.35) -> None:
+    def __init__(
+        self, engine: str, options: Mapping[str, Any] | None = None, out_dir: str = ".", lead_s: float = 0.25, tail_s: float = 0.35
+    ) -> None:
         from engine.backends import TTS_BACKENDS
 
         self.engine = engine

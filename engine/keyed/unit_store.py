@@ -149,8 +149,12 @@ def keyed_workspace(parent: Path | str, name: str, settings: Mapping[str, Any]) 
             log.info("%s: work folder %s is not vouched for by its marker; it is started afresh", name, folder)
             shutil.rmtree(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        record = {"v": KEYED_VERSION, "name": name, "settings": json.loads(json.dumps(dict(settings), sort_keys=True, default=str)),
-                  "settings_digest": key}
+        record = {
+            "v": KEYED_VERSION,
+            "name": name,
+            "settings": json.loads(json.dumps(dict(settings), sort_keys=True, default=str)),
+            "settings_digest": key,
+        }
         atomic_write_text(marker, json.dumps(record, indent=1, sort_keys=True))
     return folder
 

@@ -48,6 +48,8 @@ from engine.run.store import RunStore
 log = logging.getLogger(__name__)
 
 KINDS = ("sv", "ser")
+
+
 @dataclass(frozen=True)
 class EmbedSpec:
     """One SV or SER backend to run: ``name`` keys its outputs, ``backend`` is the registry name.
@@ -217,8 +219,9 @@ def run_embed_backends(
         if not group:
             continue
         store = RunStore(out_dir, kind=kind)
-        runner = engine.runner(dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options,
-            progress=counting)
+        runner = engine.runner(
+            dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options, progress=counting
+        )
         pending = {u.model for u in runner.pending()}
         facts = runner.run()
         table = store.consolidate([s.name for s in group], plan=runner.plan)  # rows == plan, or ResultIntegrityError

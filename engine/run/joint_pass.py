@@ -123,8 +123,9 @@ class PassStores:
             left.update((u.model, u.shard_id) for u in self.stores[kind].rebuild_from_parts(mine))
         return [u for u in pending if (u.model, u.shard_id) in left]
 
-    def write_unit(self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str],
-            extra: Mapping[str, Any] | None = None) -> None:
+    def write_unit(
+        self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str], extra: Mapping[str, Any] | None = None
+    ) -> None:
         self.store(unit.model).write_unit(unit, rows, label_keys, extra)
 
     def write_model_facts(self, model: str, facts: Mapping[str, Any]) -> None:

@@ -42,8 +42,14 @@ class ModelActor:
             facts["actor"] = placement()
         if facts.get("status") == "loaded":
             where = facts["actor"]
-            log.info("model %s loaded in %.1f s (actor on %s, pid %s, device %s)", self.spec.name, float(facts.get("load_s") or 0.0),
-                where.get("host"), where.get("pid"), facts.get("info", {}).get("device"))
+            log.info(
+                "model %s loaded in %.1f s (actor on %s, pid %s, device %s)",
+                self.spec.name,
+                float(facts.get("load_s") or 0.0),
+                where.get("host"),
+                where.get("pid"),
+                facts.get("info", {}).get("device"),
+            )
         return facts
 
     def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:

@@ -732,7 +732,11 @@ class RayRunner:
                     "%s, shard %s: %d audio file(s) were not found by the Ray worker that decoded them, but this driver reads them "
                     "(e.g. %s): every Ray node must read the dataset's audio at the same path (shared storage, docs/cluster.md); "
                     "their rows carry the error, and the model's facts count them (engine.audio_missing_on_workers)",
-                    run.spec.name, shard_id, len(missing), missing[0])
+                    run.spec.name,
+                    shard_id,
+                    len(missing),
+                    missing[0],
+                )
         if self.progress:
             self.progress("unit", 1, {"model": run.spec.name, "shard": shard_id, "rows": rows})
 

@@ -161,8 +161,12 @@ def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str
 
 def hardware_facts() -> dict[str, Any]:
     """Where the run ran: platform, CPU (count, vector flags), torch/CUDA and CTranslate2 facts."""
-    facts: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-        "processor": platform.processor() or platform.machine()}
+    facts: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+    }
     try:
         import torch
 
@@ -178,8 +182,24 @@ def hardware_facts() -> dict[str, Any]:
 
 
 _SIMD_FLAGS = (
-    "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-    "avx512_bf16", "avx_vnni", "amx_int8", "amx_bf16", "neon", "asimd", "asimddp", "sve",
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_int8",
+    "amx_bf16",
+    "neon",
+    "asimd",
+    "asimddp",
+    "sve",
 )
 
 
@@ -220,8 +240,13 @@ def ctranslate2_facts() -> dict[str, Any]:
 def load_model(spec: ModelSpec, warmup: int) -> ModelState:
     """Load and warm one model; a failure is recorded in its facts, never raised."""
     state = ModelState(spec)
-    facts: dict[str, Any] = {"model": spec.name, "backend": spec.backend, "batch_size": spec.batch_size, "warmup_batches": 0,
-        **dict(spec.meta)}
+    facts: dict[str, Any] = {
+        "model": spec.name,
+        "backend": spec.backend,
+        "batch_size": spec.batch_size,
+        "warmup_batches": 0,
+        **dict(spec.meta),
+    }
     if spec.kind != "asr":
         facts["kind"] = spec.kind
     try:
@@ -407,8 +432,16 @@ class InProcessRunner:
         facts: dict[str, dict[str, Any]] = {}
         for i, group in enumerate(groups):
             log.info("load group %d/%d: %s (estimated %.0f MB)", i + 1, len(groups), ", ".join(group.models), group.estimated_mb)
-            sub = InProcessRunner(self.dataset, [by_name[n] for n in group.models], self.store, self.warmup, self.decode_options, progress,
-                self.prefetch, warmups=self.warmups)
+            sub = InProcessRunner(
+                self.dataset,
+                [by_name[n] for n in group.models],
+                self.store,
+                self.warmup,
+                self.decode_options,
+                progress,
+                self.prefetch,
+                warmups=self.warmups,
+            )
             for name, f in sub.run().items():
                 facts[name] = {**f, "load_group": {"index": i, "of": len(groups), "estimated_mb": round(group.estimated_mb, 1)}}
                 self.store.write_model_facts(name, facts[name])

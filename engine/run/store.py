@@ -299,8 +299,10 @@ class RunStore:
         if info.get("content_digest") != exp.content_digest:
             old = info.get("clips") or []
             changed = [u for u, a, b in zip(exp.utt_ids, old, exp.clips) if a != b] if len(old) == len(exp.clips) else list(exp.utt_ids)
-            return ("stale", f"{len(changed)} clip(s) changed since it was written (audio, reference or labels), e.g. "
-                f"{', '.join(changed[:3])}")
+            return (
+                "stale",
+                f"{len(changed)} clip(s) changed since it was written (audio, reference or labels), e.g. {', '.join(changed[:3])}",
+            )
         if info.get("settings_digest") != plan.settings_digests[unit.model]:
             return ("stale", f"settings changed: {_settings_diff(info.get('settings'), plan.settings[unit.model])}")
         return None
@@ -341,13 +343,16 @@ class RunStore:
             log.warning(
                 "%d unit(s) have results from an earlier run that do not match this run (e.g. %s: %s); "
                 "they are rebuilt from stored rows of the same clips and settings where possible, otherwise redone",
-                len(stale), unit.key, why,
+                len(stale),
+                unit.key,
+                why,
             )
         return out
 
     # -- writing ---------------------------------------------------------------------------------
-    def write_unit(self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str],
-            extra: Mapping[str, Any] | None = None) -> None:
+    def write_unit(
+        self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str], extra: Mapping[str, Any] | None = None
+    ) -> None:
         """Atomically write a unit's part, then its marker (recording what the plan says the unit holds).
 
         Rows that are not the plan's utterances for the unit, in order, are refused: a marker must
@@ -483,8 +488,9 @@ class RunStore:
         if staged:
             by_model = Counter(u.model for u, _, _ in staged)
             for model, n in by_model.items():
-                log.info("%s: %d unit(s) rebuilt from rows stored by an earlier run (same clips and settings); not transcribed again",
-                    model, n)
+                log.info(
+                    "%s: %d unit(s) rebuilt from rows stored by an earlier run (same clips and settings); not transcribed again", model, n
+                )
         rebuilt = {(u.model, u.shard_id) for u, _, _ in staged}
         return [u for u in pending if (u.model, u.shard_id) not in rebuilt]
 
@@ -514,8 +520,9 @@ class RunStore:
     def _empty(self) -> pa.Table:
         return rows_to_table([], []) if self.kind == "asr" else pass_table(self.kind, [])
 
-    def consolidate(self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *,
-            plan: RunPlan | None = None) -> pa.Table:
+    def consolidate(
+        self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *, plan: RunPlan | None = None
+    ) -> pa.Table:
         """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR),
         fingerprinted as it is written (``table_sha256``).
 
@@ -541,8 +548,9 @@ class RunStore:
             names = list(models) if models is not None else plan.models
             left_out = [m for m in names if m in plan.not_run]
             if left_out:
-                log.warning("left out of the results (did not run): %s; their finished units are kept for a later resume",
-                    ", ".join(left_out))
+                log.warning(
+                    "left out of the results (did not run): %s; their finished units are kept for a later resume", ", ".join(left_out)
+                )
             check_models = [m for m in names if m not in plan.not_run]
             unknown = [m for m in check_models if m not in plan.settings]
             if unknown:
@@ -569,8 +577,9 @@ class RunStore:
         return table
 
 
-def check_rows(table: pa.Table, models: Sequence[str], expected_ids: Sequence[str] | None, notes: Sequence[str] = (),
-        where: Path | str = "") -> None:
+def check_rows(
+    table: pa.Table, models: Sequence[str], expected_ids: Sequence[str] | None, notes: Sequence[str] = (), where: Path | str = ""
+) -> None:
     """Raise ``ResultIntegrityError`` unless ``table`` holds each ``(model, utt_id)`` exactly once.
 
     With ``expected_ids``: exactly the expected utterances for every model in ``models`` (none
@@ -595,12 +604,14 @@ def check_rows(table: pa.Table, models: Sequence[str], expected_ids: Sequence[st
         unexpected_t = counts.filter(pc.invert(pc.and_(in_models, pc.is_in(counts["utt_id"], value_set=wanted))))
         for m in dict.fromkeys(models):
             present = counts.filter(pc.equal(counts["model"], m))["utt_id"]
-            lost = wanted.filter(pc.invert(pc.is_in(wanted,
-                value_set=present.combine_chunks() if present.num_chunks else pa.array([], pa.string()))))
+            lost = wanted.filter(
+                pc.invert(pc.is_in(wanted, value_set=present.combine_chunks() if present.num_chunks else pa.array([], pa.string())))
+            )
             n_missing += len(lost)
             missing.extend((m, u) for u in lost.slice(0, _EXAMPLES).to_pylist())
-        head = (f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, "
-                f"found {keys.num_rows}")
+        head = (
+            f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, found {keys.num_rows}"
+        )
     else:
         unexpected_t = counts.filter(pc.invert(in_models))
         head = f"found {keys.num_rows} rows"

@@ -104,8 +104,11 @@ class VadResemblyzerDiarizer(DiarizationBackend):
             model_id="silero-vad + resemblyzer GE2E + average-linkage AHC",
             device=self.device,
             extra={
-                "threshold": self.threshold, "rate": self.rate, "min_silence_s": self.min_silence_s,
-                "smooth_frames": self.smooth, **package_versions("resemblyzer", "onnxruntime", "scipy"),
+                "threshold": self.threshold,
+                "rate": self.rate,
+                "min_silence_s": self.min_silence_s,
+                "smooth_frames": self.smooth,
+                **package_versions("resemblyzer", "onnxruntime", "scipy"),
             },
         )
 

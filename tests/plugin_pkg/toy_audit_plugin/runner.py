@@ -17,8 +17,10 @@ from engine.run.runner import InProcessRunner
 from engine.run.store import RunStore
 
 
-def serial_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Any,
-        progress: ProgressFn | None) -> Runner:
+def serial_runner(
+    engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Any, progress: ProgressFn | None
+) -> Runner:
     """The runner factory registered under ``audit_engine.runners`` (``--engine toy-serial``)."""
-    return InProcessRunner(dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        max_models_loaded=1)
+    return InProcessRunner(
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress, max_models_loaded=1
+    )
