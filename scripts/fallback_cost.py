@@ -102,8 +102,8 @@ def main() -> None:
                     "cpu_rtfx": audio_s / cpu,
                     "wall_rtfx": audio_s / wall,
                     "clips_fell_back": fell_back["n"],
-                    "sampler_instances": backend.sampler_instances - built,
-                }  # type: ignore[attr-defined]
+                    "sampler_instances": backend.sampler_instances - built,  # type: ignore[attr-defined]
+                }
                 runs[design].append(run)
                 log.info(
                     "%s round %d %s: CPU RTFx %.2f, wall RTFx %.2f, %d clips fell back",

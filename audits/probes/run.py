@@ -313,8 +313,13 @@ def _bad_reference(
     models_hyps = {m: hyps_of(m) for m in names if m not in failed}
     corrections = _load_corrections(cfg.corrections) if cfg.corrections else None
     report = run_bad_reference_probe(
-        refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections, corrections_mode=cfg.corrections_mode
-    )  # type: ignore[arg-type]
+        refs,
+        panel_hyps,
+        models_hyps,
+        cfg.settings(),
+        corrections=corrections,
+        corrections_mode=cfg.corrections_mode,  # type: ignore[arg-type]
+    )
     state = BadReferenceState(report=report, refs=refs, plan=plan, work=work, corrections=corrections)
     out: dict[str, Any] = report.to_dict()
     for m in report.results:

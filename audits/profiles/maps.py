@@ -87,8 +87,8 @@ def _assignment(
     allowed: Mapping[str, Sequence[str]],
     sources: Mapping[str, str],
     where: str,
-    extra_keys: set[str] = frozenset(),
-) -> Assignment:  # type: ignore[assignment]
+    extra_keys: set[str] = frozenset(),  # type: ignore[assignment]
+) -> Assignment:
     data = expect_type(raw, dict, where)
     check_keys(data, set(outputs) | META_KEYS | extra_keys, where, required=set(outputs) | {"source"})
     source = _str(data["source"], f"{where}.source")
