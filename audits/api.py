@@ -20,11 +20,12 @@ from os import PathLike
 from pathlib import Path
 from typing import Literal
 
-from audits.pipeline import EngineOptions, run_audit
+from audits.pipeline import run_audit
 from audits.recipes import Recipe, load_recipe, with_normalizer, with_overrides
 from audits.result import RunResult
 from audits.version import version
 from engine.data import ProgressFn
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
 
 StrPath = str | PathLike[str]
@@ -58,10 +59,13 @@ def run(
     if isinstance(models, str):
         raise ConfigError(f"models: give a list of registry names, not the string {models!r} (e.g. models=[{models!r}])")
     if models is not None and not list(models):
-        raise ConfigError("models: an empty list names no model to run; leave models out (None) to run the recipe's own models, or name "
-                          "registry models, e.g. models=['whisper-tiny.en']")
-    rec = with_overrides(_recipe(recipe), None if dataset is None else str(dataset), list(models) if models is not None else None, limit,
-                         reader)
+        raise ConfigError(
+            "models: an empty list names no model to run; leave models out (None) to run the recipe's own models, or name "
+            "registry models, e.g. models=['whisper-tiny.en']"
+        )
+    rec = with_overrides(
+        _recipe(recipe), None if dataset is None else str(dataset), list(models) if models is not None else None, limit, reader
+    )
     if normalizer is not None:
         rec = with_normalizer(rec, normalizer, "normalizer")
     out_dir = Path(out) if out is not None else Path("runs") / rec.name

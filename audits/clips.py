@@ -131,12 +131,21 @@ class ClipViews:
                 "fingerprint_with_derived": self.full.fingerprint,
                 "read_by": list(read_by),
                 "note": "derived clips are levels of their source clips, read only by the sections named in read_by; every other "
-                    "figure (ASR WER, slices, gaps, comparisons, speed, the other sections) uses the source clips",
+                "figure (ASR WER, slices, gaps, comparisons, speed, the other sections) uses the source clips",
             }
         return desc
 
 
 __all__ = [
-    "DERIVED", "SCOPES", "SOURCE", "ClipViews", "block_keys", "check_scope", "clip_source", "derived_mask", "rows_for", "source_ids",
+    "DERIVED",
+    "SCOPES",
+    "SOURCE",
+    "ClipViews",
+    "block_keys",
+    "check_scope",
+    "clip_source",
+    "derived_mask",
+    "rows_for",
+    "source_ids",
     "source_rows",
 ]

@@ -39,13 +39,13 @@ from engine.backends.hosted.judges import JudgeAnswer
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, Utterance
 from engine.datasets.base import audio_stamps
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.judge_worker import JUDGE_METHODS, answer_settings, clip_location
-from engine.judge_worker import WORKER as JUDGE_WORKER
-from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.judge_worker import JUDGE_METHODS, answer_settings, clip_location
+from engine.keyed.judge_worker import WORKER as JUDGE_WORKER
+from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,13 @@ class JudgeConfig:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backends": list(self.backends), "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
-                "max_items": self.max_items, "seed": self.seed, **dict(self.extra)}  # fmt: skip
+        return {
+            "backends": list(self.backends),
+            "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
+            "max_items": self.max_items,
+            "seed": self.seed,
+            **dict(self.extra),
+        }
 
 
 def parse_judge_config(raw: Any, where: str, extra_keys: Sequence[str] = ()) -> JudgeConfig | None:
@@ -165,7 +170,7 @@ def ask_judges(
 ) -> dict[str, JudgeRun]:
     """Ask every judge of ``cfg`` the ``method`` question about every item, on the run's engine.
 
-    One keyed pass per judge (``engine/keyed_pass.py``, worker ``engine/judge_worker.py``), one
+    One keyed pass per judge (``engine/keyed/keyed_pass.py``, worker ``engine/keyed/judge_worker.py``), one
     unit per item, stored under ``folder`` (``judges_dir``) by the driver as each answer arrives:
     the unit's marker records the audio stamps of the clips it played (and the method's arguments)
     and the judge's answer settings (answer-changing options, the task's prompt) with the decode
@@ -203,13 +208,19 @@ def ask_judges(
         units = []
         for it in unique.values():
             inputs = {"clips": [[u.utt_id, *stamps[(u.utt_id, None if r is None else str(r))]] for u, r in it.clips], "args": dict(it.args)}
-            payload = {"method": method, "clips": [clip_location(u, r) for u, r in it.clips], "args": dict(it.args),
-                       "decode": decode_facts, "settings_digest": sdigest}  # fmt: skip
+            payload = {
+                "method": method,
+                "clips": [clip_location(u, r) for u, r in it.clips],
+                "args": dict(it.args),
+                "decode": decode_facts,
+                "settings_digest": sdigest,
+            }
             cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
             units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
         concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
-        spec = WorkerSpec(name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency,
-                          max_actors=1)  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
+        spec = WorkerSpec(
+            name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency, max_actors=1
+        )  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge
         passes.append(KeyedPass(store, (spec,), tuple(units)))
         runs[name] = JudgeRun(name, "ok", info)
     outcome = engine.run_keyed(passes) if passes else None
@@ -234,8 +245,9 @@ def ask_judges(
             elif "clip_errors" in got:
                 run.results.append(ClipUnreadable(dict(got["clip_errors"])))
             else:
-                run.results.append(JudgeAnswer(str(got["task"]), got["value"], bool(got["parsed"]), str(got["raw"]),
-                                               bool(got.get("cached"))))
+                run.results.append(
+                    JudgeAnswer(str(got["task"]), got["value"], bool(got["parsed"]), str(got["raw"]), bool(got.get("cached")))
+                )
     return runs
 
 
@@ -248,8 +260,11 @@ def judge_entry(name: str, facts: Mapping[str, Any], task: str, ids: Sequence[st
     """The fields every judge result has: what was asked of whom, answered, unparseable, failed.
 
     ``facts`` are the judge's (``JudgeRun.facts``: judge info, runner and placement, usage)."""
-    failed = {i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}" for i, r in zip(ids, results)
-              if isinstance(r, BaseException)}  # fmt: skip
+    failed = {
+        i: str(r) if isinstance(r, JudgeFailure) else f"{type(r).__name__}: {r}"
+        for i, r in zip(ids, results)
+        if isinstance(r, BaseException)
+    }
     answers = [r for r in results if not isinstance(r, BaseException)]
     unparseable = [a for a in answers if a.value is None]
     info = dict(facts)

@@ -23,19 +23,21 @@ from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
-from audits.runners import EngineOptions, check_runner, decode_options, make_runner
+from audits.runners import check_runner, decode_options, make_runner
 from audits.schema import Summary
 from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.config_tree import resolve_relative
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
+from engine.engine import ENGINE_KINDS, EngineOptions
 from engine.errors import ConfigError, RegistryError
-from engine.joint_pass import PassRequest, run_joint
 from engine.model_registry import load_model_registry, resolve_models
-from engine.pass_engine import ENGINE_KINDS
-from engine.runner import hardware_facts
-from engine.store import RunStore, atomic_write_text
+from engine.run.joint_pass import PassRequest, run_joint
+from engine.run.runner import hardware_facts
+from engine.run.store import RunStore
+from engine.storage import atomic_write_text
+from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,9 @@ def _corpus_subset(path: Path) -> str | None:
 
 
 def open_recipe_dataset(
-    recipe: Recipe, shard_size: int | None = None, corpus_progress: Callable[[int, int], None] | None = None,
+    recipe: Recipe,
+    shard_size: int | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
 ) -> Dataset:
     """Open (and fingerprint) the recipe's dataset; the built-in demo corpus is built first when absent."""
     path = recipe.dataset.path
@@ -73,8 +77,9 @@ def open_recipe_dataset(
         path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
     else:
         path = str(resolve_relative(path))  # recipe paths may be relative to the source checkout
-    return open_dataset(path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit,
-        **dict(recipe.dataset.options))
+    return open_dataset(
+        path, recipe.dataset.reader, shard_size=shard_size or recipe.shard_size, limit=recipe.dataset.limit, **dict(recipe.dataset.options)
+    )
 
 
 def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
@@ -103,15 +108,17 @@ def check_clip_ids(dataset: Dataset) -> None:
     for sid in dataset.shard_ids:
         for uid in dataset.shard_index(sid).utt_ids:
             if uid in seen:
-                raise ConfigError(f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
-                    f"{sid}); every clip's id must be unique")
+                raise ConfigError(
+                    f"dataset '{dataset.name}' ({dataset.source}): utt_id '{uid}' appears twice (shards {seen[uid]} and "
+                    f"{sid}); every clip's id must be unique"
+                )
             seen[uid] = sid
 
 
 def check_output_names(specs: Sequence[ModelSpec]) -> None:
     """Model names that would share a result file (the store's) or an export file, refused before anything loads or is written."""
     from audits.reports.exports import export_file_names
-    from engine.store import check_distinct_paths
+    from engine.storage import check_distinct_paths
 
     names = [s.name for s in specs]
     check_distinct_paths(names, "model")
@@ -131,8 +138,9 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation
     try:
         old = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: "
-            "use a new --out directory") from None
+        raise ConfigError(
+            f"{meta_path} cannot be read ({exc}); it is not a run directory of this tool, or it was damaged: use a new --out directory"
+        ) from None
     if not isinstance(old, dict):
         raise ConfigError(f"{meta_path} is not a run record (a JSON object); use a new --out directory")
     key = "source_fingerprint" if before_derivation else "dataset_fingerprint"
@@ -142,30 +150,43 @@ def check_run_dir(out: Path, recipe: Recipe, dataset: Dataset, before_derivation
             "utterance ids, references or audio content differ); use a new --out directory"
         )
     if old.get("normalizer") != recipe.normalizer:
-        raise ConfigError(f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new "
-            f"--out")
+        raise ConfigError(
+            f"{out} was scored with normalizer '{old.get('normalizer')}', this recipe uses '{recipe.normalizer}'; use a new --out"
+        )
 
 
 def score_run(
-    out: Path, recipe: Recipe, table: pd.DataFrame, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    recipe: Recipe,
+    table: pd.DataFrame,
+    dataset_desc: Mapping[str, Any],
+    facts: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
+    *,
+    rows_sha256: str | None = None,
+    normalizer: Normalizer | None = None,
 ) -> RunResult:
     """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
 
     ``table`` holds every row the run made; the ASR figures are computed from the source clips'
     rows (``audits.clips``): derived clips count only in the sections that read them.
+    ``rows_sha256`` is ``utterances.parquet``'s digest when the caller took it while writing the
+    file (``RunStore.table_sha256``), so the file is not read back; ``normalizer`` is the recipe's,
+    when the caller built it already.
     """
     in_run = table[table["model"].isin(list(facts))] if facts else table
     scored_table = rows_for(SOURCE, in_run)  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
-    normalizer = get_normalizer(recipe.normalizer)
+    if normalizer is None:
+        normalizer = get_normalizer(recipe.normalizer)
     sc = recipe.scoring
     opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
     summary, scored = build_summary(scored_table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
-    from audits.run_dir import rows_fingerprint
+    if rows_sha256 is None:
+        from audits.run_dir import rows_fingerprint
 
+        rows_sha256 = rows_fingerprint(out / "utterances.parquet")
     # what was scored: a later reader (audits.run_dir.read_run) refuses rows that changed after this point
-    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_fingerprint(out / "utterances.parquet"),
-        "n_rows": int(len(in_run))}
+    summary["rows"] = {"file": "utterances.parquet", "sha256": rows_sha256, "n_rows": int(len(in_run))}
     if sc.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
@@ -182,7 +203,10 @@ def score_run(
 
 
 def score_run_dir(
-    out: Path, recipe: Recipe, dataset_desc: Mapping[str, Any], facts: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    recipe: Recipe,
+    dataset_desc: Mapping[str, Any],
+    facts: Mapping[str, Mapping[str, Any]],
     extra: Mapping[str, Any] | None = None,
 ) -> Summary:
     """(Re)score a run directory's ``utterances.parquet``: ``summary.json``, reports and exports (its summary)."""
@@ -215,7 +239,7 @@ def run_audit(
     any model loads. The audit sections the recipe uses (``audits.sections``) then run in section
     order after the ASR models, each writing its part of the summary under its key; the SV/SER
     passes sections run over the recipe's own dataset (``AuditSection.dataset_passes``) run with
-    the ASR pass as one engine run (``engine/joint_pass.py``), so each shard is decoded once for
+    the ASR pass as one engine run (``engine/run/joint_pass.py``), so each shard is decoded once for
     all of them and the sections find those units finished. ``extra``
     adds top-level summary keys of the caller's (a sweep's selection) before anything is scored,
     so ``summary.json`` is written once. ``dataset`` is the recipe's dataset when the caller has
@@ -223,6 +247,7 @@ def run_audit(
     """
     t0 = time.perf_counter()
     check_runner(engine.kind)
+    engine.check()  # typed flags (memory budget, models loaded, workers), once per run, before the dataset opens
     try:
         normalizer = get_normalizer(recipe.normalizer)  # fail early on a bad name
     except RegistryError as exc:
@@ -242,13 +267,13 @@ def run_audit(
     check_section_passes(recipe, engine, parsed, specs, dataset)
     for sec, cfg in parsed:  # every section's inputs (references, turns, audio, derived clips' ids) before any model loads
         sec.check_inputs(cfg, dataset)
-    engine.check()  # CLI limits (memory budget, models loaded, workers) before run.json is written
     check_output_names(specs)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file, not a directory; give a new or existing run directory")
     source_fingerprint = dataset.fingerprint
-    check_run_dir(out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset
-        for sec, _ in parsed))
+    check_run_dir(
+        out, recipe, dataset, before_derivation=any(type(sec).prepare_dataset is not AuditSection.prepare_dataset for sec, _ in parsed)
+    )
     # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
     dec = decode_options(recipe)
@@ -259,8 +284,16 @@ def run_audit(
     check_run_dir(out, recipe, dataset)
     atomic_write_text(
         out / "run.json",
-        json.dumps({"recipe": recipe.name, "dataset_fingerprint": dataset.fingerprint, "source_fingerprint": source_fingerprint,
-            "normalizer": recipe.normalizer, "normalizer_version": normalizer.version}, indent=2),
+        json.dumps(
+            {
+                "recipe": recipe.name,
+                "dataset_fingerprint": dataset.fingerprint,
+                "source_fingerprint": source_fingerprint,
+                "normalizer": recipe.normalizer,
+                "normalizer_version": normalizer.version,
+            },
+            indent=2,
+        ),
     )
     store = RunStore(out)
     facts: dict[str, dict[str, Any]] = {}
@@ -280,10 +313,17 @@ def run_audit(
             plan = runner.plan
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
         table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
+        rows_sha256 = store.table_sha256  # taken while utterances.parquet was written: never read back to fingerprint it
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
             ctx = SectionContext(
-                dataset=views.dataset(sec.reads), asr_models=tuple(specs), out_dir=out, load_rows=views.loader(sec.reads, table),
-                progress=progress, decode_options=dec, recipe_name=recipe.name, engine=engine,
+                dataset=views.dataset(sec.reads),
+                asr_models=tuple(specs),
+                out_dir=out,
+                load_rows=views.loader(sec.reads, table),
+                progress=progress,
+                decode_options=dec,
+                recipe_name=recipe.name,
+                engine=engine,
             )
             sections[sec.key] = sec.run(cfg, ctx)
             del ctx
@@ -293,11 +333,17 @@ def run_audit(
     sections.update(extra or {})
     dataset_desc = views.describe(read_by=[sec.key for sec, _ in parsed if sec.reads == DERIVED])
     del dataset, source, views  # the utterance records are not needed for scoring; keep the driver's peak memory flat
-    return score_run(out, recipe, table, dataset_desc, facts, sections)
+    return score_run(out, recipe, table, dataset_desc, facts, sections, rows_sha256=rows_sha256, normalizer=normalizer)
 
 
-def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec],
-        dataset: Dataset, dec: DecodeOptions, views: ClipViews | None = None) -> list[PassRequest]:
+def joint_passes(
+    engine: EngineOptions,
+    parsed: Sequence[tuple[AuditSection[Any], Any]],
+    specs: Sequence[ModelSpec],
+    dataset: Dataset,
+    dec: DecodeOptions,
+    views: ClipViews | None = None,
+) -> list[PassRequest]:
     """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
 
     Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
@@ -314,13 +360,15 @@ def joint_passes(engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any]
     keep = [r for r in requests if names.count(r.spec.name) == 1]
     for r in requests:
         if r not in keep:
-            log.info("%s backend '%s' shares its name with another pass of this run; it runs in its own section pass", r.spec.kind,
-                r.spec.name)
+            log.info(
+                "%s backend '%s' shares its name with another pass of this run; it runs in its own section pass", r.spec.kind, r.spec.name
+            )
     return keep if len(specs) + len(keep) >= 2 else []
 
 
-def check_section_passes(recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]],
-        specs: Sequence[ModelSpec], dataset: Dataset) -> None:
+def check_section_passes(
+    recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec], dataset: Dataset
+) -> None:
     """A plug-in runner runs the ASR pass only: refuse a recipe whose sections run passes of their
     own on one before any model loads, rather than when the first such pass is due."""
     if engine.kind in ENGINE_KINDS:

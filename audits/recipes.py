@@ -156,8 +156,12 @@ def parse_recipe(data: Any, source: str) -> Recipe:
         ds_raw = {"path": ds_raw}
     ds = check_fields(ds_raw, DATASET_FIELDS, f"{source}: dataset", required={"path"})
     dataset = DatasetConfig(
-        path=ds["path"], reader=ds["reader"], limit=ds["limit"], options=dict(ds["options"] or {}),
-        allow_outside_root=ds["allow_outside_root"], max_duration_s=ds["max_duration_s"],
+        path=ds["path"],
+        reader=ds["reader"],
+        limit=ds["limit"],
+        options=dict(ds["options"] or {}),
+        allow_outside_root=ds["allow_outside_root"],
+        max_duration_s=ds["max_duration_s"],
     )
     models = expect_type(data["models"], list, f"{source}: models")
     for i, m in enumerate(models):
@@ -172,8 +176,11 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     for i, x in enumerate(slices or []):
         expect_type(x, str, f"{source}: scoring.slices[{i}]")
     scoring = ScoringConfig(
-        n_boot=sc["n_boot"], seed=sc["seed"], slices=None if slices is None else tuple(slices),
-        gaps=tuple(gaps), semantic_similarity=sc["semantic_similarity"],
+        n_boot=sc["n_boot"],
+        seed=sc["seed"],
+        slices=None if slices is None else tuple(slices),
+        gaps=tuple(gaps),
+        semantic_similarity=sc["semantic_similarity"],
     )
     sections: dict[str, dict[str, Any]] = {}
     for key in section_names():  # each section's own keys are checked by its parse when the run starts
@@ -206,9 +213,15 @@ def _normalizer_name(value: Any, source: str) -> str:
     except RegistryError as exc:
         raise ConfigError(f"{source}: normalizer: {exc}") from None
     if name in DEPRECATED_NORMALIZERS:
-        log.warning("%s: normalizer '%s' is a deprecated name of '%s' (Whisper's classic English normalizer, not the Open ASR "
-                    "Leaderboard's current one, which is '%s'); write '%s'", source, name, DEPRECATED_NORMALIZERS[name],
-                    STUDY_NORMALIZER, DEPRECATED_NORMALIZERS[name])
+        log.warning(
+            "%s: normalizer '%s' is a deprecated name of '%s' (Whisper's classic English normalizer, not the Open ASR "
+            "Leaderboard's current one, which is '%s'); write '%s'",
+            source,
+            name,
+            DEPRECATED_NORMALIZERS[name],
+            STUDY_NORMALIZER,
+            DEPRECATED_NORMALIZERS[name],
+        )
     return str(name)
 
 
@@ -226,8 +239,10 @@ def sweep_normalizer(recipe: Recipe, selection: str, flag: str | None) -> tuple[
     if flag:
         return flag, None
     if selection.strip() == STUDY_TAG and recipe.normalizer != STUDY_NORMALIZER:
-        return STUDY_NORMALIZER, (f"--models {STUDY_TAG}: scored with {STUDY_NORMALIZER} (the study's normalizer) instead of the "
-                                  f"recipe's {recipe.normalizer}; --normalizer {recipe.normalizer} keeps the recipe's")
+        return STUDY_NORMALIZER, (
+            f"--models {STUDY_TAG}: scored with {STUDY_NORMALIZER} (the study's normalizer) instead of the "
+            f"recipe's {recipe.normalizer}; --normalizer {recipe.normalizer} keeps the recipe's"
+        )
     return recipe.normalizer, None
 
 
@@ -236,8 +251,9 @@ def load_recipe(name_or_path: str) -> Recipe:
     return parse_recipe(load_yaml(path), str(path))
 
 
-def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str] | None = None, limit: int | None = None,
-        reader: str | None = None) -> Recipe:
+def with_overrides(
+    recipe: Recipe, dataset: str | None = None, models: list[str] | None = None, limit: int | None = None, reader: str | None = None
+) -> Recipe:
     """The recipe with ``--dataset``, ``--models``, ``--limit`` and ``--reader`` applied.
 
     ``--dataset`` replaces the path only: when the new path is read by the recipe's reader (the
@@ -251,8 +267,12 @@ def with_overrides(recipe: Recipe, dataset: str | None = None, models: list[str]
             ds = replace(ds, path=dataset, reader=reader or ds.reader)
         else:
             if ds.options:
-                log.warning("--dataset %s is not read by the recipe's reader (%s); its reader options %s do not apply and are dropped",
-                    dataset, ds.reader, sorted(ds.options))
+                log.warning(
+                    "--dataset %s is not read by the recipe's reader (%s); its reader options %s do not apply and are dropped",
+                    dataset,
+                    ds.reader,
+                    sorted(ds.options),
+                )
             ds = replace(ds, path=dataset, reader=reader or "auto", options={})
     elif reader is not None:
         ds = replace(ds, reader=reader)

@@ -103,8 +103,10 @@ def read_summary_file(run_dir: Path) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); the file is truncated or corrupt; "
-                          f"re-run the recipe into {run_dir} (finished units are reused) to write it again") from None
+        raise ConfigError(
+            f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); the file is truncated or corrupt; "
+            f"re-run the recipe into {run_dir} (finished units are reused) to write it again"
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: not a summary (a JSON object), but a JSON {type(data).__name__}")
     return data
@@ -121,8 +123,10 @@ def read_rows_file(run_dir: Path) -> pd.DataFrame:
     try:
         return pq.read_table(path).to_pandas()
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: not a readable Parquet table ({type(exc).__name__}: {str(exc)[:200]}); the file is truncated or "
-                          f"corrupt; re-run the recipe into {run_dir} to write it again") from None
+        raise ConfigError(
+            f"{path}: not a readable Parquet table ({type(exc).__name__}: {str(exc)[:200]}); the file is truncated or "
+            f"corrupt; re-run the recipe into {run_dir} to write it again"
+        ) from None
 
 
 def integrity_problems(run_dir: Path, summary: Mapping[str, Any], rows: bool = True) -> list[str]:
@@ -132,8 +136,10 @@ def integrity_problems(run_dir: Path, summary: Mapping[str, Any], rows: bool = T
     problems = []
     sealed = summary.get(DIGEST_KEY)
     if not isinstance(sealed, Mapping) or not isinstance(sealed.get("sha256"), str):
-        problems.append(f"{spath} has no digest of its content (written by an engine older than this check, or the digest was removed), "
-                        "so an edit cannot be ruled out")
+        problems.append(
+            f"{spath} has no digest of its content (written by an engine older than this check, or the digest was removed), "
+            "so an edit cannot be ruled out"
+        )
     elif sealed["sha256"] != summary_digest(summary):
         problems.append(f"{spath} was changed after the run wrote it: its content no longer matches its digest.sha256")
     if rows:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError, RegistryError
-from engine.pass_engine import EngineOptions  # one class: the pipeline's, the sections' and the engine's
 from engine.registry import Registry
-from engine.store import RunStore
+from engine.run.store import RunStore
 
 if TYPE_CHECKING:
     from audits.recipes import Recipe
@@ -51,24 +51,38 @@ def decode_options(recipe: Recipe) -> DecodeOptions:
 def inprocess_runner(
     engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
 ) -> Runner:
-    """Every model in this process, one after another (engine/runner.py)."""
-    from engine.runner import InProcessRunner
+    """Every model in this process, one after another (engine/run/runner.py)."""
+    from engine.run.runner import InProcessRunner
 
     return InProcessRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        max_models_loaded=engine.max_models_loaded, memory_budget_mb=engine.memory_budget_mb,
+        dataset,
+        specs,
+        store,
+        warmup=recipe.warmup,
+        decode_options=decode_options(recipe),
+        progress=progress,
+        max_models_loaded=engine.max_models_loaded,
+        memory_budget_mb=engine.memory_budget_mb,
     )
 
 
 def ray_runner(
     engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
 ) -> Runner:
-    """Ray actors, on this machine or a cluster at ``engine.address`` (engine/ray_runner.py)."""
-    from engine.ray_runner import RayRunner
+    """Ray actors, on this machine or a cluster at ``engine.address`` (engine/run/ray_runner.py)."""
+    from engine.run.ray_runner import RayRunner
 
     return RayRunner(
-        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        address=engine.address, workers=engine.workers, max_retries=engine.max_retries, unit_timeout_s=engine.unit_timeout_s,
+        dataset,
+        specs,
+        store,
+        warmup=recipe.warmup,
+        decode_options=decode_options(recipe),
+        progress=progress,
+        address=engine.address,
+        workers=engine.workers,
+        max_retries=engine.max_retries,
+        unit_timeout_s=engine.unit_timeout_s,
         runtime_env=engine.runtime_env,
     )
 
@@ -81,8 +95,9 @@ def check_runner(kind: str) -> None:
         raise ConfigError(f"--engine: {exc}") from None
 
 
-def make_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe,
-        progress: ProgressFn | None) -> Runner:
+def make_runner(
+    engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Recipe, progress: ProgressFn | None
+) -> Runner:
     """The runner registered under ``engine.kind``, built for this run."""
     check_runner(engine.kind)
     return RUNNERS.get(engine.kind)(engine, dataset, specs, store, recipe, progress)

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.config import expect_type
 from engine.errors import ConfigError, RegistryError
-from engine.passes import split_placement
+from engine.run.passes import split_placement
 
 
 def str_list(value: Any, where: str) -> tuple[str, ...]:
@@ -42,12 +42,11 @@ def parse_backend_list(data: Mapping[str, Any], registry: Any, where: str) -> tu
     return names
 
 
-def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str,
-        registry: Any = None) -> dict[str, dict[str, Any]]:
+def parse_backend_options(data: Mapping[str, Any], backends: Sequence[str], where: str, registry: Any = None) -> dict[str, dict[str, Any]]:
     """``backend_options``: backend name -> options mapping; names must be among ``backends``.
 
     ``num_gpus``, ``num_cpus`` and ``memory_mb`` in a backend's options size its engine actors
-    (``engine.passes.split_placement``) and are checked here; with the section's ``registry``, a
+    (``engine.run.passes.split_placement``) and are checked here; with the section's ``registry``, a
     GPU asked of a CPU-only backend (``device: cuda``, ``num_gpus`` > 0) is refused here too.
     """
     raw = expect_type(data.get("backend_options", {}) or {}, dict, f"{where}.backend_options")

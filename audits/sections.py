@@ -51,10 +51,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from audits.clips import SCOPES, SOURCE
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.engine import EngineOptions
 from engine.errors import RegistryError
-from engine.joint_pass import PassRequest
-from engine.pass_engine import EngineOptions
 from engine.registry import Registry
+from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -122,7 +122,7 @@ class AuditSection(ABC, Generic[ConfigT]):
     def dataset_passes(self, config: ConfigT, dataset: Dataset, decode_options: DecodeOptions) -> list[PassRequest]:
         """The SV/SER backends ``run`` will run over ``dataset`` (the clips it reads) with ``decode_options`` (default: none).
 
-        The pipeline hands them to the engine with the ASR pass as one run (``engine/joint_pass.py``),
+        The pipeline hands them to the engine with the ASR pass as one run (``engine/run/joint_pass.py``),
         so each shard is decoded once for every pass and a cluster schedules them together; ``run``
         then finds those units finished (same markers, same settings) and computes nothing. Return
         only passes whose specs, dataset and decode options are exactly those ``run`` submits."""
@@ -186,14 +186,33 @@ class AuditSection(ABC, Generic[ConfigT]):
         return kept
 
 
-RECIPE_KEYS = frozenset({"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring",
-                         "source"})
+RECIPE_KEYS = frozenset(
+    {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring", "source"}
+)
 """A recipe's own top-level keys (``audits.recipes.BASE_KEYS``, and ``source`` in the recipe summary.json embeds)."""
-REPORT_KEYS = frozenset({
-    "title", "families", "slices", "gaps", "pairs", "cohort", "worst", "empty_references", "findings",  # report.html's data
-    "summary", "run-facts", "overall", "speed", "heatmap", "hallucination", "comparisons", "hosted",  # report.html's sections
-    "utterances", "scored",  # audit query's views
-})
+REPORT_KEYS = frozenset(
+    {
+        "title",
+        "families",
+        "slices",
+        "gaps",
+        "pairs",
+        "cohort",
+        "worst",
+        "empty_references",
+        "findings",  # report.html's data
+        "summary",
+        "run-facts",
+        "overall",
+        "speed",
+        "heatmap",
+        "hallucination",
+        "comparisons",
+        "hosted",  # report.html's sections
+        "utterances",
+        "scored",  # audit query's views
+    }
+)
 """Names the reports and queries use beside the sections' (data keys, page sections, views)."""
 
 
@@ -238,8 +257,10 @@ def get_section(name: str) -> AuditSection[Any]:
     if getattr(cls, "key", None) != name:
         raise RegistryError(f"audit section '{name}': its class {cls.__name__} has key {getattr(cls, 'key', None)!r}; the two must match")
     if getattr(cls, "reads", None) not in SCOPES:
-        raise RegistryError(f"audit section '{name}': reads = {getattr(cls, 'reads', None)!r}; declare one of "
-            f"{', '.join(repr(s) for s in SCOPES)} (audits.clips)")
+        raise RegistryError(
+            f"audit section '{name}': reads = {getattr(cls, 'reads', None)!r}; declare one of "
+            f"{', '.join(repr(s) for s in SCOPES)} (audits.clips)"
+        )
     return cls()
 
 

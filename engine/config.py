@@ -37,10 +37,14 @@ class _PlainDataLoader(yaml.SafeLoader):
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         if node.tag not in PLAIN_TAGS:
             prefix = "tag:yaml.org,2002:"
-            kind = node.tag[len(prefix):] if node.tag.startswith(prefix) else node.tag
+            kind = node.tag[len(prefix) :] if node.tag.startswith(prefix) else node.tag
             raise yaml.constructor.ConstructorError(
-                None, None, f"a {kind!r} value is not plain data (only strings, numbers, booleans, null, lists and mappings are "
-                "accepted); quote it to make it a string", node.start_mark)
+                None,
+                None,
+                f"a {kind!r} value is not plain data (only strings, numbers, booleans, null, lists and mappings are "
+                "accepted); quote it to make it a string",
+                node.start_mark,
+            )
         return super().construct_object(node, deep)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:  # type: ignore[override]
@@ -48,18 +52,26 @@ class _PlainDataLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 raise yaml.constructor.ConstructorError(
-                    None, None, "merge keys ('<<') are not accepted: they override keys without saying so; write the keys out",
-                    key_node.start_mark)
+                    None,
+                    None,
+                    "merge keys ('<<') are not accepted: they override keys without saying so; write the keys out",
+                    key_node.start_mark,
+                )
             key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.get(key)
             except TypeError:
-                raise yaml.constructor.ConstructorError(None, None, f"a mapping key must be a plain value, not {type(key).__name__}",
-                                                        key_node.start_mark) from None
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a mapping key must be a plain value, not {type(key).__name__}", key_node.start_mark
+                ) from None
             if first is not None:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping (first at line {first}); YAML would keep only the last one "
-                    "silently: remove or rename one", key_node.start_mark)
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (first at line {first}); YAML would keep only the last one "
+                    "silently: remove or rename one",
+                    key_node.start_mark,
+                )
             seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
@@ -120,8 +132,9 @@ def check_expansion(data: Any, where: str, limit: int = MAX_YAML_VALUES) -> None
         node = stack.pop()
         count += 1
         if count > limit:
-            raise ConfigError(f"{where}: YAML expands to more than {limit} values (nested aliases?); write the values out or simplify the "
-                f"file")
+            raise ConfigError(
+                f"{where}: YAML expands to more than {limit} values (nested aliases?); write the values out or simplify the file"
+            )
         if isinstance(node, dict):
             stack.extend(node.values())
             stack.extend(node.keys())
@@ -129,8 +142,7 @@ def check_expansion(data: Any, where: str, limit: int = MAX_YAML_VALUES) -> None
             stack.extend(node)
 
 
-def check_keys(data: Mapping[str, Any], allowed: set[str], where: str,
-        required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def check_keys(data: Mapping[str, Any], allowed: set[str], where: str, required: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Reject unknown keys (with a 'did you mean') and report missing required ones."""
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
@@ -165,8 +177,14 @@ def expect_type(value: Any, types: type | tuple[type, ...], where: str) -> Any:
 # from booleans, integers only from integers, finite numbers within the stated range. A value
 # that fails names the file and the key (``where``) and what is expected, before anything runs.
 
-_KIND_WORDS = {bool: "a boolean (true/false, unquoted)", int: "an integer", float: "a number", str: "a string", list: "a list",
-    dict: "a mapping"}
+_KIND_WORDS = {
+    bool: "a boolean (true/false, unquoted)",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "a list",
+    dict: "a mapping",
+}
 
 
 def _num(x: float) -> str:
@@ -234,8 +252,14 @@ class Field:
 
 
 def check_number(
-    value: Any, where: str, *, integer: bool = False,
-    ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None,
+    value: Any,
+    where: str,
+    *,
+    integer: bool = False,
+    ge: float | None = None,
+    gt: float | None = None,
+    le: float | None = None,
+    lt: float | None = None,
 ) -> Any:
     """A finite number (an integer when ``integer``) within the bounds; booleans and strings are refused.
 
@@ -248,8 +272,10 @@ def check_number(
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"{where}: expected a finite number, got {value!r}")
     bad = (
-        (ge is not None and value < ge) or (gt is not None and value <= gt)
-        or (le is not None and value > le) or (lt is not None and value >= lt)
+        (ge is not None and value < ge)
+        or (gt is not None and value <= gt)
+        or (le is not None and value > le)
+        or (lt is not None and value >= lt)
     )
     if bad:
         rng = Field(int if integer else float, ge=ge, gt=gt, le=le, lt=lt).range_text()
@@ -257,8 +283,7 @@ def check_number(
     return value
 
 
-def check_fields(raw: Any, fields: Mapping[str, Field], where: str,
-        required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
     """Every field of ``fields`` from the mapping ``raw`` (defaults filled in), unknown keys refused.
 
     ``where`` names the file and the section (``recipe.yaml: conversation``); each key's error
@@ -291,6 +316,8 @@ def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[st
     rows = []
     for key, f in fields.items():
         kind = f.kind_doc or _DOC_KIND.get(f.kind, f.kind.__name__)
-        rows.append(f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | "
-            f"{f.range_text() or '—'} | {f.doc} |")
+        rows.append(
+            f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | "
+            f"{f.range_text() or '—'} | {f.doc} |"
+        )
     return rows

@@ -38,11 +38,15 @@ def shipped_config_dir() -> Path:
         checkout = source_root()  # an editable install made before the package existed maps only the code packages
         if checkout is not None and (checkout / CONFIG_PACKAGE / "__init__.py").is_file():
             return checkout / CONFIG_PACKAGE
-        raise ConfigError(f"the shipped configuration package '{CONFIG_PACKAGE}' is not installed beside the engine ({exc}); "
-            f"reinstall audit-engine, or set {CONFIG_ENV} to a folder holding {', '.join(f'{s}/' for s in SUBFOLDERS)}") from None
+        raise ConfigError(
+            f"the shipped configuration package '{CONFIG_PACKAGE}' is not installed beside the engine ({exc}); "
+            f"reinstall audit-engine, or set {CONFIG_ENV} to a folder holding {', '.join(f'{s}/' for s in SUBFOLDERS)}"
+        ) from None
     if not isinstance(root, Path):  # a zipped install: recipes are globbed and opened as files
-        raise ConfigError(f"the shipped configuration package '{CONFIG_PACKAGE}' is not a folder on disk ({root}); install audit-engine "
-            f"unzipped (pip installs wheels unzipped), or set {CONFIG_ENV} to a folder holding {', '.join(f'{s}/' for s in SUBFOLDERS)}")
+        raise ConfigError(
+            f"the shipped configuration package '{CONFIG_PACKAGE}' is not a folder on disk ({root}); install audit-engine "
+            f"unzipped (pip installs wheels unzipped), or set {CONFIG_ENV} to a folder holding {', '.join(f'{s}/' for s in SUBFOLDERS)}"
+        )
     return root
 
 
@@ -59,14 +63,19 @@ def config_dir() -> Path:
     path = Path(env).expanduser()
     folders = ", ".join(f"{s}/" for s in SUBFOLDERS)
     if not path.exists():
-        raise ConfigError(f"{CONFIG_ENV}={env}: no such folder; point it at a configuration folder (holding {folders}) "
-            f"or unset it to use the shipped one ({shipped_config_dir()})")
+        raise ConfigError(
+            f"{CONFIG_ENV}={env}: no such folder; point it at a configuration folder (holding {folders}) "
+            f"or unset it to use the shipped one ({shipped_config_dir()})"
+        )
     if not path.is_dir():
-        raise ConfigError(f"{CONFIG_ENV}={env}: not a folder; point it at a configuration folder (holding {folders}) "
-            "or unset it to use the shipped one")
+        raise ConfigError(
+            f"{CONFIG_ENV}={env}: not a folder; point it at a configuration folder (holding {folders}) or unset it to use the shipped one"
+        )
     if not any((path / s).is_dir() for s in SUBFOLDERS):
-        raise ConfigError(f"{CONFIG_ENV}={env}: holds none of {folders} (is it one level too deep?); point it at the folder above "
-            f"them, e.g. a copy of {shipped_config_dir()}")
+        raise ConfigError(
+            f"{CONFIG_ENV}={env}: holds none of {folders} (is it one level too deep?); point it at the folder above "
+            f"them, e.g. a copy of {shipped_config_dir()}"
+        )
     return path
 
 
@@ -123,5 +132,16 @@ def data_dir() -> Path:
     return (root if root is not None else Path.cwd()) / "data"
 
 
-__all__ = ["CONFIG_ENV", "CONFIG_PACKAGE", "SUBFOLDERS", "config_dir", "config_folder", "config_path", "data_dir", "display_path",
-    "resolve_relative", "shipped_config_dir", "source_root"]
+__all__ = [
+    "CONFIG_ENV",
+    "CONFIG_PACKAGE",
+    "SUBFOLDERS",
+    "config_dir",
+    "config_folder",
+    "config_path",
+    "data_dir",
+    "display_path",
+    "resolve_relative",
+    "shipped_config_dir",
+    "source_root",
+]

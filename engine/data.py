@@ -23,6 +23,7 @@ def is_speech_free(labels: Mapping[str, Any]) -> bool:
     judges, scoring): the explicit ``content`` label decides, never what the reference looks like."""
     return str(labels.get(SPEECH_FREE_LABEL, "")) == SPEECH_FREE_VALUE
 
+
 #: Longest clip read by default (seconds); longer ones become error rows before their samples are read.
 DEFAULT_MAX_DURATION_S = 1800.0
 
@@ -84,8 +85,21 @@ DERIVATION_LABELS: tuple[str, ...] = (DERIVATION_COLUMN, "perturbation_family", 
 
 #: Per-row columns the scoring step adds to the result rows (audits/asr/scoring.py, hallucination.py).
 SCORING_COLUMNS: tuple[str, ...] = (
-    "ok", "ref_norm", "hyp_norm", "n_words", "word_errors", "subs", "dels", "ins", "n_chars", "char_errors",
-    "speech_free", "hyp_words", "loop", "length_outlier", "semsim",
+    "ok",
+    "ref_norm",
+    "hyp_norm",
+    "n_words",
+    "word_errors",
+    "subs",
+    "dels",
+    "ins",
+    "n_chars",
+    "char_errors",
+    "speech_free",
+    "hyp_words",
+    "loop",
+    "length_outlier",
+    "semsim",
 )
 
 #: Names a slice label may not have: every column the engine writes into a result row (the row's
@@ -93,7 +107,10 @@ SCORING_COLUMNS: tuple[str, ...] = (
 #: the keys of the Open ASR Leaderboard export. A dataset column with one of these names would be
 #: overwritten, overwrite a hypothesis, turn a score into a fake slice, or vanish; readers refuse it.
 RESERVED_LABELS: frozenset[str] = (
-    frozenset(RESULT_COLUMNS) | frozenset(CONFIDENCE_COLUMNS) | frozenset(DERIVATION_LABELS) | frozenset(SCORING_COLUMNS)
+    frozenset(RESULT_COLUMNS)
+    | frozenset(CONFIDENCE_COLUMNS)
+    | frozenset(DERIVATION_LABELS)
+    | frozenset(SCORING_COLUMNS)
     | frozenset({"pred_text", "time", "duration", "audio_filepath", "text", "derivation"})
 )
 
@@ -101,16 +118,20 @@ RESERVED_LABELS: frozenset[str] = (
 def reserved_column_problem(key: str, where: str) -> str:
     """Why the dataset column ``key`` (a reserved name) is refused, and what to do (name the file in ``where``)."""
     if key in DERIVATION_LABELS:
-        what = ("the engine writes it on every clip when a recipe derives clips (perturbations: 'clean' on a source clip, "
-            "'<family>:<level>' on a derived one)")
+        what = (
+            "the engine writes it on every clip when a recipe derives clips (perturbations: 'clean' on a source clip, "
+            "'<family>:<level>' on a derived one)"
+        )
     elif key in CONFIDENCE_COLUMNS:
         what = "the engine writes a backend's per-clip confidence there"
     elif key in SCORING_COLUMNS:
         what = "scoring writes a per-row figure there"
     else:
         what = "it is a column of the result rows the engine writes"
-    return (f"column '{key}' is reserved: {what}, so the dataset's own values would be overwritten or mistaken for the engine's; "
-        f"rename the column in {where} (e.g. to 'my_{key}')")
+    return (
+        f"column '{key}' is reserved: {what}, so the dataset's own values would be overwritten or mistaken for the engine's; "
+        f"rename the column in {where} (e.g. to 'my_{key}')"
+    )
 
 
 def check_label_names(labels: Mapping[str, Any], where: str) -> str | None:
@@ -127,10 +148,12 @@ def check_derivation_link(parent_id: Any, derivation: Any, where: str) -> str | 
     audio hold it). A ``parent_id`` without one is some other column of the same name: refused."""
     if parent_id in (None, "") or derivation:
         return None
-    return ("column 'parent_id' is reserved: the engine writes it on the clips it derives (their source clip), and reads a "
+    return (
+        "column 'parent_id' is reserved: the engine writes it on the clips it derives (their source clip), and reads a "
         "dataset's parent_id as a derivation link only together with the clip's 'derivation' record (a JSON object saying how "
         f"the clip was made from its parent); rename the column in {where} (e.g. to 'parent') to keep it as a label, or add "
-        "the 'derivation' record")
+        "the 'derivation' record"
+    )
 
 
 @dataclass(frozen=True)
@@ -141,7 +164,7 @@ class Utterance:
     derived audio keeps ``parent_id`` and a JSON-able ``derivation`` record. A *segment* of a
     longer file (a NeMo row with ``offset``) has ``offset_s`` set: the clip is then exactly the
     span ``[offset_s, offset_s + duration_s)`` of that audio, and every decode reads only it
-    (``engine.audio``); without ``offset_s`` the clip is the whole file and ``duration_s`` is
+    (``engine.audio.decoding``); without ``offset_s`` the clip is the whole file and ``duration_s`` is
     the manifest's note of its length.
     """
 
@@ -211,7 +234,7 @@ class WorkUnit:
 class ModelSpec:
     """A registry model resolved to its backend and options: what a runner needs to load it.
 
-    ``kind`` is the pass it runs (``asr``, ``sv``, ``ser``; ``engine/passes.py``): it selects the
+    ``kind`` is the pass it runs (``asr``, ``sv``, ``ser``; ``engine/run/passes.py``): it selects the
     backend registry, the per-unit processing and the row schema, so both runners run every kind.
     """
 

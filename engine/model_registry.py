@@ -41,9 +41,25 @@ from engine.errors import ConfigError, RegistryError
 from engine.registry import did_you_mean
 
 ENTRY_KEYS = {
-    "backend", "options", "batch_size", "params_m", "tags", "description", "extra", "license", "num_gpus", "num_cpus", "memory_mb",
-    "rtfx", "family", "trust_remote_code", "gated", "requires", "study_row", "card",
-}  # fmt: skip
+    "backend",
+    "options",
+    "batch_size",
+    "params_m",
+    "tags",
+    "description",
+    "extra",
+    "license",
+    "num_gpus",
+    "num_cpus",
+    "memory_mb",
+    "rtfx",
+    "family",
+    "trust_remote_code",
+    "gated",
+    "requires",
+    "study_row",
+    "card",
+}
 
 
 @dataclass(frozen=True)

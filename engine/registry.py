@@ -93,8 +93,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
         try:
             import tomli as tomllib
         except ImportError as exc:
-            raise RegistryError(f"reading the built-in plug-ins from {path} on Python 3.10 needs 'tomli' (pip install tomli), or install "
-                f"the project") from exc
+            raise RegistryError(
+                f"reading the built-in plug-ins from {path} on Python 3.10 needs 'tomli' (pip install tomli), or install the project"
+            ) from exc
     with path.open("rb") as fh:
         return dict(tomllib.load(fh))
 
@@ -133,8 +134,9 @@ class Registry(Generic[T]):
     code registers). ``register``/``register_lazy`` add entries in code (tests, toy sections).
     """
 
-    def __init__(self, kind: str, group: str | None = None, reserved: Mapping[str, str] | None = None,
-                 name_pattern: str | None = None) -> None:
+    def __init__(
+        self, kind: str, group: str | None = None, reserved: Mapping[str, str] | None = None, name_pattern: str | None = None
+    ) -> None:
         self.kind = kind
         self.group = group
         self.reserved = dict(reserved or {})
@@ -182,8 +184,9 @@ class Registry(Generic[T]):
 
         def deco(obj: T) -> T:
             self._discover()
-            self._add(Entry(name, f"{getattr(obj, '__module__', 'unknown')}:{getattr(obj, '__qualname__', 'object')}",
-                "registered in code"))
+            self._add(
+                Entry(name, f"{getattr(obj, '__module__', 'unknown')}:{getattr(obj, '__qualname__', 'object')}", "registered in code")
+            )
             self._loaded[name] = obj
             return obj
 

@@ -50,8 +50,7 @@ def select_models(registry: Mapping[str, ModelEntry], selection: str) -> list[st
             if n not in registry:
                 close = difflib.get_close_matches(n, list(registry), n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-                raise ConfigError(f"--models: unknown model '{n}' (in no registry of the configuration tree; audit list models)"
-                    f"{hint}")
+                raise ConfigError(f"--models: unknown model '{n}' (in no registry of the configuration tree; audit list models){hint}")
         return names
     chosen = sorted(n for n, e in registry.items() if sel in e.tags)
     if not chosen:
@@ -116,17 +115,23 @@ def weights_source(backend: str, options: Mapping[str, Any]) -> str:
     return "bundled" if avail.runnable else "hub-only"
 
 
-def _check_here(backend: str, options: Mapping[str, Any], extra: str | None, requires: Sequence[str] = (),
-        gated: bool = False) -> dict[str, Any]:
+def _check_here(
+    backend: str, options: Mapping[str, Any], extra: str | None, requires: Sequence[str] = (), gated: bool = False
+) -> dict[str, Any]:
     """Runs inside a Ray worker: the availability answer of that machine (every reason it would not
     run, with the checkpoint checks the load itself runs), and where the weights are."""
     from engine.backends.availability import model_availability
 
     avail = model_availability(backend, options, extra, tuple(requires), gated)
     return {
-        "runnable": avail.runnable, "reason": avail.reason, "checked": avail.checked, "problems": list(avail.problems),
-        "weights": weights_source(backend, options), "host": socket.gethostname(), "pid": os.getpid(),
-    }  # fmt: skip
+        "runnable": avail.runnable,
+        "reason": avail.reason,
+        "checked": avail.checked,
+        "problems": list(avail.problems),
+        "weights": weights_source(backend, options),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
 
 
 def smoke_here(name: str, backend: str, options: Mapping[str, Any], samples: Any) -> dict[str, Any]:
@@ -174,8 +179,12 @@ def actor_resources(entry: ModelEntry, gpu_total: float) -> tuple[float, float]:
 
 
 def check_in_workers(
-    registry: Mapping[str, ModelEntry], names: Sequence[str], address: str | None = None, timeout_s: float = 300.0,
-    smoke_clip: Any = None, runtime_env: Mapping[str, Any] | None = None,
+    registry: Mapping[str, ModelEntry],
+    names: Sequence[str],
+    address: str | None = None,
+    timeout_s: float = 300.0,
+    smoke_clip: Any = None,
+    runtime_env: Mapping[str, Any] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each model's availability as a Ray worker with that model's resources sees it; with
     ``smoke_clip`` (16 kHz float32 samples) each runnable model is then loaded and run on it.
@@ -185,8 +194,8 @@ def check_in_workers(
     """
     import ray
 
-    from engine.cluster import node_capacity, placement_problem
-    from engine.ray_runner import init_ray
+    from engine.run.cluster import node_capacity, placement_problem
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(address, runtime_env=runtime_env)
     try:
@@ -213,8 +222,12 @@ def check_in_workers(
                 out[name] = {**res, "where": f"worker {res['host']}"}
             else:
                 ray.cancel(ref, force=True)
-                out[name] = {"runnable": False, "reason": f"no worker could take the check within {timeout_s:g} s", "checked": False,
-                    "where": "cluster"}
+                out[name] = {
+                    "runnable": False,
+                    "reason": f"no worker could take the check within {timeout_s:g} s",
+                    "checked": False,
+                    "where": "cluster",
+                }
         for name, answer in out.items():
             e = registry[name]
             answer["family"] = e.family or "—"
@@ -229,8 +242,13 @@ def check_in_workers(
 
 
 def _smoke(
-    registry: Mapping[str, ModelEntry], answers: dict[str, dict[str, Any]], clip: Any, gpu_total: float,
-    capacity: Mapping[str, float], cpu_cap: float, timeout_s: float,
+    registry: Mapping[str, ModelEntry],
+    answers: dict[str, dict[str, Any]],
+    clip: Any,
+    gpu_total: float,
+    capacity: Mapping[str, float],
+    cpu_cap: float,
+    timeout_s: float,
 ) -> None:
     """Load and run each runnable model once, one fresh worker process each (``max_calls=1``)."""
     import ray

@@ -28,49 +28,130 @@ LEADERBOARD_COMMIT = "d1e99b25524814332d6868a5645e568670834cfb"
 last changed in d589a09a261b5f37d0fa44bbcea981f03421f316 (2026-06-22)."""
 
 FILLERS: tuple[str, ...] = (
-    "hmm", "mm", "mhm", "mmm", "uh", "um", "ah", "aha", "ahh", "ahm", "eh", "ehehe", "em", "hm", "huh", "hum", "mhum", "uhm",
-    "umm", "uhuh",
+    "hmm",
+    "mm",
+    "mhm",
+    "mmm",
+    "uh",
+    "um",
+    "ah",
+    "aha",
+    "ahh",
+    "ahm",
+    "eh",
+    "ehehe",
+    "em",
+    "hm",
+    "huh",
+    "hum",
+    "mhum",
+    "uhm",
+    "umm",
+    "uhuh",
 )
 """Whole words deleted before anything else (Whisper's list was the first six)."""
 
 WORD_EXPANSIONS: tuple[tuple[str, str], ...] = (
-    ("won't", "will not"), ("can't", "can not"), ("let's", "let us"), ("ain't", "aint"), ("y'all", "you all"),
-    ("wanna", "want to"), ("gotta", "got to"), ("gonna", "going to"), ("i'ma", "i am going to"), ("imma", "i am going to"),
-    ("woulda", "would have"), ("coulda", "could have"), ("shoulda", "should have"), ("ma'am", "madam"),
+    ("won't", "will not"),
+    ("can't", "can not"),
+    ("let's", "let us"),
+    ("ain't", "aint"),
+    ("y'all", "you all"),
+    ("wanna", "want to"),
+    ("gotta", "got to"),
+    ("gonna", "going to"),
+    ("i'ma", "i am going to"),
+    ("imma", "i am going to"),
+    ("woulda", "would have"),
+    ("coulda", "could have"),
+    ("shoulda", "should have"),
+    ("ma'am", "madam"),
 )
 """Whole words spelled out, in the leaderboard's order. Unlike the ``whisper-normalizer`` package it
 does not expand "kinda", "sorta", "dunno" or "cause"."""
 
 TITLES: tuple[tuple[str, str], ...] = (
-    ("mr", "mister"), ("mrs", "missus"), ("st", "saint"), ("dr", "doctor"), ("prof", "professor"), ("capt", "captain"),
-    ("gov", "governor"), ("ald", "alderman"), ("gen", "general"), ("sen", "senator"), ("rep", "representative"),
-    ("pres", "president"), ("rev", "reverend"), ("hon", "honorable"), ("asst", "assistant"), ("assoc", "associate"),
-    ("lt", "lieutenant"), ("col", "colonel"), ("jr", "junior"), ("sr", "senior"), ("esq", "esquire"),
+    ("mr", "mister"),
+    ("mrs", "missus"),
+    ("st", "saint"),
+    ("dr", "doctor"),
+    ("prof", "professor"),
+    ("capt", "captain"),
+    ("gov", "governor"),
+    ("ald", "alderman"),
+    ("gen", "general"),
+    ("sen", "senator"),
+    ("rep", "representative"),
+    ("pres", "president"),
+    ("rev", "reverend"),
+    ("hon", "honorable"),
+    ("asst", "assistant"),
+    ("assoc", "associate"),
+    ("lt", "lieutenant"),
+    ("col", "colonel"),
+    ("jr", "junior"),
+    ("sr", "senior"),
+    ("esq", "esquire"),
 )
 """Whole-word abbreviations; each becomes the word followed by a space."""
 
 PERFECT_TENSES: tuple[tuple[str, str], ...] = (
-    ("'d been", " had been"), ("'s been", " has been"), ("'d gone", " had gone"), ("'s gone", " has gone"),
-    ("'d done", " had done"), ("'s got", " has got"),
+    ("'d been", " had been"),
+    ("'s been", " has been"),
+    ("'d gone", " had gone"),
+    ("'s gone", " has gone"),
+    ("'d done", " had done"),
+    ("'s got", " has got"),
 )
 """Contractions before a past participle (the text must end a word after them)."""
 
 IS_CONTRACTION_WORDS: tuple[str, ...] = (
-    "it", "he", "she", "what", "that", "who", "here", "there", "how", "when", "where", "why", "this",
+    "it",
+    "he",
+    "she",
+    "what",
+    "that",
+    "who",
+    "here",
+    "there",
+    "how",
+    "when",
+    "where",
+    "why",
+    "this",
 )
 """Words whose "'s" means "is"; Whisper expands every "'s" (so "john's" became "john is")."""
 
 CONTRACTION_SUFFIXES: tuple[tuple[str, str], ...] = (
-    ("n't", " not"), ("'re", " are"), ("'s", " is"), ("'d", " would"), ("'ll", " will"), ("'t", " not"), ("'ve", " have"),
+    ("n't", " not"),
+    ("'re", " are"),
+    ("'s", " is"),
+    ("'d", " would"),
+    ("'ll", " will"),
+    ("'t", " not"),
+    ("'ve", " have"),
     ("'m", " am"),
 )
 """Endings expanded wherever a word ends with them, in this order; "'s" only after
 :data:`IS_CONTRACTION_WORDS`."""
 
 COMPOUNDS: tuple[tuple[str, str], ...] = (
-    ("et cetera", "etc"), ("al right", "alright"), ("all right", "alright"), ("how ever", "however"), ("wi fi", "wifi"),
-    ("hi fi", "hifi"), ("lo fi", "lofi"), ("sci fi", "scifi"), ("e mail", "email"), ("e book", "ebook"),
-    ("e commerce", "ecommerce"), ("x ray", "xray"), ("t shirt", "tshirt"), ("a m", "am"), ("p m", "pm"), ("o k", "okay"),
+    ("et cetera", "etc"),
+    ("al right", "alright"),
+    ("all right", "alright"),
+    ("how ever", "however"),
+    ("wi fi", "wifi"),
+    ("hi fi", "hifi"),
+    ("lo fi", "lofi"),
+    ("sci fi", "scifi"),
+    ("e mail", "email"),
+    ("e book", "ebook"),
+    ("e commerce", "ecommerce"),
+    ("x ray", "xray"),
+    ("t shirt", "tshirt"),
+    ("a m", "am"),
+    ("p m", "pm"),
+    ("o k", "okay"),
 )
 """Two words joined into one once punctuation is gone ("wi-fi" -> "wi fi" -> "wifi"), in order."""
 
@@ -196,17 +277,33 @@ _NAMES_BY_CANONICAL: dict[str, tuple[str, ...]] = {
 NAMES: Mapping[str, str] = MappingProxyType({v: canon for canon, variants in _NAMES_BY_CANONICAL.items() for v in variants})
 """Name spelling variant -> the one form the leaderboard scores ("stephen" -> "steven")."""
 
-SPELLING_EDITS: Mapping[str, str | None] = MappingProxyType({
-    # added by the leaderboard
-    "ok": "okay", "kay": "okay", "etcetera": "etc", "mm": "hmm",
-    # Whisper's list maps these the other way (US -> GB); the leaderboard turned them round
-    "archaeological": "archeological", "cancellation": "cancelation", "cancellations": "cancelations",
-    "travelogue": "travelog", "travelogues": "travelogs", "flyer": "flier",
-    "archeological": None, "cancelation": None, "cancelations": None, "travelog": None, "travelogs": None,
-    "flyer / flier": None,
-    # corrected entries
-    "archaeology": "archeology", "pummelled": "pummeled", "pummelling": "pummeling", "snowploughs": "snowplows",
-})
+SPELLING_EDITS: Mapping[str, str | None] = MappingProxyType(
+    {
+        # added by the leaderboard
+        "ok": "okay",
+        "kay": "okay",
+        "etcetera": "etc",
+        "mm": "hmm",
+        # Whisper's list maps these the other way (US -> GB); the leaderboard turned them round
+        "archaeological": "archeological",
+        "cancellation": "cancelation",
+        "cancellations": "cancelations",
+        "travelogue": "travelog",
+        "travelogues": "travelogs",
+        "flyer": "flier",
+        "archeological": None,
+        "cancelation": None,
+        "cancelations": None,
+        "travelog": None,
+        "travelogs": None,
+        "flyer / flier": None,
+        # corrected entries
+        "archaeology": "archeology",
+        "pummelled": "pummeled",
+        "pummelling": "pummeling",
+        "snowploughs": "snowplows",
+    }
+)
 """The leaderboard's changes to Whisper's spelling list: word -> new form, or None to drop the entry."""
 
 SPELLINGS_SHA256 = "4a6400d37047db56e9d5bc496b0e9480bb1ffa406450c06104006b44002fca7f"
@@ -232,8 +329,9 @@ def leaderboard_spellings() -> Mapping[str, str]:
     try:
         text = resources.files("whisper_normalizer").joinpath("normalizers/english.json").read_text(encoding="utf-8")
     except (ModuleNotFoundError, OSError) as exc:
-        raise SpellingListError(f"the Whisper spelling list (whisper_normalizer/normalizers/english.json) cannot be read: {exc}; "
-                                "pip install whisper-normalizer") from exc
+        raise SpellingListError(
+            f"the Whisper spelling list (whisper_normalizer/normalizers/english.json) cannot be read: {exc}; pip install whisper-normalizer"
+        ) from exc
     mapping = dict(json.loads(text))
     for word, form in SPELLING_EDITS.items():
         if form is None:
@@ -246,6 +344,8 @@ def leaderboard_spellings() -> Mapping[str, str]:
             version = metadata.version("whisper-normalizer")
         except metadata.PackageNotFoundError:
             version = "unknown"
-        raise SpellingListError(f"whisper-normalizer {version}'s english.json with the leaderboard's edits has digest {digest}, not the "
-                                f"leaderboard's {SPELLINGS_SHA256}; install whisper-normalizer==0.1.15")
+        raise SpellingListError(
+            f"whisper-normalizer {version}'s english.json with the leaderboard's edits has digest {digest}, not the "
+            f"leaderboard's {SPELLINGS_SHA256}; install whisper-normalizer==0.1.15"
+        )
     return MappingProxyType(mapping)

@@ -21,29 +21,84 @@ from functools import lru_cache
 Number = int | Decimal
 
 _UNITS: dict[str, int] = {
-    "zero": 0, "nought": 0, "naught": 0,
-    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
-    "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19,
+    "zero": 0,
+    "nought": 0,
+    "naught": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
 }
 _TENS: dict[str, int] = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
 }
 # "the nineties", "nineteen nineties": decades read as their tens value
 _TENS_PLURAL: dict[str, int] = {w[:-1] + "ies": v for w, v in _TENS.items()}
 _ORD_SMALL: dict[str, int] = {
-    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
-    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14,
-    "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19,
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "fifth": 5,
+    "sixth": 6,
+    "seventh": 7,
+    "eighth": 8,
+    "ninth": 9,
+    "tenth": 10,
+    "eleventh": 11,
+    "twelfth": 12,
+    "thirteenth": 13,
+    "fourteenth": 14,
+    "fifteenth": 15,
+    "sixteenth": 16,
+    "seventeenth": 17,
+    "eighteenth": 18,
+    "nineteenth": 19,
 }
 _ORD_TENS: dict[str, int] = {w[:-1] + "ieth": v for w, v in _TENS.items()}
 _SCALES: dict[str, int] = {
-    "thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12,
+    "thousand": 10**3,
+    "million": 10**6,
+    "billion": 10**9,
+    "trillion": 10**12,
 }
 _ORD_SCALES: dict[str, int] = {w + "th": v for w, v in _SCALES.items()}
 _DIGIT_WORDS: dict[str, int] = {
-    "zero": 0, "oh": 0, "o": 0, "nought": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
-    "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "zero": 0,
+    "oh": 0,
+    "o": 0,
+    "nought": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
 }
 # words after which a bare "second" is the ordinal rather than the unit of time
 _ORDINAL_DETERMINERS = frozenset({"the", "his", "her", "its", "their", "our", "my", "your", "every"})
@@ -54,8 +109,14 @@ _DIGIT_SUFFIX_SCALE: dict[str, int] = {"k": 10**3, "m": 10**6, "bn": 10**9, "b":
 
 #: Every word that can take part in a number phrase (used to recognise number-ish neighbours).
 NUMBER_WORDS: frozenset[str] = frozenset(
-    set(_UNITS) | set(_TENS) | set(_TENS_PLURAL) | set(_ORD_SMALL) | set(_ORD_TENS) | set(_SCALES)
-    | set(_ORD_SCALES) | {"hundred", "hundredth"}
+    set(_UNITS)
+    | set(_TENS)
+    | set(_TENS_PLURAL)
+    | set(_ORD_SMALL)
+    | set(_ORD_TENS)
+    | set(_SCALES)
+    | set(_ORD_SCALES)
+    | {"hundred", "hundredth"}
 )
 
 _STARTERS = NUMBER_WORDS | {"a", "point", "minus", "negative"}
@@ -349,10 +410,8 @@ def _parse_tokens(tokens: Sequence[str]) -> list[NumberSpan]:
     spans: list[NumberSpan] = []
     for p, i in _parse_subs(subs):
         first, last = subs[i].origin, subs[p.end - 1].origin
-        has_digits = any(s.digits is not None for s in subs[i:p.end])
-        spans.append(
-            NumberSpan(p.value, first, last + 1, " ".join(tokens[first:last + 1]), has_digits, p.ordinal, p.alternatives)
-        )
+        has_digits = any(s.digits is not None for s in subs[i : p.end])
+        spans.append(NumberSpan(p.value, first, last + 1, " ".join(tokens[first : last + 1]), has_digits, p.ordinal, p.alternatives))
     return spans
 
 
@@ -374,9 +433,7 @@ def find_numbers(text: str) -> list[NumberSpan]:
     return list(_find_numbers_cached(text))
 
 
-_HINT_RE = re.compile(
-    r"\d|\b(?:" + "|".join(sorted(NUMBER_WORDS | {"point"}, key=len, reverse=True)) + r")\b", re.IGNORECASE
-)
+_HINT_RE = re.compile(r"\d|\b(?:" + "|".join(sorted(NUMBER_WORDS | {"point"}, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 
 
 @lru_cache(maxsize=8192)
@@ -399,7 +456,6 @@ def _find_numbers_cached(text: str) -> tuple[NumberSpan, ...]:
             a2, b2 = a + left, b - right
             spans.append(NumberSpan(s.value, a2, b2, text[a2:b2], s.has_digits, s.ordinal, s.alternatives))
         seg.clear()
-
 
     for m in matches:
         tok = m.group()

@@ -47,8 +47,22 @@ KEEP_SYMBOLS = ".%$¢€£"
 
 #: Letters that Unicode decomposition does not split into a base letter and a mark (Whisper's list).
 LETTER_FOLDS: Mapping[str, str] = {
-    "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "æ": "ae", "Æ": "AE", "ß": "ss", "ẞ": "SS", "đ": "d", "Đ": "D", "ð": "d",
-    "Ð": "D", "þ": "th", "Þ": "th", "ł": "l", "Ł": "L",
+    "œ": "oe",
+    "Œ": "OE",
+    "ø": "o",
+    "Ø": "O",
+    "æ": "ae",
+    "Æ": "AE",
+    "ß": "ss",
+    "ẞ": "SS",
+    "đ": "d",
+    "Đ": "D",
+    "ð": "d",
+    "Ð": "D",
+    "þ": "th",
+    "Þ": "th",
+    "ł": "l",
+    "Ł": "L",
 }
 
 

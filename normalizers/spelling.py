@@ -192,8 +192,7 @@ def _raw_map() -> dict[str, str]:
             data = json.load(fh)
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise RuntimeError(
-            "the GB/US spelling list ships with the 'whisper-normalizer' package; install it "
-            "(pip install whisper-normalizer)"
+            "the GB/US spelling list ships with the 'whisper-normalizer' package; install it (pip install whisper-normalizer)"
         ) from exc
     if not isinstance(data, dict):
         raise TypeError(f"{spelling_map_source()} is not a JSON object")

@@ -23,15 +23,27 @@ import re
 from fractions import Fraction
 from typing import Generator, Iterator, Match
 
-_ONES_NAMES = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
-               "eighteen nineteen").split()
+_ONES_NAMES = (
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen"
+).split()
 ONES: dict[str, int] = {name: i for i, name in enumerate(_ONES_NAMES, start=1)}
 ZEROS = frozenset({"o", "oh", "zero"})
 TENS: dict[str, int] = {name: 10 * i for i, name in enumerate("twenty thirty forty fifty sixty seventy eighty ninety".split(), start=2)}
 MULTIPLIERS: dict[str, int] = {
-    name: 10 ** exp for name, exp in (
-        ("hundred", 2), ("thousand", 3), ("million", 6), ("billion", 9), ("trillion", 12), ("quadrillion", 15),
-        ("quintillion", 18), ("sextillion", 21), ("septillion", 24), ("octillion", 27), ("nonillion", 30), ("decillion", 33),
+    name: 10**exp
+    for name, exp in (
+        ("hundred", 2),
+        ("thousand", 3),
+        ("million", 6),
+        ("billion", 9),
+        ("trillion", 12),
+        ("quadrillion", 15),
+        ("quintillion", 18),
+        ("sextillion", 21),
+        ("septillion", 24),
+        ("octillion", 27),
+        ("nonillion", 30),
+        ("decillion", 33),
     )
 }
 
@@ -62,8 +74,20 @@ PREFIX_CHARS = frozenset(SIGNS.values()) | frozenset(CURRENCIES.values())
 SPECIALS = frozenset({"and", "double", "triple", "point"})
 DECIMAL_WORDS = frozenset(ONES) | frozenset(TENS) | ZEROS
 NUMBER_WORDS = frozenset(
-    [*ZEROS, *ONES, *ONES_SUFFIXED, *TENS, *TENS_SUFFIXED, *MULTIPLIERS, *MULTIPLIERS_SUFFIXED, *SIGNS, *CURRENCIES,
-     "per", "percent", *SPECIALS]
+    [
+        *ZEROS,
+        *ONES,
+        *ONES_SUFFIXED,
+        *TENS,
+        *TENS_SUFFIXED,
+        *MULTIPLIERS,
+        *MULTIPLIERS_SUFFIXED,
+        *SIGNS,
+        *CURRENCIES,
+        "per",
+        "percent",
+        *SPECIALS,
+    ]
 )
 """Every word the rules act on."""
 _ACTIVE_WORDS = NUMBER_WORDS - {"and", "double", "triple"}
@@ -321,7 +345,7 @@ class _Reader:
             yield self.emit(_int_text(v // 1000 * 1000 + v % 1000 * multiplier) + suffix)
 
     def special(self, word: str, prev: str | None, nxt: str | None, nxt_numeric: bool) -> Generator[str, None, bool]:
-        """"and", "double", "triple", "point"; returns whether the next word was consumed."""
+        """ "and", "double", "triple", "point"; returns whether the next word was consumed."""
         if nxt not in NUMBER_WORDS and not nxt_numeric:
             yield from self.flush()
             yield self.emit(word)
@@ -345,7 +369,7 @@ class _Reader:
 
 
 def _preprocess(s: str) -> str:
-    """"<number> and a half" -> "<number> point five"; spaces between digits and letters, except before a suffix ("25 th")."""
+    """ "<number> and a half" -> "<number> point five"; spaces between digits and letters, except before a suffix ("25 th")."""
     if "half" in s:
         out = []
         segments = _HALF.split(s)
@@ -374,7 +398,7 @@ def _only_cents(m: Match[str]) -> str:
 
 
 def _postprocess(s: str) -> str:
-    """"$2 and ¢7" -> "$2.07", "$0.07" -> "¢7", and a lone "1" written "one"."""
+    """ "$2 and ¢7" -> "$2.07", "$0.07" -> "¢7", and a lone "1" written "one"."""
     if _ASCII_DIGIT.search(s) is None:
         return s
     s = _CENTS_AFTER.sub(_cents_after, s)

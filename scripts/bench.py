@@ -45,14 +45,14 @@ if str(REPO) not in sys.path:
 
 from benchlib import DEFAULT_DECODE, bench_dataset, decoded_clips, print_table, resolve_specs
 
+from engine.audio.shards import encode_audio
 from engine.backends import ASR_BACKENDS
 from engine.backends.base import ASRBackend, BackendInfo
 from engine.data import SAMPLE_RATE, DecodeOptions, ModelSpec, Shard, Utterance
 from engine.datasets import Dataset
 from engine.errors import AuditError, ConfigError
-from engine.runner import InProcessRunner, decode_shard, load_model
-from engine.shards import encode_audio
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, decode_shard, load_model
+from engine.run.store import RunStore
 
 log = logging.getLogger("bench")
 
@@ -124,10 +124,11 @@ def inprocess_run(spec: ModelSpec, ds: Dataset, work: Path, warmup: int = 1, opt
     return {"audio_s": audio, "wall_s": wall, "rtfx_wall": audio / wall, "rtfx_infer": rtfx_infer, "failed": failed}
 
 
-def ray_run(spec: ModelSpec, ds: Dataset, work: Path, actors: int = 1, warmup: int = 1,
-        reserve_cpus: float | None = None) -> dict[str, float]:
+def ray_run(
+    spec: ModelSpec, ds: Dataset, work: Path, actors: int = 1, warmup: int = 1, reserve_cpus: float | None = None
+) -> dict[str, float]:
     """The Ray engine end to end; wall = first actor loaded and warm -> last unit written."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     out = work / f"ray-{spec.name}-{actors}"
     shutil.rmtree(out, ignore_errors=True)
@@ -138,14 +139,20 @@ def ray_run(spec: ModelSpec, ds: Dataset, work: Path, actors: int = 1, warmup: i
     audio, rtfx_infer, failed = _rows_rtfx(RunStore(out), spec.name)
     eng = facts["engine"]
     wall = eng["last_unit_written_s"] - eng["first_actor_ready_s"]
-    return {"audio_s": audio, "wall_s": wall, "rtfx_wall": audio / wall, "rtfx_infer": rtfx_infer, "failed": failed,
-        "actors_started": eng.get("actors_started", actors)}
+    return {
+        "audio_s": audio,
+        "wall_s": wall,
+        "rtfx_wall": audio / wall,
+        "rtfx_infer": rtfx_infer,
+        "failed": failed,
+        "actors_started": eng.get("actors_started", actors),
+    }
 
 
 def start_ray(num_cpus: int | None = None) -> bool:
     """A local Ray instance for the runs below (False when Ray is not installed)."""
     try:
-        from engine.ray_runner import init_ray
+        from engine.run.ray_runner import init_ray
 
         init_ray(None, num_cpus=num_cpus)
         return True
@@ -199,12 +206,34 @@ def bench_overhead(models: Sequence[str], n_utts: int, shard_size: int, repeats:
         for kind, label in (("inprocess", "in-process"), ("ray1", "Ray, 1 actor")):
             if f"{kind}_rtfx_wall" not in r:
                 continue
-            rows.append([name, label, r["batch_size"], r["bare_rtfx_wall"], r[f"{kind}_rtfx_wall"], r[f"{kind}_over_bare_wall"],
-                r[f"{kind}_paired_wall"], r["bare_rtfx_infer"], r[f"{kind}_rtfx_infer"], r[f"{kind}_over_bare_infer"]])
+            rows.append(
+                [
+                    name,
+                    label,
+                    r["batch_size"],
+                    r["bare_rtfx_wall"],
+                    r[f"{kind}_rtfx_wall"],
+                    r[f"{kind}_over_bare_wall"],
+                    r[f"{kind}_paired_wall"],
+                    r["bare_rtfx_infer"],
+                    r[f"{kind}_rtfx_infer"],
+                    r[f"{kind}_over_bare_infer"],
+                ]
+            )
     print_table(
         f"Engine overhead ({ds.n_utts} utts, {len(ds.shard_ids)} shards, median of {repeats}, {os.cpu_count()} CPUs)",
-        ["model", "engine", "batch", "bare wall RTFx", "engine wall RTFx", "wall ratio", "paired wall ratio", "bare infer RTFx",
-            "engine infer RTFx", "infer ratio"],
+        [
+            "model",
+            "engine",
+            "batch",
+            "bare wall RTFx",
+            "engine wall RTFx",
+            "wall ratio",
+            "paired wall ratio",
+            "bare infer RTFx",
+            "engine infer RTFx",
+            "infer ratio",
+        ],
         rows,
         "wall: audio / (decode + batches + result writing) after load and warm-up; infer: audio / summed batch times; "
         "paired: median over repeats of engine/bare measured back to back. Target ratio >= 0.95.",
@@ -279,20 +308,24 @@ def bench_scaling(models: Sequence[str], n_utts: int, shard_size: int, workers: 
             spec = with_options(spec, cpu_threads=1)
         runs: dict[int, list[dict[str, float]]] = {k: [] for k in range(1, workers + 1)}
         for r in range(repeats):
-            for k in (range(1, workers + 1) if r % 2 == 0 else range(workers, 0, -1)):
+            for k in range(1, workers + 1) if r % 2 == 0 else range(workers, 0, -1):
                 log.info("scaling %s: repeat %d/%d, %d actor(s)", spec.name, r + 1, repeats, k)
                 runs[k].append(ray_run(spec, ds, work, actors=k, reserve_cpus=0.0))
         one = median_of(runs[1], "rtfx_wall")
         res = {}
         for k, rr in runs.items():
             rtfx = median_of(rr, "rtfx_wall")
-            res[k] = {"rtfx_wall": rtfx, "speedup": rtfx / one, "efficiency": rtfx / (k * one),
-                "actors_started": rr[-1].get("actors_started")}
+            res[k] = {
+                "rtfx_wall": rtfx,
+                "speedup": rtfx / one,
+                "efficiency": rtfx / (k * one),
+                "actors_started": rr[-1].get("actors_started"),
+            }
             rows.append([spec.name, k, rtfx, rtfx / one, rtfx / (k * one)])
         results[spec.name] = res
     print_table(
         f"Scaling with Ray actors ({ds.n_utts} utts, {len(ds.shard_ids)} shards, 1 thread per actor, {os.cpu_count()} CPUs, median of "
-            f"{repeats})",
+        f"{repeats})",
         ["model", "actors", "wall RTFx", "speed-up", "efficiency"],
         rows,
         "efficiency = RTFx(k actors) / (k x RTFx(1 actor)); 1.0 is perfect scaling.",
@@ -313,14 +346,28 @@ def _option_names(spec: ModelSpec) -> set[str]:
 # ----------------------------------------------------------------------------------------------
 # 4. scoring throughput
 # ----------------------------------------------------------------------------------------------
-_FUNCTION_WORDS = ["the", "of", "and", "to", "a", "in", "that", "is", "was", "he", "for", "it", "with", "as", "his", "on", "be", "at", "by",
-    "i", "had", "not", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were", "her", "all", "she", "there",
-    "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no", "if", "out", "so", "said", "what", "up", "its",
-    "about", "into", "than", "them", "can", "only", "other", "new", "some", "could", "time", "these", "two", "may", "then", "do", "first",
-    "any", "my", "now", "such", "like", "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
-    "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just"]
-_NUMBER_WORDS = ["three", "four", "five", "six", "ten", "twenty", "thirty", "hundred", "thousand", "million", "second", "third", "percent",
-    "dollars"]
+_FUNCTION_WORDS = (
+    "the of and to a in that is was he for it with as his on be at by i had not are but from or have an they which one you were her all "
+    "she there would their we him been has when who will more no if out so said what up its about into than them can only other new some "
+    "could time these two may then do first any my now such like our over man me even most made after also did many before must through "
+    "back years where much your way well down should because each just"
+).split()
+_NUMBER_WORDS = [
+    "three",
+    "four",
+    "five",
+    "six",
+    "ten",
+    "twenty",
+    "thirty",
+    "hundred",
+    "thousand",
+    "million",
+    "second",
+    "third",
+    "percent",
+    "dollars",
+]
 
 
 def _content_words() -> list[str]:
@@ -402,8 +449,17 @@ def synthetic_sweep(n_models: int, n_utts: int, n_speakers: int = 500, seed: int
         frames.append(
             pd.DataFrame(
                 {
-                    "utt_id": ids, "model": f"model-{m:02d}", "hyp_raw": hyps, "ref_raw": refs, "duration_s": duration,
-                    "infer_s": duration / (20 + m), "error": None, "speaker": speaker, "shard": "s00000", "parent_id": None, **labels,
+                    "utt_id": ids,
+                    "model": f"model-{m:02d}",
+                    "hyp_raw": hyps,
+                    "ref_raw": refs,
+                    "duration_s": duration,
+                    "infer_s": duration / (20 + m),
+                    "error": None,
+                    "speaker": speaker,
+                    "shard": "s00000",
+                    "parent_id": None,
+                    **labels,
                 }
             )
         )
@@ -422,8 +478,15 @@ def score_once(table: Any, n_boot: int = 1000, workers: int | None = None) -> di
     summary = summarize_models(scored, ScoringOptions(n_boot=n_boot), workers=workers)
     t2 = time.perf_counter()
     n_slices = sum(len(m["slices"]) for m in summary.values())
-    return {"rows": float(len(table)), "score_table_s": t1 - t0, "summarize_s": t2 - t1, "total_s": t2 - t0,
-        "pairs_per_s": len(table) / (t2 - t0), "models": float(len(summary)), "slices": float(n_slices)}
+    return {
+        "rows": float(len(table)),
+        "score_table_s": t1 - t0,
+        "summarize_s": t2 - t1,
+        "total_s": t2 - t0,
+        "pairs_per_s": len(table) / (t2 - t0),
+        "models": float(len(summary)),
+        "slices": float(n_slices),
+    }
 
 
 def bench_scoring(sweep: tuple[int, int], throughput: tuple[int, int], n_boot: int, workers: int | None) -> dict[str, Any]:
@@ -440,13 +503,22 @@ def bench_scoring(sweep: tuple[int, int], throughput: tuple[int, int], n_boot: i
         r = score_once(table, n_boot, workers)
         r["distinct_strings"] = float(len(set(table["hyp_raw"]) | set(table["ref_raw"])))
         res[label] = r
-        rows.append([f"{n_models} models x {n_utts} utts", int(r["rows"]), int(r["distinct_strings"]), r["score_table_s"], r["summarize_s"],
-            r["total_s"], f"{r['pairs_per_s']:,.0f}"])
+        rows.append(
+            [
+                f"{n_models} models x {n_utts} utts",
+                int(r["rows"]),
+                int(r["distinct_strings"]),
+                r["score_table_s"],
+                r["summarize_s"],
+                r["total_s"],
+                f"{r['pairs_per_s']:,.0f}",
+            ]
+        )
         del table
         gc.collect()
     print_table(
         f"Scoring: Whisper English normalizer, word+char alignment, corpus WER/CER, {n_boot}-replicate speaker-block bootstrap per model "
-            f"and slice ({os.cpu_count()} CPUs)",
+        f"and slice ({os.cpu_count()} CPUs)",
         ["table", "pairs", "distinct strings", "normalize+align s", "intervals s", "total s", "pairs/s"],
         rows,
         "Target: a 40-model x 15,000-utterance sweep in under 60 s.",
@@ -490,8 +562,14 @@ def streaming_dataset(n_utts: int, shard_size: int = 64, clip_s: float = 1.0) ->
     def load(sid: str) -> Shard:
         i0 = int(sid[1:]) * shard_size
         utts = tuple(
-            Utterance(f"u{i:07d}", f"reference text number {i}", audio_bytes=clip, duration_s=clip_s, speaker=f"spk{i % 97}",
-                labels={"accent": "us"})
+            Utterance(
+                f"u{i:07d}",
+                f"reference text number {i}",
+                audio_bytes=clip,
+                duration_s=clip_s,
+                speaker=f"spk{i % 97}",
+                labels={"accent": "us"},
+            )
             for i in range(i0, min(n_utts, i0 + shard_size))
         )
         return Shard(sid, utts)
@@ -562,16 +640,27 @@ class Sizes:
     memory: tuple[int, ...]
 
 
-FULL = Sizes(n_utts=48, shard_size=8, repeats=3, batch_utts=32, scaling_utts=32, sweep=(40, 15_000), throughput=(40, 25_000), n_boot=1000,
-    memory=(10_000, 20_000))
-QUICK = Sizes(n_utts=12, shard_size=4, repeats=1, batch_utts=8, scaling_utts=8, sweep=(4, 500), throughput=(4, 500), n_boot=100,
-    memory=(1000,))
+FULL = Sizes(
+    n_utts=48,
+    shard_size=8,
+    repeats=3,
+    batch_utts=32,
+    scaling_utts=32,
+    sweep=(40, 15_000),
+    throughput=(40, 25_000),
+    n_boot=1000,
+    memory=(10_000, 20_000),
+)
+QUICK = Sizes(
+    n_utts=12, shard_size=4, repeats=1, batch_utts=8, scaling_utts=8, sweep=(4, 500), throughput=(4, 500), n_boot=100, memory=(1000,)
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", default="all",
-        choices=["all", "overhead", "batching", "scaling", "scoring", "memory", "oasr", "_memory_child"])
+    ap.add_argument(
+        "what", nargs="?", default="all", choices=["all", "overhead", "batching", "scaling", "scoring", "memory", "oasr", "_memory_child"]
+    )
     ap.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run of every piece (seconds, not minutes)")
     ap.add_argument("--models", default="whisper-tiny.en,pocketsphinx-en-us", help="registry models for overhead and scaling")
     ap.add_argument("--n-utts", type=int, default=None, help="utterances for the engine runs")
@@ -600,10 +689,18 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     steps: dict[str, Callable[[], Any]] = {
         "overhead": lambda: bench_overhead(models, n_utts, sizes.shard_size, repeats, work, use_ray=not args.no_ray),
-        "batching": lambda: bench_batching(models[0] if models[0].startswith("whisper") else "whisper-tiny.en",
-            args.n_utts or sizes.batch_utts, [int(b) for b in args.batch_sizes.split(",")], repeats, work),
-        "scaling": lambda: {"skipped": "--no-ray"} if args.no_ray else bench_scaling(models, args.n_utts or sizes.scaling_utts,
-            sizes.shard_size, max(1, args.workers), repeats, work),
+        "batching": lambda: bench_batching(
+            models[0] if models[0].startswith("whisper") else "whisper-tiny.en",
+            args.n_utts or sizes.batch_utts,
+            [int(b) for b in args.batch_sizes.split(",")],
+            repeats,
+            work,
+        ),
+        "scaling": lambda: (
+            {"skipped": "--no-ray"}
+            if args.no_ray
+            else bench_scaling(models, args.n_utts or sizes.scaling_utts, sizes.shard_size, max(1, args.workers), repeats, work)
+        ),
         "scoring": lambda: bench_scoring(sizes.sweep, sizes.throughput, sizes.n_boot, args.scoring_workers),
         "memory": lambda: bench_memory(sizes.memory, work),
         "oasr": lambda: _oasr(args.quick, args.n_utts),

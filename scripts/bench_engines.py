@@ -65,9 +65,20 @@ log = logging.getLogger("bench_engines")
 
 ENGINES = ("inprocess", "ray")
 # Columns and summary keys that legitimately differ between two runs of the same recipe.
-TIMING_COLUMNS = frozenset({
-    "infer_s", "rtfx", "load_s", "wall_s", "warmup_s", "elapsed_s", "duration_wall_s", "created_at", "rtfx_ci_lo", "rtfx_ci_hi",
-})  # fmt: skip
+TIMING_COLUMNS = frozenset(
+    {
+        "infer_s",
+        "rtfx",
+        "load_s",
+        "wall_s",
+        "warmup_s",
+        "elapsed_s",
+        "duration_wall_s",
+        "created_at",
+        "rtfx_ci_lo",
+        "rtfx_ci_hi",
+    }
+)
 # The driver writes its own peak RSS (kB, Linux ru_maxrss) to argv[1] as it exits, then runs `audit`.
 DRIVER = (
     "import atexit, resource, sys\n"
@@ -267,11 +278,11 @@ def timing_table(runs: Sequence[EngineRun]) -> str:
     ]
     for r in runs:
         wall_ratio = r.wall_s / base.wall_s if base and base.wall_s > 0 else None
-        rss_ratio = (r.driver_peak_mb / base.driver_peak_mb if base and base.driver_peak_mb and r.driver_peak_mb is not None
-                     else None)
+        rss_ratio = r.driver_peak_mb / base.driver_peak_mb if base and base.driver_peak_mb and r.driver_peak_mb is not None else None
         workers = r.memory.workers_peak_mb if r.memory.n_workers else None
-        lines.append(f"| {r.engine} | {fmt(r.wall_s)} | {fmt(r.driver_peak_mb)} | {fmt(workers)} | {fmt(wall_ratio, 2)} | "
-                     f"{fmt(rss_ratio, 2)} |")
+        lines.append(
+            f"| {r.engine} | {fmt(r.wall_s)} | {fmt(r.driver_peak_mb)} | {fmt(workers)} | {fmt(wall_ratio, 2)} | {fmt(rss_ratio, 2)} |"
+        )
     return "\n".join(lines)
 
 
@@ -283,8 +294,12 @@ def _same(a: Any, b: Any, rel: float) -> bool:
     a = a.tolist() if hasattr(a, "tolist") else a  # numpy scalars and arrays as Python values
     b = b.tolist() if hasattr(b, "tolist") else b
     if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
-        return (isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b)
-                and all(_same(x, y, rel) for x, y in zip(a, b)))
+        return (
+            isinstance(a, (list, tuple))
+            and isinstance(b, (list, tuple))
+            and len(a) == len(b)
+            and all(_same(x, y, rel) for x, y in zip(a, b))
+        )
     a_na = a is None or (isinstance(a, float) and math.isnan(a))
     b_na = b is None or (isinstance(b, float) and math.isnan(b))
     if a_na or b_na:
@@ -294,8 +309,15 @@ def _same(a: Any, b: Any, rel: float) -> bool:
     return bool(a == b)
 
 
-def frame_diffs(name: str, a: pd.DataFrame, b: pd.DataFrame, keys: Sequence[str] | None = None,
-                ignore: frozenset[str] = TIMING_COLUMNS, rel: float = 1e-9, limit: int = 20) -> list[str]:
+def frame_diffs(
+    name: str,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    keys: Sequence[str] | None = None,
+    ignore: frozenset[str] = TIMING_COLUMNS,
+    rel: float = 1e-9,
+    limit: int = 20,
+) -> list[str]:
     """Differences between two tables, as lines naming the table, row and column.
 
     Timing columns are left out; rows are matched on ``keys`` when both tables have them (else
@@ -371,8 +393,15 @@ def timing_mode(args: argparse.Namespace) -> dict[str, Any]:
         if args.models:
             audit_args += ["--models", args.models]
         run = run_driver(audit_args, engine, out, args.poll_s)
-        log.info("%s: rc %d, wall %.1f s, driver peak %s MB (%s), workers peak %s MB", engine, run.rc, run.wall_s,
-                 fmt(run.driver_peak_mb), run.driver_peak_source, fmt(run.memory.workers_peak_mb))
+        log.info(
+            "%s: rc %d, wall %.1f s, driver peak %s MB (%s), workers peak %s MB",
+            engine,
+            run.rc,
+            run.wall_s,
+            fmt(run.driver_peak_mb),
+            run.driver_peak_source,
+            fmt(run.memory.workers_peak_mb),
+        )
         runs.append(run)
         if run.rc != 0:
             raise BenchError(f"audit run --engine {engine} failed (exit {run.rc}); see {run.log}")
@@ -513,7 +542,7 @@ def placement_rows(run_dir: Path) -> list[dict[str, Any]]:
         rel = file.relative_to(run_dir)
         per_pass = any(x.startswith("models") for x in rel.parent.parts)
         for keys, node, actors in actor_entries(doc):
-            keyed = isinstance(node.get("pass"), str) and isinstance(node.get("name"), str)  # a keyed pass (engine/keyed_pass.py)
+            keyed = isinstance(node.get("pass"), str) and isinstance(node.get("name"), str)  # a keyed pass (engine/keyed/keyed_pass.py)
             model = str(node["name"] if keyed else node.get("model") or (keys[-1] if keys else file.stem))
             key = _actor_key(model, actors)
             if key in seen:
@@ -523,13 +552,15 @@ def placement_rows(run_dir: Path) -> list[dict[str, Any]]:
             if keyed:  # e.g. "conversation diarization": the section (first key of summary.json) and the keyed pass
                 kind = f"{keys[0] if keys and not per_pass else _pass_label(rel)} {node['pass']}"
             where = _pass_label(rel) if per_pass else "/".join([rel.stem, *[k for k in keys[:-1] if k != "models"]])
-            rows.append({
-                "pass": kind or where,
-                "model": model,
-                "backend": str(node["backend"]) if node.get("backend") else None,
-                "file": rel.as_posix() + ("#" + "/".join(keys) if keys else ""),
-                "actors": actors,
-            })
+            rows.append(
+                {
+                    "pass": kind or where,
+                    "model": model,
+                    "backend": str(node["backend"]) if node.get("backend") else None,
+                    "file": rel.as_posix() + ("#" + "/".join(keys) if keys else ""),
+                    "actors": actors,
+                }
+            )
     return sorted(rows, key=lambda r: (r["pass"], r["model"]))
 
 
@@ -550,7 +581,7 @@ def placement_mode(args: argparse.Namespace) -> dict[str, Any]:
     import ray
 
     from audits.recipes import builtin_dataset_path
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     base = Path(args.out).resolve()
     work = Path(tempfile.mkdtemp(prefix="placement-", dir=_mkdir(base)))
@@ -630,8 +661,9 @@ def verdict(result: Mapping[str, Any]) -> tuple[str, int]:
         return f"results equal: utterances ({n.get('utterances', 0)} rows) and {max(0, len(n) - 1)} summary tables, timings aside", 0
     diffs = list(result.get("differences") or [])
     banner = "!" * 78
-    text = "\n".join([banner, f"RESULTS DIFFER between the engines ({len(diffs)} difference(s)): these timings compare different work",
-                      *diffs, banner])
+    text = "\n".join(
+        [banner, f"RESULTS DIFFER between the engines ({len(diffs)} difference(s)): these timings compare different work", *diffs, banner]
+    )
     return text, 3
 
 

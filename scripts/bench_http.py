@@ -123,8 +123,9 @@ def clients(base_url: str, ctx: ssl.SSLContext | None, threads: int) -> dict[str
             super().__init__(*args, **kw)
             self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx))
 
-        def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
-                ok: Any) -> tuple[int, dict[str, str], bytes, str]:
+        def _exchange(
+            self, method: str, url: str, body: bytes | None, headers: dict[str, str], ok: Any
+        ) -> tuple[int, dict[str, str], bytes, str]:
             req = urllib.request.Request(url, data=body, headers=headers, method=method)
             with self._opener.open(req, timeout=self.timeout_s) as resp:
                 rheaders = {k.lower(): v for k, v in resp.headers.items()}
@@ -136,14 +137,23 @@ def clients(base_url: str, ctx: ssl.SSLContext | None, threads: int) -> dict[str
     out = {}
     for name, cls in (("before", UrllibClient), ("pooled", HostedClient)):
         # concurrency limits are per vendor name and origin (the first client sets them): one name per client and thread count
-        client = cls(f"bench-{name}-{threads}", base_url, lambda: {"Authorization": f"Bearer {KEY}"}, lambda: [KEY], timeout_s=30.0,
-            max_retries=0, max_concurrency=threads, ssl_context=ctx)
+        client = cls(
+            f"bench-{name}-{threads}",
+            base_url,
+            lambda: {"Authorization": f"Bearer {KEY}"},
+            lambda: [KEY],
+            timeout_s=30.0,
+            max_retries=0,
+            max_concurrency=threads,
+            ssl_context=ctx,
+        )
         out[name] = (lambda c: lambda method, path, kw: c.request(method, path, **kw).body)(client)
     return out
 
 
-def measure(send: Callable[[str, str, dict[str, Any]], bytes], request: tuple[str, str, dict[str, Any]], n: int, threads: int,
-        warmup: int) -> tuple[float, list[float]]:
+def measure(
+    send: Callable[[str, str, dict[str, Any]], bytes], request: tuple[str, str, dict[str, Any]], n: int, threads: int, warmup: int
+) -> tuple[float, list[float]]:
     """Requests per second for ``n`` requests from ``threads`` threads (after ``warmup`` unmeasured
     ones), and each request's wall time in ms."""
     method, path, kw = request
@@ -195,20 +205,43 @@ def main() -> None:
                 sent = args.repeat * (args.requests + args.warmup)
                 old, new = statistics.median(rates["before"]), statistics.median(rates["pooled"])
                 old_ms, new_ms = statistics.median(times["before"]), statistics.median(times["pooled"])
-                rows.append(["HTTPS" if tls else "HTTP", threads, f"{old:.0f}", f"{new:.0f}", f"{new / old:.2f}x", f"{old_ms:.2f}",
-                    f"{new_ms:.2f}", f"{old_ms / new_ms:.2f}x", f"{conns['before']} / {sent}", f"{conns['pooled']} / {sent}"])
+                rows.append(
+                    [
+                        "HTTPS" if tls else "HTTP",
+                        threads,
+                        f"{old:.0f}",
+                        f"{new:.0f}",
+                        f"{new / old:.2f}x",
+                        f"{old_ms:.2f}",
+                        f"{new_ms:.2f}",
+                        f"{old_ms / new_ms:.2f}x",
+                        f"{conns['before']} / {sent}",
+                        f"{conns['pooled']} / {sent}",
+                    ]
+                )
         finally:
             fake.close()
     body = len(request[2]["body"])
     print_table(
         f"Requests per second to the fake openai-stt vendor on 127.0.0.1 ({args.requests} requests per cell after {args.warmup} "
         f"warm-up, median of {args.repeat}; {body / 1024:.0f} KiB multipart body per request)",
-        ["scheme", "threads", "before req/s", "pooled req/s", "ratio", "before ms", "pooled ms", "ratio", "before conns / requests",
-            "pooled conns / requests"], rows,
+        [
+            "scheme",
+            "threads",
+            "before req/s",
+            "pooled req/s",
+            "ratio",
+            "before ms",
+            "pooled ms",
+            "ratio",
+            "before conns / requests",
+            "pooled conns / requests",
+        ],
+        rows,
         note=f"machine: {platform.machine()}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, "
-             f"{ssl.OPENSSL_VERSION}, urllib3 {__import__('urllib3').__version__}. req/s: median over the runs; ms: median wall "
-             "time of one request over every run; conns / requests: TCP connections the server accepted and requests sent, "
-             "all runs (warm-ups included)",
+        f"{ssl.OPENSSL_VERSION}, urllib3 {__import__('urllib3').__version__}. req/s: median over the runs; ms: median wall "
+        "time of one request over every run; conns / requests: TCP connections the server accepted and requests sent, "
+        "all runs (warm-ups included)",
     )
 
 

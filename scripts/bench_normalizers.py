@@ -56,8 +56,10 @@ def main() -> None:
     from whisper_normalizer.english import EnglishTextNormalizer
 
     rows = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").split("\n") if line]
-    texts = {"VoxPopuli texts": [r["input"] for r in rows if r["category"] == "voxpopuli"],
-             "all fixture texts but the pathological": [r["input"] for r in rows if r["category"] != "pathological"]}
+    texts = {
+        "VoxPopuli texts": [r["input"] for r in rows if r["category"] == "voxpopuli"],
+        "all fixture texts but the pathological": [r["input"] for r in rows if r["category"] != "pathological"],
+    }
     normalizers: dict[str, Callable[[str], str]] = {
         "whisper-english (whisper-normalizer's original)": EnglishTextNormalizer(),
         "whisper-english": fast_normalizer(get_normalizer("whisper-english")),
@@ -75,8 +77,9 @@ def main() -> None:
             small, large = _best(fn, [make(2000)], args.repeat), _best(fn, [make(20000)], args.repeat)
             cells.append(f"{1e3 * large:.1f} ms, {large / small:.1f}x")
         growth.append([name, *cells])
-    print_table("Cost of the 20,000-unit text, and its ratio to the 2,000-unit one (10x means linear)", ["normalizer", *ADVERSARIAL],
-                growth)
+    print_table(
+        "Cost of the 20,000-unit text, and its ratio to the 2,000-unit one (10x means linear)", ["normalizer", *ADVERSARIAL], growth
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from engine.data import DecodedAudio, DecodeOptions, ModelSpec  # noqa: E402
 from engine.datasets import Dataset, open_dataset  # noqa: E402
 from engine.datasets.base import in_memory_dataset  # noqa: E402
 from engine.errors import AuditError, ConfigError  # noqa: E402
-from engine.runner import decode_shard  # noqa: E402
+from engine.run.runner import decode_shard  # noqa: E402
 
 log = logging.getLogger("bench")
 
@@ -50,8 +50,9 @@ def resolve_specs(names: Sequence[str]) -> list[ModelSpec]:
     except (ImportError, AuditError) as exc:
         missing = [n for n in names if n not in FALLBACK_SPECS]
         if missing:
-            raise ConfigError(f"unknown model(s) {missing}: the registry could not be used ({exc}); "
-                              f"built-in: {sorted(FALLBACK_SPECS)}") from exc
+            raise ConfigError(
+                f"unknown model(s) {missing}: the registry could not be used ({exc}); built-in: {sorted(FALLBACK_SPECS)}"
+            ) from exc
         return [FALLBACK_SPECS[n] for n in names]
 
 
@@ -107,6 +108,8 @@ def testdata_manifest(folder: Path, n_utts: int) -> Path:
     with open(manifest, "w", encoding="utf-8") as fh:
         for i in range(n_utts):
             w = wavs[i % len(wavs)]
-            fh.write(json.dumps({"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w),
-                "text": refs.get(w.stem, "unknown")}) + "\n")
+            fh.write(
+                json.dumps({"utt_id": f"{w.parent.name}-{w.stem}-{i:05d}", "audio_filepath": str(w), "text": refs.get(w.stem, "unknown")})
+                + "\n"
+            )
     return manifest

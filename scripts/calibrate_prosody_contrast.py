@@ -40,8 +40,12 @@ SENTENCES = (
     "Turn left at the bakery and the station is right in front of you.",
 )
 NEUTRAL = ("-p", "50", "-s", "165", "-a", "100")
-NULL = (("-p", "50", "-s", "173", "-a", "100"), ("-p", "50", "-s", "157", "-a", "100"), ("-p", "53", "-s", "165", "-a", "110"),
-        ("-p", "47", "-s", "165", "-a", "90"))
+NULL = (
+    ("-p", "50", "-s", "173", "-a", "100"),
+    ("-p", "50", "-s", "157", "-a", "100"),
+    ("-p", "53", "-s", "165", "-a", "110"),
+    ("-p", "47", "-s", "165", "-a", "90"),
+)
 EMOTION = (("-p", "80", "-s", "215", "-a", "170"), ("-p", "25", "-s", "125", "-a", "55"), ("-p", "70", "-s", "175", "-a", "180"))
 
 
@@ -69,8 +73,14 @@ def main() -> None:
                         null_gaps[f].append(float(p.gaps[f]))  # type: ignore[arg-type]
             for args in EMOTION:
                 emo_scores.append(contrast_score(base, speecheq_descriptors(render(tmp, voice, text, args)), rules).score)
-    thresholds = {"pitch": rules.pitch_st_1, "rate": rules.zcr_rel_1, "centroid": rules.centroid_rel, "energy": rules.energy_db,
-                  "mfcc": rules.mfcc_abs, "duration": rules.duration_rel}
+    thresholds = {
+        "pitch": rules.pitch_st_1,
+        "rate": rules.zcr_rel_1,
+        "centroid": rules.centroid_rel,
+        "energy": rules.energy_db,
+        "mfcc": rules.mfcc_abs,
+        "duration": rules.duration_rel,
+    }
     print(f"{len(null_scores)} null pairs, {len(emo_scores)} emotion pairs, {len(VOICES)} voices x {len(SENTENCES)} sentences")
     print(f"{'dimension':<10} {'null p50':>9} {'null p95':>9} {'threshold (1 pt)':>17}")
     for f in FEATURES:

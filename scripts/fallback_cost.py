@@ -5,7 +5,7 @@ fallback words depended on everything sampled before it in the process) and a cl
 was encoded a second time. Now each clip that falls back gets a fresh CTranslate2 instance seeded
 from the clip (``engine/backends/asr/faster_whisper.py``) and reuses its row of the batch's
 encoder output. This script puts the previous design back for the "before" passes only, and
-decodes the corpus through the engine's own path (``engine.runner.process_unit``: same shards,
+decodes the corpus through the engine's own path (``engine.run.runner.process_unit``: same shards,
 batches and order) with both designs, alternating, on one loaded model per Whisper entry.
 
 It prints, per model and design, the median over rounds of CPU RTFx (audio seconds over this
@@ -32,7 +32,7 @@ from engine.backends.asr import faster_whisper as fw
 from engine.data import DecodeOptions
 from engine.datasets.base import open_dataset
 from engine.model_registry import load_model_registry
-from engine.runner import decode_shard, process_unit
+from engine.run.runner import decode_shard, process_unit
 
 log = logging.getLogger("fallback_cost")
 
@@ -96,11 +96,24 @@ def main() -> None:
                         process_unit(backend, model, s, d, spec.batch_size)
                 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
                 del backend._needs_fallback  # type: ignore[attr-defined]
-                run = {"cpu_s": cpu, "wall_s": wall, "cpu_rtfx": audio_s / cpu, "wall_rtfx": audio_s / wall,
-                    "clips_fell_back": fell_back["n"], "sampler_instances": backend.sampler_instances - built}  # type: ignore[attr-defined]
+                run = {
+                    "cpu_s": cpu,
+                    "wall_s": wall,
+                    "cpu_rtfx": audio_s / cpu,
+                    "wall_rtfx": audio_s / wall,
+                    "clips_fell_back": fell_back["n"],
+                    "sampler_instances": backend.sampler_instances - built,  # type: ignore[attr-defined]
+                }
                 runs[design].append(run)
-                log.info("%s round %d %s: CPU RTFx %.2f, wall RTFx %.2f, %d clips fell back", model, r + 1, design, run["cpu_rtfx"],
-                    run["wall_rtfx"], run["clips_fell_back"])
+                log.info(
+                    "%s round %d %s: CPU RTFx %.2f, wall RTFx %.2f, %d clips fell back",
+                    model,
+                    r + 1,
+                    design,
+                    run["cpu_rtfx"],
+                    run["wall_rtfx"],
+                    run["clips_fell_back"],
+                )
         backend.close()
         med = {d: {k: statistics.median(x[k] for x in v) for k in v[0]} for d, v in runs.items()}
         med["ratio"] = {k: med["after"][k] / med["before"][k] for k in ("cpu_rtfx", "wall_rtfx")}

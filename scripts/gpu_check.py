@@ -174,8 +174,12 @@ def build_model(folder: Path, quick: bool, seed: int = 0) -> dict[str, Any]:
     model = Wav2Vec2ForCTC(cfg).eval()
     n_params = sum(p.numel() for p in model.parameters())
     model.save_pretrained(folder, safe_serialization=True)
-    return {"params_m": round(n_params / 1e6, 1), "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size,
-        "build_s": round(time.perf_counter() - t0, 1)}
+    return {
+        "params_m": round(n_params / 1e6, 1),
+        "layers": cfg.num_hidden_layers,
+        "hidden": cfg.hidden_size,
+        "build_s": round(time.perf_counter() - t0, 1),
+    }
 
 
 def synth_clips(n: int, min_s: float, max_s: float, seed: int) -> list[np.ndarray]:
@@ -208,15 +212,17 @@ def make_dataset(clips: list[np.ndarray], shard_size: int, prefix: str) -> Any:
     from engine.data import Utterance
     from engine.datasets.base import in_memory_dataset
 
-    utts = [Utterance(f"{prefix}{i:06d}", "synthetic", audio_bytes=wav_bytes(c), duration_s=len(c) / SR,
-        speaker="synth") for i, c in enumerate(clips)]
+    utts = [
+        Utterance(f"{prefix}{i:06d}", "synthetic", audio_bytes=wav_bytes(c), duration_s=len(c) / SR, speaker="synth")
+        for i, c in enumerate(clips)
+    ]
     return in_memory_dataset("gpu-check", "synthetic", "memory", utts, shard_size, None)
 
 
 def engine_batches(ds: Any, batch_size: int) -> list[list[np.ndarray]]:
     """The engine's batches: per shard, decoded clips longest-first, ``batch_size`` at a time."""
     from engine.data import DecodeOptions
-    from engine.runner import decode_shard
+    from engine.run.runner import decode_shard
 
     batches = []
     for sid in ds.shard_ids:
@@ -243,8 +249,9 @@ class BareLoop:
         self.device = device
         self.processor = AutoProcessor.from_pretrained(model_dir)
         # cast after loading: older transformers ignore the 'dtype' keyword (they used 'torch_dtype')
-        self.model = Wav2Vec2ForCTC.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device=device,
-            dtype=getattr(torch, dtype)).eval()
+        self.model = (
+            Wav2Vec2ForCTC.from_pretrained(model_dir, dtype=getattr(torch, dtype)).to(device=device, dtype=getattr(torch, dtype)).eval()
+        )
 
     def run(self, batches: list[list[np.ndarray]]) -> dict[str, float]:
         torch = self.torch
@@ -269,8 +276,8 @@ def engine_inprocess(ds: Any, spec: Any, out: Path) -> dict[str, float]:
     """Our in-process runner end to end; wall = models loaded -> last unit written."""
     import shutil
 
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     shutil.rmtree(out, ignore_errors=True)
     marks: dict[str, float] = {}
@@ -340,8 +347,13 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
     bare = BareLoop(Path(args.model_dir), args.device, dtype)
     bare.run(batches[: max(2, len(batches) // 10)])  # untimed warm-up of the kernels for real shapes
     spec = model_spec(Path(args.model_dir), args.device, args.batch_size)
-    res: dict[str, Any] = {"part": args.part, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "decode_reader": reader,
-        "bare": [], "engine": []}
+    res: dict[str, Any] = {
+        "part": args.part,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "decode_reader": reader,
+        "bare": [],
+        "engine": [],
+    }
     res["bare_model"] = {"dtype": str(bare.model.dtype).replace("torch.", ""), "device": str(next(bare.model.parameters()).device)}
     if torch.cuda.is_available():
         res["gpu"] = torch.cuda.get_device_name(0)
@@ -350,7 +362,7 @@ def worker(args: argparse.Namespace) -> dict[str, Any]:
         # untimed: one shard through the engine, as the bare loop had its warm-up batches above
         engine_inprocess(make_dataset(clips[: args.shard_size], args.shard_size, prefix=f"w{args.part}-"), spec, Path(tmp) / "warm")
         for r in range(args.repeats):
-            for side in (("bare", "engine") if r % 2 == 0 else ("engine", "bare")):
+            for side in ("bare", "engine") if r % 2 == 0 else ("engine", "bare"):
                 if torch.cuda.is_available():
                     torch.cuda.synchronize()
                     torch.cuda.reset_peak_memory_stats()
@@ -375,10 +387,31 @@ def run_workers(args: argparse.Namespace, model_dir: Path, n_parts: int) -> list
                 env["CUDA_VISIBLE_DEVICES"] = str(i)
             out = Path(tmp) / f"part{i}.json"
             cmd = [
-                sys.executable, str(Path(__file__).resolve()), "--worker", "--part", str(i), "--n-parts", str(n_parts),
-                "--model-dir", str(model_dir), "--out-json", str(out), "--device", args.device, "--n-clips", str(args.n_clips),
-                "--min-s", str(args.min_s), "--max-s", str(args.max_s), "--batch-size", str(args.batch_size),
-                "--shard-size", str(args.shard_size), "--repeats", str(args.repeats),
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                "--part",
+                str(i),
+                "--n-parts",
+                str(n_parts),
+                "--model-dir",
+                str(model_dir),
+                "--out-json",
+                str(out),
+                "--device",
+                args.device,
+                "--n-clips",
+                str(args.n_clips),
+                "--min-s",
+                str(args.min_s),
+                "--max-s",
+                str(args.max_s),
+                "--batch-size",
+                str(args.batch_size),
+                "--shard-size",
+                str(args.shard_size),
+                "--repeats",
+                str(args.repeats),
             ]
             procs.append((subprocess.Popen(cmd, env=env), out))
         results = []
@@ -393,8 +426,8 @@ def ray_engine(args: argparse.Namespace, model_dir: Path, n_gpus: int) -> dict[s
     """The Ray engine with one actor per GPU over every part's clips (bare loop runs per worker)."""
     import shutil
 
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.store import RunStore
 
     install_wav_reader_if_missing()
     clips = [c for part in range(n_gpus) for c in synth_clips(args.n_clips, args.min_s, args.max_s, seed=1000 + part)]
@@ -414,8 +447,11 @@ def ray_engine(args: argparse.Namespace, model_dir: Path, n_gpus: int) -> dict[s
     import ray
 
     ray.shutdown()
-    return {"runs": runs, "rtfx_wall": statistics.median(r["rtfx_wall"] for r in runs),
-        "rtfx_infer": statistics.median(r["rtfx_infer"] for r in runs)}
+    return {
+        "runs": runs,
+        "rtfx_wall": statistics.median(r["rtfx_wall"] for r in runs),
+        "rtfx_infer": statistics.median(r["rtfx_infer"] for r in runs),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -474,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     for g in env["gpus"]:
         print(f"  GPU {g['index']}: {g['name']}, {g['memory_gib']} GiB")
     print(f"  missing optional packages: {', '.join(env['missing_optional']) or 'none'}")
-    print(f"  engine path: "
-        f"{'RayRunner, one actor per GPU' if runner == 'ray' else 'in-process runner, one process per GPU (CUDA_VISIBLE_DEVICES), no Ray'}")
+    print(
+        f"  engine path: "
+        f"{'RayRunner, one actor per GPU' if runner == 'ray' else 'in-process runner, one process per GPU (CUDA_VISIBLE_DEVICES), no Ray'}"
+    )
     with tempfile.TemporaryDirectory(prefix="gpu-check-model-") as tmp:
         model_dir = Path(tmp) / "w2v2"
         model = build_model(model_dir, args.quick)
@@ -490,20 +528,32 @@ def main(argv: list[str] | None = None) -> int:
         parts = run_workers(args, model_dir, n_gpus)
         ray_res = ray_engine(args, model_dir, n_gpus) if runner == "ray" else None
 
-    report: dict[str, Any] = {"environment": env, "model": model, "runner": runner,
+    report: dict[str, Any] = {
+        "environment": env,
+        "model": model,
+        "runner": runner,
         "settings": {k: getattr(args, k) for k in ("device", "quick", "n_clips", "min_s", "max_s", "batch_size", "shard_size", "repeats")},
-        "workers": parts}
+        "workers": parts,
+    }
     print("\n== per worker (medians) ==")
-    print("worker  device                 audio s  bare RTFx(wall)  engine RTFx(wall)  ratio   bare RTFx(infer)  engine RTFx(infer)  ratio "
-        "  GPU mem bare/engine (max alloc GiB)  decode")
+    print(
+        "worker  device                 audio s  bare RTFx(wall)  engine RTFx(wall)  ratio   bare RTFx(infer)  engine RTFx(infer)  ratio "
+        "  GPU mem bare/engine (max alloc GiB)  decode"
+    )
     tot_audio = tot_bare = tot_eng = 0.0
     for p in parts:
         b_w = statistics.median(x["rtfx_wall"] for x in p["bare"])
         e_w = statistics.median(x["rtfx_wall"] for x in p["engine"])
         b_i = statistics.median(x["rtfx_infer"] for x in p["bare"])
         e_i = statistics.median(x["rtfx_infer"] for x in p["engine"])
-        p["median"] = {"bare_rtfx_wall": b_w, "engine_rtfx_wall": e_w, "ratio_wall": e_w / b_w, "bare_rtfx_infer": b_i,
-            "engine_rtfx_infer": e_i, "ratio_infer": e_i / b_i}
+        p["median"] = {
+            "bare_rtfx_wall": b_w,
+            "engine_rtfx_wall": e_w,
+            "ratio_wall": e_w / b_w,
+            "bare_rtfx_infer": b_i,
+            "engine_rtfx_infer": e_i,
+            "ratio_infer": e_i / b_i,
+        }
         audio = p["bare"][0]["audio_s"]
         tot_audio += audio
         tot_bare += b_w
@@ -513,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = sum(x["failed"] for x in p["engine"])
         print(
             f"{p['part']:<7} {(p.get('gpu') or 'cpu')[:22]:<22} {audio:8.0f}  {b_w:15.1f}  {e_w:17.1f}  {e_w / b_w:5.3f}   {b_i:16.1f}  "
-                f"{e_i:18.1f}  {e_i / b_i:5.3f}   "
+            f"{e_i:18.1f}  {e_i / b_i:5.3f}   "
             f"{mem_s:<35}  {p['decode_reader'][:40]}" + (f"  FAILED ROWS: {failed}" if failed else "")
         )
     for p in parts:
@@ -523,14 +573,22 @@ def main(argv: list[str] | None = None) -> int:
             f"engine model {info.get('dtype', '?')} on {info.get('device', '?')}; "
             f"{p['n_clips']} clips, {p['n_batches']} batches"
         )
-    report["total"] = {"audio_s_per_repeat": tot_audio, "bare_rtfx_wall_sum": tot_bare, "engine_rtfx_wall_sum": tot_eng,
-        "ratio_wall": tot_eng / tot_bare}
-    print(f"\nall workers: bare RTFx {tot_bare:.1f}, engine RTFx {tot_eng:.1f} (sums over GPUs), engine / bare = {tot_eng / tot_bare:.3f} "
-        f"(target >= 0.95)")
+    report["total"] = {
+        "audio_s_per_repeat": tot_audio,
+        "bare_rtfx_wall_sum": tot_bare,
+        "engine_rtfx_wall_sum": tot_eng,
+        "ratio_wall": tot_eng / tot_bare,
+    }
+    print(
+        f"\nall workers: bare RTFx {tot_bare:.1f}, engine RTFx {tot_eng:.1f} (sums over GPUs), engine / bare = {tot_eng / tot_bare:.3f} "
+        f"(target >= 0.95)"
+    )
     if ray_res is not None:
         report["ray"] = ray_res
-        print(f"Ray engine, {n_gpus} actor(s): RTFx wall {ray_res['rtfx_wall']:.1f}, infer {ray_res['rtfx_infer']:.1f}; over summed bare "
-            f"RTFx: {ray_res['rtfx_wall'] / tot_bare:.3f}")
+        print(
+            f"Ray engine, {n_gpus} actor(s): RTFx wall {ray_res['rtfx_wall']:.1f}, infer {ray_res['rtfx_infer']:.1f}; over summed bare "
+            f"RTFx: {ray_res['rtfx_wall'] / tot_bare:.3f}"
+        )
     print(
         "wall RTFx: audio / wall time of the loop after load and warm-up (the engine's includes decoding WAV bytes, batching and "
         "writing Parquet parts); infer RTFx: audio / summed per-batch time (features -> text), as the Open ASR Leaderboard times it."

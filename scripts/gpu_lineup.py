@@ -40,10 +40,16 @@ def worker(name: str, dataset: str | None, limit: int, out_json: Path) -> int:
             summary = run_recipe(rec, Path(tmp) / "run")
             m = summary["models"].get(name, {})
             res.update(
-                status=m.get("status"), error=m.get("error"), load_s=m.get("load_s"), rtfx=m.get("rtfx"), wer=m.get("wer"),
+                status=m.get("status"),
+                error=m.get("error"),
+                load_s=m.get("load_s"),
+                rtfx=m.get("rtfx"),
+                wer=m.get("wer"),
                 cer=m.get("cer"),
-                n_utts=m.get("n_utts"), n_failed=m.get("n_failed"), backend_info=m.get("backend_info"),
-            )  # fmt: skip
+                n_utts=m.get("n_utts"),
+                n_failed=m.get("n_failed"),
+                backend_info=m.get("backend_info"),
+            )
         except Exception as exc:  # noqa: BLE001 - every failure is this model's row in the table
             res.update(status="failed", error=f"{type(exc).__name__}: {exc}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -87,8 +93,16 @@ def lineup(selection: str, dataset: str | None, limit: int, timeout_s: float, in
                 if slot != "cpu":
                     env["CUDA_VISIBLE_DEVICES"] = slot
                 out = Path(tmp) / f"{name}.json"
-                cmd = [sys.executable, str(REPO / "scripts" / "gpu_check.py"), "--lineup-worker", name, "--out-json", str(out), "--limit",
-                    str(limit)]
+                cmd = [
+                    sys.executable,
+                    str(REPO / "scripts" / "gpu_check.py"),
+                    "--lineup-worker",
+                    name,
+                    "--out-json",
+                    str(out),
+                    "--limit",
+                    str(limit),
+                ]
                 if dataset:
                     cmd += ["--dataset", dataset]
                 running[name] = (subprocess.Popen(cmd, env=env), slot, out, time.monotonic())
@@ -103,8 +117,11 @@ def lineup(selection: str, dataset: str | None, limit: int, timeout_s: float, in
                 if out.exists():
                     results[name] = json.loads(out.read_text())
                 else:
-                    why = (f"timed out after {timeout_s:g} s" if time.monotonic() - started > timeout_s
-                           else f"worker exited with code {proc.returncode}")
+                    why = (
+                        f"timed out after {timeout_s:g} s"
+                        if time.monotonic() - started > timeout_s
+                        else f"worker exited with code {proc.returncode}"
+                    )
                     results[name] = {"model": name, "status": "failed", "error": why}
     for name in names:
         results[name]["family"] = reg[name].family
@@ -113,8 +130,10 @@ def lineup(selection: str, dataset: str | None, limit: int, timeout_s: float, in
 
 def table(results: dict[str, Any]) -> str:
     """The markdown table docs/performance.md holds for the line-up."""
-    lines = ["| model | family | status | load s | RTFx | peak GPU GiB | WER % | CER % | note |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    lines = [
+        "| model | family | status | load s | RTFx | peak GPU GiB | WER % | CER % | note |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+    ]
 
     def num(v: Any, fmt: str) -> str:
         return "—" if v is None else format(float(v), fmt)
@@ -136,8 +155,14 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     results = lineup(args.models, args.dataset, args.limit, args.model_timeout_s, args.include_hosted, args.device)
     print(table(results))
-    report = {"selection": args.models, "dataset": args.dataset or "builtin:demo", "limit": args.limit, "device": args.device,
-        "models": results, "elapsed_s": time.perf_counter() - t0}
+    report = {
+        "selection": args.models,
+        "dataset": args.dataset or "builtin:demo",
+        "limit": args.limit,
+        "device": args.device,
+        "models": results,
+        "elapsed_s": time.perf_counter() - t0,
+    }
     out = args.json or (Path(os.environ["OUT"]) / "gpu_lineup.json" if os.environ.get("OUT") else None)
     if out:
         out.write_text(json.dumps(report, indent=2, default=str))

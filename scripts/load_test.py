@@ -112,15 +112,22 @@ def _config_dir(work: Path, demo: Path) -> Path:
 
 def child(n: int, work: Path, demo: Path, engine: str, shard_size: int) -> dict[str, Any]:
     """One measured run (called in a fresh process, after AUDIT_CONFIG_DIR is set)."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import parse_recipe
+    from engine.engine import EngineOptions
 
     manifest = work / "manifest.jsonl"
     write_repeated_manifest(demo, n, manifest)
     out = work / "run"
     recipe = parse_recipe(
-        {"name": f"load-{n}", "dataset": {"path": str(manifest)}, "models": ["load-memorizer"], "shard_size": shard_size, "warmup": 0,
-            "scoring": {"n_boot": 100}},
+        {
+            "name": f"load-{n}",
+            "dataset": {"path": str(manifest)},
+            "models": ["load-memorizer"],
+            "shard_size": shard_size,
+            "warmup": 0,
+            "scoring": {"n_boot": 100},
+        },
         "load-test.yaml",
     )
     state = {"units": 0, "engine_peak": 0}
@@ -161,8 +168,20 @@ def run_size(n: int, out_dir: Path, demo: Path, engine: str, shard_size: int) ->
     work = out_dir / f"n{n}"
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, AUDIT_CONFIG_DIR=str(_config_dir(work, demo)), PYTHONPATH=str(REPO))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(n), "--work", str(work), "--demo", str(demo), "--engine", engine,
-        "--shard-size", str(shard_size)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        str(n),
+        "--work",
+        str(work),
+        "--demo",
+        str(demo),
+        "--engine",
+        engine,
+        "--shard-size",
+        str(shard_size),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"load run of {n} utterances failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -199,7 +218,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         r = run_size(n, out, demo, args.engine, args.shard_size)
         log.info(
             "  %6d utts: peak RSS %.1f MB (engine phase %.1f MB, after imports %.1f MB), %d rows, %d unique, %d failed, %.0f s",
-            n, r["peak_rss_mb"], r["engine_peak_rss_mb"], r["rss_after_imports_mb"], r["rows"], r["rows_unique"], r["rows_failed"],
+            n,
+            r["peak_rss_mb"],
+            r["engine_peak_rss_mb"],
+            r["rss_after_imports_mb"],
+            r["rows"],
+            r["rows_unique"],
+            r["rows_failed"],
             r["wall_s"],
         )
         results.append(r)
@@ -222,7 +247,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     (out / "load_test.json").write_text(json.dumps(report, indent=2))
     log.info(
         "peak RSS %d -> %d utts: %.1f MB -> %.1f MB (%+.1f %%, %.0f bytes per extra utterance); target within %.0f %%: %s",
-        small["n_utts"], large["n_utts"], small["peak_rss_mb"], large["peak_rss_mb"], 100 * growth, per_utt, 100 * args.tolerance,
+        small["n_utts"],
+        large["n_utts"],
+        small["peak_rss_mb"],
+        large["peak_rss_mb"],
+        100 * growth,
+        per_utt,
+        100 * args.tolerance,
         "PASS" if ok else "FAIL",
     )
     log.info("results: %s", out / "load_test.json")

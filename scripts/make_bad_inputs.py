@@ -86,9 +86,13 @@ def _wav_header(n_frames: int, sr: int, channels: int = 1, bits: int = 16) -> by
     block = channels * bits // 8
     data = n_frames * block
     return (
-        b"RIFF" + struct.pack("<I", 36 + data) + b"WAVE"
-        + b"fmt " + struct.pack("<IHHIIHH", 16, 1, channels, sr, sr * block, block, bits)
-        + b"data" + struct.pack("<I", data)
+        b"RIFF"
+        + struct.pack("<I", 36 + data)
+        + b"WAVE"
+        + b"fmt "
+        + struct.pack("<IHHIIHH", 16, 1, channels, sr, sr * block, block, bits)
+        + b"data"
+        + struct.pack("<I", data)
     )
 
 
@@ -128,8 +132,9 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
     raw_lines: list[bytes] = []
     exp: dict[str, ExpectedOutcome] = {}
 
-    def add(uid: str, path: str, text: object, outcome: str, case: str, pattern: str | None = None, same_as: str | None = None,
-            **labels: object) -> None:
+    def add(
+        uid: str, path: str, text: object, outcome: str, case: str, pattern: str | None = None, same_as: str | None = None, **labels: object
+    ) -> None:
         rows.append({"utt_id": uid, "audio_filepath": path, "text": text, **labels})
         exp[uid] = ExpectedOutcome(outcome, case, pattern, same_as)
 
@@ -156,8 +161,14 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
     clipped = np.clip(x * gain, -1.0, 1.0)
     sf.write(audio / "clipped.wav", clipped, sr, subtype="PCM_16")
     frac = float(np.mean(np.abs(clipped) >= 0.999))
-    add("clipped", "audio/clipped.wav", ref0, "ok", f"hard clipping ({frac:.0%} of samples at full scale): still transcribed, no error",
-        same_as="good-0")
+    add(
+        "clipped",
+        "audio/clipped.wav",
+        ref0,
+        "ok",
+        f"hard clipping ({frac:.0%} of samples at full scale): still transcribed, no error",
+        same_as="good-0",
+    )
     # mixed types in one label column: every value is kept as a string label
     rows[-6]["accent"] = 3
     rows[-5]["accent"] = True
@@ -193,13 +204,20 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
     if shutil.which("ffmpeg"):
         with open(audio / "streamed.flac", "wb") as fh:
             subprocess.run(["ffmpeg", "-loglevel", "error", "-i", str(audio / "good-0.wav"), "-f", "flac", "-"], stdout=fh, check=True)
-        add("streamed-flac", "audio/streamed.flac", ref0, "error", "FLAC from a streaming encoder (no length in its header)",
-            r"does not state the clip's length")
+        add(
+            "streamed-flac",
+            "audio/streamed.flac",
+            ref0,
+            "error",
+            "FLAC from a streaming encoder (no length in its header)",
+            r"does not state the clip's length",
+        )
     (audio / "text.wav").write_text("this is a text file, not audio\n")
     add("text-as-wav", "audio/text.wav", "text", "error", "text file named .wav", r"unreadable or unsupported")
     _mp4(audio / "aac.m4a", audio / "good-0.wav")
-    add("mp4-container", "audio/aac.m4a", ref0, "error", "AAC in an MP4 container (libsndfile cannot read it)",
-        r"unreadable or unsupported")
+    add(
+        "mp4-container", "audio/aac.m4a", ref0, "error", "AAC in an MP4 container (libsndfile cannot read it)", r"unreadable or unsupported"
+    )
     (audio / "zero-frames.wav").write_bytes(_wav_header(0, 16000))
     add("zero-frames", "audio/zero-frames.wav", "nothing", "error", "valid WAV header, 0 frames", r"0 samples")
     sf.write(audio / "silent.wav", np.zeros(sr * 2, dtype=np.float32), sr)
@@ -214,14 +232,26 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
     sf.write(audio / "inf.wav", y, sr, subtype="FLOAT")
     add("inf-samples", "audio/inf.wav", ref0, "error", "+/-Inf samples in a float WAV", r"NaN/Inf")
     write_long_sparse_wav(audio / "long-30min.wav")
-    add("long-30min", "audio/long-30min.wav", "long", "error",
-        f"{LONG_CLIP_S:.0f} s file (over the 1800 s limit): rejected before reading samples", r"over the limit of 1800 s")
+    add(
+        "long-30min",
+        "audio/long-30min.wav",
+        "long",
+        "error",
+        f"{LONG_CLIP_S:.0f} s file (over the 1800 s limit): rejected before reading samples",
+        r"over the limit of 1800 s",
+    )
 
     # --- paths outside the dataset root (recipe: allow_outside_root: false) ---------------------
     shutil.copy(audio / "good-0.wav", outside / "speech.wav")
     add("outside-relative", "../outside/speech.wav", ref0, "error", "relative path escaping the root (../)", r"outside the dataset root")
-    add("outside-absolute", str((outside / "speech.wav").resolve()), ref0, "error", "absolute path outside the root",
-        r"outside the dataset root")
+    add(
+        "outside-absolute",
+        str((outside / "speech.wav").resolve()),
+        ref0,
+        "error",
+        "absolute path outside the root",
+        r"outside the dataset root",
+    )
     link = audio / "link-outside.wav"
     if link.is_symlink() or link.exists():
         link.unlink()
@@ -231,8 +261,14 @@ def build_bad_input_corpus(out_dir: Path | str, good: Sequence[tuple[Path, str]]
     # --- references ------------------------------------------------------------------------------
     add("empty-reference", "audio/good-0.wav", "", "error", "empty reference", r"reference is empty")
     add("blank-reference", "audio/good-0.wav", "  \t ", "error", "whitespace-only reference", r"reference is empty")
-    add("list-reference", "audio/good-0.wav", ["not", "a", "string"], "error", "reference of the wrong type (a list)",
-        r"reference must be text")
+    add(
+        "list-reference",
+        "audio/good-0.wav",
+        ["not", "a", "string"],
+        "error",
+        "reference of the wrong type (a list)",
+        r"reference must be text",
+    )
     rows.append({"utt_id": "no-reference", "audio_filepath": "audio/good-0.wav"})
     exp["no-reference"] = ExpectedOutcome("error", "reference field absent", r"no reference text")
     # a line whose reference is Latin-1, not UTF-8
@@ -298,8 +334,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s in stops:
         log.info("  %-40s %s", s.name, s.path)
     (Path(args.out_dir) / "expected.json").write_text(
-        json.dumps({"manifest": str(manifest), "rows": {k: asdict(v) for k, v in expected.items()},
-            "stop": [{**asdict(s), "path": str(s.path)} for s in stops]}, indent=2)
+        json.dumps(
+            {
+                "manifest": str(manifest),
+                "rows": {k: asdict(v) for k, v in expected.items()},
+                "stop": [{**asdict(s), "path": str(s.path)} for s in stops],
+            },
+            indent=2,
+        )
     )
     return 0
 

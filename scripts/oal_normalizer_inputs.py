@@ -43,6 +43,8 @@ VOXPOPULI = ROOT / "tests" / "fixtures" / "voxpopuli-150-predictions"
 SEED = 30
 
 
+# The inputs per category: lists of short strings, kept several per line rather than one per line
+# fmt: off
 def _cases_fillers(rng: random.Random) -> Iterator[str]:
     extra = ["hmmm", "ummm", "uhh", "uhhh", "mhmm", "mm-hmm", "uh-huh", "uh huh", "ahem", "ehm", "erm", "er", "hum-hum", "umbrella",
              "human", "ahead", "hmmmm", "em-dash", "UM", "Uh.", "uh,", "(um)", "[uh]", "um's", "huh?", "aha!", "ah-ha", "oh", "ohh"]
@@ -250,6 +252,9 @@ def _cases_voxpopuli() -> Iterator[str]:
             yield row["pred_text"]
 
 
+# fmt: on
+
+
 def _cases_mixed(rng: random.Random, pool: list[str]) -> Iterator[str]:
     tokens = sorted({t for text in pool for t in text.split()})
     for _ in range(500):
@@ -260,10 +265,17 @@ def build_inputs() -> list[dict[str, str]]:
     """Every input once, with the category of its first appearance."""
     rng = random.Random(SEED)
     groups = [
-        ("fillers", _cases_fillers(rng)), ("compounds", _cases_compounds(rng)), ("acronyms", _cases_acronyms(rng)),
-        ("names", _cases_names(rng)), ("numbers", _cases_numbers(rng)), ("currencies", _cases_currencies(rng)),
-        ("spellings", _cases_spellings(rng)), ("contractions", _cases_contractions(rng)),
-        ("punctuation", _cases_punctuation(rng)), ("unicode", _cases_unicode(rng)), ("pathological", _cases_pathological()),
+        ("fillers", _cases_fillers(rng)),
+        ("compounds", _cases_compounds(rng)),
+        ("acronyms", _cases_acronyms(rng)),
+        ("names", _cases_names(rng)),
+        ("numbers", _cases_numbers(rng)),
+        ("currencies", _cases_currencies(rng)),
+        ("spellings", _cases_spellings(rng)),
+        ("contractions", _cases_contractions(rng)),
+        ("punctuation", _cases_punctuation(rng)),
+        ("unicode", _cases_unicode(rng)),
+        ("pathological", _cases_pathological()),
         ("voxpopuli", _cases_voxpopuli()),
     ]
     out: list[dict[str, str]] = []

@@ -40,8 +40,8 @@ for p in (str(REPO), str(Path(__file__).resolve().parent)):
 
 from engine.data import ModelSpec
 from engine.errors import AuditError
-from engine.runner import InProcessRunner, load_model
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, load_model
+from engine.run.store import RunStore
 
 log = logging.getLogger("oasr_compare")
 
@@ -141,7 +141,7 @@ def compare(
         ours: list[dict[str, Any]] = []
         theirs: list[dict[str, Any]] = []
         for r in range(repeats):
-            for kind in (("engine", "leaderboard") if r % 2 == 0 else ("leaderboard", "engine")):
+            for kind in ("engine", "leaderboard") if r % 2 == 0 else ("leaderboard", "engine"):
                 log.info("repeat %d/%d: %s", r + 1, repeats, kind)
                 if kind == "engine":
                     ours.append(engine_once(spec, ds, work, warmup=1))
@@ -176,32 +176,45 @@ def compare(
         "leaderboard_loop_rtfx_median": lb_rtfx,
         "rtfx_ratio_ours_over_leaderboard": our_rtfx / lb_rtfx,
         "leaderboard_loop_wer": lb_wer_own,
-        "same_text_engine_vs_leaderboard_loop": sum(
-            a == b for a, b in zip(ok.set_index("utt_id").loc[ids, "hyp_raw"], theirs[-1]["texts"])
-        ) / max(1, len(ids)),
+        "same_text_engine_vs_leaderboard_loop": sum(a == b for a, b in zip(ok.set_index("utt_id").loc[ids, "hyp_raw"], theirs[-1]["texts"]))
+        / max(1, len(ids)),
         "our_rtfx_runs": [float(o["rtfx"]) for o in ours],
         "leaderboard_rtfx_runs": [float(t["rtfx"]) for t in theirs],
     }
     rows: list[list[Any]] = [
         ["WER, ours (summary.json)", f"{our_wer:.6f}", ""],
-        ["WER, leaderboard normalizer + jiwer on our outputs", f"{lb_wer_on_ours:.6f}",
-            f"|diff| = {res['wer_abs_diff']:.1e} (target <= 1e-6)"],
+        [
+            "WER, leaderboard normalizer + jiwer on our outputs",
+            f"{lb_wer_on_ours:.6f}",
+            f"|diff| = {res['wer_abs_diff']:.1e} (target <= 1e-6)",
+        ],
         ["RTFx, ours (engine rows, median)", f"{our_rtfx:.2f}", ""],
         ["RTFx, leaderboard formula on our rows", f"{lb_rtfx_on_ours:.2f}", "same sums: identical by construction"],
-        ["RTFx, leaderboard-style loop (median)", f"{lb_rtfx:.2f}",
-            f"ours / leaderboard = {res['rtfx_ratio_ours_over_leaderboard']:.3f} (target 0.95-1.05)"],
-        ["WER of the leaderboard-style loop's own outputs", f"{lb_wer_own:.6f}",
-            f"same text as engine: {res['same_text_engine_vs_leaderboard_loop']:.0%}"],
+        [
+            "RTFx, leaderboard-style loop (median)",
+            f"{lb_rtfx:.2f}",
+            f"ours / leaderboard = {res['rtfx_ratio_ours_over_leaderboard']:.3f} (target 0.95-1.05)",
+        ],
+        [
+            "WER of the leaderboard-style loop's own outputs",
+            f"{lb_wer_own:.6f}",
+            f"same text as engine: {res['same_text_engine_vs_leaderboard_loop']:.0%}",
+        ],
     ]
     if unb is not None:
         res["leaderboard_ctranslate2_unbatched_rtfx"] = unb["rtfx"]
         res["leaderboard_ctranslate2_unbatched_wer"] = leaderboard_wer([refs[i] for i in ids], unb["texts"])[0]
-        rows.append(["RTFx, leaderboard CTranslate2 script (transcribe per clip)", f"{unb['rtfx']:.2f}",
-            "unbatched: see the README, Performance section"])
+        rows.append(
+            [
+                "RTFx, leaderboard CTranslate2 script (transcribe per clip)",
+                f"{unb['rtfx']:.2f}",
+                "unbatched: see the README, Performance section",
+            ]
+        )
         rows.append(["WER, leaderboard CTranslate2 script", f"{res['leaderboard_ctranslate2_unbatched_wer']:.6f}", ""])
     print_table(
         f"Open ASR Leaderboard method vs ours: {spec.name}, {len(clips)} clips, {res['audio_s']:.0f} s audio, batch {spec.batch_size}, "
-            f"median of {repeats}",
+        f"median of {repeats}",
         ["figure", "value", "note"],
         rows,
         "Timing differences: ours sorts each shard longest-first and charges a batch's time by clip duration; the leaderboard keeps "

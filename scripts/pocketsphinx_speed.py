@@ -63,9 +63,13 @@ def main() -> None:
             if u.reference:
                 errors += error_count(norm(u.reference).split(), norm(hyp).split())
                 words += len(norm(u.reference).split())
-        row = {"options": options, "cpu_s": round(t_all, 2), "rtfx": round(audio_s / t_all, 2),
-               "wer": round(100 * errors / max(1, words), 1),
-               "rtfx_by_background": {k: round(a / t, 2) for k, (a, t) in sorted(by_bg.items())}}
+        row = {
+            "options": options,
+            "cpu_s": round(t_all, 2),
+            "rtfx": round(audio_s / t_all, 2),
+            "wer": round(100 * errors / max(1, words), 1),
+            "rtfx_by_background": {k: round(a / t, 2) for k, (a, t) in sorted(by_bg.items())},
+        }
         out["presets"][name] = row
         log.info("%-30s WER %5.1f %%  RTFx %5.2f (CPU)  by background %s", name, row["wer"], row["rtfx"], row["rtfx_by_background"])
     if args.json:

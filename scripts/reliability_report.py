@@ -77,8 +77,9 @@ CLASS_FILES = {
 
 def reliability_classes() -> dict[str, str]:
     """``tests/test_reliability_*.py`` (and ``CLASS_FILES``) -> its class label (``"class 4: tracks"``), in class order."""
-    found: list[tuple[int, str, str]] = [(n, f"class {n}: {title}", rel) for rel, (n,
-        title) in CLASS_FILES.items() if (REPO / rel).exists()]
+    found: list[tuple[int, str, str]] = [
+        (n, f"class {n}: {title}", rel) for rel, (n, title) in CLASS_FILES.items() if (REPO / rel).exists()
+    ]
     for path in sorted((REPO / "tests").glob("test_reliability_*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         m = CLASS_LINE.match(doc.strip().splitlines()[0] if doc.strip() else "")
@@ -105,8 +106,10 @@ def class_counts(records: list[dict[str, Any]], classes: dict[str, str]) -> dict
 
 def class_lines(counts: dict[str, dict[str, Any]]) -> list[str]:
     width = max((len(k) for k in counts), default=10)
-    lines = [f"{label:<{width}} : held {c['held']:>3} / failed {c['failed']}" + (f" ({c['skipped']} skipped)" if c["skipped"] else "")
-             for label, c in counts.items()]
+    lines = [
+        f"{label:<{width}} : held {c['held']:>3} / failed {c['failed']}" + (f" ({c['skipped']} skipped)" if c["skipped"] else "")
+        for label, c in counts.items()
+    ]
     held, failed = sum(c["held"] for c in counts.values()), sum(c["failed"] for c in counts.values())
     return [*lines, f"{'all classes':<{width}} : held {held:>3} / failed {failed}"]
 
@@ -155,8 +158,19 @@ def pytest_runtest_logreport(report: Any) -> None:
 def run_tests(files: list[str], quick: bool, record: Path) -> int:
     env = dict(os.environ, **{RECORD_ENV: str(record)})
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "scripts"), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "reliability_report", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning",
-        *files]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "reliability_report",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::DeprecationWarning",
+        *files,
+    ]
     if quick:
         cmd += ["-m", "not slow"]
     log.info("running: %s", " ".join(cmd[1:]))
@@ -217,8 +231,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--load-json", type=Path, default=None, help="reuse a load_test.json from an earlier scripts/load_test.py run")
     p.add_argument("--no-ray", action="store_true", help="leave out tests/test_ray_engine.py")
     p.add_argument("--out", type=Path, default=None, help="folder for the records (default: a temporary one)")
-    p.add_argument("--classes", action="store_true",
-        help="only the per-class regression cases (tests/test_reliability_*.py): held / failed per class")
+    p.add_argument(
+        "--classes", action="store_true", help="only the per-class regression cases (tests/test_reliability_*.py): held / failed per class"
+    )
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     out = args.out or Path(tempfile.mkdtemp(prefix="reliability-"))
@@ -260,11 +275,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         + ", ".join(f"{g.split(': ')[1]} {s[g]['passed']}/{s[g]['tried']}" for g in RED_TEAM)
         + ")",
         f"driver peak RSS at {small['n_utts']:>6} utts  : {small['peak_rss_mb']:.1f} MB "
-            f"(engine phase {small['engine_peak_rss_mb']:.1f} MB)",
+        f"(engine phase {small['engine_peak_rss_mb']:.1f} MB)",
         f"driver peak RSS at {large['n_utts']:>6} utts  : {large['peak_rss_mb']:.1f} MB "
-            f"(engine phase {large['engine_peak_rss_mb']:.1f} MB)",
+        f"(engine phase {large['engine_peak_rss_mb']:.1f} MB)",
         f"peak RSS growth                 : {100 * load['growth']:+.1f} % (target within {100 * load['tolerance']:.0f} %; "
-            f"{load['bytes_per_extra_utt']:.0f} bytes per extra utterance)",
+        f"{load['bytes_per_extra_utt']:.0f} bytes per extra utterance)",
         f"engine-phase peak RSS growth    : {100 * load['engine_phase_growth']:+.1f} % (while streaming units, before scoring/report)"
         if load.get("engine_phase_growth") is not None
         else "engine-phase peak RSS growth    : n/a",

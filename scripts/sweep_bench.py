@@ -46,13 +46,18 @@ def memory_child(args: argparse.Namespace) -> None:
     """One measured run in this (fresh) process; prints a JSON line."""
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     ds = open_dataset(args.manifest, shard_size=4)
     specs = [
-        ModelSpec(f"sim{i:02d}", "simulated", {"name": f"sim{i:02d}", "seed": i, "memory_mb": args.memory_mb, "rtfx": 2000.0}, 4,
-            {"memory_mb": args.memory_mb})
+        ModelSpec(
+            f"sim{i:02d}",
+            "simulated",
+            {"name": f"sim{i:02d}", "seed": i, "memory_mb": args.memory_mb, "rtfx": 2000.0},
+            4,
+            {"memory_mb": args.memory_mb},
+        )
         for i in range(args.models)
     ]
     with tempfile.TemporaryDirectory() as out:
@@ -61,8 +66,9 @@ def memory_child(args: argparse.Namespace) -> None:
         wall = time.perf_counter() - t0
     groups = max((f.get("load_group", {}).get("of", 1) for f in facts.values()), default=1)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"models": args.models, "cap": args.cap, "groups": groups, "peak_rss_mb": round(peak_mb, 1),
-        "wall_s": round(wall, 2)}))
+    print(
+        json.dumps({"models": args.models, "cap": args.cap, "groups": groups, "peak_rss_mb": round(peak_mb, 1), "wall_s": round(wall, 2)})
+    )
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -72,8 +78,17 @@ def memory(args: argparse.Namespace) -> None:
         print(f"{'models':>6} {'mode':>24} {'groups':>6} {'peak RSS MB':>12} {'wall s':>7}")
         for cap in (1, None):
             for n in args.models:
-                cmd = [sys.executable, __file__, "memory-child", "--manifest", str(manifest), "--models", str(n), "--memory-mb",
-                    str(args.memory_mb)]
+                cmd = [
+                    sys.executable,
+                    __file__,
+                    "memory-child",
+                    "--manifest",
+                    str(manifest),
+                    "--models",
+                    str(n),
+                    "--memory-mb",
+                    str(args.memory_mb),
+                ]
                 if cap is not None:
                     cmd += ["--cap", str(cap)]
                 env = dict(os.environ, PYTHONPATH=str(REPO))

@@ -154,8 +154,8 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
 
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.store import RunStore
 
     clip_s = 0.05  # real clips are this short; RTFx is scaled so each stands for a mean_s clip
     stretch = args.mean_s / clip_s
@@ -168,8 +168,13 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
         ds = open_dataset(folder / "m.jsonl", shard_size=math.ceil(args.utts / args.shards))
         specs = [
             # no rtfx: ordered by size, as a registry without rtfx is
-            ModelSpec(m.name, "simulated", {"name": m.name, "rtfx": m.rtfx / stretch, "load_s": m.load_s, "time_scale": args.time_scale},
-                      64, {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000})
+            ModelSpec(
+                m.name,
+                "simulated",
+                {"name": m.name, "rtfx": m.rtfx / stretch, "load_s": m.load_s, "time_scale": args.time_scale},
+                64,
+                {"num_gpus": 1.0, "num_cpus": 0.01, "params_m": m.params_b * 1000},
+            )
             for m in models
         ]
         init_ray(num_cpus=2, num_gpus=args.gpus)
@@ -182,28 +187,39 @@ def real_run(models: list[SimModel], args: argparse.Namespace, shards: list[floa
         table = RunStore(folder / "out").consolidate().to_pandas()
         bad = [n for n, f in facts.items() if f.get("status") != "loaded"]
         if bad or len(table) != len(models) * args.utts or table["error"].notna().any():
-            raise SystemExit(f"the real sweep is incomplete: models not loaded {bad}, {len(table)} rows, "
-                f"{int(table['error'].notna().sum())} errors")
+            raise SystemExit(
+                f"the real sweep is incomplete: models not loaded {bad}, {len(table)} rows, {int(table['error'].notna().sum())} errors"
+            )
         loads = sum(int(f["engine"]["actors_started"]) for f in facts.values())
     span = wall / args.time_scale
     lb = lower_bound(models, args.utts * args.mean_s, args.gpus)
-    return {"policy": "ray (real, scaled back)", "makespan_s": span, "lower_bound_s": lb, "efficiency": lb / span, "wall_s": wall,
-        "loads": loads}
+    return {
+        "policy": "ray (real, scaled back)",
+        "makespan_s": span,
+        "lower_bound_s": lb,
+        "efficiency": lb / span,
+        "wall_s": wall,
+        "loads": loads,
+    }
 
 
 def run_sim(args: argparse.Namespace) -> list[dict[str, Any]]:
     models = study_models(40, args.seed)
     shards = shard_seconds(args.utts, args.shards, args.mean_s, args.seed)
     audio = sum(shards)
-    print(f"40 models (RTFx {min(m.rtfx for m in models):.0f}..{max(m.rtfx for m in models):.0f}), {args.utts} utterances "
-          f"({audio / 3600:.1f} h) in {args.shards} shards, {args.gpus} GPUs; lower bound {lower_bound(models, audio, args.gpus):.0f} s")
+    print(
+        f"40 models (RTFx {min(m.rtfx for m in models):.0f}..{max(m.rtfx for m in models):.0f}), {args.utts} utterances "
+        f"({audio / 3600:.1f} h) in {args.shards} shards, {args.gpus} GPUs; lower bound {lower_bound(models, audio, args.gpus):.0f} s"
+    )
     results = [simulate(models, shards, args.gpus, p) for p in args.schedules]
     if args.real:
         results.append(real_run(models, args, shards))
     print(f"{'schedule':>28} {'makespan s':>11} {'makespan/LB':>12} {'LB/makespan':>12} {'loads':>6}")
     for r in results:
-        print(f"{r['policy']:>28} {r['makespan_s']:>11.0f} {r['makespan_s'] / r['lower_bound_s']:>12.3f} {r['efficiency']:>12.3f} "
-            f"{r.get('loads', ''):>6}")
+        print(
+            f"{r['policy']:>28} {r['makespan_s']:>11.0f} {r['makespan_s'] / r['lower_bound_s']:>12.3f} {r['efficiency']:>12.3f} "
+            f"{r.get('loads', ''):>6}"
+        )
     return results
 
 
@@ -216,7 +232,6 @@ def add_sim_args(s: Any) -> None:
     s.add_argument("--schedules", nargs="+", default=["spread", "registry", "longest-first", "longest-first+split"])
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--real", action="store_true", help="also run the sweep on Ray with real sleeps (minutes)")
-
 
 
 def main(argv: list[str] | None = None) -> int:

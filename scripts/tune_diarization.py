@@ -29,7 +29,7 @@ def main() -> None:
     from audits.conversation.run import load_conversation_data, resolve_dataset
     from audits.recipes import data_dir
     from engine.backends.diarization.baseline import DEFAULT_THRESHOLD, RecordingEmbeddings, VadResemblyzerDiarizer
-    from engine.keyed_workers import load_recording as _load_audio
+    from engine.keyed.keyed_workers import load_recording as _load_audio
 
     ap = argparse.ArgumentParser()
     ap.add_argument("set_dir", nargs="?", default="builtin:demo-conversation")
@@ -50,8 +50,10 @@ def main() -> None:
     t0 = time.perf_counter()
     analysed: dict[str, RecordingEmbeddings] = {r: diar.analyse(_load_audio(data.recordings[r]["path"])) for r in recs}
     audio_s = sum(float(data.recordings[r]["duration"]) for r in recs)
-    print(f"{root}: {len(recs)} recordings ({audio_s / 60:.1f} min), dev {len(dev)} ({dev[0]}..{dev[-1]}), "
-          f"test {len(test)} ({test[0]}..{test[-1]}); embedded in {time.perf_counter() - t0:.0f} s; collar {args.collar:g}")
+    print(
+        f"{root}: {len(recs)} recordings ({audio_s / 60:.1f} min), dev {len(dev)} ({dev[0]}..{dev[-1]}), "
+        f"test {len(test)} ({test[0]}..{test[-1]}); embedded in {time.perf_counter() - t0:.0f} s; collar {args.collar:g}"
+    )
 
     def score(names: Sequence[str], threshold: float, oracle: bool = False) -> tuple[float, str]:
         diar.threshold = threshold
@@ -63,9 +65,11 @@ def main() -> None:
         p = pool_diarization(scores.values())
         n_err = np.mean([abs(s.n_hyp_speakers - s.n_ref_speakers) for s in scores.values()])
         speech = sum(s.end - s.start for s in ref)
-        return p.der or 0.0, (f"reference speech {speech:6.1f} s  DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed "
+        return p.der or 0.0, (
+            f"reference speech {speech:6.1f} s  DER {100 * (p.der or 0):5.1f} %  JER {100 * (p.jer or 0):5.1f} %  missed "
             f"{p.missed_s:6.1f} s  "
-                f"FA {p.false_alarm_s:5.1f} s  confusion {p.confusion_s:6.1f} s  mean |speaker-count error| {n_err:.2f}")
+            f"FA {p.false_alarm_s:5.1f} s  confusion {p.confusion_s:6.1f} s  mean |speaker-count error| {n_err:.2f}"
+        )
 
     results: dict[float, float] = {}
     print("dev split:")

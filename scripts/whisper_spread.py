@@ -1,7 +1,7 @@
 """How much CPU kernels change Whisper's words: the demo run at 1 and 2 threads, int8 and float32.
 
 Each setting loads the model afresh and transcribes every shard through the engine's own path
-(``engine.runner.process_unit``: same batches, same order); WER is corpus WER of the speech clips
+(``engine.run.runner.process_unit``: same batches, same order); WER is corpus WER of the speech clips
 with the demo's normalizer. CPU seconds are this process's user + system time, so other jobs on
 the machine do not inflate them (wall-clock RTFx would be).
 
@@ -24,7 +24,7 @@ from engine.backends import build_backend
 from engine.data import DecodeOptions
 from engine.datasets.base import open_dataset
 from engine.model_registry import load_model_registry
-from engine.runner import decode_shard, process_unit
+from engine.run.runner import decode_shard, process_unit
 
 log = logging.getLogger("whisper_spread")
 SETTINGS = ((2, "int8"), (1, "int8"), (2, "float32"), (1, "float32"))
@@ -64,11 +64,20 @@ def main() -> None:
             first = next(iter(texts.values()))
             differ = sum(texts[key][u] != first[u] for u in first)
             out.setdefault(model, {})[key] = {
-                "wer": round(100 * errors / words, 2), "cpu_s": round(cpu, 1), "cpu_rtfx": round(audio / cpu, 2),
-                "clips_differing_from_first": differ
+                "wer": round(100 * errors / words, 2),
+                "cpu_s": round(cpu, 1),
+                "cpu_rtfx": round(audio / cpu, 2),
+                "clips_differing_from_first": differ,
             }
-            log.info("%-16s %-20s WER %6.2f %%  CPU %6.1f s  CPU-RTFx %5.2f  clips whose text differs from the first setting: %d",
-                     model, key, 100 * errors / words, cpu, audio / cpu, differ)
+            log.info(
+                "%-16s %-20s WER %6.2f %%  CPU %6.1f s  CPU-RTFx %5.2f  clips whose text differs from the first setting: %d",
+                model,
+                key,
+                100 * errors / words,
+                cpu,
+                audio / cpu,
+                differ,
+            )
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 

@@ -133,8 +133,9 @@ class FakeVendor:
 
     # ---- request handling -------------------------------------------------------------------
 
-    def _send(self, h: BaseHTTPRequestHandler, status: int, body: Any, ctype: str = "application/json",
-            headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, h: BaseHTTPRequestHandler, status: int, body: Any, ctype: str = "application/json", headers: dict[str, str] | None = None
+    ) -> None:
         data = body if isinstance(body, bytes) else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
         h.send_response(status)
         h.send_header("Content-Type", ctype)
@@ -163,8 +164,9 @@ class FakeVendor:
             if fault == "echo-key":
                 return self._send(h, 500, f"bad request with header {headers.get(AUTH[self.vendor][0])}", ctype="text/plain")
             if fault.startswith("echo:"):
-                return self._send(h, 500, f"bad request; you sent {_encoded(self.key, fault.split(':', 1)[1])} (check it)",
-                    ctype="text/plain")
+                return self._send(
+                    h, 500, f"bad request; you sent {_encoded(self.key, fault.split(':', 1)[1])} (check it)", ctype="text/plain"
+                )
             if fault.startswith("retry-after:"):
                 return self._send(h, 429, {"err_msg": "rate limited"}, headers={"Retry-After": fault.split(":", 1)[1]})
             if fault.startswith("trickle:"):
@@ -234,8 +236,10 @@ class FakeVendor:
             return bad
         self._bill()
         alt = {"transcript": self.transcript_fn(req.body) if self.transcript_fn else self.transcript, "confidence": 0.97, "words": []}
-        return 200, {"metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
-            "results": {"channels": [{"alternatives": [alt]}]}}
+        return 200, {
+            "metadata": {"request_id": uuid.uuid4().hex, "duration": 1.0, "channels": 1},
+            "results": {"channels": [{"alternatives": [alt]}]},
+        }
 
     def _assemblyai(self, req: Request) -> tuple[Any, ...]:
         if req.method == "POST" and req.path == "/v2/upload":
@@ -254,8 +258,11 @@ class FakeVendor:
             state = self._poll(job)
             if state is None:
                 return 404, {"error": "Transcript not found"}
-            return 200, {"id": job, "status": "completed", "text": self.transcript} if state else {"id": job, "status": "processing",
-                "text": None}
+            return 200, {"id": job, "status": "completed", "text": self.transcript} if state else {
+                "id": job,
+                "status": "processing",
+                "text": None,
+            }
         return 404, {"error": "not found"}
 
     def _speechmatics(self, req: Request) -> tuple[Any, ...]:
@@ -296,8 +303,10 @@ class FakeVendor:
             if bad:
                 return bad
             fid = uuid.uuid4().hex
-            return 200, {"audio_url": f"https://api.gladia.io/file/{fid}",
-                "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0}}
+            return 200, {
+                "audio_url": f"https://api.gladia.io/file/{fid}",
+                "audio_metadata": {"id": fid, "filename": "audio.wav", "audio_duration": 1.0},
+            }
         if req.method == "POST" and req.path == "/v2/pre-recorded":
             bad = self._checked("prerecorded", req)
             if bad:
@@ -325,8 +334,10 @@ class FakeVendor:
         if bad:
             return bad
         self._bill()
-        return 200, {"results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}],
-            "metadata": {"totalBilledDuration": "1s"}}
+        return 200, {
+            "results": [{"alternatives": [{"transcript": self.transcript, "confidence": 0.9}], "languageCode": "en-us"}],
+            "metadata": {"totalBilledDuration": "1s"},
+        }
 
     def _azure(self, req: Request) -> tuple[Any, ...]:
         if req.method != "POST" or req.path != "/speechtotext/transcriptions:transcribe":
@@ -335,8 +346,11 @@ class FakeVendor:
         if bad:
             return bad
         self._bill()
-        return 200, {"durationMilliseconds": 1000, "combinedPhrases": [{"text": self.transcript}],
-            "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}]}
+        return 200, {
+            "durationMilliseconds": 1000,
+            "combinedPhrases": [{"text": self.transcript}],
+            "phrases": [{"offset": 0, "duration": 1000, "text": self.transcript, "locale": "en-US", "confidence": 0.9}],
+        }
 
     def _modulate(self, req: Request) -> tuple[Any, ...]:
         endpoint = req.path.removeprefix("/api/")
@@ -347,8 +361,20 @@ class FakeVendor:
             return bad
         self._bill()
         if endpoint == "velma-2-stt-batch":
-            return 200, {"text": self.transcript, "duration_ms": 1000, "utterances": [{"utterance_uuid": uuid.uuid4().hex,
-                "text": self.transcript, "start_ms": 0, "duration_ms": 1000, "speaker": 1, "language": "en"}]}
+            return 200, {
+                "text": self.transcript,
+                "duration_ms": 1000,
+                "utterances": [
+                    {
+                        "utterance_uuid": uuid.uuid4().hex,
+                        "text": self.transcript,
+                        "start_ms": 0,
+                        "duration_ms": 1000,
+                        "speaker": 1,
+                        "language": "en",
+                    }
+                ],
+            }
         return 200, {"text": self.transcript, "duration_ms": 1000}
 
     def _smallest(self, req: Request) -> tuple[Any, ...]:
@@ -358,8 +384,13 @@ class FakeVendor:
         if bad:
             return bad
         self._bill()
-        return 200, {"status": "success", "transcription": self.transcript, "words": [], "utterances": [],
-            "metadata": {"duration": 1.0, "fileSize": len(req.body)}}
+        return 200, {
+            "status": "success",
+            "transcription": self.transcript,
+            "words": [],
+            "utterances": [],
+            "metadata": {"duration": 1.0, "fileSize": len(req.body)},
+        }
 
 
 def _openai_stt(self: FakeVendor, req: Request) -> tuple[Any, ...]:
@@ -430,8 +461,28 @@ def _huge(h: BaseHTTPRequestHandler, n: int, sized: bool) -> None:
 def self_signed_cert(folder: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key, made now with the openssl program (valid one day)."""
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-        "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -461,8 +512,10 @@ def _gemini(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
     prompt = "".join(str(p["text"]) for p in parts if "text" in p)
     reply = _judge_reply(self, audio[0]["inline_data"]["data"], prompt, [a["inline_data"]["data"] for a in audio])
     cand = {"content": {"role": "model", "parts": [{"text": reply}]}, "finishReason": "STOP", "index": 0}
-    return 200, {"candidates": [cand],
-        "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7}}
+    return 200, {
+        "candidates": [cand],
+        "usageMetadata": {"promptTokenCount": 100 * len(audio), "candidatesTokenCount": 7, "totalTokenCount": 100 * len(audio) + 7},
+    }
 
 
 def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], body: bytes, hd: dict[str, str]) -> tuple[Any, ...]:
@@ -470,19 +523,29 @@ def _openai(self: FakeVendor, method: str, path: str, q: dict[str, list[str]], b
         return 404, {"error": {"message": "not found", "type": "invalid_request_error"}}
     req = json.loads(body)
     content = (req.get("messages") or [{}])[0].get("content") or []
-    audio = [c for c in content if c.get("type") == "input_audio" and c.get("input_audio",
-        {}).get("format") == "wav" and c["input_audio"].get("data")]
+    audio = [
+        c
+        for c in content
+        if c.get("type") == "input_audio" and c.get("input_audio", {}).get("format") == "wav" and c["input_audio"].get("data")
+    ]
     if not req.get("model") or not audio:
         return 400, {"error": {"message": "model and input_audio content are required", "type": "invalid_request_error"}}
     self._bill()
     with self.lock:
         self.audio_parts.append(len(audio))
     prompt = "".join(str(c.get("text", "")) for c in content if c.get("type") == "text")
-    message = {"role": "assistant",
-        "content": _judge_reply(self, audio[0]["input_audio"]["data"], prompt, [a["input_audio"]["data"] for a in audio]), "refusal": None}
-    return 200, {"id": "chatcmpl-fake", "object": "chat.completion", "model": req["model"],
+    message = {
+        "role": "assistant",
+        "content": _judge_reply(self, audio[0]["input_audio"]["data"], prompt, [a["input_audio"]["data"] for a in audio]),
+        "refusal": None,
+    }
+    return 200, {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": req["model"],
         "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                 "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5}}
+        "usage": {"prompt_tokens": 50 * len(audio), "completion_tokens": 5, "total_tokens": 50 * len(audio) + 5},
+    }
 
 
 FakeVendor._gemini = _gemini  # type: ignore[attr-defined]
@@ -518,8 +581,14 @@ KEY_ENV = {
 def options_for(fake: FakeVendor, cache_dir: str | None = None, **extra: Any) -> dict[str, Any]:
     """Backend options that point one backend at its fake (fast polling and backoff)."""
     backend, model = {**BACKENDS, OPENAI_STT: ("openai-compatible", "whisper-1")}[fake.vendor]
-    opts: dict[str, Any] = {"model": model, "base_url": fake.base_url, "poll_interval_s": 0.01, "backoff_s": 0.01, "max_retries": 3,
-        "timeout_s": 5.0}
+    opts: dict[str, Any] = {
+        "model": model,
+        "base_url": fake.base_url,
+        "poll_interval_s": 0.01,
+        "backoff_s": 0.01,
+        "max_retries": 3,
+        "timeout_s": 5.0,
+    }
     if fake.vendor == "google":
         opts["project"] = "test-project"
     if fake.ca_file:

@@ -41,7 +41,7 @@ def rain(sr: int, seconds: float, seed: int) -> np.ndarray:
     x = 0.02 * tf.pink_noise(n, rng).astype(np.float64)
     for start in rng.integers(0, n - sr // 50, size=int(40 * seconds)):
         k = np.arange(sr // 50)
-        x[start: start + len(k)] += rng.uniform(0.05, 0.3) * np.exp(-k / (sr / 2000)) * rng.standard_normal(len(k))
+        x[start : start + len(k)] += rng.uniform(0.05, 0.3) * np.exp(-k / (sr / 2000)) * rng.standard_normal(len(k))
     return x.astype(np.float32)
 
 
@@ -50,8 +50,9 @@ def rumble(sr: int, seconds: float, seed: int) -> np.ndarray:
     return (0.2 * _lowpass(rng.standard_normal(int(sr * seconds)), sr, 300)).astype(np.float32)
 
 
-def measured_like_rir(sr: int, rt60: float, seed: int, channels: int = 1, predelay_s: float = 0.004, floor_db: float = -65.0,
-        invert: bool = False) -> np.ndarray:
+def measured_like_rir(
+    sr: int, rt60: float, seed: int, channels: int = 1, predelay_s: float = 0.004, floor_db: float = -65.0, invert: bool = False
+) -> np.ndarray:
     """A statistical response with a pre-delay, a noise floor after it and (optionally) inverted polarity; (samples, channels)."""
     rng = np.random.default_rng(seed)
     cols = []
@@ -76,8 +77,9 @@ def build_musan(root: Path, speech: Path | None = None) -> Path:
     fs = m / "noise" / "free-sound"
     _write(fs / "noise-free-sound-0000.wav", hum(16000, 4.0, 1), 16000)
     _write(fs / "noise-free-sound-0001.wav", np.stack([rain(44100, 0.8, 2), rain(44100, 0.8, 3)], axis=1), 44100)
-    (fs / "ANNOTATIONS").write_text("noise-free-sound-0000 https://freesound.org/example/1 bg\nnoise-free-sound-0001 "
-        "https://freesound.org/example/2 fg\n")
+    (fs / "ANNOTATIONS").write_text(
+        "noise-free-sound-0000 https://freesound.org/example/1 bg\nnoise-free-sound-0001 https://freesound.org/example/2 fg\n"
+    )
     (fs / "LICENSE").write_text("noise-free-sound-0000 CC0\nnoise-free-sound-0001 Attribution 3.0\n")
     sb = m / "noise" / "sound-bible"
     _write(sb / "noise-sound-bible-0000.wav", rumble(8000, 3.0, 4), 8000)
@@ -120,14 +122,17 @@ def build_rirs_noises(root: Path) -> Path:
         "--rir-id RVB2014_type1_rir_largeroom1_far_angla --room-id RVB2014_type1_rir_largeroom1 "
         "RIRS_NOISES/real_rirs_isotropic_noises/RVB2014_type1_rir_largeroom1_far_angla.wav\n"
         "--rir-id air_type1_rir_office_1 --room-id air_type1_rir_office "
-        "RIRS_NOISES/real_rirs_isotropic_noises/air_type1_rir_office_1.wav\n")
+        "RIRS_NOISES/real_rirs_isotropic_noises/air_type1_rir_office_1.wav\n"
+    )
     (real / "noise_list").write_text(
         "--noise-id RVB2014_type1_noise_largeroom1_1 --noise-type isotropic --bg-fg-type background "
-        "--rir-id RVB2014_type1_rir_largeroom1_far_angla RIRS_NOISES/real_rirs_isotropic_noises/RVB2014_type1_noise_largeroom1_1.wav\n")
+        "--rir-id RVB2014_type1_rir_largeroom1_far_angla RIRS_NOISES/real_rirs_isotropic_noises/RVB2014_type1_noise_largeroom1_1.wav\n"
+    )
     ps = r / "pointsource_noises"
     _write(ps / "noise1.wav", rain(16000, 1.5, 40), 16000)
     _write(ps / "noise2.wav", hum(16000, 2.0, 41), 16000)
     (ps / "noise_list").write_text(
         "--noise-id noise1 --noise-type point-source --bg-fg-type foreground RIRS_NOISES/pointsource_noises/noise1.wav\n"
-        "--noise-id noise2 --noise-type point-source --bg-fg-type background RIRS_NOISES/pointsource_noises/noise2.wav\n")
+        "--noise-id noise2 --noise-type point-source --bg-fg-type background RIRS_NOISES/pointsource_noises/noise2.wav\n"
+    )
     return r

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 
-def sigkill_after_markers(proc: subprocess.Popen[bytes], markers: Path, n: int, timeout_s: float, pattern: str = "*.json",
-        poll_s: float = 0.05) -> None:
+def sigkill_after_markers(
+    proc: subprocess.Popen[bytes], markers: Path, n: int, timeout_s: float, pattern: str = "*.json", poll_s: float = 0.05
+) -> None:
     """Wait until ``markers`` holds at least ``n`` files matching ``pattern``, then SIGKILL ``proc``.
 
     Fails the test (with the driver's stderr) if the driver exits first or nothing finishes in time.

@@ -73,10 +73,12 @@ def salm_transcribe(model: Any, clips: Sequence[np.ndarray], max_new_tokens: int
     with torch.inference_mode():
         answer_ids = model.generate(
             prompts=[[{"role": "user", "slots": {"message": f"Transcribe the following: {model.audio_locator_tag}"}}]] * len(clips),
-            audios=audios, audio_lens=lens,
-            generation_config=GenerationConfig(max_new_tokens=max_new_tokens, bos_token_id=model.text_bos_id, eos_token_id=eos_tokens,
-                                               pad_token_id=model.text_pad_id),
-        )  # fmt: skip
+            audios=audios,
+            audio_lens=lens,
+            generation_config=GenerationConfig(
+                max_new_tokens=max_new_tokens, bos_token_id=model.text_bos_id, eos_token_id=eos_tokens, pad_token_id=model.text_pad_id
+            ),
+        )
     out = []
     for row in answer_ids.cpu().tolist():
         kept = row[: row.index(model.text_eos_id)] if model.text_eos_id in row else row

@@ -29,8 +29,10 @@ import torch
 import transformers
 
 SAMPLE_RATE = 16000
-LEADERBOARD_GRANITE_SYSTEM = ("Knowledge Cutoff Date: April 2024.\nToday's Date: December 19, 2024.\n"
-                              "You are Granite, developed by IBM. You are a helpful AI assistant")
+LEADERBOARD_GRANITE_SYSTEM = (
+    "Knowledge Cutoff Date: April 2024.\nToday's Date: December 19, 2024.\n"
+    "You are Granite, developed by IBM. You are a helpful AI assistant"
+)
 GRANITE_USER = "<|audio|>can you transcribe the speech into a written format?"
 PHI4_USER = "Transcribe the audio clip into text."  # phi/run_phi4_multimodal.sh USER_PROMPT
 
@@ -84,8 +86,9 @@ def voxtral(folder: Path, clips: Sequence[np.ndarray], max_new_tokens: int) -> l
     """transformers/run_eval.py for Voxtral: ``apply_transcription_request(language="en", audio, model_id,
     sampling_rate, format=["wav"] * n)``, ``generate``, ``decode(pred_ids[:, prompt_len:], skip_special_tokens=True)``."""
     processor = transformers.AutoProcessor.from_pretrained(folder)
-    inputs = processor.apply_transcription_request(language="en", audio=list(clips), model_id=str(folder), sampling_rate=SAMPLE_RATE,
-        format=["wav"] * len(clips))
+    inputs = processor.apply_transcription_request(
+        language="en", audio=list(clips), model_id=str(folder), sampling_rate=SAMPLE_RATE, format=["wav"] * len(clips)
+    )
     model = _load(transformers.VoxtralForConditionalGeneration, folder)
     with torch.inference_mode():
         ids = model.generate(**inputs, max_new_tokens=max_new_tokens)
@@ -123,8 +126,14 @@ def phi4(folder: Path, clips: Sequence[np.ndarray], max_new_tokens: int) -> list
     criterion = _MultipleTokenBatchStoppingCriteria(stop_ids, batch_size=len(clips))
     model = _load(transformers.Phi4MultimodalForCausalLM, folder)
     with torch.inference_mode():
-        ids = model.generate(**inputs, pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-            max_new_tokens=max_new_tokens, num_beams=1, stopping_criteria=transformers.StoppingCriteriaList([criterion]))
+        ids = model.generate(
+            **inputs,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            max_new_tokens=max_new_tokens,
+            num_beams=1,
+            stopping_criteria=transformers.StoppingCriteriaList([criterion]),
+        )
     stop_at = criterion.stop_tokens_idx.reshape(len(clips), -1)[:, 0]
     stop_at = torch.where(stop_at > 0, stop_at - stop_ids.shape[-1], ids.shape[-1])
     out = []

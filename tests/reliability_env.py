@@ -86,8 +86,9 @@ class Env:
 
     def recipe(self, dataset: Path, extra: str = "", name: str = "r", models: str = "[sim-a]") -> Path:
         path = self.tmp / f"{name}.yaml"
-        path.write_text(f"name: {name}\ndataset: {{path: '{dataset}'}}\nmodels: {models}\nshard_size: 4\nwarmup: 0\nscoring: {{n_boot: "
-            f"20}}\n{extra}")
+        path.write_text(
+            f"name: {name}\ndataset: {{path: '{dataset}'}}\nmodels: {models}\nshard_size: 4\nwarmup: 0\nscoring: {{n_boot: 20}}\n{extra}"
+        )
         return path
 
     def loads(self) -> int:

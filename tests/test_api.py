@@ -30,8 +30,12 @@ def make_clips(root: Path) -> Path:
     clips = root / "clips"
     clips.mkdir(parents=True)
     rows = [
-        {"audio_filepath": str(espeak_wav(clips / f"c{i}.wav", t, "en-us" if i % 2 else "en-gb")), "text": t,
-         "speaker": f"s{i % 2}", "accent": "us" if i % 2 else "gb"}
+        {
+            "audio_filepath": str(espeak_wav(clips / f"c{i}.wav", t, "en-us" if i % 2 else "en-gb")),
+            "text": t,
+            "speaker": f"s{i % 2}",
+            "accent": "us" if i % 2 else "gb",
+        }
         for i, t in enumerate(TEXTS)
     ]
     return write_manifest(clips / "manifest.jsonl", rows)
@@ -106,8 +110,16 @@ def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path,
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
-        for mod, name in ((summary_mod, "load_summary"), (merge_mod, "read_run"), (merge_mod, "read_rows_file"), (merge_mod, "load_table"),
-            (run_dir_mod, "read_run"), (run_dir_mod, "read_summary_file"), (run_dir_mod, "read_rows_file"), (pipeline_mod, "load_rows")):
+        for mod, name in (
+            (summary_mod, "load_summary"),
+            (merge_mod, "read_run"),
+            (merge_mod, "read_rows_file"),
+            (merge_mod, "load_table"),
+            (run_dir_mod, "read_run"),
+            (run_dir_mod, "read_summary_file"),
+            (run_dir_mod, "read_rows_file"),
+            (pipeline_mod, "load_rows"),
+        ):
             m.setattr(mod, name, no_read)
         m.setattr(pipeline_mod, "write_summary", counting_write)
         fresh = api.run("score-predictions", dataset=voxpopuli_preds, reader="oasr-predictions", limit=10, out=out)

@@ -105,8 +105,20 @@ def test_model_option_is_required(name: str) -> None:
         ASR_BACKENDS.get(name)()
 
 
-@pytest.mark.parametrize("key,bad", [("punctuation", "no"), ("punctuation", "false"), ("punctuation", 0), ("local_files_only", "yes"),
-    ("num_beams", 0), ("max_new_tokens", True), ("task", "transcribe-en"), ("family", "speech-lm"), ("generate_kwargs", "num_beams=2")])
+@pytest.mark.parametrize(
+    "key,bad",
+    [
+        ("punctuation", "no"),
+        ("punctuation", "false"),
+        ("punctuation", 0),
+        ("local_files_only", "yes"),
+        ("num_beams", 0),
+        ("max_new_tokens", True),
+        ("task", "transcribe-en"),
+        ("family", "speech-lm"),
+        ("generate_kwargs", "num_beams=2"),
+    ],
+)
 def test_transformers_options_go_through_the_typed_layer(key: str, bad: Any) -> None:
     """A quoted "no" is never read as true: every transformers option is checked by type and range."""
     with pytest.raises(ConfigError, match=f"transformers backend options.{key}"):
@@ -412,11 +424,21 @@ def tiny_ctc_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     torch.manual_seed(0)
     config = Wav2Vec2Config(
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4),
-        num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-        feat_extract_norm="layer", do_stable_layer_norm=True, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="layer",
+        do_stable_layer_norm=True,
+        pad_token_id=0,
+        apply_spec_augment=False,
+    )
     Wav2Vec2ForCTC(config).save_pretrained(out)
     Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     return out
@@ -476,11 +498,22 @@ def test_transformers_whisper_batched_generate(tmp_path: Path) -> None:
     WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(tmp_path)
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
-        max_source_positions=1500, max_target_positions=64,
-        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=64,
+        decoder_start_token_id=sot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+    )
     model = WhisperForConditionalGeneration(config)
     model.generation_config = GenerationConfig(
         decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=20, no_timestamps_token_id=no_ts
@@ -612,22 +645,24 @@ def test_openai_compatible_connection_errors_are_retried() -> None:
 
     with _FakeTranscriptionServer() as server:
         url = server.url
-    backend = ASR_BACKENDS.get("openai-compatible")(model="m", base_url=url, api_key_env="", max_retries=1, backoff_s=0.0, timeout_s=2,
-        cache=False)
+    backend = ASR_BACKENDS.get("openai-compatible")(
+        model="m", base_url=url, api_key_env="", max_retries=1, backoff_s=0.0, timeout_s=2, cache=False
+    )
     backend.load()
     with pytest.raises(HostedRequestError, match="2 attempts"):
         backend.transcribe_batch([np.zeros(160, np.float32)])
     assert backend.info().as_dict()["verify_tls"] is True
 
 
-def test_faster_whisper_confidences_reach_the_rows(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]],
-        tmp_path: Path) -> None:
+def test_faster_whisper_confidences_reach_the_rows(
+    tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], list[str]], tmp_path: Path
+) -> None:
     """avg log-prob and no-speech probability per clip, copied by process_unit into the stored part."""
     import pyarrow.parquet as pq
 
     from engine.data import DecodedAudio, Shard, Utterance, WorkUnit
-    from engine.runner import process_unit
-    from engine.store import RunStore
+    from engine.run.runner import process_unit
+    from engine.run.store import RunStore
 
     audios, refs = librivox_16k
     silence = np.zeros(SAMPLE_RATE, np.float32)

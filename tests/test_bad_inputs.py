@@ -21,11 +21,11 @@ import pytest
 
 from audits.pipeline import run_recipe
 from audits.recipes import parse_recipe
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import DecodeOptions, Utterance
 from engine.datasets import open_dataset
 from engine.errors import ManifestError
-from engine.runner import decode_shard
+from engine.run.runner import decode_shard
 from normalizers import EnglishNormalizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -58,11 +58,38 @@ def decoded(corpus: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
 
 
 CASE_IDS = [
-    "good-0", "sr8000", "sr44100", "sr48000", "stereo", "six-channel", "clipped", "missing-file", "zero-byte", "directory",
-    "no-audio-path", "truncated-wav", "header-only-wav", "corrupt-wav", "truncated-flac", "corrupt-flac", "streamed-flac",
-    "text-as-wav", "mp4-container", "zero-frames", "all-silent", "nan-samples", "inf-samples", "long-30min",
-    "outside-relative", "outside-absolute", "outside-symlink", "empty-reference", "blank-reference", "list-reference",
-    "no-reference", "latin1-reference",
+    "good-0",
+    "sr8000",
+    "sr44100",
+    "sr48000",
+    "stereo",
+    "six-channel",
+    "clipped",
+    "missing-file",
+    "zero-byte",
+    "directory",
+    "no-audio-path",
+    "truncated-wav",
+    "header-only-wav",
+    "corrupt-wav",
+    "truncated-flac",
+    "corrupt-flac",
+    "streamed-flac",
+    "text-as-wav",
+    "mp4-container",
+    "zero-frames",
+    "all-silent",
+    "nan-samples",
+    "inf-samples",
+    "long-30min",
+    "outside-relative",
+    "outside-absolute",
+    "outside-symlink",
+    "empty-reference",
+    "blank-reference",
+    "list-reference",
+    "no-reference",
+    "latin1-reference",
 ]
 
 
@@ -73,8 +100,9 @@ def test_corpus_has_every_case(corpus: tuple[Path, dict[str, Any]], decoded: dic
 
 
 @pytest.mark.parametrize("uid", CASE_IDS)
-def test_row_gets_documented_outcome(uid: str, corpus: tuple[Path, dict[str, Any]], decoded: dict[str, Any],
-        record_property: Callable[[str, Any], None]) -> None:
+def test_row_gets_documented_outcome(
+    uid: str, corpus: tuple[Path, dict[str, Any]], decoded: dict[str, Any], record_property: Callable[[str, Any], None]
+) -> None:
     """Decode-level outcome of each case: samples, or an error that says what is wrong."""
     _, expected = corpus
     e = expected[uid]
@@ -139,8 +167,13 @@ def test_duration_limit_is_inclusive(tmp_path: Path) -> None:
 
 def _recipe(manifest: Path, **dataset: Any) -> Any:
     return parse_recipe(
-        {"name": "bad-inputs", "dataset": {"path": str(manifest), **dataset}, "models": ["whisper-tiny.en"], "shard_size": 8,
-            "scoring": {"n_boot": 50}},
+        {
+            "name": "bad-inputs",
+            "dataset": {"path": str(manifest), **dataset},
+            "models": ["whisper-tiny.en"],
+            "shard_size": 8,
+            "scoring": {"n_boot": 50},
+        },
         "bad-inputs.yaml",
     )
 
@@ -151,20 +184,28 @@ def stop_cases(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
 
 
 STOP_NAMES = [
-    "duplicate utt_id", "ids 1 and '1' collide", "missing audio column (JSONL)", "mixed types in duration", "invalid JSON line",
-    "line is not a JSON object", "missing text column (CSV)", "CSV row with more fields than the header", "manifest without records",
+    "duplicate utt_id",
+    "ids 1 and '1' collide",
+    "missing audio column (JSONL)",
+    "mixed types in duration",
+    "invalid JSON line",
+    "line is not a JSON object",
+    "missing text column (CSV)",
+    "CSV row with more fields than the header",
+    "manifest without records",
 ]
 
 
 @pytest.mark.parametrize("name", STOP_NAMES)
-def test_structural_problems_stop_before_models_load(name: str, stop_cases: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_structural_problems_stop_before_models_load(
+    name: str, stop_cases: list[Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]
+) -> None:
     case = next(c for c in stop_cases if c.name == name)
     loaded: list[str] = []
-    import engine.runner
+    import engine.run.runner
 
-    real = engine.runner.load_model
-    monkeypatch.setattr(engine.runner, "load_model", lambda spec, warmup: loaded.append(spec.name) or real(spec, warmup))
+    real = engine.run.runner.load_model
+    monkeypatch.setattr(engine.run.runner, "load_model", lambda spec, warmup: loaded.append(spec.name) or real(spec, warmup))
     out = tmp_path / "run"
     with pytest.raises(ManifestError) as info:
         run_recipe(_recipe(case.path), out)
@@ -178,8 +219,9 @@ def test_structural_problems_stop_before_models_load(name: str, stop_cases: list
 
 
 @pytest.mark.slow
-def test_run_with_bad_inputs_leaves_good_rows_unaffected(corpus: tuple[Path, dict[str, Any]], tmp_path: Path,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_run_with_bad_inputs_leaves_good_rows_unaffected(
+    corpus: tuple[Path, dict[str, Any]], tmp_path: Path, record_property: Callable[[str, Any], None]
+) -> None:
     """whisper-tiny.en over good + bad rows: every row present once, errors as documented, and the
     good clips' hypotheses identical to a run over the good clips alone."""
     manifest, expected = corpus

@@ -21,14 +21,16 @@ import bench_engines as be  # noqa: E402
 
 
 def _rows() -> pd.DataFrame:
-    return pd.DataFrame({
-        "model": ["a", "a", "b", "b"],
-        "utt_id": ["u1", "u2", "u1", "u2"],
-        "hyp_raw": ["one", "two", "three", None],
-        "wer": [0.25, 0.5, float("nan"), 1.0],
-        "infer_s": [0.1, 0.2, 0.3, 0.4],
-        "words": [[1, 2], [3], [], [4]],
-    })
+    return pd.DataFrame(
+        {
+            "model": ["a", "a", "b", "b"],
+            "utt_id": ["u1", "u2", "u1", "u2"],
+            "hyp_raw": ["one", "two", "three", None],
+            "wer": [0.25, 0.5, float("nan"), 1.0],
+            "infer_s": [0.1, 0.2, 0.3, 0.4],
+            "words": [[1, 2], [3], [], [4]],
+        }
+    )
 
 
 def test_equal_tables_in_another_order_with_other_timings_agree() -> None:
@@ -85,20 +87,38 @@ def _write(path: Path, doc: object) -> None:
 
 def test_placement_rows_list_every_pass_that_records_actors(tmp_path: Path) -> None:
     actor = {"host": "n1", "pid": 11, "node_id": "x", "gpu_ids": ["0"]}
-    asr = {"model": "asr-a", "backend": "simulated", "status": "loaded", "actor": actor, "info": {"device": "cuda"},
-           "engine": {"runner": "ray", "actors": [{**actor, "device": "cuda"}, {**actor, "pid": 12, "gpu_ids": ["3"], "device": "cuda"}]}}
+    asr = {
+        "model": "asr-a",
+        "backend": "simulated",
+        "status": "loaded",
+        "actor": actor,
+        "info": {"device": "cuda"},
+        "engine": {"runner": "ray", "actors": [{**actor, "device": "cuda"}, {**actor, "pid": 12, "gpu_ids": ["3"], "device": "cuda"}]},
+    }
     _write(tmp_path / "models" / "asr-a.json", asr)
     _write(tmp_path / "models" / "local.json", {"model": "local", "engine": {"runner": "inprocess", "pid": 5, "gpu_ids": []}})
-    _write(tmp_path / "models-embed" / "sv" / "sim-sv.json",
-           {"model": "sim-sv", "backend": "simulated-sv", "engine": {"runner": "ray", "actors": [{**actor, "pid": 13, "gpu_ids": ["1"],
-                                                                                                  "device": "cuda"}]}})
+    _write(
+        tmp_path / "models-embed" / "sv" / "sim-sv.json",
+        {
+            "model": "sim-sv",
+            "backend": "simulated-sv",
+            "engine": {"runner": "ray", "actors": [{**actor, "pid": 13, "gpu_ids": ["1"], "device": "cuda"}]},
+        },
+    )
     # a pass this script does not know (diarization under the conversation section): listed all the same
-    _write(tmp_path / "conversation" / "0123456789abcdef" / "models-diar" / "diar.json",
-           {"model": "diar", "backend": "pyannote", "engine": {"runner": "ray", "actors": [{**actor, "pid": 14, "gpu_ids": [],
-                                                                                            "device": "cpu"}]}})
+    _write(
+        tmp_path / "conversation" / "0123456789abcdef" / "models-diar" / "diar.json",
+        {
+            "model": "diar",
+            "backend": "pyannote",
+            "engine": {"runner": "ray", "actors": [{**actor, "pid": 14, "gpu_ids": [], "device": "cpu"}]},
+        },
+    )
     # a facts file written at first load only: the single actor record, device from the backend's info
-    _write(tmp_path / "probes" / "masking" / "fedcba9876543210" / "models" / "m.json",
-           {"model": "m", "actor": {**actor, "pid": 15, "gpu_ids": ["2"]}, "info": {"device": "cuda"}})
+    _write(
+        tmp_path / "probes" / "masking" / "fedcba9876543210" / "models" / "m.json",
+        {"model": "m", "actor": {**actor, "pid": 15, "gpu_ids": ["2"]}, "info": {"device": "cuda"}},
+    )
     # summary.json repeats the ASR facts (listed once) and holds one entry found nowhere else
     _write(tmp_path / "summary.json", {"models": {"asr-a": asr}, "judges": {"j1": {"engine": {"actors": [{**actor, "pid": 16}]}}}})
     _write(tmp_path / "markers" / "asr-a" / "s0.json", {"actor": actor})  # markers are not facts
@@ -115,8 +135,14 @@ def test_placement_rows_list_every_pass_that_records_actors(tmp_path: Path) -> N
 
 
 def test_process_tree_and_ray_worker_titles() -> None:
-    table = {1: (0, "init"), 10: (1, "python audit run"), 11: (10, "raylet"), 12: (11, "ray::ModelActor.run"),
-             13: (11, "python .../default_worker.py --x"), 14: (1, "ray::Other")}
+    table = {
+        1: (0, "init"),
+        10: (1, "python audit run"),
+        11: (10, "raylet"),
+        12: (11, "ray::ModelActor.run"),
+        13: (11, "python .../default_worker.py --x"),
+        14: (1, "ray::Other"),
+    }
     assert be.descendants(10, table) == {11: "raylet", 12: "ray::ModelActor.run", 13: "python .../default_worker.py --x"}
     assert [be.is_ray_worker(c) for c in ("ray::IDLE", "raylet", "/x/default_worker.py", "gcs_server")] == [True, False, True, False]
 

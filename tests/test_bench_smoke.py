@@ -104,7 +104,11 @@ def test_bench_cli_quick_scoring(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / "bench.py"), "scoring", "--quick", "--json", str(out)],
-        check=False, capture_output=True, text=True, timeout=300, cwd=REPO,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "pairs/s" in proc.stdout and out.exists()
@@ -131,7 +135,12 @@ def test_gpu_check_runs_on_cpu_without_optional_packages(tmp_path: Path) -> None
     out = tmp_path / "gpu.json"
     proc = subprocess.run(
         ["bash", str(SCRIPTS / "gpu_check.sh"), "--device", "cpu", "--quick", "--json", str(out)],
-        check=False, capture_output=True, text=True, timeout=400, cwd=REPO, env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=REPO,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "stdlib wave stand-in" in proc.stdout and "no Ray" in proc.stdout
@@ -157,8 +166,9 @@ def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
     from tests.tiny_families import build_ctc
 
     model = build_ctc(tmp_path / "hubert", "hubert")
-    rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)),
-        "text": t} for i, t in enumerate(["the cat sat", "one two three"])]
+    rows = [
+        {"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)), "text": t} for i, t in enumerate(["the cat sat", "one two three"])
+    ]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     cfg = tmp_path / "cfg"
     (cfg / "models").mkdir(parents=True)
@@ -173,9 +183,26 @@ def test_gpu_check_models_runs_one_shard_per_model(tmp_path: Path) -> None:
     out = tmp_path / "lineup.json"
     env = dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), PYTHONPATH=str(REPO))
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "gpu_check.py"), "--models", "t", "--device", "cpu", "--dataset", str(manifest), "--limit", "2",
-            "--json", str(out)],
-        check=False, capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env,
+        [
+            sys.executable,
+            str(SCRIPTS / "gpu_check.py"),
+            "--models",
+            "t",
+            "--device",
+            "cpu",
+            "--dataset",
+            str(manifest),
+            "--limit",
+            "2",
+            "--json",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+        env=env,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     models = json.loads(out.read_text())["models"]

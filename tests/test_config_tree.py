@@ -115,8 +115,10 @@ def test_display_path_names_shipped_files_the_same_everywhere(tmp_path: Path) ->
 
 def test_only_config_tree_locates_configuration() -> None:
     """No other module reads the variable, opens the package or builds a ``configs`` path of its own."""
-    pattern = re.compile(r"(environ|getenv)\W.*AUDIT_CONFIG_DIR|resources\.files\([\"']audit_configs|[\"']configs[\"']"
-        r"|\bREPO_ROOT\b|\bCONFIG_DIR\b")
+    pattern = re.compile(
+        r"(environ|getenv)\W.*AUDIT_CONFIG_DIR|resources\.files\([\"']audit_configs|[\"']configs[\"']"
+        r"|\bREPO_ROOT\b|\bCONFIG_DIR\b"
+    )
     offenders = []
     for pkg in ("engine", "audits", "normalizers"):
         for path in sorted((REPO / pkg).rglob("*.py")):

@@ -211,7 +211,6 @@ def test_pyannote_broken_checkpoint_is_a_clear_error_and_telemetry_stays_off(tmp
     assert backend._pipeline is None
 
 
-
 def test_pyannote_refuses_configs_that_would_download(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A downloaded speaker-diarization-3.1 folder names its models by hub id: loading it would
     fetch them, so the backend says which entries to point at local files (or that

@@ -90,7 +90,7 @@ def test_baseline_diarizer_separates_two_voices(small_set: Path) -> None:
     from audits.conversation.readers import Segment
     from audits.conversation.run import load_conversation_data
     from engine.backends import DIAR_BACKENDS
-    from engine.keyed_workers import load_recording as _load_audio
+    from engine.keyed.keyed_workers import load_recording as _load_audio
 
     data = load_conversation_data(small_set)
     diar = DIAR_BACKENDS.get("vad-resemblyzer")()
@@ -165,9 +165,9 @@ def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set:
 
     ray = pytest.importorskip("ray")
     from audits.conversation.run import load_conversation_data, parse_conversation_config, run_conversation
+    from engine.engine import EngineOptions
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.pass_engine import EngineOptions
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
     cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
@@ -183,8 +183,10 @@ def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set:
 
     def stored(root: Path) -> dict[str, Any]:
         base = root / "conversation" / "units"
-        return {str(p.relative_to(base)): {k: v for k, v in json.loads(p.read_text()).items() if k not in timing}
-                for p in sorted(base.rglob("*.json"))}
+        return {
+            str(p.relative_to(base)): {k: v for k, v in json.loads(p.read_text()).items() if k not in timing}
+            for p in sorted(base.rglob("*.json"))
+        }
 
     local, remote = stored(tmp_path / "local"), stored(tmp_path / "ray")
     assert len(local) == 4 and local == remote

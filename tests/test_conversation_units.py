@@ -137,8 +137,12 @@ def test_changed_reference_speakers_with_oracle_recomputes_diarization(voices: d
     run(root, out, [sim("sim")], oracle_speakers=True)
     # the reference now says three speakers: the diarizer was told 2, so its turns must be redone
     rttm = (root / "reference.rttm").read_text().splitlines()
-    rttm.append(rttm[-1].replace(" B ", " C ").replace(rttm[-1].split()[3], f"{float(rttm[-1].split()[3]) + 0.1:.3f}",
-        1).replace(rttm[-1].split()[4], "0.500", 1))
+    rttm.append(
+        rttm[-1]
+        .replace(" B ", " C ")
+        .replace(rttm[-1].split()[3], f"{float(rttm[-1].split()[3]) + 0.1:.3f}", 1)
+        .replace(rttm[-1].split()[4], "0.500", 1)
+    )
     (root / "reference.rttm").write_text("\n".join(rttm) + "\n")
     facts, after, _ = run(root, out, [sim("sim")], oracle_speakers=True)
     assert facts["diarization"]["pending"] == 1

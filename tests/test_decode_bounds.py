@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from engine import audio
+from engine.audio import decoding
 from engine.data import Utterance
 
 REPO = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, resource, sys
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import Utterance
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 d = decode(Utterance("u", "r", audio_path=sys.argv[1]))
@@ -76,9 +76,9 @@ def test_streamed_and_one_shot_decoding_agree(tmp_path: Path, monkeypatch: pytes
     path = tmp_path / "clip.wav"
     _write_blocks(path, 44_100, 2, 7.3, "WAV", noise=True)
     u = Utterance("u", "r", audio_path=str(path))
-    whole = audio.decode(u).samples
-    monkeypatch.setattr(audio, "STREAM_SAMPLES", 10)
-    streamed = audio.decode(u).samples
+    whole = decoding.decode(u).samples
+    monkeypatch.setattr(decoding, "STREAM_SAMPLES", 10)
+    streamed = decoding.decode(u).samples
     assert whole is not None and streamed is not None and len(whole) == len(streamed)
     assert float(np.max(np.abs(whole - streamed))) < 1e-4
 
@@ -87,12 +87,12 @@ def test_fifo_and_devices_are_not_audio_files(tmp_path: Path) -> None:
     fifo = tmp_path / "pipe.wav"
     os.mkfifo(fifo)
     for p in (fifo, Path("/dev/zero")):
-        d = audio.decode(Utterance("u", "r", audio_path=str(p)))
+        d = decoding.decode(Utterance("u", "r", audio_path=str(p)))
         assert d.error and "not a regular file" in d.error, d.error
 
 
 def test_too_many_channels_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "many.wav"
     _write_blocks(path, 16_000, 40, 0.5, "WAV", noise=True)
-    d = audio.decode(Utterance("u", "r", audio_path=str(path)))
+    d = decoding.decode(Utterance("u", "r", audio_path=str(path)))
     assert d.error and "40 channels" in d.error

@@ -13,13 +13,13 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
+from engine.audio.shards import encode_audio
 from engine.corpus import DEFAULT_N_UTTS, build_demo_corpus, plan_design, slice_counts
 from engine.corpus import demo as demo_mod
 from engine.corpus import transforms as tf
 from engine.corpus.demo import FAMILIES, VOICES, DemoCorpus, quotas
 from engine.corpus.texts import NUMBER_WORDS, SENTENCES, SPELLING_VARIANTS, number_tokens, spelling_variant_tokens, words
 from engine.errors import AudioError, BackendUnavailable, ConfigError
-from engine.shards import encode_audio
 
 SR = 16000
 SMALL = 14  # one clip per voice
@@ -131,8 +131,12 @@ def test_design_is_balanced_and_one_channel_change_at_a_time() -> None:
     for p in children:
         parent = plans[p.parent or 0]
         assert p.emotion != "neutral" and parent.emotion == "neutral"
-        assert (parent.voice, parent.sentence, parent.background, parent.conversation) == (p.voice, p.sentence, p.background,
-            p.conversation)
+        assert (parent.voice, parent.sentence, parent.background, parent.conversation) == (
+            p.voice,
+            p.sentence,
+            p.background,
+            p.conversation,
+        )
     for p in plans:
         if p.conversation == "single":
             assert p.second_voice is None and not p.second_sentences

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine.runner import cpu_simd_flags, ctranslate2_facts, hardware_facts
+from engine.run.runner import cpu_simd_flags, ctranslate2_facts, hardware_facts
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / "scripts" / "demo_stage.sh"

@@ -58,18 +58,32 @@ def build_tiny_pipeline(root: Path) -> Path:
         model.specifications = spec
         model.setup()
         path.parent.mkdir(parents=True, exist_ok=True)
-        ckpt = {"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
-            "pytorch-lightning_version": lightning.__version__}
+        ckpt = {
+            "state_dict": model.state_dict(),
+            "hyper_parameters": dict(model.hparams),
+            "pytorch-lightning_version": lightning.__version__,
+        }
         model.on_save_checkpoint(ckpt)
         torch.save(ckpt, path)
 
     seg = PyanNet(sincnet={"stride": 10}, lstm={"hidden_size": 16, "num_layers": 1}, linear={"hidden_size": 16, "num_layers": 1})
-    save(seg, Specifications(
-        problem=Problem.MONO_LABEL_CLASSIFICATION, resolution=Resolution.FRAME, duration=5.0,
-        classes=["speaker#1", "speaker#2", "speaker#3"], powerset_max_classes=2, permutation_invariant=True,
-    ), root / "segmentation" / "pytorch_model.bin")
-    save(XVectorSincNet(dimension=EMBED_DIM), Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=5.0),
-         root / "embedding" / "pytorch_model.bin")
+    save(
+        seg,
+        Specifications(
+            problem=Problem.MONO_LABEL_CLASSIFICATION,
+            resolution=Resolution.FRAME,
+            duration=5.0,
+            classes=["speaker#1", "speaker#2", "speaker#3"],
+            powerset_max_classes=2,
+            permutation_invariant=True,
+        ),
+        root / "segmentation" / "pytorch_model.bin",
+    )
+    save(
+        XVectorSincNet(dimension=EMBED_DIM),
+        Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=5.0),
+        root / "embedding" / "pytorch_model.bin",
+    )
     rng = np.random.default_rng(0)
     lda, _ = np.linalg.qr(rng.standard_normal((EMBED_DIM, LDA_DIM)))
     (root / "plda").mkdir()
@@ -110,13 +124,14 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_conversation_set(tmp_path_factory.mktemp("conv") / "set", n_recordings=1, min_s=12, max_s=16).root
 
 
-def test_local_pipeline_loads_runs_and_scores(tiny_pipeline: Path, conversation: Path, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_pipeline_loads_runs_and_scores(
+    tiny_pipeline: Path, conversation: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from audits.conversation.metrics import diarization_scores
     from audits.conversation.readers import Segment, read_rttm, write_rttm
     from audits.conversation.run import load_conversation_data, parse_conversation_config
     from engine.backends import DIAR_BACKENDS
-    from engine.keyed_workers import load_recording as _load_audio
+    from engine.keyed.keyed_workers import load_recording as _load_audio
 
     monkeypatch.delenv("PYANNOTE_METRICS_ENABLED", raising=False)
     # The recipe block a user writes for a downloaded pipeline, and what the section builds from it.

@@ -63,8 +63,22 @@ def test_oasr_export_rescored_gives_the_same_wer(run: tuple[Path, dict]) -> None
         # the project's own reader + scorer, slices included (labels travel as extra keys)
         utts = reader.read_file(path)
         rows = pd.DataFrame(
-            [{"utt_id": u.utt_id, "model": model, "hyp_raw": u.hyp_raw, "ref_raw": u.reference, "duration_s": u.duration_s,
-              "infer_s": None, "error": None, "speaker": None, "shard": "x", "parent_id": None, **u.labels} for u in utts]
+            [
+                {
+                    "utt_id": u.utt_id,
+                    "model": model,
+                    "hyp_raw": u.hyp_raw,
+                    "ref_raw": u.reference,
+                    "duration_s": u.duration_s,
+                    "infer_s": None,
+                    "error": None,
+                    "speaker": None,
+                    "shard": "x",
+                    "parent_id": None,
+                    **u.labels,
+                }
+                for u in utts
+            ]
         )
         rescored = summarize_models(score_table(rows, norm), ScoringOptions(n_boot=20))[model]
         assert rescored["wer"] == entry["wer"]
@@ -77,8 +91,19 @@ def test_slices_csv_matches_summary(run: tuple[Path, dict]) -> None:
     d, summary = run
     with open(d / "exports" / "slices.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert rows and list(rows[0])[:11] == ["model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi",
-        "n_utts"]
+    assert rows and list(rows[0])[:11] == [
+        "model",
+        "slice",
+        "label",
+        "value",
+        "wer",
+        "ci_lo",
+        "ci_hi",
+        "cer",
+        "cer_ci_lo",
+        "cer_ci_hi",
+        "n_utts",
+    ]
     n = sum(len(m["slices"]) for m in summary["models"].values())
     assert len(rows) == n
     for r in rows:
@@ -103,8 +128,11 @@ def test_duckdb_file_has_the_tables(run: tuple[Path, dict]) -> None:
 def test_query_views(run: tuple[Path, dict]) -> None:
     d, summary = run
     # "WER by accent for models under 1 B parameters"
-    df = query(d, "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) "
-                  "WHERE label = 'accent_group' AND params_m < 1000 ORDER BY model, accent")
+    df = query(
+        d,
+        "SELECT model, value AS accent, slices.wer FROM slices JOIN models USING (model) "
+        "WHERE label = 'accent_group' AND params_m < 1000 ORDER BY model, accent",
+    )
     assert sorted(set(df["model"])) == ["beta", "gamma"]  # alpha has 1550 M parameters
     for r in df.itertuples():
         assert r.wer == summary["models"][r.model]["slices"][f"accent_group={r.accent}"]["wer"]

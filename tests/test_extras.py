@@ -13,8 +13,8 @@ import pytest
 import engine.backends.availability as availability
 from engine.backends import ASR_BACKENDS, SER_BACKENDS
 from engine.backends.availability import model_availability
+from engine.engine import EngineOptions
 from engine.errors import BackendUnavailable
-from engine.pass_engine import EngineOptions
 
 REPO = Path(__file__).resolve().parents[1]
 #: import name -> the extra that installs it
@@ -58,9 +58,13 @@ def _module_level_imports(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def test_no_module_imports_an_optional_package_when_imported() -> None:
-    offenders = [f"{path.relative_to(REPO)}:{line}: {name}"
-        for pkg in ("engine", "audits", "normalizers") for path in sorted((REPO / pkg).rglob("*.py"))
-        for line, name in _module_level_imports(path) if name in OPTIONAL]  # fmt: skip
+    offenders = [
+        f"{path.relative_to(REPO)}:{line}: {name}"
+        for pkg in ("engine", "audits", "normalizers")
+        for path in sorted((REPO / pkg).rglob("*.py"))
+        for line, name in _module_level_imports(path)
+        if name in OPTIONAL
+    ]
     assert not offenders, offenders
 
 
@@ -77,7 +81,7 @@ def test_the_ray_engine_names_its_extra_before_anything_runs(hidden: set[str]) -
     hidden.add("ray")
     with pytest.raises(BackendUnavailable, match=re.escape("needs ray, which the 'ray' extra installs: pip install '.[ray]'")):
         EngineOptions(kind="ray").check()
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     with pytest.raises(BackendUnavailable, match="'ray' extra"):
         init_ray()
@@ -100,7 +104,12 @@ def test_the_demo_corpus_names_its_extra_before_synthesizing(hidden: set[str], t
     from engine.corpus.demo import build_demo_corpus
 
     hidden.add("parselmouth")
-    with pytest.raises(BackendUnavailable, match=re.escape("the demo corpus (its emotions are Praat prosody transforms) needs parselmouth, "
-            "which the 'demo' extra installs: pip install '.[demo]'")):
+    with pytest.raises(
+        BackendUnavailable,
+        match=re.escape(
+            "the demo corpus (its emotions are Praat prosody transforms) needs parselmouth, "
+            "which the 'demo' extra installs: pip install '.[demo]'"
+        ),
+    ):
         build_demo_corpus(tmp_path / "demo", subset="small")
     assert not (tmp_path / "demo").exists()  # refused before anything was written

@@ -76,10 +76,13 @@ def test_canary_1b_prompt_runs_through_audit_run(tmp_path: Path, monkeypatch: py
     manifest = tiny.two_clips(tmp_path)
     options = {"source_lang": "en", "target_lang": "en", "task": "asr", "pnc": "yes"}
     expect = {
-        "model_class": "EncDecMultiTaskModel", "prompt_format": "canary", **options,
+        "model_class": "EncDecMultiTaskModel",
+        "prompt_format": "canary",
+        **options,
         "prompt": "<|startoftranscript|><|en|><|transcribe|><|en|><|pnc|>",
-        "decoding": "beam", "decoding_settings": {"beam_size": 1, "len_pen": 0.0, "max_generation_delta": 8},
-    }  # fmt: skip
+        "decoding": "beam",
+        "decoding_settings": {"beam_size": 1, "len_pen": 0.0, "max_generation_delta": 8},
+    }
     used = record_canary_prompts(monkeypatch)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, options, expect)
     assert len(used) == 4 and set(used) == {expect["prompt"]}, used  # 2 clips x (batch 2, batch 1)
@@ -92,10 +95,12 @@ def test_canary_flash_prompt_runs_through_audit_run(tmp_path: Path, monkeypatch:
     manifest = tiny.two_clips(tmp_path)
     options = {"source_lang": "en", "target_lang": "en", "pnc": True}
     expect = {
-        "model_class": "EncDecMultiTaskModel", "prompt_format": "canary2", "pnc": "yes",
+        "model_class": "EncDecMultiTaskModel",
+        "prompt_format": "canary2",
+        "pnc": "yes",
         "prompt": "<|startofcontext|><|startoftranscript|><|emo:undefined|><|en|><|en|><|pnc|><|noitn|><|notimestamp|><|nodiarize|>",
         "decoding": "beam",
-    }  # fmt: skip
+    }
     used = record_canary_prompts(monkeypatch)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-asr", model, options, expect)
     assert len(used) == 4 and set(used) == {expect["prompt"]}, used
@@ -132,9 +137,16 @@ def test_canary_qwen_salm_runs_through_audit_run(tmp_path: Path, monkeypatch: py
     options = {"llm": str(llm), "max_new_tokens": 8}
     expect = {
         "prompt": "<|im_start|>user\nTranscribe the following: <|audioplaceholder|><|im_end|>\n<|im_start|>assistant\n",
-        "instruction": "Transcribe the following:", "decoding": "greedy", "max_new_tokens": 8, "prompt_format": "qwen",
-        "llm": str(llm), "checkpoint_llm": "Qwen/Qwen3-1.7B", "lora": True, "weights_missing": 0, "weights_unused": 0,
-    }  # fmt: skip
+        "instruction": "Transcribe the following:",
+        "decoding": "greedy",
+        "max_new_tokens": 8,
+        "prompt_format": "qwen",
+        "llm": str(llm),
+        "checkpoint_llm": "Qwen/Qwen3-1.7B",
+        "lora": True,
+        "weights_missing": 0,
+        "weights_unused": 0,
+    }
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "nemo", "nemo-salm", model, options, expect)
 
 
@@ -187,8 +199,9 @@ def _answers(hyps: list[Any]) -> list[tuple[tuple[int, ...], str]]:
 
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("name", list(NEMO_CASES))
-def test_nemo_entry_matches_the_leaderboard_script(name: str, batch: int, nemo_models: dict[str, Path],
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_nemo_entry_matches_the_leaderboard_script(
+    name: str, batch: int, nemo_models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The entry's options through ``NemoBackend`` give the token ids and text that nemo_asr/run_eval.py
     gives for the same checkpoint (its pnc choice for Canary, greedy_batch unless beam, float32 on the
     CPU), on clips shorter and longer than the model's window, at batch 1 and 4."""

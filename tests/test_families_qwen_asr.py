@@ -28,8 +28,10 @@ NEW_TOKENS = 6
 
 def test_qwen3_asr_runs_through_audit_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tiny.build_qwen3_asr(tmp_path / "qwen3-asr")
-    expect = {"prompt": "qwen-asr chat prompt: system=context, user=<audio>; assistant prefix 'language English<asr_text>'",
-        "max_new_tokens": 5}
+    expect = {
+        "prompt": "qwen-asr chat prompt: system=context, user=<audio>; assistant prefix 'language English<asr_text>'",
+        "max_new_tokens": 5,
+    }
     manifest = tiny.two_clips(tmp_path)
     tiny.assert_family_runs(tmp_path, monkeypatch, manifest, "qwen3-asr", "qwen3-asr", folder, {"max_new_tokens": 5}, expect)
 
@@ -65,8 +67,9 @@ def leaderboard(folder: Path, audio: list[np.ndarray], batch: int) -> tuple[list
     import torch
     from qwen_asr import Qwen3ASRModel
 
-    asr = Qwen3ASRModel.from_pretrained(str(folder), dtype=torch.float32, device_map="cpu", max_inference_batch_size=batch,
-        max_new_tokens=NEW_TOKENS)
+    asr = Qwen3ASRModel.from_pretrained(
+        str(folder), dtype=torch.float32, device_map="cpu", max_inference_batch_size=batch, max_new_tokens=NEW_TOKENS
+    )
     calls = _recording(asr)
     texts: list[str] = []
     for start in range(0, len(audio), batch):
@@ -83,8 +86,9 @@ def engine(folder: Path, audio: list[np.ndarray], batch: int, exact: bool) -> tu
     """The line-up's qwen3-asr entry (language English) through the engine's backend."""
     from engine.backends.asr.qwen3_asr import Qwen3ASRBackend
 
-    backend = Qwen3ASRBackend(model=str(folder), device="cpu", language="English", max_new_tokens=NEW_TOKENS, batch_size=batch,
-        exact_batches=exact)
+    backend = Qwen3ASRBackend(
+        model=str(folder), device="cpu", language="English", max_new_tokens=NEW_TOKENS, batch_size=batch, exact_batches=exact
+    )
     backend.load()
     calls = _recording(backend._asr)
     texts: list[str] = []

@@ -29,8 +29,8 @@ import pytest
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,8 +51,12 @@ def cards_manifest(folder: Path, clips: list[str] = CLIPS) -> Path:
         refs[uid.strip().rstrip(")")] = " ".join(text.replace("<s>", " ").replace("</s>", " ").split())
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps({"utt_id": f"cards-{c}", "audio_filepath": str(CARDS / f"{c}.wav"), "text": refs[c],
-        "speaker": "cards"}) + "\n" for c in clips))
+    manifest.write_text(
+        "".join(
+            json.dumps({"utt_id": f"cards-{c}", "audio_filepath": str(CARDS / f"{c}.wav"), "text": refs[c], "speaker": "cards"}) + "\n"
+            for c in clips
+        )
+    )
     return manifest
 
 
@@ -73,8 +77,9 @@ def compare(baseline: pd.DataFrame, got: pd.DataFrame) -> dict[str, int]:
     lost = len(b.index.difference(g.index))
     extra = len(g.index.difference(b.index))
     common = b.index.intersection(g.index)
-    changed = int(sum((b.loc[k, "hyp_raw"] != g.loc[k, "hyp_raw"]) or (pd.isna(b.loc[k, "error"]) != pd.isna(g.loc[k, "error"]))
-                      for k in common))
+    changed = int(
+        sum((b.loc[k, "hyp_raw"] != g.loc[k, "hyp_raw"]) or (pd.isna(b.loc[k, "error"]) != pd.isna(g.loc[k, "error"])) for k in common)
+    )
     return {"rows_expected": len(b), "rows_lost": lost, "rows_duplicated": dup, "rows_changed": changed, "rows_extra": extra}
 
 
@@ -102,14 +107,15 @@ def baseline(dataset: Dataset, tmp_path_factory: pytest.TempPathFactory) -> pd.D
     return t
 
 
-def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_disk_full_stops_cleanly_and_resumes(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]
+) -> None:
     """ENOSPC while writing the 2nd unit (after a partial temporary file): the run stops with an
     AuditError that names the path and says how to resume; the finished unit is kept, no temporary
     file is left, and re-running the same command completes the table."""
-    import engine.store
+    import engine.run.store
 
-    real_write = engine.store.pq.write_table
+    real_write = engine.run.store.pq.write_table
     calls = {"n": 0}
 
     def full_disk(table: Any, where: Any, *a: Any, **kw: Any) -> None:
@@ -120,12 +126,12 @@ def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.Data
         real_write(table, where, *a, **kw)
 
     out = tmp_path / "out"
-    monkeypatch.setattr(engine.store.pq, "write_table", full_disk)
+    monkeypatch.setattr(engine.run.store.pq, "write_table", full_disk)
     with pytest.raises(AuditError) as info:
         InProcessRunner(dataset, [PS], RunStore(out)).run()
     msg = str(info.value)
     assert "No space left on device" in msg and str(out) in msg and "re-run the same command to resume" in msg, msg
-    monkeypatch.setattr(engine.store.pq, "write_table", real_write)
+    monkeypatch.setattr(engine.run.store.pq, "write_table", real_write)
     store = RunStore(out)
     assert [store.is_done(WorkUnit("pocketsphinx", s)) for s in dataset.shard_ids] == [True, False, False]
     assert not list(out.rglob("*.tmp-*")), "a temporary part was left behind"
@@ -135,12 +141,13 @@ def test_disk_full_stops_cleanly_and_resumes(dataset: Dataset, baseline: pd.Data
     check_equal(baseline, rows(out), "disk full (ENOSPC) on the 2nd unit, then resume", record_property)
 
 
-def test_crash_between_part_and_marker(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_crash_between_part_and_marker(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]
+) -> None:
     """The part of unit 2 is on disk but its marker was never written: the unit is redone once."""
-    import engine.store
+    import engine.run.store
 
-    real = engine.store.atomic_write_text
+    real = engine.run.store.atomic_write_text
     calls = {"n": 0}
 
     def dies_on_second_marker(path: Path, text: str) -> None:
@@ -151,10 +158,10 @@ def test_crash_between_part_and_marker(dataset: Dataset, baseline: pd.DataFrame,
         real(path, text)
 
     out = tmp_path / "out"
-    monkeypatch.setattr(engine.store, "atomic_write_text", dies_on_second_marker)
+    monkeypatch.setattr(engine.run.store, "atomic_write_text", dies_on_second_marker)
     with pytest.raises(AuditError, match="Input/output error"):
         InProcessRunner(dataset, [PS], RunStore(out)).run()
-    monkeypatch.setattr(engine.store, "atomic_write_text", real)
+    monkeypatch.setattr(engine.run.store, "atomic_write_text", real)
     store = RunStore(out)
     second = WorkUnit("pocketsphinx", dataset.shard_ids[1])
     assert store.part_path(second).exists() and not store.is_done(second)
@@ -167,9 +174,9 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from engine.datasets import open_dataset
-    from engine.runner import InProcessRunner
+    from engine.run.runner import InProcessRunner
     from engine.data import ModelSpec
-    from engine.store import RunStore
+    from engine.run.store import RunStore
     manifest, out = sys.argv[1:3]
     spec = ModelSpec("pocketsphinx", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.5}, """
     """batch_size=1)
@@ -178,14 +185,16 @@ DRIVER = textwrap.dedent(
 )
 
 
-def test_driver_sigkill_then_resume(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_driver_sigkill_then_resume(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, record_property: Callable[[str, Any], None]
+) -> None:
     """SIGKILL the in-process driver after its first unit is written; a new process finishes."""
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, str(script), dataset.source, str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), dataset.source, str(out)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     markers = out / "markers" / "pocketsphinx"
     sigkill_after_markers(proc, markers, 1, 120, pattern="*.json", poll_s=0.05)
     done = {p.stem for p in markers.glob("*.json")}
@@ -196,8 +205,9 @@ def test_driver_sigkill_then_resume(dataset: Dataset, baseline: pd.DataFrame, tm
     check_equal(baseline, rows(out), "driver SIGKILL mid-run, then resume", record_property)
 
 
-def test_damaged_store_is_redone(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_damaged_store_is_redone(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, record_property: Callable[[str, Any], None]
+) -> None:
     """A truncated part, a part with fewer rows than its marker, a missing part, a corrupt marker and
     a stale temporary file: the damaged units are redone, the intact one is not."""
     out = tmp_path / "out"
@@ -223,8 +233,9 @@ def test_damaged_store_is_redone(dataset: Dataset, baseline: pd.DataFrame, tmp_p
     check_equal(baseline, rows(out), "missing part + corrupt marker", record_property)
 
 
-def test_backend_error_on_a_batch_is_retried_per_clip(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_backend_error_on_a_batch_is_retried_per_clip(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, record_property: Callable[[str, Any], None]
+) -> None:
     """The backend raises once (2nd batch): that batch is retried clip by clip, no row has an error."""
     out = tmp_path / "out"
     spec = fault_spec("ps-raise", raise_on_batch=2, once_file=str(tmp_path / "fired"))
@@ -233,8 +244,9 @@ def test_backend_error_on_a_batch_is_retried_per_clip(dataset: Dataset, baseline
     check_equal(baseline, rows(out, "ps-raise"), "backend raises on one batch", record_property)
 
 
-def test_unloadable_model_is_reported_and_others_complete(dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        record_property: Callable[[str, Any], None]) -> None:
+def test_unloadable_model_is_reported_and_others_complete(
+    dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path, record_property: Callable[[str, Any], None]
+) -> None:
     """A model whose weights are missing gets status 'unavailable'; the other model's rows are whole,
     and its units stay pending so a later run picks them up."""
     out = tmp_path / "out"
@@ -257,8 +269,12 @@ def ray_session() -> Any:
     started = not ray.is_initialized()
     if started:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-            runtime_env={"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"})
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            runtime_env={"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"},
+        )
     yield ray
     if started:
         ray.shutdown()
@@ -276,21 +292,37 @@ def _config_dir(tmp: Path, models: dict[str, Any]) -> Path:
 def _recipe(manifest: Path, models: list[str]) -> Any:
     from audits.recipes import parse_recipe
 
-    return parse_recipe({"name": "faults", "dataset": {"path": str(manifest)}, "models": models, "shard_size": 1, "warmup": 0,
-        "scoring": {"n_boot": 20}}, "faults.yaml")
+    return parse_recipe(
+        {"name": "faults", "dataset": {"path": str(manifest)}, "models": models, "shard_size": 1, "warmup": 0, "scoring": {"n_boot": 20}},
+        "faults.yaml",
+    )
 
 
 @pytest.mark.slow
-def test_ray_actor_killed_mid_unit_via_pipeline(ray_session: Any, dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
+def test_ray_actor_killed_mid_unit_via_pipeline(
+    ray_session: Any,
+    dataset: Dataset,
+    baseline: pd.DataFrame,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property: Callable[[str, Any], None],
+) -> None:
     """run_recipe on Ray with a model whose actor process exits on its 2nd batch: the unit is retried
     on a new actor and summary.json counts every row once."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
+    from engine.engine import EngineOptions
 
     once = tmp_path / "fired"
-    cfg = _config_dir(tmp_path,
-        {"ps-crash": {"backend": "fault-inject",
-            "options": {"inner": "pocketsphinx", "inner_options": {}, "exit_on_batch": 2, "once_file": str(once)}, "batch_size": 1}})
+    cfg = _config_dir(
+        tmp_path,
+        {
+            "ps-crash": {
+                "backend": "fault-inject",
+                "options": {"inner": "pocketsphinx", "inner_options": {}, "exit_on_batch": 2, "once_file": str(once)},
+                "batch_size": 1,
+            }
+        },
+    )
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     out = tmp_path / "run"
     summary = run_recipe(_recipe(Path(dataset.source), ["ps-crash"]), out, engine=EngineOptions(kind="ray", max_retries=2))
@@ -301,10 +333,16 @@ def test_ray_actor_killed_mid_unit_via_pipeline(ray_session: Any, dataset: Datas
 
 
 @pytest.mark.slow
-def test_ray_disk_full_then_resume_in_process(ray_session: Any, dataset: Dataset, baseline: pd.DataFrame, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch, record_property: Callable[[str, Any], None]) -> None:
+def test_ray_disk_full_then_resume_in_process(
+    ray_session: Any,
+    dataset: Dataset,
+    baseline: pd.DataFrame,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property: Callable[[str, Any], None],
+) -> None:
     """A Ray run stopped by ENOSPC is finished by the in-process runner: both write the same store."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     real = RunStore.write_unit
     calls = {"n": 0}

@@ -23,9 +23,9 @@ import soundfile as sf
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.model_registry import load_model_registry
-from engine.ray_runner import RayRunner, init_ray
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.ray_runner import RayRunner, init_ray
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,7 +133,7 @@ def test_fractional_models_share_one_gpu(gpus8: str, tmp_path: Path) -> None:
 def test_memory_mb_is_reserved_so_models_that_do_not_fit_together_take_turns(gpus8: str, tmp_path: Path) -> None:
     """Two half-GPU models that would share a GPU run one after the other when their memory_mb
     together exceeds the node's memory: Ray holds the second actor until the first retires."""
-    from engine.cluster import node_capacity
+    from engine.run.cluster import node_capacity
 
     node_mb = node_capacity()["memory_mb"]
     trace = tmp_path / "trace"
@@ -171,8 +171,8 @@ DRIVER = textwrap.dedent(
     import json, sys
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner
+    from engine.run.store import RunStore
     manifest, out, address, specs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     models = [ModelSpec(s["name"], "simulated", s["options"], 4, s["meta"]) for s in specs]
     RayRunner(open_dataset(manifest, shard_size=1), models, RunStore(out), warmup=0, address=address).run()

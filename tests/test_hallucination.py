@@ -15,8 +15,19 @@ from normalizers import IdentityNormalizer
 def _rows(items: list[tuple[str, str | None, str]], model: str = "m", **extra: list[object]) -> pd.DataFrame:
     data = []
     for i, (ref, hyp, accent) in enumerate(items):
-        row = {"utt_id": f"u{i}", "model": model, "ref_raw": ref, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1,
-               "error": None if hyp is not None else "boom", "speaker": f"s{i % 2}", "shard": "s0", "parent_id": None, "accent": accent}
+        row = {
+            "utt_id": f"u{i}",
+            "model": model,
+            "ref_raw": ref,
+            "hyp_raw": hyp,
+            "duration_s": 1.0,
+            "infer_s": 0.1,
+            "error": None if hyp is not None else "boom",
+            "speaker": f"s{i % 2}",
+            "shard": "s0",
+            "parent_id": None,
+            "accent": accent,
+        }
         if ref == "":  # the reader's rule: an empty reference is a clip labelled speech-free
             row["content"] = "speech-free"
         for k, v in extra.items():
@@ -80,8 +91,9 @@ def test_figures_per_model_and_slice_by_hand() -> None:
     y = m["slices"]["accent=y"]
     assert y["wer"] == pytest.approx(5 / 4) and y["hallucination"]["n_loops"] == 1 and y["hallucination"]["n_speech_free"] == 2
     x = m["slices"]["accent=x"]["hallucination"]
-    assert (x["n_loops"] == 0 and x["n_speech_free"] == 0 and x["hallucination_rate"] is None
-            and x["wer_without_loops"] == pytest.approx(4 / 5))
+    assert (
+        x["n_loops"] == 0 and x["n_speech_free"] == 0 and x["hallucination_rate"] is None and x["wer_without_loops"] == pytest.approx(4 / 5)
+    )
 
 
 def test_no_speech_free_clips_divide_by_nothing() -> None:
@@ -108,9 +120,15 @@ def test_row_flags_follow_the_length_rule_on_a_grid() -> None:
     from audits.asr.hallucination import add_row_flags
 
     cases = [(r, h) for r in range(0, 12) for h in range(0, 30)]
-    df = pd.DataFrame({"ok": True, "n_words": [r for r, _ in cases], "ref_norm": [" ".join(f"r{i}" for i in range(r)) for r, _ in cases],
-                       "hyp_norm": [" ".join(f"h{i}" for i in range(h)) for _, h in cases],
-                       "content": ["speech-free" if r == 0 else "speech" for r, _ in cases]})  # the label decides speech-free
+    df = pd.DataFrame(
+        {
+            "ok": True,
+            "n_words": [r for r, _ in cases],
+            "ref_norm": [" ".join(f"r{i}" for i in range(r)) for r, _ in cases],
+            "hyp_norm": [" ".join(f"h{i}" for i in range(h)) for _, h in cases],
+            "content": ["speech-free" if r == 0 else "speech" for r, _ in cases],
+        }
+    )  # the label decides speech-free
     add_row_flags(df)
     got = [v if isinstance(v, str) else None for v in df["length_outlier"].tolist()]
     assert got == [length_outlier(r, h) for r, h in cases]

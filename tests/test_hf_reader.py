@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.datasets import open_dataset
 
 datasets = pytest.importorskip("datasets")

@@ -99,8 +99,9 @@ def test_malformed_json_is_a_clear_error_and_not_cached(fake: FakeVendor, tmp_pa
     assert b.transcribe_batch([clip()]) == ["hello world"]  # nothing bad was cached
 
 
-def test_cross_origin_redirect_is_refused_and_the_key_never_leaves(fake: FakeVendor, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cross_origin_redirect_is_refused_and_the_key_never_leaves(
+    fake: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     evil = FakeVendor("deepgram", "other-key")
     try:
         b = backend(fake, tmp_path)
@@ -179,8 +180,14 @@ def test_retry_after_forms() -> None:
 
 def test_usage_adds_up_across_sessions() -> None:
     a = {"billable_calls": 2, "audio_s_billed": 1800.0, "cache_hits": 0, "request_wall_s": 10.0, "price_per_audio_hour_usd": 1.0}
-    b = {"billable_calls": 1, "audio_s_billed": 1800.0, "cache_hits": 2, "audio_s_cached": 60.0, "request_wall_s": 5.0,
-        "price_per_audio_hour_usd": 1.0}
+    b = {
+        "billable_calls": 1,
+        "audio_s_billed": 1800.0,
+        "cache_hits": 2,
+        "audio_s_cached": 60.0,
+        "request_wall_s": 5.0,
+        "price_per_audio_hour_usd": 1.0,
+    }
     c = combine_usage(a, b)
     assert c["billable_calls"] == 3 and c["cache_hits"] == 2 and c["estimated_cost_usd"] == pytest.approx(1.0)
     assert c["api_rtfx"] == pytest.approx(3660 / 15, rel=1e-3)
@@ -204,12 +211,14 @@ def test_missing_price_is_reported_as_unknown_never_as_zero() -> None:
     from engine.backends.hosted.base import combine_usage, usage_summary
     from engine.model_registry import load_model_registry
 
-    u = combine_usage(usage_summary({"billable_calls": 2, "audio_s_billed": 90.0}, None),
-        usage_summary({"billable_calls": 1, "audio_s_billed": 30.0}, None))
+    u = combine_usage(
+        usage_summary({"billable_calls": 2, "audio_s_billed": 90.0}, None),
+        usage_summary({"billable_calls": 1, "audio_s_billed": 30.0}, None),
+    )
     assert u["billable_calls"] == 3 and u["audio_hours_billed"] == pytest.approx(120 / 3600, abs=1e-6) and u["estimated_cost_usd"] is None
     summary = {"models": {"vendor-x": {"backend_info": {"usage": u}}}}
     assert "est. cost unknown (no price)" in "\n".join(hosted_usage_lines(summary))
-    (_, _, html, _), = hosted_usage_sections(summary)
+    ((_, _, html, _),) = hosted_usage_sections(summary)
     assert "unknown (no price)" in html and "data-cost=''" in html and "$0.0000" not in html
     for name, e in load_model_registry().items():
         if "hosted" in e.tags and e.options.get("price_per_audio_hour_usd") is None:

@@ -56,8 +56,14 @@ def write_registry(cfg: Path, fakes: dict[str, FakeVendor], **extra: Any) -> lis
 def recipe(manifest: Path, models: list[str], shard_size: int) -> Any:
     from audits.recipes import parse_recipe
 
-    data = {"name": "hosted", "dataset": {"path": str(manifest)}, "models": models, "shard_size": shard_size, "warmup": 1,
-        "scoring": {"n_boot": 10}}
+    data = {
+        "name": "hosted",
+        "dataset": {"path": str(manifest)},
+        "models": models,
+        "shard_size": shard_size,
+        "warmup": 1,
+        "scoring": {"n_boot": 10},
+    }
     return parse_recipe(data, "hosted.yaml")
 
 
@@ -72,8 +78,9 @@ def fakes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str,
         f.close()
 
 
-def test_interrupted_resumed_and_repeated_sweep_pays_once(fakes: dict[str, FakeVendor], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_resumed_and_repeated_sweep_pays_once(
+    fakes: dict[str, FakeVendor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from audits.pipeline import run_recipe
 
     cfg = tmp_path / "cfg"
@@ -115,8 +122,9 @@ def test_interrupted_resumed_and_repeated_sweep_pays_once(fakes: dict[str, FakeV
         assert usage["billable_calls"] == 0 and usage["cache_hits"] == 4 and usage["estimated_cost_usd"] == 0.0
 
 
-def test_killed_mid_unit_then_resumed_pays_only_for_answers_never_received(fakes: dict[str, FakeVendor], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_mid_unit_then_resumed_pays_only_for_answers_never_received(
+    fakes: dict[str, FakeVendor], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """SIGKILL while a unit is half done: answers already received are in the cache and are not
     bought again on resume; only clips whose answer never arrived are sent again."""
     from audits.pipeline import run_recipe

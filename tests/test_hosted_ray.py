@@ -16,8 +16,16 @@ from tests.test_hosted_pipeline import Interrupted, make_dataset, recipe
 
 KEY = "sk-ray-usage-test-key-7"
 BILLED = ("billable_calls", "audio_s_billed", "audio_hours_billed", "price_per_audio_hour_usd", "estimated_cost_usd")
-SAME = ("clips", "billable_calls", "cache_hits", "audio_s_billed", "audio_s_cached", "audio_hours_billed", "price_per_audio_hour_usd",
-    "estimated_cost_usd")
+SAME = (
+    "clips",
+    "billable_calls",
+    "cache_hits",
+    "audio_s_billed",
+    "audio_s_cached",
+    "audio_hours_billed",
+    "price_per_audio_hour_usd",
+    "estimated_cost_usd",
+)
 
 
 @pytest.fixture()
@@ -36,13 +44,15 @@ def _registry(cfg: Path, fake: FakeVendor, cache_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ray_run_counts_usage_like_in_process_and_resume_never_pays_twice(fake: FakeVendor, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ray_run_counts_usage_like_in_process_and_resume_never_pays_twice(
+    fake: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import ray
 
-    from audits.pipeline import EngineOptions, run_recipe
-    from engine.ray_runner import init_ray
-    from engine.store import RunStore
+    from audits.pipeline import run_recipe
+    from engine.engine import EngineOptions
+    from engine.run.ray_runner import init_ray
+    from engine.run.store import RunStore
 
     cfg = tmp_path / "cfg"
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))

@@ -108,11 +108,26 @@ def test_size_cap_option_is_checked() -> None:
 @pytest.mark.parametrize(
     "value,expected",
     [
-        ("nan", None), ("NaN", None), ("-5", None), ("-inf", None), ("soon", None), ("", None), ("\x00", None), ("0x10", None),
+        ("nan", None),
+        ("NaN", None),
+        ("-5", None),
+        ("-inf", None),
+        ("soon", None),
+        ("", None),
+        ("\x00", None),
+        ("0x10", None),
         ("Mon, 99 Foo 2015 07:28:00 GMT", None),
-        ("inf", 60.0), ("Infinity", 60.0), ("1e400", 60.0), ("1e308", 60.0), ("99999999999999999999", 60.0),
-        ("Fri, 31 Dec 9999 23:59:59 GMT", 60.0), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), ("Wed, 21 Oct 2015 07:28:00", 0.0),
-        ("0", 0.0), (" 2 ", 2.0), ("1.5", 1.5),
+        ("inf", 60.0),
+        ("Infinity", 60.0),
+        ("1e400", 60.0),
+        ("1e308", 60.0),
+        ("99999999999999999999", 60.0),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", 60.0),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0),
+        ("Wed, 21 Oct 2015 07:28:00", 0.0),
+        ("0", 0.0),
+        (" 2 ", 2.0),
+        ("1.5", 1.5),
     ],
 )
 def test_retry_after_is_bounded_and_finite(value: str, expected: float | None) -> None:
@@ -139,8 +154,9 @@ def test_bad_retry_after_never_fails_the_clip(fake: FakeVendor, tmp_path: Path, 
 # -- redirects to unusable URLs ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("target,problem",
-    [("http://127.0.0.1:99999/v1/audio/transcriptions", "Port out of range"), ("http://[::1/x", "Invalid IPv6 URL")])
+@pytest.mark.parametrize(
+    "target,problem", [("http://127.0.0.1:99999/v1/audio/transcriptions", "Port out of range"), ("http://[::1/x", "Invalid IPv6 URL")]
+)
 def test_redirect_to_an_invalid_url_is_a_clean_error(fake: FakeVendor, tmp_path: Path, target: str, problem: str) -> None:
     b = stt(fake, tmp_path, max_retries=2)
     fake.inject(f"redirect:{target}")
@@ -153,7 +169,7 @@ def test_redirect_to_an_invalid_url_is_a_clean_error(fake: FakeVendor, tmp_path:
 def test_redirect_error_is_a_clean_row_error(fake: FakeVendor, tmp_path: Path) -> None:
     """Through the runner: the row's error names the problem, not a library ValueError."""
     from engine.data import DecodedAudio, Shard, Utterance
-    from engine.runner import process_unit
+    from engine.run.runner import process_unit
 
     b = stt(fake, tmp_path, max_retries=0)
     fake.inject("redirect:http://127.0.0.1:99999/x", "redirect:http://127.0.0.1:99999/x")

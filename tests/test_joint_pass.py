@@ -26,13 +26,13 @@ import pytest
 
 import audits.pipeline
 import engine.model_registry
-import engine.runner
+import engine.run.runner
 from audits.pipeline import run_audit
 from audits.recipes import parse_recipe
 from engine.data import ModelSpec, WorkUnit
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.joint_pass import PassStores
-from engine.pass_engine import EngineOptions
+from engine.run.joint_pass import PassStores
 from tests.flite_corpus import build_flite_corpus
 
 TIMING = {"infer_s", "rtfx", "load_s", "wall_s", "first_actor_ready_s", "last_unit_written_s", "generated_at", "elapsed_s"}
@@ -57,7 +57,11 @@ def _recipe(corpus: Path, sv: str = "resemblyzer", ser: str = "prosody") -> Any:
     sv_opts = {"resemblyzer": {"device": "cpu", "num_threads": 1}} if sv == "resemblyzer" else {}
     return parse_recipe(
         {
-            "name": "joint", "dataset": str(corpus), "models": ["sim-a"], "shard_size": 2, "scoring": {"n_boot": 10},
+            "name": "joint",
+            "dataset": str(corpus),
+            "models": ["sim-a"],
+            "shard_size": 2,
+            "scoring": {"n_boot": 10},
             "speaker": {"backends": [sv], "batch_size": 2, "max_per_class": None, "backend_options": sv_opts},
             "emotion": {"backends": [ser], "batch_size": 2},
         },
@@ -66,15 +70,15 @@ def _recipe(corpus: Path, sv: str = "resemblyzer", ser: str = "prosody") -> Any:
 
 
 def _counting_decode(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Count the runners' decodes per clip (``decode_shard`` calls ``engine.runner.decode`` for every clip)."""
+    """Count the runners' decodes per clip (``decode_shard`` calls ``engine.run.runner.decode`` for every clip)."""
     seen: Counter[str] = Counter()
-    real = engine.runner.decode
+    real = engine.run.runner.decode
 
     def decode(u: Any, *args: Any, **kwargs: Any) -> Any:
         seen[u.utt_id] += 1
         return real(u, *args, **kwargs)
 
-    monkeypatch.setattr(engine.runner, "decode", decode)
+    monkeypatch.setattr(engine.run.runner, "decode", decode)
     return seen
 
 
@@ -153,8 +157,14 @@ def test_speaker_and_emotion_without_asr_share_one_run(corpus: Path, tmp_path: P
     seen = _counting_decode(monkeypatch)
     starts: list[int] = []
     recipe = parse_recipe(
-        {"name": "sv-ser", "dataset": str(corpus), "models": [], "shard_size": 3, "speaker": {"backends": ["simulated-sv"],
-            "max_per_class": None}, "emotion": {"backends": ["simulated-ser"]}},
+        {
+            "name": "sv-ser",
+            "dataset": str(corpus),
+            "models": [],
+            "shard_size": 3,
+            "speaker": {"backends": ["simulated-sv"], "max_per_class": None},
+            "emotion": {"backends": ["simulated-ser"]},
+        },
         "sv-ser.yaml",
     )
     summary = run_audit(recipe, tmp_path / "run", progress=lambda e, n, i: starts.append(n) if e == "start" else None).summary
@@ -165,8 +175,11 @@ def test_speaker_and_emotion_without_asr_share_one_run(corpus: Path, tmp_path: P
 
 def test_pass_stores_dispatch_by_kind(tmp_path: Path) -> None:
     """Each unit's part, marker and facts sit where a pass of its kind alone puts them; names must be distinct."""
-    specs = [ModelSpec("a", "simulated", {}, 1, {}), ModelSpec("v", "simulated-sv", {}, 1, {}, kind="sv"),
-        ModelSpec("e", "simulated-ser", {}, 1, {}, kind="ser")]
+    specs = [
+        ModelSpec("a", "simulated", {}, 1, {}),
+        ModelSpec("v", "simulated-sv", {}, 1, {}, kind="sv"),
+        ModelSpec("e", "simulated-ser", {}, 1, {}, kind="ser"),
+    ]
     stores = PassStores.of(tmp_path, specs)
     assert stores.part_path(WorkUnit("a", "s0")) == tmp_path / "parts" / "a" / "s0.parquet"
     assert stores.part_path(WorkUnit("v", "s0")) == tmp_path / "embeddings" / "v" / "s0.parquet"
@@ -183,7 +196,7 @@ def test_pass_stores_dispatch_by_kind(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def gpus8() -> Any:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=4, num_gpus=8)
     yield
@@ -199,8 +212,9 @@ def test_ray_one_run_holds_asr_sv_and_ser_actors(corpus: Path, registry: None, g
         if event == "start":
             starts.append(n)
 
-    result = run_audit(_recipe(corpus, "simulated-sv", "simulated-ser"), tmp_path / "run", progress=progress,
-        engine=EngineOptions(kind="ray"))
+    result = run_audit(
+        _recipe(corpus, "simulated-sv", "simulated-ser"), tmp_path / "run", progress=progress, engine=EngineOptions(kind="ray")
+    )
     assert starts == [9, 0, 0]  # one runner run for the three passes; the sections computed nothing afterwards
     facts = {
         "sim-a": result.summary["models"]["sim-a"],

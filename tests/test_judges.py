@@ -35,8 +35,9 @@ def fake(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 
 def judge(fake: FakeVendor, tmp_path: Path, **extra: Any) -> AudioJudge:
-    j: AudioJudge = JUDGE_BACKENDS.get(BACKEND[fake.vendor])(model=MODEL[fake.vendor], base_url=fake.base_url,
-        cache_dir=str(tmp_path / "cache"), backoff_s=0.01, **extra)
+    j: AudioJudge = JUDGE_BACKENDS.get(BACKEND[fake.vendor])(
+        model=MODEL[fake.vendor], base_url=fake.base_url, cache_dir=str(tmp_path / "cache"), backoff_s=0.01, **extra
+    )
     j.load()
     return j
 
@@ -130,13 +131,27 @@ def test_judge_as_emotion_backend_in_the_emotion_audit(tmp_path: Path, monkeypat
             n = 16000 + 1600 * i  # distinct lengths: the fake picks its reply by WAV size
             sf.write(tmp_path / f"c{i}.wav", tone(200 + 50 * i, n / 16000), 16000, subtype="PCM_16")
             fake.reply_by_size[44 + 2 * n] = reply
-            lines.append(json.dumps({"utt_id": f"c{i}", "audio_filepath": str(tmp_path / f"c{i}.wav"), "text": "x", "speaker": "s",
-                "emotion": lab}))
+            lines.append(
+                json.dumps({"utt_id": f"c{i}", "audio_filepath": str(tmp_path / f"c{i}.wav"), "text": "x", "speaker": "s", "emotion": lab})
+            )
         (tmp_path / "m.jsonl").write_text("\n".join(lines) + "\n")
         opts = {"model": "gemini-2.5-flash", "base_url": fake.base_url, "backoff_s": 0.01, "labels": ["happy", "sad"]}
-        recipe = parse_recipe({"name": "judge", "dataset": {"path": str(tmp_path / "m.jsonl")}, "models": [], "scoring": {"n_boot": 10},
-                               "emotion": {"backends": ["gemini-judge"], "label": "emotion", "warmup": 0, "pairs": "none",
-                                           "backend_options": {"gemini-judge": opts}}}, "judge.yaml")
+        recipe = parse_recipe(
+            {
+                "name": "judge",
+                "dataset": {"path": str(tmp_path / "m.jsonl")},
+                "models": [],
+                "scoring": {"n_boot": 10},
+                "emotion": {
+                    "backends": ["gemini-judge"],
+                    "label": "emotion",
+                    "warmup": 0,
+                    "pairs": "none",
+                    "backend_options": {"gemini-judge": opts},
+                },
+            },
+            "judge.yaml",
+        )
         summary = run_recipe(recipe, tmp_path / "run")
         entry = summary["emotion"]["gemini-judge"]
         assert entry["n_failed_clips"] == 1 and "unparseable judge answer" in json.dumps(entry["failed_clips"])

@@ -92,7 +92,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dataset, dict[str,
 
 def _digests(ds: Dataset) -> dict[str, str]:
     """SHA-256 of the WAV bytes a judge sends for each clip -> utt_id (how the fake 'recognises' clips)."""
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     out = {}
     for sid in ds.shard_ids:
@@ -141,8 +141,15 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, jud
         return json.dumps({"answer": "same" if a == b else "different"})
 
     judge_fake.reply_fn = reply
-    cfg = parse_speaker_config({"backends": ["test-spectrum-sv"], "max_per_class": None, "warmup": 0,
-                                "judges": judges_block(judge_fake, tmp_path, max_items=40, seed=3)}, "test")  # fmt: skip
+    cfg = parse_speaker_config(
+        {
+            "backends": ["test-spectrum-sv"],
+            "max_per_class": None,
+            "warmup": 0,
+            "judges": judges_block(judge_fake, tmp_path, max_items=40, seed=3),
+        },
+        "test",
+    )
     result = run_speaker_audit(cfg, ds, tmp_path / "run")
     j = result["judges"][judge_name(judge_fake)]
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
@@ -188,14 +195,26 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: Fake
         return json.dumps({"answer": "A" if la > lb else "B"})
 
     judge_fake.reply_fn = reply
-    cfg = parse_emotion_config({"backends": ["test-loud-ser"], "label": "emotion", "pairs": "parent", "warmup": 0,
-                                "judges": judges_block(judge_fake, tmp_path, dimensions=["aroused", "positive"])}, "test")  # fmt: skip
+    cfg = parse_emotion_config(
+        {
+            "backends": ["test-loud-ser"],
+            "label": "emotion",
+            "pairs": "parent",
+            "warmup": 0,
+            "judges": judges_block(judge_fake, tmp_path, dimensions=["aroused", "positive"]),
+        },
+        "test",
+    )
     result = run_emotion_audit(cfg, ds, tmp_path / "run")
     j = result["judges"][judge_name(judge_fake)]
     assert j["n_pairs_available"] == 12 and j["n_items"] == 24 == judge_fake.billable
     ar = j["dimensions"]["aroused"]
-    assert (ar["n_scored"] == 12 and ar["n_same_answers"] == 6 and ar["accuracy"] == pytest.approx(0.5)
-            and ar["accuracy_ordered"] == pytest.approx(0.5))
+    assert (
+        ar["n_scored"] == 12
+        and ar["n_same_answers"] == 6
+        and ar["accuracy"] == pytest.approx(0.5)
+        and ar["accuracy_ordered"] == pytest.approx(0.5)
+    )
     pos = j["dimensions"]["positive"]
     assert pos["n_unparseable"] == 12 and pos["accuracy"] is None and j["n_unparseable"] == 12
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
@@ -212,8 +231,8 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines, probes_data, render_probes
     from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
-    from engine.shards import encode_audio
 
     ds, _ = corpus
     originals = {u.utt_id: u for sid in ds.shard_ids for u in ds.load_shard(sid).utterances}
@@ -222,14 +241,31 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     for i, uid in enumerate(real_ids):
         t = np.arange(SAMPLE_RATE) / SAMPLE_RATE
         x = (0.3 * np.sign(np.sin(2 * np.pi * (120 + 10 * i) * t))).astype(np.float32)  # a buzzy 'generic voice'
-        generic.append(Utterance(f"{uid}~tts", "x", audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=1.0, parent_id=uid,
-                                 derivation={"probe": "synthetic_voice", "source": "masking"}))  # fmt: skip
-        generic.append(Utterance(f"{uid}~tts~masked", "x", audio_bytes=encode_audio(x * 0.5, SAMPLE_RATE, "FLAC"), duration_s=1.0,
-                                 parent_id=uid, derivation={"probe": "synthetic_voice", "target_index": 0}))  # fmt: skip
+        generic.append(
+            Utterance(
+                f"{uid}~tts",
+                "x",
+                audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"),
+                duration_s=1.0,
+                parent_id=uid,
+                derivation={"probe": "synthetic_voice", "source": "masking"},
+            )
+        )
+        generic.append(
+            Utterance(
+                f"{uid}~tts~masked",
+                "x",
+                audio_bytes=encode_audio(x * 0.5, SAMPLE_RATE, "FLAC"),
+                duration_s=1.0,
+                parent_id=uid,
+                derivation={"probe": "synthetic_voice", "target_index": 0},
+            )
+        )
     clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
-    assert sorted((c.arm,
-        c.clip_id) for c in clips) == sorted([("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids])
-    from engine.audio import decode
+    assert sorted((c.arm, c.clip_id) for c in clips) == sorted(
+        [("real", u) for u in real_ids] + [("generic", f"{u}~tts") for u in real_ids]
+    )
+    from engine.audio.decoding import decode
 
     arm_of = {hashlib.sha256(wav_bytes(decode(c.utt, root=c.root).samples)).hexdigest(): c for c in clips}
 
@@ -244,8 +280,14 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     cfg = parse_judge_config(judges_block(judge_fake, tmp_path), "probes.synthetic_voice.judges")
     assert cfg is not None
     j = judge_synthetic(cfg, clips, tmp_path / "probe")[judge_name(judge_fake)]
-    assert j["arms"]["real"] == {"n_clips": 3, "n_answered": 2, "n_unparseable": 1, "n_failed_requests": 0,
-                                 "mean_likelihood": pytest.approx(0.3), "median_likelihood": pytest.approx(0.3)}  # fmt: skip
+    assert j["arms"]["real"] == {
+        "n_clips": 3,
+        "n_answered": 2,
+        "n_unparseable": 1,
+        "n_failed_requests": 0,
+        "mean_likelihood": pytest.approx(0.3),
+        "median_likelihood": pytest.approx(0.3),
+    }
     assert j["arms"]["generic"]["mean_likelihood"] == pytest.approx(0.9) and j["n_unparseable"] == 1
     sep = j["separation"]["generic"]
     assert sep["auc"] == 1.0 and sep["n_real"] == 2 and sep["n_arm"] == 3 and sep["paired_higher_rate"] == 1.0 and sep["n_paired"] == 2
@@ -266,19 +308,28 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"judges\.backend_options\.gemini: .*needs option 'model'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"]}}, "r.yaml")
     with pytest.raises(ConfigError, match=r"judges\.max_items"):
-        parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_items": 0,
-                                                                         "backend_options": {"gemini": {"model": "m"}}}},
-                                                                         "r.yaml")  # fmt: skip
+        parse_speaker_config(
+            {
+                "backends": ["test-spectrum-sv"],
+                "judges": {"backends": ["gemini"], "max_items": 0, "backend_options": {"gemini": {"model": "m"}}},
+            },
+            "r.yaml",
+        )
     with pytest.raises(ConfigError, match=r"emotion\.judges\.dimensions"):
-        parse_emotion_config({"backends": ["test-loud-ser"], "judges": {"backends": ["gemini"], "dimensions": ["angrier"],
-                                                                      "backend_options": {"gemini": {"model": "m"}}}},
-                                                                      "r.yaml")  # fmt: skip
+        parse_emotion_config(
+            {
+                "backends": ["test-loud-ser"],
+                "judges": {"backends": ["gemini"], "dimensions": ["angrier"], "backend_options": {"gemini": {"model": "m"}}},
+            },
+            "r.yaml",
+        )
     with pytest.raises(ConfigError, match="did you mean 'max_items'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"], "max_item": 3}}, "r.yaml")
 
 
-def test_a_refused_key_stops_the_judge_and_is_reported(corpus: Any, judge_fake: FakeVendor, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_refused_key_stops_the_judge_and_is_reported(
+    corpus: Any, judge_fake: FakeVendor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
     ds, _ = corpus

@@ -1,4 +1,4 @@
-"""Audio-LM judges on the run's engine (keyed passes; audits/judging.ask_judges, engine/judge_worker.py),
+"""Audio-LM judges on the run's engine (keyed passes; audits/judging.ask_judges, engine/keyed/judge_worker.py),
 against the local fake Gemini and OpenAI servers that follow the vendors' documented APIs.
 
 * a second identical run asks nothing (requests counted at the fake server) and gives the same
@@ -80,8 +80,7 @@ def block(fake: FakeVendor, **options: Any) -> dict[str, Any]:
 def speaker_run(ds: Dataset, fake: FakeVendor, out: Path, **options: Any) -> dict[str, Any]:
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
-    cfg = parse_speaker_config({"backends": ["simulated-sv"], "max_per_class": None, "warmup": 0, "judges": block(fake, **options)},
-                               "test")  # fmt: skip
+    cfg = parse_speaker_config({"backends": ["simulated-sv"], "max_per_class": None, "warmup": 0, "judges": block(fake, **options)}, "test")
     return dict(run_speaker_audit(cfg, ds, out)["judges"][JUDGE[fake.vendor][0]])
 
 
@@ -183,11 +182,11 @@ def test_judge_answers_are_the_same_in_process_and_on_ray(tmp_path: Path, monkey
     import ray
 
     from audits.judging import parse_judge_config
-    from audits.pipeline import EngineOptions
     from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
-    from engine.ray_setup import init_ray
-    from engine.shards import encode_audio
+    from engine.engine import EngineOptions
+    from engine.run.ray_setup import init_ray
 
     f = FakeVendor("gemini", KEY)
     f.reply_fn = same_if_equal_pitch
@@ -195,9 +194,17 @@ def test_judge_answers_are_the_same_in_process_and_on_ray(tmp_path: Path, monkey
     try:
         ds = make_corpus(tmp_path / "data")
         originals = {u.utt_id: u for sid in ds.shard_ids for u in ds.load_shard(sid).utterances}
-        generic = [Utterance(f"{u}~tts", "x", audio_bytes=encode_audio(_tone(500.0 + 20 * i, 0.6), SAMPLE_RATE, "FLAC"), duration_s=0.6,
-                             parent_id=u, derivation={"probe": "synthetic_voice", "source": "masking"})
-                   for i, u in enumerate(("s0-0", "s1-1", "s2-2"))]  # fmt: skip
+        generic = [
+            Utterance(
+                f"{u}~tts",
+                "x",
+                audio_bytes=encode_audio(_tone(500.0 + 20 * i, 0.6), SAMPLE_RATE, "FLAC"),
+                duration_s=0.6,
+                parent_id=u,
+                derivation={"probe": "synthetic_voice", "source": "masking"},
+            )
+            for i, u in enumerate(("s0-0", "s1-1", "s2-2"))
+        ]
         clips = real_and_rendered_arms(generic, originals, ds.root, max_items=10)
         cfg = parse_judge_config(block(f), "probes.synthetic_voice.judges")
         assert cfg is not None

@@ -1,4 +1,4 @@
-"""Keyed passes (engine/keyed_pass.py) on both runners: results stored through the keyed unit
+"""Keyed passes (engine/keyed/keyed_pass.py) on both runners: results stored through the keyed unit
 contract as they arrive, exact resume, retries then failed units that are never stored, a refused
 key stopping a worker at once, longest units first, and on Ray the same results with placement
 facts (GPU ids on logical GPUs)."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.keyed_pass import KeyedPass, KeyedPassError, KeyedUnit, WorkerSpec, load_worker, run_inprocess
-from engine.pass_engine import EngineOptions
-from engine.unit_store import KeyedUnitStore
+from engine.keyed.keyed_pass import KeyedPass, KeyedPassError, KeyedUnit, WorkerSpec, load_worker, run_inprocess
+from engine.keyed.unit_store import KeyedUnitStore
 from tests.keyed_fixture import calls
 
 WORKER = "tests.keyed_fixture:CountingWorker"
@@ -22,9 +22,13 @@ WORKER = "tests.keyed_fixture:CountingWorker"
 def _pass(root: Path, log: Path, units: dict[str, dict[str, Any]], names: tuple[str, ...] = ("w",), **spec: Any) -> KeyedPass:
     workers = tuple(WorkerSpec(n, WORKER, {"calls": str(log), "name": n}, **spec) for n in names)
     return KeyedPass(
-        KeyedUnitStore(root, "test"), workers,
-        tuple(KeyedUnit(n, u, {"audio": p.get("stamp", "s0")}, {"opt": 1}, {"unit": u, **p}, float(p.get("cost", 1.0)))
-              for n in names for u, p in units.items()),
+        KeyedUnitStore(root, "test"),
+        workers,
+        tuple(
+            KeyedUnit(n, u, {"audio": p.get("stamp", "s0")}, {"opt": 1}, {"unit": u, **p}, float(p.get("cost", 1.0)))
+            for n in names
+            for u, p in units.items()
+        ),
     )
 
 
@@ -69,8 +73,11 @@ def test_a_refused_key_stops_the_worker_without_another_call(tmp_path: Path) -> 
 
 
 def test_a_worker_that_cannot_load_fails_its_units_with_the_load_error(tmp_path: Path) -> None:
-    p = KeyedPass(KeyedUnitStore(tmp_path, "test"), (WorkerSpec("w", WORKER, {"calls": str(tmp_path), "fail_load": True}),),
-                  (KeyedUnit("w", "u", {}, {}, {"unit": "u"}),))
+    p = KeyedPass(
+        KeyedUnitStore(tmp_path, "test"),
+        (WorkerSpec("w", WORKER, {"calls": str(tmp_path), "fail_load": True}),),
+        (KeyedUnit("w", "u", {}, {}, {"unit": "u"}),),
+    )
     out = run_inprocess([p])
     assert "weights missing" in out.failed[("test", "w", "u")] and out.facts[("test", "w")]["status"] == "load_failed"
 
@@ -92,7 +99,7 @@ def test_pass_definitions_are_checked() -> None:
 @pytest.mark.slow
 def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(tmp_path: Path) -> None:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     units = {"a": {"cost": 1, "value": 1}, "b": {"cost": 9, "value": 2, "fail_times": 1}, "c": {"cost": 5, "value": 3}}
     local = run_inprocess([_pass(tmp_path / "local", tmp_path / "calls-local", units, names=("x", "y"))])
@@ -100,8 +107,9 @@ def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(tmp_pat
     try:
         log = tmp_path / "calls-ray"
         gpu = _pass(tmp_path / "ray", log, units, names=("x", "y"), gpu_capable=True, placement={"num_cpus": 0.5})
-        cpu = _pass(tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True,
-                    placement={"num_gpus": 0, "num_cpus": 0.5})
+        cpu = _pass(
+            tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True, placement={"num_gpus": 0, "num_cpus": 0.5}
+        )
         out = EngineOptions(kind="ray").run_keyed([gpu, cpu])
     finally:
         if started:

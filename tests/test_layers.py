@@ -2,6 +2,13 @@
 
 * ``normalizers`` imports nothing of the project but itself;
 * ``engine`` imports nothing of ``audits`` or ``normalizers`` (it moves audio and never scores);
+* inside ``engine``, its two ways of running work meet only in the entry point ``engine/engine.py``:
+  ``engine/run/`` (shard passes) imports nothing of ``engine/keyed/`` (keyed passes), and
+  ``engine/keyed/`` imports of ``engine/run/`` only the worker set-up ``engine/run/ray_setup.py``;
+  the entry point is imported by the rest of the engine only from ``engine/run/embed_runner.py``
+  (which submits the speaker and emotion passes through it); the engine's data model, storage,
+  ``audio/``, ``backends/``, ``datasets/``, ``corpus/`` and ``perturb/`` import neither family nor the
+  entry point;
 * no import cycles between modules, in the packages or in ``scripts/``;
 * no module over ~800 lines, so a newcomer can read any one file.
 """
@@ -106,6 +113,71 @@ def test_engine_never_imports_audits_or_normalizers() -> None:
     bad = {m: sorted(d for d in deps if d.startswith(("audits", "normalizers"))) for m, deps in GRAPH.items() if m.startswith("engine")}
     bad = {m: d for m, d in bad.items() if d}
     assert not bad, f"engine must not import audits or normalizers: {bad}"
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+SHARD_PASSES, KEYED_PASSES, ENTRY_POINT = "engine.run", "engine.keyed", "engine.engine"
+#: the one module of engine/run/ that keyed passes share: connecting to Ray, worker logging, placement, option checks
+SHARED_WORKER_SETUP = "engine.run.ray_setup"
+#: what the engine builds on: modules here import neither family nor the entry point
+FOUNDATION = (
+    "engine.data",
+    "engine.errors",
+    "engine.config",
+    "engine.config_tree",
+    "engine.registry",
+    "engine.model_registry",
+    "engine.storage",
+    "engine.audio",
+    "engine.backends",
+    "engine.datasets",
+    "engine.corpus",
+    "engine.perturb",
+)
+
+
+def test_shard_passes_import_nothing_of_keyed_passes() -> None:
+    bad = {m: sorted(d for d in deps if _within(d, KEYED_PASSES)) for m, deps in GRAPH.items() if _within(m, SHARD_PASSES)}
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"engine/run/ must not import engine/keyed/ (they meet in engine/engine.py): {bad}"
+
+
+def test_keyed_passes_use_only_the_shared_worker_setup_of_shard_passes() -> None:
+    bad = {
+        m: sorted(d for d in deps if _within(d, SHARD_PASSES) and d != SHARED_WORKER_SETUP)
+        for m, deps in GRAPH.items()
+        if _within(m, KEYED_PASSES)
+    }
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"engine/keyed/ may import of engine/run/ only {SHARED_WORKER_SETUP}: {bad}"
+
+
+def test_the_entry_point_is_the_one_place_the_families_meet() -> None:
+    users = sorted(m for m, deps in GRAPH.items() if _within(m, "engine") and ENTRY_POINT in deps)
+    assert users == ["engine.run.embed_runner"], f"inside engine, only engine/run/embed_runner.py submits through the entry point: {users}"
+    both = sorted(
+        m
+        for m, deps in GRAPH.items()
+        if _within(m, "engine")
+        and any(_within(d, SHARD_PASSES) for d in deps)
+        and any(_within(d, KEYED_PASSES) for d in deps)
+        and not _within(m, KEYED_PASSES)
+    )
+    assert both == [ENTRY_POINT], f"only engine/engine.py imports both engine/run/ and engine/keyed/: {both}"
+
+
+def test_the_engine_foundation_imports_neither_family() -> None:
+    assert all(any(m == f or m.startswith(f + ".") for m in GRAPH) for f in FOUNDATION), "a FOUNDATION entry names no module"
+    bad = {
+        m: sorted(d for d in deps if _within(d, SHARD_PASSES) or _within(d, KEYED_PASSES) or d == ENTRY_POINT)
+        for m, deps in GRAPH.items()
+        if any(_within(m, f) for f in FOUNDATION)
+    }
+    bad = {m: d for m, d in bad.items() if d}
+    assert not bad, f"the engine's data model, storage, audio, backends, datasets, corpus and perturbations must not import a runner: {bad}"
 
 
 def test_no_import_cycles_in_the_packages() -> None:

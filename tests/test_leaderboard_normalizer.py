@@ -36,8 +36,21 @@ from normalizers.whisper_numbers import NUMBER_WORDS, normalize_numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "open-asr-leaderboard-normalizer"
-CATEGORIES = {"fillers", "compounds", "acronyms", "names", "numbers", "currencies", "spellings", "contractions", "punctuation",
-              "unicode", "pathological", "voxpopuli", "mixed"}
+CATEGORIES = {
+    "fillers",
+    "compounds",
+    "acronyms",
+    "names",
+    "numbers",
+    "currencies",
+    "spellings",
+    "contractions",
+    "punctuation",
+    "unicode",
+    "pathological",
+    "voxpopuli",
+    "mixed",
+}
 
 
 @lru_cache(maxsize=1)
@@ -103,8 +116,34 @@ def test_the_deprecated_name_stays_the_classic_normalizer() -> None:
     assert get_normalizer("open-asr-leaderboard")("Wi-Fi, OK?") == "wifi okay"
 
 
-NUMBER_TOKENS = sorted(NUMBER_WORDS) + ["a", "half", "x", "the", "0", "1", "2.5", "3.0", "$5", "£2", "¢7", "€1", "5.", "007", "12",
-                                        "1s", "25th", "4%", "$", "1960s", "2.50", "٣", "0.5", "1.2.3", "10", "99"]
+NUMBER_TOKENS = sorted(NUMBER_WORDS) + [
+    "a",
+    "half",
+    "x",
+    "the",
+    "0",
+    "1",
+    "2.5",
+    "3.0",
+    "$5",
+    "£2",
+    "¢7",
+    "€1",
+    "5.",
+    "007",
+    "12",
+    "1s",
+    "25th",
+    "4%",
+    "$",
+    "1960s",
+    "2.50",
+    "٣",
+    "0.5",
+    "1.2.3",
+    "10",
+    "99",
+]
 
 
 @given(st.lists(st.sampled_from(NUMBER_TOKENS), min_size=1, max_size=10))
@@ -147,8 +186,12 @@ def test_a_different_spelling_list_stops_the_run(monkeypatch: pytest.MonkeyPatch
 def test_no_leaderboard_code_is_imported() -> None:
     """The leaderboard's package is ``normalizer``; nothing in the product, scripts or tests imports it."""
     pattern = re.compile(r"^\s*(from|import)\s+normalizer(\s|\.|$)", re.M)
-    offenders = [str(p.relative_to(ROOT)) for d in ("normalizers", "engine", "audits", "scripts", "tests") for p in (ROOT / d).rglob("*.py")
-                 if pattern.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for d in ("normalizers", "engine", "audits", "scripts", "tests")
+        for p in (ROOT / d).rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    ]
     assert not offenders, offenders
 
 
@@ -179,8 +222,9 @@ def test_run_records_the_normalizer_and_its_version(tmp_path: Path) -> None:
     from audits.cli.main import app
 
     out = tmp_path / "run"
-    res = CliRunner().invoke(app, ["run", "score-predictions", "--limit", "6", "--normalizer", "open-asr-leaderboard", "--out", str(out)],
-                             catch_exceptions=False)
+    res = CliRunner().invoke(
+        app, ["run", "score-predictions", "--limit", "6", "--normalizer", "open-asr-leaderboard", "--out", str(out)], catch_exceptions=False
+    )
     assert res.exit_code == 0, res.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["normalizer"] == {"name": "open-asr-leaderboard", "version": f"huggingface/open_asr_leaderboard@{LEADERBOARD_COMMIT}"}

@@ -22,11 +22,27 @@ from engine.model_registry import load_model_registry, read_study_table
 #: table rows whose hub id is not the table's model name, and why
 PORTS = {"kyutai/stt-2.6b-en": ("kyutai/stt-2.6b-en-trfs", "the transformers port of the same checkpoint, per its card")}
 #: the table's vendor -> the hosted backend's vendor
-HOSTED_VENDORS = {"elevenlabs": "elevenlabs", "speechmatics": "speechmatics", "assemblyai": "assemblyai", "deepgram": "deepgram",
-                  "modulate": "modulate", "gladia": "gladia", "smallestAI": "smallest", "google": "google", "microsoft": "azure"}
+HOSTED_VENDORS = {
+    "elevenlabs": "elevenlabs",
+    "speechmatics": "speechmatics",
+    "assemblyai": "assemblyai",
+    "deepgram": "deepgram",
+    "modulate": "modulate",
+    "gladia": "gladia",
+    "smallestAI": "smallest",
+    "google": "google",
+    "microsoft": "azure",
+}
 #: registry entries that are not rows of the table: out of rweq, still in their own tags
-NOT_IN_TABLE = ("parakeet-tdt-0.6b-v2", "qwen2-audio-7b", "voxtral-small-24b", "moonshine-base", "wav2vec2-large-960h-lv60-self",
-                "hubert-large-ls960-ft", "data2vec-audio-large-960h")
+NOT_IN_TABLE = (
+    "parakeet-tdt-0.6b-v2",
+    "qwen2-audio-7b",
+    "voxtral-small-24b",
+    "moonshine-base",
+    "wav2vec2-large-960h-lv60-self",
+    "hubert-large-ls960-ft",
+    "data2vec-audio-large-960h",
+)
 
 
 def _norm(name: str) -> str:
@@ -94,10 +110,14 @@ def test_a_registry_that_drifts_from_the_table_fails_the_comparison(tmp_path: Pa
     reg["deepgram-nova-3"] = replace(reg["deepgram-nova-3"], options={"model": "nova-2"})
     reg["assemblyai-universal-3-pro"] = replace(reg["assemblyai-universal-3-pro"], family="whisper")
     found = "\n".join(table_mismatches(reg, table))
-    for expected in ("row facebook/mms-1b-all: no entry tagged rweq", "extra: names openAI/whisper-large-v2, not a row",
-                     "twice: row nvidia/canary-1b is also canary-1b", "crisperwhisper: hub org 'openai' is not the table's vendor",
-                     "deepgram-nova-3: model 'nova-2' is not the table's 'nova-3'",
-                     "assemblyai-universal-3-pro: row assemblyai/universal-3-pro is proprietary"):
+    for expected in (
+        "row facebook/mms-1b-all: no entry tagged rweq",
+        "extra: names openAI/whisper-large-v2, not a row",
+        "twice: row nvidia/canary-1b is also canary-1b",
+        "crisperwhisper: hub org 'openai' is not the table's vendor",
+        "deepgram-nova-3: model 'nova-2' is not the table's 'nova-3'",
+        "assemblyai-universal-3-pro: row assemblyai/universal-3-pro is proprietary",
+    ):
         assert expected in found, expected
     cfg = _registry(tmp_path, "  m: {backend: simulated}\n")
     text = (config_dir() / "models" / "rweq-table.tsv").read_text()
@@ -128,11 +148,19 @@ def test_rweq_entries_have_a_loader_each() -> None:
     families = {e.family for e in rweq.values()}
     assert {"whisper", "encoder-decoder", "speech-llm", "qwen3-asr", "nemo-asr", "nemo-salm", "hosted", "ctc"} <= families
     for name, family in {
-        "parakeet-tdt-ctc-110m": "nemo-asr", "canary-180m-flash": "nemo-asr", "granite-4.0-1b-speech": "speech-llm",
-        "lite-whisper-large-v3-acc": "whisper", "moonshine-streaming-medium": "encoder-decoder", "qwen3-asr-0.6b": "qwen3-asr",
-        "cohere-transcribe-03-2026": "encoder-decoder", "glm-asr-nano-2512": "speech-llm", "canary-qwen-2.5b": "nemo-salm",
-        "modulate-velma-2": "hosted", "smallest-pulse": "hosted", "mms-1b-all": "ctc",
-    }.items():  # fmt: skip
+        "parakeet-tdt-ctc-110m": "nemo-asr",
+        "canary-180m-flash": "nemo-asr",
+        "granite-4.0-1b-speech": "speech-llm",
+        "lite-whisper-large-v3-acc": "whisper",
+        "moonshine-streaming-medium": "encoder-decoder",
+        "qwen3-asr-0.6b": "qwen3-asr",
+        "cohere-transcribe-03-2026": "encoder-decoder",
+        "glm-asr-nano-2512": "speech-llm",
+        "canary-qwen-2.5b": "nemo-salm",
+        "modulate-velma-2": "hosted",
+        "smallest-pulse": "hosted",
+        "mms-1b-all": "ctc",
+    }.items():
         assert rweq[name].family == family
     # gated repositories and packages beyond the backend are recorded, so --check can name them
     assert rweq["cohere-transcribe-03-2026"].gated and rweq["crisperwhisper"].gated
@@ -230,8 +258,9 @@ def test_sweep_check_smoke_loads_runs_and_measures(tmp_path: Path, monkeypatch: 
     monkeypatch.setenv("AUDIT_DATA_DIR", str(tmp_path / "data"))  # no demo corpus there: the espeak-ng clip is used
     res = CliRunner().invoke(app, ["sweep", str(recipe), "--models", "t", "--check", "--smoke"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    lines: dict[str, Any] = {ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[1:-1]]
-                             for ln in res.output.splitlines() if ln.count("│") >= 10}
+    lines: dict[str, Any] = {
+        ln.split("│")[1].strip(): [c.strip() for c in ln.split("│")[1:-1]] for ln in res.output.splitlines() if ln.count("│") >= 10
+    }
     hub = lines["tiny-hubert"]
     assert hub[1:5] == ["ctc", "transformers", "local", "yes"] and hub[7] == "ok"
     assert float(hub[8]) > 0 and float(hub[9]) > 100  # load seconds and the worker's peak RSS

@@ -40,8 +40,13 @@ def one_thread() -> Any:
 
 
 @functools.lru_cache(maxsize=4)
-def _reference_model(folder: Path, model_class: str, processor_class: str = "AutoProcessor", processor_folder: Path | None = None,
-        trust_remote_code: bool = False) -> tuple[Any, Any]:
+def _reference_model(
+    folder: Path,
+    model_class: str,
+    processor_class: str = "AutoProcessor",
+    processor_folder: Path | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any]:
     """The reference's own loading, once per tiny model: (processor, model in eval mode)."""
     import transformers
 
@@ -170,8 +175,9 @@ def whisper_reference(folder: Path, clip: np.ndarray) -> tuple[list[list[int]], 
     kwargs: dict[str, Any] = {"language": "en", "task": "transcribe"} if getattr(gen, "is_multilingual", False) else {}
     longform = len(clip) > 30 * tiny.SAMPLE_RATE
     if longform:
-        inputs = processor([clip], sampling_rate=16000, return_tensors="pt", truncation=False, padding="longest",
-                           return_attention_mask=True)
+        inputs = processor(
+            [clip], sampling_rate=16000, return_tensors="pt", truncation=False, padding="longest", return_attention_mask=True
+        )
         kwargs["return_timestamps"] = True
     else:
         inputs = processor([clip], sampling_rate=16000, return_tensors="pt", padding="longest", return_attention_mask=True)
@@ -205,8 +211,9 @@ def lite_whisper_reference(lite: Path, clip: np.ndarray, whisper: Path) -> tuple
     model.generation_config.forced_decoder_ids = processor.get_decoder_prompt_ids(language="english", task="transcribe")
     longform = len(clip) > 30 * tiny.SAMPLE_RATE
     if longform:
-        inputs = processor([clip], sampling_rate=16000, return_tensors="pt", truncation=False, padding="longest",
-                           return_attention_mask=True)
+        inputs = processor(
+            [clip], sampling_rate=16000, return_tensors="pt", truncation=False, padding="longest", return_attention_mask=True
+        )
     else:
         inputs = processor([clip], sampling_rate=16000, return_tensors="pt")
     with torch.inference_mode():
@@ -228,8 +235,15 @@ def test_lite_whisper_loads_through_automodel_and_matches_the_reference(tmp_path
     # up to the 30 s window: its reference script has no long-form mode (the family's long-form path,
     # which lite-whisper shares, is checked against the leaderboard's --longform on whisper-large-v3 above)
     clips = tiny.speechlike_clips((2.3, 4.9, 8.0, 29.5), seed=11)
-    ids = _compare(lite, clips, functools.partial(lite_whisper_reference, whisper=whisper), processor=str(whisper), trust_remote_code=True,
-                   language="en", task="transcribe")  # fmt: skip
+    ids = _compare(
+        lite,
+        clips,
+        functools.partial(lite_whisper_reference, whisper=whisper),
+        processor=str(whisper),
+        trust_remote_code=True,
+        language="en",
+        task="transcribe",
+    )
     assert max(len(rows[0]) for rows in ids) == 224  # the script's cap bites
     info = _engine(lite, 1, processor=str(whisper), trust_remote_code=True, language="en", task="transcribe").info().as_dict()
     assert info["model_type"] == "lite-whisper" and info["generate_kwargs"]["max_new_tokens"] == 224

@@ -1,5 +1,5 @@
 """The masked-word probe's derivation on the engine's workers (audits/probes/mask_pass.py,
-engine.probe_workers.MaskWorker): the driver plans and writes, a worker decodes and masks each clip.
+engine.keyed.probe_workers.MaskWorker): the driver plans and writes, a worker decodes and masks each clip.
 The derived set is byte for byte the one the in-process derivation writes (audio, derivation
 records, skips, Parquet shards, and so every figure computed from them), in-process and on Ray (in an
 actor, not the driver); a second run derives nothing; an altered derived file is derived again."""
@@ -21,12 +21,12 @@ from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.mask_pass import derive_masked_set
 from audits.probes.masking import MaskBuild, MaskSettings, build_masked_set, clips_needing_timings, records_from_rows
 from audits.probes.masking_score import gated_leak_rate
+from engine.audio.shards import encode_audio
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
-from engine.pass_engine import EngineOptions
-from engine.shards import encode_audio
-from engine.store import safe_name
+from engine.engine import EngineOptions
+from engine.storage import safe_name
 
 TEXTS = (
     "We flew to Lisbon in two thousand sixteen with our friends.",
@@ -46,8 +46,16 @@ def spoken() -> Dataset:
     utts = []
     for i, text in enumerate(TEXTS):
         x = synthesize(tts, text)
-        utts.append(Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE,
-                              speaker=f"s{i % 2}", labels={"accent": "x"}))
+        utts.append(
+            Utterance(
+                f"c{i}",
+                text,
+                audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"),
+                duration_s=len(x) / SAMPLE_RATE,
+                speaker=f"s{i % 2}",
+                labels={"accent": "x"},
+            )
+        )
     tts.close()
     tone = (0.1 * np.sin(np.arange(8000) * 0.05)).astype(np.float32)
     utts.append(Utterance("short", "Paris in 2016", audio_bytes=encode_audio(tone, SAMPLE_RATE, "FLAC"), duration_s=0.5))
@@ -64,6 +72,7 @@ def _timings(ds: Dataset, probes: Path, engine: EngineOptions) -> EngineTimings:
 
 def _in_driver(ds: Dataset, timings: EngineTimings, out: Path) -> MaskBuild:
     """The derivation in this process: decode and mask here, with the same timings."""
+
     def timings_for(u: Utterance, x: np.ndarray) -> Any:
         return timings.timings(u.utt_id, u.reference or "", len(x) / SAMPLE_RATE)
 
@@ -73,22 +82,30 @@ def _in_driver(ds: Dataset, timings: EngineTimings, out: Path) -> MaskBuild:
 def _written(build: MaskBuild) -> dict[str, Any]:
     """Everything the derivation wrote and reports: shard and skip files byte for byte, the rows, counts and a leak figure."""
     out = build.derived_dir
-    rows = {u.utt_id: (bytes(u.audio_bytes or b""), u.derivation_json(), u.duration_s, u.parent_id, u.speaker, dict(u.labels))
-            for s in open_dataset(out, "parquet").iter_shards() for u in s.utterances}
+    rows = {
+        u.utt_id: (bytes(u.audio_bytes or b""), u.derivation_json(), u.duration_s, u.parent_id, u.speaker, dict(u.labels))
+        for s in open_dataset(out, "parquet").iter_shards()
+        for u in s.utterances
+    }
     hyps = {("m", uid): ("Lisbon in 2016" if k % 2 else "") for k, uid in enumerate(sorted(build.derivations))}
     base = {("m", p): "Lisbon Berlin in 2016 at nine" for p in build.parents.values()}
     leak = gated_leak_rate(records_from_rows(build.derivations, build.parents, hyps, base, ["m"]), "silence").to_dict()
-    return {"shards": {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.parquet"))},
-            # libsndfile's error names the in-memory file object by its address, which differs from one decode to the next
-            "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()),
-            "rows": rows, "derivations": build.derivations, "parents": build.parents,
-            "counts": (build.n_clips, build.n_clips_masked, build.skip_counts()), "leak": leak}
+    return {
+        "shards": {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.parquet"))},
+        # libsndfile's error names the in-memory file object by its address, which differs from one decode to the next
+        "skipped": re.sub(rb"0x[0-9a-f]+", b"0x?", (out / "skipped.jsonl").read_bytes()),
+        "rows": rows,
+        "derivations": build.derivations,
+        "parents": build.parents,
+        "counts": (build.n_clips, build.n_clips_masked, build.skip_counts()),
+        "leak": leak,
+    }
 
 
 @pytest.fixture
 def count_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Clips the mask worker derived in this process."""
-    from engine.probe_workers import MaskWorker
+    from engine.keyed.probe_workers import MaskWorker
 
     calls: list[str] = []
     real = MaskWorker.run
@@ -135,16 +152,15 @@ def test_other_audio_settings_derive_again(spoken: Dataset, tmp_path: Path, coun
     assert [uid for uid in rows1 if rows1[uid][0] != rows2[uid][0]] == ["c0~mask-0-noise", "c1~mask-0-noise"]
 
 
-def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: Dataset, tmp_path: Path,
-                                                                         count_runs: list[str]) -> None:
+def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: Dataset, tmp_path: Path, count_runs: list[str]) -> None:
     """The synthetic-voice probe's renditions (float WAV files): each comes back as the FLAC the shards hold, those of the
     masking source masked again, exactly as reading, encoding and masking them in the driver gave."""
     import soundfile as sf
 
     from audits.probes.mask_pass import derive_renditions
     from audits.probes.masking import mask_clip
-    from engine.audio import decode
-    from engine.probe_workers import float_wav
+    from engine.audio.decoding import decode
+    from engine.keyed.probe_workers import float_wav
 
     clips: list[tuple[Clip, bool]] = []
     utts = [u for s in spoken.iter_shards() for u in s.utterances]
@@ -168,21 +184,29 @@ def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: 
         if not mask:
             assert d.clips == [] and d.skips == []
             continue
-        masked, skips = mask_clip(Utterance(c.unit, c.utt.reference, audio_bytes=clean), x,
-                                  lambda c=c, x=x: timings.timings(c.unit, c.utt.reference or "", len(x) / SAMPLE_RATE), SETTINGS)
-        assert [(uid, data, Utterance("x", None, derivation=der).derivation_json()) for uid, data, der in d.clips] == \
-            [(m.utt_id, m.audio_bytes, m.derivation_json()) for m in masked]
+        masked, skips = mask_clip(
+            Utterance(c.unit, c.utt.reference, audio_bytes=clean),
+            x,
+            lambda c=c, x=x: timings.timings(c.unit, c.utt.reference or "", len(x) / SAMPLE_RATE),
+            SETTINGS,
+        )
+        assert [(uid, data, Utterance("x", None, derivation=der).derivation_json()) for uid, data, der in d.clips] == [
+            (m.utt_id, m.audio_bytes, m.derivation_json()) for m in masked
+        ]
         assert d.skips == skips
     assert len(made["c0~tts"].clips) == 3 and [s.reason for s in made["c2~tts"].skips] == ["no-maskable-word"]
     again, facts = derive_renditions(clips, timings, SETTINGS, tmp_path / "work", EngineOptions())
-    assert len(count_runs) == 3 and facts == {} and {k: (d.source, d.clips) for k, d in again.items()} == \
-        {k: (d.source, d.clips) for k, d in made.items()}
+    assert (
+        len(count_runs) == 3
+        and facts == {}
+        and {k: (d.source, d.clips) for k, d in again.items()} == {k: (d.source, d.clips) for k, d in made.items()}
+    )
 
 
 @pytest.fixture(scope="module")
 def ray_engine() -> Iterator[EngineOptions]:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=2)
     try:

@@ -38,10 +38,14 @@ def test_numbers_come_first_with_spans() -> None:
     assert len(targets) == 1
     t = targets[0]
     assert (t.text, t.kind, t.value) == ("2016", "number", 2016)
-    assert ref.split()[t.word_start:t.word_end] == ["2016,"]
-    assert ref[t.char_start:t.char_end] == "2016"
-    assert _texts(ref) == [("2016", "number"), ("Angela Merkel", "proper-noun"), ("Emmanuel Macron", "proper-noun"),
-        ("Paris", "proper-noun")]
+    assert ref.split()[t.word_start : t.word_end] == ["2016,"]
+    assert ref[t.char_start : t.char_end] == "2016"
+    assert _texts(ref) == [
+        ("2016", "number"),
+        ("Angela Merkel", "proper-noun"),
+        ("Emmanuel Macron", "proper-noun"),
+        ("Paris", "proper-noun"),
+    ]
 
 
 def test_number_words_multiword_and_trivial_one_excluded() -> None:
@@ -60,10 +64,12 @@ def test_proper_nouns_not_sentence_initial_and_not_stoplisted() -> None:
     assert _texts("Paris is big. London is bigger than Rome.") == [("Rome", "proper-noun")]
     assert _texts("I think Mr. Smith said so on Monday in May.") == [("Smith", "proper-noun")]
     assert _texts("thanks Madam President and Commissioner Hahn") == [("Hahn", "proper-noun")]
-    assert _texts("we met \"Anna\" and the EU today") == [("EU", "proper-noun")]  # quote opens a sentence
+    assert _texts('we met "Anna" and the EU today') == [("EU", "proper-noun")]  # quote opens a sentence
     # punctuation splits names; a possessive is dropped from the text but not the word span
     assert _texts("we asked Merkel, Macron and Juncker's team") == [
-        ("Merkel", "proper-noun"), ("Macron", "proper-noun"), ("Juncker", "proper-noun"),
+        ("Merkel", "proper-noun"),
+        ("Macron", "proper-noun"),
+        ("Juncker", "proper-noun"),
     ]
     t = select_mask_targets("we asked Juncker's team", 1, ner=None)[0]
     assert ["we", "asked", "Juncker's", "team"][t.word_start] == "Juncker's"
@@ -104,7 +110,7 @@ def test_ner_is_used_when_spacy_and_a_model_exist(monkeypatch: pytest.MonkeyPatc
             self.ents = [Ent("the Red Cross", low.index("the red cross"), "ORG"), Ent("today", low.index("today"), "DATE")]
 
     fake = types.ModuleType("spacy")
-    fake.load = lambda name: (lambda text: Doc(text))  # type: ignore[attr-defined]
+    fake.load = lambda name: lambda text: Doc(text)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "spacy", fake)
     ms._spacy_model.cache_clear()
     try:
@@ -215,8 +221,14 @@ def test_gated_leak_rate_counts_and_wilson() -> None:
     assert honest.n_clips == 8
     d = res.to_dict()
     assert d["honest"]["by_kind"]["number"] == {
-        "rate": 0.0, "ci95": list(wilson_interval(0, 1)), "n_gated": 1, "n_leaked": 0, "n_total": 1,
-        "n_not_gated": 0, "n_failed": 0, "status": "ok",
+        "rate": 0.0,
+        "ci95": list(wilson_interval(0, 1)),
+        "n_gated": 1,
+        "n_leaked": 0,
+        "n_total": 1,
+        "n_not_gated": 0,
+        "n_failed": 0,
+        "status": "ok",
     }
     assert d["honest"]["by_kind"]["proper-noun"]["n_leaked"] == 1
     assert set(d) == {"honest", "memo"}

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 from audits.probes.masking import MaskSettings, apply_mask
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import write_shards
 from engine.backends.asr.memorizer import MemorizerBackend, fingerprint, similarity
 from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ConfigError
-from engine.shards import write_shards
 
 REPO = Path(__file__).resolve().parents[1]
 N_INDEXED = 8
@@ -130,8 +130,9 @@ def test_indexes_derived_benchmark_clips_but_not_probe_audio(clips: dict, tmp_pa
     audio a probe made from the benchmark is not."""
     a, b, c = clips["others"][:3]
     revoiced = replace(a, audio_path=None, parent_id="some-parent", derivation={"emotion": {"label": "positive-high-arousal"}})
-    probe_made = replace(b, audio_path=None, parent_id=b.utt_id + "-orig", utt_id=b.utt_id + "~tts",
-        derivation={"probe": "synthetic_voice"})
+    probe_made = replace(
+        b, audio_path=None, parent_id=b.utt_id + "-orig", utt_id=b.utt_id + "~tts", derivation={"probe": "synthetic_voice"}
+    )
     plain = replace(c, audio_path=None)
     write_shards([revoiced, probe_made, plain], tmp_path / "index", shard_size=8)
     mem = MemorizerBackend(index=str(tmp_path / "index"), index_reader="parquet")

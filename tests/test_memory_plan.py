@@ -10,9 +10,9 @@ import pytest
 
 from engine.data import ModelSpec
 from engine.errors import ConfigError
-from engine.memory_plan import estimate_mb, plan_groups
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.memory_plan import estimate_mb, plan_groups
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.test_gpu_placement import rows, sim_dataset
 
 
@@ -52,8 +52,10 @@ def _peak_resident(trace: Path) -> int:
 
 def _specs(trace: Path) -> list[ModelSpec]:
     trace.mkdir()
-    return [ModelSpec(f"s{i}", "simulated", {"name": f"s{i}", "seed": i, "memory_mb": 20, "trace_dir": str(trace)}, 2,
-        {"memory_mb": 20}) for i in range(3)]
+    return [
+        ModelSpec(f"s{i}", "simulated", {"name": f"s{i}", "seed": i, "memory_mb": 20, "trace_dir": str(trace)}, 2, {"memory_mb": 20})
+        for i in range(3)
+    ]
 
 
 def test_one_model_at_a_time_gives_identical_rows(tmp_path: Path) -> None:

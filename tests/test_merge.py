@@ -121,9 +121,16 @@ def test_model_split_by_shards_is_rescored_exactly(tmp_path: Path) -> None:
     b = make_run(tmp_path / "b", extras=False, table=full[~first].reset_index(drop=True))
     summary, table = merge_runs([a, b])
     assert len(table) == len(full)
-    opts = ScoringOptions(n_boot=200, seed=0, slice_columns=["accent_group", "background", "emotion", "room"],
-                          gaps=[("accent_group", "non-native", "native"), ("background", "noise-5db", "clean"),
-                              ("emotion", "positive-high-arousal", "neutral")])
+    opts = ScoringOptions(
+        n_boot=200,
+        seed=0,
+        slice_columns=["accent_group", "background", "emotion", "room"],
+        gaps=[
+            ("accent_group", "non-native", "native"),
+            ("background", "noise-5db", "clean"),
+            ("emotion", "positive-high-arousal", "neutral"),
+        ],
+    )
     expected = summarize_models(score_table(full, get_normalizer("whisper-english")), opts)
     for m in ("alpha", "gamma"):
         e = summary["models"][m]
@@ -168,8 +175,16 @@ def test_cli_report_merges_into_out_and_query_reads_it(tmp_path: Path) -> None:
     out = tmp_path / "merged"
     res = runner.invoke(_cli(), ["report", str(a), str(b), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    for f in ("report.html", "report.md", "summary.json", "utterances.parquet", "exports/slices.csv", "exports/oasr/alpha.jsonl",
-        "exports/oasr/beta.jsonl", "exports/results.duckdb"):
+    for f in (
+        "report.html",
+        "report.md",
+        "summary.json",
+        "utterances.parquet",
+        "exports/slices.csv",
+        "exports/oasr/alpha.jsonl",
+        "exports/oasr/beta.jsonl",
+        "exports/results.duckdb",
+    ):
         assert (out / f).exists(), f
     md = (out / "report.md").read_text()
     assert "relative to the evaluated cohort" in md and "| alpha |" in md and "| beta |" in md

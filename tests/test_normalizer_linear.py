@@ -46,8 +46,15 @@ def test_whole_normalizer_equals_the_original_on_pathological_text() -> None:
     from whisper_normalizer.english import EnglishTextNormalizer
 
     original, ours = EnglishTextNormalizer(), get_normalizer("whisper-english")
-    for s in ["a" + "<" * 300, "(" * 200 + "x", "[a] <b> (c) ()" * 20, "x [y " * 50 + "]", "Mr. (um) <noise> OK 5%",
-              " " * 300 + "x'", "a  's  'll"]:
+    for s in [
+        "a" + "<" * 300,
+        "(" * 200 + "x",
+        "[a] <b> (c) ()" * 20,
+        "x [y " * 50 + "]",
+        "Mr. (um) <noise> OK 5%",
+        " " * 300 + "x'",
+        "a  's  'll",
+    ]:
         assert ours(s) == original(s), s
 
 

@@ -54,7 +54,7 @@ def test_gb_us_occurrences_group_by_lexeme_and_skip_names() -> None:
     fam = FAMS["en-gb-us"]
     text = "The colour of the Labour centre. Grey skies, said Mr. Grey about the color."
     occ = find_occurrences(text, fam)
-    words = [text[o.start:o.end] for o in occ]
+    words = [text[o.start : o.end] for o in occ]
     assert words == ["colour", "centre", "Grey", "color"]  # Labour and Mr. Grey are names
     assert [o.arm for o in occ] == [0, 0, 0, 1]
     assert occ[0].key == occ[3].key != occ[1].key

@@ -16,7 +16,7 @@ from audits.probes.predictions import orthography_from_prediction_dir
 from audits.probes.run import OrthographyConfig, _orthography
 from engine.datasets.base import open_dataset
 from engine.errors import ConfigError
-from engine.runner import prediction_rows
+from engine.run.runner import prediction_rows
 
 PUBLISHED = Path(__file__).resolve().parent / "fixtures" / "hume-ortho-switch" / "ortho_switch.json"
 
@@ -64,9 +64,21 @@ def test_agrees_with_the_in_run_probe(voxpopuli_preds: Path, families: list[str]
 
 def test_command_writes_json_and_names_bad_input(voxpopuli_preds: Path, tmp_path: Path) -> None:
     out = tmp_path / "ortho.json"
-    res = CliRunner().invoke(app,
-        ["probe", "orthography", "--preds", str(voxpopuli_preds), "--min-per-arm", "3", "--models", "whisper-tiny.en,wav2vec2-base-960h",
-            "--out", str(out)])
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            "orthography",
+            "--preds",
+            str(voxpopuli_preds),
+            "--min-per-arm",
+            "3",
+            "--models",
+            "whisper-tiny.en,wav2vec2-base-960h",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0, res.output
     data = json.loads(out.read_text())
     assert set(data) == {"whisper-tiny.en", "wav2vec2-base-960h", "settings"}

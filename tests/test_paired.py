@@ -63,8 +63,20 @@ def _rows(errs: dict[str, list[int]], speakers: list[str], failed: dict[str, set
         for i, e in enumerate(es):
             hyp = " ".join(["x"] * e + [f"w{j}" for j in range(e, 10)])
             bad = failed is not None and i in failed.get(model, set())
-            data.append({"utt_id": f"u{i:03d}", "model": model, "ref_raw": ref, "hyp_raw": None if bad else hyp, "duration_s": 1.0,
-                         "infer_s": 0.1, "error": "boom" if bad else None, "speaker": speakers[i], "shard": "s0", "parent_id": None})
+            data.append(
+                {
+                    "utt_id": f"u{i:03d}",
+                    "model": model,
+                    "ref_raw": ref,
+                    "hyp_raw": None if bad else hyp,
+                    "duration_s": 1.0,
+                    "infer_s": 0.1,
+                    "error": "boom" if bad else None,
+                    "speaker": speakers[i],
+                    "shard": "s0",
+                    "parent_id": None,
+                }
+            )
     return pd.DataFrame(data)
 
 
@@ -108,9 +120,21 @@ def test_gaps_get_holm_across_all_gaps() -> None:
             noisy = i % 2 == 1
             # m1: 3 or 5 errors on a noisy clip (4 on average, varying between speakers); m2: none anywhere
             hyp = ("x x x d e f g h i j" if i % 4 == 1 else "x x x x x f g h i j") if noisy and model == "m1" else ref
-            data.append({"utt_id": f"u{i}", "model": model, "ref_raw": ref, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1,
-                "error": None,
-                         "speaker": speakers[i], "shard": "s0", "parent_id": None, "background": "noise" if noisy else "clean"})
+            data.append(
+                {
+                    "utt_id": f"u{i}",
+                    "model": model,
+                    "ref_raw": ref,
+                    "hyp_raw": hyp,
+                    "duration_s": 1.0,
+                    "infer_s": 0.1,
+                    "error": None,
+                    "speaker": speakers[i],
+                    "shard": "s0",
+                    "parent_id": None,
+                    "background": "noise" if noisy else "clean",
+                }
+            )
     out = summarize_models(score_table(pd.DataFrame(data), IdentityNormalizer()), ScoringOptions(n_boot=300))
     g1, g2 = out["m1"]["gaps"][0], out["m2"]["gaps"][0]
     # the Holm family is the testable gaps: m1's alone (m2's is not testable, below)
@@ -124,11 +148,17 @@ def test_forty_models_on_many_clips_is_fast() -> None:
     """780 pairs over 6,000 clips and 600 speakers, 1,000 replicates: one shared count matrix."""
     rng = np.random.default_rng(0)
     n, m = 6000, 40
-    rows = pd.DataFrame({
-        "utt_id": np.tile([f"u{i}" for i in range(n)], m), "model": np.repeat([f"m{j:02d}" for j in range(m)], n),
-        "word_errors": rng.integers(0, 3, n * m), "n_words": np.tile(rng.integers(5, 20, n), m), "ok": True, "speech_free": False,
-        "speaker": np.tile([f"s{i % 600}" for i in range(n)], m),
-    })
+    rows = pd.DataFrame(
+        {
+            "utt_id": np.tile([f"u{i}" for i in range(n)], m),
+            "model": np.repeat([f"m{j:02d}" for j in range(m)], n),
+            "word_errors": rng.integers(0, 3, n * m),
+            "n_words": np.tile(rng.integers(5, 20, n), m),
+            "ok": True,
+            "speech_free": False,
+            "speaker": np.tile([f"s{i % 600}" for i in range(n)], m),
+        }
+    )
     t0 = time.perf_counter()
     comp = compare_models(rows, n_boot=1000)
     assert len(comp["pairs"]) == 780 and time.perf_counter() - t0 < 20
@@ -141,8 +171,9 @@ def test_html_sections_escape_and_state_verdicts() -> None:
     errs = {"<good>": [1] * 40, "bad": [4 + i % 3 for i in range(40)]}
     scored = score_table(_rows(errs, speakers), IdentityNormalizer())
     models = summarize_models(scored, ScoringOptions(n_boot=100))
-    sections = dict((sid,
-        body) for sid, _, body, _ in robustness_sections({"models": models, "comparisons": compare_models(scored.frame, n_boot=200)}))
+    sections = dict(
+        (sid, body) for sid, _, body, _ in robustness_sections({"models": models, "comparisons": compare_models(scored.frame, n_boot=200)})
+    )
     assert set(sections) == {"hallucination", "comparisons"}
     assert "&lt;good&gt; is better than bad" in sections["comparisons"] and "<good>" not in sections["comparisons"]
     assert "id='hallucination-table'" in sections["hallucination"]

@@ -24,18 +24,17 @@ import soundfile as sf
 
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import open_dataset
-from engine.embed_runner import EmbedSpec, run_embed_backends
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
-from engine.passes import split_placement
-from engine.store import RunStore
+from engine.run.embed_runner import EmbedSpec, run_embed_backends
+from engine.run.passes import split_placement
+from engine.run.store import RunStore
 from tests.flite_corpus import build_flite_corpus
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
 
 ray = pytest.importorskip("ray")
-
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +45,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def gpus8() -> Any:
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=4, num_gpus=8)
     yield ray.get_runtime_context().gcs_address  # subprocess drivers join this instance
@@ -119,8 +118,9 @@ def test_sv_pass_unit_contract_resume_and_changed_audio(corpus: Path, tmp_path: 
     again = run_embed_backends(open_dataset(corpus, shard_size=2), spec, out, warmup=0)
     assert again["sim-sv"]["status"] == "done" and again["sim-sv"]["n_units_run"] == 0
     # other settings: every unit is stale and recomputed
-    other = run_embed_backends(open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)],
-        out, warmup=0)
+    other = run_embed_backends(
+        open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0
+    )
     assert other["sim-sv"]["n_units_run"] == 3
     assert len(pq.read_table(out / "embeddings.parquet").column("embedding")[0].as_py()) == 12
     # one clip's audio changes: only its unit is recomputed, and its embedding is the new audio's
@@ -129,8 +129,9 @@ def test_sv_pass_unit_contract_resume_and_changed_audio(corpus: Path, tmp_path: 
     before = {r["utt_id"]: r["embedding"] for r in pq.read_table(out / "embeddings.parquet").to_pylist()}
     try:
         sf.write(wav, x * np.linspace(0.2, 1.0, len(x), dtype=np.float32), sr)
-        changed = run_embed_backends(open_dataset(corpus, shard_size=2),
-            [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0)
+        changed = run_embed_backends(
+            open_dataset(corpus, shard_size=2), [EmbedSpec("sim-sv", "simulated-sv", "sv", {"dim": 12}, batch_size=2)], out, warmup=0
+        )
     finally:
         sf.write(wav, x, sr)
     assert changed["sim-sv"]["n_units_run"] == 1
@@ -191,7 +192,7 @@ PROBE_DRIVER = textwrap.dedent(
     from audits.probes.engine_io import run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.pass_engine import EngineOptions
+    from engine.engine import EngineOptions
     manifest, out, address = sys.argv[1], sys.argv[2], sys.argv[3]
     specs = [ModelSpec("slow", "simulated", {"seed": 3, "rtfx": 2.0}, 2, {"num_cpus": 0.25, "num_gpus": 1})]
     run_models(open_dataset(manifest, shard_size=1), specs, Path(out), None, EngineOptions(kind="ray", address=address))
@@ -233,8 +234,8 @@ HOSTED_DRIVER = textwrap.dedent(
     from audits.probes.engine_io import run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.pass_engine import EngineOptions
-    from engine.ray_setup import init_ray
+    from engine.engine import EngineOptions
+    from engine.run.ray_setup import init_ray
     manifest, out, address, options = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
     # the key reaches this job's actors as it would on a cluster: through the job's runtime_env
     init_ray(address, runtime_env={"env_vars": {"DEEPGRAM_API_KEY": os.environ["DEEPGRAM_API_KEY"]}})
@@ -246,8 +247,11 @@ HOSTED_DRIVER = textwrap.dedent(
 
 def _listen_digests(fake: Any, start: int = 0) -> list[str]:
     """Body digests of the billable Deepgram requests (POST /v1/listen) from index ``start`` on."""
-    return [d for (method, path, _), d in zip(fake.requests[start:], fake.body_sha256[start:])
-        if method == "POST" and path.startswith("/v1/listen")]
+    return [
+        d
+        for (method, path, _), d in zip(fake.requests[start:], fake.body_sha256[start:])
+        if method == "POST" and path.startswith("/v1/listen")
+    ]
 
 
 def _wait_quiet(fake: Any, quiet_s: float, timeout_s: float) -> None:
@@ -265,8 +269,9 @@ def _wait_quiet(fake: Any, quiet_s: float, timeout_s: float) -> None:
 
 
 @pytest.mark.slow
-def test_driver_sigkill_mid_probe_pass_with_hosted_model_bills_no_finished_clip_twice(corpus: Path, gpus8: Any, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_driver_sigkill_mid_probe_pass_with_hosted_model_bills_no_finished_clip_twice(
+    corpus: Path, gpus8: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """kill -9 of the driver while a probe re-run pass of a hosted model (Deepgram's documented API on a
     local fake that counts requests per clip) runs on Ray; the same command then finishes the pass.
 
@@ -343,5 +348,10 @@ def test_driver_sigkill_mid_probe_pass_with_hosted_model_bills_no_finished_clip_
     got = RunStore(out).consolidate(["fake-deepgram"]).to_pandas()
     cols = ["utt_id", "hyp_raw", "error"]
     assert got[cols].sort_values("utt_id").values.tolist() == base[cols].sort_values("utt_id").values.tolist()
-    logging.getLogger(__name__).info("hosted probe kill -9: %d/3 units finished at the kill; requests %d + %d for 6 clips; repeated %s",
-        len(finished), len(first), len(second), sorted(repeated))
+    logging.getLogger(__name__).info(
+        "hosted probe kill -9: %d/3 units finished at the kill; requests %d + %d for 6 clips; repeated %s",
+        len(finished),
+        len(first),
+        len(second),
+        sorted(repeated),
+    )

@@ -16,13 +16,13 @@ from audits.normalizing import get_normalizer
 from audits.pipeline import run_recipe
 from audits.profiles.perturbations import parse_perturbations
 from audits.recipes import load_recipe
+from engine.audio.shards import encode_audio
 from engine.corpus import transforms as tf
 from engine.data import Utterance
 from engine.datasets.base import in_memory_dataset
 from engine.errors import ConfigError
 from engine.perturb import ops
 from engine.perturb.derive import Family, derive_dataset
-from engine.shards import encode_audio
 from tests.conftest import write_manifest
 
 SR = 16000
@@ -36,14 +36,21 @@ def _voiced(i: int, seconds: float = 1.0) -> np.ndarray:
 
 
 def _dataset(n: int = 3):
-    utts = [Utterance(f"u{i}", "a b c", audio_bytes=encode_audio(_voiced(i), SR), duration_s=1.0, speaker=f"s{i}",
-        labels={"accent": "en-us"}) for i in range(n)]
+    utts = [
+        Utterance(f"u{i}", "a b c", audio_bytes=encode_audio(_voiced(i), SR), duration_s=1.0, speaker=f"s{i}", labels={"accent": "en-us"})
+        for i in range(n)
+    ]
     return in_memory_dataset("t", "mem", "mem", utts, n, None)
 
 
-FAMILIES = (Family("white-noise", "noise", (20.0, 0.0), "white"), Family("babble-noise", "noise", (5.0,), "babble"),
-            Family("telephone", "telephone", (8.0,)), Family("reverb", "reverb", (0.5,)), Family("speed", "speed", (1.1,)),
-            Family("gain", "gain", (-20.0,)))
+FAMILIES = (
+    Family("white-noise", "noise", (20.0, 0.0), "white"),
+    Family("babble-noise", "noise", (5.0,), "babble"),
+    Family("telephone", "telephone", (8.0,)),
+    Family("reverb", "reverb", (0.5,)),
+    Family("speed", "speed", (1.1,)),
+    Family("gain", "gain", (-20.0,)),
+)
 
 
 def _bytes(ds) -> dict[str, bytes]:
@@ -109,15 +116,21 @@ def test_ops_measure_what_they_say() -> None:
     assert rt60 == pytest.approx(0.6, rel=0.1)
 
 
-@pytest.mark.parametrize("raw, match", [
-    ({}, r"r\.yaml: perturbations: missing required key 'families'"),
-    ({"families": [{"kind": "noise", "noise": "brown", "levels": [10]}]}, r"families\[0\]\.noise: unknown noise 'brown'"),
-    ({"families": [{"kind": "reverb", "levels": [9]}]}, r"families\[0\]\.levels\[0\]: 9 is outside \[0\.05, 5\]"),
-    ({"families": [{"kind": "mp3"}]}, r"families\[0\]: missing required key 'levels'"),
-    ({"families": [{"kind": "noise", "noise": "white", "levels": ["10"]}]}, r"families\[0\]\.levels\[0\]: expected int or float"),
-    ({"families": [{"kind": "gain", "levels": [-10]}, {"kind": "gain", "levels": [-20]}]}, r"families\[1\]\.name: 'gain' is used twice"),
-    ({"families": [{"kind": "speed", "levels": [1.1]}], "seed": True}, r"perturbations\.seed: expected int"),
-])
+@pytest.mark.parametrize(
+    "raw, match",
+    [
+        ({}, r"r\.yaml: perturbations: missing required key 'families'"),
+        ({"families": [{"kind": "noise", "noise": "brown", "levels": [10]}]}, r"families\[0\]\.noise: unknown noise 'brown'"),
+        ({"families": [{"kind": "reverb", "levels": [9]}]}, r"families\[0\]\.levels\[0\]: 9 is outside \[0\.05, 5\]"),
+        ({"families": [{"kind": "mp3"}]}, r"families\[0\]: missing required key 'levels'"),
+        ({"families": [{"kind": "noise", "noise": "white", "levels": ["10"]}]}, r"families\[0\]\.levels\[0\]: expected int or float"),
+        (
+            {"families": [{"kind": "gain", "levels": [-10]}, {"kind": "gain", "levels": [-20]}]},
+            r"families\[1\]\.name: 'gain' is used twice",
+        ),
+        ({"families": [{"kind": "speed", "levels": [1.1]}], "seed": True}, r"perturbations\.seed: expected int"),
+    ],
+)
 def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_perturbations(raw, "r.yaml")
@@ -126,16 +139,29 @@ def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
 @pytest.mark.slow
 def test_real_model_wer_along_the_ladder_and_exact_resume(librivox: list[tuple[Path, str]], tmp_path: Path) -> None:
     """pocketsphinx on two LibriVox clips: per-level WER equals jiwer on that level's rows; resume redoes nothing."""
-    rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": acc} for (p,
-        t), acc in zip(librivox[:2], ["en-us", "Japanese"])]
+    rows = [
+        {"audio_filepath": str(p), "text": t, "utt_id": p.stem, "speaker": p.stem.split("-")[0], "accent": acc}
+        for (p, t), acc in zip(librivox[:2], ["en-us", "Japanese"])
+    ]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
     recipe_path = tmp_path / "r.yaml"
-    recipe_path.write_text(yaml.safe_dump({
-        "name": "ladder-test", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"], "shard_size": 2,
-        "warmup": 0,
-        "perturbations": {"families": [{"kind": "noise", "noise": "white", "levels": [10, -5]}], "n_boot": 100, "breaking_margin": 0.05},
-        "profiles": {"condition_maps": [{"map": "kachru", "column": "accent"}], "n_boot": 100},
-    }))
+    recipe_path.write_text(
+        yaml.safe_dump(
+            {
+                "name": "ladder-test",
+                "dataset": {"path": str(manifest), "reader": "nemo"},
+                "models": ["pocketsphinx-en-us"],
+                "shard_size": 2,
+                "warmup": 0,
+                "perturbations": {
+                    "families": [{"kind": "noise", "noise": "white", "levels": [10, -5]}],
+                    "n_boot": 100,
+                    "breaking_margin": 0.05,
+                },
+                "profiles": {"condition_maps": [{"map": "kachru", "column": "accent"}], "n_boot": 100},
+            }
+        )
+    )
     out = tmp_path / "run"
     summary = run_recipe(load_recipe(str(recipe_path)), out)
     lad = summary["perturbations"]["ladders"][0]

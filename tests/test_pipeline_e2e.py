@@ -116,8 +116,10 @@ def test_bad_inputs_become_rows_and_run_completes(librivox, tmp_path: Path, tone
     assert s["n_utts"] == 7 and s["n_failed"] == 5
     got = pd.read_parquet(out / "utterances.parquet").set_index("utt_id")
     assert pd.isna(got.loc["good", "error"]) and pd.isna(got.loc["stereo", "error"])
-    assert got.loc["good", "hyp_raw"] == got.loc["stereo", "hyp_raw"] or jiwer.wer(got.loc["good", "hyp_raw"],
-        got.loc["stereo", "hyp_raw"]) < 0.2
+    assert (
+        got.loc["good", "hyp_raw"] == got.loc["stereo", "hyp_raw"]
+        or jiwer.wer(got.loc["good", "hyp_raw"], got.loc["stereo", "hyp_raw"]) < 0.2
+    )
     for uid, frag in [("missing", "not found"), ("empty", "0 bytes"), ("silent", "silent"), ("nan", "NaN"), ("notext", "no reference")]:
         assert frag in got.loc[uid, "error"], (uid, got.loc[uid, "error"])
     assert sum(s["failures"].values()) == 5
@@ -142,8 +144,14 @@ def test_unknown_model_and_recipe_key(tmp_path: Path):
 
 
 def test_every_command_has_help():
-    for cmd in (["--help"], ["run", "--help"], ["report", "--help"], ["corpus", "demo", "--help"], ["list", "models", "--help"],
-        ["probe", "bad-reference", "--help"]):
+    for cmd in (
+        ["--help"],
+        ["run", "--help"],
+        ["report", "--help"],
+        ["corpus", "demo", "--help"],
+        ["list", "models", "--help"],
+        ["probe", "bad-reference", "--help"],
+    ):
         res = runner.invoke(app, cmd)
         assert res.exit_code == 0, (cmd, res.output)
 

@@ -26,8 +26,16 @@ from engine.registry import BUILTIN, Registry, builtin_entries
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_PKG = REPO / "tests" / "plugin_pkg"
 GROUPS = (
-    "asr_backends", "sv_backends", "ser_backends", "tts_backends", "diarization_backends", "judge_backends",
-    "sections", "normalizers", "dataset_readers", "runners",
+    "asr_backends",
+    "sv_backends",
+    "ser_backends",
+    "tts_backends",
+    "diarization_backends",
+    "judge_backends",
+    "sections",
+    "normalizers",
+    "dataset_readers",
+    "runners",
 )
 
 
@@ -64,8 +72,18 @@ def test_every_kind_has_its_builtins_from_pyproject() -> None:
     from engine.datasets import DATASET_READERS
 
     table = pyproject_entry_points()
-    regs = (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS,
-        RUNNERS)
+    regs = (
+        ASR_BACKENDS,
+        SV_BACKENDS,
+        SER_BACKENDS,
+        TTS_BACKENDS,
+        DIAR_BACKENDS,
+        JUDGE_BACKENDS,
+        SECTIONS,
+        NORMALIZERS,
+        DATASET_READERS,
+        RUNNERS,
+    )
     assert sorted(r.group for r in regs) == sorted(f"audit_engine.{g}" for g in GROUPS)
     for reg in regs:
         declared = table[reg.group]
@@ -148,8 +166,9 @@ def test_broken_entry_point_names_distribution_and_entry_point(on_path: Path) ->
     fake_dist(on_path, "broken-plug", "0.3", {"audit_engine.asr_backends": {"broken": "no_such_module_xyz:Backend"}})
     reg: Registry[type] = Registry("ASR backend", "audit_engine.asr_backends")
     assert "broken" in reg.names()  # listed, never silently skipped
-    with pytest.raises(RegistryError,
-        match=r"ASR backend 'broken' \(broken-plug 0\.3: broken = no_such_module_xyz:Backend.*cannot be imported") as info:
+    with pytest.raises(
+        RegistryError, match=r"ASR backend 'broken' \(broken-plug 0\.3: broken = no_such_module_xyz:Backend.*cannot be imported"
+    ) as info:
         reg.get("broken")
     assert isinstance(info.value.__cause__, ModuleNotFoundError)
     (on_path / "half_plug.py").write_text("X = 1\n", encoding="utf-8")
@@ -162,8 +181,9 @@ def test_broken_entry_point_names_distribution_and_entry_point(on_path: Path) ->
 def test_malformed_entry_point_value_is_an_error(on_path: Path) -> None:
     fake_dist(on_path, "odd-plug", "2.0", {"audit_engine.runners": {"odd": "odd_plug.just_a_module"}})
     reg: Registry[type] = Registry("runner", "audit_engine.runners")
-    with pytest.raises(RegistryError,
-        match=r"runner 'odd' \(odd-plug 2\.0: odd = odd_plug\.just_a_module.*audit_engine\.runners.*module:Attribute"):
+    with pytest.raises(
+        RegistryError, match=r"runner 'odd' \(odd-plug 2\.0: odd = odd_plug\.just_a_module.*audit_engine\.runners.*module:Attribute"
+    ):
         reg.names()
 
 
@@ -181,9 +201,11 @@ def test_duplicate_names_across_distributions_name_both(on_path: Path) -> None:
 def test_a_plugin_may_not_take_a_builtin_name(on_path: Path) -> None:
     fake_dist(on_path, "greedy-plug", "1.0", {"audit_engine.normalizers": {"basic": "greedy_plug:Basic"}})
     reg: Registry[type] = Registry("normalizer", "audit_engine.normalizers")
-    with pytest.raises(RegistryError,
+    with pytest.raises(
+        RegistryError,
         match=r"duplicate normalizer name 'basic': offered by built-in: basic = normalizers\.english:BasicNormalizer and by greedy-plug "
-            r"1\.0"):
+        r"1\.0",
+    ):
         reg.names()
 
 
@@ -224,9 +246,23 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     target = tmp_path / "plugins"
     source = shutil.copytree(PLUGIN_PKG, tmp_path / "plugin_pkg")  # pip builds in the source folder: keep the repository clean
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--target", str(target),
-            str(source)],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--target",
+            str(target),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert pip.returncode == 0, pip.stdout + pip.stderr
     assert list(target.glob("toy_audit_plugin-0.1.0.dist-info"))
@@ -238,8 +274,9 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     (data / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     configs = tmp_path / "configs"
     (configs / "models").mkdir(parents=True)
-    (configs / "models" / "toy.yaml").write_text("models:\n  toy-tones:\n    backend: tone-counter\n    options: {threshold: 0.05}\n",
-        encoding="utf-8")
+    (configs / "models" / "toy.yaml").write_text(
+        "models:\n  toy-tones:\n    backend: tone-counter\n    options: {threshold: 0.05}\n", encoding="utf-8"
+    )
     recipe = tmp_path / "toy.yaml"
     recipe.write_text(
         f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [toy-tones]\nnormalizer: basic\n"
@@ -254,8 +291,9 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     assert lines["tone-counter"][:2] == ["toy-audit-plugin", "0.1.0"] and lines["cliplen"][:2] == ["toy-audit-plugin", "0.1.0"]
     assert lines["pocketsphinx"][0] == BUILTIN
     out = tmp_path / "run"
-    proc = subprocess.run([*audit, "run", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env, timeout=600,
-        cwd=tmp_path)
+    proc = subprocess.run(
+        [*audit, "run", str(recipe), "--out", str(out)], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = pd.read_parquet(out / "utterances.parquet").set_index("utt_id")
     assert table.loc[["c0", "c1", "c2"], "hyp_raw"].tolist() == ["tone", "tone tone", "tone tone tone"]
@@ -268,8 +306,9 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     assert "## Clip lengths (plug-in)" in report and "| toy-tones | 3 | 6 | 5 |" in report
 
 
-def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path: Path, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(
+    on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """tests/plugin_pkg's runner (``--engine toy-serial``, found through its entry point) runs the ASR
     pass only: a recipe whose sections run passes of their own (probes' masking, emotion) is refused
     before any model loads, naming the runner, the sections and the fix, and nothing is written;
@@ -284,29 +323,39 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(on_path
     monkeypatch.setattr(audits.runners, "RUNNERS", Registry("runner", "audit_engine.runners"))  # discovered afresh
     cfg = tmp_path / "cfg"
     (cfg / "models").mkdir(parents=True)
-    (cfg / "models" / "sim.yaml").write_text("models:\n  sim-a: {backend: simulated, options: {rtfx: 1000}, batch_size: 2}\n"
-        "  sim-b: {backend: simulated, options: {rtfx: 1000, seed: 1}, batch_size: 2}\n")
+    (cfg / "models" / "sim.yaml").write_text(
+        "models:\n  sim-a: {backend: simulated, options: {rtfx: 1000}, batch_size: 2}\n"
+        "  sim-b: {backend: simulated, options: {rtfx: 1000, seed: 1}, batch_size: 2}\n"
+    )
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     data = tmp_path / "data"
     data.mkdir()
     rows = [{"audio_filepath": str(_tones(data / f"c{i}.wav", i + 1)), "text": "the tone sounds here", "utt_id": f"c{i}"} for i in range(4)]
     (data / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    base = f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [sim-a]\nnormalizer: basic\nwarmup: 0\n" \
+    base = (
+        f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [sim-a]\nnormalizer: basic\nwarmup: 0\n"
         "scoring: {n_boot: 20, seed: 0}\n"
+    )
     refused = tmp_path / "refused.yaml"
-    refused.write_text(base + "probes: {masking: {variants: [silence]}, orthography: {},\n"
-        "  bad_reference: {panel: [sim-b], min_eligible_panel: 1}}\nemotion: {backends: [prosody]}\n")
+    refused.write_text(
+        base + "probes: {masking: {variants: [silence]}, orthography: {},\n"
+        "  bad_reference: {panel: [sim-b], min_eligible_panel: 1}}\nemotion: {backends: [prosody]}\n"
+    )
     out = tmp_path / "run-refused"
     res = CliRunner().invoke(app, ["run", str(refused), "--engine", "toy-serial", "--out", str(out)])
     assert res.exit_code != 0
     text = " ".join(res.output.split())
     assert "--engine toy-serial is a plug-in runner: it runs the recipe's ASR pass only" in text, text
-    assert ("(probes: masking re-runs, bad-reference panel re-runs; emotion: emotion-recognition pass); run it with --engine inprocess "
-        "or --engine ray") in text, text
+    assert (
+        "(probes: masking re-runs, bad-reference panel re-runs; emotion: emotion-recognition pass); run it with --engine inprocess "
+        "or --engine ray"
+    ) in text, text
     assert not out.exists(), "nothing may be written before the refusal"
     ok = tmp_path / "ok.yaml"
-    ok.write_text(base + "probes: {orthography: {}, bad_reference: {panel: [sim-a], min_eligible_panel: 1}}\n"  # panel = the run's models
-        "perturbations: {families: [{kind: noise, noise: white, levels: [10]}], n_boot: 20}\n")
+    ok.write_text(
+        base + "probes: {orthography: {}, bad_reference: {panel: [sim-a], min_eligible_panel: 1}}\n"  # panel = the run's models
+        "perturbations: {families: [{kind: noise, noise: white, levels: [10]}], n_boot: 20}\n"
+    )
     out = tmp_path / "run-ok"
     res = CliRunner().invoke(app, ["run", str(ok), "--engine", "toy-serial", "--out", str(out)])
     assert res.exit_code == 0, res.output

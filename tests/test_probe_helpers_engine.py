@@ -1,5 +1,5 @@
 """The probes' helper models run as keyed passes on the run's engine (audits/probes/helper_passes.py,
-engine/probe_workers.py): word timings for the masking probe, and for the synthetic-voice probe
+engine/keyed/probe_workers.py): word timings for the masking probe, and for the synthetic-voice probe
 the speaker encoder and the TTS. Each gives exactly what the model gives when called directly,
 the same on Ray (in an actor, not the driver) as in-process, and a second identical run computes
 nothing."""
@@ -18,13 +18,13 @@ from audits.probes.config import TimingConfig
 from audits.probes.helper_passes import Clip, EngineTimings
 from audits.probes.masking import MaskSettings, build_masked_set, clips_needing_timings
 from audits.probes.word_timings import align_timings
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio
 from engine.data import SAMPLE_RATE, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.datasets.base import in_memory_dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
-from engine.shards import encode_audio
 
 TEXTS = (
     "We flew to Lisbon in two thousand sixteen with our friends.",
@@ -43,8 +43,9 @@ def spoken(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
     utts = []
     for i, text in enumerate(TEXTS):
         x = synthesize(tts, text)
-        utts.append(Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE,
-                              speaker=f"s{i % 2}"))
+        utts.append(
+            Utterance(f"c{i}", text, audio_bytes=encode_audio(x, SAMPLE_RATE, "FLAC"), duration_s=len(x) / SAMPLE_RATE, speaker=f"s{i % 2}")
+        )
     tts.close()
     return in_memory_dataset("spoken", "memory", "parquet", utts, shard_size=64, root=None)
 
@@ -70,7 +71,7 @@ def _engine_masked(ds: Dataset, probes: Path, engine: EngineOptions, out: Path) 
 @pytest.fixture(scope="module")
 def ray_engine() -> Iterator[EngineOptions]:
     ray = pytest.importorskip("ray")
-    from engine.ray_setup import init_ray
+    from engine.run.ray_setup import init_ray
 
     started = init_ray(num_cpus=2)
     try:
@@ -90,6 +91,7 @@ def test_word_timings_on_the_engine_mask_exactly_as_the_model_called_directly(sp
     model = build_backend(spec)
     model.load()
     try:
+
         def direct(u: Utterance, x: np.ndarray) -> Any:
             words = model.transcribe_with_word_timestamps(x)
             return align_timings(u.reference or "", [(w.word, w.start, w.end) for w in words], len(x) / SAMPLE_RATE)
@@ -217,8 +219,9 @@ def test_speaker_encoder_units_equal_the_encoder_called_directly_and_resume(spok
 
 
 @pytest.mark.slow
-def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken: Dataset, tmp_path: Path,
-                                                                         ray_engine: EngineOptions) -> None:
+def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(
+    spoken: Dataset, tmp_path: Path, ray_engine: EngineOptions
+) -> None:
     pytest.importorskip("resemblyzer")
     files, emb = _render_and_embed(_voices(tmp_path / "local", EngineOptions()), spoken)
     remote = _voices(tmp_path / "ray", ray_engine)
@@ -238,7 +241,7 @@ def test_tts_and_speaker_encoder_on_ray_run_in_actors_and_equal_inprocess(spoken
 def test_ctc_timings_without_torchaudio_fail_naming_the_package_and_auto_uses_whisper(spoken: Dataset, tmp_path: Path) -> None:
     import importlib.util
 
-    from engine.keyed_pass import KeyedPassError
+    from engine.keyed.keyed_pass import KeyedPassError
 
     if importlib.util.find_spec("torchaudio") is not None:
         pytest.skip("torchaudio is installed")

@@ -27,8 +27,15 @@ SR = 16000
 
 
 def test_timings_group_number_words_against_digits() -> None:
-    hyp = [("Our", 0.0, 0.3), ("friend", 0.3, 0.6), ("Mister", 0.6, 0.9), ("Davies", 0.9, 1.3), ("for", 1.3, 1.5),
-           ("23", 1.5, 2.1), ("years.", 2.1, 2.6)]
+    hyp = [
+        ("Our", 0.0, 0.3),
+        ("friend", 0.3, 0.6),
+        ("Mister", 0.6, 0.9),
+        ("Davies", 0.9, 1.3),
+        ("for", 1.3, 1.5),
+        ("23", 1.5, 2.1),
+        ("years.", 2.1, 2.6),
+    ]
     t = align_timings("Our friend Mr. Davies for twenty three years.", hyp, 3.0)
     assert [x.how for x in t] == ["aligned"] * 8
     assert (t[2].start, t[2].end) == (0.6, 0.9)  # Mr. = Mister
@@ -78,8 +85,10 @@ def test_mask_variants_change_only_the_span() -> None:
 
 
 def _timings(ref: str, step: float = 0.3, lead: float = 0.2) -> list[WordTiming]:
-    return [WordTiming(i, w, lead + i * step, lead + (i + 1) * step - 0.02, "whisper-word-timestamps",
-        "aligned") for i, w in enumerate(ref.split())]
+    return [
+        WordTiming(i, w, lead + i * step, lead + (i + 1) * step - 0.02, "whisper-word-timestamps", "aligned")
+        for i, w in enumerate(ref.split())
+    ]
 
 
 def test_mask_clip_writes_derived_utterances_with_parent_and_target() -> None:
@@ -126,12 +135,16 @@ def test_numbers_match_across_digits_and_words_in_the_leak_rate() -> None:
     assert target.text == "2016"
     der = {"u~mask-0-silence": {"target": target.to_dict(), "variant": "silence"}}
     parents = {"u~mask-0-silence": "u"}
-    orig = {("m_words", "u"): "they moved to denver in twenty sixteen with two daughters",
-            ("m_digits", "u"): "They moved to Denver in 2016.",
-            ("m_miss", "u"): "They moved to Denver in 2015."}
-    masked = {("m_words", "u~mask-0-silence"): "They moved to Denver in 2016 with two daughters.",
-              ("m_digits", "u~mask-0-silence"): "they moved to denver in two thousand and sixteen",
-              ("m_miss", "u~mask-0-silence"): "They moved to Denver in 2016."}
+    orig = {
+        ("m_words", "u"): "they moved to denver in twenty sixteen with two daughters",
+        ("m_digits", "u"): "They moved to Denver in 2016.",
+        ("m_miss", "u"): "They moved to Denver in 2015.",
+    }
+    masked = {
+        ("m_words", "u~mask-0-silence"): "They moved to Denver in 2016 with two daughters.",
+        ("m_digits", "u~mask-0-silence"): "they moved to denver in two thousand and sixteen",
+        ("m_miss", "u~mask-0-silence"): "They moved to Denver in 2016.",
+    }
     recs = records_from_rows(der, parents, masked, orig, ["m_words", "m_digits", "m_miss"])
     res = gated_leak_rate(recs).to_dict()
     assert (res["m_words"]["n_gated"], res["m_words"]["n_leaked"]) == (1, 1)
@@ -194,11 +207,14 @@ def test_planted_reference_errors_are_deterministic_and_recorded() -> None:
 def test_corrected_text_and_paired_difference() -> None:
     from audits.probes.bad_reference import BadSpan
 
-    spans = [BadSpan("c", "delete", "start", "madam president", "", (0, 1), 2, 2),
-             BadSpan("c", "insert", "end", "", "thank you", (7,), 2, 2)]
+    spans = [
+        BadSpan("c", "delete", "start", "madam president", "", (0, 1), 2, 2),
+        BadSpan("c", "insert", "end", "", "thank you", (7,), 2, 2),
+    ]
     assert corrected_from_spans(["madam", "president", "the", "vote", "is", "now", "closed"], spans) == "the vote is now closed thank you"
-    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0) for i in range(6)] + [Pair("asr", "masking", f"c{i}", "t0", 0,
-        0) for i in range(6)]
+    pairs = [Pair("mem", "masking", f"c{i}", "t0", 1, 0) for i in range(6)] + [
+        Pair("asr", "masking", f"c{i}", "t0", 0, 0) for i in range(6)
+    ]
     out = summarize_pairs(pairs, ["mem", "asr", "absent"], n_boot=200)
     assert out["mem"]["rate"] == 1.0 and out["mem"]["real_rate"] == 1.0 and out["mem"]["generic_rate"] == 0.0
     assert out["asr"]["rate"] == 0.0 and out["asr"]["ci95"] == [0.0, 0.0]
@@ -229,17 +245,24 @@ def test_voice_arms_reach_reports_and_exports() -> None:
 
     pairs = [Pair("memorizer", "masking", f"c{i}", "t0", 1, 0, arm) for i in range(5) for arm in ("generic", "matched")]
     pairs += [Pair("whisper-tiny.en", "masking", f"c{i}", "t0", 0, 0, arm) for i in range(5) for arm in ("generic", "matched")]
-    section = {**summarize_pairs(pairs, ["memorizer", "whisper-tiny.en"], n_boot=200, arms=("generic", "matched")),
-               "arms": ["generic", "matched"], "status": "ok",
-               "matched": {"n_speakers": 2, "chosen": {"flite:awb": 1, "kokoro:jm_kumo": 1}, "encoder": "resemblyzer",
-                           "similarity": {"mean": 0.8, "min": 0.75, "max": 0.85}}}
+    section = {
+        **summarize_pairs(pairs, ["memorizer", "whisper-tiny.en"], n_boot=200, arms=("generic", "matched")),
+        "arms": ["generic", "matched"],
+        "status": "ok",
+        "matched": {
+            "n_speakers": 2,
+            "chosen": {"flite:awb": 1, "kokoro:jm_kumo": 1},
+            "encoder": "resemblyzer",
+            "similarity": {"mean": 0.8, "min": 0.75, "max": 0.85},
+        },
+    }
     summary = {"probes": {"synthetic_voice": section}, "models": {"memorizer": {"backend": "memorizer"}}}
     md_text = "\n".join(probe_lines(summary["probes"], "Probes"))
     assert "| memorizer | matched | 5 | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] |" in md_text
     assert "flite:awb (1), kokoro:jm_kumo (1)" in md_text
     data = probes_data(summary["probes"], summary)
     page = render_probes(data, {})
-    assert page.count("class='arm-row'") == 4 and "data-arm=\"matched\"" in page
+    assert page.count("class='arm-row'") == 4 and 'data-arm="matched"' in page
     arms = summary_frames(summary)["synthetic_voice_arms"]
     row = arms[(arms["model"] == "memorizer") & (arms["arm"] == "matched")].iloc[0]
     assert row["diff"] == 1.0 and row["real_rate"] == 1.0 and row["synthetic_rate"] == 0.0 and row["n_pairs"] == 5
@@ -250,8 +273,9 @@ def test_voice_arm_settings_are_checked() -> None:
     cfg = parse_probe_config({**base, "synthetic_voice": {}}, "r.yaml")
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.arms == ("generic", "matched")
     assert "flite:slt" in cfg.synthetic_voice.matched_pool and "kokoro:*" in cfg.synthetic_voice.matched_pool
-    cfg = parse_probe_config({**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}},
-        "r.yaml")
+    cfg = parse_probe_config(
+        {**base, "synthetic_voice": {"arms": ["matched"], "matched_pool": ["flite:slt", "espeak-ng:en-us+m3"]}}, "r.yaml"
+    )
     assert cfg.synthetic_voice is not None and cfg.synthetic_voice.matched_pool == ("flite:slt", "espeak-ng:en-us+m3")
     bad = {
         "arms": (["generic", "cloned"], r"synthetic_voice.arms: \['cloned'\]"),
@@ -294,8 +318,10 @@ def test_speakers_are_matched_to_their_own_voices_by_embedding() -> None:
 
     bank = VoiceBank()
     pool = ["flite:slt", "flite:awb", "espeak-ng:en-us+m3", "espeak-ng:en-us+f2"]
-    texts = ["Please call Stella and ask her to bring these things with her from the store.",
-             "Six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack."]
+    texts = [
+        "Please call Stella and ask her to bring these things with her from the store.",
+        "Six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack.",
+    ]
     clips = {spk: [bank.render(spk, t) for t in texts] for spk in ("flite:slt", "flite:awb")}
     encoder = SV_BACKENDS.get("resemblyzer")(num_threads=1)  # torch threads oversubscribe a shared CPU
     encoder.load()
@@ -323,7 +349,7 @@ def test_probe_work_folders_are_keyed_by_settings_and_resume_exactly(tmp_path: P
     from audits.probes.engine_io import fresh_workspace, run_models
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.unit_store import WORKSPACE_MARKER
+    from engine.keyed.unit_store import WORKSPACE_MARKER
     from tests.reliability_env import noise, write_dataset
 
     data = write_dataset(tmp_path / "asr", [{"audio": noise(1.0, i), "text": "a b c"} for i in range(3)])
@@ -377,10 +403,10 @@ N_CLIPS = 10
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from audits.probes.run import _run_models
+    from engine.audio.shards import write_shards
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.shards import write_shards
     from tests.test_memorizer import demo_utterances
 
     root = tmp_path_factory.mktemp("probes")
@@ -403,8 +429,11 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         {
             "masking": {"variants": ["silence", "noise"]},
             "orthography": {"min_clips_per_arm": 2, "pool": True},
-            "bad_reference": {"panel": ["whisper-tiny.en", "whisper-base"], "min_eligible_panel": 2,
-                              "reference_errors": {"fraction": 0.8, "datasets": ["demo"]}},
+            "bad_reference": {
+                "panel": ["whisper-tiny.en", "whisper-base"],
+                "min_eligible_panel": 2,
+                "reference_errors": {"fraction": 0.8, "datasets": ["demo"]},
+            },
             "synthetic_voice": {"voice": "en-gb-x-gbcwmd", "n_boot": 200, "match_encoder_options": {"num_threads": 1}},
         },
         "test",
@@ -423,7 +452,7 @@ def test_masking_flags_the_memorizer_not_whisper(e2e: dict[str, Any]) -> None:
     assert tiny["n_gated"] >= 3 and tiny["rate"] < mem["ci95"][0]
     assert tiny["rate"] <= 0.34
     assert m["n_derived"] >= 2 * 8 and m["timing_method"] in ("ctc-forced", "whisper-word-timestamps")
-    # resumable engine store, in the folder keyed by the probe's settings (engine.unit_store.keyed_workspace)
+    # resumable engine store, in the folder keyed by the probe's settings (engine.keyed.unit_store.keyed_workspace)
     (work,) = [p.parent for p in (e2e["out"] / "probes" / "masking").glob("*/workspace.json")]
     assert (work / "markers").is_dir()
 

@@ -36,10 +36,10 @@ def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines
     from audits.probes.run import _run_models, run_probes
+    from engine.audio.shards import write_shards
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.shards import write_shards
     from tests.test_memorizer import demo_utterances
 
     calls: list[int] = []
@@ -60,10 +60,18 @@ def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor
             s = ModelSpec(s.name, s.backend, {**s.options, "index": ds.source, "index_reader": "parquet"}, s.batch_size, s.meta)
         specs.append(s)
     base, _ = _run_models(ds, specs, tmp_path / "run", None)
-    judges = {"backends": ["gemini"],
-        "backend_options": {"gemini": {"model": "gemini-2.5-flash", "base_url": gemini.base_url, "backoff_s": 0.01,
-                                                                     "max_concurrency": 1,
-                                                                     "cache_dir": str(tmp_path / "cache")}}}  # fmt: skip
+    judges = {
+        "backends": ["gemini"],
+        "backend_options": {
+            "gemini": {
+                "model": "gemini-2.5-flash",
+                "base_url": gemini.base_url,
+                "backoff_s": 0.01,
+                "max_concurrency": 1,
+                "cache_dir": str(tmp_path / "cache"),
+            }
+        },
+    }
     synth = {"n_boot": 200, "judges": judges, "match_encoder_options": {"num_threads": 1}}  # both voice arms, the default
     cfg = parse_probe_config({"masking": {"variants": ["silence"]}, "synthetic_voice": synth}, "test")
     probes = run_probes(cfg, ds, specs, tmp_path / "run", base)

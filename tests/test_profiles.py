@@ -39,19 +39,40 @@ def scored() -> pd.DataFrame:
         for i, line in enumerate(f.read_text().splitlines()):
             r = json.loads(line)
             spk = i % 30
-            rows.append({"utt_id": f"u{i}", "model": f.stem, "ref_raw": r["text"], "hyp_raw": r["pred_text"], "duration_s": 5.0,
-                         "infer_s": 0.1 * (1 + len(f.stem) % 3), "error": None, "speaker": f"s{spk}", "shard": "s0", "parent_id": None,
-                         "accent": ACCENTS[spk % len(ACCENTS)], "emotion": EMOTIONS[i % len(EMOTIONS)],
-                         "background": BACKGROUNDS[(i // 2) % len(BACKGROUNDS)], "conversation": "single" if i % 3 else "overlap"})
+            rows.append(
+                {
+                    "utt_id": f"u{i}",
+                    "model": f.stem,
+                    "ref_raw": r["text"],
+                    "hyp_raw": r["pred_text"],
+                    "duration_s": 5.0,
+                    "infer_s": 0.1 * (1 + len(f.stem) % 3),
+                    "error": None,
+                    "speaker": f"s{spk}",
+                    "shard": "s0",
+                    "parent_id": None,
+                    "accent": ACCENTS[spk % len(ACCENTS)],
+                    "emotion": EMOTIONS[i % len(EMOTIONS)],
+                    "background": BACKGROUNDS[(i // 2) % len(BACKGROUNDS)],
+                    "conversation": "single" if i % 3 else "overlap",
+                }
+            )
     return score_table(pd.DataFrame(rows), NORM).frame
 
 
 CONFIG = {
-    "condition_maps": [{"map": "kachru", "column": "accent"}, {"map": "emotion-quadrants", "column": "emotion"},
-        {"map": "background", "column": "background"}],
-    "columns": ["conversation"], "n_boot": 200, "gpu_hour_usd": 2.0, "breaking_margin": 0.01,
-    "ladders": [{"column": "background", "baseline": "clean", "levels": {"noise-20db": 20, "noise-10db": 10, "noise-5db": 5},
-        "unit": "dB SNR"}],
+    "condition_maps": [
+        {"map": "kachru", "column": "accent"},
+        {"map": "emotion-quadrants", "column": "emotion"},
+        {"map": "background", "column": "background"},
+    ],
+    "columns": ["conversation"],
+    "n_boot": 200,
+    "gpu_hour_usd": 2.0,
+    "breaking_margin": 0.01,
+    "ladders": [
+        {"column": "background", "baseline": "clean", "levels": {"noise-20db": 20, "noise-10db": 10, "noise-5db": 5}, "unit": "dB SNR"}
+    ],
 }
 
 
@@ -71,6 +92,7 @@ def mapped_mask(frame: pd.DataFrame, column: str, values: set[str]) -> pd.Series
 
 # ---------------------------------------------------------------- maps against their files
 
+
 @pytest.mark.parametrize("name", ["kachru", "emotion-quadrants", "background"])
 def test_every_entry_and_alias_maps_as_its_file_says(name: str) -> None:
     raw = load_yaml(conditions_dir() / f"{name}.yaml")
@@ -89,8 +111,20 @@ def test_kachru_1985_figure_countries() -> None:
     cmap = load_map("kachru", "t")
     figure = {
         "inner": ["USA", "UK", "Canada", "Australia", "New Zealand"],
-        "outer": ["Bangladesh", "Ghana", "India", "Kenya", "Malaysia", "Nigeria", "Pakistan", "Philippines", "Singapore", "Sri Lanka",
-            "Tanzania", "Zambia"],
+        "outer": [
+            "Bangladesh",
+            "Ghana",
+            "India",
+            "Kenya",
+            "Malaysia",
+            "Nigeria",
+            "Pakistan",
+            "Philippines",
+            "Singapore",
+            "Sri Lanka",
+            "Tanzania",
+            "Zambia",
+        ],
         "expanding": ["China", "Egypt", "Indonesia", "Israel", "Japan", "Korea", "Nepal", "Saudi Arabia", "Taiwan", "USSR"],
     }
     for circle, countries in figure.items():
@@ -116,24 +150,40 @@ def test_lookup_by_prefix_and_pattern_and_unmapped() -> None:
 
 
 def test_recipe_values_override_and_are_sourced(tmp_path: Path) -> None:
-    cfg = parse_profiles_config({"condition_maps": [{"map": "kachru", "column": "accent",
-        "values": {"martian": {"circle": "expanding", "nativeness": "non-native"}}}]}, "r.yaml")
+    cfg = parse_profiles_config(
+        {
+            "condition_maps": [
+                {"map": "kachru", "column": "accent", "values": {"martian": {"circle": "expanding", "nativeness": "non-native"}}}
+            ]
+        },
+        "r.yaml",
+    )
     a, _ = cfg.maps[0].map.lookup("martian")
     assert a.outputs["circle"] == "expanding" and a.source == "recipe"
 
 
-@pytest.mark.parametrize("raw, match", [
-    ({"condition_maps": [{"map": "nope", "column": "accent"}]},
-        r"r\.yaml: profiles\.condition_maps\[0\]\.map: no shipped condition map 'nope'"),
-    ({"condition_maps": [{"map": "kachru"}]}, r"condition_maps\[0\]: missing required key 'column'"),
-    ({"condition_maps": [{"map": "kachru", "column": "a", "values": {"x": {"circle": "middle", "nativeness": "native"}}}]},
-        r"values\.x\.circle: 'middle' is not allowed"),
-    ({"n_boot": "many"}, r"profiles\.n_boot: expected int"),
-    ({"breaking_margin": float("nan")}, r"profiles\.breaking_margin: expected a finite number"),
-    ({"gaps": [["circle", "outer"]]}, r"profiles\.gaps\[0\]: expected \[label, value_a, value_b\]"),
-    ({"ladders": [{"column": "bg", "baseline": "clean", "levels": {"n20": "loud"}}]}, r"ladders\[0\]\.levels\.n20: expected int or float"),
-    ({"gpu_hour": 2}, r"unknown key 'gpu_hour' \(did you mean 'gpu_hour_usd'\?\)"),
-])
+@pytest.mark.parametrize(
+    "raw, match",
+    [
+        (
+            {"condition_maps": [{"map": "nope", "column": "accent"}]},
+            r"r\.yaml: profiles\.condition_maps\[0\]\.map: no shipped condition map 'nope'",
+        ),
+        ({"condition_maps": [{"map": "kachru"}]}, r"condition_maps\[0\]: missing required key 'column'"),
+        (
+            {"condition_maps": [{"map": "kachru", "column": "a", "values": {"x": {"circle": "middle", "nativeness": "native"}}}]},
+            r"values\.x\.circle: 'middle' is not allowed",
+        ),
+        ({"n_boot": "many"}, r"profiles\.n_boot: expected int"),
+        ({"breaking_margin": float("nan")}, r"profiles\.breaking_margin: expected a finite number"),
+        ({"gaps": [["circle", "outer"]]}, r"profiles\.gaps\[0\]: expected \[label, value_a, value_b\]"),
+        (
+            {"ladders": [{"column": "bg", "baseline": "clean", "levels": {"n20": "loud"}}]},
+            r"ladders\[0\]\.levels\.n20: expected int or float",
+        ),
+        ({"gpu_hour": 2}, r"unknown key 'gpu_hour' \(did you mean 'gpu_hour_usd'\?\)"),
+    ],
+)
 def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         parse_profiles_config(raw, "r.yaml")
@@ -141,13 +191,23 @@ def test_bad_options_name_file_and_key(raw: dict, match: str) -> None:
 
 def test_bad_map_file_names_file_and_key(tmp_path: Path) -> None:
     p = tmp_path / "m.yaml"
-    p.write_text(yaml.safe_dump({"name": "m", "outputs": ["t"], "allowed": {"t": ["a"]}, "sources": {"s": "x"},
-                                 "values": {"one": {"t": "a", "source": "s"}, "two": {"t": "a", "source": "s", "aliases": ["ONE"]}}}))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "name": "m",
+                "outputs": ["t"],
+                "allowed": {"t": ["a"]},
+                "sources": {"s": "x"},
+                "values": {"one": {"t": "a", "source": "s"}, "two": {"t": "a", "source": "s", "aliases": ["ONE"]}},
+            }
+        )
+    )
     with pytest.raises(ConfigError, match=r"m\.yaml\.values\.two\.aliases\[0\]: 'ONE' \(as 'one'\) is already an alias of 'one'"):
         parse_profiles_config({"condition_maps": [{"map": str(p), "column": "c"}]}, "r.yaml")
 
 
 # ---------------------------------------------------------------- figures against independent computations
+
 
 def test_unmapped_values_are_listed_not_dropped(result: dict, scored: pd.DataFrame) -> None:
     kachru = result["condition_maps"][0]
@@ -193,8 +253,10 @@ def test_paired_gap_tests(result: dict) -> None:
     assert [e["p_holm"] for e in pairs] == pytest.approx(list(holm([e["p_value"] for e in pairs])))
     for e in pairs:
         # every model scored every clip, so the paired diff is the difference of the two models' gaps
-        assert e["diff"] == pytest.approx(by[(e["label"], e["a_value"], e["b_value"], e["model_a"])] - by[(e["label"], e["a_value"],
-            e["b_value"], e["model_b"])], abs=1e-12)
+        assert e["diff"] == pytest.approx(
+            by[(e["label"], e["a_value"], e["b_value"], e["model_a"])] - by[(e["label"], e["a_value"], e["b_value"], e["model_b"])],
+            abs=1e-12,
+        )
         assert e["ci95"][0] <= e["diff"] <= e["ci95"][1]
         if e["smaller_gap"]:
             assert e["p_holm"] < 0.05
@@ -204,9 +266,11 @@ def test_kendall_tau_matches_scipy(result: dict, scored: pd.DataFrame) -> None:
     models = sorted(scored["model"].unique())
     overall = [direct_wer(scored, m, scored["model"] == m) for m in models]
     rs = result["rank_stability"]
-    for cond, col, vals in [("circle=outer", "accent", {"Indian English", "nigerian"}),
+    for cond, col, vals in [
+        ("circle=outer", "accent", {"Indian English", "nigerian"}),
         ("conversation=overlap", "conversation", {"overlap"}),
-                            ("quadrant=negative-low", "emotion", {"sad"})]:
+        ("quadrant=negative-low", "emotion", {"sad"}),
+    ]:
         per = [direct_wer(scored, m, scored[col].isin(vals)) for m in models]
         tau = kendalltau(overall, per).statistic
         assert rs["conditions"][cond]["tau"] == pytest.approx(tau, abs=1e-12)
@@ -265,8 +329,14 @@ def test_reports_render_and_escape(result: dict) -> None:
 
 def test_perturbed_copies_do_not_enter_the_conditions(scored: pd.DataFrame, result: dict) -> None:
     clean = scored.assign(perturbation="clean")
-    noisy = scored.assign(perturbation="white-noise:0", utt_id=scored["utt_id"] + "~w", hyp_raw="", hyp_norm="",
-                          word_errors=scored["n_words"], parent_id=scored["utt_id"])
+    noisy = scored.assign(
+        perturbation="white-noise:0",
+        utt_id=scored["utt_id"] + "~w",
+        hyp_raw="",
+        hyp_norm="",
+        word_errors=scored["n_words"],
+        parent_id=scored["utt_id"],
+    )
     mixed = pd.concat([clean, noisy], ignore_index=True)
     # the section reads source clips (its declaration): the pipeline hands it these rows (audits.clips)
     both = compute_profiles(rows_for(ProfilesSection.reads, mixed), parse_profiles_config(CONFIG, "recipe.yaml"))
@@ -291,7 +361,12 @@ def test_demo_recipe_maps_every_demo_label() -> None:
         assert by_col["emotion"].lookup(e) is not None, e
     speech_backgrounds = [b for b in FAMILIES["background"] if not b.endswith("-only") and b != "silence"]
     assert {b: by_col["background"].lookup(b)[0].outputs["background_type"] for b in speech_backgrounds} == {
-        "clean": "clean", "noise-20db": "noise", "noise-10db": "noise", "noise-5db": "noise", "music": "music"}
+        "clean": "clean",
+        "noise-20db": "noise",
+        "noise-10db": "noise",
+        "noise-5db": "noise",
+        "music": "music",
+    }
 
 
 def test_breaking_point_and_its_interval_on_a_clear_ladder() -> None:
@@ -303,13 +378,24 @@ def test_breaking_point_and_its_interval_on_a_clear_ladder() -> None:
     for value, rate in (("clean", 0.05), ("n20", 0.06), ("n10", 0.30), ("n0", 0.70)):
         for s in range(40):
             for k in range(3):
-                rows.append({"model": "m", "utt_id": f"{value}-{s}-{k}", "speaker": f"s{s}", "ok": True, "speech_free": False,
-                             "n_words": 20, "word_errors": int(rng.binomial(20, rate)), "bg": value})
+                rows.append(
+                    {
+                        "model": "m",
+                        "utt_id": f"{value}-{s}-{k}",
+                        "speaker": f"s{s}",
+                        "ok": True,
+                        "speech_free": False,
+                        "n_words": 20,
+                        "word_errors": int(rng.binomial(20, rate)),
+                        "bg": value,
+                    }
+                )
     frame = pd.DataFrame(rows)
     spec = LadderSpec("bg", "clean", (("n20", 20.0), ("n10", 10.0), ("n0", 0.0)), "dB SNR")
     r = ladder_for_model(frame, spec, margin=0.05, n_boot=300, seed=0, alpha=0.05)
-    wers = {v: frame[frame["bg"] == v]["word_errors"].sum() / frame[frame["bg"] == v]["n_words"].sum() for v in ("clean", "n20", "n10",
-        "n0")}
+    wers = {
+        v: frame[frame["bg"] == v]["word_errors"].sum() / frame[frame["bg"] == v]["n_words"].sum() for v in ("clean", "n20", "n10", "n0")
+    }
     assert r["breaking_point"] == 10.0 and r["breaking_value"] == "n10"
     assert r["breaking_ci95"] == [10.0, 10.0] and r["breaking_share"] == 1.0
     assert r["slope"] == pytest.approx(np.polyfit([20, 10, 0], [wers["n20"], wers["n10"], wers["n0"]], 1)[0])
@@ -321,8 +407,10 @@ def test_hosted_cost_is_the_registry_price_and_a_missing_price_is_unknown(scored
     from audits.profiles.run import trade_offs
     from engine.data import ModelSpec
 
-    specs = [ModelSpec("whisper-tiny.en", "deepgram", {"price_per_audio_hour_usd": 0.258}),
-        ModelSpec("whisper-base.en", "speechmatics", {"price_per_audio_hour_usd": None})]
+    specs = [
+        ModelSpec("whisper-tiny.en", "deepgram", {"price_per_audio_hour_usd": 0.258}),
+        ModelSpec("whisper-base.en", "speechmatics", {"price_per_audio_hour_usd": None}),
+    ]
     to = trade_offs(scored, result["profiles"], specs, gpu_hour_usd=None)
     tiny = to["models"]["whisper-tiny.en"]
     assert tiny["cost_per_audio_hour_usd"] == 0.258 and "registry" in tiny["cost_basis"]

@@ -33,10 +33,10 @@ from hypothesis import strategies as st
 
 from audits.asr.align import align, edit_counts, error_count
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
+from engine.audio.shards import write_manifest, write_shards
 from engine.data import RESERVED_KEYS, Utterance
 from engine.datasets import open_dataset
 from engine.datasets.readers import AUDIO_KEYS, ID_KEYS, SPEAKER_KEYS, TEXT_KEYS
-from engine.shards import write_manifest, write_shards
 from normalizers import BasicNormalizer, EnglishNormalizer, IdentityNormalizer
 
 
@@ -172,8 +172,10 @@ LETTER_WORD = st.from_regex(r"[a-zA-Z]{1,9}", fullmatch=True).filter(lambda w: w
 
 
 @settings(max_examples=250, deadline=None)
-@given(st.lists(LETTER_WORD, min_size=1, max_size=8),
-    st.lists(st.sampled_from([" ", ", ", "! ", "? ", " - ", "; ", ": ", "'s "]), min_size=8, max_size=8))
+@given(
+    st.lists(LETTER_WORD, min_size=1, max_size=8),
+    st.lists(st.sampled_from([" ", ", ", "! ", "? ", " - ", "; ", ": ", "'s "]), min_size=8, max_size=8),
+)
 def test_english_normalizer_idempotent_on_words(words: list[str], seps: list[str]) -> None:
     """Where it holds: letter words with single punctuation marks between them."""
     norm = EnglishNormalizer()
@@ -186,8 +188,9 @@ def test_english_normalizer_idempotent_on_words(words: list[str], seps: list[str
 
 _TAKEN = set(RESERVED_KEYS) | set(AUDIO_KEYS) | set(TEXT_KEYS) | set(ID_KEYS) | set(SPEAKER_KEYS)
 LABEL_KEY = st.from_regex(r"[a-z][a-z0-9_]{0,10}", fullmatch=True).filter(lambda k: k not in _TAKEN)
-TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
-    max_size=40).filter(lambda t: t.strip() != "" and "\ufffd" not in t)
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40).filter(
+    lambda t: t.strip() != "" and "\ufffd" not in t
+)
 ID = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=16)
 
 

@@ -200,8 +200,14 @@ def test_pairs_from_parents() -> None:
 
 
 def _seq(pitch: float, zcr: float, centroid: float, rms: float, mfcc: float, dur: float) -> dict[str, float]:
-    return {"seq_pitch_mean_hz": pitch, "seq_zcr": zcr, "seq_centroid_hz": centroid, "seq_rms": rms, "seq_mfcc_mean": mfcc,
-        "seq_duration_s": dur}
+    return {
+        "seq_pitch_mean_hz": pitch,
+        "seq_zcr": zcr,
+        "seq_centroid_hz": centroid,
+        "seq_rms": rms,
+        "seq_mfcc_mean": mfcc,
+        "seq_duration_s": dur,
+    }
 
 
 def test_speecheq_points_hand_computed() -> None:
@@ -229,7 +235,7 @@ def test_speecheq_descriptors_with_librosa() -> None:
     """librosa descriptors on tones of known pitch, level and length."""
     t = np.arange(int(1.5 * SR)) / SR
     low = (0.1 * np.sin(2 * np.pi * 120 * t)).astype(np.float32)
-    high = (0.2 * np.sin(2 * np.pi * 240 * t[: SR])).astype(np.float32)
+    high = (0.2 * np.sin(2 * np.pi * 240 * t[:SR])).astype(np.float32)
     a, b = sp.speecheq_descriptors(low), sp.speecheq_descriptors(high)
     assert a["seq_pitch_mean_hz"] == pytest.approx(120, rel=0.02) and b["seq_pitch_mean_hz"] == pytest.approx(240, rel=0.02)
     assert a["seq_duration_s"] == pytest.approx(1.5) and b["seq_rms"] / a["seq_rms"] == pytest.approx(2.0, rel=0.02)

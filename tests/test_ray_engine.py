@@ -20,9 +20,9 @@ from engine.backends.asr.fault import FaultInjectionBackend, InjectedFault, ensu
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
-from engine.ray_runner import RayRunner, init_ray
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.run.ray_runner import RayRunner, init_ray
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 ensure_registered()
@@ -206,9 +206,9 @@ DRIVER = textwrap.dedent(
     """
     import sys
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
     from engine.data import ModelSpec
-    from engine.store import RunStore
+    from engine.run.store import RunStore
     manifest, out, address, hook = sys.argv[1:5]
     spec = ModelSpec("ps-slow", "fault-inject", {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": 1.0}, batch_size=1)
     ds = open_dataset(manifest, shard_size=2)

@@ -62,11 +62,28 @@ class Head:
         # directory; the engine passes nothing auth-related either way, Ray's client and workers handle it.
         env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
         env.pop("RAY_ADDRESS", None)
-        cmd = [str(RAY), "start", "--head", "--block", f"--port={gcs}", "--node-ip-address=127.0.0.1", "--include-dashboard=true",
-            "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--ray-client-server-port={client}",
-            f"--dashboard-agent-listen-port={agent}", f"--dashboard-agent-grpc-port={agent_grpc}", f"--metrics-export-port={metrics}",
-            f"--runtime-env-agent-port={rt_agent}", f"--node-manager-port={node_mgr}", f"--object-manager-port={obj_mgr}",
-            "--num-cpus=2", "--num-gpus=0", f"--temp-dir={self.temp}", "--disable-usage-stats"]
+        cmd = [
+            str(RAY),
+            "start",
+            "--head",
+            "--block",
+            f"--port={gcs}",
+            "--node-ip-address=127.0.0.1",
+            "--include-dashboard=true",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={dash}",
+            f"--ray-client-server-port={client}",
+            f"--dashboard-agent-listen-port={agent}",
+            f"--dashboard-agent-grpc-port={agent_grpc}",
+            f"--metrics-export-port={metrics}",
+            f"--runtime-env-agent-port={rt_agent}",
+            f"--node-manager-port={node_mgr}",
+            f"--object-manager-port={obj_mgr}",
+            "--num-cpus=2",
+            "--num-gpus=0",
+            f"--temp-dir={self.temp}",
+            "--disable-usage-stats",
+        ]
         self.log = open(self.temp / "head.log", "w")
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -117,11 +134,16 @@ def write_recipe(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     by_id = {c[0]: c for c in _testdata_clips()}
     manifest = folder / "manifest.jsonl"
-    manifest.write_text("".join(json.dumps({"utt_id": n, "audio_filepath": str(by_id[n][1]), "text": by_id[n][2],
-        "speaker": n.split("-")[0]}) + "\n" for n in CLIPS))
+    manifest.write_text(
+        "".join(
+            json.dumps({"utt_id": n, "audio_filepath": str(by_id[n][1]), "text": by_id[n][2], "speaker": n.split("-")[0]}) + "\n"
+            for n in CLIPS
+        )
+    )
     recipe = folder / "job.yaml"
-    recipe.write_text(f"name: ray-job\ndataset: {{path: {manifest}}}\nmodels: [pocketsphinx-en-us]\nshard_size: 2\nwarmup: 1\n"
-        "scoring: {n_boot: 50}\n")
+    recipe.write_text(
+        f"name: ray-job\ndataset: {{path: {manifest}}}\nmodels: [pocketsphinx-en-us]\nshard_size: 2\nwarmup: 1\nscoring: {{n_boot: 50}}\n"
+    )
     return recipe
 
 
@@ -140,8 +162,9 @@ def test_audit_run_submitted_as_a_ray_job(head: Head, tmp_path: Path) -> None:
     out = tmp_path / "ray-run"
     cli = [sys.executable, "-m", "audits.cli", "run", str(recipe), "--out", str(out), "--engine", "ray", "--runtime-env", str(env_file)]
     # The job's own runtime_env (PYTHONPATH: this checkout) is merged by Ray with --runtime-env's (other keys).
-    job = client.submit_job(entrypoint=f"cd {shlex.quote(str(REPO))} && {shlex.join(cli)}",
-        runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    job = client.submit_job(
+        entrypoint=f"cd {shlex.quote(str(REPO))} && {shlex.join(cli)}", runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}}
+    )
     end = time.monotonic() + 240
     status = client.get_job_status(job)
     while not status.is_terminal() and time.monotonic() < end:
@@ -183,7 +206,7 @@ def test_audit_run_submitted_as_a_ray_job(head: Head, tmp_path: Path) -> None:
 
 def test_address_is_resolved_as_ray_init_does(monkeypatch: pytest.MonkeyPatch) -> None:
     from engine.errors import ConfigError
-    from engine.ray_setup import ray_target
+    from engine.run.ray_setup import ray_target
 
     monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
     assert ray_target(None) == "10.1.2.3:6379" and ray_target("auto") == "10.1.2.3:6379"  # as under `ray job submit`
@@ -198,7 +221,7 @@ def test_address_is_resolved_as_ray_init_does(monkeypatch: pytest.MonkeyPatch) -
 
 def test_runtime_env_flag_is_read_checked_and_recorded(tmp_path: Path) -> None:
     from engine.errors import ConfigError
-    from engine.ray_setup import load_runtime_env, runtime_env_record
+    from engine.run.ray_setup import load_runtime_env, runtime_env_record
 
     inline = load_runtime_env('{"env_vars": {"HF_HOME": "/shared/hf"}, "working_dir": "."}')
     path = tmp_path / "env.yaml"
@@ -235,10 +258,14 @@ def test_bad_runtime_env_stops_the_cli_before_anything_runs(tmp_path: Path) -> N
 
 def test_audio_a_worker_missed_but_the_driver_reads_is_named(tmp_path: Path) -> None:
     """A node without the shared storage: its decode errors name paths this driver can read."""
-    from engine.ray_setup import missing_on_workers
+    from engine.run.ray_setup import missing_on_workers
 
     here = tmp_path / "a.wav"
     here.write_bytes(b"RIFF")
-    rows = [{"error": f"audio file not found: '{here}'"}, {"error": f"audio file not found: '{tmp_path / 'gone.wav'}'"},
-        {"error": None}, {"error": "backend error: RuntimeError: boom"}]
+    rows = [
+        {"error": f"audio file not found: '{here}'"},
+        {"error": f"audio file not found: '{tmp_path / 'gone.wav'}'"},
+        {"error": None},
+        {"error": "backend error: RuntimeError: boom"},
+    ]
     assert missing_on_workers(rows) == [str(here)]  # a file missing everywhere is the dataset's problem, not the cluster's

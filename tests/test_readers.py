@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio, write_shards
 from engine.data import DecodeOptions, Utterance
 from engine.datasets import DATASET_READERS, detect_reader, open_dataset
 from engine.errors import ConfigError, ManifestError, RegistryError
-from engine.runner import decode_shard
-from engine.shards import encode_audio, write_shards
+from engine.run.runner import decode_shard
 from tests.conftest import write_manifest
 
 
@@ -28,11 +28,21 @@ def test_registry_did_you_mean_and_duplicates():
 
 def test_nemo_manifest_labels_ids_relative_paths(tmp_path, tone_wav):
     tone_wav("a.wav")
-    m = write_manifest(tmp_path / "m.jsonl", [
-        {"audio_filepath": "a.wav", "duration": 1.0, "text": "Hello there", "utt_id": "x1", "speaker": "spk1", "accent": "scottish",
-            "age": 30},
-        {"audio_filepath": "a.wav", "text": "Second", "id": "x2"},
-    ])
+    m = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {
+                "audio_filepath": "a.wav",
+                "duration": 1.0,
+                "text": "Hello there",
+                "utt_id": "x1",
+                "speaker": "spk1",
+                "accent": "scottish",
+                "age": 30,
+            },
+            {"audio_filepath": "a.wav", "text": "Second", "id": "x2"},
+        ],
+    )
     ds = open_dataset(m, shard_size=1)
     assert ds.reader == "nemo" and ds.n_utts == 2 and len(ds.shard_ids) == 2
     u = ds.load_shard(ds.shard_ids[0]).utterances[0]
@@ -52,8 +62,10 @@ def test_missing_audio_column_and_duplicates(tmp_path):
     p = write_manifest(tmp_path / "m.jsonl", [{"text": "x"}])
     with pytest.raises(ManifestError, match="line 1, field 'audio_filepath'"):
         open_dataset(p)
-    p2 = write_manifest(tmp_path / "d.jsonl",
-        [{"audio_filepath": "a.wav", "text": "x", "utt_id": "same"}, {"audio_filepath": "b.wav", "text": "y", "utt_id": "same"}])
+    p2 = write_manifest(
+        tmp_path / "d.jsonl",
+        [{"audio_filepath": "a.wav", "text": "x", "utt_id": "same"}, {"audio_filepath": "b.wav", "text": "y", "utt_id": "same"}],
+    )
     with pytest.raises(ManifestError, match="duplicate utt_id 'same'"):
         open_dataset(p2)
 
@@ -74,17 +86,23 @@ def test_csv_tsv_readers(tmp_path, tone_wav):
 
 def test_empty_reference_needs_the_speech_free_label(tmp_path, tone_wav):
     tone_wav("a.wav")
-    m = write_manifest(tmp_path / "m.jsonl", [
-        {"audio_filepath": "a.wav", "text": "", "utt_id": "lost"},
-        {"audio_filepath": "a.wav", "text": "", "utt_id": "quiet", "content": "speech-free", "background": "silence"},
-        {"audio_filepath": "a.wav", "text": "some words", "utt_id": "contradiction", "content": "speech-free"},
-        {"audio_filepath": "a.wav", "text": "some words", "utt_id": "speech", "content": "speech"},
-    ])
+    m = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"audio_filepath": "a.wav", "text": "", "utt_id": "lost"},
+            {"audio_filepath": "a.wav", "text": "", "utt_id": "quiet", "content": "speech-free", "background": "silence"},
+            {"audio_filepath": "a.wav", "text": "some words", "utt_id": "contradiction", "content": "speech-free"},
+            {"audio_filepath": "a.wav", "text": "some words", "utt_id": "speech", "content": "speech"},
+        ],
+    )
     ds = open_dataset(m)
     utts = {u.utt_id: u for u in ds.load_shard(ds.shard_ids[0]).utterances}
     assert utts["lost"].problem and "reference is empty" in utts["lost"].problem and "content: speech-free" in utts["lost"].problem
-    assert utts["quiet"].problem is None and utts["quiet"].reference == "" and utts["quiet"].labels == {"content": "speech-free",
-        "background": "silence"}
+    assert (
+        utts["quiet"].problem is None
+        and utts["quiet"].reference == ""
+        and utts["quiet"].labels == {"content": "speech-free", "background": "silence"}
+    )
     assert utts["contradiction"].problem and "not empty" in utts["contradiction"].problem
     assert utts["speech"].problem is None
 
@@ -93,11 +111,14 @@ def test_derivation_is_read_back(tmp_path, tone_wav):
     """Derived audio keeps how it was made through a manifest and through Parquet shards."""
     tone_wav("a.wav")
     der = {"tts": {"engine": "flite", "text_spoken": "Missus Smith"}}
-    m = write_manifest(tmp_path / "m.jsonl", [
-        {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d1", "parent_id": "p1", "derivation": der},
-        {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d2", "derivation": json.dumps(der)},
-        {"audio_filepath": "a.wav", "text": "plain", "utt_id": "d3"},
-    ])
+    m = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d1", "parent_id": "p1", "derivation": der},
+            {"audio_filepath": "a.wav", "text": "Mrs. Smith", "utt_id": "d2", "derivation": json.dumps(der)},
+            {"audio_filepath": "a.wav", "text": "plain", "utt_id": "d3"},
+        ],
+    )
     ds = open_dataset(m)
     utts = {u.utt_id: u for u in ds.load_shard(ds.shard_ids[0]).utterances}
     assert utts["d1"].derivation == der and utts["d2"].derivation == der and utts["d3"].derivation is None
@@ -113,8 +134,9 @@ def test_derivation_is_read_back(tmp_path, tone_wav):
 
 def test_parquet_hf_style_audio_column(tmp_path):
     x = (0.2 * np.sin(np.arange(16000) / 5)).astype(np.float32)
-    table = pa.table({"id": ["p1"], "audio": [{"bytes": encode_audio(x, 16000, "WAV"), "path": "p1.wav"}], "sentence": ["hi"],
-        "gender": ["f"]})
+    table = pa.table(
+        {"id": ["p1"], "audio": [{"bytes": encode_audio(x, 16000, "WAV"), "path": "p1.wav"}], "sentence": ["hi"], "gender": ["f"]}
+    )
     pq.write_table(table, tmp_path / "data.parquet")
     ds = open_dataset(tmp_path / "data.parquet")
     u = ds.load_shard(ds.shard_ids[0]).utterances[0]
@@ -124,8 +146,10 @@ def test_parquet_hf_style_audio_column(tmp_path):
 
 def test_shard_roundtrip(tmp_path):
     x = (0.2 * np.sin(np.arange(8000) / 3)).astype(np.float32)
-    utts = [Utterance(f"u{i}", f"text {i}", audio_bytes=encode_audio(x, 16000), duration_s=0.5, speaker="s",
-        labels={"k": str(i % 2)}) for i in range(5)]
+    utts = [
+        Utterance(f"u{i}", f"text {i}", audio_bytes=encode_audio(x, 16000), duration_s=0.5, speaker="s", labels={"k": str(i % 2)})
+        for i in range(5)
+    ]
     write_shards(utts, tmp_path / "shards", shard_size=2)
     ds = open_dataset(tmp_path)
     assert ds.reader == "parquet" and ds.n_utts == 5 and len(ds.shard_ids) == 3
@@ -138,8 +162,13 @@ def test_shard_roundtrip(tmp_path):
 def test_predictions_reader(voxpopuli_preds):
     ds = open_dataset(voxpopuli_preds)
     assert ds.reader == "oasr-predictions" and not ds.has_audio and ds.n_utts == 150
-    assert "predictions" not in ds.describe() and set(ds.predictions) == {"distil-small.en", "wav2vec2-base-960h", "whisper-base.en",
-        "whisper-small.en", "whisper-tiny.en"}
+    assert "predictions" not in ds.describe() and set(ds.predictions) == {
+        "distil-small.en",
+        "wav2vec2-base-960h",
+        "whisper-base.en",
+        "whisper-small.en",
+        "whisper-tiny.en",
+    }
 
 
 def test_hf_reader_offline_message(tmp_path):
@@ -205,11 +234,14 @@ def test_too_long_rejected_without_reading(tmp_path):
 
 def test_problem_rows_do_not_affect_others(tmp_path, tone_wav):
     tone_wav("a.wav")
-    m = write_manifest(tmp_path / "m.jsonl", [
-        {"audio_filepath": "a.wav", "text": "ok"},
-        {"audio_filepath": "missing.wav", "text": "gone"},
-        {"audio_filepath": "a.wav"},
-    ])
+    m = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"audio_filepath": "a.wav", "text": "ok"},
+            {"audio_filepath": "missing.wav", "text": "gone"},
+            {"audio_filepath": "a.wav"},
+        ],
+    )
     ds = open_dataset(m, shard_size=10)
     decoded = decode_shard(ds.load_shard(ds.shard_ids[0]), ds.root, DecodeOptions())
     assert decoded[0].error is None

@@ -27,6 +27,7 @@ from typer.testing import CliRunner
 
 from audits.cli.main import app
 from audits.profiles.perturbations import FAMILY_FIELDS, check_sources, derive, parse_perturbations
+from engine.audio.shards import encode_audio
 from engine.config import fields_doc
 from engine.corpus import transforms as tf
 from engine.data import DecodeOptions, Utterance
@@ -35,7 +36,6 @@ from engine.errors import ConfigError
 from engine.perturb import banks, ops
 from engine.perturb.banks import BankSpec, scan_bank
 from engine.perturb.derive import Family, derive_dataset
-from engine.shards import encode_audio
 from tests.conftest import REPO, write_manifest
 from tests.noise_banks import build_musan, build_rirs_noises, measured_like_rir
 
@@ -69,10 +69,15 @@ def _read(b: bytes) -> np.ndarray:
 
 
 def _families(folders: dict[str, Path]) -> tuple[Family, ...]:
-    cfg = parse_perturbations({"families": [
-        {"name": "musan", "kind": "noise", "noise": "recorded", "folder": str(folders["musan"]), "levels": [10, 0]},
-        {"name": "rooms", "kind": "room", "folder": str(folders["rirs"]), "levels": [0.5, 1.5]},
-    ]}, "r.yaml")
+    cfg = parse_perturbations(
+        {
+            "families": [
+                {"name": "musan", "kind": "noise", "noise": "recorded", "folder": str(folders["musan"]), "levels": [10, 0]},
+                {"name": "rooms", "kind": "room", "folder": str(folders["rirs"]), "levels": [0.5, 1.5]},
+            ]
+        },
+        "r.yaml",
+    )
     return check_sources(cfg)
 
 
@@ -83,7 +88,8 @@ def test_each_layout_offers_its_files_with_metadata_and_license(folders: dict[st
     assert {f.path: f.license for f in noise.files} == {
         "noise/free-sound/noise-free-sound-0000.wav": "noise/free-sound/LICENSE",
         "noise/free-sound/noise-free-sound-0001.wav": "noise/free-sound/LICENSE",
-        "noise/sound-bible/noise-sound-bible-0000.wav": "noise/sound-bible/LICENSE"}
+        "noise/sound-bible/noise-sound-bible-0000.wav": "noise/sound-bible/LICENSE",
+    }
     f = noise.files[1]
     assert (f.sample_rate, f.channels) == (44100, 2) and f.sha256 == hashlib.sha256((m / f.path).read_bytes()).hexdigest()
     music = scan_bank(BankSpec(str(m), "noise", subsets=("music/fma",), music_vocals=False))
@@ -96,8 +102,12 @@ def test_each_layout_offers_its_files_with_metadata_and_license(folders: dict[st
     assert "real_rirs_isotropic_noises/RVB2014_type1_noise_largeroom1_1.wav" not in by  # the noise_list's file is not a response
     small = by["simulated_rirs/smallroom/Room001/Room001-00002.wav"]
     assert dict(small.meta)["room-id"] == "smallroom-Room001" and dict(small.meta)["absorption"] == "0.50"  # rir_list and room_info
-    designed = {"smallroom/Room001/Room001-00001": 0.25, "smallroom/Room001/Room001-00002": 0.3, "mediumroom/Room001/Room001-00001": 0.7,
-        "mediumroom/Room001/Room001-00002": 0.8}
+    designed = {
+        "smallroom/Room001/Room001-00001": 0.25,
+        "smallroom/Room001/Room001-00002": 0.3,
+        "mediumroom/Room001/Room001-00001": 0.7,
+        "mediumroom/Room001/Room001-00002": 0.8,
+    }
     for stem, rt in designed.items():
         assert by[f"simulated_rirs/{stem}.wav"].rt60_s == pytest.approx(rt, rel=0.08)  # T20 of the designed decay
     assert by["real_rirs_isotropic_noises/RVB2014_type1_rir_largeroom1_far_angla.wav"].rt60_s == pytest.approx(1.2, rel=0.08)
@@ -157,7 +167,7 @@ def test_room_convolution_equals_a_hand_computation(folders: dict[str, Path], tm
     hand_h = hand_h / np.sqrt(np.sum(hand_h**2))
     peak = int(np.argmax(np.abs(hand_h)))
     assert peak == info["direct_path_index"] and 0.003 * SR < peak < 0.006 * SR  # the 4 ms pre-delay is cut off
-    hand = fftconvolve(x.astype(np.float64), hand_h)[peak: peak + len(x)]
+    hand = fftconvolve(x.astype(np.float64), hand_h)[peak : peak + len(x)]
     hand *= math.sqrt(tf.active_power(x, SR) / tf.active_power(hand, SR))
     hand /= max(1.0, float(np.max(np.abs(hand))) / 0.98)
     assert len(y) == len(x) and np.allclose(y, hand, atol=1e-6)
@@ -215,8 +225,9 @@ def test_cache_follows_the_files_digests(folders: dict[str, Path], tmp_path: Pat
     m = shutil.copytree(folders["musan"], tmp_path / "musan")
 
     def fams(folder: Path) -> tuple[Family, ...]:
-        return check_sources(parse_perturbations({"families": [{"kind": "noise", "noise": "recorded", "folder": str(folder),
-            "levels": [5]}]}))
+        return check_sources(
+            parse_perturbations({"families": [{"kind": "noise", "noise": "recorded", "folder": str(folder), "levels": [5]}]})
+        )
 
     src = _dataset([0, 1], 2)
     first = derive_dataset(src, fams(m), 0, tmp_path / "cache")
@@ -236,17 +247,24 @@ def test_cache_follows_the_files_digests(folders: dict[str, Path], tmp_path: Pat
     assert hashlib.sha256(target.read_bytes()).hexdigest() in new
 
 
-@pytest.mark.parametrize("family, match", [
-    ({"kind": "noise", "noise": "recorded", "levels": [5]}, r"families\[0\]: missing required key 'folder'"),
-    ({"kind": "noise", "noise": "white", "folder": "x", "levels": [5]}, r"families\[0\]\.folder: only a recorded noise"),
-    ({"kind": "room", "folder": "x", "levels": [1.0, 0.5]}, r"families\[0\]\.levels: .*list them ascending"),
-    ({"kind": "room", "folder": "x", "levels": [1.0], "music_vocals": False}, r"families\[0\]\.music_vocals: a room family"),
-    ({"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "layout": "kaldi"},
-        r"families\[0\]\.layout: 'kaldi' is not allowed"),
-    ({"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "max_rir_s": 2}, r"families\[0\]\.max_rir_s: only a room"),
-    ({"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "music_vocals": "no"},
-        r"families\[0\]\.music_vocals: expected a boolean"),
-])
+@pytest.mark.parametrize(
+    "family, match",
+    [
+        ({"kind": "noise", "noise": "recorded", "levels": [5]}, r"families\[0\]: missing required key 'folder'"),
+        ({"kind": "noise", "noise": "white", "folder": "x", "levels": [5]}, r"families\[0\]\.folder: only a recorded noise"),
+        ({"kind": "room", "folder": "x", "levels": [1.0, 0.5]}, r"families\[0\]\.levels: .*list them ascending"),
+        ({"kind": "room", "folder": "x", "levels": [1.0], "music_vocals": False}, r"families\[0\]\.music_vocals: a room family"),
+        (
+            {"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "layout": "kaldi"},
+            r"families\[0\]\.layout: 'kaldi' is not allowed",
+        ),
+        ({"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "max_rir_s": 2}, r"families\[0\]\.max_rir_s: only a room"),
+        (
+            {"kind": "noise", "noise": "recorded", "folder": "x", "levels": [5], "music_vocals": "no"},
+            r"families\[0\]\.music_vocals: expected a boolean",
+        ),
+    ],
+)
 def test_option_errors_name_the_recipe_key(family: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=r"r\.yaml: perturbations\." + match):
         parse_perturbations({"families": [family]}, "r.yaml")
@@ -265,26 +283,44 @@ def _bad_folders(tmp: Path, folders: dict[str, Path]) -> dict[str, Path]:
     shutil.copytree(folders["rirs"] / "real_rirs_isotropic_noises", tmp / "badlist")
     with open(tmp / "badlist" / "rir_list", "a") as fh:
         fh.write("--rir-id gone --room-id gone RIRS_NOISES/real_rirs_isotropic_noises/gone.wav\n")
-    return {"badlist": tmp / "badlist", "empty": tmp / "empty", "mp3s": tmp / "mp3s", "broken": tmp / "broken", "long": tmp / "long",
+    return {
+        "badlist": tmp / "badlist",
+        "empty": tmp / "empty",
+        "mp3s": tmp / "mp3s",
+        "broken": tmp / "broken",
+        "long": tmp / "long",
         "missing": tmp / "nope",
-        "musan": folders["musan"], "rirs": folders["rirs"], "plain": folders["rirs"] / "pointsource_noises"}
+        "musan": folders["musan"],
+        "rirs": folders["rirs"],
+        "plain": folders["rirs"] / "pointsource_noises",
+    }
 
 
-@pytest.mark.parametrize("family, match", [
-    ({"noise": "recorded", "folder": "missing"}, r"families\[0\]\.folder: .*nope does not exist"),
-    ({"noise": "recorded", "folder": "empty"}, r"families\[0\]\.folder: no WAV or FLAC noise recordings in .*empty"),
-    ({"noise": "recorded", "folder": "mp3s"}, r"families\[0\]\.folder: no WAV or FLAC .*found only \.mp3"),
-    ({"noise": "recorded", "folder": "broken"}, r"families\[0\]\.folder: zz\.wav in .*broken cannot be read as audio"),
-    ({"noise": "recorded", "folder": "plain", "layout": "musan"}, r"families\[0\]\.layout: .* is not in the musan layout"),
-    ({"noise": "recorded", "folder": "musan", "subsets": ["noises"]}, r"families\[0\]\.subsets\[0\]: 'noises' is not a part"),
-    ({"noise": "recorded", "folder": "rirs", "subsets": ["simulated_rirs"]}, r"families\[0\]\.subsets\[0\]: simulated_rirs holds no noise"),
-    ({"kind": "room", "folder": "musan", "levels": [1.0]}, r"families\[0\]\.folder: .* is a MUSAN folder"),
-    ({"kind": "room", "folder": "badlist", "levels": [2.0]},
-        r"families\[0\]\.folder: .*badlist/rir_list, line 3: .*gone\.wav is not a file"),
-    ({"kind": "room", "folder": "long", "levels": [1.0]},
-        r"families\[0\]\.max_rir_s: song\.wav in .* is 12\.00 s long, over max_rir_s = 10"),
-    ({"kind": "room", "folder": "rirs", "levels": [0.1, 3.0]}, r"families\[0\]\.levels\[0\]: no response .* RT60 in \(0, 0\.1\] s"),
-])
+@pytest.mark.parametrize(
+    "family, match",
+    [
+        ({"noise": "recorded", "folder": "missing"}, r"families\[0\]\.folder: .*nope does not exist"),
+        ({"noise": "recorded", "folder": "empty"}, r"families\[0\]\.folder: no WAV or FLAC noise recordings in .*empty"),
+        ({"noise": "recorded", "folder": "mp3s"}, r"families\[0\]\.folder: no WAV or FLAC .*found only \.mp3"),
+        ({"noise": "recorded", "folder": "broken"}, r"families\[0\]\.folder: zz\.wav in .*broken cannot be read as audio"),
+        ({"noise": "recorded", "folder": "plain", "layout": "musan"}, r"families\[0\]\.layout: .* is not in the musan layout"),
+        ({"noise": "recorded", "folder": "musan", "subsets": ["noises"]}, r"families\[0\]\.subsets\[0\]: 'noises' is not a part"),
+        (
+            {"noise": "recorded", "folder": "rirs", "subsets": ["simulated_rirs"]},
+            r"families\[0\]\.subsets\[0\]: simulated_rirs holds no noise",
+        ),
+        ({"kind": "room", "folder": "musan", "levels": [1.0]}, r"families\[0\]\.folder: .* is a MUSAN folder"),
+        (
+            {"kind": "room", "folder": "badlist", "levels": [2.0]},
+            r"families\[0\]\.folder: .*badlist/rir_list, line 3: .*gone\.wav is not a file",
+        ),
+        (
+            {"kind": "room", "folder": "long", "levels": [1.0]},
+            r"families\[0\]\.max_rir_s: song\.wav in .* is 12\.00 s long, over max_rir_s = 10",
+        ),
+        ({"kind": "room", "folder": "rirs", "levels": [0.1, 3.0]}, r"families\[0\]\.levels\[0\]: no response .* RT60 in \(0, 0\.1\] s"),
+    ],
+)
 def test_folder_errors_name_the_key_and_the_file(family: dict, match: str, folders: dict[str, Path], tmp_path: Path) -> None:
     named = _bad_folders(tmp_path, folders)
     raw = {"kind": "noise", "levels": [5], **family, "folder": str(named[family["folder"]])}
@@ -304,10 +340,19 @@ def test_audit_run_with_recorded_noise_and_rooms(folders: dict[str, Path], libri
     picks = [c for c in librivox if c[0].stem.endswith("0880")]
     rows = [{"audio_filepath": str(p), "text": t, "utt_id": p.stem[-4:], "speaker": "austen"} for p, t in picks]
     manifest = write_manifest(tmp_path / "m.jsonl", rows)
-    recipe = {"name": "recorded-noise", "dataset": {"path": str(manifest), "reader": "nemo"}, "models": ["pocketsphinx-en-us"],
-        "warmup": 0, "perturbations": {"n_boot": 50, "families": [
-            {"name": "musan-noise", "kind": "noise", "noise": "recorded", "folder": "musan", "levels": [20, 5]},
-            {"name": "rooms", "kind": "room", "folder": str(folders["rirs"]), "subsets": ["simulated_rirs"], "levels": [0.9]}]}}
+    recipe = {
+        "name": "recorded-noise",
+        "dataset": {"path": str(manifest), "reader": "nemo"},
+        "models": ["pocketsphinx-en-us"],
+        "warmup": 0,
+        "perturbations": {
+            "n_boot": 50,
+            "families": [
+                {"name": "musan-noise", "kind": "noise", "noise": "recorded", "folder": "musan", "levels": [20, 5]},
+                {"name": "rooms", "kind": "room", "folder": str(folders["rirs"]), "subsets": ["simulated_rirs"], "levels": [0.9]},
+            ],
+        },
+    }
     shutil.copytree(folders["musan"], tmp_path / "musan")  # a folder relative to the recipe's
     path = tmp_path / "r.yaml"
     path.write_text(yaml.safe_dump(recipe))

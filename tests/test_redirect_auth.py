@@ -39,8 +39,9 @@ class Server:
             def _serve(self) -> None:
                 if self.headers.get("Content-Length"):
                     self.rfile.read(int(self.headers["Content-Length"]))
-                outer.requests.append({"method": self.command, "path": self.path,
-                    "headers": {k.lower(): v for k, v in self.headers.items()}})
+                outer.requests.append(
+                    {"method": self.command, "path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}}
+                )
                 status, headers, body = route(self.command, self.path, self.headers)
                 data = json.dumps(body).encode()
                 self.send_response(status)
@@ -77,8 +78,9 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def backend(url: str) -> OpenAICompatibleBackend:
-    b = OpenAICompatibleBackend(model="whisper-1", base_url=url, api_key_env=KEY_ENV, max_retries=2, backoff_s=0.0, batch_size=1,
-        timeout_s=10, cache=False)
+    b = OpenAICompatibleBackend(
+        model="whisper-1", base_url=url, api_key_env=KEY_ENV, max_retries=2, backoff_s=0.0, batch_size=1, timeout_s=10, cache=False
+    )
     b.load()
     return b
 

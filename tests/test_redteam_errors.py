@@ -18,7 +18,7 @@ from audits.pipeline import run_recipe
 from audits.recipes import load_recipe, with_overrides
 from engine.datasets import open_dataset
 from engine.errors import AuditError, ConfigError, ManifestError, StoreWriteError
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "voxpopuli-150-predictions"
 

@@ -57,13 +57,18 @@ def _granite40(p: Path) -> Path:
 # Granite's encoder attends in blocks of 200 frames (4 s); Voxtral and GLM-ASR cut audio into 30 s windows,
 # Phi-4-multimodal's extractor takes the clip whole (30 s clips as for the others))
 CASES: dict[str, tuple[Callable[[Path], Path], str, Callable[..., list[ref.Answer]], int, float]] = {
-    "granite-speech-3.3": (_granite33, "granite-speech-3.3-2b",
-        lambda f, c, n: ref.granite(f, c, ref.LEADERBOARD_GRANITE_SYSTEM, n, attn="eager"), 200, 4.0),
+    "granite-speech-3.3": (
+        _granite33,
+        "granite-speech-3.3-2b",
+        lambda f, c, n: ref.granite(f, c, ref.LEADERBOARD_GRANITE_SYSTEM, n, attn="eager"),
+        200,
+        4.0,
+    ),
     "granite-4.0-1b-speech": (_granite40, "granite-4.0-1b-speech", lambda f, c, n: ref.granite(f, c, None, n), 200, 4.0),
     "voxtral-mini-3b": (tiny.build_voxtral, "voxtral-mini-3b", ref.voxtral, 500, 30.0),
     "phi-4-multimodal": (tiny.build_phi4_multimodal, "phi-4-multimodal", ref.phi4, 128, 30.0),
     "glm-asr-nano-2512": (tiny.build_glmasr, "glm-asr-nano-2512", ref.glmasr, 500, 30.0),
-}  # fmt: skip
+}
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +124,9 @@ def _stops(backend: Any) -> list[int]:
 
 @pytest.mark.parametrize("batch", [1, 4])
 @pytest.mark.parametrize("case", list(CASES))
-def test_engine_matches_reference_token_for_token(case: str, batch: int, models: dict[str, Path],
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+def test_engine_matches_reference_token_for_token(
+    case: str, batch: int, models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     folder = _folder(case, models, tmp_path_factory)
     _, entry, reference, _, window = CASES[case]
     audio = clips(window)
@@ -136,8 +142,9 @@ def test_engine_matches_reference_token_for_token(case: str, batch: int, models:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_registry_entry_runs_with_the_reference_settings(case: str, models: dict[str, Path],
-        tmp_path_factory: pytest.TempPathFactory) -> None:  # fmt: skip
+def test_registry_entry_runs_with_the_reference_settings(
+    case: str, models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """Without overrides the entry decodes greedily with the script's token cap, and on CUDA
     ``dtype: auto`` would load bfloat16 (the cards' and the leaderboard's precision)."""
     from engine.backends.asr.families.speechllm import SpeechLLMFamily
@@ -165,8 +172,9 @@ def test_granite_33_system_turn_is_the_leaderboards(models: dict[str, Path], tmp
     backend.load()
     tokenizer = backend._family.tokenizer
     ids = backend._family._inputs(clips()[:1])["input_ids"][0].tolist()
-    system = tokenizer("<|start_of_role|>system<|end_of_role|>" + ref.LEADERBOARD_GRANITE_SYSTEM + "<|end_of_text|>",
-                       add_special_tokens=False)["input_ids"]  # fmt: skip
+    system = tokenizer(
+        "<|start_of_role|>system<|end_of_role|>" + ref.LEADERBOARD_GRANITE_SYSTEM + "<|end_of_text|>", add_special_tokens=False
+    )["input_ids"]
     assert tokenizer.unk_token_id not in system  # the tiny vocabulary holds every word of it
     assert any(ids[i : i + len(system)] == system for i in range(len(ids))), tokenizer.decode(ids)
     assert ids.count(tokenizer.convert_tokens_to_ids("<|start_of_role|>")) == 3  # system, user, assistant

@@ -90,8 +90,9 @@ def test_a_cut_header_and_a_missing_shard_are_named(copy: Path) -> None:
     (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:100])
     refused_alike(copy, "is truncated or not a safetensors file")
     (copy / "model.safetensors").rename(copy / "model-00001-of-00002.safetensors")
-    (copy / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors",
-        "b": "model-00002-of-00002.safetensors"}}))
+    (copy / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}})
+    )
     answer = check(copy)
     assert any("model-00002-of-00002.safetensors is missing" in p for p in answer["problems"])
 
@@ -219,8 +220,9 @@ def test_entry_facts_gated_repository_and_required_packages_are_named(monkeypatc
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "no-token"))
-    answer = _check_here("transformers", {"model": "example-org/not-cached-model", "family": "ctc"}, "transformers",
-        ["surely-not-installed-dist>=1.0"], True)
+    answer = _check_here(
+        "transformers", {"model": "example-org/not-cached-model", "family": "ctc"}, "transformers", ["surely-not-installed-dist>=1.0"], True
+    )
     assert answer["runnable"] is False and answer["checked"] is True
     text = answer["reason"]
     assert "not in the local Hugging Face cache" in text

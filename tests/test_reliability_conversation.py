@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from audits.conversation.run import load_conversation_data, parse_conversation_config
+from engine.audio.segmentation import SegmentationConfig, plan_chunks
 from engine.errors import ConfigError, ManifestError
-from engine.segmentation import SegmentationConfig, plan_chunks
 from tests.reliability_env import Env, audit, refused_before_work, speech_clips, write_conversation_set, write_dataset
 
 
@@ -65,21 +65,24 @@ def test_a_bad_conversation_option_is_refused_before_any_work(env: Env, line: st
 
 
 def test_false_means_false_and_the_parsed_config_keeps_types() -> None:
-    cfg = parse_conversation_config({"skip_overlap": False, "oracle_speakers": False, "collar": 0, "segmentation": {"max_chunk_s": 20}},
-        "r.yaml")
+    cfg = parse_conversation_config(
+        {"skip_overlap": False, "oracle_speakers": False, "collar": 0, "segmentation": {"max_chunk_s": 20}}, "r.yaml"
+    )
     assert cfg.skip_overlap is False and cfg.oracle_speakers is False
     assert isinstance(cfg.collar, float) and cfg.segmentation.max_chunk_s == 20.0
     # 20 and 20.0 are one setting: the stored-results fingerprint must not tell them apart
     same = parse_conversation_config({"segmentation": {"max_chunk_s": 20.0}, "collar": 0.0}, "r.yaml")
-    assert (json.dumps(cfg.segmentation.as_dict()) == json.dumps(same.segmentation.as_dict())
-            and json.dumps(cfg.collar) == json.dumps(same.collar))
+    assert json.dumps(cfg.segmentation.as_dict()) == json.dumps(same.segmentation.as_dict()) and json.dumps(cfg.collar) == json.dumps(
+        same.collar
+    )
 
 
 def test_diarizer_placement_is_kept_apart_from_its_options() -> None:
     """num_gpus/num_cpus/memory_mb size the diarizer's Ray actor; they are not diarizer settings
     (changing them recomputes nothing) and are typed like every other option."""
-    cfg = parse_conversation_config({"diarization": {"backend": "vad-resemblyzer", "options": {"num_gpus": 1, "num_cpus": 2,
-                                     "threshold": 0.5}}}, "r.yaml")
+    cfg = parse_conversation_config(
+        {"diarization": {"backend": "vad-resemblyzer", "options": {"num_gpus": 1, "num_cpus": 2, "threshold": 0.5}}}, "r.yaml"
+    )
     assert cfg.diarization_options == {"threshold": 0.5} and cfg.diarization_placement == {"num_gpus": 1.0, "num_cpus": 2.0}
     for bad in ({"num_gpus": "1"}, {"num_cpus": 0}, {"memory_mb": float("nan")}, {"num_gpus": True}):
         with pytest.raises(ConfigError, match=r"conversation\.diarization\.options.*" + next(iter(bad))):
@@ -117,8 +120,9 @@ def _break(conv: Path, what: str) -> str:
         (conv / "reference.rttm").write_text((conv / "reference.rttm").read_text().replace("0.00 1.50", "nan 1.50", 1))
         return "reference.rttm, line 1, field 'start': start 'nan' is not a finite number"
     if what == "rttm-not-utf8":
-        (conv / "reference.rttm").write_bytes((conv / "reference.rttm").read_bytes() + b"SPEAKER rec0 1 0.1 0.2 <NA> <NA> \xff\xfe <NA> "
-            b"<NA>\n")
+        (conv / "reference.rttm").write_bytes(
+            (conv / "reference.rttm").read_bytes() + b"SPEAKER rec0 1 0.1 0.2 <NA> <NA> \xff\xfe <NA> <NA>\n"
+        )
         return "reference.rttm: not valid UTF-8"
     if what == "rttm-past-audio":
         (conv / "reference.rttm").write_text((conv / "reference.rttm").read_text() + "SPEAKER rec1 1 3.00 9.00 <NA> <NA> A <NA> <NA>\n")
@@ -140,8 +144,19 @@ def _break(conv: Path, what: str) -> str:
     raise AssertionError(what)
 
 
-BAD_INPUTS = ["seglst-nan", "seglst-inf", "seglst-bool", "rttm-short-line", "rttm-nan", "rttm-not-utf8", "rttm-past-audio",
-              "audio-not-audio", "audio-missing", "manifest-not-json", "unknown-speaker"]
+BAD_INPUTS = [
+    "seglst-nan",
+    "seglst-inf",
+    "seglst-bool",
+    "rttm-short-line",
+    "rttm-nan",
+    "rttm-not-utf8",
+    "rttm-past-audio",
+    "audio-not-audio",
+    "audio-missing",
+    "manifest-not-json",
+    "unknown-speaker",
+]
 
 
 @pytest.mark.parametrize("what", BAD_INPUTS)

@@ -40,8 +40,23 @@ from engine.datasets.base import open_dataset
 from engine.errors import ManifestError, RegistryError
 from tests.reliability_env import Env, audit, noise, refused_before_work, write_dataset
 
-TIMING = {"infer_s", "rtfx", "load_s", "wall_s", "first_actor_ready_s", "last_unit_written_s", "generated_at", "elapsed_s", "created_at",
-          "cost_per_audio_hour_usd", "pareto_wer_rtfx", "pareto_wer_cost", "scores_path", "facts", "manifest"}
+TIMING = {
+    "infer_s",
+    "rtfx",
+    "load_s",
+    "wall_s",
+    "first_actor_ready_s",
+    "last_unit_written_s",
+    "generated_at",
+    "elapsed_s",
+    "created_at",
+    "cost_per_audio_hour_usd",
+    "pareto_wer_rtfx",
+    "pareto_wer_cost",
+    "scores_path",
+    "facts",
+    "manifest",
+}
 
 PERTURBATIONS = """perturbations:
   seed: 3
@@ -63,8 +78,16 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
 
 def _clips(n: int = 8) -> list[dict[str, Any]]:
     """Four speakers with two clips each, two emotions, two accents (noise audio: the stand-ins need no speech)."""
-    return [{"audio": noise(0.6 + 0.1 * i, 40 + i, 0.05 + 0.01 * i), "text": "the cat sat on a mat", "speaker": f"s{i // 2}",
-             "emotion": "neutral" if i % 2 else "angry", "accent": "x" if i < n // 2 else "y"} for i in range(n)]
+    return [
+        {
+            "audio": noise(0.6 + 0.1 * i, 40 + i, 0.05 + 0.01 * i),
+            "text": "the cat sat on a mat",
+            "speaker": f"s{i // 2}",
+            "emotion": "neutral" if i % 2 else "angry",
+            "accent": "x" if i < n // 2 else "y",
+        }
+        for i in range(n)
+    ]
 
 
 def _drop(obj: Any) -> Any:
@@ -121,8 +144,10 @@ def test_every_figure_outside_the_ladders_equals_the_run_without_derived_clips(b
     # the OASR export and the report's per-row tables hold the source clips only
     lines = (pert_dir / "exports" / "oasr" / "sim-a.jsonl").read_text().splitlines()
     assert len(lines) == 8 and not any("~" in json.loads(x)["audio_filepath"] or "perturbation" in json.loads(x) for x in lines)
-    untimed = [[{k: v for k, v in json.loads(x).items() if k != "time"} for x in (d / "exports/oasr/sim-a.jsonl").read_text().splitlines()]
-               for d in (plain_dir, pert_dir)]
+    untimed = [
+        [{k: v for k, v in json.loads(x).items() if k != "time"} for x in (d / "exports/oasr/sim-a.jsonl").read_text().splitlines()]
+        for d in (plain_dir, pert_dir)
+    ]
     assert untimed[0] == untimed[1]
 
 
@@ -147,7 +172,8 @@ def test_no_speaker_trial_pairs_a_clip_with_its_derivation(both_runs: Any) -> No
     assert scores.equals(pq.read_table(plain_dir / "speaker" / "simulated-sv" / "scores.parquet").to_pandas())
     # no derived clip was embedded for it
     assert not (pert_dir / "embeddings.parquet").exists() or not any(
-        "~" in u for u in pq.read_table(pert_dir / "embeddings.parquet", columns=["utt_id"]).column("utt_id").to_pylist())
+        "~" in u for u in pq.read_table(pert_dir / "embeddings.parquet", columns=["utt_id"]).column("utt_id").to_pylist()
+    )
 
 
 def test_trials_never_pair_clips_of_one_source() -> None:
@@ -164,10 +190,14 @@ def test_trials_never_pair_clips_of_one_source() -> None:
 
 
 def test_a_derived_clip_shares_its_source_block() -> None:
-    rows = pd.DataFrame({
-        "utt_id": ["u1", "u1~w:0", "u2", "u2~w:0", "u3"], "parent_id": [None, "u1", None, "u2", None],
-        "speaker": [None, None, "s2", "s2", None], "perturbation": ["clean", "w:0", "clean", "w:0", "clean"],
-    })
+    rows = pd.DataFrame(
+        {
+            "utt_id": ["u1", "u1~w:0", "u2", "u2~w:0", "u3"],
+            "parent_id": [None, "u1", None, "u2", None],
+            "speaker": [None, None, "s2", "s2", None],
+            "perturbation": ["clean", "w:0", "clean", "w:0", "clean"],
+        }
+    )
     assert list(source_ids(rows)) == ["u1", "u1", "u2", "u2", "u3"]
     assert list(block_keys(rows)) == ["u1", "u1", "s2", "s2", "u3"]
     src = rows_for(SOURCE, rows)
@@ -201,8 +231,11 @@ class _Recorder(AuditSection[dict]):
 
     def run(self, config: dict, ctx: SectionContext) -> dict[str, Any]:
         rows = ctx.load_rows()
-        self.seen[self.key] = {"utts": sorted(u.utt_id for s in ctx.dataset.iter_shards() for u in s.utterances),
-            "rows": sorted(rows["utt_id"]), "columns": list(rows.columns)}
+        self.seen[self.key] = {
+            "utts": sorted(u.utt_id for s in ctx.dataset.iter_shards() for u in s.utterances),
+            "rows": sorted(rows["utt_id"]),
+            "columns": list(rows.columns),
+        }
         return {"n": len(rows)}
 
     def markdown(self, section: Any) -> list[str]:
@@ -239,10 +272,18 @@ def test_a_plug_in_section_gets_the_clips_it_declares(env: Env, monkeypatch: pyt
 # -- reserved columns ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("column, value", [
-    ("perturbation", "clean"), ("perturbation_family", "x"), ("perturbation_level", "3"), ("parent_id", "u000"),
-    ("asr_avg_logprob", "-0.2"), ("loop", "no"), ("hyp_raw", "hello"),
-])
+@pytest.mark.parametrize(
+    "column, value",
+    [
+        ("perturbation", "clean"),
+        ("perturbation_family", "x"),
+        ("perturbation_level", "3"),
+        ("parent_id", "u000"),
+        ("asr_avg_logprob", "-0.2"),
+        ("loop", "no"),
+        ("hyp_raw", "hello"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["nemo", "csv"])
 def test_a_dataset_with_an_engine_column_is_refused_before_anything_runs(env: Env, column: str, value: str, fmt: str) -> None:
     clips = _clips(2)
@@ -261,8 +302,10 @@ def test_a_dataset_with_an_engine_column_is_refused_before_anything_runs(env: En
 
 def test_a_parent_id_with_its_derivation_record_is_derived_audio(tmp_path: Path) -> None:
     """A dataset's own derived audio (as the engine writes it: parent_id with the derivation) is read as such."""
-    recs = [{"utt_id": "p", "audio_filepath": "p.wav", "text": "a"},
-            {"utt_id": "d", "audio_filepath": "d.wav", "text": "a", "parent_id": "p", "derivation": {"emotion": {"label": "sad"}}}]
+    recs = [
+        {"utt_id": "p", "audio_filepath": "p.wav", "text": "a"},
+        {"utt_id": "d", "audio_filepath": "d.wav", "text": "a", "parent_id": "p", "derivation": {"emotion": {"label": "sad"}}},
+    ]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     ds = open_dataset(tmp_path / "m.jsonl")
     u = {x.utt_id: x for s in ds.iter_shards() for x in s.utterances}["d"]
@@ -274,9 +317,9 @@ def test_a_parent_id_with_its_derivation_record_is_derived_audio(tmp_path: Path)
 
 
 def test_an_in_memory_dataset_is_held_to_the_same_rule(tmp_path: Path) -> None:
+    from engine.audio.shards import encode_audio
     from engine.data import Utterance
     from engine.datasets.base import in_memory_dataset
-    from engine.shards import encode_audio
 
     x = encode_audio(np.zeros(1600, np.float32), 16000)
     with pytest.raises(ManifestError, match="column 'perturbation' is reserved"):

@@ -42,8 +42,8 @@ from engine.backends.asr.faster_whisper import FasterWhisperBackend
 from engine.backends.base import clip_seed
 from engine.data import SAMPLE_RATE, DecodeOptions, ModelSpec
 from engine.datasets import open_dataset
-from engine.runner import InProcessRunner, decode_shard
-from engine.store import RunStore
+from engine.run.runner import InProcessRunner, decode_shard
+from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,10 @@ BATCHES = [
 
 @pytest.mark.parametrize("batch,threads", BATCHES, ids=["pair-reversed", "eight-with-repeats", "three-at-1-thread"])
 def test_any_batch_in_any_order_gives_each_clip_its_alone_words(
-    batch: list[str], threads: int, clips: dict[str, np.ndarray], alone: dict[str, tuple[str, dict[str, float]]],
+    batch: list[str],
+    threads: int,
+    clips: dict[str, np.ndarray],
+    alone: dict[str, tuple[str, dict[str, float]]],
     shared: dict[int, FasterWhisperBackend],
 ) -> None:
     """Batches of 2 to 8 in other orders, repeats included, on a backend that decoded other batches
@@ -199,8 +202,8 @@ DRIVER = textwrap.dedent(
     import json, sys
     from engine.data import ModelSpec
     from engine.datasets import open_dataset
-    from engine.ray_runner import RayRunner
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner
+    from engine.run.store import RunStore
     manifest, out, address, options = sys.argv[1:5]
     spec = ModelSpec("whisper-tiny.en", "faster-whisper", json.loads(options), batch_size=1)
     RayRunner(open_dataset(manifest, shard_size=1), [spec], RunStore(out), address=address).run()
@@ -214,7 +217,7 @@ def ray_address() -> Iterator[str]:
     pytest.importorskip("ray")
     import ray
 
-    from engine.ray_runner import init_ray
+    from engine.run.ray_runner import init_ray
 
     init_ray(num_cpus=2)
     yield ray.get_runtime_context().gcs_address
@@ -227,7 +230,7 @@ def test_ray_run_killed_and_resumed_gives_each_clip_its_alone_words(
     """A Ray run (one clip per shard and batch) whose driver is SIGKILLed after its first unit (the
     clean clip), resumed by a new driver: the rows equal the alone decodes, as the in-process
     run's do (the two differed on 5 of 144 hypotheses before)."""
-    from engine.ray_runner import RayRunner
+    from engine.run.ray_runner import RayRunner
 
     script = tmp_path / "driver.py"
     script.write_text(DRIVER)
@@ -288,15 +291,27 @@ def test_ctc_checkpoints_whose_padding_reaches_valid_frames_decode_each_clip_alo
     tokenizer = transformers.Wav2Vec2CTCTokenizer(
         str(tmp_path / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|"
     )
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False,
-        return_attention_mask=False)
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=SAMPLE_RATE, padding_value=0.0, do_normalize=False, return_attention_mask=False
+    )
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(tmp_path)
     torch.manual_seed(0)
     config = transformers.Wav2Vec2Config(
-        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, feat_extract_norm="group", do_stable_layer_norm=False, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+        vocab_size=len(letters),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="group",
+        do_stable_layer_norm=False,
+        pad_token_id=0,
+        apply_spec_augment=False,
+    )
     model = transformers.Wav2Vec2ForCTC(config)
     with torch.no_grad():  # a random head mostly emits the blank: favour the letters
         model.lm_head.weight[0] = 0.0
@@ -331,6 +346,7 @@ def test_moonshine_decodes_each_clip_alone_because_padding_reaches_its_encoder(a
     assert family.settings()["batching"].startswith("one clip per generate")
     rng = np.random.default_rng(0)
     clips = [(rng.standard_normal(int(SAMPLE_RATE * s)) * 0.3).astype(np.float32) for s in (0.7, 2.4)]
+
     def inputs(batch: list[np.ndarray]) -> Any:  # the processor call the loader makes for Moonshine
         return family.processor(audio=batch, sampling_rate=SAMPLE_RATE, padding="longest", return_attention_mask=True, return_tensors="pt")
 

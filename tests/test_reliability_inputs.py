@@ -28,8 +28,10 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Env:
 
 
 def _clips(emotions: list[str]) -> list[dict[str, Any]]:
-    return [{"audio": noise(1.0, i), "text": "a b c", "speaker": f"s{i % 2}", "emotion": e, "arousal_score": 0.5}
-            for i, e in enumerate(emotions)]
+    return [
+        {"audio": noise(1.0, i), "text": "a b c", "speaker": f"s{i % 2}", "emotion": e, "arousal_score": 0.5}
+        for i, e in enumerate(emotions)
+    ]
 
 
 # ------------------------------------------------------------------------------------- emotion
@@ -113,8 +115,17 @@ def _corrections(env: Env, what: str) -> tuple[Path, list[str]]:
     raise AssertionError(what)
 
 
-PROBE_CASES = ["missing", "not-json-line", "row-is-a-list", "text-null", "json-text-number", "duplicate-clip", "unknown-clip", "not-utf8",
-               "empty"]
+PROBE_CASES = [
+    "missing",
+    "not-json-line",
+    "row-is-a-list",
+    "text-null",
+    "json-text-number",
+    "duplicate-clip",
+    "unknown-clip",
+    "not-utf8",
+    "empty",
+]
 
 
 def _probe_block(corrections: Path) -> str:

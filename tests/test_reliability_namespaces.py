@@ -41,8 +41,26 @@ class DatasetSection(AuditSection[dict]):
         return []
 
 
-@pytest.mark.parametrize("name", ["dataset", "models", "comparisons", "rows", "digest", "engine", "recipe", "normalizer", "scoring",
-                                  "name", "shard_size", "utterances", "findings", "sweep", "merged_from"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "dataset",
+        "models",
+        "comparisons",
+        "rows",
+        "digest",
+        "engine",
+        "recipe",
+        "normalizer",
+        "scoring",
+        "name",
+        "shard_size",
+        "utterances",
+        "findings",
+        "sweep",
+        "merged_from",
+    ],
+)
 def test_a_section_may_not_take_a_reserved_name(name: str) -> None:
     reg = builtin_registry()
     with pytest.raises(RegistryError, match=rf"audit section '{name}' .*the name is reserved"):
@@ -63,8 +81,9 @@ def test_a_plugin_distribution_offering_a_reserved_section_is_refused(tmp_path: 
     info = site / "evil_plugin-1.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: evil-plugin\nVersion: 1.0\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text("[audit_engine.sections]\ndataset = tests.test_reliability_namespaces:DatasetSection\n",
-                                           encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        "[audit_engine.sections]\ndataset = tests.test_reliability_namespaces:DatasetSection\n", encoding="utf-8"
+    )
     monkeypatch.syspath_prepend(str(site))
     reg = builtin_registry()
     with pytest.raises(RegistryError, match=r"audit section 'dataset' \(evil-plugin 1.0: .*the name is reserved \(a core key of summary"):
@@ -83,12 +102,35 @@ def test_every_core_summary_key_and_recipe_key_is_reserved() -> None:
 
 def test_a_section_result_never_replaces_a_core_key() -> None:
     """Even past registration (a section result handed in by code), summary.json's dataset block is never replaced."""
-    rows = pd.DataFrame([{"utt_id": "u0", "model": "m", "ref_raw": "a b", "hyp_raw": "a b", "duration_s": 1.0, "infer_s": 0.1,
-                          "error": None, "speaker": "s", "shard": "s0", "parent_id": None}])
+    rows = pd.DataFrame(
+        [
+            {
+                "utt_id": "u0",
+                "model": "m",
+                "ref_raw": "a b",
+                "hyp_raw": "a b",
+                "duration_s": 1.0,
+                "infer_s": 0.1,
+                "error": None,
+                "speaker": "s",
+                "shard": "s0",
+                "parent_id": None,
+            }
+        ]
+    )
     dataset = {"name": "mine", "fingerprint": "fp"}
     with pytest.raises(RegistryError, match="would replace summary.json's own 'dataset'"):
-        build_summary(rows, IdentityNormalizer(), {}, dataset, {"m": {"status": "loaded"}}, {}, ScoringOptions(n_boot=10),
-                      {"dataset": {"hijacked": True}})
-    summary, _ = build_summary(rows, IdentityNormalizer(), {}, dataset, {"m": {"status": "loaded"}}, {}, ScoringOptions(n_boot=10),
-                               {"toy": {"ok": True}})
+        build_summary(
+            rows,
+            IdentityNormalizer(),
+            {},
+            dataset,
+            {"m": {"status": "loaded"}},
+            {},
+            ScoringOptions(n_boot=10),
+            {"dataset": {"hijacked": True}},
+        )
+    summary, _ = build_summary(
+        rows, IdentityNormalizer(), {}, dataset, {"m": {"status": "loaded"}}, {}, ScoringOptions(n_boot=10), {"toy": {"ok": True}}
+    )
     assert summary["dataset"] == dataset and summary["toy"] == {"ok": True}  # type: ignore[typeddict-item]

@@ -63,8 +63,14 @@ def test_the_client_and_its_rate_limiter_refuse_nan_themselves() -> None:
         with pytest.raises(ConfigError, match="requests_per_minute"):
             RateLimiter(bad)
     assert RateLimiter(None).interval == 0.0 and RateLimiter(120).interval == pytest.approx(0.5)
-    for kwargs in ({"timeout_s": math.nan}, {"requests_per_minute": math.nan}, {"max_backoff_s": math.inf}, {"backoff_s": -1.0},
-                   {"max_concurrency": 0}, {"max_response_bytes": 10}):
+    for kwargs in (
+        {"timeout_s": math.nan},
+        {"requests_per_minute": math.nan},
+        {"max_backoff_s": math.inf},
+        {"backoff_s": -1.0},
+        {"max_concurrency": 0},
+        {"max_response_bytes": 10},
+    ):
         with pytest.raises(ConfigError, match=next(iter(kwargs))):
             HostedClient("vendor", "https://api.example.com", dict, list, **kwargs)  # type: ignore[arg-type]
 

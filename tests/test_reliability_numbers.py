@@ -143,7 +143,7 @@ def test_run_limit_flag_is_typed(env: Env) -> None:
 
 
 def test_the_engine_options_are_checked_in_python_too(tmp_path: Path) -> None:
-    from audits.pipeline import EngineOptions
+    from engine.engine import EngineOptions
 
     for bad in (EngineOptions(memory_budget_mb=-5), EngineOptions(max_models_loaded=0), EngineOptions(memory_budget_mb=math.nan)):
         with pytest.raises(ConfigError):
@@ -194,15 +194,22 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
+    from engine.audio.segmentation import SEGMENTATION_FIELDS
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
     from engine.config import fields_doc
-    from engine.pass_engine import ENGINE_FIELDS
-    from engine.segmentation import SEGMENTATION_FIELDS
+    from engine.engine import ENGINE_FIELDS
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
-    specs = [TOP_FIELDS, DATASET_FIELDS, SCORING_FIELDS, CONFIG_FIELDS, SEGMENTATION_FIELDS, VadResemblyzerDiarizer.OPTIONS,
-        PyannoteDiarizer.OPTIONS]
+    specs = [
+        TOP_FIELDS,
+        DATASET_FIELDS,
+        SCORING_FIELDS,
+        CONFIG_FIELDS,
+        SEGMENTATION_FIELDS,
+        VadResemblyzerDiarizer.OPTIONS,
+        PyannoteDiarizer.OPTIONS,
+    ]
     rows = [row for spec in specs for row in fields_doc(spec)]
     flags = {k: v for k, v in ENGINE_FIELDS.items() if k in ("workers", "max_models_loaded", "memory_budget_mb")}
     rows += [r.replace("_", "-") if r.startswith("| `--") else r for r in fields_doc(flags, "`--{}`")]
@@ -218,8 +225,10 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
         (["corpus", "conversation", "--min-s", "90", "--max-s", "30"], "--max-s: 30.0 is out of range; it must be >= 90"),
         (["corpus", "demo", "--seed", "-1"], "--seed: -1 is out of range"),
         (["probe", "orthography", "--preds", ".", "--min-per-arm", "0"], "--min-per-arm: 0 is out of range"),
-        (["probe", "bad-reference", "--preds", ".", "--panel", "a,b,c", "--supermajority", "nan"],
-            "--supermajority: expected a finite number"),
+        (
+            ["probe", "bad-reference", "--preds", ".", "--panel", "a,b,c", "--supermajority", "nan"],
+            "--supermajority: expected a finite number",
+        ),
         (["probe", "bad-reference", "--preds", ".", "--panel", "a,b,c", "--min-agree", "-2"], "--min-agree: -2 is out of range"),
     ],
 )
@@ -242,8 +251,9 @@ def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message:
         ("tts", "kokoro", {"threads": 2.5}, "kokoro option 'threads': expected an integer"),
     ],
 )
-def test_backends_that_parse_numbers_themselves_use_the_layer(registry: str, backend: str, options: dict[str, object],
-        message: str) -> None:
+def test_backends_that_parse_numbers_themselves_use_the_layer(
+    registry: str, backend: str, options: dict[str, object], message: str
+) -> None:
     from engine.backends import TTS_BACKENDS
 
     reg = ASR_BACKENDS if registry == "asr" else TTS_BACKENDS

@@ -4,7 +4,7 @@
   ``exports/oasr/sim_x.jsonl``) are refused before any model loads, by the function the exporter
   names its files with; a merged report of runs with such models is refused before anything is
   written. (It was a traceback after summary.json and report.md were written.)
-* Audio: one header check (``engine.audio.read_header``) decides for every section what audio is
+* Audio: one header check (``engine.audio.decoding.read_header``) decides for every section what audio is
   acceptable. The conversation section read and scored a 64-channel recording the ASR section
   refuses; it now refuses it (and any other recording the clip decoder refuses) when it reads
   the set, before any model loads, with the decoder's own words.
@@ -25,10 +25,10 @@ import soundfile as sf
 
 from audits.asr.hallucination import add_row_flags
 from audits.conversation.run import load_conversation_data
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import Utterance
 from engine.errors import AudioError, ManifestError
-from engine.keyed_workers import load_recording
+from engine.keyed.keyed_workers import load_recording
 from tests.reliability_env import Env, audit, noise, refused_before_work, speech_clips, write_conversation_set, write_dataset
 
 SR = 16_000
@@ -109,8 +109,15 @@ def test_a_64_channel_recording_is_refused_when_the_conversation_set_is_read(env
 
 
 def test_the_content_label_decides_speech_free_not_the_reference() -> None:
-    df = pd.DataFrame({"ok": True, "n_words": [0, 0, 2], "ref_norm": ["", "", "a b"], "hyp_norm": ["x y", "x y", "a b"],
-                       "content": ["speech", "speech-free", "speech"]})
+    df = pd.DataFrame(
+        {
+            "ok": True,
+            "n_words": [0, 0, 2],
+            "ref_norm": ["", "", "a b"],
+            "hyp_norm": ["x y", "x y", "a b"],
+            "content": ["speech", "speech-free", "speech"],
+        }
+    )
     add_row_flags(df)
     assert df["speech_free"].tolist() == [False, True, False], "a clip labelled speech is never a speech-free clip"
 

@@ -68,8 +68,9 @@ def test_babble_over_a_shard_of_one_clip_is_refused_before_anything_is_derived(e
 def test_perturbations_of_a_predictions_only_dataset_are_refused(env: Env) -> None:
     preds = env.tmp / "preds"
     preds.mkdir()
-    (preds / "m.jsonl").write_text("".join(json.dumps({"audio_filepath": f"u{i}", "text": "a b", "pred_text": "a b"}) + "\n"
-        for i in range(3)))
+    (preds / "m.jsonl").write_text(
+        "".join(json.dumps({"audio_filepath": f"u{i}", "text": "a b", "pred_text": "a b"}) + "\n" for i in range(3))
+    )
     out = env.tmp / "out"
     _refused_cleanly(audit("run", env.recipe(preds, GAIN, models="[m]"), "--out", out), env, out, "predictions only")
 

@@ -58,8 +58,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
         mp.setenv("AUDIT_CONFIG_DIR", str(tmp / "configs"))
         clips: list[dict[str, Any]] = [
-            {"audio": noise(1.0, i), "text": "the a of and", "speaker": EVIL_SPEAKER if i % 2 else "s2",
-                "accent": EVIL_LABEL if i % 2 else "plain"}
+            {
+                "audio": noise(1.0, i),
+                "text": "the a of and",
+                "speaker": EVIL_SPEAKER if i % 2 else "s2",
+                "accent": EVIL_LABEL if i % 2 else "plain",
+            }
             for i in range(6)
         ]
         clips.append({"audio": noise(1.0, 50), "text": "", "content": "speech-free", "speaker": EVIL_SPEAKER, "accent": EVIL_LABEL})
@@ -99,8 +103,15 @@ def _conversation_summary() -> dict[str, Any]:
         "dataset": {"n_recordings": 2, "audio_s": 120.0},
         "segmentation": {"max_chunk_s": 30.0, "pad_s": 0.2},
         "scoring": {"der": "collar 0 s"},
-        "diarization": {"backend": "<i>diar</i>|x", "missed_s": 1.0, "false_alarm_s": 1.0, "confusion_s": 1.0, "scored_s": 10.0,
-                        "slices": {f"background={EVIL_LABEL}": der}, **der},
+        "diarization": {
+            "backend": "<i>diar</i>|x",
+            "missed_s": 1.0,
+            "false_alarm_s": 1.0,
+            "confusion_s": 1.0,
+            "scored_s": 10.0,
+            "slices": {f"background={EVIL_LABEL}": der},
+            **der,
+        },
         "models": {EVIL_MODEL: {**fig, "slices": {f"background={EVIL_LABEL}": fig}}},
         "problems": {"count": 1, "examples": [f"speaker {EVIL_SPEAKER} overlaps itself"]},
     }
@@ -118,7 +129,13 @@ def test_the_conversation_part_escapes_models_slices_backends_and_problems() -> 
 
 
 HOSTILE = [
-    "a|b", "<script>x</script>", "x\u202ey\u2066z", "line\nbreak|", "`code`|**bold**", "&lt;already&gt;", "\\|escaped",
+    "a|b",
+    "<script>x</script>",
+    "x\u202ey\u2066z",
+    "line\nbreak|",
+    "`code`|**bold**",
+    "&lt;already&gt;",
+    "\\|escaped",
     "<img src=x onerror=y>",
 ]
 

@@ -25,9 +25,7 @@ from engine.backends.hosted.scrub import REDACTED, scrub
 
 # Keys: printable ASCII (the characters escaping is for: quotes, slashes, %, &, <, +, =, ...) and a
 # few non-ASCII letters, one outside the BMP; never the context markers « and ».
-KEY_CHARS = st.sampled_from(
-    list("abcXYZ0189-_.~:/+=%&#;<>\"'\\?@!$()*,[]{}|^`") + ["é", "ß", "€", "中", "𝄞"]
-)
+KEY_CHARS = st.sampled_from(list("abcXYZ0189-_.~:/+=%&#;<>\"'\\?@!$()*,[]{}|^`") + ["é", "ß", "€", "中", "𝄞"])
 KEYS = st.lists(KEY_CHARS, min_size=10, max_size=24).map("".join)
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -105,8 +103,18 @@ def test_json_escaping_of_any_subset_decodes_to_no_key(key: str, data: st.DataOb
 @SETTINGS
 def test_html_entities_of_any_subset_decode_to_no_key(key: str, data: st.DataObject) -> None:
     def one(c: str) -> str:
-        return data.draw(st.sampled_from([c if c not in "&<>\"'" else html.escape(c), f"&#{ord(c)};", f"&#x{ord(c):X};",
-                                          f"&#x{ord(c):x};", f"&#00{ord(c)};", *(["&" + n for n in _named(c)][:3])]))
+        return data.draw(
+            st.sampled_from(
+                [
+                    c if c not in "&<>\"'" else html.escape(c),
+                    f"&#{ord(c)};",
+                    f"&#x{ord(c):X};",
+                    f"&#x{ord(c):x};",
+                    f"&#00{ord(c)};",
+                    *(["&" + n for n in _named(c)][:3]),
+                ]
+            )
+        )
 
     text = "<p>The key " + "".join(one(c) for c in key) + " is not valid.</p>"
     assert key in html.unescape(text)
@@ -145,11 +153,18 @@ def _decodes_to(token: str, secret: bytes) -> bool:
     return False
 
 
-@given(key=KEYS, before=st.binary(max_size=5), after=st.binary(max_size=5), urlsafe=st.booleans(), pad=st.booleans(),
-       escape=st.sampled_from(["none", "json-slash", "percent", "unicode"]))
+@given(
+    key=KEYS,
+    before=st.binary(max_size=5),
+    after=st.binary(max_size=5),
+    urlsafe=st.booleans(),
+    pad=st.booleans(),
+    escape=st.sampled_from(["none", "json-slash", "percent", "unicode"]),
+)
 @SETTINGS
-def test_base64_at_any_offset_with_its_symbols_escaped(key: str, before: bytes, after: bytes, urlsafe: bool, pad: bool,
-                                                        escape: str) -> None:
+def test_base64_at_any_offset_with_its_symbols_escaped(
+    key: str, before: bytes, after: bytes, urlsafe: bool, pad: bool, escape: str
+) -> None:
     raw = before + key.encode("utf-8") + after
     token = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(raw).decode()
     token = token if pad else token.rstrip("=")

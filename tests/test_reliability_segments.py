@@ -26,8 +26,8 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-import engine.audio
-from engine.audio import decode
+import engine.audio.decoding
+from engine.audio.decoding import decode
 from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ManifestError
@@ -52,8 +52,9 @@ def _recording(librivox: list[tuple[Path, str]], folder: Path, n: int = 3) -> tu
     for k, (wav, text) in enumerate(sorted(librivox, key=lambda c: sf.info(c[0]).frames)[:n]):
         x, sr = sf.read(wav, dtype="int16")
         assert sr == SR
-        spans.append({"utt_id": f"seg{k}", "offset": at, "duration": len(x) / SR, "text": text, "start": int(round(at * SR)),
-                      "frames": len(x)})
+        spans.append(
+            {"utt_id": f"seg{k}", "offset": at, "duration": len(x) / SR, "text": text, "start": int(round(at * SR)), "frames": len(x)}
+        )
         parts += [x, np.zeros(int(GAP_S * SR), dtype=np.int16)]
         at += len(x) / SR + GAP_S
     long = folder / "recording.wav"
@@ -94,10 +95,11 @@ def test_a_segment_decodes_to_the_samples_of_its_span_cut_with_sox_and_soundfile
             assert abs(got.duration_s - s["duration"]) < 1e-3
 
 
-def test_long_segments_read_block_by_block_equal_the_cut_span(librivox: list[tuple[Path, str]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_long_segments_read_block_by_block_equal_the_cut_span(
+    librivox: list[tuple[Path, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     long, spans = _recording(librivox, tmp_path)
-    monkeypatch.setattr(engine.audio, "STREAM_SAMPLES", 1000)  # every clip takes the streaming path
+    monkeypatch.setattr(engine.audio.decoding, "STREAM_SAMPLES", 1000)  # every clip takes the streaming path
     x, _ = sf.read(long, dtype="int16")
     for s in spans:
         cut = tmp_path / f"{s['utt_id']}.wav"
@@ -109,7 +111,8 @@ def test_long_segments_read_block_by_block_equal_the_cut_span(librivox: list[tup
 
 def _registry(env: Env) -> None:
     (env.tmp / "configs" / "models" / "ps.yaml").write_text(
-        "models:\n  sphinx: {backend: pocketsphinx, options: {search: fast}, batch_size: 1, params_m: null, tags: [local]}\n")
+        "models:\n  sphinx: {backend: pocketsphinx, options: {search: fast}, batch_size: 1, params_m: null, tags: [local]}\n"
+    )
 
 
 def test_a_run_transcribes_each_segment_as_the_span_cut_to_its_own_file(librivox: list[tuple[Path, str]], env: Env) -> None:
@@ -121,8 +124,9 @@ def test_a_run_transcribes_each_segment_as_the_span_cut_to_its_own_file(librivox
     for s in spans:
         cut = env.tmp / "data" / f"{s['utt_id']}.wav"
         sf.write(cut, x[s["start"] : s["start"] + s["frames"]], SR, subtype="PCM_16")
-        rows.append({"utt_id": s["utt_id"], "audio_filepath": long.name, "offset": s["offset"], "duration": s["duration"],
-                     "text": s["text"]})
+        rows.append(
+            {"utt_id": s["utt_id"], "audio_filepath": long.name, "offset": s["offset"], "duration": s["duration"], "text": s["text"]}
+        )
         rows.append({"utt_id": f"cut-{s['utt_id']}", "audio_filepath": cut.name, "duration": s["duration"], "text": s["text"]})
     manifest = _nemo(env.tmp / "data" / "manifest.jsonl", rows)
     out = env.tmp / "out"
@@ -175,8 +179,9 @@ def test_csv_and_parquet_segments_select_their_span_and_are_checked_too(tmp_path
     import pyarrow.parquet as pq
 
     audio = (tmp_path / "rec.wav").read_bytes()
-    table = pa.table({"utt_id": ["p1"], "audio": [{"bytes": audio, "path": "rec.wav"}], "offset": [1.5], "duration_s": [2.0],
-                      "text": ["a b"]})
+    table = pa.table(
+        {"utt_id": ["p1"], "audio": [{"bytes": audio, "path": "rec.wav"}], "offset": [1.5], "duration_s": [2.0], "text": ["a b"]}
+    )
     pq.write_table(table, tmp_path / "m.parquet")
     for path in (tmp_path / "m.csv", tmp_path / "m.parquet"):
         ds = open_dataset(path)
@@ -199,8 +204,9 @@ def test_hugging_face_segments_select_their_span_and_are_checked_too(tmp_path: P
     buf = io.BytesIO()
     sf.write(buf, x, SR, format="WAV", subtype="FLOAT")
     for name, offset in (("good", 1.5), ("bad", 5.0)):
-        ds = datasets.Dataset.from_dict({"audio": [{"bytes": buf.getvalue(), "path": "rec.wav"}], "text": ["a b"], "offset": [offset],
-            "duration": [2.0]}).cast_column("audio", datasets.Audio(decode=False))
+        ds = datasets.Dataset.from_dict(
+            {"audio": [{"bytes": buf.getvalue(), "path": "rec.wav"}], "text": ["a b"], "offset": [offset], "duration": [2.0]}
+        ).cast_column("audio", datasets.Audio(decode=False))
         ds.save_to_disk(str(tmp_path / name))
     opened = open_dataset(tmp_path / "good", "hf", split="train")
     got = decode(opened.load_shard(opened.shard_ids[0]).utterances[0])
@@ -212,11 +218,11 @@ def test_hugging_face_segments_select_their_span_and_are_checked_too(tmp_path: P
 def test_every_worker_payload_and_derived_clip_keeps_the_span(tmp_path: Path) -> None:
     import pickle
 
+    from engine.audio.shards import write_shards
     from engine.data import DecodeOptions
-    from engine.judge_worker import clip_location, decode_location
+    from engine.keyed.judge_worker import clip_location, decode_location
+    from engine.keyed.probe_workers import clip_payload, read_clip
     from engine.perturb.derive import Family, derive_shard
-    from engine.probe_workers import clip_payload, read_clip
-    from engine.shards import write_shards
 
     x = np.random.default_rng(2).normal(0, 0.1, 8 * SR).astype(np.float32)
     sf.write(tmp_path / "rec.wav", x, SR, subtype="FLOAT")
@@ -230,8 +236,9 @@ def test_every_worker_payload_and_derived_clip_keeps_the_span(tmp_path: Path) ->
     shipped = pickle.loads(pickle.dumps(u))  # Ray ships shards of utterances to decode_shard
     assert np.array_equal(decode(shipped, root=tmp_path).samples, want)
     # the planted copy of the bad-reference probe: audio embedded, the span kept
-    (path,) = write_shards([Utterance("s", "a b", audio_bytes=(tmp_path / "rec.wav").read_bytes(), offset_s=2.0, duration_s=1.25)],
-        tmp_path / "copy")
+    (path,) = write_shards(
+        [Utterance("s", "a b", audio_bytes=(tmp_path / "rec.wav").read_bytes(), offset_s=2.0, duration_s=1.25)], tmp_path / "copy"
+    )
     ds = open_dataset(path.parent, "parquet")
     assert np.array_equal(decode(ds.load_shard(ds.shard_ids[0]).utterances[0]).samples, want)
     # a perturbation derives from the span
@@ -245,8 +252,12 @@ def test_moving_a_segment_changes_the_clip_digest_and_the_fingerprint(tmp_path: 
     sf.write(tmp_path / "rec.wav", np.random.default_rng(3).normal(0, 0.1, 5 * SR).astype(np.float32), SR)
     prints, digests = [], []
     for offset in (1.0, 2.0):
-        ds = open_dataset(_nemo(tmp_path / f"m{offset}.jsonl",
-            [{"utt_id": "s", "audio_filepath": "rec.wav", "offset": offset, "duration": 1.0, "text": "a b"}]))
+        ds = open_dataset(
+            _nemo(
+                tmp_path / f"m{offset}.jsonl",
+                [{"utt_id": "s", "audio_filepath": "rec.wav", "offset": offset, "duration": 1.0, "text": "a b"}],
+            )
+        )
         prints.append(ds.fingerprint)
         digests.append(ds.shard_index(ds.shard_ids[0]).clips)
     assert prints[0] != prints[1] and digests[0] != digests[1]
@@ -259,9 +270,9 @@ def test_both_runners_read_the_span(tmp_path: Path) -> None:
     import ray
 
     from engine.data import ModelSpec
-    from engine.ray_runner import RayRunner, init_ray
-    from engine.runner import InProcessRunner
-    from engine.store import RunStore
+    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.runner import InProcessRunner
+    from engine.run.store import RunStore
 
     x = np.random.default_rng(4).normal(0, 0.1, 9 * SR).astype(np.float32)
     sf.write(tmp_path / "rec.wav", x, SR, subtype="FLOAT")

@@ -19,7 +19,7 @@ import pytest
 
 from audits.asr.scoring import score_table
 from audits.normalizing import get_normalizer
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import Utterance
 from tests.reliability_env import Env, audit, noise, speech_clips, write_dataset
 

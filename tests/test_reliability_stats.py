@@ -32,8 +32,19 @@ REF = "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9"  # ten words: e errors on a clip = WER e /
 
 def _raw(model: str, utt: str, errors: int, speaker: str | None, **labels: str) -> dict:
     hyp = " ".join(["x"] * errors + REF.split()[errors:])
-    return {"utt_id": utt, "model": model, "ref_raw": REF, "hyp_raw": hyp, "duration_s": 1.0, "infer_s": 0.1, "error": None,
-            "speaker": speaker, "shard": "s0", "parent_id": None, **labels}
+    return {
+        "utt_id": utt,
+        "model": model,
+        "ref_raw": REF,
+        "hyp_raw": hyp,
+        "duration_s": 1.0,
+        "infer_s": 0.1,
+        "error": None,
+        "speaker": speaker,
+        "shard": "s0",
+        "parent_id": None,
+        **labels,
+    }
 
 
 def _scored(rows: list[dict]) -> pd.DataFrame:
@@ -144,8 +155,11 @@ def test_identical_models_are_not_testable_and_leave_the_holm_family() -> None:
     errs = [1, 2, 0, 3, 1, 2, 2, 0]
     rows = []
     for i, e in enumerate(errs):
-        rows += [_raw("a", f"u{i}", e, f"s{i % 4}"), _raw("a-twin", f"u{i}", e, f"s{i % 4}"),
-                 _raw("c", f"u{i}", e + 2 + i % 3, f"s{i % 4}")]
+        rows += [
+            _raw("a", f"u{i}", e, f"s{i % 4}"),
+            _raw("a-twin", f"u{i}", e, f"s{i % 4}"),
+            _raw("c", f"u{i}", e + 2 + i % 3, f"s{i % 4}"),
+        ]
     comp = compare_models(_scored(rows), n_boot=300)
     pairs = {(p["a"], p["b"]): p for p in comp["pairs"]}
     twin = pairs[("a", "a-twin")]
@@ -191,12 +205,34 @@ def test_ladder_level_with_one_speaker() -> None:
     """A level whose clips come from one speaker: slope by hand, but neither it nor the breaking point gets an interval."""
     rows = []
     for s in range(4):
-        rows.append({"model": "m", "utt_id": f"c{s}", "speaker": f"s{s}", "ok": True, "speech_free": False, "n_words": 10,
-                     "word_errors": s % 2, "bg": "clean"})
-        rows.append({"model": "m", "utt_id": f"a{s}", "speaker": f"s{s}", "ok": True, "speech_free": False, "n_words": 10,
-                     "word_errors": 2 + s % 2, "bg": "n20"})
-    rows += [{"model": "m", "utt_id": f"b{k}", "speaker": "s0", "ok": True, "speech_free": False, "n_words": 10,
-              "word_errors": 6, "bg": "n10"} for k in range(3)]
+        rows.append(
+            {
+                "model": "m",
+                "utt_id": f"c{s}",
+                "speaker": f"s{s}",
+                "ok": True,
+                "speech_free": False,
+                "n_words": 10,
+                "word_errors": s % 2,
+                "bg": "clean",
+            }
+        )
+        rows.append(
+            {
+                "model": "m",
+                "utt_id": f"a{s}",
+                "speaker": f"s{s}",
+                "ok": True,
+                "speech_free": False,
+                "n_words": 10,
+                "word_errors": 2 + s % 2,
+                "bg": "n20",
+            }
+        )
+    rows += [
+        {"model": "m", "utt_id": f"b{k}", "speaker": "s0", "ok": True, "speech_free": False, "n_words": 10, "word_errors": 6, "bg": "n10"}
+        for k in range(3)
+    ]
     spec = LadderSpec("bg", "clean", (("n20", 20.0), ("n10", 10.0)), "dB SNR")
     r = ladder_for_model(pd.DataFrame(rows), spec, margin=0.05, n_boot=200, seed=0, alpha=0.05)
     assert r["slope"] == pytest.approx((0.25 - 0.6) / (20 - 10))  # WER 25 % at 20 dB, 60 % at 10 dB

@@ -35,8 +35,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         a = write_dataset(tmp / "a", [*speech_clips(4, 0), free])
         b = write_dataset(tmp / "b", [*speech_clips(4, 10), free])
         out = tmp / "sweep"
-        res = audit("sweep", env.recipe(a, models="[sim-a, sim-b]"), "--models", "sim-a,sim-b", "--tracks", f"accent={a},noise={b}",
-            "--out", out)
+        res = audit(
+            "sweep", env.recipe(a, models="[sim-a, sim-b]"), "--models", "sim-a,sim-b", "--tracks", f"accent={a},noise={b}", "--out", out
+        )
         assert res.exit_code == 0, res.output
     finally:
         mp.undo()
@@ -110,8 +111,9 @@ def test_a_run_without_a_recorded_rows_digest_is_refused(runs: dict[str, Path]) 
 
 
 @pytest.mark.parametrize("name", ["tracks.json", "a/b", "..", ".hidden", "a b", "x|y", "parts", "é" * 2, "n" * 65])
-def test_a_track_name_that_cannot_be_a_folder_is_refused_before_anything_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        name: str) -> None:
+def test_a_track_name_that_cannot_be_a_folder_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     env = Env(tmp_path, monkeypatch)
     a = write_dataset(tmp_path / "a", speech_clips(2))
     out = tmp_path / "sweep"
@@ -196,8 +198,11 @@ def _dominated(m: str, pts: dict[str, tuple[float, float]], higher_better: bool)
 def _check_view(view: dict) -> None:
     models = view["models"]
     speed = {m: (r["wer"], r["rtfx"]) for m, r in models.items() if r["wer"] is not None and r["rtfx"]}
-    cost = {m: (r["wer"], r["cost_per_audio_hour_usd"]) for m, r in models.items()
-            if r["wer"] is not None and r["cost_per_audio_hour_usd"] is not None}
+    cost = {
+        m: (r["wer"], r["cost_per_audio_hour_usd"])
+        for m, r in models.items()
+        if r["wer"] is not None and r["cost_per_audio_hour_usd"] is not None
+    }
     assert set(view["pareto_wer_rtfx"]) == {m for m in speed if not _dominated(m, speed, True)}
     assert set(view["pareto_wer_cost"]) == {m for m in cost if not _dominated(m, cost, False)}
     for m, r in models.items():
@@ -214,9 +219,14 @@ def test_trade_off_fronts_match_a_brute_force_dominance_check() -> None:
         pts = {}
         for i in range(rng.randint(1, 9)):
             hosted = rng.random() < 0.3
-            pts[f"m{i}"] = {"wer": rng.choice([0.1, 0.2, 0.3, rng.random()]), "ci95": [None, None],
-                            "audio_s": rng.choice([0.0, 10.0, 20.0]), "infer_s": rng.choice([0.0, 1.0, 2.0, 4.0]),
-                            "hosted": hosted, "price": rng.choice([None, 0.21, 0.96]) if hosted else None}
+            pts[f"m{i}"] = {
+                "wer": rng.choice([0.1, 0.2, 0.3, rng.random()]),
+                "ci95": [None, None],
+                "audio_s": rng.choice([0.0, 10.0, 20.0]),
+                "infer_s": rng.choice([0.0, 1.0, 2.0, 4.0]),
+                "hosted": hosted,
+                "price": rng.choice([None, 0.21, 0.96]) if hosted else None,
+            }
         view = _trade_view(pts, rng.choice([None, 0.4]))
         _check_view(view)
         for m, r in view["models"].items():

@@ -35,8 +35,9 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_a_recipe_with_models_twice_is_refused_naming_file_line_and_key(tmp_path: Path) -> None:
-    recipe = _write(tmp_path, "r.yaml", "name: r\ndataset: {path: builtin:demo}\nmodels: [whisper-tiny.en]\nwarmup: 0\n"
-                    "models: [pocketsphinx-en-us]\n")
+    recipe = _write(
+        tmp_path, "r.yaml", "name: r\ndataset: {path: builtin:demo}\nmodels: [whisper-tiny.en]\nwarmup: 0\nmodels: [pocketsphinx-en-us]\n"
+    )
     with pytest.raises(ConfigError, match=r"r\.yaml, line 5, column 1: .*key 'models' appears twice in one mapping \(first at line 3\)"):
         load_recipe(str(recipe))
     # anchors and aliases stay: a list written once and reused is plain data; an explicit plain tag too
@@ -44,24 +45,30 @@ def test_a_recipe_with_models_twice_is_refused_naming_file_line_and_key(tmp_path
     assert parse_yaml("x: !!str 5\n", "x.yaml") == {"x": "5"}
 
 
-@pytest.mark.parametrize("text,line,key", [
-    ("scoring:\n  n_boot: 10\n  seed: 1\n  n_boot: 2000\n", 4, "n_boot"),  # nested, block style
-    ("scoring: {n_boot: 10, n_boot: 20}\n", 1, "n_boot"),  # flow style
-    ("profiles:\n  ladders:\n    - column: bg\n      levels: {n20: 20, n10: 10, n20: 5}\n", 4, "n20"),  # in a list item, 4 levels deep
-    ("a: 1\n1: x\ntrue: y\n", 3, "True"),  # 1 and true are one key to Python: the second would replace the first
-])
+@pytest.mark.parametrize(
+    "text,line,key",
+    [
+        ("scoring:\n  n_boot: 10\n  seed: 1\n  n_boot: 2000\n", 4, "n_boot"),  # nested, block style
+        ("scoring: {n_boot: 10, n_boot: 20}\n", 1, "n_boot"),  # flow style
+        ("profiles:\n  ladders:\n    - column: bg\n      levels: {n20: 20, n10: 10, n20: 5}\n", 4, "n20"),  # in a list item, 4 levels deep
+        ("a: 1\n1: x\ntrue: y\n", 3, "True"),  # 1 and true are one key to Python: the second would replace the first
+    ],
+)
 def test_duplicate_keys_at_any_depth(tmp_path: Path, text: str, line: int, key: str) -> None:
     with pytest.raises(ConfigError, match=rf"f\.yaml, line {line}, .*key '?{re.escape(key)}'? appears twice"):
         load_yaml(_write(tmp_path, "f.yaml", text))
 
 
-@pytest.mark.parametrize("text,what", [
-    ("date: 2024-05-01\n", "timestamp"),
-    ("blob: !!binary aGVsbG8=\n", "binary"),
-    ("s: !!set {a, b}\n", "set"),
-    ("o: !!omap [{a: 1}, {b: 2}]\n", "omap"),
-    ("base: &b {n_boot: 10}\nscoring:\n  <<: *b\n  n_boot: 20\n", "merge keys"),
-])
+@pytest.mark.parametrize(
+    "text,what",
+    [
+        ("date: 2024-05-01\n", "timestamp"),
+        ("blob: !!binary aGVsbG8=\n", "binary"),
+        ("s: !!set {a, b}\n", "set"),
+        ("o: !!omap [{a: 1}, {b: 2}]\n", "omap"),
+        ("base: &b {n_boot: 10}\nscoring:\n  <<: *b\n  n_boot: 20\n", "merge keys"),
+    ],
+)
 def test_anything_but_plain_data_is_refused_with_the_line(tmp_path: Path, text: str, what: str) -> None:
     with pytest.raises(ConfigError, match=rf"f\.yaml, line \d+, column \d+: .*{re.escape(what)}"):
         load_yaml(_write(tmp_path, "f.yaml", text))
@@ -71,14 +78,22 @@ def _map(tmp_path: Path, values: str, outputs: str = "[t]", allowed: str = "{t: 
     return _write(tmp_path, "m.yaml", f"name: m\noutputs: {outputs}\nallowed: {allowed}\nsources: {{s: x}}\nvalues:\n{values}")
 
 
-@pytest.mark.parametrize("values,outputs,allowed,match", [
-    ("  one: {t: a, source: s}\n  one: {t: b, source: s}\n", "[t]", "{t: [a, b]}", r"m\.yaml, line 7, .*key 'one' appears twice"),
-    ("  one: {t: a, source: s, aliases: [uno, eins, uno]}\n", "[t]", "{t: [a, b]}", r"values\.one\.aliases\[2\]: 'uno' is listed twice"),
-    ("  one: {t: a, source: s, aliases: [Un-o, un o]}\n", "[t]", "{t: [a, b]}", r"aliases\[1\]: 'un o' \(as 'un-o'\) is listed twice"),
-    ("  one: {t: a, source: s, aliases: [ONE]}\n", "[t]", "{t: [a, b]}", r"aliases\[0\]: 'ONE' is the entry's own name"),
-    ("  one: {t: a, source: s}\n", "[t, t]", "{t: [a, b]}", r"outputs\[1\]: 't' is listed twice"),
-    ("  one: {t: a, source: s}\n", "[t]", "{t: [a, b, a]}", r"allowed\.t\[2\]: 'a' is listed twice"),
-])
+@pytest.mark.parametrize(
+    "values,outputs,allowed,match",
+    [
+        ("  one: {t: a, source: s}\n  one: {t: b, source: s}\n", "[t]", "{t: [a, b]}", r"m\.yaml, line 7, .*key 'one' appears twice"),
+        (
+            "  one: {t: a, source: s, aliases: [uno, eins, uno]}\n",
+            "[t]",
+            "{t: [a, b]}",
+            r"values\.one\.aliases\[2\]: 'uno' is listed twice",
+        ),
+        ("  one: {t: a, source: s, aliases: [Un-o, un o]}\n", "[t]", "{t: [a, b]}", r"aliases\[1\]: 'un o' \(as 'un-o'\) is listed twice"),
+        ("  one: {t: a, source: s, aliases: [ONE]}\n", "[t]", "{t: [a, b]}", r"aliases\[0\]: 'ONE' is the entry's own name"),
+        ("  one: {t: a, source: s}\n", "[t, t]", "{t: [a, b]}", r"outputs\[1\]: 't' is listed twice"),
+        ("  one: {t: a, source: s}\n", "[t]", "{t: [a, b, a]}", r"allowed\.t\[2\]: 'a' is listed twice"),
+    ],
+)
 def test_a_condition_map_naming_one_value_twice_is_refused(tmp_path: Path, values: str, outputs: str, allowed: str, match: str) -> None:
     path = _map(tmp_path, values, outputs, allowed)
     with pytest.raises(ConfigError, match=match):

@@ -83,10 +83,19 @@ def make_table(models: dict[str, float] = MODELS, n_speakers: int = 8, per_speak
                 dur = 1.0 + 0.1 * len(ref.split())
                 rows.append(
                     {
-                        "utt_id": utt, "model": model, "hyp_raw": hyp, "ref_raw": ref, "duration_s": dur,
-                        "infer_s": dur / {"alpha": 5.0, "beta": 40.0, "gamma": 120.0, "delta": 300.0}.get(model,
-                            10.0) if err is None else None,
-                        "error": err, "speaker": f"spk{s}", "shard": f"s{s // 4:05d}", "parent_id": None, **labels,
+                        "utt_id": utt,
+                        "model": model,
+                        "hyp_raw": hyp,
+                        "ref_raw": ref,
+                        "duration_s": dur,
+                        "infer_s": dur / {"alpha": 5.0, "beta": 40.0, "gamma": 120.0, "delta": 300.0}.get(model, 10.0)
+                        if err is None
+                        else None,
+                        "error": err,
+                        "speaker": f"spk{s}",
+                        "shard": f"s{s // 4:05d}",
+                        "parent_id": None,
+                        **labels,
                     }
                 )
     df = pd.DataFrame(rows)
@@ -131,8 +140,14 @@ def probe_section() -> dict[str, Any]:
 
     return {
         "bad_reference": {
-            "memorizer": entry(19, 20), "gamma": entry(11, 20), "alpha": entry(3, 20), "beta": entry(2, 20),
-            "n_clips": 32, "panel": ["p1", "p2", "p3"], "n_spans": 20, "source": "panel",
+            "memorizer": entry(19, 20),
+            "gamma": entry(11, 20),
+            "alpha": entry(3, 20),
+            "beta": entry(2, 20),
+            "n_clips": 32,
+            "panel": ["p1", "p2", "p3"],
+            "n_spans": 20,
+            "source": "panel",
         }
     }
 
@@ -152,17 +167,41 @@ def make_run(
     else:
         models = {m: MODELS.get(m, 0.1) for m in table["model"].unique()}
     norm = get_normalizer(normalizer)
-    opts = ScoringOptions(n_boot=200, seed=0, slice_columns=["accent_group", "background", "emotion", "room"],
-                          gaps=[("accent_group", "non-native", "native"), ("background", "noise-5db", "clean"),
-                              ("emotion", "positive-high-arousal", "neutral")])
-    facts = {m: {"status": "loaded", "backend": "synthetic", "batch_size": 8, "warmup_batches": 1,
-        "info": {"device": "cpu", "dtype": "float32"},
-                 "params_m": {"alpha": 1550.0, "beta": 244.0, "gamma": 39.0}.get(m, 74.0), "tags": ["test"]} for m in models}
-    dataset = {"name": "synthetic-slices", "source": "tests", "reader": "synthetic", "n_utts": int(table["utt_id"].nunique()),
-        "fingerprint": fingerprint}
+    opts = ScoringOptions(
+        n_boot=200,
+        seed=0,
+        slice_columns=["accent_group", "background", "emotion", "room"],
+        gaps=[
+            ("accent_group", "non-native", "native"),
+            ("background", "noise-5db", "clean"),
+            ("emotion", "positive-high-arousal", "neutral"),
+        ],
+    )
+    facts = {
+        m: {
+            "status": "loaded",
+            "backend": "synthetic",
+            "batch_size": 8,
+            "warmup_batches": 1,
+            "info": {"device": "cpu", "dtype": "float32"},
+            "params_m": {"alpha": 1550.0, "beta": 244.0, "gamma": 39.0}.get(m, 74.0),
+            "tags": ["test"],
+        }
+        for m in models
+    }
+    dataset = {
+        "name": "synthetic-slices",
+        "source": "tests",
+        "reader": "synthetic",
+        "n_utts": int(table["utt_id"].nunique()),
+        "fingerprint": fingerprint,
+    }
     extra = {"probes": probe_section(), "speaker": speaker_section(), "emotion": emotion_section()} if extras else None
-    recipe = {"name": "synthetic", "normalizer": normalizer,
-        "scoring": {"n_boot": 200, "seed": 0, "slices": opts.slice_columns, "gaps": [list(g) for g in opts.gaps]}}
+    recipe = {
+        "name": "synthetic",
+        "normalizer": normalizer,
+        "scoring": {"n_boot": 200, "seed": 0, "slices": opts.slice_columns, "gaps": [list(g) for g in opts.gaps]},
+    }
     summary, _ = build_summary(table, norm, recipe, dataset, facts, {"processor": "x86_64", "cpu_count": 2}, opts, extra)
     out.mkdir(parents=True, exist_ok=True)
     table.to_parquet(out / "utterances.parquet", index=False)
@@ -230,8 +269,22 @@ def _f(s: str) -> float | None:
 
 def test_every_section_is_present(page: tuple[str, _Collector, dict[str, Any]]) -> None:
     _, p, _ = page
-    for sid in ("summary", "run-facts", "overall", "speed", "heatmap", "slices", "gaps", "cohort", "probes", "speaker", "emotion", "worst",
-        "report-data", "models-table"):
+    for sid in (
+        "summary",
+        "run-facts",
+        "overall",
+        "speed",
+        "heatmap",
+        "slices",
+        "gaps",
+        "cohort",
+        "probes",
+        "speaker",
+        "emotion",
+        "worst",
+        "report-data",
+        "models-table",
+    ):
         assert sid in p.ids, sid
 
 
@@ -396,8 +449,19 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--disable-quic", "--hide-scrollbars", "--enable-logging=stderr", "--v=0"]
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--hide-scrollbars",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 @pytest.mark.skipif(_chromium() is None, reason="Debian package 'chromium' is not installed")
@@ -406,15 +470,24 @@ def test_renders_in_headless_chromium(run_dir: Path, page: tuple[str, _Collector
     assert exe is not None
     url = (run_dir / "report.html").resolve().as_uri()
     shot = tmp_path / "report.png"
-    res = subprocess.run([exe, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1400,3000",
-        url],
-                         check=False, capture_output=True, text=True, timeout=90)
+    res = subprocess.run(
+        [exe, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}", "--window-size=1400,3000", url],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert shot.exists() and shot.stat().st_size > 50_000, res.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(shot.read_bytes()[16:20], "big"), int.from_bytes(shot.read_bytes()[20:24], "big")
     assert (width, height) == (1400, 3000)
-    dom = subprocess.run([exe, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", url], check=False,
-        capture_output=True, text=True, timeout=90)
+    dom = subprocess.run(
+        [exe, *CHROME_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--dump-dom", url],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert 'data-rendered="ok"' in dom.stdout, dom.stderr[-2000:]
     assert 'data-n-models="3"' in dom.stdout
     for log in (res.stderr, dom.stderr):

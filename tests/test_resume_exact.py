@@ -39,14 +39,15 @@ import soundfile as sf
 from typer.testing import CliRunner
 
 from audits.cli.main import app
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import utterances_to_table
 from engine.data import ModelSpec, Utterance, WorkUnit
 from engine.datasets import open_dataset
 from engine.datasets.base import audio_stamp, fingerprint_utterances, in_memory_dataset
 from engine.errors import ConfigError, ResultIntegrityError
-from engine.runner import InProcessRunner
-from engine.shards import utterances_to_table
-from engine.store import RunStore, check_distinct_paths, check_rows, safe_name
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore, check_rows
+from engine.storage import check_distinct_paths, safe_name
 from tests.processes import sigkill_after_markers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -110,8 +111,16 @@ def hyps(out: Path, model: str) -> dict[str, str]:
 def recipe_file(folder: Path, dataset: Path, model: str, shard_size: int) -> Path:
     p = folder / f"resume-{shard_size}.yaml"
     p.write_text(
-        json.dumps({"name": "resume", "dataset": {"path": str(dataset)}, "models": [model], "shard_size": shard_size, "warmup": 0,
-            "scoring": {"n_boot": 20}})
+        json.dumps(
+            {
+                "name": "resume",
+                "dataset": {"path": str(dataset)},
+                "models": [model],
+                "shard_size": shard_size,
+                "warmup": 0,
+                "scoring": {"n_boot": 20},
+            }
+        )
     )
     return p
 
@@ -142,19 +151,24 @@ def crash_after(n: int) -> Any:
 def _config_dir(tmp: Path, sleep_s: float) -> Path:
     cfg = tmp / f"configs-{sleep_s}"
     shutil.copytree(REPO / "audit_configs", cfg)
-    entry = {"backend": "fault-inject", "options": {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": sleep_s},
-        "batch_size": 1}
+    entry = {
+        "backend": "fault-inject",
+        "options": {"inner": "pocketsphinx", "inner_options": {}, "after_batch_sleep_s": sleep_s},
+        "batch_size": 1,
+    }
     (cfg / "models" / "slow.yaml").write_text(json.dumps({"models": {"ps-slow": entry}}))
     return cfg
 
 
 def _cli_env(cfg: Path) -> dict[str, str]:
-    return dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        COLUMNS="200")
+    return dict(
+        os.environ, AUDIT_CONFIG_DIR=str(cfg), PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), COLUMNS="200"
+    )
 
 
-def test_reordered_manifest_after_sigkill_resumes_exactly(clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
-        tmp_path: Path) -> None:
+def test_reordered_manifest_after_sigkill_resumes_exactly(
+    clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path
+) -> None:
     """kill -9 after 3 of 8 units (shard_size 1); resume with the manifest's lines reversed: every
     utterance once with its own hypothesis, summary n_utts 8, and the 3 finished clips are not
     transcribed again (their units are rebuilt from the stored rows)."""
@@ -180,8 +194,9 @@ def test_reordered_manifest_after_sigkill_resumes_exactly(clips: dict[str, tuple
 # -- 2. shard size changed between runs (CLI) -------------------------------------------------------
 
 
-def test_shard_size_change_keeps_one_row_per_utterance(clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
-        tmp_path: Path) -> None:
+def test_shard_size_change_keeps_one_row_per_utterance(
+    clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path
+) -> None:
     """shard_size 4, then 2, into the same --out: 8 rows, not 12; every new unit is rebuilt from
     the rows of the first run (nothing transcribed twice), and consolidation reads only the
     current layout's parts."""
@@ -197,8 +212,9 @@ def test_shard_size_change_keeps_one_row_per_utterance(clips: dict[str, tuple[Pa
     assert len(pd.read_parquet(out / "utterances.parquet")) == 8
 
 
-def test_layout_changes_in_process_rebuild_or_redo_exactly(clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
-        tmp_path: Path) -> None:
+def test_layout_changes_in_process_rebuild_or_redo_exactly(
+    clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path
+) -> None:
     """Through the runner API: after a crash under shard_size 4 (1 unit done), shard_size 3 plans
     s0 = u0..u2 (all stored: rebuilt), s1 = u3..u5 (u3 stored, u4-u5 not: transcribed), s2. The
     stale markers never count as done, and the table is exact."""
@@ -237,8 +253,9 @@ def test_safe_names_are_distinct_and_collisions_refused() -> None:
         check_distinct_paths(["m", "m"], "model")
 
 
-def test_parquet_shard_names_that_collide_when_escaped(clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
-        tmp_path: Path) -> None:
+def test_parquet_shard_names_that_collide_when_escaped(
+    clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path
+) -> None:
     """`a b.parquet` and `a_b.parquet` used to share one part file: 2 of 4 utterances vanished."""
     folder = tmp_path / "pq"
     folder.mkdir()
@@ -483,11 +500,13 @@ def ray_session() -> Iterator[Any]:
 
 
 @pytest.mark.slow
-def test_ray_reordered_manifest_after_crash(ray_session: Any, clips: dict[str, tuple[Path, str]], baseline: dict[str, str],
-        tmp_path: Path) -> None:
+def test_ray_reordered_manifest_after_crash(
+    ray_session: Any, clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path
+) -> None:
     """Crash after 3 of 8 units, resume on Ray with the manifest reversed: exact rows, summary n_utts 8."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import load_recipe
+    from engine.engine import EngineOptions
 
     m = manifest(tmp_path / "m.jsonl", clips, IDS)
     recipe = recipe_file(tmp_path, m, REGISTRY_PS, 1)
@@ -504,8 +523,9 @@ def test_ray_reordered_manifest_after_crash(ray_session: Any, clips: dict[str, t
 @pytest.mark.slow
 def test_ray_shard_size_change(ray_session: Any, clips: dict[str, tuple[Path, str]], baseline: dict[str, str], tmp_path: Path) -> None:
     """shard_size 4 (crash after 1 unit), then 2 on Ray: s0-s1 rebuilt, s2-s3 run by actors; 8 rows."""
-    from audits.pipeline import EngineOptions, run_recipe
+    from audits.pipeline import run_recipe
     from audits.recipes import load_recipe
+    from engine.engine import EngineOptions
 
     m = manifest(tmp_path / "m.jsonl", clips, IDS)
     out = tmp_path / "out"
@@ -513,8 +533,10 @@ def test_ray_shard_size_change(ray_session: Any, clips: dict[str, tuple[Path, st
         run_recipe(load_recipe(str(recipe_file(tmp_path, m, REGISTRY_PS, 4))), out, progress=crash_after(1))
     events: list[tuple[str, dict[str, Any]]] = []
     summary = run_recipe(
-        load_recipe(str(recipe_file(tmp_path, m, REGISTRY_PS, 2))), out, engine=EngineOptions(kind="ray"), progress=lambda e, n,
-        i: events.append((e, i))
+        load_recipe(str(recipe_file(tmp_path, m, REGISTRY_PS, 2))),
+        out,
+        engine=EngineOptions(kind="ray"),
+        progress=lambda e, n, i: events.append((e, i)),
     )
     assert sorted(i["shard"] for e, i in events if e == "unit") == ["s00002", "s00003"]
     assert summary["models"][REGISTRY_PS]["n_utts"] == 8

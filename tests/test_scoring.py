@@ -24,8 +24,18 @@ from normalizers import EnglishNormalizer, IdentityNormalizer
 def rows(pairs, model="m", speakers=None, labels=None):
     data = []
     for i, (r, h) in enumerate(pairs):
-        row = {"utt_id": f"u{i}", "model": model, "ref_raw": r, "hyp_raw": h, "duration_s": 1.0, "infer_s": 0.1, "error": None,
-               "speaker": None if speakers is None else speakers[i], "shard": "s0", "parent_id": None}
+        row = {
+            "utt_id": f"u{i}",
+            "model": model,
+            "ref_raw": r,
+            "hyp_raw": h,
+            "duration_s": 1.0,
+            "infer_s": 0.1,
+            "error": None,
+            "speaker": None if speakers is None else speakers[i],
+            "shard": "s0",
+            "parent_id": None,
+        }
         if labels:
             for k, v in labels.items():
                 row[k] = v[i]
@@ -60,9 +70,11 @@ def test_corpus_level_not_mean_of_utterances():
 
 
 def test_matches_jiwer_on_normalized_text():
-    pairs = [("Mr. Smith paid $20 for the colour TV.", "mister smith paid twenty dollars for the color tv"),
-             ("It's 5 o'clock, OK?", "its five o clock okay"),
-             ("The quick brown fox", "the quick brown box jumps")]
+    pairs = [
+        ("Mr. Smith paid $20 for the colour TV.", "mister smith paid twenty dollars for the color tv"),
+        ("It's 5 o'clock, OK?", "its five o clock okay"),
+        ("The quick brown fox", "the quick brown box jumps"),
+    ]
     norm = EnglishNormalizer()
     df = rows(pairs)
     s = summarize_models(score_table(df, norm), ScoringOptions(n_boot=100))
@@ -93,8 +105,12 @@ def test_matches_nist_sclite(tmp_path: Path):
     hyp_trn = tmp_path / "hyp.trn"
     ref_trn.write_text("".join(f"{r} (spk-{i:03d})\n" for i, (r, _) in enumerate(pairs)))
     hyp_trn.write_text("".join(f"{h} (spk-{i:03d})\n" for i, (_, h) in enumerate(pairs)))
-    out = subprocess.run(["sctk", "sclite", "-r", str(ref_trn), "trn", "-h", str(hyp_trn), "trn", "-i", "wsj", "-o", "pra", "stdout"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["sctk", "sclite", "-r", str(ref_trn), "trn", "-h", str(hyp_trn), "trn", "-i", "wsj", "-o", "pra", "stdout"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     scores = [tuple(map(int, m.groups())) for m in re.finditer(r"Scores: \(#C #S #D #I\) (\d+) (\d+) (\d+) (\d+)", out)]
     assert len(scores) == len(pairs)
     sclite_errors = sum(s + d + i for _, s, d, i in scores)

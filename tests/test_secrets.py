@@ -187,21 +187,35 @@ def test_crlf_key_and_echoing_server_leave_no_trace_in_a_run(tmp_path: Path) -> 
         fake.inject("echo:quote", "echo:b64-basic", "echo:quote_plus")  # the batch, then two clips alone
         clips = _librivox(3)
         manifest = tmp_path / "manifest.jsonl"
-        manifest.write_text("".join(json.dumps({"utt_id": f"u{i}", "audio_filepath": str(p),
-            "text": "some words"}) + "\n" for i, p in enumerate(clips)))
+        manifest.write_text(
+            "".join(json.dumps({"utt_id": f"u{i}", "audio_filepath": str(p), "text": "some words"}) + "\n" for i, p in enumerate(clips))
+        )
         cfg = tmp_path / "configs"
         shutil.copytree(REPO / "audit_configs", cfg)
-        opts = {"model": "whisper-1", "base_url": fake.base_url, "max_retries": 0, "batch_size": 1,
-            "cache_dir": str(tmp_path / "hosted-cache")}
-        (cfg / "models" / "remote.yaml").write_text(json.dumps({"models": {"remote-asr": {"backend": "openai-compatible", "options": opts,
-            "batch_size": 3}}}))
+        opts = {
+            "model": "whisper-1",
+            "base_url": fake.base_url,
+            "max_retries": 0,
+            "batch_size": 1,
+            "cache_dir": str(tmp_path / "hosted-cache"),
+        }
+        (cfg / "models" / "remote.yaml").write_text(
+            json.dumps({"models": {"remote-asr": {"backend": "openai-compatible", "options": opts, "batch_size": 3}}})
+        )
         recipe = tmp_path / "remote.yaml"
         recipe.write_text(f"name: remote\ndataset: {{path: {manifest}}}\nmodels: [remote-asr]\nscoring: {{n_boot: 20}}\n")
         env = dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), COLUMNS="200", AUDIT_CACHE=str(tmp_path / "audit-cache"))
         env[KEY_ENV] = KEY + "\r"
         audit = Path(sys.executable).with_name("audit")
-        proc = subprocess.run([str(audit), "-v", "run", str(recipe), "--out", str(tmp_path / "run")], cwd=REPO, env=env,
-            capture_output=True, text=True, timeout=300, check=False)
+        proc = subprocess.run(
+            [str(audit), "-v", "run", str(recipe), "--out", str(tmp_path / "run")],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     finally:
         fake.close()
     console = proc.stdout + proc.stderr

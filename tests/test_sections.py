@@ -46,8 +46,12 @@ class ToySection(AuditSection[ToyConfig]):
     def run(self, config: ToyConfig, ctx: SectionContext) -> dict[str, Any]:
         self.calls.append("run")
         n_utts = sum(len(ctx.dataset.load_shard(sid).utterances) for sid in ctx.dataset.shard_ids)
-        return {"greeting": config.greeting, "n_utts": n_utts, "n_rows": len(ctx.load_rows()),
-            "models": sorted(s.name for s in ctx.asr_models)}
+        return {
+            "greeting": config.greeting,
+            "n_utts": n_utts,
+            "n_rows": len(ctx.load_rows()),
+            "models": sorted(s.name for s in ctx.asr_models),
+        }
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         return [f"## {self.title}", "", f"{section['greeting']}: {section['n_utts']} utterances, {section['n_rows']} ASR rows", ""]
@@ -94,8 +98,13 @@ def toy_registry(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, voxpopuli_preds: Path, tmp_path: Path) -> None:
     recipe = parse_recipe(
-        {"name": "toy", "dataset": {"path": str(voxpopuli_preds), "reader": "oasr-predictions", "limit": 12},
-         "models": [], "scoring": {"n_boot": 20}, "toy": {"greeting": "hello <world>"}},
+        {
+            "name": "toy",
+            "dataset": {"path": str(voxpopuli_preds), "reader": "oasr-predictions", "limit": 12},
+            "models": [],
+            "scoring": {"n_boot": 20},
+            "toy": {"greeting": "hello <world>"},
+        },
         "toy.yaml",
     )
     assert recipe.section("toy") == {"greeting": "hello <world>"}
@@ -144,8 +153,9 @@ def test_reports_exports_query_and_findings_name_no_section() -> None:
 
 
 def test_section_config_errors_come_before_anything_runs(toy_registry: Any, voxpopuli_preds: Path, tmp_path: Path) -> None:
-    recipe = parse_recipe({"dataset": {"path": str(voxpopuli_preds), "reader": "oasr-predictions"}, "models": [], "toy": {"greetin": "x"}},
-        "toy.yaml")
+    recipe = parse_recipe(
+        {"dataset": {"path": str(voxpopuli_preds), "reader": "oasr-predictions"}, "models": [], "toy": {"greetin": "x"}}, "toy.yaml"
+    )
     with pytest.raises(ConfigError, match=r"toy.yaml: toy: unknown key 'greetin' \(did you mean 'greeting'\?\)"):
         run_recipe(recipe, tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -165,12 +175,21 @@ def test_asr_model_flags_give_the_same_errors(toy_registry: Any, tmp_path: Path,
 
 def test_probes_section_gets_the_asr_models_and_rows(tmp_path: Path) -> None:
     """The built-in probes section through run_recipe: the memorizer's rows feed the orthography probe."""
-    texts = ["The colour of the sky is grey today", "Please organise the meeting", "The center of the theater was full",
-        "We analyze the color"]
+    texts = [
+        "The colour of the sky is grey today",
+        "Please organise the meeting",
+        "The center of the theater was full",
+        "We analyze the color",
+    ]
     rows = [{"audio_filepath": str(espeak_wav(tmp_path / f"c{i}.wav", t)), "text": t} for i, t in enumerate(texts)]
     recipe = parse_recipe(
-        {"name": "p", "dataset": str(write_manifest(tmp_path / "m.jsonl", rows)), "models": ["memorizer"], "scoring": {"n_boot": 20},
-         "probes": {"orthography": {"min_clips_per_arm": 1, "pool": True}}},
+        {
+            "name": "p",
+            "dataset": str(write_manifest(tmp_path / "m.jsonl", rows)),
+            "models": ["memorizer"],
+            "scoring": {"n_boot": 20},
+            "probes": {"orthography": {"min_clips_per_arm": 1, "pool": True}},
+        },
         "p.yaml",
     )
     summary = run_recipe(recipe, tmp_path / "run")
@@ -206,8 +225,11 @@ def test_default_merge_keeps_the_first_run_and_logs(caplog: pytest.LogCaptureFix
 
 
 def test_probes_merge_unions_the_models_of_each_probe() -> None:
-    parts = [{"masking": {"alpha": {"rate": 0.1}, "variant": "silence"}},
-        {"masking": {"alpha": {"rate": 0.9}, "gamma": {"rate": 0.2}, "variant": "silence"}}, {}]
+    parts = [
+        {"masking": {"alpha": {"rate": 0.1}, "variant": "silence"}},
+        {"masking": {"alpha": {"rate": 0.9}, "gamma": {"rate": 0.2}, "variant": "silence"}},
+        {},
+    ]
     merged = get_section("probes").merge(parts, ["a", "b", "c"])
     assert merged == {"masking": {"alpha": {"rate": 0.1}, "variant": "silence", "gamma": {"rate": 0.2}}}
 
@@ -241,9 +263,18 @@ def test_recipe_as_dict_is_unchanged(name: str) -> None:
     r = load_recipe(name)
     raw = load_yaml(find_recipe(name))
     legacy = LegacyRecipe(
-        name=r.name, dataset=r.dataset, models=r.models, description=r.description, normalizer=r.normalizer,
-        shard_size=r.shard_size, warmup=r.warmup, batch_size=r.batch_size, scoring=r.scoring,
-        probes=dict(raw.get("probes") or {}), speaker=dict(raw.get("speaker") or {}), emotion=dict(raw.get("emotion") or {}),
+        name=r.name,
+        dataset=r.dataset,
+        models=r.models,
+        description=r.description,
+        normalizer=r.normalizer,
+        shard_size=r.shard_size,
+        warmup=r.warmup,
+        batch_size=r.batch_size,
+        scoring=r.scoring,
+        probes=dict(raw.get("probes") or {}),
+        speaker=dict(raw.get("speaker") or {}),
+        emotion=dict(raw.get("emotion") or {}),
         source=r.source,
     )
     now = r.as_dict()

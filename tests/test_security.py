@@ -54,8 +54,9 @@ KEY_ENV = "AUDIT_TEST_OPENAI_KEY"
 def test_registry_yaml_tags_do_not_run(payload: str, tmp_path: Path, record_property: Callable[[str, Any], None]) -> None:
     marker = tmp_path / "pwned"
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "evil.yaml").write_text(f"models:\n  m1:\n    backend: pocketsphinx\n    options: "
-        f"{payload.format(marker=marker)}\n")
+    (tmp_path / "models" / "evil.yaml").write_text(
+        f"models:\n  m1:\n    backend: pocketsphinx\n    options: {payload.format(marker=marker)}\n"
+    )
     with pytest.raises(ConfigError, match=r"evil.yaml, line 4.*invalid YAML"):
         load_model_registry(tmp_path)
     assert not marker.exists(), "a YAML tag ran code"
@@ -125,8 +126,9 @@ def test_no_unrestricted_pickle_or_torch_load_in_the_code_base() -> None:
         for f in (REPO / root).rglob("*.py"):
             for i, line in enumerate(f.read_text(encoding="utf-8").splitlines(), 1):
                 code = line.split("#", 1)[0]
-                if any(s in code for s in ("pickle.load", "joblib.load", "allow_pickle=True", "yaml.load(", "yaml.unsafe_load",
-                    "read_pickle")):
+                if any(
+                    s in code for s in ("pickle.load", "joblib.load", "allow_pickle=True", "yaml.load(", "yaml.unsafe_load", "read_pickle")
+                ):
                     bad.append(f"{f.relative_to(REPO)}:{i}: {line.strip()}")
                 if "torch.load(" in code and "weights_only=True" not in code:
                     bad.append(f"{f.relative_to(REPO)}:{i}: {line.strip()}")
@@ -194,8 +196,18 @@ def ok(text: str = "hello world") -> tuple[int, Any, float, dict[str, str]]:
 def backend(url: str, **opts: Any) -> Any:
     from engine.backends.hosted.vendors import OpenAICompatibleBackend
 
-    b = OpenAICompatibleBackend(**{"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.05, "max_retries": 2,
-        "batch_size": 1, "cache": False, **opts})
+    b = OpenAICompatibleBackend(
+        **{
+            "model": "whisper-1",
+            "base_url": url,
+            "api_key_env": KEY_ENV,
+            "backoff_s": 0.05,
+            "max_retries": 2,
+            "batch_size": 1,
+            "cache": False,
+            **opts,
+        }
+    )
     b.load()
     return b
 
@@ -283,10 +295,26 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("tls")
     cert, keyf = d / "cert.pem", d / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
             "subjectAltName=IP:127.0.0.1",
-         "-keyout", str(keyf), "-out", str(cert)],
-        check=True, capture_output=True,
+            "-keyout",
+            str(keyf),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, keyf
 
@@ -317,9 +345,18 @@ def _librivox(n: int) -> list[tuple[Path, str]]:
 def _config_dir(tmp: Path, url: str) -> Path:
     cfg = tmp / "configs"
     shutil.copytree(REPO / "audit_configs", cfg)
-    entry = {"backend": "openai-compatible",
-        "options": {"model": "whisper-1", "base_url": url, "api_key_env": KEY_ENV, "backoff_s": 0.01, "max_retries": 2,
-            "cache_dir": str(tmp / "hosted-cache")}, "batch_size": 2}
+    entry = {
+        "backend": "openai-compatible",
+        "options": {
+            "model": "whisper-1",
+            "base_url": url,
+            "api_key_env": KEY_ENV,
+            "backoff_s": 0.01,
+            "max_retries": 2,
+            "cache_dir": str(tmp / "hosted-cache"),
+        },
+        "batch_size": 2,
+    }
     (cfg / "models" / "remote.yaml").write_text(json.dumps({"models": {"remote-asr": entry}}))
     return cfg
 
@@ -336,8 +373,10 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
     clips = _librivox(2)
     manifest = tmp / "manifest.jsonl"
     manifest.write_text(
-        json.dumps({"utt_id": "<i>u1</i>", "audio_filepath": str(clips[0][0]), "text": XSS_REF, "accent": "<b>x</b>"}) + "\n"
-        + json.dumps({"utt_id": "u2", "audio_filepath": str(clips[1][0]), "text": clips[1][1], "accent": "plain"}) + "\n"
+        json.dumps({"utt_id": "<i>u1</i>", "audio_filepath": str(clips[0][0]), "text": XSS_REF, "accent": "<b>x</b>"})
+        + "\n"
+        + json.dumps({"utt_id": "u2", "audio_filepath": str(clips[1][0]), "text": clips[1][1], "accent": "plain"})
+        + "\n"
     )
     with FakeServer([(503, {"error": "warming up"}, 0.0, {}), ok(XSS_HYP)]) as srv:
         cfg = _config_dir(tmp, srv.url)
@@ -346,8 +385,15 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, st
         env = dict(os.environ, AUDIT_CONFIG_DIR=str(cfg), COLUMNS="200")
         env[KEY_ENV] = SECRET
         audit = Path(sys.executable).with_name("audit")
-        proc = subprocess.run([str(audit), "-v", "run", str(recipe), "--out", str(tmp / "run")], cwd=REPO, env=env, capture_output=True,
-            text=True, timeout=300, check=False)
+        proc = subprocess.run(
+            [str(audit), "-v", "run", str(recipe), "--out", str(tmp / "run")],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         yield tmp / "run", proc.stdout + proc.stderr, srv
 
@@ -372,8 +418,9 @@ def test_report_html_escapes_hostile_text(cli_run: tuple[Path, str, FakeServer])
     for raw in ("<script>alert", "<img src=x", "<i>u1</i>", "<b>x</b>"):
         assert raw not in html, raw
     assert "&lt;img src=x onerror=alert(1)&gt;" in html  # the hostile hypothesis is shown, escaped
-    assert ("&lt;script&gt;alert(&quot;ref&quot;)&lt;/script&gt;" in html or "&lt;script&gt;alert(&#x27;ref" in html
-            or "&lt;script&gt;" in html)
+    assert (
+        "&lt;script&gt;alert(&quot;ref&quot;)&lt;/script&gt;" in html or "&lt;script&gt;alert(&#x27;ref" in html or "&lt;script&gt;" in html
+    )
     import pandas as pd
 
     rows = pd.read_parquet(run_dir / "utterances.parquet").set_index("utt_id")

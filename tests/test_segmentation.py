@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.audio.segmentation import Chunk, SegmentationConfig, plan_chunks, speech_regions, stitch, transcribe_chunks
 from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
-from engine.segmentation import Chunk, SegmentationConfig, plan_chunks, speech_regions, stitch, transcribe_chunks
 
 
 @st.composite
@@ -31,8 +31,9 @@ def word_timelines(draw: st.DrawFn) -> tuple[list[tuple[float, float, str]], flo
 
 @settings(max_examples=150, deadline=None)
 @given(word_timelines(), st.floats(2.0, 20.0), st.floats(0.0, 0.5), st.booleans())
-def test_stitching_never_drops_or_duplicates_words(timeline: tuple[list[tuple[float, float, str]], float], max_chunk: float, pad: float,
-        group: bool) -> None:
+def test_stitching_never_drops_or_duplicates_words(
+    timeline: tuple[list[tuple[float, float, str]], float], max_chunk: float, pad: float, group: bool
+) -> None:
     words, duration = timeline
     cfg = SegmentationConfig(max_chunk_s=max_chunk, pad_s=pad)
     # Regions as a VAD would see them: words, optionally fused across short gaps.
@@ -80,8 +81,8 @@ def test_config_refuses_bad_values() -> None:
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng not installed")
 def test_silero_vad_finds_speech_between_silences() -> None:
+    from engine.audio.segmentation import SileroVAD
     from engine.backends.tts.espeak import EspeakTTS
-    from engine.segmentation import SileroVAD
 
     tts = EspeakTTS(sample_rate=SAMPLE_RATE)
     a, sr = tts.synthesize("The quick brown fox jumps over the lazy dog.")

@@ -74,7 +74,11 @@ def test_recipe_dataset_paths_stay_inside_the_repository(recipe: Path) -> None:
 def test_the_scanner_catches_an_escape(tmp_path: Path) -> None:
     """The check above can fail: each pattern matches a line that reaches outside."""
     up = ".." + "/"
-    samples = ["p = REPO" + ".parent / 'shared'", f"open('{up}shared/fixtures/x')", "Path(__file__).parents[2] / 'shared'",
-        "os.environ['AUDIT_" + "SHARED_DIR']"]
+    samples = [
+        "p = REPO" + ".parent / 'shared'",
+        f"open('{up}shared/fixtures/x')",
+        "Path(__file__).parents[2] / 'shared'",
+        "os.environ['AUDIT_" + "SHARED_DIR']",
+    ]
     for s in samples:
         assert any(p.search(s) for p in ESCAPES), s

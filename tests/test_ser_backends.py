@@ -19,11 +19,20 @@ def _tiny_config(norm: str = "layer", **extra: object) -> object:
     from transformers import Wav2Vec2Config
 
     return Wav2Vec2Config(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), feat_extract_norm=norm,
-        do_stable_layer_norm=norm == "layer", num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-        classifier_proj_size=16, **extra,
-    )  # fmt: skip
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(32, 32, 32),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        feat_extract_norm=norm,
+        do_stable_layer_norm=norm == "layer",
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        classifier_proj_size=16,
+        **extra,
+    )
 
 
 def _save_extractor(path: Path) -> None:

@@ -32,8 +32,8 @@ from engine.backends import SER_BACKENDS, SV_BACKENDS
 from engine.backends.base import BackendInfo, EmotionOutput, SERBackend, SVBackend
 from engine.data import SAMPLE_RATE
 from engine.datasets import open_dataset
-from engine.embed_runner import EmbedSpec, EmbedStore, read_embeddings, read_emotion_outputs, read_errors, run_embed_backends
 from engine.errors import BackendUnavailable, ConfigError, ManifestError
+from engine.run.embed_runner import EmbedSpec, EmbedStore, read_embeddings, read_emotion_outputs, read_errors, run_embed_backends
 
 SENTENCES = (
     "The quick brown fox jumps over the lazy dog near the river bank.",
@@ -135,15 +135,31 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             uid = f"flite-{v}-{k}"
             x, sr = flite.synthesize(text, v)
             dur = _write(root / f"{uid}.wav", x, sr)
-            rows.append({"audio_filepath": f"{uid}.wav", "duration": dur, "text": text, "utt_id": uid,
-                         "speaker": f"flite:{v}", "emotion": "neutral", "tts_engine": "flite"})  # fmt: skip
+            rows.append(
+                {
+                    "audio_filepath": f"{uid}.wav",
+                    "duration": dur,
+                    "text": text,
+                    "utt_id": uid,
+                    "speaker": f"flite:{v}",
+                    "emotion": "neutral",
+                    "tts_engine": "flite",
+                }
+            )
     for k, text in enumerate(SENTENCES):
         for label, p, s, a in DELIVERIES:
             uid = f"espeak-us-{k}-{label}"
             x, sr = espeak.synthesize(text, "en-us", pitch=p, rate=s, amplitude=a)
             dur = _write(root / f"{uid}.wav", x, sr)
-            row = {"audio_filepath": f"{uid}.wav", "duration": dur, "text": text, "utt_id": uid,
-                   "speaker": "espeak-ng:en-us", "emotion": label, "tts_engine": "espeak-ng"}  # fmt: skip
+            row = {
+                "audio_filepath": f"{uid}.wav",
+                "duration": dur,
+                "text": text,
+                "utt_id": uid,
+                "speaker": "espeak-ng:en-us",
+                "emotion": label,
+                "tts_engine": "espeak-ng",
+            }
             if label != "neutral":  # derived audio of the dataset: parent_id with its derivation record
                 row["parent_id"] = f"espeak-us-{k}-neutral"
                 row["derivation"] = {"espeak": {"pitch": p, "rate": s, "amplitude": a}}
@@ -151,13 +167,31 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # a speaker with a single clip
     x, sr = espeak.synthesize(SENTENCES[0], "en-gb-x-rp")
     dur = _write(root / "espeak-rp-0.wav", x, sr)
-    rows.append({"audio_filepath": "espeak-rp-0.wav", "duration": dur, "text": SENTENCES[0], "utt_id": "espeak-rp-0",
-                 "speaker": "espeak-ng:en-gb-x-rp", "emotion": "neutral", "tts_engine": "espeak-ng"})  # fmt: skip
+    rows.append(
+        {
+            "audio_filepath": "espeak-rp-0.wav",
+            "duration": dur,
+            "text": SENTENCES[0],
+            "utt_id": "espeak-rp-0",
+            "speaker": "espeak-ng:en-gb-x-rp",
+            "emotion": "neutral",
+            "tts_engine": "espeak-ng",
+        }
+    )
     # a clip far too short to embed (50 ms of a Flite slt clip)
     x, sr = flite.synthesize("Hello.", "slt")
     _write(root / "too-short.wav", x[: int(0.05 * sr)], sr)
-    rows.append({"audio_filepath": "too-short.wav", "duration": 0.05, "text": "hello", "utt_id": "too-short",
-                 "speaker": "flite:slt", "emotion": "neutral", "tts_engine": "flite"})  # fmt: skip
+    rows.append(
+        {
+            "audio_filepath": "too-short.wav",
+            "duration": 0.05,
+            "text": "hello",
+            "utt_id": "too-short",
+            "speaker": "flite:slt",
+            "emotion": "neutral",
+            "tts_engine": "flite",
+        }
+    )
     with open(root / "manifest.jsonl", "w", encoding="utf-8") as fh:
         fh.writelines(json.dumps(r) + "\n" for r in rows)
     return root / "manifest.jsonl"
@@ -459,6 +493,7 @@ def test_prosody_contrast_definition_is_a_recipe_option() -> None:
     assert parse_emotion_config({"backends": ["prosody"]}, "r.yaml").contrast_definition == "speecheq"
     cfg = parse_emotion_config({"backends": ["prosody"], "contrast_definition": "semitone-syllable"}, "r.yaml")
     assert cfg.contrast_definition == "semitone-syllable" and cfg.as_dict()["contrast_definition"] == "semitone-syllable"
-    with pytest.raises(ConfigError,
-        match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"):
+    with pytest.raises(
+        ConfigError, match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"
+    ):
         parse_emotion_config({"backends": ["prosody"], "contrast_definition": "speechEQ"}, "r.yaml")

@@ -42,9 +42,21 @@ def test_mel_matches_librosa_htk_mel_without_norm() -> None:
     for clip in _clips():
         ours = mel.mel(torch.from_numpy(clip)[None])[0].numpy()
         ref = librosa.feature.melspectrogram(
-            y=clip.astype(np.float64), sr=16000, n_fft=512, hop_length=160, win_length=400, window="hann", center=True,
-            pad_mode="reflect", power=2.0, n_mels=80, fmin=0.0, fmax=8000.0, htk=True, norm=None,
-        )  # fmt: skip
+            y=clip.astype(np.float64),
+            sr=16000,
+            n_fft=512,
+            hop_length=160,
+            win_length=400,
+            window="hann",
+            center=True,
+            pad_mode="reflect",
+            power=2.0,
+            n_mels=80,
+            fmin=0.0,
+            fmax=8000.0,
+            htk=True,
+            norm=None,
+        )
         assert ours.shape == ref.shape
         assert np.abs(ours - ref).max() <= 1e-5 * ref.max()
         floor = 1e-10  # the extractor's clip before log10
@@ -54,9 +66,11 @@ def test_mel_matches_librosa_htk_mel_without_norm() -> None:
 def _upstream_self(cfg: GraniteFeatureConfig, mel: GraniteLogMel) -> Any:
     """The attributes transformers' extractor methods read, with our mel in place of torchaudio's."""
     return SimpleNamespace(
-        melspec_kwargs={"hop_length": cfg.hop_length}, projector_window_size=cfg.projector_window_size,
-        projector_downsample_rate=cfg.projector_downsample_rate, mel_filters=mel.mel,
-    )  # fmt: skip
+        melspec_kwargs={"hop_length": cfg.hop_length},
+        projector_window_size=cfg.projector_window_size,
+        projector_downsample_rate=cfg.projector_downsample_rate,
+        mel_filters=mel.mel,
+    )
 
 
 def test_post_processing_and_token_counts_are_transformers_own(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,8 +107,13 @@ def test_whole_extractor_matches_where_torchaudio_is_installed() -> None:
 
 
 def test_feature_config_reads_like_transformers(caplog: pytest.LogCaptureFixture) -> None:
-    saved = {"feature_size": 80, "sampling_rate": 16000, "projector_window_size": 15, "projector_downsample_rate": 5,
-             "melspec_kwargs": {"n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80, "sample_rate": 16000}}  # fmt: skip
+    saved = {
+        "feature_size": 80,
+        "sampling_rate": 16000,
+        "projector_window_size": 15,
+        "projector_downsample_rate": 5,
+        "melspec_kwargs": {"n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80, "sample_rate": 16000},
+    }
     assert GraniteFeatureConfig.from_dict(saved) == GraniteFeatureConfig()
     with caplog.at_level(logging.WARNING):
         GraniteFeatureConfig.from_dict({**saved, "melspec_kwargs": {"n_fft": 400}}, "x/preprocessor_config.json")
@@ -168,5 +187,6 @@ def test_speech_lora_is_loaded_and_recorded(case: str, tmp_path: Path, monkeypat
     backend.load()
     assert backend._model._hf_peft_config_loaded and backend.info().extra["speech_adapter"] == recorded
     clips = tiny.two_clips(tmp_path / "clips")
-    tiny.assert_family_runs(tmp_path / "run", monkeypatch, clips, "transformers", "speech-llm", folder, {"max_new_tokens": 3},
-                            {"speech_adapter": recorded})
+    tiny.assert_family_runs(
+        tmp_path / "run", monkeypatch, clips, "transformers", "speech-llm", folder, {"max_new_tokens": 3}, {"speech_adapter": recorded}
+    )

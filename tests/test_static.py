@@ -1,4 +1,4 @@
-"""Static checks that keep the code base honest: type hints are checked, names are defined.
+"""Static checks that keep the code base honest: type hints are checked, names are defined, the layout is the formatter's.
 
 Both tools come with the ``test`` extra; their settings live in pyproject.toml.
 """
@@ -27,3 +27,9 @@ def test_mypy_finds_no_type_errors() -> None:
 def test_ruff_finds_no_undefined_or_unused_names() -> None:
     proc = _run("ruff", "check", "engine", "audits", "normalizers", "scripts", "tests")
     assert proc.returncode == 0, f"ruff found problems:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_ruff_format_leaves_every_file_as_it_is() -> None:
+    """One layout, the formatter's (``[tool.ruff.format]``): run ``ruff format engine audits normalizers scripts tests``."""
+    proc = _run("ruff", "format", "--check", "engine", "audits", "normalizers", "scripts", "tests")
+    assert proc.returncode == 0, f"ruff format would change these files (run ruff format on them):\n{proc.stdout}\n{proc.stderr}"

@@ -29,39 +29,84 @@ KEY = "sk-study-test-0123456789"
 
 #: registry entry -> (fake vendor, route of the billable request, the expected request)
 STUDY_REQUESTS: dict[str, tuple[str, str, dict[str, Any]]] = {
-    "elevenlabs-scribe-v2": ("elevenlabs", "convert", {
-        "path": "/v1/speech-to-text", "query": {},
-        "form": {"model_id": "scribe_v2", "tag_audio_events": "true", "language_code": "en"}, "files": ["file"]}),
-    "speechmatics-enhanced": ("speechmatics", "jobs", {
-        "path": "/v2/jobs", "query": {}, "files": ["data_file"],
-        "json": {"type": "transcription", "transcription_config": {"language": "en", "operating_point": "enhanced",
-                                                                   "enable_entities": True}}}),
-    "assemblyai-universal-3-pro": ("assemblyai", "transcript", {
-        "path": "/v2/transcript", "query": {}, "json": {"speech_models": ["universal-3-pro"], "language_code": "en"}}),
-    "deepgram-nova-3": ("deepgram", "listen", {
-        "path": "/v1/listen", "query": {"model": ["nova-3"], "language": ["en"], "smart_format": ["true"]}}),
-    "modulate-velma-2": ("modulate", "stt", {
-        "path": "/api/velma-2-stt-batch-english-vfast", "query": {}, "form": {}, "files": ["upload_file"]}),
-    "gladia-solaria": ("gladia", "prerecorded", {
-        "path": "/v2/pre-recorded", "query": {}, "json": {"model": "solaria-1", "language_config": {"languages": ["en"]}}}),
+    "elevenlabs-scribe-v2": (
+        "elevenlabs",
+        "convert",
+        {
+            "path": "/v1/speech-to-text",
+            "query": {},
+            "form": {"model_id": "scribe_v2", "tag_audio_events": "true", "language_code": "en"},
+            "files": ["file"],
+        },
+    ),
+    "speechmatics-enhanced": (
+        "speechmatics",
+        "jobs",
+        {
+            "path": "/v2/jobs",
+            "query": {},
+            "files": ["data_file"],
+            "json": {
+                "type": "transcription",
+                "transcription_config": {"language": "en", "operating_point": "enhanced", "enable_entities": True},
+            },
+        },
+    ),
+    "assemblyai-universal-3-pro": (
+        "assemblyai",
+        "transcript",
+        {"path": "/v2/transcript", "query": {}, "json": {"speech_models": ["universal-3-pro"], "language_code": "en"}},
+    ),
+    "deepgram-nova-3": (
+        "deepgram",
+        "listen",
+        {"path": "/v1/listen", "query": {"model": ["nova-3"], "language": ["en"], "smart_format": ["true"]}},
+    ),
+    "modulate-velma-2": (
+        "modulate",
+        "stt",
+        {"path": "/api/velma-2-stt-batch-english-vfast", "query": {}, "form": {}, "files": ["upload_file"]},
+    ),
+    "gladia-solaria": (
+        "gladia",
+        "prerecorded",
+        {"path": "/v2/pre-recorded", "query": {}, "json": {"model": "solaria-1", "language_config": {"languages": ["en"]}}},
+    ),
     "smallest-pulse": ("smallest", "get_text", {"path": "/waves/v1/pulse/get_text", "query": {"language": ["en"]}}),
-    "google-chirp-3": ("google", "recognize", {
-        "path": "/v2/projects/test-project/locations/us/recognizers/_:recognize", "query": {},
-        "json": {"config": {"autoDecodingConfig": {}, "model": "chirp_3", "languageCodes": ["en-US"]}}}),
-    "azure-speech": ("azure", "transcribe", {
-        "path": "/speechtotext/transcriptions:transcribe", "query": {"api-version": ["2025-10-15"]},
-        "form": {}, "files": ["definition", "audio"],
-        "json": {"locales": ["en-US"], "profanityFilterMode": "None", "enhancedMode": {"enabled": True, "task": "transcribe"}}}),
-}  # fmt: skip
+    "google-chirp-3": (
+        "google",
+        "recognize",
+        {
+            "path": "/v2/projects/test-project/locations/us/recognizers/_:recognize",
+            "query": {},
+            "json": {"config": {"autoDecodingConfig": {}, "model": "chirp_3", "languageCodes": ["en-US"]}},
+        },
+    ),
+    "azure-speech": (
+        "azure",
+        "transcribe",
+        {
+            "path": "/speechtotext/transcriptions:transcribe",
+            "query": {"api-version": ["2025-10-15"]},
+            "form": {},
+            "files": ["definition", "audio"],
+            "json": {"locales": ["en-US"], "profanityFilterMode": "None", "enhancedMode": {"enabled": True, "task": "transcribe"}},
+        },
+    ),
+}
 
 #: registry entry -> the public endpoint it calls (host; the API version rides in the path or query)
 PUBLIC_HOSTS = {
-    "elevenlabs-scribe-v2": "https://api.elevenlabs.io", "speechmatics-enhanced": "https://asr.api.speechmatics.com",
-    "assemblyai-universal-3-pro": "https://api.assemblyai.com", "deepgram-nova-3": "https://api.deepgram.com",
-    "modulate-velma-2": "https://platform.modulate.ai", "gladia-solaria": "https://api.gladia.io",
-    "smallest-pulse": "https://api.smallest.ai", "google-chirp-3": "https://us-speech.googleapis.com",
+    "elevenlabs-scribe-v2": "https://api.elevenlabs.io",
+    "speechmatics-enhanced": "https://asr.api.speechmatics.com",
+    "assemblyai-universal-3-pro": "https://api.assemblyai.com",
+    "deepgram-nova-3": "https://api.deepgram.com",
+    "modulate-velma-2": "https://platform.modulate.ai",
+    "gladia-solaria": "https://api.gladia.io",
+    "smallest-pulse": "https://api.smallest.ai",
+    "google-chirp-3": "https://us-speech.googleapis.com",
     "azure-speech": "https://northeurope.api.cognitive.microsoft.com",
-}  # fmt: skip
+}
 
 
 class _Fakes(dict[str, FakeVendor]):

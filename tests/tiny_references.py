@@ -19,6 +19,8 @@ import numpy as np
 from tests.tiny_families import favour_words, word_tokenizer
 
 SAMPLE_RATE = 16000
+
+
 def speechlike_clips(seconds: tuple[float, ...], seed: int = 7) -> list[np.ndarray]:
     """Deterministic 16 kHz clips shaped like speech: voiced bursts (a few harmonics under a noise
     envelope) of 0.2-0.9 s separated by 0.05-0.6 s pauses of faint noise, so energy-based splitting
@@ -61,14 +63,40 @@ def build_kyutai_stt(out: Path) -> Path:
     torch.manual_seed(0)
     codebooks = 2
     config = transformers.KyutaiSpeechToTextConfig(
-        codebook_vocab_size=33, vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=2, ffn_dim=64, max_position_embeddings=750, sliding_window=375, num_codebooks=codebooks,
-        audio_bos_token_id=32, audio_pad_token_id=len(tokenizer) + 32 * codebooks, pad_token_id=3, bos_token_id=1, eos_token_id=None,
-        codec_config={"hidden_size": 16, "num_filters": 4, "upsampling_ratios": [8, 6, 5, 4], "codebook_size": 32, "codebook_dim": 8,
-                      "num_quantizers": codebooks, "num_semantic_quantizers": 1, "vector_quantization_hidden_dimension": 8,
-                      "upsample_groups": 16, "num_hidden_layers": 1, "intermediate_size": 32, "num_attention_heads": 2,
-                      "num_key_value_heads": 2, "sliding_window": 250, "sampling_rate": 24000, "frame_rate": 12.5},
-    )  # fmt: skip
+        codebook_vocab_size=33,
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        ffn_dim=64,
+        max_position_embeddings=750,
+        sliding_window=375,
+        num_codebooks=codebooks,
+        audio_bos_token_id=32,
+        audio_pad_token_id=len(tokenizer) + 32 * codebooks,
+        pad_token_id=3,
+        bos_token_id=1,
+        eos_token_id=None,
+        codec_config={
+            "hidden_size": 16,
+            "num_filters": 4,
+            "upsampling_ratios": [8, 6, 5, 4],
+            "codebook_size": 32,
+            "codebook_dim": 8,
+            "num_quantizers": codebooks,
+            "num_semantic_quantizers": 1,
+            "vector_quantization_hidden_dimension": 8,
+            "upsample_groups": 16,
+            "num_hidden_layers": 1,
+            "intermediate_size": 32,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 2,
+            "sliding_window": 250,
+            "sampling_rate": 24000,
+            "frame_rate": 12.5,
+        },
+    )
     model = transformers.KyutaiSpeechToTextForConditionalGeneration(config)
     favour_words(model, 5)  # a random head would mostly emit the padding token; let every step emit a word
     generator = torch.Generator().manual_seed(1)
@@ -86,13 +114,35 @@ def build_kyutai_stt(out: Path) -> Path:
 
 #: CohereLabs/cohere-transcribe-03-2026: the tokenizer's first special tokens, in id order, and the
 #: decoder-prompt tokens CohereAsrProcessor.get_decoder_prompt_ids builds from
-COHERE_SPECIALS = ["<unk>", "<|nospeech|>", "<pad>", "<|endoftext|>", "<|startoftranscript|>", "<|pnc|>", "<|nopnc|>",
-                   "<|startofcontext|>", "<|emo:undefined|>", "<|en|>", "<|noitn|>", "<|notimestamp|>", "<|nodiarize|>"]  # fmt: skip
+COHERE_SPECIALS = [
+    "<unk>",
+    "<|nospeech|>",
+    "<pad>",
+    "<|endoftext|>",
+    "<|startoftranscript|>",
+    "<|pnc|>",
+    "<|nopnc|>",
+    "<|startofcontext|>",
+    "<|emo:undefined|>",
+    "<|en|>",
+    "<|noitn|>",
+    "<|notimestamp|>",
+    "<|nodiarize|>",
+]
 #: its preprocessor_config.json (CohereAsrFeatureExtractor): 128 mel bins, 35 s chunks with a 5 s
 #: boundary search (clips over 30 s are split), dither seeded per clip, pre-emphasis 0.97
-COHERE_PREPROCESSOR = {"feature_size": 128, "sampling_rate": 16000, "hop_length": 160, "n_fft": 512, "win_length": 400,
-                       "preemphasis": 0.97, "dither": 1e-5, "max_audio_clip_s": 35.0, "overlap_chunk_second": 5.0,
-                       "min_energy_window_samples": 1600}  # fmt: skip
+COHERE_PREPROCESSOR = {
+    "feature_size": 128,
+    "sampling_rate": 16000,
+    "hop_length": 160,
+    "n_fft": 512,
+    "win_length": 400,
+    "preemphasis": 0.97,
+    "dither": 1e-5,
+    "max_audio_clip_s": 35.0,
+    "overlap_chunk_second": 5.0,
+    "min_energy_window_samples": 1600,
+}
 
 
 def build_cohere_asr(out: Path) -> Path:
@@ -111,11 +161,27 @@ def build_cohere_asr(out: Path) -> Path:
     transformers.CohereAsrProcessor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.CohereAsrConfig(
-        encoder_config={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64, "conv_kernel_size": 9,
-                        "subsampling_conv_channels": 8, "num_mel_bins": 128, "subsampling_factor": 8},
-        vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=1024, pad_token_id=2, eos_token_id=3, bos_token_id=4, decoder_start_token_id=4,
-    )  # fmt: skip
+        encoder_config={
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "conv_kernel_size": 9,
+            "subsampling_conv_channels": 8,
+            "num_mel_bins": 128,
+            "subsampling_factor": 8,
+        },
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        pad_token_id=2,
+        eos_token_id=3,
+        bos_token_id=4,
+        decoder_start_token_id=4,
+    )
     model = transformers.CohereAsrForConditionalGeneration(config)
     head = model.get_output_embeddings()
     with torch.no_grad():  # words, and now and then the end of the transcript: eos competes like a few words
@@ -137,9 +203,11 @@ def build_cohere_asr(out: Path) -> Path:
     # the repository also ships model code for releases before transformers 5.4 (auto_map); transformers'
     # own cohere_asr classes are what its card and the leaderboard load. The files it names are absent here.
     config_json = json.loads((out / "config.json").read_text())
-    config_json["auto_map"] = {"AutoConfig": "configuration_cohere_asr.CohereAsrConfig",
-                               "AutoModelForSpeechSeq2Seq": "modeling_cohere_asr.CohereAsrForConditionalGeneration",
-                               "AutoProcessor": "processing_cohere_asr.CohereAsrProcessor"}  # fmt: skip
+    config_json["auto_map"] = {
+        "AutoConfig": "configuration_cohere_asr.CohereAsrConfig",
+        "AutoModelForSpeechSeq2Seq": "modeling_cohere_asr.CohereAsrForConditionalGeneration",
+        "AutoProcessor": "processing_cohere_asr.CohereAsrProcessor",
+    }
     (out / "config.json").write_text(json.dumps(config_json, indent=2))
     return out
 
@@ -158,13 +226,16 @@ def _word_level(vocab: dict[str, int], specials: list[str], unk: str, bos: str, 
 
 # -- Whisper large-v3 layout -----------------------------------------------------------------------
 
+# 90 token ids copied from the checkpoint's file, kept a dozen per line rather than one per line
+# fmt: off
 #: openai/whisper-large-v3 generation_config.json: suppress_tokens (non-speech symbols and special tokens)
 WHISPER_V3_SUPPRESS = [
     1, 2, 7, 8, 9, 10, 14, 25, 26, 27, 28, 29, 31, 58, 59, 60, 61, 62, 63, 90, 91, 92, 93, 359, 503, 522, 542, 873, 893, 902, 918,
     922, 931, 1350, 1853, 1982, 2460, 2627, 3246, 3253, 3268, 3536, 3846, 3961, 4183, 4667, 6585, 6647, 7273, 9061, 9383, 10428,
     10929, 11938, 12033, 12331, 12562, 13793, 14157, 14635, 15265, 15618, 16553, 16604, 18362, 18956, 20075, 21675, 22520, 26130,
     26161, 26435, 28279, 29464, 31650, 32302, 32470, 36865, 42863, 47425, 49870, 50254, 50258, 50359, 50360, 50361, 50362, 50363,
-]  # fmt: skip
+]
+# fmt: on
 WHISPER_V3_VOCAB = 51866  # 50257 BPE tokens + 109 special tokens (100 languages) + 1501 timestamps
 
 
@@ -174,8 +245,17 @@ def whisper_v3_specials() -> list[str]:
 
     langs = [f"<|{code}|>" for code in LANGUAGES]  # 100, ending with <|yue|> (new in large-v3)
     assert len(langs) == 100 and langs[-1] == "<|yue|>"
-    fixed = ["<|endoftext|>", "<|startoftranscript|>", *langs, "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
-             "<|nospeech|>", "<|notimestamps|>"]  # fmt: skip
+    fixed = [
+        "<|endoftext|>",
+        "<|startoftranscript|>",
+        *langs,
+        "<|translate|>",
+        "<|transcribe|>",
+        "<|startoflm|>",
+        "<|startofprev|>",
+        "<|nospeech|>",
+        "<|notimestamps|>",
+    ]
     return fixed + [f"<|{i * 0.02:.2f}|>" for i in range(1501)]
 
 
@@ -184,12 +264,22 @@ def whisper_v3_generation_config() -> dict[str, Any]:
     specials = whisper_v3_specials()
     lang_to_id = {tok: 50257 + i for i, tok in enumerate(specials) if i >= 2 and i < 102}
     return {
-        "begin_suppress_tokens": [220, 50257], "bos_token_id": 50257, "decoder_start_token_id": 50258, "eos_token_id": 50257,
-        "forced_decoder_ids": [[1, None], [2, 50360]], "is_multilingual": True, "lang_to_id": lang_to_id,
-        "max_initial_timestamp_index": 50, "max_length": 448, "no_timestamps_token_id": 50364, "pad_token_id": 50257,
-        "prev_sot_token_id": 50362, "return_timestamps": False, "suppress_tokens": WHISPER_V3_SUPPRESS,
+        "begin_suppress_tokens": [220, 50257],
+        "bos_token_id": 50257,
+        "decoder_start_token_id": 50258,
+        "eos_token_id": 50257,
+        "forced_decoder_ids": [[1, None], [2, 50360]],
+        "is_multilingual": True,
+        "lang_to_id": lang_to_id,
+        "max_initial_timestamp_index": 50,
+        "max_length": 448,
+        "no_timestamps_token_id": 50364,
+        "pad_token_id": 50257,
+        "prev_sot_token_id": 50362,
+        "return_timestamps": False,
+        "suppress_tokens": WHISPER_V3_SUPPRESS,
         "task_to_id": {"translate": 50359, "transcribe": 50360},
-    }  # fmt: skip
+    }
 
 
 def whisper_base_tokenizer_json() -> Path | None:
@@ -211,16 +301,26 @@ def build_whisper_v3_processor(out: Path, base_tokenizer: Path) -> Any:
 
     data = json.loads(base_tokenizer.read_text())
     data["added_tokens"] = [
-        {"id": 50257 + i, "content": tok, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
-         "special": not tok[2].isdigit()}
+        {
+            "id": 50257 + i,
+            "content": tok,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": not tok[2].isdigit(),
+        }
         for i, tok in enumerate(whisper_v3_specials())
-    ]  # fmt: skip
+    ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "tokenizer.json").write_text(json.dumps(data))
     tokenizer = getattr(transformers, "WhisperTokenizerFast")(  # noqa: B009 - lazy alias in 5.x
-        tokenizer_file=str(out / "tokenizer.json"), unk_token="<|endoftext|>", bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+        tokenizer_file=str(out / "tokenizer.json"),
+        unk_token="<|endoftext|>",
+        bos_token="<|endoftext|>",
+        eos_token="<|endoftext|>",
         pad_token="<|endoftext|>",
-    )  # fmt: skip
+    )
     assert len(tokenizer) == WHISPER_V3_VOCAB and tokenizer.convert_tokens_to_ids("<|notimestamps|>") == 50364
     extractor = transformers.WhisperFeatureExtractor(feature_size=128, sampling_rate=16000, hop_length=160, chunk_length=30, n_fft=400)
     processor = transformers.WhisperProcessor(feature_extractor=extractor, tokenizer=tokenizer)
@@ -258,11 +358,24 @@ def build_whisper_v3(out: Path, base_tokenizer: Path) -> Path:
     processor = build_whisper_v3_processor(out, base_tokenizer)
     torch.manual_seed(0)
     config = transformers.WhisperConfig(
-        vocab_size=WHISPER_V3_VOCAB, num_mel_bins=128, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=1500, max_target_positions=448,
-        decoder_start_token_id=50258, eos_token_id=50257, bos_token_id=50257, pad_token_id=50256, begin_suppress_tokens=[220, 50257],
+        vocab_size=WHISPER_V3_VOCAB,
+        num_mel_bins=128,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_source_positions=1500,
+        max_target_positions=448,
+        decoder_start_token_id=50258,
+        eos_token_id=50257,
+        bos_token_id=50257,
+        pad_token_id=50256,
+        begin_suppress_tokens=[220, 50257],
         tie_word_embeddings=False,  # a random output head of its own, so the emitted tokens vary with the audio
-    )  # fmt: skip
+    )
     model = transformers.WhisperForConditionalGeneration(config)
     _favour_whisper_tokens(model, processor)
     model.generation_config = transformers.GenerationConfig(**whisper_v3_generation_config())
@@ -345,12 +458,21 @@ def build_lite_whisper(out: Path, whisper_v3: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file
 
-    save_file({k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"),
-        metadata={"format": "pt"})
+    save_file(
+        {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()},
+        str(out / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     config = json.loads((whisper_v3 / "config.json").read_text())
-    config.update(model_type="lite-whisper", low_rank_config=ranks, architectures=["LiteWhisperForConditionalGeneration"],
-        auto_map={"AutoConfig": "configuration_lite_whisper.LiteWhisperConfig",
-                  "AutoModel": "modeling_lite_whisper.LiteWhisperForConditionalGeneration"})  # fmt: skip
+    config.update(
+        model_type="lite-whisper",
+        low_rank_config=ranks,
+        architectures=["LiteWhisperForConditionalGeneration"],
+        auto_map={
+            "AutoConfig": "configuration_lite_whisper.LiteWhisperConfig",
+            "AutoModel": "modeling_lite_whisper.LiteWhisperForConditionalGeneration",
+        },
+    )
     (out / "config.json").write_text(json.dumps(config, indent=2))
     (out / "generation_config.json").write_text((whisper_v3 / "generation_config.json").read_text())
     (out / "configuration_lite_whisper.py").write_text(LITE_CONFIG_CODE)
@@ -374,18 +496,33 @@ def build_mms(out: Path) -> Path:
     letters = {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, **{c: i + 5 for i, c in enumerate("etaoinshrdlucmwfgypbvk'")}}
     out.mkdir(parents=True, exist_ok=True)
     (out / "vocab.json").write_text(json.dumps({"eng": letters, "fra": letters}))
-    tokenizer = transformers.Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|",
-        target_lang="eng")  # fmt: skip
-    extractor = transformers.Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
-        return_attention_mask=True)  # fmt: skip
+    tokenizer = transformers.Wav2Vec2CTCTokenizer(
+        str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|", target_lang="eng"
+    )
+    extractor = transformers.Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=True
+    )
     transformers.Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
     torch.manual_seed(0)
     config = transformers.Wav2Vec2Config(
-        vocab_size=len(letters), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-        conv_dim=(8,) * 7, conv_stride=(5, 2, 2, 2, 2, 2, 2), conv_kernel=(10, 3, 3, 3, 3, 2, 2), conv_bias=True,
-        num_conv_pos_embeddings=128, num_conv_pos_embedding_groups=16, feat_extract_norm="layer", do_stable_layer_norm=True,
-        adapter_attn_dim=16, pad_token_id=0, apply_spec_augment=False, ctc_loss_reduction="mean",
-    )  # fmt: skip
+        vocab_size=len(letters),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        conv_dim=(8,) * 7,
+        conv_stride=(5, 2, 2, 2, 2, 2, 2),
+        conv_kernel=(10, 3, 3, 3, 3, 2, 2),
+        conv_bias=True,
+        num_conv_pos_embeddings=128,
+        num_conv_pos_embedding_groups=16,
+        feat_extract_norm="layer",
+        do_stable_layer_norm=True,
+        adapter_attn_dim=16,
+        pad_token_id=0,
+        apply_spec_augment=False,
+        ctc_loss_reduction="mean",
+    )
     model = transformers.Wav2Vec2ForCTC(config)
     model.save_pretrained(out)
     save_file({k: v.detach().clone().contiguous() for k, v in model._get_adapters().items()}, str(out / "adapter.eng.safetensors"))

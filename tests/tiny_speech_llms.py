@@ -37,35 +37,82 @@ def build_granite_speech(out: Path, lora: bool = False, template: str = "4.0") -
     specials = ["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<|audio|>"]
     # the words of the prompts (the leaderboard's system turn, the templates' default ones, the user turn), so
     # each of them tokenizes to distinct ids and a different prompt gives different input ids
-    prompt_words = " ".join([
-        "Knowledge Cutoff Date: April 2024. Today's Date: December 19, 2024. You are Granite, developed by IBM.",
-        "You are a helpful AI assistant You are a helpful assistant. Please ensure responses are professional, accurate, and safe.",
-        "can you transcribe the speech into a written format? system user assistant",
-    ]).split()  # fmt: skip
-    tokenizer = word_tokenizer(specials, extra_words=8, bos="<|end_of_text|>", eos="<|end_of_text|>", pad="<|end_of_text|>",
-                               words=tuple(prompt_words))
+    prompt_words = " ".join(
+        [
+            "Knowledge Cutoff Date: April 2024. Today's Date: December 19, 2024. You are Granite, developed by IBM.",
+            "You are a helpful AI assistant You are a helpful assistant. Please ensure responses are professional, accurate, and safe.",
+            "can you transcribe the speech into a written format? system user assistant",
+        ]
+    ).split()
+    tokenizer = word_tokenizer(
+        specials, extra_words=8, bos="<|end_of_text|>", eos="<|end_of_text|>", pad="<|end_of_text|>", words=tuple(prompt_words)
+    )
     tokenizer.chat_template = granite_template(template)
     tokenizer.save_pretrained(out)
     mel = {"sample_rate": 16000, "n_fft": 512, "win_length": 400, "hop_length": 160, "n_mels": 80}
-    (out / "preprocessor_config.json").write_text(json.dumps({
-        "feature_extractor_type": "GraniteSpeechFeatureExtractor", "feature_size": 80, "melspec_kwargs": mel,
-        "padding_side": "right", "padding_value": 0.0, "processor_class": "GraniteSpeechProcessor", "projector_downsample_rate": 5,
-        "projector_window_size": 15, "return_attention_mask": False, "sampling_rate": 16000,
-    }, indent=2))  # fmt: skip
+    (out / "preprocessor_config.json").write_text(
+        json.dumps(
+            {
+                "feature_extractor_type": "GraniteSpeechFeatureExtractor",
+                "feature_size": 80,
+                "melspec_kwargs": mel,
+                "padding_side": "right",
+                "padding_value": 0.0,
+                "processor_class": "GraniteSpeechProcessor",
+                "projector_downsample_rate": 5,
+                "projector_window_size": 15,
+                "return_attention_mask": False,
+                "sampling_rate": 16000,
+            },
+            indent=2,
+        )
+    )
     (out / "processor_config.json").write_text(json.dumps({"audio_token": "<|audio|>", "processor_class": "GraniteSpeechProcessor"}))
     eos = tokenizer.eos_token_id
     torch.manual_seed(0)
     config = transformers.GraniteSpeechConfig(
-        text_config={"model_type": "granite", "vocab_size": len(tokenizer), "hidden_size": 32, "intermediate_size": 64,
-                     "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 2048,
-                     "bos_token_id": eos, "eos_token_id": eos, "pad_token_id": eos, "tie_word_embeddings": True},
-        encoder_config={"input_dim": 160, "num_layers": 2, "hidden_dim": 32, "feedforward_mult": 2, "num_heads": 2, "dim_head": 16,
-                        "output_dim": 8, "context_size": 200, "max_pos_emb": 512, "conv_kernel_size": 5, "dropout": 0.0},
-        projector_config={"model_type": "blip_2_qformer", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-                          "intermediate_size": 64, "encoder_hidden_size": 32, "cross_attention_frequency": 1,
-                          "max_position_embeddings": 64},
-        audio_token_index=tokenizer.convert_tokens_to_ids("<|audio|>"), has_lora_adapter=lora, downsample_rate=5, window_size=15,
-    )  # fmt: skip
+        text_config={
+            "model_type": "granite",
+            "vocab_size": len(tokenizer),
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "max_position_embeddings": 2048,
+            "bos_token_id": eos,
+            "eos_token_id": eos,
+            "pad_token_id": eos,
+            "tie_word_embeddings": True,
+        },
+        encoder_config={
+            "input_dim": 160,
+            "num_layers": 2,
+            "hidden_dim": 32,
+            "feedforward_mult": 2,
+            "num_heads": 2,
+            "dim_head": 16,
+            "output_dim": 8,
+            "context_size": 200,
+            "max_pos_emb": 512,
+            "conv_kernel_size": 5,
+            "dropout": 0.0,
+        },
+        projector_config={
+            "model_type": "blip_2_qformer",
+            "hidden_size": 32,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "intermediate_size": 64,
+            "encoder_hidden_size": 32,
+            "cross_attention_frequency": 1,
+            "max_position_embeddings": 64,
+        },
+        audio_token_index=tokenizer.convert_tokens_to_ids("<|audio|>"),
+        has_lora_adapter=lora,
+        downsample_rate=5,
+        window_size=15,
+    )
     model = transformers.GraniteSpeechForConditionalGeneration(config)
     favour_words(model, len(specials) + 1)
     model.generation_config.eos_token_id = eos
@@ -95,8 +142,21 @@ def write_lora(folder: Path, model: Any, targets: list[str], base: str, prefix: 
     pattern = re.escape(prefix) + r"\d+\..*\.(" + "|".join(targets) + ")"
     folder.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(folder / "adapter_model.safetensors"))
-    (folder / "adapter_config.json").write_text(json.dumps({
-        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": base, "r": rank, "lora_alpha": 2 * rank,
-        "lora_dropout": 0.0, "bias": "none", "target_modules": pattern, "inference_mode": True, "fan_in_fan_out": False,
-    }, indent=2))  # fmt: skip
+    (folder / "adapter_config.json").write_text(
+        json.dumps(
+            {
+                "peft_type": "LORA",
+                "task_type": "CAUSAL_LM",
+                "base_model_name_or_path": base,
+                "r": rank,
+                "lora_alpha": 2 * rank,
+                "lora_dropout": 0.0,
+                "bias": "none",
+                "target_modules": pattern,
+                "inference_mode": True,
+                "fan_in_fan_out": False,
+            },
+            indent=2,
+        )
+    )
     return folder

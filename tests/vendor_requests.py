@@ -219,8 +219,11 @@ def json_body(req: Request, spec: Mapping[str, tuple[bool, Check]]) -> list[str]
 
 
 def raw_audio(req: Request, content_type: str) -> list[str]:
-    out = [] if req.headers.get("content-type") == content_type else [f"Content-Type must be {content_type}, got "
-                                                                      f"{req.headers.get('content-type')!r}"]
+    out = (
+        []
+        if req.headers.get("content-type") == content_type
+        else [f"Content-Type must be {content_type}, got {req.headers.get('content-type')!r}"]
+    )
     return out + ([] if is_wav(req.body) else ["body: not WAV audio"])
 
 
@@ -231,82 +234,158 @@ def no_body(req: Request) -> list[str]:
 # -- the vendors -------------------------------------------------------------------------------
 
 DEEPGRAM_QUERY = {
-    "model": (True, string), "language": (False, string), "smart_format": (False, bool_text), "punctuate": (False, bool_text),
-    "profanity_filter": (False, bool_text), "diarize": (False, bool_text), "numerals": (False, bool_text),
-    "filler_words": (False, bool_text), "utterances": (False, bool_text), "paragraphs": (False, bool_text),
-    "detect_language": (False, bool_text), "keyterm": (False, string), "version": (False, string),
-}  # fmt: skip
+    "model": (True, string),
+    "language": (False, string),
+    "smart_format": (False, bool_text),
+    "punctuate": (False, bool_text),
+    "profanity_filter": (False, bool_text),
+    "diarize": (False, bool_text),
+    "numerals": (False, bool_text),
+    "filler_words": (False, bool_text),
+    "utterances": (False, bool_text),
+    "paragraphs": (False, bool_text),
+    "detect_language": (False, bool_text),
+    "keyterm": (False, string),
+    "version": (False, string),
+}
 ASSEMBLYAI_TRANSCRIPT = {
     "audio_url": (True, https("https://cdn.assemblyai.com/")),
     "speech_models": (True, list_of(one_of("universal-3-pro", "universal-3-5-pro", "universal-2"))),
-    "language_code": (False, string), "language_detection": (False, boolean), "punctuate": (False, boolean),
-    "format_text": (False, boolean), "disfluencies": (False, boolean), "filter_profanity": (False, boolean),
-    "speaker_labels": (False, boolean), "multichannel": (False, boolean), "keyterms_prompt": (False, list_of(string)),
+    "language_code": (False, string),
+    "language_detection": (False, boolean),
+    "punctuate": (False, boolean),
+    "format_text": (False, boolean),
+    "disfluencies": (False, boolean),
+    "filter_profanity": (False, boolean),
+    "speaker_labels": (False, boolean),
+    "multichannel": (False, boolean),
+    "keyterms_prompt": (False, list_of(string)),
     "prompt": (False, string),
-}  # fmt: skip
+}
 SPEECHMATICS_TRANSCRIPTION = {
-    "language": (True, string), "operating_point": (False, one_of("standard", "enhanced")), "enable_entities": (False, boolean),
-    "diarization": (False, one_of("none", "speaker", "channel")), "output_locale": (False, string),
-    "additional_vocab": (False, list_of(anything_object)), "punctuation_overrides": (False, anything_object),
-    "domain": (False, string), "audio_filtering_config": (False, anything_object),
+    "language": (True, string),
+    "operating_point": (False, one_of("standard", "enhanced")),
+    "enable_entities": (False, boolean),
+    "diarization": (False, one_of("none", "speaker", "channel")),
+    "output_locale": (False, string),
+    "additional_vocab": (False, list_of(anything_object)),
+    "punctuation_overrides": (False, anything_object),
+    "domain": (False, string),
+    "audio_filtering_config": (False, anything_object),
     "transcript_filtering_config": (False, anything_object),
-}  # fmt: skip
+}
 SPEECHMATICS_CONFIG = {
-    "type": (True, one_of("transcription")), "transcription_config": (True, obj(SPEECHMATICS_TRANSCRIPTION)),
-    "notification_config": (False, list_of(anything_object)), "language_identification_config": (False, anything_object),
-    "translation_config": (False, anything_object), "output_config": (False, anything_object),
+    "type": (True, one_of("transcription")),
+    "transcription_config": (True, obj(SPEECHMATICS_TRANSCRIPTION)),
+    "notification_config": (False, list_of(anything_object)),
+    "language_identification_config": (False, anything_object),
+    "translation_config": (False, anything_object),
+    "output_config": (False, anything_object),
     "summarization_config": (False, anything_object),
-}  # fmt: skip
+}
 ELEVENLABS_FORM = {
-    "model_id": (True, one_of("scribe_v1", "scribe_v2")), "language_code": (False, string), "tag_audio_events": (False, bool_text),
-    "num_speakers": (False, int_text), "timestamps_granularity": (False, one_of("none", "word", "character")),
-    "diarize": (False, bool_text), "diarization_threshold": (False, number_text(0, 1)),
-    "file_format": (False, one_of("pcm_s16le_16", "other")), "temperature": (False, number_text(0, 2)), "seed": (False, int_text),
-    "use_multi_channel": (False, bool_text), "no_verbatim": (False, bool_text), "keyterms": (False, string),
-}  # fmt: skip
+    "model_id": (True, one_of("scribe_v1", "scribe_v2")),
+    "language_code": (False, string),
+    "tag_audio_events": (False, bool_text),
+    "num_speakers": (False, int_text),
+    "timestamps_granularity": (False, one_of("none", "word", "character")),
+    "diarize": (False, bool_text),
+    "diarization_threshold": (False, number_text(0, 1)),
+    "file_format": (False, one_of("pcm_s16le_16", "other")),
+    "temperature": (False, number_text(0, 2)),
+    "seed": (False, int_text),
+    "use_multi_channel": (False, bool_text),
+    "no_verbatim": (False, bool_text),
+    "keyterms": (False, string),
+}
 GLADIA_PRERECORDED = {
-    "audio_url": (True, https("https://api.gladia.io/file/")), "model": (False, one_of("solaria-1", "solaria-3")),
+    "audio_url": (True, https("https://api.gladia.io/file/")),
+    "model": (False, one_of("solaria-1", "solaria-3")),
     "language_config": (False, obj({"languages": (False, list_of(string, non_empty=False)), "code_switching": (False, boolean)})),
-    "diarization": (False, boolean), "diarization_config": (False, anything_object), "punctuation_enhanced": (False, boolean),
-    "custom_vocabulary": (False, boolean), "custom_vocabulary_config": (False, anything_object), "custom_spelling": (False, boolean),
-    "custom_spelling_config": (False, anything_object), "subtitles": (False, boolean), "subtitles_config": (False, anything_object),
-    "translation": (False, boolean), "translation_config": (False, anything_object), "summarization": (False, boolean),
-    "summarization_config": (False, anything_object), "named_entity_recognition": (False, boolean), "sentences": (False, boolean),
-    "sentiment_analysis": (False, boolean), "callback": (False, boolean), "callback_config": (False, anything_object),
+    "diarization": (False, boolean),
+    "diarization_config": (False, anything_object),
+    "punctuation_enhanced": (False, boolean),
+    "custom_vocabulary": (False, boolean),
+    "custom_vocabulary_config": (False, anything_object),
+    "custom_spelling": (False, boolean),
+    "custom_spelling_config": (False, anything_object),
+    "subtitles": (False, boolean),
+    "subtitles_config": (False, anything_object),
+    "translation": (False, boolean),
+    "translation_config": (False, anything_object),
+    "summarization": (False, boolean),
+    "summarization_config": (False, anything_object),
+    "named_entity_recognition": (False, boolean),
+    "sentences": (False, boolean),
+    "sentiment_analysis": (False, boolean),
+    "callback": (False, boolean),
+    "callback_config": (False, anything_object),
     "custom_metadata": (False, anything_object),
-}  # fmt: skip
+}
 GOOGLE_FEATURES = {
     k: (False, boolean)
-    for k in ("enableAutomaticPunctuation", "profanityFilter", "enableWordTimeOffsets", "enableWordConfidence",
-              "enableSpokenPunctuation", "enableSpokenEmojis")
-} | {"maxAlternatives": (False, integer), "diarizationConfig": (False, anything_object), "multiChannelMode": (False, string)}  # fmt: skip
+    for k in (
+        "enableAutomaticPunctuation",
+        "profanityFilter",
+        "enableWordTimeOffsets",
+        "enableWordConfidence",
+        "enableSpokenPunctuation",
+        "enableSpokenEmojis",
+    )
+} | {"maxAlternatives": (False, integer), "diarizationConfig": (False, anything_object), "multiChannelMode": (False, string)}
 GOOGLE_CONFIG = {
-    "model": (True, string), "languageCodes": (True, list_of(string)), "autoDecodingConfig": (False, anything_object),
-    "explicitDecodingConfig": (False, anything_object), "features": (False, obj(GOOGLE_FEATURES)),
-    "adaptation": (False, anything_object), "transcriptNormalization": (False, anything_object),
-    "translationConfig": (False, anything_object), "denoiserConfig": (False, anything_object),
-}  # fmt: skip
-AZURE_ENHANCED = {"enabled": (True, boolean), "task": (False, one_of("transcribe", "translate")), "targetLanguage": (False, string),
-                  "prompt": (False, list_of(string))}  # fmt: skip
+    "model": (True, string),
+    "languageCodes": (True, list_of(string)),
+    "autoDecodingConfig": (False, anything_object),
+    "explicitDecodingConfig": (False, anything_object),
+    "features": (False, obj(GOOGLE_FEATURES)),
+    "adaptation": (False, anything_object),
+    "transcriptNormalization": (False, anything_object),
+    "translationConfig": (False, anything_object),
+    "denoiserConfig": (False, anything_object),
+}
+AZURE_ENHANCED = {
+    "enabled": (True, boolean),
+    "task": (False, one_of("transcribe", "translate")),
+    "targetLanguage": (False, string),
+    "prompt": (False, list_of(string)),
+}
 AZURE_DEFINITION = {
-    "locales": (False, list_of(string)), "profanityFilterMode": (False, one_of("None", "Masked", "Removed", "Tags")),
-    "enhancedMode": (False, obj(AZURE_ENHANCED)), "diarization": (False, anything_object), "channels": (False, list_of(integer)),
-    "phraseList": (False, anything_object), "audioUrl": (False, string),
-}  # fmt: skip
+    "locales": (False, list_of(string)),
+    "profanityFilterMode": (False, one_of("None", "Masked", "Removed", "Tags")),
+    "enhancedMode": (False, obj(AZURE_ENHANCED)),
+    "diarization": (False, anything_object),
+    "channels": (False, list_of(integer)),
+    "phraseList": (False, anything_object),
+    "audioUrl": (False, string),
+}
 MODULATE_ENDPOINTS = {
     "velma-2-stt-batch-english-vfast": {},
-    "velma-2-stt-batch": {k: (False, bool_text) for k in ("speaker_diarization", "emotion_signal", "accent_signal", "deepfake_signal",
-                                                          "pii_phi_tagging")},
+    "velma-2-stt-batch": {
+        k: (False, bool_text) for k in ("speaker_diarization", "emotion_signal", "accent_signal", "deepfake_signal", "pii_phi_tagging")
+    },
     "velma-2-stt-batch-multilingual-vfast": {"language": (False, string)},
-}  # fmt: skip
+}
 SMALLEST_QUERY = {
-    "language": (False, string), "word_timestamps": (False, bool_text), "diarize": (False, bool_text),
-    "sentence_timestamps": (False, bool_text), "redact_pii": (False, bool_text), "redact_pci": (False, bool_text),
-    "numerals": (False, one_of("true", "false", "auto")), "keywords": (False, string), "age_detection": (False, bool_text),
-    "gender_detection": (False, bool_text), "emotion_detection": (False, bool_text),
-}  # fmt: skip
-OPENAI_FORM = {"model": (True, string), "response_format": (False, one_of("json", "text", "verbose_json", "srt", "vtt")),
-               "language": (False, string), "prompt": (False, string), "temperature": (False, number_text(0, 1))}  # fmt: skip
+    "language": (False, string),
+    "word_timestamps": (False, bool_text),
+    "diarize": (False, bool_text),
+    "sentence_timestamps": (False, bool_text),
+    "redact_pii": (False, bool_text),
+    "redact_pci": (False, bool_text),
+    "numerals": (False, one_of("true", "false", "auto")),
+    "keywords": (False, string),
+    "age_detection": (False, bool_text),
+    "gender_detection": (False, bool_text),
+    "emotion_detection": (False, bool_text),
+}
+OPENAI_FORM = {
+    "model": (True, string),
+    "response_format": (False, one_of("json", "text", "verbose_json", "srt", "vtt")),
+    "language": (False, string),
+    "prompt": (False, string),
+    "temperature": (False, number_text(0, 1)),
+}
 
 
 def _google_body(req: Request) -> list[str]:
@@ -387,11 +466,17 @@ ROUTES: dict[str, dict[str, Callable[[Request], list[str]]]] = {
 #: each vendor's documented auth header (lower-case name, value template); a request carrying
 #: another vendor's auth header instead is a violation too
 AUTH_HEADERS = {
-    "deepgram": ("authorization", "Token {key}"), "assemblyai": ("authorization", "{key}"),
-    "speechmatics": ("authorization", "Bearer {key}"), "elevenlabs": ("xi-api-key", "{key}"), "gladia": ("x-gladia-key", "{key}"),
-    "google": ("x-goog-api-key", "{key}"), "azure": ("ocp-apim-subscription-key", "{key}"), "modulate": ("x-api-key", "{key}"),
-    "smallest": ("authorization", "Bearer {key}"), "openai-stt": ("authorization", "Bearer {key}"),
-}  # fmt: skip
+    "deepgram": ("authorization", "Token {key}"),
+    "assemblyai": ("authorization", "{key}"),
+    "speechmatics": ("authorization", "Bearer {key}"),
+    "elevenlabs": ("xi-api-key", "{key}"),
+    "gladia": ("x-gladia-key", "{key}"),
+    "google": ("x-goog-api-key", "{key}"),
+    "azure": ("ocp-apim-subscription-key", "{key}"),
+    "modulate": ("x-api-key", "{key}"),
+    "smallest": ("authorization", "Bearer {key}"),
+    "openai-stt": ("authorization", "Bearer {key}"),
+}
 _ALL_AUTH = {name for name, _ in AUTH_HEADERS.values()}
 
 

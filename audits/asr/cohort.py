@@ -58,8 +58,10 @@ def robust_scores_checked(values: Mapping[str, float | None], higher_is_better: 
     med = float(np.median(xs))
     mad = float(np.median(np.abs(xs - med)))
     if mad == 0.0:
-        return out, (f"no spread: at least half of the {len(usable)} models have the same value ({abs(med):.4g}), so the median absolute "
-                     "deviation is 0 and no deviation can be scaled")
+        return out, (
+            f"no spread: at least half of the {len(usable)} models have the same value ({abs(med):.4g}), so the median absolute "
+            "deviation is 0 and no deviation can be scaled"
+        )
     for k, x in usable.items():
         z = (x - med) / (MAD_SCALE * mad)
         z = max(-CAP_DEVIATIONS, min(CAP_DEVIATIONS, z))
@@ -141,8 +143,9 @@ def cohort_scores(summary: Mapping[str, Any], models: Sequence[str] | None = Non
             vals = [slice_wer[k].get(m) for k in keys]
             if any(v is None for v in vals):
                 macro[m] = None
-                notes.append(f"{m}: no family score for '{fam}' (no scored rows in {sum(v is None for v in vals)} of its {len(keys)} "
-                    f"values)")
+                notes.append(
+                    f"{m}: no family score for '{fam}' (no scored rows in {sum(v is None for v in vals)} of its {len(keys)} values)"
+                )
             else:
                 macro[m] = float(np.mean([float(v) for v in vals if v is not None]))
         family_wer[fam] = macro
@@ -160,8 +163,14 @@ def cohort_markdown(summary: Mapping[str, Any]) -> str:
     if not cs.models:
         return ""
     if len(cs.models) < MIN_COHORT:  # every score is not testable for the same reason: say it once
-        return "\n".join([f"## Cohort scores ({COHORT_LABEL}, {len(cs.models)} models)", "",
-                          f"Not testable: {len(cs.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}.", ""])
+        return "\n".join(
+            [
+                f"## Cohort scores ({COHORT_LABEL}, {len(cs.models)} models)",
+                "",
+                f"Not testable: {len(cs.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}.",
+                "",
+            ]
+        )
     fams = list(cs.families)
     lines = [
         f"## Cohort scores ({COHORT_LABEL}, {len(cs.models)} models)",

@@ -71,14 +71,20 @@ def _count_matrix(n_blocks: int, n_boot: int, seed: int, step: int = 128) -> np.
     for start in range(0, n_boot, step):
         part = draws[start : start + step].astype(np.int64)
         flat = part + (np.arange(part.shape[0], dtype=np.int64) * n_blocks)[:, None]
-        counts[start : start + part.shape[0]] = np.bincount(flat.reshape(-1), minlength=part.shape[0] * n_blocks).reshape(part.shape[0],
-            n_blocks)
+        counts[start : start + part.shape[0]] = np.bincount(flat.reshape(-1), minlength=part.shape[0] * n_blocks).reshape(
+            part.shape[0], n_blocks
+        )
     return counts
 
 
 def paired_difference(
-    errors_a: np.ndarray, errors_b: np.ndarray, words: np.ndarray, blocks: Sequence[object] | np.ndarray | None,
-    n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
+    errors_a: np.ndarray,
+    errors_b: np.ndarray,
+    words: np.ndarray,
+    blocks: Sequence[object] | np.ndarray | None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
 ) -> dict[str, Any]:
     """One pair on aligned clips: diff, percentile interval and shifted-null p (the definition, for tests).
 
@@ -90,8 +96,10 @@ def paired_difference(
     diff = float(d.sum() / words.sum())
     codes = _block_codes(blocks, d.size)
     nb = int(codes.max()) + 1
-    verdict = check_testable([BlockGroup("the shared clips", np.bincount(codes, d, nb), np.bincount(codes, words, nb),
-                                         "clip" if blocks is None else "speaker")], "WER difference")
+    verdict = check_testable(
+        [BlockGroup("the shared clips", np.bincount(codes, d, nb), np.bincount(codes, words, nb), "clip" if blocks is None else "speaker")],
+        "WER difference",
+    )
     if verdict is not None:
         return {"diff": diff, **estimate_fields(verdict), "p_value": None}
     counts = _count_matrix(nb, n_boot, seed)
@@ -172,8 +180,9 @@ def compare_models(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha
                 reasons[k] = f"no clip with reference words that both {models[a]} and {models[b]} scored"
                 continue
             diffs[k] = (err[a, s].sum() - err[b, s].sum()) / w
-            verdict = check_testable([BlockGroup(f"the clips {models[a]} and {models[b]} both scored", d_cols[j], w_cols[j], unit)],
-                                     "WER difference")
+            verdict = check_testable(
+                [BlockGroup(f"the clips {models[a]} and {models[b]} both scored", d_cols[j], w_cols[j], unit)], "WER difference"
+            )
             est = verdict if verdict is not None else percentile_interval(reps[:, j], alpha, "WER difference")
             if not isinstance(est, Interval):
                 reasons[k] = est.reason
@@ -197,8 +206,12 @@ def compare_models(frame: pd.DataFrame, n_boot: int = 1000, seed: int = 0, alpha
             entry["ci95"] = [float(los[k]), float(his[k])]
         else:
             entry.update(ci95=None, not_testable=reasons[k] or "no bootstrap replicate could be computed")
-        entry.update(p_value=None if not live[k] else float(ps[k]), p_holm=None if not live[k] else float(p_holm[k]), better=better,
-                     n_utts=int(n_shared[k]))
+        entry.update(
+            p_value=None if not live[k] else float(ps[k]),
+            p_holm=None if not live[k] else float(p_holm[k]),
+            better=better,
+            n_utts=int(n_shared[k]),
+        )
         out["pairs"].append(entry)
     order = sorted(wer_all, key=lambda m: (wer_all[m], m))
     out["tiers"] = _tiers(order, worse_than)

@@ -238,7 +238,12 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0, n
         # one set of speaker draws serves WER and CER (same seed: same intervals as two calls)
         wer_est, cer_est = ratio_estimates(
             [(okg["word_errors"].to_numpy(), okg["n_words"].to_numpy()), (okg["char_errors"].to_numpy(), okg["n_chars"].to_numpy())],
-            blocks, name, opts.n_boot, opts.seed + seed_offset, opts.alpha, unit=block_unit(okg),
+            blocks,
+            name,
+            opts.n_boot,
+            opts.seed + seed_offset,
+            opts.alpha,
+            unit=block_unit(okg),
         )
     else:
         wer_est = cer_est = NotTestable(f"no scored clip with speech in {name}")
@@ -298,20 +303,35 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     base = {"label": label, "a": a, "b": b}
     if wa is None or wb is None:
         missing = a if wa is None else b
-        return {**base, "gap": None, "ci95": None, "excludes_zero": None, "p_value": None, "n_a": len(ga), "n_b": len(gb),
-                "not_testable": f"no scored clip with reference words in {label}={missing}"}
+        return {
+            **base,
+            "gap": None,
+            "ci95": None,
+            "excludes_zero": None,
+            "p_value": None,
+            "n_a": len(ga),
+            "n_b": len(gb),
+            "not_testable": f"no scored clip with reference words in {label}={missing}",
+        }
     ba, bb = speaker_blocks(ga), speaker_blocks(gb)
-    verdict = check_testable([
-        BlockGroup.of(f"{label}={a}", ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), ba, block_unit(ga)),
-        BlockGroup.of(f"{label}={b}", gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), bb, block_unit(gb)),
-    ])
+    verdict = check_testable(
+        [
+            BlockGroup.of(f"{label}={a}", ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), ba, block_unit(ga)),
+            BlockGroup.of(f"{label}={b}", gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), bb, block_unit(gb)),
+        ]
+    )
     est: Estimate = verdict if verdict is not None else NotTestable("")
     p_value: float | None = None
     if verdict is None:
         reps = ratio_difference_replicates(
-            ga["word_errors"].to_numpy(), ga["n_words"].to_numpy(), ba,
-            gb["word_errors"].to_numpy(), gb["n_words"].to_numpy(), bb,
-            opts.n_boot, opts.seed + seed,
+            ga["word_errors"].to_numpy(),
+            ga["n_words"].to_numpy(),
+            ba,
+            gb["word_errors"].to_numpy(),
+            gb["n_words"].to_numpy(),
+            bb,
+            opts.n_boot,
+            opts.seed + seed,
         )
         est = percentile_interval(reps, opts.alpha, "gap")
         if isinstance(est, Interval):
@@ -330,8 +350,9 @@ def gap_metrics(g: pd.DataFrame, label: str, a: str, b: str, opts: ScoringOption
     }
 
 
-def _model_metrics(g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]],
-        opts: ScoringOptions) -> dict[str, Any]:
+def _model_metrics(
+    g: pd.DataFrame, mi: int, labels: Sequence[str], gaps: Sequence[tuple[str, str, str]], opts: ScoringOptions
+) -> dict[str, Any]:
     """Everything ``summarize_models`` reports for one model (``mi``: its index, which seeds it)."""
     m = group_metrics(g, opts, seed_offset=mi * 1000, name=f"{g['model'].iloc[0]}'s clips" if len(g) else "the model's clips")
     failures = g.loc[~g["ok"], "error"].fillna("no hypothesis").astype(str)

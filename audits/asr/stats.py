@@ -144,8 +144,9 @@ def ratio_difference_replicates(
 ) -> np.ndarray:
     """The finite bootstrap replicates of ratio(A) - ratio(B) (independent block draws for A and B)."""
 
-    def replicates(numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None,
-            rng: np.random.Generator) -> np.ndarray:
+    def replicates(
+        numer: np.ndarray, denom: np.ndarray, blocks: Sequence[object] | np.ndarray | None, rng: np.random.Generator
+    ) -> np.ndarray:
         numer = np.asarray(numer, dtype=np.float64)
         denom = np.asarray(denom, dtype=np.float64)
         codes = _block_codes(blocks, numer.size)
@@ -213,8 +214,14 @@ class BlockGroup:
     unit: str = "speaker"
 
     @classmethod
-    def of(cls, name: str, numer: Sequence[float] | np.ndarray, denom: Sequence[float] | np.ndarray,
-           blocks: Sequence[object] | np.ndarray | None, unit: str | None = None) -> BlockGroup:
+    def of(
+        cls,
+        name: str,
+        numer: Sequence[float] | np.ndarray,
+        denom: Sequence[float] | np.ndarray,
+        blocks: Sequence[object] | np.ndarray | None,
+        unit: str | None = None,
+    ) -> BlockGroup:
         """The group of items ``numer``/``denom`` in ``blocks`` (None: each item is its own block, a clip)."""
         n = np.asarray(numer, dtype=np.float64)
         d = np.asarray(denom, dtype=np.float64)
@@ -253,8 +260,9 @@ def check_testable(groups: Sequence[BlockGroup], statistic: str = "WER", min_blo
     if groups and all(s <= 1e-12 for s in spreads):
         values = sorted({f"{100 * float(g.ratios()[0]):.1f}%" for g in groups})
         units = sorted({g.unit for g in groups})
-        return NotTestable(f"no variance: every {' or '.join(units)} of {', '.join(g.name for g in groups)} has the same {statistic} "
-                           f"({', '.join(values)})")
+        return NotTestable(
+            f"no variance: every {' or '.join(units)} of {', '.join(g.name for g in groups)} has the same {statistic} ({', '.join(values)})"
+        )
     return None
 
 
@@ -299,8 +307,12 @@ def ratio_estimates(
     nb = int(codes.max()) + 1 if size else 0
     verdicts = []
     for (n, d), stat in zip(pairs, statistics):
-        group = BlockGroup(name, np.bincount(codes, np.asarray(n, dtype=np.float64), nb) if size else np.zeros(0),
-                           np.bincount(codes, np.asarray(d, dtype=np.float64), nb) if size else np.zeros(0), unit)
+        group = BlockGroup(
+            name,
+            np.bincount(codes, np.asarray(n, dtype=np.float64), nb) if size else np.zeros(0),
+            np.bincount(codes, np.asarray(d, dtype=np.float64), nb) if size else np.zeros(0),
+            unit,
+        )
         verdicts.append(check_testable([group], stat))
     raw = _ratio_replicates(pairs, blocks, n_boot, seed, codes if size else None)
     out: list[Estimate] = []

@@ -23,12 +23,25 @@ from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summariz
 from audits.schema import SCHEMA_VERSION, Summary
 from audits.version import version as engine_version
 from engine.errors import RegistryError
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 from normalizers import Normalizer
 
 TRACKED_PACKAGES = (
-    "audit-engine", "faster-whisper", "ctranslate2", "pocketsphinx", "whisper-normalizer", "rapidfuzz",
-    "numpy", "pyarrow", "pandas", "soundfile", "soxr", "torch", "transformers", "ray", "resemblyzer",
+    "audit-engine",
+    "faster-whisper",
+    "ctranslate2",
+    "pocketsphinx",
+    "whisper-normalizer",
+    "rapidfuzz",
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "soundfile",
+    "soxr",
+    "torch",
+    "transformers",
+    "ray",
+    "resemblyzer",
 )
 
 
@@ -78,8 +91,17 @@ def build_summary(
     for name, facts in model_facts.items():
         entry: dict[str, Any] = dict(per_model.get(name, {}))
         if not entry:
-            entry = {"n_utts": 0, "n_failed": int(dataset.get("n_utts", 0)), "audio_s": 0.0, "infer_s": 0.0, "rtfx": None, "wer": None,
-                "cer": None, "slices": {}, "gaps": []}
+            entry = {
+                "n_utts": 0,
+                "n_failed": int(dataset.get("n_utts", 0)),
+                "audio_s": 0.0,
+                "infer_s": 0.0,
+                "rtfx": None,
+                "wer": None,
+                "cer": None,
+                "slices": {},
+                "gaps": [],
+            }
         info = dict(facts.get("info", {}))
         entry["status"] = facts.get("status", "unknown")
         if facts.get("error"):
@@ -100,9 +122,7 @@ def build_summary(
         models[name] = entry
     for name, m in per_model.items():  # rows for models not in this recipe's facts (merged runs)
         models.setdefault(name, m)
-    run_failures = [
-        {"model": name, **dict(fu)} for name, facts in model_facts.items() for fu in (facts.get("failed_units") or [])
-    ] + [
+    run_failures = [{"model": name, **dict(fu)} for name, facts in model_facts.items() for fu in (facts.get("failed_units") or [])] + [
         {"model": name, "shard": None, "reason": facts.get("error"), "kind": facts.get("status")}
         for name, facts in model_facts.items()
         if facts.get("status") in ("unavailable", "failed-to-load")
@@ -117,14 +137,14 @@ def build_summary(
         "normalizer": {"name": normalizer.name, "version": normalizer.version},
         "scoring": {
             "wer": "corpus-level: total word edits / total reference words; failed rows excluded and counted in n_failed; speech-free "
-                "clips (empty normalized reference) excluded and scored under hallucination",
+            "clips (empty normalized reference) excluded and scored under hallucination",
             "cer": "corpus-level over characters of the normalized text, spaces included",
             "ci95": f"percentile bootstrap over speaker blocks, {options.n_boot} replicates, seed {options.seed}",
             "rtfx": "audio seconds / inference seconds (batch wall time, feature extraction to decoded text), warm-up excluded",
             "hallucination": HALLUCINATION_NOTE,
             "comparisons": f"{PAIRED_METHOD}, {options.n_boot} replicates, seed {options.seed}, alpha {options.alpha}",
             "gaps": "unpaired speaker-block bootstrap per gap; shifted-null two-sided p; Holm across all gaps of all models (p_holm, "
-                "significant)",
+            "significant)",
         },
         "packages": package_versions(),
         "hardware": dict(hardware),
@@ -133,8 +153,10 @@ def build_summary(
     }
     taken = sorted(set(extra or {}) & set(core))
     if taken:  # sections write under their own names only (audits.sections refuses these names at registration)
-        raise RegistryError(f"the run's sections and extras would replace summary.json's own {', '.join(repr(k) for k in taken)}; "
-                            "every section writes under its own name")
+        raise RegistryError(
+            f"the run's sections and extras would replace summary.json's own {', '.join(repr(k) for k in taken)}; "
+            "every section writes under its own name"
+        )
     summary = {**core, **dict(extra or {})}
     out: Summary = json_safe(summary)
     return out, scored

@@ -38,8 +38,14 @@ from audits.run_dir import read_run, rows_fingerprint
 from engine.config import Field
 from engine.errors import ConfigError
 
-GPU_HOUR_FIELD = Field(float, None, "USD per hour of the machine the local models ran on (cost per audio hour = gpu_hour_usd / RTFx)",
-                       ge=0, le=1_000_000, nullable=True)
+GPU_HOUR_FIELD = Field(
+    float,
+    None,
+    "USD per hour of the machine the local models ran on (cost per audio hour = gpu_hour_usd / RTFx)",
+    ge=0,
+    le=1_000_000,
+    nullable=True,
+)
 """``--gpu-hour-usd``: typed and bounded like a recipe key (no NaN, no negative price)."""
 
 
@@ -106,12 +112,14 @@ def _check_figures(name: str, run: Path, model: str, summary: Mapping[str, Any],
     """The rows must give the run's own figures (runs scored before fingerprints were recorded)."""
     m = (summary.get("models") or {}).get(model)
     if m is None:
-        raise ConfigError(f"track '{name}': {run / 'utterances.parquet'} holds model '{model}', which summary.json does not; the rows were "
-            f"changed after scoring")
+        raise ConfigError(
+            f"track '{name}': {run / 'utterances.parquet'} holds model '{model}', which summary.json does not; the rows were "
+            f"changed after scoring"
+        )
     if (m.get("n_utts"), m.get("word_errors"), m.get("n_words")) != (n_utts, errors, words):
         raise ConfigError(
             f"track '{name}': model '{model}' in {run / 'utterances.parquet'} gives {n_utts} rows, {errors} word errors over {words} words,"
-                f" "
+            f" "
             f"but summary.json says {m.get('n_utts')}, {m.get('word_errors')} over {m.get('n_words')}: the rows were changed after scoring "
             "or the run is incomplete; re-run the recipe into that folder"
         )
@@ -147,34 +155,44 @@ def _trade_view(points: Mapping[str, Mapping[str, Any]], gpu_hour_usd: float | N
     return {"models": models, "pareto_wer_rtfx": speed, "pareto_wer_cost": cost_front}
 
 
-def _trade_offs(per_model: Mapping[str, Any], speed: Mapping[str, Mapping[str, dict[str, Any]]], complete: list[str],
-                gpu_hour_usd: float | None) -> dict[str, Any]:
+def _trade_offs(
+    per_model: Mapping[str, Any], speed: Mapping[str, Mapping[str, dict[str, Any]]], complete: list[str], gpu_hour_usd: float | None
+) -> dict[str, Any]:
     """The trade-off views: one per track, and the Average WER's over the models with every track."""
     views: dict[str, Any] = {}
     names = list(dict.fromkeys(t for by_track in speed.values() for t in by_track))
     for name in names:
-        pts = {m: {**speed[m][name], "wer": per_model[m]["tracks"][name]["wer"], "ci95": per_model[m]["tracks"][name]["ci95"]}
-               for m in sorted(speed) if name in speed[m]}
+        pts = {
+            m: {**speed[m][name], "wer": per_model[m]["tracks"][name]["wer"], "ci95": per_model[m]["tracks"][name]["ci95"]}
+            for m in sorted(speed)
+            if name in speed[m]
+        }
         views[name] = _trade_view(pts, gpu_hour_usd)
     avg: dict[str, dict[str, Any]] = {}
     for m in sorted(complete):
         parts = list(speed[m].values())
         prices = {p["price"] for p in parts}
-        avg[m] = {"audio_s": sum(p["audio_s"] for p in parts), "infer_s": sum(p["infer_s"] for p in parts),
-                  "hosted": any(p["hosted"] for p in parts), "price": prices.pop() if len(prices) == 1 else None,
-                  "wer": per_model[m]["average_wer"], "ci95": per_model[m]["average_ci95"]}
+        avg[m] = {
+            "audio_s": sum(p["audio_s"] for p in parts),
+            "infer_s": sum(p["infer_s"] for p in parts),
+            "hosted": any(p["hosted"] for p in parts),
+            "price": prices.pop() if len(prices) == 1 else None,
+            "wer": per_model[m]["average_wer"],
+            "ci95": per_model[m]["average_ci95"],
+        }
     return {
         "definition": "per track: the run's RTFx (timed audio s / inference s); Average: pooled over the tracks; cost per audio hour: "
-            "hosted = registry list price, local = gpu_hour_usd / RTFx, else unknown (null); Pareto fronts on point estimates "
-            "(no model both lower WER and faster / cheaper); the Average's over models with every track",
+        "hosted = registry list price, local = gpu_hour_usd / RTFx, else unknown (null); Pareto fronts on point estimates "
+        "(no model both lower WER and faster / cheaper); the Average's over models with every track",
         "gpu_hour_usd": gpu_hour_usd,
         "tracks": views,
         "average": _trade_view(avg, gpu_hour_usd),
     }
 
 
-def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0, alpha: float = 0.05,
-                  gpu_hour_usd: float | None = None) -> dict[str, Any]:
+def track_summary(
+    tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0, alpha: float = 0.05, gpu_hour_usd: float | None = None
+) -> dict[str, Any]:
     """Per-track corpus WER with CIs, the Average WER with a CI, a ranking and per-track winners.
 
     Each track's WER is computed from that run's scored rows exactly as the run computed its own
@@ -199,8 +217,9 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         summary, tables[name] = loaded.summary, loaded.table
         digest = rows_fingerprint(run / "utterances.parquet")
         if digest in by_rows:
-            raise ConfigError(f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of "
-                f"its own dataset")
+            raise ConfigError(
+                f"tracks '{by_rows[digest]}' and '{name}' hold the same rows (a copy of one run); each track is one run of its own dataset"
+            )
         by_rows[digest] = name
         summaries[name] = summary
         norm = summary.get("normalizer", {})
@@ -231,10 +250,20 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
             if words <= 0:
                 continue
             blocks = ok["speaker"].where(ok["speaker"].notna(), ok["utt_id"]).astype(str).to_numpy()
-            r = _replicates(ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot,
-                seed + 1000 * ti + mi)
-            verdict = check_testable([BlockGroup.of(f"track '{name}'", ok["word_errors"].to_numpy(np.float64),
-                                                    ok["n_words"].to_numpy(np.float64), blocks, block_unit(ok))])
+            r = _replicates(
+                ok["word_errors"].to_numpy(np.float64), ok["n_words"].to_numpy(np.float64), blocks, n_boot, seed + 1000 * ti + mi
+            )
+            verdict = check_testable(
+                [
+                    BlockGroup.of(
+                        f"track '{name}'",
+                        ok["word_errors"].to_numpy(np.float64),
+                        ok["n_words"].to_numpy(np.float64),
+                        blocks,
+                        block_unit(ok),
+                    )
+                ]
+            )
             entry = per_model.setdefault(str(model), {"tracks": {}})
             entry["tracks"][name] = {
                 "wer": errors / words,
@@ -265,10 +294,11 @@ def track_summary(tracks: Mapping[str, Path], n_boot: int = 1000, seed: int = 0,
         winners[name] = min(have)[1] if have else None
     return {
         "definition": "Average WER = unweighted mean of per-track corpus WERs (each the run's own WER: failed rows and speech-free clips "
-            "left out); "
+        "left out); "
         "CI: per-track speaker-block bootstrap, averaged per replicate",
-        "tracks": {n: {"run": str(p), "dataset_fingerprint": fingerprints[n], "rows_sha256": d} for (n, p), d in zip(tracks.items(),
-            by_rows)},
+        "tracks": {
+            n: {"run": str(p), "dataset_fingerprint": fingerprints[n], "rows_sha256": d} for (n, p), d in zip(tracks.items(), by_rows)
+        },
         "normalizer": {"name": norm_name, "version": norm_version},
         "bootstrap": {"n_boot": n_boot, "seed": seed, "alpha": alpha},
         "models": per_model,
@@ -322,8 +352,16 @@ def _trade_tables(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, An
         for m, r in (view.get("models") or {}).items():
             front = [k for k, key in (("speed", "on_front_rtfx"), ("cost", "on_front_cost")) if r.get(key)]
             rtfx, cost = r.get("rtfx"), r.get("cost_per_audio_hour_usd")
-            rows.append([str(m), "–" if r.get("wer") is None else f"{100 * r['wer']:.2f}", "–" if rtfx is None else f"{rtfx:.1f}",
-                         "unknown" if cost is None else f"{cost:.4f}", str(r.get("cost_basis", "")), ", ".join(front) or "–"])
+            rows.append(
+                [
+                    str(m),
+                    "–" if r.get("wer") is None else f"{100 * r['wer']:.2f}",
+                    "–" if rtfx is None else f"{rtfx:.1f}",
+                    "unknown" if cost is None else f"{cost:.4f}",
+                    str(r.get("cost_basis", "")),
+                    ", ".join(front) or "–",
+                ]
+            )
         out.append((title, view, rows))
     return out
 
@@ -351,14 +389,24 @@ def tracks_markdown(summary: Mapping[str, Any]) -> str:
     tables = _trade_tables(summary)
     if tables:
         gpu = (summary.get("trade_offs") or {}).get("gpu_hour_usd")
-        lines += ["## Trade-offs: WER, speed, cost", "",
-                  "RTFx = audio seconds per inference second (the Average's pooled over the tracks); cost per audio hour: hosted models "
-                  "at their registry list price, local models at gpu_hour_usd / RTFx "
-                  f"({'gpu_hour_usd ' + md(f'{gpu:g}') if gpu is not None else 'no gpu_hour_usd given: unknown'}). "
-                  "On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost).", ""]
+        lines += [
+            "## Trade-offs: WER, speed, cost",
+            "",
+            "RTFx = audio seconds per inference second (the Average's pooled over the tracks); cost per audio hour: hosted models "
+            "at their registry list price, local models at gpu_hour_usd / RTFx "
+            f"({'gpu_hour_usd ' + md(f'{gpu:g}') if gpu is not None else 'no gpu_hour_usd given: unknown'}). "
+            "On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost).",
+            "",
+        ]
         for title, _, rows in tables:
-            lines += [f"### {md(title)}", "", "| " + " | ".join(TRADE_HEADER) + " |", "| --- | ---: | ---: | ---: | --- | --- |",
-                      *("| " + " | ".join(md(c) for c in r) + " |" for r in rows), ""]
+            lines += [
+                f"### {md(title)}",
+                "",
+                "| " + " | ".join(TRADE_HEADER) + " |",
+                "| --- | ---: | ---: | ---: | --- | --- |",
+                *("| " + " | ".join(md(c) for c in r) + " |" for r in rows),
+                "",
+            ]
     return "\n".join(lines)
 
 
@@ -374,7 +422,7 @@ def tracks_html(summary: Mapping[str, Any]) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Tracks</title><style>"
         "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;"
-            "text-align:right}"
+        "text-align:right}"
         "td:nth-child(2),th:nth-child(2){text-align:left}table.trade-offs td:nth-child(1),table.trade-offs th:nth-child(1),"
         "table.trade-offs td:nth-child(5){text-align:left}svg{display:block;margin:1em 0}svg .ptlab{font-size:11.5px;fill:#1d2430}"
         "svg .tick{font-size:10.5px;fill:#5b6472}svg .axis{font-size:12px;fill:#333}</style></head><body><h1>Tracks</h1>"
@@ -395,22 +443,37 @@ def _trade_html(summary: Mapping[str, Any]) -> str:
     if not tables:
         return ""
     colors = color_map(sorted(summary["models"]))
-    parts = ["<h2>Trade-offs: WER, speed, cost</h2><p>RTFx = audio seconds per inference second (the Average's pooled over the "
-             "tracks); cost per audio hour: hosted models at their registry list price, local models at gpu_hour_usd / RTFx, else "
-             "unknown. On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost); fronts are "
-             "joined by a dashed line and ringed.</p>"]
+    parts = [
+        "<h2>Trade-offs: WER, speed, cost</h2><p>RTFx = audio seconds per inference second (the Average's pooled over the "
+        "tracks); cost per audio hour: hosted models at their registry list price, local models at gpu_hour_usd / RTFx, else "
+        "unknown. On front: no other model has both a lower WER and a higher RTFx (speed) or a lower cost (cost); fronts are "
+        "joined by a dashed line and ringed.</p>"
+    ]
     for title, view, rows in tables:
         models = view.get("models") or {}
         parts.append(f"<h3>{esc(title)}</h3>")
-        speed = [(m, r["rtfx"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
-                 for m, r in models.items() if r.get("rtfx") and r.get("wer") is not None]
+        speed = [
+            (m, r["rtfx"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
+            for m, r in models.items()
+            if r.get("rtfx") and r.get("wer") is not None
+        ]
         if speed:
             parts.append(svg_scatter(speed, f"{title}: WER against RTFx", front=view.get("pareto_wer_rtfx") or []))
-        cost = [(m, r["cost_per_audio_hour_usd"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
-                for m, r in models.items() if (r.get("cost_per_audio_hour_usd") or 0) > 0 and r.get("wer") is not None]
+        cost = [
+            (m, r["cost_per_audio_hour_usd"], r["wer"], *(r.get("ci95") or [None, None]), colors.get(m, "#4e79a7"))
+            for m, r in models.items()
+            if (r.get("cost_per_audio_hour_usd") or 0) > 0 and r.get("wer") is not None
+        ]
         if cost:
-            parts.append(svg_scatter(cost, f"{title}: WER against cost per audio hour", front=view.get("pareto_wer_cost") or [],
-                                     x_name="USD per audio hour", x_axis="cost per audio hour (USD, log scale) ← cheaper"))
+            parts.append(
+                svg_scatter(
+                    cost,
+                    f"{title}: WER against cost per audio hour",
+                    front=view.get("pareto_wer_cost") or [],
+                    x_name="USD per audio hour",
+                    x_axis="cost per audio hour (USD, log scale) ← cheaper",
+                )
+            )
         head = "".join(f"<th>{esc(c)}</th>" for c in TRADE_HEADER)
         body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
         parts.append(f"<table class='trade-offs'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
@@ -420,7 +483,7 @@ def _trade_html(summary: Mapping[str, Any]) -> str:
 def write_tracks(tracks: Mapping[str, Path], out: Path, n_boot: int = 1000, seed: int = 0, gpu_hour_usd: float | None = None) -> Path:
     """Write ``tracks.json`` (figures and provenance, no per-utterance rows), ``tracks.md`` and
     ``tracks.html``; returns the JSON path."""
-    from engine.store import atomic_write_text
+    from engine.storage import atomic_write_text
 
     summary = track_summary(tracks, n_boot, seed, gpu_hour_usd=gpu_hour_usd)
     out.mkdir(parents=True, exist_ok=True)

@@ -96,24 +96,37 @@ def _progress() -> Progress:
 @app.command("run")
 def run_cmd(
     recipe: str = typer.Argument(..., help="Recipe name (audit list recipes; e.g. demo) or a YAML path."),
-    dataset: Optional[str] = typer.Option(None, "--dataset",
-        help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."),
-    reader: Optional[str] = typer.Option(None, "--reader",
-        help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions, or a plug-in's); default: detected."),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="Replace the recipe's dataset (manifest, CSV/TSV, Parquet dir, HF dir/id, predictions dir)."
+    ),
+    reader: Optional[str] = typer.Option(
+        None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions, or a plug-in's); default: detected."
+    ),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
-    normalizer: Optional[str] = typer.Option(None, "--normalizer",
-        help="Score with this normalizer instead of the recipe's (whisper-english, open-asr-leaderboard, basic, identity, ...)."),
-    engine: str = typer.Option("inprocess", "--engine",
-        help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends)."),
-    address: Optional[str] = typer.Option(None, "--address",
-        help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."),
+    normalizer: Optional[str] = typer.Option(
+        None,
+        "--normalizer",
+        help="Score with this normalizer instead of the recipe's (whisper-english, open-asr-leaderboard, basic, identity, ...).",
+    ),
+    engine: str = typer.Option(
+        "inprocess",
+        "--engine",
+        help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends).",
+    ),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
-    runtime_env: Optional[str] = typer.Option(None, "--runtime-env",
-        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md."),
-    resume: bool = typer.Option(True, "--resume/--no-resume",
-        help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."),
+    runtime_env: Optional[str] = typer.Option(
+        None,
+        "--runtime-env",
+        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md.",
+    ),
+    resume: bool = typer.Option(
+        True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."
+    ),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
     from audits.recipes import load_recipe, with_normalizer, with_overrides
@@ -130,19 +143,27 @@ def run_cmd(
 
 
 def _run_with_progress(
-    rec: Any, out_dir: Path, engine: str, address: Optional[str], workers: Optional[int], resume: bool,
-    extra: Optional[dict[str, Any]] = None, memory: Optional[dict[str, Any]] = None, dataset: Any = None,
+    rec: Any,
+    out_dir: Path,
+    engine: str,
+    address: Optional[str],
+    workers: Optional[int],
+    resume: bool,
+    extra: Optional[dict[str, Any]] = None,
+    memory: Optional[dict[str, Any]] = None,
+    dataset: Any = None,
     runtime_env: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
-    from audits.pipeline import EngineOptions, run_audit
+    from audits.pipeline import run_audit
+    from engine.engine import EngineOptions
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
+    # typed flags are checked once, by run_audit, before the dataset opens or the run directory is touched
     eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
-    eng.check()  # typed flags, refused before the run directory is touched
     lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
@@ -184,8 +205,10 @@ def _run_with_progress(
     unavailable = {m: v.get("error") for m, v in summary["models"].items() if v.get("status") not in ("loaded", None)}
     for m, why in unavailable.items():
         console.print(f"[yellow]{m} did not run:[/] {scrub(str(why))}", soft_wrap=True)
-    out_console.print(f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}, "
-        f"{out_dir / 'report.html'}", soft_wrap=True)
+    out_console.print(
+        f"Results: {out_dir / 'summary.json'}, {out_dir / 'utterances.parquet'}, {out_dir / 'report.md'}, {out_dir / 'report.html'}",
+        soft_wrap=True,
+    )
     return summary
 
 
@@ -196,27 +219,45 @@ def sweep_cmd(
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/sweep-<recipe>); re-running resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
-    normalizer: Optional[str] = typer.Option(None, "--normalizer",
-        help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's)."),
+    normalizer: Optional[str] = typer.Option(
+        None,
+        "--normalizer",
+        help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's).",
+    ),
     engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
-    runtime_env: Optional[str] = typer.Option(None, "--runtime-env",
-        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md."),
-    max_models_loaded: Optional[int] = typer.Option(None, "--max-models-loaded",
-        help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."),
-    memory_budget_mb: Optional[float] = typer.Option(None, "--memory-budget-mb",
-        help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."),
-    tracks: Optional[str] = typer.Option(None, "--tracks",
-        help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."),
-    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd",
+    runtime_env: Optional[str] = typer.Option(
+        None,
+        "--runtime-env",
+        help="Ray: the job's runtime environment, inline JSON or a YAML/JSON file (env_vars, working_dir, pip, ...); see docs/cluster.md.",
+    ),
+    max_models_loaded: Optional[int] = typer.Option(
+        None, "--max-models-loaded", help="In-process: at most N models loaded at once (default: as many as fit the memory budget)."
+    ),
+    memory_budget_mb: Optional[float] = typer.Option(
+        None, "--memory-budget-mb", help="In-process: memory loaded models may take (default: 60% of the RAM available at start)."
+    ),
+    tracks: Optional[str] = typer.Option(
+        None, "--tracks", help="Several datasets, one run each: NAME=PATH,NAME=PATH; then tracks.json/tracks.md with the Average WER."
+    ),
+    gpu_hour_usd: Optional[float] = typer.Option(
+        None,
+        "--gpu-hour-usd",
         help="With --tracks: USD per hour of the machine local models run on, for their cost per audio hour (default: the recipe's "
-            "profiles.gpu_hour_usd, else unknown)."),
-    check: bool = typer.Option(False, "--check",
+        "profiles.gpu_hour_usd, else unknown).",
+    ),
+    check: bool = typer.Option(
+        False,
+        "--check",
         help="Only ask the Ray workers whether each model can run there (one task per model, with its resources): family, extra, weights; "
-            "run nothing."),
-    smoke: bool = typer.Option(False, "--smoke",
-        help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory)."),
+        "run nothing.",
+    ),
+    smoke: bool = typer.Option(
+        False,
+        "--smoke",
+        help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory).",
+    ),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
@@ -225,19 +266,20 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
-        from audits.pipeline import EngineOptions
+        from engine.engine import EngineOptions
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
-        EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=env,
-            **memory).check()  # flags before any work
+        EngineOptions(
+            kind="ray" if address else engine, address=address, workers=workers, runtime_env=env, **memory
+        ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
         rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
         norm_name, why = sweep_normalizer(rec, models, normalizer)
         rec = with_normalizer(rec, norm_name)
         if address:
-            from engine.cluster import check_address
+            from engine.run.cluster import check_address
 
             check_address(address)  # nothing listening there: stop in seconds, before any work
         if smoke and not check:
@@ -281,8 +323,7 @@ def sweep_cmd(
         for name, path in track_paths.items():
             console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
             track_rec = with_overrides(rec, path, None, limit)
-            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name),
-                runtime_env=env)
+            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env)
         written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
         out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
     except AuditError as exc:
@@ -293,7 +334,7 @@ def _runtime_env(text: Optional[str]) -> Optional[dict[str, Any]]:
     """``--runtime-env`` read and checked (inline JSON or a YAML/JSON file) before anything runs."""
     if text is None:
         return None
-    from engine.ray_setup import load_runtime_env
+    from engine.run.ray_setup import load_runtime_env
 
     return load_runtime_env(text)
 
@@ -338,8 +379,10 @@ def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
 def _print_overview(summary: dict[str, Any]) -> None:
     from audits.reports.formatting import interval_text
 
-    t = Table(title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} "
-        f"({summary.get('normalizer', {}).get('name')})")
+    t = Table(
+        title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} "
+        f"({summary.get('normalizer', {}).get('name')})"
+    )
     for col in ("model", "status", "WER %", "95% CI", "CER %", "RTFx", "utts", "failed"):
         t.add_column(col, justify="right" if col not in ("model", "status") else "left")
     for name, m in sorted(summary.get("models", {}).items()):
@@ -359,12 +402,13 @@ def _print_overview(summary: dict[str, Any]) -> None:
 def _register_report_commands() -> None:
     from audits.cli.report import query_command, report_command, tracks_command
 
-    app.command("report",
-        help="Write report.html, report.md and exports for one run (or a merged report over several); "
-            "print the slice table.")(report_command)
-    app.command("tracks",
-        help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, "
-            "ranking, winners.")(tracks_command)
+    app.command(
+        "report", help="Write report.html, report.md and exports for one run (or a merged report over several); print the slice table."
+    )(report_command)
+    app.command(
+        "tracks",
+        help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.",
+    )(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
 
 
@@ -408,8 +452,9 @@ def corpus_demo_cmd(
 
 @corpus_app.command("conversation")
 def corpus_conversation_cmd(
-    out: Path = typer.Option(Path("data/conversation"), "--out",
-        help="Folder for audio, manifest.jsonl, reference.rttm and reference.json."),
+    out: Path = typer.Option(
+        Path("data/conversation"), "--out", help="Folder for audio, manifest.jsonl, reference.rttm and reference.json."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed gives the same set."),
     n: int = typer.Option(20, "--n", help="Number of recordings."),
     min_s: float = typer.Option(60.0, "--min-s", help="Shortest recording, seconds."),
@@ -458,8 +503,15 @@ def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only 
             continue
         avail = e.availability()
         verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
-        t.add_row(name, e.backend, e.family or "—", "—" if e.params_m is None else f"{e.params_m:g}", ",".join(e.tags), verdict,
-            escape(avail.reason))
+        t.add_row(
+            name,
+            e.backend,
+            e.family or "—",
+            "—" if e.params_m is None else f"{e.params_m:g}",
+            ",".join(e.tags),
+            verdict,
+            escape(avail.reason),
+        )
     out_console.print(t)
 
 
@@ -492,7 +544,15 @@ def list_backends_cmd() -> None:
     from engine.datasets import DATASET_READERS
 
     regs: tuple[Any, ...] = (
-        ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, JUDGE_BACKENDS, DIAR_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS,
+        ASR_BACKENDS,
+        SV_BACKENDS,
+        SER_BACKENDS,
+        TTS_BACKENDS,
+        JUDGE_BACKENDS,
+        DIAR_BACKENDS,
+        SECTIONS,
+        NORMALIZERS,
+        DATASET_READERS,
         RUNNERS,
     )
     try:
@@ -506,15 +566,21 @@ def list_backends_cmd() -> None:
 
 @probe_app.command("bad-reference")
 def probe_bad_reference_cmd(
-    preds: Path = typer.Option(..., "--preds",
-        help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."),
-    panel: str = typer.Option(..., "--panel",
-        help="Comma-separated panel models (file stems), chosen independently of the models under test."),
+    preds: Path = typer.Option(
+        ..., "--preds", help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."
+    ),
+    panel: str = typer.Option(
+        ..., "--panel", help="Comma-separated panel models (file stems), chosen independently of the models under test."
+    ),
     models: Optional[str] = typer.Option(None, "--models", help="Models to score (default: every file)."),
-    corrections: Optional[Path] = typer.Option(None, "--corrections",
-        help="JSONL of human-verified corrected references (audio_filepath, text)."),
-    corrections_mode: str = typer.Option("replace", "--corrections-mode",
-        help="replace: corrections define the bad spans; confirm: keep panel spans the corrections agree with."),
+    corrections: Optional[Path] = typer.Option(
+        None, "--corrections", help="JSONL of human-verified corrected references (audio_filepath, text)."
+    ),
+    corrections_mode: str = typer.Option(
+        "replace",
+        "--corrections-mode",
+        help="replace: corrections define the bad spans; confirm: keep panel spans the corrections agree with.",
+    ),
     supermajority: float = typer.Option(0.8, "--supermajority", help="Share of the eligible panel that must agree."),
     min_agree: int = typer.Option(2, "--min-agree", help="At least this many panel members must agree."),
     min_eligible_panel: int = typer.Option(3, "--min-eligible-panel", help="Skip clips with fewer eligible panel members."),
@@ -545,7 +611,7 @@ def probe_bad_reference_cmd(
         return
     out_console.print(report.format_table())
     if out is not None:
-        from engine.store import atomic_write_text
+        from engine.storage import atomic_write_text
 
         atomic_write_text(out, json.dumps(report.to_dict(), indent=2))
         out_console.print(f"Written: {out}")
@@ -553,11 +619,13 @@ def probe_bad_reference_cmd(
 
 @probe_app.command("orthography")
 def probe_orthography_cmd(
-    preds: Path = typer.Option(..., "--preds",
-        help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."),
+    preds: Path = typer.Option(
+        ..., "--preds", help="Folder of Open ASR Leaderboard JSONL files, one per model (audio_filepath, text, pred_text)."
+    ),
     models: Optional[str] = typer.Option(None, "--models", help="Models to score (default: every file)."),
-    families: Optional[str] = typer.Option(None, "--families",
-        help="Comma-separated spelling families (default: all; see docs/probes.md)."),
+    families: Optional[str] = typer.Option(
+        None, "--families", help="Comma-separated spelling families (default: all; see docs/probes.md)."
+    ),
     pool: bool = typer.Option(False, "--pool", help="Pool arms across the chosen families (arm 0 together, arm 1 together, ...)."),
     min_per_arm: int = typer.Option(5, "--min-per-arm", help="Clips an arm needs before it counts; the switch needs two such arms."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
@@ -579,7 +647,7 @@ def probe_orthography_cmd(
         return
     out_console.print(format_orthography_table(result), markup=False, highlight=False, soft_wrap=True)
     if out is not None:
-        from engine.store import atomic_write_text
+        from engine.storage import atomic_write_text
 
         atomic_write_text(out, json.dumps(result, indent=2))
         out_console.print(f"Written: {out}")

@@ -27,12 +27,14 @@ def _warn_untrusted(problem: str) -> None:
 
 
 def report_command(
-    run_dirs: list[Path] = typer.Argument(...,
-        help="One run directory, or several runs of the same dataset to merge (a sweep split across machines)."),
+    run_dirs: list[Path] = typer.Argument(
+        ..., help="One run directory, or several runs of the same dataset to merge (a sweep split across machines)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Where to write (default: the run directory; required when merging)."),
     worst: int = typer.Option(5, "--worst", help="Worst utterances shown per model."),
-    exports: bool = typer.Option(True, "--exports/--no-exports",
-        help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."),
+    exports: bool = typer.Option(
+        True, "--exports/--no-exports", help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="Do not print the per-slice WER tables."),
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
@@ -107,13 +109,17 @@ def query_command(
 
 
 def tracks_command(
-    tracks: list[str] = typer.Argument(...,
-        help="NAME=RUN_DIR for each track (one run directory per dataset), e.g. accent=runs/sweep/accent."),
+    tracks: list[str] = typer.Argument(
+        ..., help="NAME=RUN_DIR for each track (one run directory per dataset), e.g. accent=runs/sweep/accent."
+    ),
     out: Path = typer.Option(..., "--out", help="Folder for tracks.json and tracks.md."),
     n_boot: int = typer.Option(1000, "--n-boot", help="Bootstrap replicates per track."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
-    gpu_hour_usd: Optional[float] = typer.Option(None, "--gpu-hour-usd",
-        help="USD per hour of the machine the local models ran on: their cost per audio hour is this / RTFx (default: unknown)."),
+    gpu_hour_usd: Optional[float] = typer.Option(
+        None,
+        "--gpu-hour-usd",
+        help="USD per hour of the machine the local models ran on: their cost per audio hour is this / RTFx (default: unknown).",
+    ),
 ) -> None:
     """Average WER over tracks (different datasets, combined on purpose): per-track corpus WER with CIs, the unweighted
     mean with a CI, ranking, per-track winners."""

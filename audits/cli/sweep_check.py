@@ -30,7 +30,7 @@ def smoke_clip(rec: Any) -> tuple[np.ndarray, str]:
     from audits.pipeline import open_recipe_dataset
     from audits.recipes import builtin_dataset_path
     from engine.data import DecodeOptions
-    from engine.runner import decode_shard
+    from engine.run.runner import decode_shard
 
     path = rec.dataset.path
     built = not path.startswith("builtin:") or (builtin_dataset_path(path) / "corpus.json").exists()
@@ -52,8 +52,16 @@ def smoke_clip(rec: Any) -> tuple[np.ndarray, str]:
     return np.asarray(clip, dtype=np.float32), f"espeak-ng: {SMOKE_PHRASE!r}"
 
 
-def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke: bool, console: Console, out: Console,
-        runtime_env: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_check(
+    reg: Any,
+    chosen: list[str],
+    address: str | None,
+    rec: Any,
+    smoke: bool,
+    console: Console,
+    out: Console,
+    runtime_env: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Print the per-model table; returns the answers (for tests and scripts)."""
     from engine.sweep import check_in_workers
 
@@ -74,14 +82,26 @@ def run_check(reg: Any, chosen: list[str], address: str | None, rec: Any, smoke:
         t.add_column(col)
     for n, a in answers.items():
         reasons = "\n".join(f"- {p}" for p in a["problems"]) if len(a.get("problems") or ()) > 1 else str(a["reason"])
-        row = [n, str(a.get("family", "—")), str(a.get("extra", "")), str(a.get("weights", "?")), "yes" if a["runnable"] else "no",
-               escape(str(a["where"])), escape(reasons)]  # fmt: skip
+        row = [
+            n,
+            str(a.get("family", "—")),
+            str(a.get("extra", "")),
+            str(a.get("weights", "?")),
+            "yes" if a["runnable"] else "no",
+            escape(str(a["where"])),
+            escape(reasons),
+        ]
         if smoke:
             s = a.get("smoke") or {}
             verdict = "ok" if s.get("ok") else ("skipped" if s.get("ok") is None else "FAILED")
             detail = s.get("text") if s.get("ok") else s.get("error", "")
-            row += [verdict, str(s.get("load_s", "—")), str(s.get("peak_rss_mb", "—")), str(s.get("peak_gpu_mb", "—")),
-                escape(str(detail)[:120])]
+            row += [
+                verdict,
+                str(s.get("load_s", "—")),
+                str(s.get("peak_rss_mb", "—")),
+                str(s.get("peak_gpu_mb", "—")),
+                escape(str(detail)[:120]),
+            ]
         t.add_row(*row)
     out.print(t)
     return answers

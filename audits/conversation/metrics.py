@@ -100,8 +100,13 @@ def _sessions(ref: Sequence[Segment], hyp: Sequence[Segment]) -> tuple[list[Segm
 def _convert(res: Mapping[str, Any]) -> dict[str, SpeakerWER]:
     return {
         sid: SpeakerWER(
-            int(e.errors), int(e.length), int(e.substitutions), int(e.deletions), int(e.insertions),
-            int(e.missed_speaker), int(e.falarm_speaker),
+            int(e.errors),
+            int(e.length),
+            int(e.substitutions),
+            int(e.deletions),
+            int(e.insertions),
+            int(e.missed_speaker),
+            int(e.falarm_speaker),
         )
         for sid, e in res.items()
     }
@@ -117,7 +122,9 @@ def cpwer(ref: Sequence[Segment], hyp: Sequence[Segment], normalize: Callable[[s
 
 
 def tcpwer(
-    ref: Sequence[Segment], hyp: Sequence[Segment], collar: float = DEFAULT_TCP_COLLAR_S,
+    ref: Sequence[Segment],
+    hyp: Sequence[Segment],
+    collar: float = DEFAULT_TCP_COLLAR_S,
     normalize: Callable[[str], str] | None = None,
 ) -> dict[str, SpeakerWER]:
     """tcpWER per session (meeteval), with ``collar`` seconds of tolerance on word times."""
@@ -168,8 +175,11 @@ def _annotation(segments: Iterable[Segment]) -> Any:
 
 
 def diarization_scores(
-    ref: Sequence[Segment], hyp: Sequence[Segment], durations: Mapping[str, float],
-    collar: float = DEFAULT_COLLAR_S, skip_overlap: bool = DEFAULT_SKIP_OVERLAP,
+    ref: Sequence[Segment],
+    hyp: Sequence[Segment],
+    durations: Mapping[str, float],
+    collar: float = DEFAULT_COLLAR_S,
+    skip_overlap: bool = DEFAULT_SKIP_OVERLAP,
 ) -> dict[str, DiarizationScore]:
     """DER components and JER per session (pyannote.metrics). The scored region (UEM) is the
     whole recording, ``[0, durations[session]]``, so false alarms in leading or trailing silence
@@ -195,8 +205,13 @@ def diarization_scores(
         else:
             jer = None
         out[sid] = DiarizationScore(
-            float(d["total"]), float(d["missed detection"]), float(d["false alarm"]), float(d["confusion"]),
-            jer, len(r.labels()), len(h.labels()),
+            float(d["total"]),
+            float(d["missed detection"]),
+            float(d["false alarm"]),
+            float(d["confusion"]),
+            jer,
+            len(r.labels()),
+            len(h.labels()),
         )
     return out
 
@@ -208,9 +223,13 @@ def pool_diarization(scores: Iterable[DiarizationScore]) -> DiarizationScore:
     jw = [(s.jer, s.n_ref_speakers) for s in items if s.jer is not None]
     n = sum(w for _, w in jw)
     return DiarizationScore(
-        sum(s.total_s for s in items), sum(s.missed_s for s in items), sum(s.false_alarm_s for s in items),
-        sum(s.confusion_s for s in items), sum(j * w for j, w in jw) / n if n else None,
-        sum(s.n_ref_speakers for s in items), sum(s.n_hyp_speakers for s in items),
+        sum(s.total_s for s in items),
+        sum(s.missed_s for s in items),
+        sum(s.false_alarm_s for s in items),
+        sum(s.confusion_s for s in items),
+        sum(j * w for j, w in jw) / n if n else None,
+        sum(s.n_ref_speakers for s in items),
+        sum(s.n_hyp_speakers for s in items),
     )
 
 

@@ -96,8 +96,9 @@ def read_rttm(path: str | Path) -> Annotations:
             skipped[parts[0]] += 1
             continue
         if len(parts) < 8:
-            raise ManifestError(path,
-                f"RTTM SPEAKER line needs at least 8 fields (type file chan start dur ortho stype name), got {len(parts)}", line=n)
+            raise ManifestError(
+                path, f"RTTM SPEAKER line needs at least 8 fields (type file chan start dur ortho stype name), got {len(parts)}", line=n
+            )
         start = _float(path, n, "start", parts[3])
         dur = _float(path, n, "duration", parts[4])
         if dur < 0:
@@ -205,8 +206,9 @@ def read_nemo_offsets(path: str | Path) -> Annotations:
     for n, row in iter_json_lines(path):
         for key in ("audio_filepath", "offset", "duration"):
             if key not in row:
-                raise ManifestError(path, f"missing key '{key}' (a manifest with offsets needs audio_filepath, offset, duration)", line=n,
-                    field=key)
+                raise ManifestError(
+                    path, f"missing key '{key}' (a manifest with offsets needs audio_filepath, offset, duration)", line=n, field=key
+                )
         start = _float(path, n, "offset", str(row["offset"]))
         dur = _float(path, n, "duration", str(row["duration"]))
         _check_times(path, n, start, start + dur)

@@ -6,7 +6,7 @@ Written as the four steps of an audit section, so a section plug-in can call the
 under ``<run>/conversation/`` and resumes), :func:`conversation_summary` (the dict for
 ``summary.json``) and :func:`markdown_lines` / :func:`html_section` (the report parts).
 
-Two ASR passes per model, both through :mod:`engine.segmentation`:
+Two ASR passes per model, both through :mod:`engine.audio.segmentation`:
 
 - **long-form**: Silero VAD chunks, stitched per recording, scored as one text per recording
   against the reference turns in onset order (WER);
@@ -15,7 +15,7 @@ Two ASR passes per model, both through :mod:`engine.segmentation`:
   scored against the per-speaker reference (cpWER, tcpWER).
 
 Diarization runs once per recording (it does not depend on the ASR model). Every result is a
-unit of the engine's keyed unit store (``engine/unit_store.py``): one JSON result per (pass,
+unit of the engine's keyed unit store (``engine/keyed/unit_store.py``): one JSON result per (pass,
 backend, recording) under hashed safe names, with a marker recording the unit's inputs (the
 recording's audio stamp; for diarization with ``oracle_speakers`` the reference speaker count;
 for ASR the digest of the diarization turns it transcribed) and settings. A re-run reuses a unit
@@ -52,18 +52,19 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
-from engine.audio import inspect as inspect_audio
+from engine.audio.decoding import inspect as inspect_audio
+from engine.audio.segmentation import Chunk, SegmentationConfig, stitch
 from engine.config import Field, check_fields, check_keys, expect_type
 from engine.data import Utterance
 from engine.datasets.base import file_stamp
+from engine.engine import EngineOptions
 from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
-from engine.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.passes import split_placement
-from engine.segmentation import Chunk, SegmentationConfig, stitch
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.run.passes import split_placement
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class ConversationConfig:
@@ -83,11 +84,16 @@ class ConversationConfig:
 
 
 CONFIG_FIELDS: dict[str, Field] = {
-    "dataset": Field(str, "builtin:demo-conversation",
-        "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"),
-    "segmentation": Field(dict, None, "VAD segmentation (engine.segmentation.SEGMENTATION_FIELDS)", nullable=True),
-    "diarization": Field(object, "vad-resemblyzer", "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)",
-        kind_doc="text or mapping"),
+    "dataset": Field(
+        str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"
+    ),
+    "segmentation": Field(dict, None, "VAD segmentation (engine.audio.segmentation.SEGMENTATION_FIELDS)", nullable=True),
+    "diarization": Field(
+        object,
+        "vad-resemblyzer",
+        "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)",
+        kind_doc="text or mapping",
+    ),
     "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
     "skip_overlap": Field(bool, DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER"),
     "tcp_collar": Field(float, DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600),
@@ -133,9 +139,14 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
     return ConversationConfig(
         dataset=v["dataset"],
         segmentation=SegmentationConfig.from_mapping(v["segmentation"], f"{where}.segmentation"),
-        diarization=str(diar), diarization_options=diar_opts, diarization_placement=diar_place, collar=v["collar"],
-        skip_overlap=v["skip_overlap"], tcp_collar=v["tcp_collar"],
-        slices=tuple(v["slices"]), oracle_speakers=v["oracle_speakers"],
+        diarization=str(diar),
+        diarization_options=diar_opts,
+        diarization_placement=diar_place,
+        collar=v["collar"],
+        skip_overlap=v["skip_overlap"],
+        tcp_collar=v["tcp_collar"],
+        slices=tuple(v["slices"]),
+        oracle_speakers=v["oracle_speakers"],
         normalizer=_normalizer_name(v["normalizer"], where),
     )
 
@@ -193,12 +204,15 @@ def load_conversation_data(root: Path) -> ConversationData:
         rec = str(row.get("id") or audio.stem)
         if rec in recordings:
             raise ManifestError(manifest, f"recording id '{rec}' appears twice", line=n)
-        try:  # the rule every section applies to audio (engine.audio.read_header): channels, rate, length, container
+        try:  # the rule every section applies to audio (engine.audio.decoding.read_header): channels, rate, length, container
             info = inspect_audio(Utterance(rec, None, audio_path=str(audio)))
         except AudioError as exc:
             raise ManifestError(manifest, f"recording '{rec}' ({audio}): {exc}", line=n, field="audio_filepath") from None
-        recordings[rec] = {"path": str(audio), "duration": info.duration_s,
-            "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")}}
+        recordings[rec] = {
+            "path": str(audio),
+            "duration": info.duration_s,
+            "labels": {k: v for k, v in row.items() if k not in ("audio_filepath", "text")},
+        }
     turns = read_annotations(root / "reference.rttm")
     ref_path = root / "reference.json" if (root / "reference.json").exists() else root / "reference.stm"
     reference = read_annotations(ref_path)
@@ -255,13 +269,17 @@ def _turn_plans(turns: Sequence[Mapping[str, Any]], cfg: SegmentationConfig) -> 
 
 
 def run_conversation(
-    cfg: ConversationConfig, data: ConversationData, specs: Sequence[Any], out: Path,
-    progress: Callable[[str, int, dict[str, Any]], None] | None = None, engine: EngineOptions | None = None,
+    cfg: ConversationConfig,
+    data: ConversationData,
+    specs: Sequence[Any],
+    out: Path,
+    progress: Callable[[str, int, dict[str, Any]], None] | None = None,
+    engine: EngineOptions | None = None,
 ) -> dict[str, Any]:
     """Run diarization and both ASR passes for every model on the run's engine, writing under
     ``out/conversation``; returns the facts per pass (runner, placement, backend info, pending units).
 
-    Both steps are keyed passes (``engine/keyed_pass.py``): the driver plans and stores, the
+    Both steps are keyed passes (``engine/keyed/keyed_pass.py``): the driver plans and stores, the
     workers (in this process, or Ray actors with ``--engine ray``) read the audio and run the
     models. A (pass, backend, recording) unit whose marker matches its current inputs and settings
     is reused; every other unit is computed. Diarization goes first because the ASR units
@@ -276,11 +294,25 @@ def run_conversation(
     diar_keys = {r: _diar_key(cfg, data, r, stamps[r]) for r in data.recordings}
     diar_pass = KeyedPass(
         diar_store,
-        (WorkerSpec(cfg.diarization, "engine.keyed_workers:DiarizeWorker",
-                    {"backend": cfg.diarization, "options": dict(cfg.diarization_options)}, dict(cfg.diarization_placement),
-                    gpu_capable=True),),
-        tuple(KeyedUnit(cfg.diarization, r, *diar_keys[r], {"recording": r, "path": data.recordings[r]["path"],
-              "num_speakers": diar_keys[r][0].get("num_speakers")}, seconds[r]) for r in data.recordings),
+        (
+            WorkerSpec(
+                cfg.diarization,
+                "engine.keyed.keyed_workers:DiarizeWorker",
+                {"backend": cfg.diarization, "options": dict(cfg.diarization_options)},
+                dict(cfg.diarization_placement),
+                gpu_capable=True,
+            ),
+        ),
+        tuple(
+            KeyedUnit(
+                cfg.diarization,
+                r,
+                *diar_keys[r],
+                {"recording": r, "path": data.recordings[r]["path"], "num_speakers": diar_keys[r][0].get("num_speakers")},
+                seconds[r],
+            )
+            for r in data.recordings
+        ),
     )
     done = engine.run_keyed([diar_pass], progress=_relay(progress, "diarized", "recording"))
     done.raise_failed("conversation diarization")
@@ -292,10 +324,29 @@ def run_conversation(
     workers, units = [], []
     for spec in specs:
         keys = {r: _asr_key(cfg, spec, stamps[r], diarized[r]) for r in data.recordings}
-        workers.append(WorkerSpec(spec.name, "engine.keyed_workers:LongformWorker",
-                                  {"spec": spec, "segmentation": cfg.segmentation.as_dict()}, dict(spec.meta), gpu_capable=True))
-        units += [KeyedUnit(spec.name, r, *keys[r], {"recording": r, "path": data.recordings[r]["path"],
-                  "turns": [list(t) for t in _turn_plans(diarized[r]["turns"], cfg.segmentation)]}, seconds[r]) for r in data.recordings]
+        workers.append(
+            WorkerSpec(
+                spec.name,
+                "engine.keyed.keyed_workers:LongformWorker",
+                {"spec": spec, "segmentation": cfg.segmentation.as_dict()},
+                dict(spec.meta),
+                gpu_capable=True,
+            )
+        )
+        units += [
+            KeyedUnit(
+                spec.name,
+                r,
+                *keys[r],
+                {
+                    "recording": r,
+                    "path": data.recordings[r]["path"],
+                    "turns": [list(t) for t in _turn_plans(diarized[r]["turns"], cfg.segmentation)],
+                },
+                seconds[r],
+            )
+            for r in data.recordings
+        ]
     asr_done = engine.run_keyed([KeyedPass(asr_store, tuple(workers), tuple(units))], progress=_relay(progress, "transcribed", "model"))
     for spec in specs:
         facts.setdefault("pending", {})[spec.name] = asr_done.facts.get((asr_store.pass_name, spec.name), {}).get("pending", 0)
@@ -305,8 +356,9 @@ def run_conversation(
     return facts
 
 
-def _relay(progress: Callable[[str, int, dict[str, Any]], None] | None, what: str,
-           field_name: str) -> Callable[[str, int, dict[str, Any]], None] | None:
+def _relay(
+    progress: Callable[[str, int, dict[str, Any]], None] | None, what: str, field_name: str
+) -> Callable[[str, int, dict[str, Any]], None] | None:
     """The section's progress lines from the keyed pass's (``diarized``/``transcribed`` with the recording or model)."""
     if progress is None:
         return None
@@ -323,8 +375,13 @@ def _reference_text(segments: Sequence[Segment]) -> str:
 
 
 def conversation_summary(
-    cfg: ConversationConfig, data: ConversationData, models: Sequence[Any], out: Path, normalize: Callable[[str], str],
-    facts: Mapping[str, Any] | None = None, whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
+    cfg: ConversationConfig,
+    data: ConversationData,
+    models: Sequence[Any],
+    out: Path,
+    normalize: Callable[[str], str],
+    facts: Mapping[str, Any] | None = None,
+    whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
     diarization's DER and JER) and the per-recording rows (written to
@@ -344,19 +401,25 @@ def conversation_summary(
     diar_s = sum(float(diarized[r]["seconds"]) for r in data.recordings)
     audio_s = sum(durations.values())
     rows: list[dict[str, Any]] = []
-    slice_keys = [(k, str(data.recordings[r]["labels"].get(k)))
-                  for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]]
+    slice_keys = [
+        (k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]
+    ]
 
     def group(recs: Sequence[str]) -> dict[str, Any]:
         d = pool_diarization([dscores[r] for r in recs])
         return {"der": d.der, "jer": d.jer, **d.as_dict()}
 
-    diar_summary: dict[str, Any] = {"backend": cfg.diarization, "options": dict(cfg.diarization_options),
-        "rtfx": audio_s / diar_s if diar_s else None, **group(list(data.recordings))}
+    diar_summary: dict[str, Any] = {
+        "backend": cfg.diarization,
+        "options": dict(cfg.diarization_options),
+        "rtfx": audio_s / diar_s if diar_s else None,
+        **group(list(data.recordings)),
+    }
     if facts and facts.get("diarization"):
         diar_summary["facts"] = facts["diarization"]  # backend info, runner and (on Ray) each actor's placement
-    diar_summary["slices"] = {f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
-                              for k, v in sorted(set(slice_keys))}
+    diar_summary["slices"] = {
+        f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))
+    }
     per_model: dict[str, Any] = {}
     for spec in models:
         model = spec.name
@@ -370,25 +433,42 @@ def conversation_summary(
             ref_text = normalize(_reference_text(ref_by.get(r, []))).split()
             ec = edit_counts(ref_text, hyp_text)
             lf[r] = (ec.errors, ec.n_ref)
-            rows.append({
-                "model": model, "recording": r, "duration_s": durations[r], "wer": ec.errors / ec.n_ref if ec.n_ref else None,
-                "cpwer": cp[r].rate, "tcpwer": tcp[r].rate, "der": dscores[r].der, "jer": dscores[r].jer,
-                "n_chunks": len(st["longform"]), **{k: data.recordings[r]["labels"].get(k) for k in cfg.slices},
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "recording": r,
+                    "duration_s": durations[r],
+                    "wer": ec.errors / ec.n_ref if ec.n_ref else None,
+                    "cpwer": cp[r].rate,
+                    "tcpwer": tcp[r].rate,
+                    "der": dscores[r].der,
+                    "jer": dscores[r].jer,
+                    "n_chunks": len(st["longform"]),
+                    **{k: data.recordings[r]["labels"].get(k) for k in cfg.slices},
+                }
+            )
 
         def figures(recs: Sequence[str]) -> dict[str, Any]:
             errs, n = sum(lf[r][0] for r in recs), sum(lf[r][1] for r in recs)
             a_s = sum(durations[r] for r in recs)
             inf = sum(stored[r]["infer_longform_s"] + stored[r]["vad_s"] for r in recs)
             return {
-                "n_recordings": len(recs), "audio_s": round(a_s, 3), "wer": errs / n if n else None, "word_errors": errs, "n_words": n,
-                "cpwer": pool(cp[r] for r in recs).as_dict(), "tcpwer": pool(tcp[r] for r in recs).as_dict(),
-                "infer_s": round(inf, 3), "rtfx": a_s / inf if inf else None,
+                "n_recordings": len(recs),
+                "audio_s": round(a_s, 3),
+                "wer": errs / n if n else None,
+                "word_errors": errs,
+                "n_words": n,
+                "cpwer": pool(cp[r] for r in recs).as_dict(),
+                "tcpwer": pool(tcp[r] for r in recs).as_dict(),
+                "infer_s": round(inf, 3),
+                "rtfx": a_s / inf if inf else None,
             }
 
         m = figures(list(data.recordings))
-        m["slices"] = {f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
-                       for k, v in sorted(set(slice_keys))}
+        m["slices"] = {
+            f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+            for k, v in sorted(set(slice_keys))
+        }
         m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
         if whole and whole.get(model):
             m["whole_recording"] = whole_recording_wer(whole[model], normalize)
@@ -396,15 +476,21 @@ def conversation_summary(
             m["backend_info"] = facts[model]
         per_model[model] = m
     summary = {
-        "dataset": {"root": str(data.root), "n_recordings": len(data.recordings), "audio_s": round(audio_s, 3),
-            "fingerprint": data.fingerprint},
+        "dataset": {
+            "root": str(data.root),
+            "n_recordings": len(data.recordings),
+            "audio_s": round(audio_s, 3),
+            "fingerprint": data.fingerprint,
+        },
         "segmentation": cfg.segmentation.as_dict(),
-        "scoring": {**scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
+        "scoring": {
+            **scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
             "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
             "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
-            "rtfx": "audio seconds / (VAD + long-form inference seconds)"},
+            "rtfx": "audio seconds / (VAD + long-form inference seconds)",
+        },
         "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
-            "its turn's speaker",
+        "its turn's speaker",
         "diarization": diar_summary,
         "models": per_model,
         "problems": {"count": len(data.problems), "examples": data.problems[:10]},
@@ -454,15 +540,18 @@ def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
         whole = (m.get("whole_recording") or {}).get("wer")
         lines.append(
             f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} "
-                f"| {_rtfx(m['rtfx'])} |"
+            f"| {_rtfx(m['rtfx'])} |"
         )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
     for name, m in summary["models"].items():
         for key, s in m["slices"].items():
             lines.append(f"| {md(name)} | {md(key)} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
     if summary["problems"]["count"]:
-        lines += ["", f"Annotation problems ({summary['problems']['count']}, kept and scored):",
-            *[f"- {md(p)}" for p in summary["problems"]["examples"]]]
+        lines += [
+            "",
+            f"Annotation problems ({summary['problems']['count']}, kept and scored):",
+            *[f"- {md(p)}" for p in summary["problems"]["examples"]],
+        ]
     return lines + [""]
 
 
@@ -479,15 +568,16 @@ def html_section(summary: Mapping[str, Any]) -> str:
     )
     slices = "".join(
         f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>"
-            f"{_pct(d['slices'][k]['der'])}</td></tr>"
-        for n, m in summary["models"].items() for k, s in m["slices"].items()
+        f"{_pct(d['slices'][k]['der'])}</td></tr>"
+        for n, m in summary["models"].items()
+        for k, s in m["slices"].items()
     )
     problems = "".join(f"<li>{esc(p)}</li>" for p in summary["problems"]["examples"])
     return (
         f"<p>{summary['dataset']['n_recordings']} recordings; diarization {esc(d['backend'])}: "
         f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {esc(summary['scoring']['der'])}.</p>"
         "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>"
-            "RTFx</th></tr>"
+        "RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
         + (f"<p>Annotation problems ({summary['problems']['count']}, kept and scored):</p><ul>{problems}</ul>" if problems else "")
     )
@@ -501,4 +591,3 @@ def write_recordings_csv(rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(list(rows)).to_csv(path, index=False)
     return path
-

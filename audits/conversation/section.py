@@ -72,8 +72,11 @@ class ConversationSection(AuditSection["ConversationConfig"]):
             return None
         from audits.conversation.run import html_section
 
-        return (self.title, html_section(section),
-                "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md.")
+        return (
+            self.title,
+            html_section(section),
+            "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md.",
+        )
 
 
 def _root(config: ConversationConfig, dataset: Any) -> Path:
@@ -109,4 +112,3 @@ def _whole_recordings(ctx: SectionContext, data: Any) -> dict[str, dict[str, tup
         if rec in data.recordings and not (isinstance(r.error, str) and r.error):
             out.setdefault(str(r.model), {})[rec] = (str(r.ref_raw), str(r.hyp_raw or ""))
     return {m: v for m, v in out.items() if len(v) == len(data.recordings)}
-

@@ -41,8 +41,8 @@ from audits.judging import (
 from audits.utterance_meta import UttMeta
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.pass_engine import EngineOptions
 
 TASK = "emotion_compare"
 DIMENSIONS = ("aroused", "positive")
@@ -131,8 +131,14 @@ def judge_emotion_pairs(
         items, results = run.heard(asked) if run is not None else ([], [])
         usable = list(dict.fromkeys((a, b) for a, b, _ in items))
         if run is None or not usable:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-pairs", "n_pairs_available": len(pairs),
-                         "error": "no rendition pair (same text or parent, different labels) with decodable audio to compare"}  # fmt: skip
+            out[name] = {
+                "kind": "judge",
+                "judge": name,
+                "task": TASK,
+                "status": "no-pairs",
+                "n_pairs_available": len(pairs),
+                "error": "no rendition pair (same text or parent, different labels) with decodable audio to compare",
+            }
             continue
         errors = run.clip_errors()
         entry = judge_entry(name, run.facts, TASK, [f"{a}|{b}|{d}" for a, b, d in items], results)
@@ -141,15 +147,30 @@ def judge_emotion_pairs(
             la, lb = labels.get(a), labels.get(b)
             table = level[d]
             truth = _truth(None if la is None else table.get(la), None if lb is None else table.get(lb))
-            rows.append({"a": a, "b": b, "dimension": d, "label_a": la, "label_b": lb, "truth": truth, "answer": answer_value(r),
-                         "status": answer_status(r), "raw": None if isinstance(r, BaseException) else r.raw[:200]})  # fmt: skip
+            rows.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "dimension": d,
+                    "label_a": la,
+                    "label_b": lb,
+                    "truth": truth,
+                    "answer": answer_value(r),
+                    "status": answer_status(r),
+                    "raw": None if isinstance(r, BaseException) else r.raw[:200],
+                }
+            )
         entry["dimensions"] = {d: _figures([r for r in rows if r["dimension"] == d]) for d in dims}
         entry.update(
-            n_pairs_available=len(pairs), n_pairs_sampled=len(chosen), n_pairs_without_audio=len(chosen) - len(usable),
-            clip_errors=dict(sorted(errors.items())[:20]), sample={"max_items": cfg.max_items, "seed": cfg.seed},
+            n_pairs_available=len(pairs),
+            n_pairs_sampled=len(chosen),
+            n_pairs_without_audio=len(chosen) - len(usable),
+            clip_errors=dict(sorted(errors.items())[:20]),
+            sample={"max_items": cfg.max_items, "seed": cfg.seed},
             truth={"aroused": "expected arousal of the labels", "positive": "expected valence of the labels"},
-            expected_valence=valence if "positive" in dims else None, order="A/B order drawn with the seed per pair",
-        )  # fmt: skip
+            expected_valence=valence if "positive" in dims else None,
+            order="A/B order drawn with the seed per pair",
+        )
         entry["rows_path"] = write_rows(rows_path(out_dir, "emotion", name, TASK), rows)
         out[name] = entry
     return out

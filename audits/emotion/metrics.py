@@ -34,17 +34,42 @@ log = logging.getLogger(__name__)
 
 # Common spellings -> canonical label. Extend per dataset with ``LabelMap(extra)``.
 DEFAULT_LABEL_MAP: dict[str, str] = {
-    "ang": "angry", "anger": "angry", "angry": "angry", "mad": "angry",
-    "hap": "happy", "happy": "happy", "happiness": "happy", "joy": "happy", "exc": "happy", "excited": "happy",
-    "sad": "sad", "sadness": "sad",
-    "neu": "neutral", "neutral": "neutral", "calm": "neutral",
-    "fea": "fearful", "fear": "fearful", "fearful": "fearful",
-    "dis": "disgusted", "disgust": "disgusted", "disgusted": "disgusted",
-    "sur": "surprised", "surprise": "surprised", "surprised": "surprised",
-    "fru": "frustrated", "frustrated": "frustrated", "frustration": "frustrated",
-    "con": "contempt", "contempt": "contempt",
-    "oth": "other", "other": "other", "xxx": "other", "unk": "unknown", "<unk>": "unknown", "unknown": "unknown",
-}  # fmt: skip
+    "ang": "angry",
+    "anger": "angry",
+    "angry": "angry",
+    "mad": "angry",
+    "hap": "happy",
+    "happy": "happy",
+    "happiness": "happy",
+    "joy": "happy",
+    "exc": "happy",
+    "excited": "happy",
+    "sad": "sad",
+    "sadness": "sad",
+    "neu": "neutral",
+    "neutral": "neutral",
+    "calm": "neutral",
+    "fea": "fearful",
+    "fear": "fearful",
+    "fearful": "fearful",
+    "dis": "disgusted",
+    "disgust": "disgusted",
+    "disgusted": "disgusted",
+    "sur": "surprised",
+    "surprise": "surprised",
+    "surprised": "surprised",
+    "fru": "frustrated",
+    "frustrated": "frustrated",
+    "frustration": "frustrated",
+    "con": "contempt",
+    "contempt": "contempt",
+    "oth": "other",
+    "other": "other",
+    "xxx": "other",
+    "unk": "unknown",
+    "<unk>": "unknown",
+    "unknown": "unknown",
+}
 
 
 class LabelMap:
@@ -101,9 +126,7 @@ class LabelMap:
     def map(self, label: str) -> str:
         out = self.get(label)
         if out is None:
-            raise AuditError(
-                f"emotion label {label!r} is not in the label map; add a line '{label},<canonical>' to the map"
-            )
+            raise AuditError(f"emotion label {label!r} is not in the label map; add a line '{label},<canonical>' to the map")
         return out
 
     def used_table(self, labels: Sequence[str]) -> dict[str, str | None]:

@@ -63,19 +63,35 @@ from engine.backends.base import EmotionOutput
 from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
+from engine.run.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
+from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
 
 EMOTION_KEYS = {
-    "backends", "label", "label_map", "unmapped", "expected_arousal", "arousal_dimension", "dimensions", "dim_map",
-    "comparison_min_gap", "max_comparison_pairs", "pairs", "contrast_threshold", "contrast_definition", "derive_labels", "min_confidence",
-    "batch_size", "warmup", "backend_options", "judges",
-}  # fmt: skip
+    "backends",
+    "label",
+    "label_map",
+    "unmapped",
+    "expected_arousal",
+    "arousal_dimension",
+    "dimensions",
+    "dim_map",
+    "comparison_min_gap",
+    "max_comparison_pairs",
+    "pairs",
+    "contrast_threshold",
+    "contrast_definition",
+    "derive_labels",
+    "min_confidence",
+    "batch_size",
+    "warmup",
+    "backend_options",
+    "judges",
+}
 PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
 AROUSAL_LEVELS = {"high": 1.0, "neutral": 0.0, "mid": 0.0, "medium": 0.0, "low": -1.0}
 # Expected arousal of canonical categories (after the label map), used when the recipe gives none.
@@ -109,18 +125,27 @@ class EmotionConfig:
     judges: JudgeConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"judges": None if self.judges is None else self.judges.as_dict(),
-            "backends": list(self.backends), "label": self.label,
+        return {
+            "judges": None if self.judges is None else self.judges.as_dict(),
+            "backends": list(self.backends),
+            "label": self.label,
             "label_map": self.label_map if isinstance(self.label_map, (str, type(None))) else dict(self.label_map),
             "unmapped": self.unmapped,
             "expected_arousal": None if self.expected_arousal is None else dict(self.expected_arousal),
-            "arousal_dimension": self.arousal_dimension, "dimensions": dict(self.dimensions), "dim_map": dict(self.dim_map),
-            "comparison_min_gap": self.comparison_min_gap, "max_comparison_pairs": self.max_comparison_pairs,
-            "pairs": self.pairs, "contrast_threshold": self.contrast_threshold,
-            "contrast_definition": self.contrast_definition, "derive_labels": self.derive_labels,
-            "min_confidence": self.min_confidence, "batch_size": self.batch_size, "warmup": self.warmup,
+            "arousal_dimension": self.arousal_dimension,
+            "dimensions": dict(self.dimensions),
+            "dim_map": dict(self.dim_map),
+            "comparison_min_gap": self.comparison_min_gap,
+            "max_comparison_pairs": self.max_comparison_pairs,
+            "pairs": self.pairs,
+            "contrast_threshold": self.contrast_threshold,
+            "contrast_definition": self.contrast_definition,
+            "derive_labels": self.derive_labels,
+            "min_confidence": self.min_confidence,
+            "batch_size": self.batch_size,
+            "warmup": self.warmup,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
-        }  # fmt: skip
+        }
 
     def make_label_map(self) -> LabelMap:
         if isinstance(self.label_map, str):
@@ -524,9 +549,16 @@ def score_emotion_backend(
     slice_labels = {u: {k: v for k, v in m.labels.items() if k != cfg.label} for u, m in meta.items()}
     try:
         res = evaluate_emotion(
-            outputs, backend=name, ref_labels=ref_labels or None, ref_dims=ref_dims or None, label_map=lm,
-            utt_labels=slice_labels, unmapped=cfg.unmapped, dim_map=cfg.dim_map, comparison_min_gap=cfg.comparison_min_gap,
-        )  # fmt: skip
+            outputs,
+            backend=name,
+            ref_labels=ref_labels or None,
+            ref_dims=ref_dims or None,
+            label_map=lm,
+            utt_labels=slice_labels,
+            unmapped=cfg.unmapped,
+            dim_map=cfg.dim_map,
+            comparison_min_gap=cfg.comparison_min_gap,
+        )
         entry.update(res.to_dict())
     except AuditError as exc:
         entry["status"] = "error"
@@ -596,8 +628,9 @@ def run_emotion_audit(
     cfg.make_label_map()  # a bad label-map file fails here, before models load
     found = rendition_pairs(meta, cfg)
     specs = ser_specs(cfg)
-    facts = run_embed_backends(dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup,
-        engine=engine)
+    facts = run_embed_backends(
+        dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup, engine=engine
+    )
     results: dict[str, Any] = {}
     for spec in specs:
         entry = score_emotion_backend(cfg, spec.name, facts[spec.name], meta, found, out)
@@ -608,8 +641,9 @@ def run_emotion_audit(
         from audits.emotion.judge_compare import judge_emotion_pairs
 
         lm = cfg.make_label_map()
-        arousal, _ = expected_arousal_table([str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg,
-            lm)
+        arousal, _ = expected_arousal_table(
+            [str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg, lm
+        )
         results["judges"] = judge_emotion_pairs(
             cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions(), engine
         )

@@ -294,12 +294,8 @@ class _Alignment:
 def _opcodes(ref: Sequence[str], hyp: Sequence[str], aligner: Aligner) -> list[tuple[str, int, int, int, int]]:
     if aligner == "difflib":
         # autojunk off: it would discard frequent tokens, i.e. the function words at the boundaries
-        return [(str(t), i1, i2, j1, j2) for t, i1, i2, j1, j2 in
-                SequenceMatcher(None, ref, hyp, autojunk=False).get_opcodes()]
-    return [
-        (op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end)
-        for op in Levenshtein.opcodes(list(ref), list(hyp))
-    ]
+        return [(str(t), i1, i2, j1, j2) for t, i1, i2, j1, j2 in SequenceMatcher(None, ref, hyp, autojunk=False).get_opcodes()]
+    return [(op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end) for op in Levenshtein.opcodes(list(ref), list(hyp))]
 
 
 def _align(ref: Sequence[str], hyp: Sequence[str], aligner: Aligner) -> _Alignment:
@@ -411,8 +407,9 @@ def _check_coverage(who: str, hyps: Mapping[str, str], clip_ids: Sequence[str]) 
 
 def _check_panel(panel_hyps: Mapping[str, Mapping[str, str]], settings: BadRefSettings) -> None:
     if not panel_hyps:
-        raise ConfigError("bad_reference: the panel is empty; name at least "
-                          f"{settings.min_eligible_panel} independent ASR models as the panel")
+        raise ConfigError(
+            f"bad_reference: the panel is empty; name at least {settings.min_eligible_panel} independent ASR models as the panel"
+        )
     if len(panel_hyps) < settings.min_eligible_panel:
         raise ConfigError(
             f"bad_reference: the panel has {len(panel_hyps)} model(s) ({', '.join(panel_hyps)}) but "
@@ -468,7 +465,10 @@ def find_bad_spans(
         spans.extend(_insertion_spans(clip_id, ref, eligible, threshold, settings))
     log.info(
         "bad_reference: %d spans on %d clips (%d clips skipped: fewer than %d eligible panel members)",
-        len(spans), len(clip_ids), n_skipped, settings.min_eligible_panel,
+        len(spans),
+        len(clip_ids),
+        n_skipped,
+        settings.min_eligible_panel,
     )
     return spans
 
@@ -583,19 +583,27 @@ def find_spans_from_corrections(
                 continue
             if tag == "insert":
                 spans.append(
-                    BadSpan(clip_id, "insert", _insert_position(i1, n_ref), "", " ".join(fixed[j1:j2]),
-                            (i1,), 0, 0, None, "corrections")
+                    BadSpan(clip_id, "insert", _insert_position(i1, n_ref), "", " ".join(fixed[j1:j2]), (i1,), 0, 0, None, "corrections")
                 )
             else:
                 spans.append(
-                    BadSpan(clip_id, "delete", _position(i1, i2 - 1, n_ref), " ".join(ref[i1:i2]),
-                            " ".join(fixed[j1:j2]), tuple(range(i1, i2)), 0, 0, None, "corrections")
+                    BadSpan(
+                        clip_id,
+                        "delete",
+                        _position(i1, i2 - 1, n_ref),
+                        " ".join(ref[i1:i2]),
+                        " ".join(fixed[j1:j2]),
+                        tuple(range(i1, i2)),
+                        0,
+                        0,
+                        None,
+                        "corrections",
+                    )
                 )
     return spans
 
 
-def confirm_spans(panel_spans: Sequence[BadSpan], correction_spans: Sequence[BadSpan],
-                  reviewed_clips: Sequence[str]) -> list[BadSpan]:
+def confirm_spans(panel_spans: Sequence[BadSpan], correction_spans: Sequence[BadSpan], reviewed_clips: Sequence[str]) -> list[BadSpan]:
     """Keep panel spans a correction confirms; drop those on reviewed clips it does not confirm.
 
     A span is confirmed by a correction span of the same clip and kind whose token indices
@@ -719,5 +727,3 @@ def run_bad_reference_probe(
 
 # --------------------------------------------------------------------------------------------
 # Open ASR Leaderboard prediction files
-
-

@@ -45,14 +45,50 @@ from engine.errors import ConfigError
 
 PROBE_KEYS = {"word_timings", "masking", "orthography", "bad_reference", "synthetic_voice"}
 TIMING_KEYS = {"method", "model"}
-MASKING_KEYS = {"enabled", "variants", "primary_variant", "max_targets", "pad_s", "min_clip_s", "kinds", "ner",
-                "attenuate_db", "noise", "max_span_fraction", "seed"}
+MASKING_KEYS = {
+    "enabled",
+    "variants",
+    "primary_variant",
+    "max_targets",
+    "pad_s",
+    "min_clip_s",
+    "kinds",
+    "ner",
+    "attenuate_db",
+    "noise",
+    "max_span_fraction",
+    "seed",
+}
 ORTHO_KEYS = {"enabled", "min_clips_per_arm", "pool", "families"}
-BADREF_KEYS = {"enabled", "panel", "supermajority", "min_agree", "min_eligible_panel", "min_ref_match",
-               "min_deletion_cer", "corrections", "corrections_mode", "reference_errors"}
+BADREF_KEYS = {
+    "enabled",
+    "panel",
+    "supermajority",
+    "min_agree",
+    "min_eligible_panel",
+    "min_ref_match",
+    "min_deletion_cer",
+    "corrections",
+    "corrections_mode",
+    "reference_errors",
+}
 REFERR_KEYS = {"enabled", "fraction", "kinds", "seed", "prepend", "append", "datasets"}
-SYNTH_KEYS = {"enabled", "tts", "voice", "sources", "max_clips", "n_boot", "seed", "arms", "matched_pool", "match_encoder",
-              "match_encoder_options", "match_clips_per_speaker", "exclude_source_voice", "judges"}
+SYNTH_KEYS = {
+    "enabled",
+    "tts",
+    "voice",
+    "sources",
+    "max_clips",
+    "n_boot",
+    "seed",
+    "arms",
+    "matched_pool",
+    "match_encoder",
+    "match_encoder_options",
+    "match_clips_per_speaker",
+    "exclude_source_voice",
+    "judges",
+}
 ERROR_KINDS = ("prepend", "append", "drop-first", "drop-last")
 
 
@@ -100,8 +136,11 @@ class BadReferenceConfig:
         from audits.probes.bad_reference import BadRefSettings
 
         return BadRefSettings(
-            supermajority=self.supermajority, min_agree=self.min_agree, min_ref_match=self.min_ref_match,
-            min_eligible_panel=self.min_eligible_panel, min_deletion_cer=self.min_deletion_cer,
+            supermajority=self.supermajority,
+            min_agree=self.min_agree,
+            min_ref_match=self.min_ref_match,
+            min_eligible_panel=self.min_eligible_panel,
+            min_deletion_cer=self.min_deletion_cer,
         )
 
 
@@ -218,9 +257,7 @@ def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", regi
         synth = _parse_synthetic(s, w, sources)
         usable = [src for src in synth.sources if (src == "masking" and masking) or (src == "bad_reference" and badref)]
         if not usable:
-            raise ConfigError(
-                f"{w}: its sources {list(synth.sources)} need the masking or bad_reference probe; enable one of them"
-            )
+            raise ConfigError(f"{w}: its sources {list(synth.sources)} need the masking or bad_reference probe; enable one of them")
     return ProbeConfig(timing, masking, ortho, badref, synth, source, synth_judges)
 
 
@@ -236,8 +273,9 @@ def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> 
         raise ConfigError(f"{w}.arms: {unknown or list(arms)} is not one or both of {list(ARMS)} (each once)")
     raw_pool = s.get("matched_pool", list(DEFAULT_POOL))
     if not isinstance(raw_pool, (list, tuple)):
-        raise ConfigError(f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', "
-            f"'kokoro:*'])")
+        raise ConfigError(
+            f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', 'kokoro:*'])"
+        )
     pool = parse_pool(raw_pool, f"{w}.matched_pool") if "matched" in arms else tuple(str(p) for p in raw_pool)
     encoder = str(s.get("match_encoder", "resemblyzer"))
     encoder_options = expect_type(s.get("match_encoder_options") or {}, dict, f"{w}.match_encoder_options")
@@ -250,9 +288,15 @@ def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> 
     except RegistryError as exc:
         raise ConfigError(f"{w}.match_encoder: {exc}") from None
     return SyntheticSettings(
-        tts=str(s.get("tts", "espeak-ng")), voice=s.get("voice"), sources=sources,
-        max_clips=int(_num(s, "max_clips", 200, w, int, ge=1, le=1_000_000)), n_boot=int(_num(s, "n_boot", 1000, w, int, ge=1, le=100_000)),
-        seed=int(_num(s, "seed", 0, w, int, ge=0, le=2**32 - 1)), arms=arms, matched_pool=pool, match_encoder=encoder,
+        tts=str(s.get("tts", "espeak-ng")),
+        voice=s.get("voice"),
+        sources=sources,
+        max_clips=int(_num(s, "max_clips", 200, w, int, ge=1, le=1_000_000)),
+        n_boot=int(_num(s, "n_boot", 1000, w, int, ge=1, le=100_000)),
+        seed=int(_num(s, "seed", 0, w, int, ge=0, le=2**32 - 1)),
+        arms=arms,
+        matched_pool=pool,
+        match_encoder=encoder,
         match_encoder_options=tuple(sorted((str(k), v) for k, v in encoder_options.items())),
         match_clips_per_speaker=int(_num(s, "match_clips_per_speaker", 5, w, int, ge=1, le=10_000)),
         exclude_source_voice=expect_type(s.get("exclude_source_voice", True), bool, f"{w}.exclude_source_voice"),
@@ -318,9 +362,15 @@ def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | No
             if not 0.0 < frac <= 1.0:
                 raise ConfigError(f"{rw}.fraction must be in (0, 1], got {frac}")
             ds = re_raw.get("datasets")
-            cfg = replace(cfg, reference_errors=ReferenceErrors(
-                fraction=frac, kinds=kinds, seed=int(_num(re_raw, "seed", 0, rw, int, ge=0, le=2**32 - 1)),
-                prepend=str(re_raw.get("prepend", "Madam President,")), append=str(re_raw.get("append", "Thank you very much.")),
-                datasets=None if ds is None else _str_list(ds, f"{rw}.datasets"),
-            ))
+            cfg = replace(
+                cfg,
+                reference_errors=ReferenceErrors(
+                    fraction=frac,
+                    kinds=kinds,
+                    seed=int(_num(re_raw, "seed", 0, rw, int, ge=0, le=2**32 - 1)),
+                    prepend=str(re_raw.get("prepend", "Madam President,")),
+                    append=str(re_raw.get("append", "Thank you very much.")),
+                    datasets=None if ds is None else _str_list(ds, f"{rw}.datasets"),
+                ),
+            )
     return cfg

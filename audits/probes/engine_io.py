@@ -12,9 +12,9 @@ import pandas as pd
 
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset
-from engine.pass_engine import EngineOptions
-from engine.store import RunStore
-from engine.unit_store import keyed_workspace
+from engine.engine import EngineOptions
+from engine.keyed.unit_store import keyed_workspace
+from engine.run.store import RunStore
 
 log = logging.getLogger(__name__)
 

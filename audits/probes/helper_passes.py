@@ -1,11 +1,11 @@
-"""The probes' helper models as keyed passes on the run's engine (``engine/keyed_pass.py``).
+"""The probes' helper models as keyed passes on the run's engine (``engine/keyed/keyed_pass.py``).
 
 Beside re-running the audited ASR models (``audits.probes.engine_io``), the audio probes use
 helper models: word timings to find the word the masking probe hides, and (synthetic-voice probe)
 a speaker encoder that matches a TTS voice to each speaker. Each is a keyed pass: one JSON result
 per ``(helper, clip)``, stored with a marker of the clip's audio fingerprint and the helper's
 settings under the probes' keyed work folders, and computed by the engine's workers
-(``engine/probe_workers.py``): in this process with ``--engine inprocess``, in Ray actors (on a
+(``engine/keyed/probe_workers.py``): in this process with ``--engine inprocess``, in Ray actors (on a
 GPU when the cluster has one) with ``--engine ray``. The driver only plans units, stores results
 and does the text work (matching timed words to the reference). A second run with the same clips
 and settings computes nothing; a changed clip or setting recomputes only what it touches.
@@ -25,11 +25,11 @@ from audits.probes.config import TimingConfig
 from audits.probes.word_timings import WordTiming, align_timings, spoken_words
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, Utterance
 from engine.datasets.base import audio_stamp
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedUnit, WorkerSpec
-from engine.pass_engine import EngineOptions
-from engine.probe_workers import clip_payload, file_sha256
-from engine.unit_store import KeyedUnitStore, keyed_workspace
+from engine.keyed.keyed_pass import KeyedOutcome, KeyedPass, KeyedUnit, WorkerSpec
+from engine.keyed.probe_workers import clip_payload, file_sha256
+from engine.keyed.unit_store import KeyedUnitStore, keyed_workspace
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,9 @@ class EngineTimings:
     else whisper (decided by the first pass that needs timings, and kept for the run).
     """
 
-    def __init__(self, timing: TimingConfig, probes_dir: Path, engine: EngineOptions | None = None,
-                 decode_options: DecodeOptions | None = None) -> None:
+    def __init__(
+        self, timing: TimingConfig, probes_dir: Path, engine: EngineOptions | None = None, decode_options: DecodeOptions | None = None
+    ) -> None:
         if timing.method not in ("auto", "ctc", "whisper"):
             raise ConfigError(f"word_timings.method must be one of auto, ctc, whisper; got '{timing.method}'")
         self.timing = timing
@@ -108,12 +109,13 @@ class EngineTimings:
             if spec is None:
                 raise ConfigError("word timings: the whisper method needs word_timings.model")
             name = spec.name
-            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "whisper", "spec": spec}, dict(spec.meta),
-                                gpu_capable=True)
+            worker = WorkerSpec(
+                name, "engine.keyed.probe_workers:WordTimingWorker", {"method": "whisper", "spec": spec}, dict(spec.meta), gpu_capable=True
+            )
             settings: dict[str, Any] = {"method": method, "model": spec.name, "backend": spec.backend, "options": dict(spec.options)}
         else:
             name = CTC_NAME
-            worker = WorkerSpec(name, "engine.probe_workers:WordTimingWorker", {"method": "ctc"}, gpu_capable=True)
+            worker = WorkerSpec(name, "engine.keyed.probe_workers:WordTimingWorker", {"method": "ctc"}, gpu_capable=True)
             settings = {"method": method, "model": "torchaudio MMS_FA"}
         units = []
         for c in clips:
@@ -227,8 +229,16 @@ class EngineVoices:
     keyed by the clip's audio fingerprint.
     """
 
-    def __init__(self, probes_dir: Path, engine: EngineOptions | None, tts_options: Mapping[str, Mapping[str, Any]],
-                 encoder: str, encoder_options: Mapping[str, Any], lead_s: float, tail_s: float) -> None:
+    def __init__(
+        self,
+        probes_dir: Path,
+        engine: EngineOptions | None,
+        tts_options: Mapping[str, Mapping[str, Any]],
+        encoder: str,
+        encoder_options: Mapping[str, Any],
+        lead_s: float,
+        tail_s: float,
+    ) -> None:
         self.engine = engine or EngineOptions()
         self.lead_s, self.tail_s = float(lead_s), float(tail_s)
         self.folder = keyed_workspace(probes_dir, "voices", {"lead_s": self.lead_s, "tail_s": self.tail_s, "format": "wav-float32-16k"})
@@ -243,18 +253,35 @@ class EngineVoices:
     def installed(self, engine: str) -> str:
         """The TTS engine's installed version (cached; the program is asked, no model is loaded)."""
         if engine not in self._installed:
-            from engine.probe_workers import tts_installation
+            from engine.keyed.probe_workers import tts_installation
 
             self._installed[engine] = tts_installation(engine, self.tts_options.get(engine))
         return self._installed[engine]
 
     def _settings(self, engine: str) -> dict[str, Any]:
-        return {"engine": engine, "options": self.tts_options.get(engine, {}), "installed": self.installed(engine),
-                "lead_s": self.lead_s, "tail_s": self.tail_s}
+        return {
+            "engine": engine,
+            "options": self.tts_options.get(engine, {}),
+            "installed": self.installed(engine),
+            "lead_s": self.lead_s,
+            "tail_s": self.tail_s,
+        }
 
     def _workers(self, engines: Sequence[str]) -> tuple[WorkerSpec, ...]:
-        return tuple(WorkerSpec(e, "engine.probe_workers:TTSWorker", {"engine": e, "options": self.tts_options.get(e, {}),
-                                "out_dir": str(self.audio_dir), "lead_s": self.lead_s, "tail_s": self.tail_s}) for e in sorted(engines))
+        return tuple(
+            WorkerSpec(
+                e,
+                "engine.keyed.probe_workers:TTSWorker",
+                {
+                    "engine": e,
+                    "options": self.tts_options.get(e, {}),
+                    "out_dir": str(self.audio_dir),
+                    "lead_s": self.lead_s,
+                    "tail_s": self.tail_s,
+                },
+            )
+            for e in sorted(engines)
+        )
 
     def expand(self, pool: Sequence[str], max_wildcard: int, progress: ProgressFn | None = None) -> tuple[list[str], list[str]]:
         """Pool entries as concrete ``engine:voice`` names: an ``engine:*`` entry asks that engine's worker for its voices
@@ -263,14 +290,16 @@ class EngineVoices:
         units: list[KeyedUnit] = []
         for engine in dict.fromkeys(e.split(":", 1)[0] for e in pool if e.split(":", 1)[1] == "*"):
             try:
-                units.append(KeyedUnit(engine, f"voices-of:{engine}", {}, {**self._settings(engine), "list_voices": True},
-                                       {"list_voices": True}))
+                units.append(
+                    KeyedUnit(engine, f"voices-of:{engine}", {}, {**self._settings(engine), "list_voices": True}, {"list_voices": True})
+                )
             except AuditError as exc:
                 notes.append(f"{engine}:* skipped: {exc}")
         out = KeyedOutcome()
         if units:
-            out = self.engine.run_keyed([KeyedPass(self.tts_store, self._workers([u.backend for u in units]), tuple(units))],
-                                        progress=_relay(progress, "tts"))
+            out = self.engine.run_keyed(
+                [KeyedPass(self.tts_store, self._workers([u.backend for u in units]), tuple(units))], progress=_relay(progress, "tts")
+            )
             self.facts.update({f"tts:{b}": f for (_, b), f in out.facts.items()})
         voices: list[str] = []
         for entry in pool:
@@ -292,12 +321,13 @@ class EngineVoices:
         return list(dict.fromkeys(voices)), notes
 
     def _tts_unit(self, s: Speech) -> KeyedUnit:
-        from engine.store import safe_name
+        from engine.storage import safe_name
 
         engine, voice = s.voice.split(":", 1)
         settings = {**self._settings(engine), "voice": voice, "text": s.text}
-        return KeyedUnit(engine, s.unit, {}, settings, {"text": s.text, "voice": voice, "file": f"{safe_name(s.unit)}.wav"},
-                         float(len(s.text)))
+        return KeyedUnit(
+            engine, s.unit, {}, settings, {"text": s.text, "voice": voice, "file": f"{safe_name(s.unit)}.wav"}, float(len(s.text))
+        )
 
     def _drop_unvouched_files(self, units: Sequence[KeyedUnit]) -> None:
         """A stored rendition whose file is missing or altered loses its marker, so the pass renders it again."""
@@ -310,8 +340,9 @@ class EngineVoices:
                 log.info("synthetic_voice: rendition %s (%s) is missing or altered; it is rendered again", u.unit, path)
                 self.tts_store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
 
-    def render(self, items: Sequence[Speech], progress: ProgressFn | None = None,
-               failed: dict[str, str] | None = None) -> dict[str, Rendered]:
+    def render(
+        self, items: Sequence[Speech], progress: ProgressFn | None = None, failed: dict[str, str] | None = None
+    ) -> dict[str, Rendered]:
         """Every rendition in ``items``, from the store or rendered on the engine; unit id -> file.
 
         A rendition that fails after retries raises (naming it), unless ``failed`` is given: then
@@ -355,13 +386,18 @@ class EngineVoices:
         if not clips:
             return {}
         KeyedUnitStore.check_names([self.encoder], [c.unit for c in clips])
-        from engine.passes import split_placement
+        from engine.run.passes import split_placement
 
         options, placement = split_placement(self.encoder_options, f"probes.synthetic_voice.match_encoder ({self.encoder})")
         settings = {"encoder": self.encoder, "options": dict(options)}
         units = tuple(KeyedUnit(self.encoder, c.unit, c.inputs(), settings, clip_payload(c.utt, c.root), c.cost_s) for c in clips)
-        worker = WorkerSpec(self.encoder, "engine.probe_workers:SpeakerEmbedWorker", {"encoder": self.encoder, "options": dict(options)},
-                            placement, gpu_capable=True)
+        worker = WorkerSpec(
+            self.encoder,
+            "engine.keyed.probe_workers:SpeakerEmbedWorker",
+            {"encoder": self.encoder, "options": dict(options)},
+            placement,
+            gpu_capable=True,
+        )
         out = self.engine.run_keyed([KeyedPass(self.embed_store, (worker,), units)], progress=_relay(progress, "speaker_embeddings"))
         out.raise_failed("synthetic_voice speaker embeddings")
         self.facts.update({f"encoder:{b}": f for (_, b), f in out.facts.items()})

@@ -1,6 +1,6 @@
 """The masked-word probe's derivation as a keyed pass on the run's engine: the driver plans and writes, workers mask.
 
-One unit per source clip (``engine.probe_workers.MaskWorker``). The driver does the text work:
+One unit per source clip (``engine.keyed.probe_workers.MaskWorker``). The driver does the text work:
 which clips, their targets (``masking_score``), each target's word span from the stored word
 timings (``place_targets``); the worker decodes the clip, refines and pads each span on the audio,
 applies every variant and writes each derived clip as a FLAC file under the work folder, returning
@@ -42,21 +42,21 @@ from audits.probes.masking import (
     write_build,
 )
 from audits.probes.masking_score import MaskTarget
+from engine.audio.masking import PlannedTarget
 from engine.data import ProgressFn, Utterance
 from engine.datasets.base import Dataset, audio_stamps
+from engine.engine import EngineOptions
 from engine.errors import AuditError
-from engine.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
-from engine.masking_audio import PlannedTarget
-from engine.pass_engine import EngineOptions
-from engine.probe_workers import clip_payload, file_sha256
-from engine.store import safe_name
-from engine.unit_store import KeyedUnitStore, digest
+from engine.keyed.keyed_pass import KeyedPass, KeyedProgress, KeyedUnit, WorkerSpec
+from engine.keyed.probe_workers import clip_payload, file_sha256
+from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.storage import safe_name
 
 log = logging.getLogger(__name__)
 
 PASS = "masking"
 BACKEND = "mask"
-WORKER = "engine.probe_workers:MaskWorker"
+WORKER = "engine.keyed.probe_workers:MaskWorker"
 
 
 def _drop_unvouched_files(store: KeyedUnitStore, audio_dir: Path, units: Iterable[KeyedUnit]) -> None:
@@ -66,8 +66,11 @@ def _drop_unvouched_files(store: KeyedUnitStore, audio_dir: Path, units: Iterabl
         if got is None:
             continue
         files = [c for t in got.get("targets") or [] for c in t.get("clips") or []] + ([got["source"]] if got.get("source") else [])
-        bad = [str(c["file"]) for c in files
-               if not (audio_dir / str(c["file"])).is_file() or file_sha256(audio_dir / str(c["file"])) != c["sha256"]]
+        bad = [
+            str(c["file"])
+            for c in files
+            if not (audio_dir / str(c["file"])).is_file() or file_sha256(audio_dir / str(c["file"])) != c["sha256"]
+        ]
         if bad:
             log.info("masking: derived file(s) %s of '%s' are missing or altered; the clip is derived again", bad, u.unit)
             store.marker_path(u.backend, u.unit).unlink(missing_ok=True)
@@ -118,8 +121,9 @@ class Derived:
     skips: list[Skip] = field(default_factory=list)
 
 
-def _plan(u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, settings: MaskSettings | None,
-          source_file: str | None = None) -> _Planned:
+def _plan(
+    u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, settings: MaskSettings | None, source_file: str | None = None
+) -> _Planned:
     """The unit of clip ``u``: its targets placed from the stored word timings (text work), what the worker reads and its marker."""
     targets = clip_targets(u.reference, settings) if settings is not None else []
     result = timings.results.get(u.utt_id) if targets else None
@@ -134,14 +138,14 @@ def _plan(u: Utterance, root: Path | None, audio: Any, timings: EngineTimings, s
     planned = [p.to_dict() for p in placed if isinstance(p, PlannedTarget)]
     signal = signal_of(settings).to_dict() if settings is not None else None
     inputs = {"audio": audio, "timings": None if result is None else digest(result), "targets": digest(planned)}
-    payload = clip_payload(u, root, signal=signal, targets=planned, expect_duration_s=expect if planned else None,
-                           source_file=source_file)
+    payload = clip_payload(u, root, signal=signal, targets=planned, expect_duration_s=expect if planned else None, source_file=source_file)
     unit_settings = {"signal": signal, "format": "flac-pcm16", "source_file": source_file}
     return _Planned(u, targets, placed, KeyedUnit(BACKEND, u.utt_id, inputs, unit_settings, payload, float(u.duration_s or 0.0)))
 
 
-def _run(planned: list[_Planned], store: KeyedUnitStore, audio_dir: Path, engine: EngineOptions | None,
-         progress: ProgressFn | None, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _run(
+    planned: list[_Planned], store: KeyedUnitStore, audio_dir: Path, engine: EngineOptions | None, progress: ProgressFn | None, what: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run the pending units on the engine; every unit's result and the worker's facts."""
     units = [p.unit for p in planned]
     KeyedUnitStore.check_names([BACKEND], [u.unit for u in units])
@@ -246,13 +250,13 @@ def derive_renditions(
     A rendition marked ``True`` is masked like a dataset clip (its timings in ``timings``); every
     rendition comes back encoded as the derived shards hold it, so the driver decodes nothing.
     """
-    planned = [_plan(c.utt, c.root, c.inputs(), timings, settings if mask else None, f"{safe_name(c.unit)}.source.flac")
-               for c, mask in renditions]
+    planned = [
+        _plan(c.utt, c.root, c.inputs(), timings, settings if mask else None, f"{safe_name(c.unit)}.source.flac") for c, mask in renditions
+    ]
     if not planned:
         return {}, {}
     audio_dir = work_dir / "audio"
-    results, facts = _run(planned, KeyedUnitStore(work_dir, "synthetic_masking"), audio_dir, engine, progress,
-                          "synthetic_voice derivation")
+    results, facts = _run(planned, KeyedUnitStore(work_dir, "synthetic_masking"), audio_dir, engine, progress, "synthetic_voice derivation")
     out: dict[str, Derived] = {}
     for (c, mask), p in zip(renditions, planned):
         d = _outcome(p, results[c.unit], settings if mask else None, audio_dir)

@@ -14,7 +14,7 @@ and a derivation record (the target, its span, pad, variant and timing method), 
 Parquet shards that the engine runs like any dataset. Clips that cannot be masked are skipped
 with a reason that is counted and listed, never silently dropped.
 
-The audio operations themselves are :mod:`engine.masking_audio` (re-exported here): the probe's
+The audio operations themselves are :mod:`engine.audio.masking` (re-exported here): the probe's
 derivation runs on the engine's workers (:mod:`audits.probes.mask_pass`); this module keeps the
 text side (settings, targets, skips) and the in-process form of the derivation.
 """
@@ -32,11 +32,8 @@ import numpy as np
 
 from audits.probes.masking_score import KINDS, MaskTarget, explain_no_targets, select_mask_targets
 from audits.probes.word_timings import span_timing
-from engine.audio import decode
-from engine.data import SAMPLE_RATE, Utterance
-from engine.datasets.base import Dataset
-from engine.errors import ConfigError
-from engine.masking_audio import (
+from engine.audio.decoding import decode
+from engine.audio.masking import (
     NOISE_COLORS,
     VARIANTS,
     MaskSignal,
@@ -50,7 +47,10 @@ from engine.masking_audio import (
     mask_targets,
     refine_span,
 )
-from engine.shards import encode_audio, write_shards
+from engine.audio.shards import encode_audio, write_shards
+from engine.data import SAMPLE_RATE, Utterance
+from engine.datasets.base import Dataset
+from engine.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +90,7 @@ class MaskSettings:
         if bad:
             raise ConfigError(f"probes.masking.variants: unknown variant(s) {bad}; choose from {list(VARIANTS)}")
         if self.primary_variant not in self.variants:
-            raise ConfigError(
-                f"probes.masking.primary_variant '{self.primary_variant}' is not among the variants {list(self.variants)}"
-            )
+            raise ConfigError(f"probes.masking.primary_variant '{self.primary_variant}' is not among the variants {list(self.variants)}")
         badk = [k for k in self.kinds if k not in KINDS]
         if badk or not self.kinds:
             raise ConfigError(f"probes.masking.kinds: {badk or 'empty'}; choose from {list(KINDS)}")
@@ -149,17 +147,27 @@ class MaskBuild:
 
 
 def signal_of(settings: MaskSettings) -> MaskSignal:
-    """The audio side of the settings: what a worker needs to mask a clip (``engine.masking_audio``)."""
-    return MaskSignal(tuple(settings.variants), settings.pad_s, settings.min_clip_s, settings.attenuate_db, settings.noise_color,
-                      settings.max_span_fraction, settings.min_span_s, settings.ramp_s, settings.seed)
+    """The audio side of the settings: what a worker needs to mask a clip (``engine.audio.masking``)."""
+    return MaskSignal(
+        tuple(settings.variants),
+        settings.pad_s,
+        settings.min_clip_s,
+        settings.attenuate_db,
+        settings.noise_color,
+        settings.max_span_fraction,
+        settings.min_span_s,
+        settings.ramp_s,
+        settings.seed,
+    )
 
 
 def clip_targets(reference: str | None, settings: MaskSettings) -> list[MaskTarget]:
     """The targets of a clip's reference (none without a reference)."""
     if not reference or not reference.strip():
         return []
-    return select_mask_targets(reference, settings.max_targets, kinds=settings.kinds,
-                               ner=settings.ner if "entity" in settings.kinds else None)
+    return select_mask_targets(
+        reference, settings.max_targets, kinds=settings.kinds, ner=settings.ner if "entity" in settings.kinds else None
+    )
 
 
 def text_skip(utt: Utterance, duration_s: float, targets: Sequence[MaskTarget], settings: MaskSettings) -> Skip | None:
@@ -222,8 +230,16 @@ def mask_clip(
 
 def derived_utterance(parent: Utterance, uid: str, audio_bytes: bytes, duration_s: float, derivation: Mapping[str, Any]) -> Utterance:
     """A masked clip of ``parent`` as an utterance of the derived set (its encoded audio and derivation record)."""
-    return Utterance(utt_id=uid, reference=parent.reference, audio_bytes=audio_bytes, duration_s=round(duration_s, 6),
-                     speaker=parent.speaker, labels=dict(parent.labels), parent_id=parent.utt_id, derivation=dict(derivation))
+    return Utterance(
+        utt_id=uid,
+        reference=parent.reference,
+        audio_bytes=audio_bytes,
+        duration_s=round(duration_s, 6),
+        speaker=parent.speaker,
+        labels=dict(parent.labels),
+        parent_id=parent.utt_id,
+        derivation=dict(derivation),
+    )
 
 
 def clips_needing_timings(dataset: Dataset, settings: MaskSettings, only: Iterable[str] | None = None) -> list[Utterance]:
@@ -310,7 +326,10 @@ def write_build(build: MaskBuild, derived: Sequence[Utterance]) -> MaskBuild:
         fh.writelines(json.dumps(s.to_dict()) + "\n" for s in build.skipped)
     log.info(
         "masking: %d derived clips from %d of %d clips; skipped %s",
-        len(derived), build.n_clips_masked, build.n_clips, build.skip_counts() or "none",
+        len(derived),
+        build.n_clips_masked,
+        build.n_clips,
+        build.skip_counts() or "none",
     )
     return build
 

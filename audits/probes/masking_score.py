@@ -41,15 +41,77 @@ KINDS: tuple[str, ...] = ("number", "proper-noun", "entity")
 #: institutional words of parliamentary speech that a language model predicts from context.
 DEFAULT_STOPLIST: frozenset[str] = frozenset(
     {
-        "i", "i'm", "i'll", "i've", "i'd", "i’m", "i’ll", "i’ve", "i’d", "ok", "okay", "oh",
-        "mr", "mrs", "ms", "miss", "mister", "missus", "dr", "doctor", "prof", "professor", "st", "saint",
-        "sir", "madam", "madame", "lord", "lady", "dame", "king", "queen", "prince", "princess",
-        "president", "vice-president", "commissioner", "minister", "chairman", "chairwoman", "chair",
-        "chancellor", "secretary", "rapporteur", "speaker", "member", "members", "mep", "meps",
-        "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
-        "january", "february", "march", "april", "may", "june", "july", "august", "september",
-        "october", "november", "december",
-        "god", "christmas", "easter",
+        "i",
+        "i'm",
+        "i'll",
+        "i've",
+        "i'd",
+        "i’m",
+        "i’ll",
+        "i’ve",
+        "i’d",
+        "ok",
+        "okay",
+        "oh",
+        "mr",
+        "mrs",
+        "ms",
+        "miss",
+        "mister",
+        "missus",
+        "dr",
+        "doctor",
+        "prof",
+        "professor",
+        "st",
+        "saint",
+        "sir",
+        "madam",
+        "madame",
+        "lord",
+        "lady",
+        "dame",
+        "king",
+        "queen",
+        "prince",
+        "princess",
+        "president",
+        "vice-president",
+        "commissioner",
+        "minister",
+        "chairman",
+        "chairwoman",
+        "chair",
+        "chancellor",
+        "secretary",
+        "rapporteur",
+        "speaker",
+        "member",
+        "members",
+        "mep",
+        "meps",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+        "god",
+        "christmas",
+        "easter",
     }
 )
 #: Capitalized institution words of parliamentary and news speech. They are names, but a
@@ -57,9 +119,30 @@ DEFAULT_STOPLIST: frozenset[str] = frozenset(
 #: only of them is chosen after every other name (it is still used when nothing else exists).
 LOW_PRIORITY_NAMES: frozenset[str] = frozenset(
     {
-        "commission", "council", "parliament", "european", "union", "eu", "house", "court", "government",
-        "committee", "chamber", "assembly", "state", "states", "member", "group", "treaty", "presidency",
-        "europe", "united", "nations", "un", "us", "uk",
+        "commission",
+        "council",
+        "parliament",
+        "european",
+        "union",
+        "eu",
+        "house",
+        "court",
+        "government",
+        "committee",
+        "chamber",
+        "assembly",
+        "state",
+        "states",
+        "member",
+        "group",
+        "treaty",
+        "presidency",
+        "europe",
+        "united",
+        "nations",
+        "un",
+        "us",
+        "uk",
     }
 )
 #: spaCy entity labels that are names (dates, quantities and the like are numbers or guessable).
@@ -122,9 +205,15 @@ class MaskTarget:
             value = int(dec) if dec == dec.to_integral_value() else dec
         try:
             return cls(
-                text=str(d["text"]), kind=str(d["kind"]), word_start=int(d["word_start"]), word_end=int(d["word_end"]),
-                char_start=int(d["char_start"]), char_end=int(d["char_end"]), value=value,
-                ref_count=int(d.get("ref_count", 1)), source=str(d.get("source", "rules")),
+                text=str(d["text"]),
+                kind=str(d["kind"]),
+                word_start=int(d["word_start"]),
+                word_end=int(d["word_end"]),
+                char_start=int(d["char_start"]),
+                char_end=int(d["char_end"]),
+                value=value,
+                ref_count=int(d.get("ref_count", 1)),
+                source=str(d.get("source", "rules")),
             )
         except KeyError as exc:
             raise ConfigError(f"mask target record lacks field {exc}; got keys {sorted(d)}") from None
@@ -211,12 +300,18 @@ def _number_candidates(reference: str, words: Sequence[_Word]) -> list[MaskTarge
         if ws is None:
             continue
         # a number glued to letters ("twenty-something") is not a clean target
-        if not all(_number_token(w.core) for w in words[ws[0]:ws[1]]):
+        if not all(_number_token(w.core) for w in words[ws[0] : ws[1]]):
             continue
         out.append(
             MaskTarget(
-                text=span.text, kind="number", word_start=ws[0], word_end=ws[1], char_start=span.start,
-                char_end=span.end, value=span.value, ref_count=max(1, count_number(reference, span.value)),
+                text=span.text,
+                kind="number",
+                word_start=ws[0],
+                word_end=ws[1],
+                char_start=span.start,
+                char_end=span.end,
+                value=span.value,
+                ref_count=max(1, count_number(reference, span.value)),
             )
         )
     return out
@@ -246,7 +341,7 @@ def _proper_noun_candidates(reference: str, words: Sequence[_Word], stoplist: fr
             return
         a, b = run[0], run[-1]
         text_end = words[b].core_start + len(_strip_possessive(words[b].core))
-        text = reference[words[a].core_start:text_end]
+        text = reference[words[a].core_start : text_end]
         ref_count = max(1, _count_phrase(_normalize(text), norm_ref))
         out.append(MaskTarget(text, "proper-noun", a, b + 1, words[a].core_start, text_end, None, ref_count))
         run.clear()
@@ -290,11 +385,18 @@ def _entity_candidates(reference: str, words: Sequence[_Word], model: str) -> li
         ws = _word_span(words, ent.start_char, ent.end_char)
         if ws is None:
             continue
-        text = reference[ent.start_char:ent.end_char]
+        text = reference[ent.start_char : ent.end_char]
         out.append(
             MaskTarget(
-                text, "entity", ws[0], ws[1], ent.start_char, ent.end_char, None,
-                max(1, _count_phrase(_normalize(text), norm_ref)), f"spacy:{model}",
+                text,
+                "entity",
+                ws[0],
+                ws[1],
+                ent.start_char,
+                ent.end_char,
+                None,
+                max(1, _count_phrase(_normalize(text), norm_ref)),
+                f"spacy:{model}",
             )
         )
     return out
@@ -541,9 +643,7 @@ def gated_leak_rate(records: Iterable[MaskRecord], primary_variant: str = "silen
     """
     recs = list(records)
     if not recs:
-        raise AuditError(
-            "no masked-word records to score: no reference had a maskable word, or no model ran on the masked clips"
-        )
+        raise AuditError("no masked-word records to score: no reference had a maskable word, or no model ran on the masked clips")
     seen: set[tuple[str, str, int, int, str]] = set()
     for r in recs:
         key = (r.model, r.parent_id, r.target.char_start, r.target.char_end, r.variant)
@@ -560,8 +660,7 @@ def gated_leak_rate(records: Iterable[MaskRecord], primary_variant: str = "silen
         primary = primary_variant
     else:
         raise ConfigError(
-            f"records hold masking variants {variants} but not the primary variant '{primary_variant}'; "
-            "pass primary_variant= one of them"
+            f"records hold masking variants {variants} but not the primary variant '{primary_variant}'; pass primary_variant= one of them"
         )
     models: dict[str, ModelLeak] = {}
     clips: dict[str, set[str]] = defaultdict(set)

@@ -87,9 +87,7 @@ class OrthoFamily:
         if self.context not in CONTEXTS:
             raise ConfigError(f"family '{self.name}': context '{self.context}' is not one of {CONTEXTS}")
         if self.arm_names and len(self.arm_names) != len(self.arms):
-            raise ConfigError(
-                f"family '{self.name}': {len(self.arm_names)} arm names for {len(self.arms)} arms"
-            )
+            raise ConfigError(f"family '{self.name}': {len(self.arm_names)} arm names for {len(self.arms)} arms")
         if self.paired and len({len(a) for a in self.arms}) != 1:
             raise ConfigError(f"family '{self.name}': paired arms must all have the same length")
         for k, arm in enumerate(self.arms):
@@ -207,9 +205,7 @@ def _index(family: OrthoFamily) -> _Index:
             if not keys:
                 raise ConfigError(f"family '{family.name}': form '{form}' has no matchable token")
             if keys in seen and seen[keys] != k:
-                raise ConfigError(
-                    f"family '{family.name}': form '{form}' is in arm {seen[keys]} and arm {k}; arms must not share forms"
-                )
+                raise ConfigError(f"family '{family.name}': form '{form}' is in arm {seen[keys]} and arm {k}; arms must not share forms")
             seen[keys] = k
             lexeme = find(i) if family.paired else 0
             by_first[keys[0]].append((keys, k, lexeme))
@@ -226,7 +222,7 @@ def _sentence_initial(text: str, toks: Sequence[_Tok], i: int) -> bool:
     if i == 0:
         return True
     prev = toks[i - 1]
-    gap = text[prev.end:toks[i].start]
+    gap = text[prev.end : toks[i].start]
     if not _SENTENCE_END.search(gap):
         return False
     return not (prev.key in _ABBREVIATIONS and gap.lstrip().startswith("."))
@@ -268,7 +264,7 @@ def _find(text: str, family: OrthoFamily) -> list[Occurrence]:
         match = None
         for keys, arm, lexeme in cands or ():
             n = len(keys)
-            if n == 1 or tuple(t.key for t in toks[i:i + n]) == keys:
+            if n == 1 or tuple(t.key for t in toks[i : i + n]) == keys:
                 match = (n, arm, lexeme)
                 break
         if match is None:
@@ -323,28 +319,29 @@ def default_families(include_optional_compounds: bool = False) -> list[OrthoFami
     for name, abbr, spelled in HONORIFICS:
         fams.append(
             OrthoFamily(
-                f"honorific-{name}", (abbr, spelled), kind="honorific",
-                arm_names=("abbreviated", "spelled"), context="before-name",
+                f"honorific-{name}",
+                (abbr, spelled),
+                kind="honorific",
+                arm_names=("abbreviated", "spelled"),
+                context="before-name",
             )
         )
     pairs = gb_us_pairs()
     fams.append(
         OrthoFamily(
-            "en-gb-us", (tuple(gb for gb, _ in pairs), tuple(us for _, us in pairs)), kind="spelling",
-            arm_names=("en-GB", "en-US"), paired=True, skip_proper_nouns=True,
+            "en-gb-us",
+            (tuple(gb for gb, _ in pairs), tuple(us for _, us in pairs)),
+            kind="spelling",
+            arm_names=("en-GB", "en-US"),
+            paired=True,
+            skip_proper_nouns=True,
         )
     )
     fams.append(OrthoFamily("ok-okay", OK_FORMS, kind="ok", arm_names=("OK", "okay")))
-    fams.append(
-        OrthoFamily("percent", PERCENT_FORMS, kind="percent", arm_names=("%", "percent", "per cent"), context="amount")
-    )
+    fams.append(OrthoFamily("percent", PERCENT_FORMS, kind="percent", arm_names=("%", "percent", "per cent"), context="amount"))
     for name, symbols, words in CURRENCIES:
-        fams.append(
-            OrthoFamily(f"currency-{name}", (symbols, words), kind="currency", arm_names=("symbol", "word"), context="amount")
-        )
-    fams.append(
-        OrthoFamily("digits-words", (("<digits>",), ("<words>",)), kind="number", arm_names=("digits", "words"), matcher="number")
-    )
+        fams.append(OrthoFamily(f"currency-{name}", (symbols, words), kind="currency", arm_names=("symbol", "word"), context="amount"))
+    fams.append(OrthoFamily("digits-words", (("<digits>",), ("<words>",)), kind="number", arm_names=("digits", "words"), matcher="number"))
     rows = COMPOUNDS + (OPTIONAL_COMPOUNDS if include_optional_compounds else ())
     fams.append(
         OrthoFamily(
@@ -538,8 +535,7 @@ def orthographic_switch(
     n_missing = len(refs) - len(shared)
     failed = [k for k in shared if hyps[k] is None]
     results = {
-        f.name: FamilyResult(f.name, f.kind, [ArmCount(f.arm_label(k)) for k in range(len(f.arms))], min_clips_per_arm)
-        for f in families
+        f.name: FamilyResult(f.name, f.kind, [ArmCount(f.arm_label(k)) for k in range(len(f.arms))], min_clips_per_arm) for f in families
     }
     for uid in shared:
         hyp = hyps[uid]
@@ -592,9 +588,19 @@ def orthographic_switch(
     if status != STATUS_OK:
         log.info("orthographic switch: %s (%s)", status, note)
     return OrthoResult(
-        switch=switch, ci95=ci, limiting_arm=limiting, limiting_family=limiting_family, status=status,
-        families=results, pooled=pooled, pool=pool, min_clips_per_arm=min_clips_per_arm, n_clips=n_scored,
-        n_missing_hyp=n_missing, n_failed_hyp=len(failed), note=note,
+        switch=switch,
+        ci95=ci,
+        limiting_arm=limiting,
+        limiting_family=limiting_family,
+        status=status,
+        families=results,
+        pooled=pooled,
+        pool=pool,
+        min_clips_per_arm=min_clips_per_arm,
+        n_clips=n_scored,
+        n_missing_hyp=n_missing,
+        n_failed_hyp=len(failed),
+        note=note,
     )
 
 
@@ -630,8 +636,12 @@ def switch_entries(
         if arms and r.get("limiting_arm") in arms:
             arm = arms[r["limiting_arm"]]
         out[m] = {"rate": r["switch"], **r, "k": arm.get("hits") if arm else None, "n": arm.get("n") if arm else None}
-    out["settings"] = {"min_clips_per_arm": min_clips_per_arm, "pool": pool, "families": [f.name for f in families],
-        "provenance": families_provenance()}
+    out["settings"] = {
+        "min_clips_per_arm": min_clips_per_arm,
+        "pool": pool,
+        "families": [f.name for f in families],
+        "provenance": families_provenance(),
+    }
     return out
 
 
@@ -656,7 +666,4 @@ def orthographic_switch_by_model(
 ) -> dict[str, dict[str, Any]]:
     """``{model: OrthoResult.to_dict()}`` for summary.json ``probes.orthography``."""
     fams = list(families) if families is not None else default_families()
-    return {
-        model: orthographic_switch(refs, hyps, fams, min_clips_per_arm, pool).to_dict()
-        for model, hyps in hyps_by_model.items()
-    }
+    return {model: orthographic_switch(refs, hyps, fams, min_clips_per_arm, pool).to_dict() for model, hyps in hyps_by_model.items()}

@@ -102,9 +102,7 @@ def run_from_prediction_dir(
     refs, hyps = split_predictions(load_prediction_dir(directory))
     unknown = [m for m in [*panel, *(models or [])] if m not in hyps]
     if unknown:
-        raise ConfigError(
-            f"model(s) {', '.join(unknown)} have no prediction file in '{directory}'; available: {', '.join(hyps)}"
-        )
+        raise ConfigError(f"model(s) {', '.join(unknown)} have no prediction file in '{directory}'; available: {', '.join(hyps)}")
     chosen = list(models) if models is not None else list(hyps)
     return run_bad_reference_probe(
         refs,

@@ -52,11 +52,21 @@ def arm_rows(per_model: Mapping[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(arms, Mapping):
             continue
         for arm, a in arms.items():
-            out.append({
-                "model": m, "arm": arm, "n_pairs": a.get("n_pairs"), "n_clips": a.get("n_clips"),
-                "real": a.get("real_rate"), "real_ci95": a.get("real_ci95"), "synthetic": a.get("synthetic_rate"),
-                "synthetic_ci95": a.get("synthetic_ci95"), "diff": a.get("rate"), "diff_ci95": a.get("ci95"), "status": a.get("status"),
-            })
+            out.append(
+                {
+                    "model": m,
+                    "arm": arm,
+                    "n_pairs": a.get("n_pairs"),
+                    "n_clips": a.get("n_clips"),
+                    "real": a.get("real_rate"),
+                    "real_ci95": a.get("real_ci95"),
+                    "synthetic": a.get("synthetic_rate"),
+                    "synthetic_ci95": a.get("synthetic_ci95"),
+                    "diff": a.get("rate"),
+                    "diff_ci95": a.get("ci95"),
+                    "status": a.get("status"),
+                }
+            )
     return out
 
 
@@ -75,9 +85,14 @@ def synthetic_arm_lines(section: Mapping[str, Any], models: Mapping[str, Any]) -
     rows = arm_rows(models)
     if not rows:
         return []
-    out = ["#### synthetic_voice: real vs each voice arm", "",
-           "Rates of writing the benchmark's version; the difference is paired (same items), 95% bootstrap intervals over clips.", "",
-           "| model | arm | pairs | real | synthetic | real − synthetic |", "|---|---|---:|---|---|---|"]
+    out = [
+        "#### synthetic_voice: real vs each voice arm",
+        "",
+        "Rates of writing the benchmark's version; the difference is paired (same items), 95% bootstrap intervals over clips.",
+        "",
+        "| model | arm | pairs | real | synthetic | real − synthetic |",
+        "|---|---|---:|---|---|---|",
+    ]
     for r in rows:
         out.append(
             f"| {md(r['model'])} | {md(r['arm'])} | {r['n_pairs']} | {rate_text(r['real'])} {rate_ci_text(r['real_ci95'])} | "
@@ -95,8 +110,9 @@ def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[s
             continue
         res = probe_model_results(p)
         out[probe] = {
-            "models": {m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0],
-                "n": probe_counts(r)[1]} for m, r in res.items()},
+            "models": {
+                m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0], "n": probe_counts(r)[1]} for m, r in res.items()
+            },
             "controls": control_models(summary, res),
             "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
             "judges": p.get("judges") if isinstance(p.get("judges"), Mapping) else None,
@@ -119,15 +135,28 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
             facts_text = "; ".join(f"{k}: {', '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in facts.items())
             out.append("<p class='note'>" + esc(facts_text) + "</p>")
         if not ctrl:
-            out.append("<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows "
-                "the probe can flag a model that memorized the references.</p>")
+            out.append(
+                "<p class='note'><span class='badge bad'>no control</span> No memorizer control ran in this probe, so nothing shows "
+                "the probe can flag a model that memorized the references.</p>"
+            )
         order = ctrl + sorted((m for m in res if m not in ctrl), key=lambda m: -(res[m].get("rate") or 0))
-        rows = [IntervalRow(m, res[m].get("rate"), *ci_bounds(res[m].get("ci95")),
-            color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"), strong=m in ctrl) for m in order]
-        out.append(svg_interval_panels(order, [(f"{probe}: rate (95% CI)", rows)], 0.0, 1.0, f"{probe} rate per model", percent=False,
-            width=720))
-        out.append(f"<table class='sortable probe-table' data-probe='{esc(probe)}'><thead><tr><th class='l'>model</th><th>rate</th><th>95% "
-            f"CI</th><th>count</th>")
+        rows = [
+            IntervalRow(
+                m,
+                res[m].get("rate"),
+                *ci_bounds(res[m].get("ci95")),
+                color="#e15759" if m in ctrl else colors.get(m, "#4e79a7"),
+                strong=m in ctrl,
+            )
+            for m in order
+        ]
+        out.append(
+            svg_interval_panels(order, [(f"{probe}: rate (95% CI)", rows)], 0.0, 1.0, f"{probe} rate per model", percent=False, width=720)
+        )
+        out.append(
+            f"<table class='sortable probe-table' data-probe='{esc(probe)}'><thead><tr><th class='l'>model</th><th>rate</th><th>95% "
+            f"CI</th><th>count</th>"
+        )
         out.append("".join(f"<th>control {esc(c)}</th>" for c in ctrl) + "<th class='l'>against the control</th></tr></thead><tbody>")
         for m in order:
             r = res[m]
@@ -138,18 +167,30 @@ def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> 
                 rels = []
                 for c in ctrl:
                     d = intervals_disjoint(r.get("ci95"), res[c].get("ci95"))
-                    rels.append({-1: f"below {c}; intervals do not overlap", 1: f"above {c}; intervals do not overlap",
-                        0: f"overlaps {c}: not distinguishable from the control"}[d])
+                    rels.append(
+                        {
+                            -1: f"below {c}; intervals do not overlap",
+                            1: f"above {c}; intervals do not overlap",
+                            0: f"overlaps {c}: not distinguishable from the control",
+                        }[d]
+                    )
                 cmp = "; ".join(rels)
-            row_attrs = attrs(probe=probe, model=m, rate=num_attr(r.get("rate")), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
-                              k=r.get("k") if r.get("k") is not None else "", n=r.get("n") if r.get("n") is not None else "",
-                              control="true" if is_ctrl else "false")
+            row_attrs = attrs(
+                probe=probe,
+                model=m,
+                rate=num_attr(r.get("rate")),
+                ci_lo=num_attr(lo),
+                ci_hi=num_attr(hi),
+                k=r.get("k") if r.get("k") is not None else "",
+                n=r.get("n") if r.get("n") is not None else "",
+                control="true" if is_ctrl else "false",
+            )
             out.append(
                 f"<tr class='probe-row{' control' if is_ctrl else ''}'{row_attrs}>"
                 f"<td class='l'>{esc(m)}{' <span class=badge>control</span>' if is_ctrl else ''}</td><td "
-                    f"data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
+                f"data-sort='{num_attr(r.get('rate'))}'>{rate_text(r.get('rate'))}</td>"
                 f"<td class='ci'>{rate_ci_text(r.get('ci95'))}</td><td>{esc(r.get('k') if r.get('k') is not None else '—')} / "
-                    f"{esc(r.get('n') if r.get('n') is not None else '—')}</td>"
+                f"{esc(r.get('n') if r.get('n') is not None else '—')}</td>"
                 + "".join(f"<td class='ci'>{rate_text(res[c].get('rate'))} {rate_ci_text(res[c].get('ci95'))}</td>" for c in ctrl)
                 + f"<td class='l'>{esc(cmp)}</td></tr>"
             )
@@ -165,19 +206,20 @@ def _render_arms(probe: str, rows: list[Mapping[str, Any]], note: str) -> str:
     out = [f"<h4>{esc(probe)}: real vs each voice arm</h4>"]
     if note:
         out.append(f"<p class='note'>{esc(note)}</p>")
-    out.append("<table class='sortable probe-arms'><thead><tr><th class='l'>model</th><th class='l'>arm</th><th>pairs</th>"
-               "<th>real</th><th>95% CI</th><th>synthetic</th><th>95% CI</th><th>real − synthetic</th><th>95% CI</th></tr></thead><tbody>")
+    out.append(
+        "<table class='sortable probe-arms'><thead><tr><th class='l'>model</th><th class='l'>arm</th><th>pairs</th>"
+        "<th>real</th><th>95% CI</th><th>synthetic</th><th>95% CI</th><th>real − synthetic</th><th>95% CI</th></tr></thead><tbody>"
+    )
     for r in rows:
         lo, hi = ci_bounds(r.get("diff_ci95"))
-        arm_attrs = attrs(probe=probe, model=r["model"], arm=r["arm"], diff=num_attr(r.get("diff")),
-                          ci_lo=num_attr(lo), ci_hi=num_attr(hi))
+        arm_attrs = attrs(probe=probe, model=r["model"], arm=r["arm"], diff=num_attr(r.get("diff")), ci_lo=num_attr(lo), ci_hi=num_attr(hi))
         out.append(
             f"<tr class='arm-row'{arm_attrs}>"
             f"<td class='l'>{esc(r['model'])}</td><td class='l'>{esc(r['arm'])}</td><td>{esc(r.get('n_pairs'))}</td>"
             f"<td>{rate_text(r.get('real'))}</td><td class='ci'>{rate_ci_text(r.get('real_ci95'))}</td>"
             f"<td>{rate_text(r.get('synthetic'))}</td><td class='ci'>{rate_ci_text(r.get('synthetic_ci95'))}</td>"
             f"<td data-sort='{num_attr(r.get('diff'))}'>{rate_text(r.get('diff'))}</td><td class='ci'>"
-                f"{rate_ci_text(r.get('diff_ci95'))}</td></tr>"
+            f"{rate_ci_text(r.get('diff_ci95'))}</td></tr>"
         )
     out.append("</tbody></table>")
     return "".join(out)

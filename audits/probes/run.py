@@ -32,13 +32,13 @@ from audits.probes.mask_pass import derive_masked_set
 from audits.probes.masking import clips_needing_timings, records_from_rows
 from audits.probes.state import BadReferenceState, MaskingState, ProbeState
 from audits.probes.synthetic_run import run_synthetic_voice
+from engine.audio.shards import record_shard_digest, verified_shard, write_shards
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.shards import record_shard_digest, verified_shard, write_shards
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def plant_reference_errors(utts: Sequence[Utterance], cfg: ReferenceErrors) -> t
             new = " ".join([rest[0][:1].upper() + rest[0][1:]] + rest[1:])
         else:
             last = words[-1]
-            tail = last[len(last.rstrip(".,;:!?\"'")):]
+            tail = last[len(last.rstrip(".,;:!?\"'")) :]
             new = " ".join(words[:-2] + [words[-2].rstrip(".,;:!?") + tail])
         plan[u.utt_id] = {"kind": kind, "original": u.reference or "", "corrupted": new.strip()}
     out = []
@@ -119,10 +119,14 @@ def run_probes(
     Every re-run of the models on derived audio is submitted to ``engine`` (the run's).
     """
     if not dataset.has_audio:
-        raise ConfigError(
-            "the masking, bad-reference (with a panel to run) and synthetic-voice probes need audio; this dataset "
-            "holds predictions only. For predictions use `audit probe bad-reference --preds DIR --panel a,b,c`"
-        ) if (cfg.masking or cfg.synthetic_voice) else ConfigError("probes on a predictions-only dataset: use `audit probe bad-reference`")
+        raise (
+            ConfigError(
+                "the masking, bad-reference (with a panel to run) and synthetic-voice probes need audio; this dataset "
+                "holds predictions only. For predictions use `audit probe bad-reference --preds DIR --panel a,b,c`"
+            )
+            if (cfg.masking or cfg.synthetic_voice)
+            else ConfigError("probes on a predictions-only dataset: use `audit probe bad-reference`")
+        )
     out_dir = Path(out_dir)
     probes_dir = out_dir / "probes"
     probes_dir.mkdir(parents=True, exist_ok=True)
@@ -149,8 +153,7 @@ def run_probes(
         result["masking"], masking_state = _masking(cfg, dataset, specs, probes_dir, base_hyps, timings, progress, engine)
     if cfg.bad_reference is not None:
         note("bad_reference")
-        result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress,
-            engine)
+        result["bad_reference"], badref_state = _bad_reference(cfg.bad_reference, dataset, specs, probes_dir, base_hyps, progress, engine)
     if cfg.synthetic_voice is not None and timings is not None:
         note("synthetic_voice")
         state = ProbeState(masking=masking_state, bad_reference=badref_state, engine=engine)
@@ -195,9 +198,16 @@ def _orthography(cfg: OrthographyConfig, dataset: Dataset, base: pd.DataFrame, m
     return switch_entries(refs, hyps, select_families(cfg.families), cfg.min_clips_per_arm, cfg.pool)
 
 
-def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
-        base_hyps: Mapping[tuple[str, str], str | None],
-             timings: Any, progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], MaskingState | None]:
+def _masking(
+    cfg: ProbeConfig,
+    dataset: Dataset,
+    specs: Sequence[ModelSpec],
+    probes_dir: Path,
+    base_hyps: Mapping[tuple[str, str], str | None],
+    timings: Any,
+    progress: ProgressFn | None,
+    engine: EngineOptions | None = None,
+) -> tuple[dict[str, Any], MaskingState | None]:
     """``probes.masking`` and the masked set with its records (for the synthetic-voice probe)."""
     from audits.probes.masking_score import gated_leak_rate
 
@@ -237,9 +247,15 @@ def _masking(cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], pro
     return {**leak, **facts, "status": "ok"}, MaskingState(build, tuple(recs))
 
 
-def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path,
-                   base_hyps: Mapping[tuple[str, str], str | None],
-                   progress: ProgressFn | None, engine: EngineOptions | None = None) -> tuple[dict[str, Any], BadReferenceState]:
+def _bad_reference(
+    cfg: BadReferenceConfig,
+    dataset: Dataset,
+    specs: Sequence[ModelSpec],
+    probes_dir: Path,
+    base_hyps: Mapping[tuple[str, str], str | None],
+    progress: ProgressFn | None,
+    engine: EngineOptions | None = None,
+) -> tuple[dict[str, Any], BadReferenceState]:
     """``probes.bad_reference`` and the report with its references (for the synthetic-voice probe)."""
     from audits.probes.bad_reference import run_bad_reference_probe
     from engine.model_registry import load_model_registry, resolve_models
@@ -296,8 +312,14 @@ def _bad_reference(cfg: BadReferenceConfig, dataset: Dataset, specs: Sequence[Mo
     panel_hyps = {p: hyps_of(p) for p in cfg.panel if p not in failed}
     models_hyps = {m: hyps_of(m) for m in names if m not in failed}
     corrections = _load_corrections(cfg.corrections) if cfg.corrections else None
-    report = run_bad_reference_probe(refs, panel_hyps, models_hyps, cfg.settings(), corrections=corrections,
-        corrections_mode=cfg.corrections_mode)  # type: ignore[arg-type]
+    report = run_bad_reference_probe(
+        refs,
+        panel_hyps,
+        models_hyps,
+        cfg.settings(),
+        corrections=corrections,
+        corrections_mode=cfg.corrections_mode,  # type: ignore[arg-type]
+    )
     state = BadReferenceState(report=report, refs=refs, plan=plan, work=work, corrections=corrections)
     out: dict[str, Any] = report.to_dict()
     for m in report.results:
@@ -352,7 +374,7 @@ def _load_corrections(path: str) -> dict[str, str]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}, line {i}: not JSON ({exc.msg}); expected {{\"utt_id\": ..., \"text\": ...}}") from None
+            raise ConfigError(f'{p}, line {i}: not JSON ({exc.msg}); expected {{"utt_id": ..., "text": ...}}') from None
         uid = row.get("utt_id", row.get("id", row.get("audio_filepath"))) if isinstance(row, dict) else None
         if uid is None or not isinstance(row.get("text"), str):
             raise ConfigError(f"{p}, line {i}: needs 'utt_id' (or 'id'/'audio_filepath') and 'text' (a string)")
@@ -375,8 +397,10 @@ def check_probe_inputs(cfg: ProbeConfig, dataset: Dataset) -> None:
         return
     refs = {u.utt_id for u in _originals(dataset) if u.reference and not u.problem}
     if not refs:
-        raise ConfigError(f"probes.bad_reference: dataset '{dataset.name}' has no clip with a reference; "
-                          "give a dataset with reference text or remove bad_reference")
+        raise ConfigError(
+            f"probes.bad_reference: dataset '{dataset.name}' has no clip with a reference; "
+            "give a dataset with reference text or remove bad_reference"
+        )
     if b.corrections:
         unknown = [c for c in _load_corrections(b.corrections) if c not in refs]
         if unknown:

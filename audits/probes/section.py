@@ -62,8 +62,10 @@ class ProbesSection(AuditSection["ProbeConfig"]):
             return None
         from audits.probes.report import render_probes
 
-        note = ("Each rate with its count and 95% interval; the memorizer (a positive control that answers with the stored reference) "
-                "sits first and beside each model.")
+        note = (
+            "Each rate with its count and 95% interval; the memorizer (a positive control that answers with the stored reference) "
+            "sits first and beside each model."
+        )
         return self.title, render_probes(data[self.key], colors), note
 
     def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from audits.probes.masking import MaskBuild
     from audits.probes.masking_score import MaskRecord
     from engine.datasets.base import Dataset
-    from engine.pass_engine import EngineOptions
+    from engine.engine import EngineOptions
 
 
 @dataclass(frozen=True)

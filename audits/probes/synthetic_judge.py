@@ -34,7 +34,7 @@ from audits.judging import (
     write_rows,
 )
 from engine.data import DecodeOptions, Utterance
-from engine.pass_engine import EngineOptions
+from engine.engine import EngineOptions
 
 TASK = "synthetic_speech"
 REFERENCE_ARM = "real"
@@ -48,8 +48,9 @@ class Clip(NamedTuple):
     root: Path | None
 
 
-def real_and_rendered_arms(rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None,
-        max_items: int) -> list[Clip]:
+def real_and_rendered_arms(
+    rendered: Sequence[Utterance], originals: Mapping[str, Utterance], root: Path | None, max_items: int
+) -> list[Clip]:
     """The probe's renditions in every voice arm (not their masked copies) and the real clips they re-speak.
 
     ``max_items`` bounds the renditions per arm, so every arm is asked about the same real clips.
@@ -95,8 +96,13 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path, engi
         unheard_real = {c.clip_id for c in clips if c.arm == REFERENCE_ARM} - {c.clip_id for c in heard if c.arm == REFERENCE_ARM}
         kept = [(c, r) for c, r in zip(heard, results) if c.pair not in unheard_real]  # a rendition is judged against its real clip
         if run is None or not kept:
-            out[name] = {"kind": "judge", "judge": name, "task": TASK, "status": "no-clips",
-                "error": "no real clip with a generic rendition to judge"}
+            out[name] = {
+                "kind": "judge",
+                "judge": name,
+                "task": TASK,
+                "status": "no-clips",
+                "error": "no real clip with a generic rendition to judge",
+            }
             continue
         heard, results = [c for c, _ in kept], [r for _, r in kept]
         arms = list(dict.fromkeys(c.arm for c in heard))
@@ -104,8 +110,9 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path, engi
         entry["clip_errors"] = dict(sorted(run.clip_errors().items())[:20])
         score = [answer_value(r) for r in results]
         status = [answer_status(r) for r in results]
-        entry["arms"] = {a: _arm_figures([s for c, s in zip(heard, score) if c.arm == a],
-            [t for c, t in zip(heard, status) if c.arm == a]) for a in arms}
+        entry["arms"] = {
+            a: _arm_figures([s for c, s in zip(heard, score) if c.arm == a], [t for c, t in zip(heard, status) if c.arm == a]) for a in arms
+        }
         real = {c.pair: s for c, s in zip(heard, score) if c.arm == REFERENCE_ARM and s is not None}
         sep: dict[str, Any] = {}
         for a in arms:
@@ -120,12 +127,20 @@ def judge_synthetic(cfg: JudgeConfig, clips: Sequence[Clip], out_dir: Path, engi
                 "paired_higher_rate": sum(paired) / len(paired) if paired else None,
                 "n_paired": len(paired),
                 "what": f"AUC: P(a {a} clip scores above a real clip), ties half; paired: share of {a} clips scored above their own real "
-                    f"clip",
+                f"clip",
             }
         entry["separation"] = sep
-        rows = [{"arm": c.arm, "clip_id": c.clip_id, "pair": c.pair, "likelihood": s, "status": t,
-            "raw": None if isinstance(r, BaseException) else r.raw[:200]}
-                for c, s, t, r in zip(heard, score, status, results)]  # fmt: skip
+        rows = [
+            {
+                "arm": c.arm,
+                "clip_id": c.clip_id,
+                "pair": c.pair,
+                "likelihood": s,
+                "status": t,
+                "raw": None if isinstance(r, BaseException) else r.raw[:200],
+            }
+            for c, s, t, r in zip(heard, score, status, results)
+        ]
         entry["rows_path"] = write_rows(rows_path(out_dir, ".", name, TASK), rows)
         entry["sample"] = {"max_items": cfg.max_items, "what": "the first max_items generic renditions and their real clips"}
         out[name] = entry

@@ -43,11 +43,11 @@ from audits.probes.voice_match import (
     speaker_key,
     unit_vector,
 )
+from engine.audio.shards import write_shards
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError
-from engine.shards import write_shards
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,11 @@ def _target_key(derivation: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def _select(
-    cfg: ProbeConfig, sv: SyntheticSettings, by_id: Mapping[str, Utterance], state: ProbeState, skipped: dict[str, int],
+    cfg: ProbeConfig,
+    sv: SyntheticSettings,
+    by_id: Mapping[str, Utterance],
+    state: ProbeState,
+    skipped: dict[str, int],
 ) -> _Selection:
     from audits.probes.bad_reference import Tokenizer, resolve_normalizer
     from audits.probes.masking_score import target_in_text
@@ -105,11 +109,17 @@ def _select(
     if "masking" in sv.sources and ms is not None and ms.records and cfg.masking is not None:
         build = ms.build
         primary = cfg.masking.primary_variant
-        idx = {(build.parents[uid],
-            _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary}
+        idx = {
+            (build.parents[uid], _target_key(d)): int(d["target_index"]) for uid, d in build.derivations.items() if d["variant"] == primary
+        }
         recs = [r for r in ms.records if r.variant == primary]
-        leaked = sorted({r.parent_id for r in recs if r.hyp_original and r.hyp_masked and target_in_text(r.target,
-            r.hyp_original) and target_in_text(r.target, r.hyp_masked)})
+        leaked = sorted(
+            {
+                r.parent_id
+                for r in recs
+                if r.hyp_original and r.hyp_masked and target_in_text(r.target, r.hyp_original) and target_in_text(r.target, r.hyp_masked)
+            }
+        )
         for r in recs:
             k = idx.get((r.parent_id, (r.target.char_start, r.target.char_end)))
             if k is not None:
@@ -144,7 +154,12 @@ def _select(
 
 
 def _match_speakers(
-    sv: SyntheticSettings, dataset: Dataset, all_utts: Sequence[Utterance], clip_ids: Sequence[str], voices: EngineVoices, root: Path,
+    sv: SyntheticSettings,
+    dataset: Dataset,
+    all_utts: Sequence[Utterance],
+    clip_ids: Sequence[str],
+    voices: EngineVoices,
+    root: Path,
     progress: ProgressFn | None,
 ) -> tuple[dict[str, VoiceMatch], dict[str, Any]]:
     """The matched voice of each speaker of ``clip_ids``; the summary's facts about the matching.
@@ -172,8 +187,7 @@ def _match_speakers(
         else:
             notes.append(f"{voice} left out: {got['error']}")
             log.warning("synthetic_voice: pool voice %s left out: %s", voice, got["error"])
-    spk_emb, counts = mean_speaker_embeddings({spk: [embedded[f"clip:{u.utt_id}"].get("embedding") for u in chosen[spk]]
-                                               for spk in wanted})
+    spk_emb, counts = mean_speaker_embeddings({spk: [embedded[f"clip:{u.utt_id}"].get("embedding") for u in chosen[spk]] for spk in wanted})
     exclude = None
     if sv.exclude_source_voice:
         # the voice that made a speaker's clips: from their derivations, or a speaker label that names a pool voice
@@ -186,15 +200,22 @@ def _match_speakers(
     if unmatched:
         notes.append(f"{len(unmatched)} speaker(s) without a matched voice (no clip long enough to embed)")
     facts = match_summary(matches, [k for k in pool if k in pool_emb], notes, file, sv.match_encoder)
-    facts["encoder_info"] = {"backend": sv.match_encoder, "options": dict(sv.match_encoder_options),
-                             **voices.facts.get(f"encoder:{sv.match_encoder}", {"runner": "stored: every embedding was computed earlier"})}
+    facts["encoder_info"] = {
+        "backend": sv.match_encoder,
+        "options": dict(sv.match_encoder_options),
+        **voices.facts.get(f"encoder:{sv.match_encoder}", {"runner": "stored: every embedding was computed earlier"}),
+    }
     facts["match_clips_per_speaker"] = sv.match_clips_per_speaker
     facts["exclude_source_voice"] = sv.exclude_source_voice
     return matches, facts
 
 
 def run_synthetic_voice(
-    cfg: ProbeConfig, dataset: Dataset, specs: Sequence[ModelSpec], probes_dir: Path, timer: EngineTimings,
+    cfg: ProbeConfig,
+    dataset: Dataset,
+    specs: Sequence[ModelSpec],
+    probes_dir: Path,
+    timer: EngineTimings,
     progress: ProgressFn | None,
     state: ProbeState,
 ) -> dict[str, Any]:
@@ -254,33 +275,57 @@ def run_synthetic_voice(
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            plan.append(_Rendition(f"{parent}~tts{suffix}", "masking", arm, parent, voice, sel.spoken[parent],
-                                   by_id[parent].reference or "", extra))
+            plan.append(
+                _Rendition(f"{parent}~tts{suffix}", "masking", arm, parent, voice, sel.spoken[parent], by_id[parent].reference or "", extra)
+            )
         for clip, text, how in sel.bad_reference:
             choice = voice_of(arm, clip)
             if choice is None:
                 skipped[f"{arm}:no-matched-voice"] = skipped.get(f"{arm}:no-matched-voice", 0) + 1
                 continue
             voice, extra = choice
-            plan.append(_Rendition(f"{clip}~tts-corrected{suffix}", "bad_reference", arm, clip, voice, text, refs[clip],
-                                   {"corrected_from": how, **extra}))
+            plan.append(
+                _Rendition(
+                    f"{clip}~tts-corrected{suffix}", "bad_reference", arm, clip, voice, text, refs[clip], {"corrected_from": how, **extra}
+                )
+            )
     # 2. render (TTS units on the engine: files under the voices work folder), 3. word timings of the masking renditions
     files = voices.render([Speech(r.uid, r.voice, r.text) for r in plan], progress)
     if sel.mask_settings is not None:
         need = [r for r in plan if r.source == "masking" and _has_targets(r.reference, sel.mask_settings)]
         timer.compute([_file_clip(r.uid, r.reference, files[r.uid]) for r in need], {r.uid: r.reference for r in need}, progress)
     # 4. the derived clips, made by the engine's workers: clean renditions (FLAC), and for the masking source the rendition masked again
-    made, _ = derive_renditions([(_file_clip(r.uid, r.reference, files[r.uid]), r.source == "masking") for r in plan], timer,
-                                sel.mask_settings, root / "derive", state.engine, progress)
+    made, _ = derive_renditions(
+        [(_file_clip(r.uid, r.reference, files[r.uid]), r.source == "masking") for r in plan],
+        timer,
+        sel.mask_settings,
+        root / "derive",
+        state.engine,
+        progress,
+    )
     rendered: list[Utterance] = []
     mask_ids: dict[str, dict[tuple[str, int], tuple[str, str]]] = {arm: {} for arm in sv.arms}
     br_ids: dict[str, dict[str, str]] = {arm: {} for arm in sv.arms}
     for r in plan:
         d = made[r.uid]
-        der = {"probe": "synthetic_voice", "source": r.source, "arm": r.arm, "tts": tts_facts(r.voice, files[r.uid].version),
-               "text_spoken": r.text, **r.extra}
-        clean = Utterance(r.uid, r.reference, audio_bytes=d.source, duration_s=d.duration_s, speaker=f"tts:{r.voice}", labels={},
-                          parent_id=r.clip, derivation=der)
+        der = {
+            "probe": "synthetic_voice",
+            "source": r.source,
+            "arm": r.arm,
+            "tts": tts_facts(r.voice, files[r.uid].version),
+            "text_spoken": r.text,
+            **r.extra,
+        }
+        clean = Utterance(
+            r.uid,
+            r.reference,
+            audio_bytes=d.source,
+            duration_s=d.duration_s,
+            speaker=f"tts:{r.voice}",
+            labels={},
+            parent_id=r.clip,
+            derivation=der,
+        )
         rendered.append(clean)
         if r.source == "bad_reference":
             br_ids[r.arm][r.clip] = r.uid
@@ -300,8 +345,9 @@ def run_synthetic_voice(
         skipped=skipped,
     )
     if not rendered:
-        facts.update(status="no-clips",
-            note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize")
+        facts.update(
+            status="no-clips", note="no model wrote a bad reference or recovered a masked word, so there is nothing to re-synthesize"
+        )
         return facts
     if cfg.synthetic_judges is not None:  # audio-LM judges: how synthetic each arm sounds (audits/probes/synthetic_judge.py)
         from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms

@@ -112,8 +112,8 @@ def make_tts(settings: SyntheticSettings) -> TTSBackend:
 
 def synthesize(tts: TTSBackend, text: str, voice: str | None = None) -> np.ndarray:
     """``text`` spoken by ``voice`` (the backend's own voice when None), 16 kHz mono, peak-normalized,
-    with short silent lead and tail (what the probe's TTS units render: ``engine.probe_workers.TTSWorker``)."""
-    from engine.probe_workers import render_speech
+    with short silent lead and tail (what the probe's TTS units render: ``engine.keyed.probe_workers.TTSWorker``)."""
+    from engine.keyed.probe_workers import render_speech
 
     return render_speech(tts, text, voice, LEAD_S, TAIL_S)
 
@@ -156,8 +156,9 @@ def summarize_pairs(
         for arm in arms:
             mine = [p for p in pairs if p.model == m and p.arm == arm]
             entry = _diff(mine, n_boot, seed)
-            entry["by_source"] = {src: _diff([p for p in mine if p.source == src], n_boot,
-                seed) for src in SOURCES if any(p.source == src for p in mine)}
+            entry["by_source"] = {
+                src: _diff([p for p in mine if p.source == src], n_boot, seed) for src in SOURCES if any(p.source == src for p in mine)
+            }
             per_arm[arm] = entry
         top = dict(per_arm[headline])
         top["rate_definition"] = f"real - {headline}"
@@ -176,8 +177,16 @@ def _rate_ci(values: np.ndarray, blocks: Sequence[str], n_boot: int, seed: int) 
 def _diff(pairs: Sequence[Pair], n_boot: int, seed: int) -> dict[str, Any]:
     n = len(pairs)
     if n == 0:
-        return {"rate": None, "ci95": None, "n_pairs": 0, "n": 0, "real_rate": None, "synthetic_rate": None,
-                "status": "no-pairs", "note": "no clip was eligible on both the real and the synthetic audio"}
+        return {
+            "rate": None,
+            "ci95": None,
+            "n_pairs": 0,
+            "n": 0,
+            "real_rate": None,
+            "synthetic_rate": None,
+            "status": "no-pairs",
+            "note": "no clip was eligible on both the real and the synthetic audio",
+        }
     real = np.array([p.real for p in pairs], dtype=float)
     synth = np.array([p.synthetic for p in pairs], dtype=float)
     blocks = [f"{p.source}:{p.clip_id}" for p in pairs]
@@ -223,6 +232,15 @@ def masking_pairs(
         g_masked = generic_hyps.get((rec.model, masked_id))
         if g_clean is None or g_masked is None or not target_in_text(rec.target, g_clean):
             continue
-        out.append(Pair(rec.model, "masking", rec.parent_id, f"target-{k}", int(target_in_text(rec.target, rec.hyp_masked)),
-            int(target_in_text(rec.target, g_masked)), arm))
+        out.append(
+            Pair(
+                rec.model,
+                "masking",
+                rec.parent_id,
+                f"target-{k}",
+                int(target_in_text(rec.target, rec.hyp_masked)),
+                int(target_in_text(rec.target, g_masked)),
+                arm,
+            )
+        )
     return out

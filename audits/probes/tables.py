@@ -18,8 +18,19 @@ PROBE_COLUMNS = ("probe", "model", "rate", "ci_lo", "ci_hi", "n", "k")
 
 
 SYNTHETIC_ARM_COLUMNS = (
-    "model", "arm", "n_pairs", "n_clips", "real_rate", "real_ci_lo", "real_ci_hi", "synthetic_rate", "synthetic_ci_lo",
-    "synthetic_ci_hi", "diff", "diff_ci_lo", "diff_ci_hi",
+    "model",
+    "arm",
+    "n_pairs",
+    "n_clips",
+    "real_rate",
+    "real_ci_lo",
+    "real_ci_hi",
+    "synthetic_rate",
+    "synthetic_ci_lo",
+    "synthetic_ci_hi",
+    "diff",
+    "diff_ci_lo",
+    "diff_ci_hi",
 )
 
 
@@ -57,12 +68,23 @@ def synthetic_arm_rows(probes: Mapping[str, Any]) -> list[dict[str, Any]]:
     for model, r in sorted(probe_model_results(probe).items()):
         for arm, a in (r.get("arms") or {}).items():
             (rl, rh), (sl, sh), (dl, dh) = ci_pair(a.get("real_ci95")), ci_pair(a.get("synthetic_ci95")), ci_pair(a.get("ci95"))
-            rows.append({
-                "model": model, "arm": arm, "n_pairs": a.get("n_pairs"), "n_clips": a.get("n_clips"),
-                "real_rate": a.get("real_rate"), "real_ci_lo": rl, "real_ci_hi": rh,
-                "synthetic_rate": a.get("synthetic_rate"), "synthetic_ci_lo": sl, "synthetic_ci_hi": sh,
-                "diff": a.get("rate"), "diff_ci_lo": dl, "diff_ci_hi": dh,
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "arm": arm,
+                    "n_pairs": a.get("n_pairs"),
+                    "n_clips": a.get("n_clips"),
+                    "real_rate": a.get("real_rate"),
+                    "real_ci_lo": rl,
+                    "real_ci_hi": rh,
+                    "synthetic_rate": a.get("synthetic_rate"),
+                    "synthetic_ci_lo": sl,
+                    "synthetic_ci_hi": sh,
+                    "diff": a.get("rate"),
+                    "diff_ci_lo": dl,
+                    "diff_ci_hi": dh,
+                }
+            )
     return rows
 
 

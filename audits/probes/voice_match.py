@@ -33,8 +33,9 @@ from engine.errors import AudioError, AuditError, ConfigError
 log = logging.getLogger(__name__)
 
 #: Harvard sentences (list 1): phonetically varied, about 7 s in most voices
-CALIBRATION_TEXT = ("The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background. "
-                    "It is easy to tell the depth of a well.")
+CALIBRATION_TEXT = (
+    "The birch canoe slid on the smooth planks. Glue the sheet to the dark blue background. It is easy to tell the depth of a well."
+)
 #: a wildcard that would expand to more voices than this is refused (espeak-ng knows hundreds)
 MAX_WILDCARD = 16
 
@@ -199,19 +200,23 @@ def choose_voices(
     out: dict[str, VoiceMatch] = {}
     for spk, emb in speakers.items():
         banned = set((exclude or {}).get(spk, ()))
-        scored = sorted(((float(np.dot(_unit(emb), _unit(v))), i, k) for i, (k, v) in enumerate(pool.items()) if k not in banned),
-            key=lambda t: (-t[0], t[1]))
+        scored = sorted(
+            ((float(np.dot(_unit(emb), _unit(v))), i, k) for i, (k, v) in enumerate(pool.items()) if k not in banned),
+            key=lambda t: (-t[0], t[1]),
+        )
         if not scored:
             continue
         best = scored[0]
         second = scored[1] if len(scored) > 1 else None
-        out[spk] = VoiceMatch(spk, best[2], best[0], second[2] if second else None, second[0] if second else None,
-            int((counts or {}).get(spk, 0)))
+        out[spk] = VoiceMatch(
+            spk, best[2], best[0], second[2] if second else None, second[0] if second else None, int((counts or {}).get(spk, 0))
+        )
     return out
 
 
-def match_summary(matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes: Sequence[str], file: Path | None,
-        encoder: str) -> dict[str, Any]:
+def match_summary(
+    matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes: Sequence[str], file: Path | None, encoder: str
+) -> dict[str, Any]:
     """Figures for summary.json (bounded by the pool size, not by the number of speakers)."""
     sims = np.array([m.similarity for m in matches.values()], dtype=float)
     by_voice: dict[str, int] = {}
@@ -222,8 +227,9 @@ def match_summary(matches: Mapping[str, VoiceMatch], pool: Sequence[str], notes:
         "n_speakers": len(matches),
         "chosen": dict(sorted(by_voice.items(), key=lambda kv: (-kv[1], kv[0]))),
         "similarity": (
-            {"mean": round(float(sims.mean()), 4), "min": round(float(sims.min()), 4),
-                "max": round(float(sims.max()), 4)} if sims.size else None
+            {"mean": round(float(sims.mean()), 4), "min": round(float(sims.min()), 4), "max": round(float(sims.max()), 4)}
+            if sims.size
+            else None
         ),
         "calibration_text": CALIBRATION_TEXT,
         "encoder": encoder,

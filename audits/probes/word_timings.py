@@ -15,7 +15,7 @@ The masked-word probe needs the time span of a target word to silence it. Two me
     their matched neighbours, or marked unknown when there is no gap.
 
 The models run as keyed passes on the run's engine (``audits.probes.helper_passes``,
-``engine.probe_workers.WordTimingWorker``); this module holds the text side. Every timing
+``engine.keyed.probe_workers.WordTimingWorker``); this module holds the text side. Every timing
 records its method and how it was obtained (``how``), so a probe can refuse a guess.
 Word indices are those of ``reference.split()`` (the indexing of :class:`MaskTarget`).
 """
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from engine.masking_audio import SpanTiming
+from engine.audio.masking import SpanTiming
 from normalizers.numbers import find_numbers, int_to_words, year_to_words
 
 log = logging.getLogger(__name__)

@@ -88,8 +88,12 @@ def parse_maps(raw: Any, where: str, source: str) -> tuple[MapUse, ...]:
 #: Columns the scored rows hold besides the dataset's labels, which a map's output would overwrite:
 #: the result rows' and scoring's own (``engine.data.RESERVED_LABELS``), the backends' confidences,
 #: scoring's per-row flags and the labels a ``perturbations`` block writes on every clip.
-ROW_COLUMNS: frozenset[str] = RESERVED_LABELS | frozenset(CONFIDENCE_COLUMNS) | frozenset(
-    {"speech_free", "hyp_words", "loop", "length_outlier", "semsim", "perturbation", "perturbation_family", "perturbation_level"}
+ROW_COLUMNS: frozenset[str] = (
+    RESERVED_LABELS
+    | frozenset(CONFIDENCE_COLUMNS)
+    | frozenset(
+        {"speech_free", "hyp_words", "loop", "length_outlier", "semsim", "perturbation", "perturbation_family", "perturbation_level"}
+    )
 )
 
 
@@ -133,9 +137,15 @@ def parse_ladders(raw: Any, where: str) -> tuple[LadderSpec, ...]:
         baseline = str(expect_type(data["baseline"], str, f"{w}.baseline"))
         if baseline in dict(levels):
             raise ConfigError(f"{w}.levels: the baseline '{baseline}' is not a level")
-        out.append(LadderSpec(str(expect_type(data["column"], str, f"{w}.column")), baseline, levels,
-                              str(expect_type(data.get("unit", ""), str, f"{w}.unit")),
-                              str(expect_type(data.get("name", ""), str, f"{w}.name"))))
+        out.append(
+            LadderSpec(
+                str(expect_type(data["column"], str, f"{w}.column")),
+                baseline,
+                levels,
+                str(expect_type(data.get("unit", ""), str, f"{w}.unit")),
+                str(expect_type(data.get("name", ""), str, f"{w}.name")),
+            )
+        )
     return tuple(out)
 
 
@@ -150,7 +160,9 @@ def parse_profiles_config(mapping: Mapping[str, Any], source: str = "") -> Profi
     gpu = mapping.get("gpu_hour_usd")
     norm = mapping.get("normalizer")
     return ProfilesConfig(
-        maps=maps, gaps=gaps, columns=columns,
+        maps=maps,
+        gaps=gaps,
+        columns=columns,
         ladders=parse_ladders(mapping.get("ladders") or [], f"{where}.ladders"),
         breaking_margin=_number(mapping.get("breaking_margin", 0.05), f"{where}.breaking_margin", 0.0, 1.0),
         n_boot=_int(mapping.get("n_boot", 1000), f"{where}.n_boot", 10),

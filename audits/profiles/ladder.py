@@ -72,8 +72,10 @@ def ladder_for_model(g: pd.DataFrame, spec: LadderSpec, margin: float, n_boot: i
     rows = speech_rows(g)
     col = rows[spec.column].astype("string") if spec.column in rows else pd.Series(pd.NA, index=rows.index, dtype="string")
     values = [spec.baseline] + [v for v, _ in spec.levels]
-    per = {v: wer_with_interval(rows[(col == v).fillna(False)], n_boot, seed + i + 1, alpha, f"{spec.column}={v}")
-           for i, v in enumerate(values)}
+    per = {
+        v: wer_with_interval(rows[(col == v).fillna(False)], n_boot, seed + i + 1, alpha, f"{spec.column}={v}")
+        for i, v in enumerate(values)
+    }
     out: dict[str, Any] = {
         "baseline": {"value": spec.baseline, **per[spec.baseline]},
         "levels": [{"value": v, "level": x, **per[v]} for v, x in spec.levels],
@@ -89,8 +91,9 @@ def ladder_for_model(g: pd.DataFrame, spec: LadderSpec, margin: float, n_boot: i
     if len(xs) < 2:
         out["slope_not_testable"] = f"{len(xs)} level(s); a slope needs at least 2"
     if base_wer is None or sub.empty:
-        out["breaking_not_testable"] = f"no scored clip with reference words in {spec.column}={spec.baseline}" if base_wer is None \
-            else "no scored clip on the ladder"
+        out["breaking_not_testable"] = (
+            f"no scored clip with reference words in {spec.column}={spec.baseline}" if base_wer is None else "no scored clip on the ladder"
+        )
         out.setdefault("slope_not_testable", out["breaking_not_testable"])
         return out
     idx = int(breaking_index(np.array([base_wer]), level_wers[None, :], margin)[0])
@@ -145,6 +148,15 @@ def ladders(frame: pd.DataFrame, specs: Sequence[LadderSpec], margin: float, n_b
         models = {}
         for mi, (m, g) in enumerate(sorted(frame.groupby("model"), key=lambda kv: str(kv[0]))):
             models[str(m)] = ladder_for_model(g, spec, margin, n_boot, seed + 100_000 * (li + 1) + 1000 * mi, alpha)
-        out.append({"name": spec.name or spec.column, "column": spec.column, "baseline": spec.baseline, "unit": spec.unit,
-                    "levels": [{"value": v, "level": x} for v, x in spec.levels], "margin": margin, "models": models})
+        out.append(
+            {
+                "name": spec.name or spec.column,
+                "column": spec.column,
+                "baseline": spec.baseline,
+                "unit": spec.unit,
+                "levels": [{"value": v, "level": x} for v, x in spec.levels],
+                "margin": margin,
+                "models": models,
+            }
+        )
     return out

@@ -80,8 +80,15 @@ def _str(value: Any, where: str) -> str:
     return str(expect_type(value, str, where))
 
 
-def _assignment(entry: str, raw: Any, outputs: Sequence[str], allowed: Mapping[str, Sequence[str]], sources: Mapping[str, str], where: str,
-        extra_keys: set[str] = frozenset()) -> Assignment:  # type: ignore[assignment]
+def _assignment(
+    entry: str,
+    raw: Any,
+    outputs: Sequence[str],
+    allowed: Mapping[str, Sequence[str]],
+    sources: Mapping[str, str],
+    where: str,
+    extra_keys: set[str] = frozenset(),  # type: ignore[assignment]
+) -> Assignment:
     data = expect_type(raw, dict, where)
     check_keys(data, set(outputs) | META_KEYS | extra_keys, where, required=set(outputs) | {"source"})
     source = _str(data["source"], f"{where}.source")
@@ -133,8 +140,9 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
     for o in outputs:
         if o not in allowed_raw:
             raise ConfigError(f"{where}.allowed: missing the values of output '{o}'")
-        allowed[o] = tuple(_str(v,
-            f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}")))
+        allowed[o] = tuple(
+            _str(v, f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}"))
+        )
         _unique(allowed[o], f"{where}.allowed.{o}")
     sources = {str(k): _str(v, f"{where}.sources.{k}") for k, v in expect_type(data["sources"], dict, f"{where}.sources").items()}
     table: dict[str, Assignment] = {}
@@ -159,8 +167,10 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
         _unique(aliases, f"{w}.aliases", normalize_value)
         for i, alias in enumerate(aliases):
             if normalize_value(alias) == normalize_value(entry):
-                raise ConfigError(f"{w}.aliases[{i}]: '{alias}' is the entry's own name once normalized ('{normalize_value(entry)}'); "
-                                  "list each value once")
+                raise ConfigError(
+                    f"{w}.aliases[{i}]: '{alias}' is the entry's own name once normalized ('{normalize_value(entry)}'); "
+                    "list each value once"
+                )
             add(alias, a, f"{w}.aliases[{i}]")
     patterns: list[tuple[re.Pattern[str], Assignment]] = []
     for i, raw in enumerate(expect_type(data.get("patterns", []) or [], list, f"{where}.patterns")):
@@ -185,8 +195,16 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
     prefix = data.get("prefix_fallback", False)
     expect_type(prefix, bool, f"{where}.prefix_fallback")
     return ConditionMap(
-        name=_str(data["name"], f"{where}.name"), path=where, outputs=outputs, allowed=allowed, sources=sources, table=table,
-        patterns=tuple(patterns), prefix_fallback=prefix, description=str(data.get("description", "")), entries=entries,
+        name=_str(data["name"], f"{where}.name"),
+        path=where,
+        outputs=outputs,
+        allowed=allowed,
+        sources=sources,
+        table=table,
+        patterns=tuple(patterns),
+        prefix_fallback=prefix,
+        description=str(data.get("description", "")),
+        entries=entries,
     )
 
 
@@ -205,8 +223,9 @@ def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
     if "/" not in name and not name.endswith((".yaml", ".yml")):
         p = conditions_dir() / f"{name}.yaml"
         if not p.is_file():
-            raise ConfigError(f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a "
-                f"YAML file")
+            raise ConfigError(
+                f"{where}: no shipped condition map '{name}' (shipped: {', '.join(shipped_maps())}); or give a path to a YAML file"
+            )
         return p
     p = Path(name).expanduser()
     if not p.is_absolute() and recipe_source and (Path(recipe_source).parent / p).exists():
@@ -219,5 +238,4 @@ def resolve_map_path(name: str, where: str, recipe_source: str = "") -> Path:
 def load_map(name: str, where: str, recipe_source: str = "", overrides: Mapping[str, Any] | None = None) -> ConditionMap:
     """Load and validate a map (shipped name or path) with a recipe's value overrides."""
     path = resolve_map_path(name, where, recipe_source)
-    return parse_map(load_map_file(path), display_path(path), overrides,
-        f"{where}.values")
+    return parse_map(load_map_file(path), display_path(path), overrides, f"{where}.values")

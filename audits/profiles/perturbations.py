@@ -37,20 +37,38 @@ FAMILY_FIELDS: Mapping[str, Field] = {
     "noise": Field(str, nullable=True, doc="a noise family's noise: white, pink, babble, music or recorded"),
     "levels": Field(list, nullable=True, doc="the levels in the kind's unit, mildest first (a room's: RT60 band edges, ascending)"),
     "name": Field(str, nullable=True, doc="the family's name in labels and reports (default: from kind and noise)"),
-    "folder": Field(str, nullable=True, doc="the folder of recordings of a `recorded` noise or a `room` family "
-        "(relative paths: from the recipe's folder, else the working directory)"),
-    "layout": Field(str, "auto", doc="the folder's layout; auto tells MUSAN and RIRS_NOISES by their top-level folders",
-        choices=("auto", "musan", "rirs_noises", "plain")),
-    "subsets": Field(list, [], doc="folders inside it to draw from, e.g. `noise/free-sound` or `simulated_rirs/smallroom` "
-        "(default: MUSAN `noise`; RIRS_NOISES the noises or the responses)"),
+    "folder": Field(
+        str,
+        nullable=True,
+        doc="the folder of recordings of a `recorded` noise or a `room` family "
+        "(relative paths: from the recipe's folder, else the working directory)",
+    ),
+    "layout": Field(
+        str,
+        "auto",
+        doc="the folder's layout; auto tells MUSAN and RIRS_NOISES by their top-level folders",
+        choices=("auto", "musan", "rirs_noises", "plain"),
+    ),
+    "subsets": Field(
+        list,
+        [],
+        doc="folders inside it to draw from, e.g. `noise/free-sound` or `simulated_rirs/smallroom` "
+        "(default: MUSAN `noise`; RIRS_NOISES the noises or the responses)",
+    ),
     "music_vocals": Field(bool, True, doc="keep MUSAN music with vocals (its ANNOTATIONS say which)"),
     "max_rir_s": Field(float, 10.0, gt=0, le=60, doc="a room family refuses a response longer than this (seconds)"),
 }
 FOLDER_KEYS = ("layout", "subsets", "music_vocals", "max_rir_s")
 #: (lowest, highest) level accepted per kind, in the kind's unit.
 LEVEL_RANGES: Mapping[str, tuple[float, float]] = {
-    "noise": (-20.0, 60.0), "telephone": (8.0, 8.0), "mp3": (8.0, 320.0), "opus": (6.0, 256.0),
-    "reverb": (0.05, 5.0), "room": (0.05, 10.0), "speed": (0.5, 2.0), "gain": (-60.0, 30.0),
+    "noise": (-20.0, 60.0),
+    "telephone": (8.0, 8.0),
+    "mp3": (8.0, 320.0),
+    "opus": (6.0, 256.0),
+    "reverb": (0.05, 5.0),
+    "room": (0.05, 10.0),
+    "speed": (0.5, 2.0),
+    "gain": (-60.0, 30.0),
 }
 DEFAULT_LEVELS: Mapping[str, tuple[float, ...]] = {"telephone": (8.0,)}
 
@@ -136,8 +154,15 @@ def _family(raw: Any, w: str, source: str, taken: set[str]) -> Family:
     spec = None
     if takes_folder:
         subsets = tuple(str(expect_type(x, str, f"{w}.subsets[{j}]")) for j, x in enumerate(opts["subsets"]))
-        spec = BankSpec(_folder(opts["folder"], f"{w}.folder", source), "rir" if kind == "room" else "noise", opts["layout"], subsets,
-            opts["music_vocals"], opts["max_rir_s"], where=w)
+        spec = BankSpec(
+            _folder(opts["folder"], f"{w}.folder", source),
+            "rir" if kind == "room" else "noise",
+            opts["layout"],
+            subsets,
+            opts["music_vocals"],
+            opts["max_rir_s"],
+            where=w,
+        )
     return Family(name, kind, levels, noise, source=spec)
 
 
@@ -161,8 +186,9 @@ def parse_perturbations(mapping: Mapping[str, Any], source: str = "") -> Perturb
     if not 0 < alpha <= 0.5:
         raise ConfigError(f"{where}.alpha: must lie in (0, 0.5]")
     norm = mapping.get("normalizer")
-    return PerturbationsConfig(tuple(fams), int(seed), margin, int(n_boot), alpha,
-        None if norm is None else str(expect_type(norm, str, f"{where}.normalizer")))
+    return PerturbationsConfig(
+        tuple(fams), int(seed), margin, int(n_boot), alpha, None if norm is None else str(expect_type(norm, str, f"{where}.normalizer"))
+    )
 
 
 def check_sources(config: PerturbationsConfig) -> tuple[Family, ...]:
@@ -183,8 +209,10 @@ def check_sources(config: PerturbationsConfig) -> tuple[Family, ...]:
             for j, lv in enumerate(f.levels):
                 lo = lower_edge(f.levels, lv)
                 if not band(bank, lo, lv):
-                    raise ConfigError(f"{f.source.where}.levels[{j}]: no response in {bank.root} has an RT60 in ({lo:g}, {lv:g}] s (its "
-                        f"{len(rts)} responses span {min(rts):.2f} to {max(rts):.2f} s); choose levels within that range")
+                    raise ConfigError(
+                        f"{f.source.where}.levels[{j}]: no response in {bank.root} has an RT60 in ({lo:g}, {lv:g}] s (its "
+                        f"{len(rts)} responses span {min(rts):.2f} to {max(rts):.2f} s); choose levels within that range"
+                    )
         out.append(dc_replace(f, bank=bank))
     return tuple(out)
 
@@ -207,9 +235,20 @@ def run_perturbations(config: PerturbationsConfig, ctx: SectionContext) -> dict[
     frame = score_table(ctx.load_rows(), get_normalizer(name)).frame
     specs = [LadderSpec("perturbation", "clean", tuple((f.label(lv), lv) for lv in f.levels), f.unit, f.name) for f in config.families]
     return {
-        "families": [{"name": f.name, "kind": f.kind, "noise": f.noise or None, "levels": list(f.levels),
-            "unit": f.unit, **({"folder": f.source.folder} if f.source is not None else {})} for f in config.families],
-        "seed": config.seed, "normalizer": name, "n_boot": config.n_boot,
+        "families": [
+            {
+                "name": f.name,
+                "kind": f.kind,
+                "noise": f.noise or None,
+                "levels": list(f.levels),
+                "unit": f.unit,
+                **({"folder": f.source.folder} if f.source is not None else {}),
+            }
+            for f in config.families
+        ],
+        "seed": config.seed,
+        "normalizer": name,
+        "n_boot": config.n_boot,
         "derived": (ctx.dataset.meta or {}).get("perturbations"),
         "ladders": ladders(frame, specs, config.breaking_margin, config.n_boot, config.seed, config.alpha),
     }
@@ -219,16 +258,22 @@ def perturbation_lines(section: Mapping[str, Any], title: str) -> list[str]:
     from audits.profiles.report import ladder_md
     from audits.reports.formatting import md
 
-    lines = [f"## {md(title)}", "",
+    lines = [
+        f"## {md(title)}",
+        "",
         f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}. "
-        "They count in these ladders only; every other figure of this report uses the source clips.", ""]
+        "They count in these ladders only; every other figure of this report uses the source clips.",
+        "",
+    ]
     sources = (section.get("derived") or {}).get("sources") or {}
     if sources:
         lines += ["| family | folder | layout | files used / in folder | clips | license files (clips) |", "|---|---|---|---|---|---|"]
         for name, src in sources.items():
             lic = ", ".join(f"{md(x['license_file'] or 'none')} ({x['clips']})" for x in src.get("licenses") or []) or "none"
-            lines.append(f"| {md(name)} | {md(src.get('folder', ''))} | {md(src.get('layout', ''))} | {src.get('files_used')} / "
-                f"{src.get('n_files')} | {src.get('clips')} | {lic} |")
+            lines.append(
+                f"| {md(name)} | {md(src.get('folder', ''))} | {md(src.get('layout', ''))} | {src.get('files_used')} / "
+                f"{src.get('n_files')} | {src.get('clips')} | {lic} |"
+            )
         lines += ["", "Every file used, with its SHA-256: derived/" + md(next(iter(sources.values())).get("manifest", "")) + ".", ""]
     for lad in section.get("ladders") or []:
         lines += ladder_md(lad)
@@ -246,9 +291,14 @@ def render_perturbations(section: Mapping[str, Any], colors: Mapping[str, str]) 
         for name, src in sources.items():
             lic = ", ".join(f"{x['license_file'] or 'none'} ({x['clips']})" for x in src.get("licenses") or []) or "none"
             used = f"{src.get('files_used')} / {src.get('n_files')}"
-            rows.append(f"<tr><td class='l'>{esc(name)}</td><td class='l'>{esc(src.get('folder', ''))}</td><td>{esc(src.get('layout', ''))}"
-                f"</td><td>{esc(used)}</td><td>{esc(src.get('clips'))}</td><td class='l'>{esc(lic)}</td></tr>")
-        head = ("<h3>Recorded noise and rooms</h3><table class='ladder'><thead><tr><th class='l'>family</th><th class='l'>folder</th>"
+            rows.append(
+                f"<tr><td class='l'>{esc(name)}</td><td class='l'>{esc(src.get('folder', ''))}</td><td>{esc(src.get('layout', ''))}"
+                f"</td><td>{esc(used)}</td><td>{esc(src.get('clips'))}</td><td class='l'>{esc(lic)}</td></tr>"
+            )
+        head = (
+            "<h3>Recorded noise and rooms</h3><table class='ladder'><thead><tr><th class='l'>family</th><th class='l'>folder</th>"
             "<th>layout</th><th>files used / in folder</th><th>clips</th><th class='l'>license files (clips)</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table>")
+            + "".join(rows)
+            + "</tbody></table>"
+        )
     return head + "".join(ladder_html(lad, colors) for lad in section.get("ladders") or [])

@@ -37,12 +37,21 @@ def apply_maps(frame: pd.DataFrame, config: ProfilesConfig) -> tuple[pd.DataFram
     report: list[dict[str, Any]] = []
     for use in config.maps:
         cmap = use.map
-        entry: dict[str, Any] = {"map": cmap.name, "file": cmap.path, "column": use.column, "outputs": list(cmap.outputs),
-                                 "sources": dict(cmap.sources), "mapped": {}, "unmapped": {}}
+        entry: dict[str, Any] = {
+            "map": cmap.name,
+            "file": cmap.path,
+            "column": use.column,
+            "outputs": list(cmap.outputs),
+            "sources": dict(cmap.sources),
+            "mapped": {},
+            "unmapped": {},
+        }
         clash = [o for o in cmap.outputs if o in df.columns]
         if clash:
-            raise ConfigError(f"profiles: map '{cmap.name}' would overwrite the dataset's label column(s) {', '.join(clash)}; rename them "
-                f"in the dataset or use another map file")
+            raise ConfigError(
+                f"profiles: map '{cmap.name}' would overwrite the dataset's label column(s) {', '.join(clash)}; rename them "
+                f"in the dataset or use another map file"
+            )
         if use.column not in df.columns:
             entry["column_missing"] = True
             log.warning("profiles: the dataset has no label column '%s' for map '%s'", use.column, cmap.name)
@@ -60,14 +69,25 @@ def apply_maps(frame: pd.DataFrame, config: ProfilesConfig) -> tuple[pd.DataFram
                 continue
             a, how = found
             assigned[str(value)] = dict(a.outputs)
-            entry["mapped"][str(value)] = {**a.outputs, "entry": a.entry, "source": a.source, "match": how, "clips": int(n_clips[value]),
-                                           **({"note": a.note} if a.note else {})}
+            entry["mapped"][str(value)] = {
+                **a.outputs,
+                "entry": a.entry,
+                "source": a.source,
+                "match": how,
+                "clips": int(n_clips[value]),
+                **({"note": a.note} if a.note else {}),
+            }
         col = df[use.column].astype("string")
         for o in cmap.outputs:
             df[o] = col.map(lambda v, o=o: assigned.get(str(v), {}).get(o) if v is not pd.NA else None).astype("string")
         if entry["unmapped"]:
-            log.warning("profiles: map '%s' on column '%s' left %d value(s) unmapped: %s", cmap.name, use.column, len(entry["unmapped"]),
-                        ", ".join(sorted(entry["unmapped"])[:10]))
+            log.warning(
+                "profiles: map '%s' on column '%s' left %d value(s) unmapped: %s",
+                cmap.name,
+                use.column,
+                len(entry["unmapped"]),
+                ", ".join(sorted(entry["unmapped"])[:10]),
+            )
         report.append(entry)
     return df, report
 
@@ -96,11 +116,21 @@ def trade_offs(frame: pd.DataFrame, prof: Mapping[str, Any], specs: Sequence[Mod
         spec = by_name.get(name)
         rtfx = _rtfx(g)
         opts = dict(spec.options) if spec is not None else {}
-        cost, basis = cost_per_audio_hour("price_per_audio_hour_usd" in opts, opts.get("price_per_audio_hour_usd"), rtfx, gpu_hour_usd,
-                                          "set profiles.gpu_hour_usd for local models")
+        cost, basis = cost_per_audio_hour(
+            "price_per_audio_hour_usd" in opts,
+            opts.get("price_per_audio_hour_usd"),
+            rtfx,
+            gpu_hour_usd,
+            "set profiles.gpu_hour_usd for local models",
+        )
         overall = (prof.get(name) or {}).get("overall") or {}
-        models[name] = {"wer": overall.get("wer"), "ci95": overall.get("ci95"), "rtfx": rtfx,
-                        "cost_per_audio_hour_usd": cost, "cost_basis": basis}
+        models[name] = {
+            "wer": overall.get("wer"),
+            "ci95": overall.get("ci95"),
+            "rtfx": rtfx,
+            "cost_per_audio_hour_usd": cost,
+            "cost_basis": basis,
+        }
         if overall.get("not_testable"):
             models[name]["not_testable"] = overall["not_testable"]
     speed_front, cost_front = trade_off_fronts(models)
@@ -134,8 +164,11 @@ def compute_profiles(frame: pd.DataFrame, config: ProfilesConfig, specs: Sequenc
     present = {c for c, _ in conditions}
     values = {(c, v) for c, v in conditions}
     gaps = [g for g in config.gaps if (g[0], g[1]) in values and (g[0], g[2]) in values]
-    skipped = [{"gap": f"{c}: {a} − {b}", "why": "no such label column" if c not in present else "a side has no clips with speech"}
-               for c, a, b in config.gaps if (c, a, b) not in gaps]
+    skipped = [
+        {"gap": f"{c}: {a} − {b}", "why": "no such label column" if c not in present else "a side has no clips with speech"}
+        for c, a, b in config.gaps
+        if (c, a, b) not in gaps
+    ]
     prof = profiles(df, conditions, config.n_boot, config.seed, config.alpha)
     out: dict[str, Any] = {
         "condition_maps": map_report,
@@ -146,9 +179,12 @@ def compute_profiles(frame: pd.DataFrame, config: ProfilesConfig, specs: Sequenc
         "seed": config.seed,
         "alpha": config.alpha,
         "profiles": prof,
-        "gap_table": {"gaps": [f"{c}: {a} − {b}" for c, a, b in gaps], "skipped": skipped,
-                      "models": gap_table(df, gaps, config.n_boot, config.seed, config.alpha),
-                      "paired": paired_gap_tests(df, gaps, config.n_boot, config.seed, config.alpha)},
+        "gap_table": {
+            "gaps": [f"{c}: {a} − {b}" for c, a, b in gaps],
+            "skipped": skipped,
+            "models": gap_table(df, gaps, config.n_boot, config.seed, config.alpha),
+            "paired": paired_gap_tests(df, gaps, config.n_boot, config.seed, config.alpha),
+        },
         "rank_stability": rank_stability(df, conditions, config.n_boot, config.seed, config.alpha),
         "ladders": ladders(df, config.ladders, config.breaking_margin, config.n_boot, config.seed, config.alpha),
         "trade_offs": trade_offs(frame, prof, specs, config.gpu_hour_usd),

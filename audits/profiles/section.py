@@ -61,8 +61,10 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
             return None
         from audits.profiles.report import render_profiles
 
-        note = ("WER is corpus-level on clips with speech; intervals are speaker-block bootstrap percentiles; "
-                "gap p-values are Holm-corrected across every gap of every model, paired gap tests across every gap and pair.")
+        note = (
+            "WER is corpus-level on clips with speech; intervals are speaker-block bootstrap percentiles; "
+            "gap p-values are Holm-corrected across every gap of every model, paired gap tests across every gap and pair."
+        )
         return self.title, render_profiles(section, colors), note
 
 
@@ -89,8 +91,10 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
         from engine.perturb.derive import check_derivation_plan
 
         if not dataset.has_audio:
-            raise ConfigError(f"perturbations: dataset '{dataset.name}' holds predictions only (no audio to derive clips from); "
-                "run the perturbations on the audio dataset")
+            raise ConfigError(
+                f"perturbations: dataset '{dataset.name}' holds predictions only (no audio to derive clips from); "
+                "run the perturbations on the audio dataset"
+            )
         check_derivation_plan(dataset, config.families)
         check_sources(config)
 
@@ -115,7 +119,9 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
             return None
         from audits.profiles.perturbations import render_perturbations
 
-        note = ("Every clip at every level of every family, derived deterministically from the seed; "
-                "baseline = the clean clips; intervals: speaker-block bootstrap (a derived clip in its source's block). "
-                "The derived clips count here only: every other figure uses the source clips.")
+        note = (
+            "Every clip at every level of every family, derived deterministically from the seed; "
+            "baseline = the clean clips; intervals: speaker-block bootstrap (a derived clip in its source's block). "
+            "The derived clips count here only: every other figure uses the source clips."
+        )
         return self.title, render_perturbations(section, colors), note

@@ -59,14 +59,24 @@ def wer_with_interval(rows: pd.DataFrame, n_boot: int, seed: int, alpha: float =
     """Corpus WER of speech rows with its speaker-block bootstrap interval (or why it is not testable)."""
     words = float(rows["n_words"].sum())
     if words <= 0:
-        return {"wer": None, "ci95": None, "not_testable": f"no scored clip with reference words in {name}", "n_utts": len(rows),
-                "n_words": 0, "n_speakers": 0}
+        return {
+            "wer": None,
+            "ci95": None,
+            "not_testable": f"no scored clip with reference words in {name}",
+            "n_utts": len(rows),
+            "n_words": 0,
+            "n_speakers": 0,
+        }
     b = blocks_of(rows)
-    (est,) = ratio_estimates([(rows["word_errors"].to_numpy(), rows["n_words"].to_numpy())], b, name, n_boot, seed, alpha, ("WER",),
-                             block_unit(rows))
+    (est,) = ratio_estimates(
+        [(rows["word_errors"].to_numpy(), rows["n_words"].to_numpy())], b, name, n_boot, seed, alpha, ("WER",), block_unit(rows)
+    )
     return {
-        "wer": float(rows["word_errors"].sum()) / words, **estimate_fields(est),
-        "n_utts": len(rows), "n_words": int(words), "n_speakers": len(set(b)),
+        "wer": float(rows["word_errors"].sum()) / words,
+        **estimate_fields(est),
+        "n_utts": len(rows),
+        "n_words": int(words),
+        "n_speakers": len(set(b)),
     }
 
 
@@ -93,8 +103,9 @@ def profiles(frame: pd.DataFrame, conditions: Sequence[tuple[str, str]], n_boot:
     return out
 
 
-def gap_table(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], n_boot: int, seed: int,
-        alpha: float) -> dict[str, list[dict[str, Any]]]:
+def gap_table(
+    frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], n_boot: int, seed: int, alpha: float
+) -> dict[str, list[dict[str, Any]]]:
     """Per model, each gap WER(a) - WER(b) with its interval and p; Holm across every gap of every model."""
     opts = ScoringOptions(n_boot=n_boot, seed=seed, alpha=alpha)
     per_model: dict[str, dict[str, Any]] = {}
@@ -169,10 +180,21 @@ def paired_gap_tests(frame: pd.DataFrame, gaps: Sequence[tuple[str, str, str]], 
                 with np.errstate(invalid="ignore", divide="ignore"):
                     reps += sign * (counts @ d) / (counts @ wd)
                 point += sign * (err[ia, shared].sum() - err[ib, shared].sum()) / w
-            entry: dict[str, Any] = {"gap": f"{col}: {a} − {b}", "label": col, "a_value": a, "b_value": b, "model_a": models[ia],
-                "model_b": models[ib]}
-            est: Estimate = NotTestable(no_words) if no_words else (check_testable(groups, "WER difference of the two models")
-                                                                   or percentile_interval(reps, alpha, "difference of the gaps"))
+            entry: dict[str, Any] = {
+                "gap": f"{col}: {a} − {b}",
+                "label": col,
+                "a_value": a,
+                "b_value": b,
+                "model_a": models[ia],
+                "model_b": models[ib],
+            }
+            est: Estimate = (
+                NotTestable(no_words)
+                if no_words
+                else (
+                    check_testable(groups, "WER difference of the two models") or percentile_interval(reps, alpha, "difference of the gaps")
+                )
+            )
             if isinstance(est, Interval):
                 entry.update(diff=float(point), ci95=est.as_list(), p_value=shifted_p(reps[np.isfinite(reps)], point))
                 found.append(entry)

@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_report(run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True,
-                 warn: Callable[[str], None] | None = None) -> dict[str, Path]:
+def build_report(
+    run_dirs: list[Path], out: Path | None = None, worst: int = 5, exports: bool = True, warn: Callable[[str], None] | None = None
+) -> dict[str, Path]:
     """Merge the runs and write ``report.html``, ``report.md`` and the exports; returns what was written.
 
     One run directory: everything goes into it (or ``out``). Several: ``out`` is required, and
@@ -56,8 +57,7 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     from audits.reports.exports import write_exports
     from audits.reports.html import render_html
     from audits.reports.markdown import render_markdown
-    from audits.run_dir import rows_fingerprint
-    from engine.store import atomic_write_text
+    from engine.storage import atomic_write_text, write_hashed
 
     summary, table = result.plain_summary, result.table
     if exports and len(table):  # two models that would share an export file: refused before anything is written
@@ -68,13 +68,10 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     if merged:
-        tmp = out_dir / ".utterances.parquet.tmp"
-        table.to_parquet(tmp, index=False)
-        tmp.replace(out_dir / "utterances.parquet")
         written["utterances"] = out_dir / "utterances.parquet"
-        # the merged rows' digest, then the summary sealed with its own: the merged folder reads as a run of its own
-        summary = {**summary, "rows": {"file": "utterances.parquet", "sha256": rows_fingerprint(out_dir / "utterances.parquet"),
-                                       "n_rows": int(len(table))}}
+        # the merged rows' digest (taken while writing), then the summary sealed with its own: the merged folder reads as a run
+        sha256 = write_hashed(written["utterances"], lambda fh: table.to_parquet(fh, index=False))
+        summary = {**summary, "rows": {"file": "utterances.parquet", "sha256": sha256, "n_rows": int(len(table))}}
         written["summary"] = write_summary(out_dir, summary)
     md = render_markdown(summary)
     extra = cohort_markdown(summary)

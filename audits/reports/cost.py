@@ -15,8 +15,9 @@ from audits.reports.formatting import esc, md
 HOSTED_BASIS = "registry list price (hosted)"
 
 
-def cost_per_audio_hour(hosted: bool, price: Any, rtfx: float | None, gpu_hour_usd: float | None,
-                        unknown_hint: str = "set gpu_hour_usd for local models") -> tuple[float | None, str]:
+def cost_per_audio_hour(
+    hosted: bool, price: Any, rtfx: float | None, gpu_hour_usd: float | None, unknown_hint: str = "set gpu_hour_usd for local models"
+) -> tuple[float | None, str]:
     """(USD per audio hour or None, how it was obtained).
 
     A hosted model costs its registry list price (``price_per_audio_hour_usd``; none: unknown); a
@@ -42,8 +43,11 @@ def trade_off_fronts(models: Mapping[str, Mapping[str, Any]]) -> tuple[list[str]
     from audits.reports.findings import pareto_front
 
     speed = {m: (float(v["wer"]), float(v["rtfx"])) for m, v in models.items() if v.get("wer") is not None and v.get("rtfx")}
-    cost = {m: (float(v["wer"]), -float(v["cost_per_audio_hour_usd"])) for m, v in models.items()
-            if v.get("wer") is not None and v.get("cost_per_audio_hour_usd") is not None}
+    cost = {
+        m: (float(v["wer"]), -float(v["cost_per_audio_hour_usd"]))
+        for m, v in models.items()
+        if v.get("wer") is not None and v.get("cost_per_audio_hour_usd") is not None
+    }
     return pareto_front(speed), pareto_front(cost)
 
 
@@ -85,18 +89,20 @@ def hosted_usage_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, st
     rows = hosted_usage(summary)
     if not rows:
         return []
-    body = ["<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache "
+    body = [
+        "<table class='hosted-usage'><thead><tr><th class='l'>model</th><th>audio min billed</th><th>billable calls</th><th>cache "
         "hits</th>"
-            "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"]  # fmt: skip
+        "<th>retries</th><th>price / audio h</th><th>est. cost</th><th>API RTFx</th></tr></thead><tbody>"
+    ]
     for name, u in rows.items():
         price = u.get("price_per_audio_hour_usd")
         rtfx = u.get("api_rtfx")
         body.append(
             f"<tr data-model='{esc(name)}' data-cost='{esc('' if u.get('estimated_cost_usd') is None else u.get('estimated_cost_usd'))}'>"
             f"<td class='l'>{esc(name)}</td><td>{float(u.get('audio_hours_billed') or 0) * 60:.2f}</td><td>"
-                f"{esc(u.get('billable_calls', 0))}</td>"
+            f"{esc(u.get('billable_calls', 0))}</td>"
             f"<td>{esc(u.get('cache_hits', 0))}</td><td>{esc(u.get('retries', 0))}</td><td>"
-                f"{'unknown' if price is None else f'${float(price):.3f}'}</td>"
+            f"{'unknown' if price is None else f'${float(price):.3f}'}</td>"
             f"<td>{esc(_cost_text(u))}</td><td>{'—' if rtfx is None else f'{float(rtfx):.1f}'}</td></tr>"
         )
     body.append("</tbody></table>")

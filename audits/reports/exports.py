@@ -30,7 +30,7 @@ import pandas as pd
 from audits.clips import source_rows
 from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
 from engine.errors import ConfigError
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,10 @@ def export_file_names(models: Iterable[str]) -> dict[str, str]:
             seen[key] = model
         names[model] = file
     if clashes:
-        raise ConfigError(f"model names that would share one export file: {'; '.join(clashes)}; rename one of each pair "
-            "(in the model registry, or with a registry entry of another name)")
+        raise ConfigError(
+            f"model names that would share one export file: {'; '.join(clashes)}; rename one of each pair "
+            "(in the model registry, or with a registry entry of another name)"
+        )
     return names
 
 

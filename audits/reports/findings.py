@@ -89,8 +89,9 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         out.append(f"{len(failed)} model(s) produced no scorable output: {', '.join(failed)} (see run facts for the reason).")
     if len(scored) == 1:
         m = scored[0]
-        out.append(f"{m}: WER {pct(models[m]['wer'])}% (95% CI {interval_text(models[m])}) over {models[m].get('n_words', 0)} "
-            f"reference words.")
+        out.append(
+            f"{m}: WER {pct(models[m]['wer'])}% (95% CI {interval_text(models[m])}) over {models[m].get('n_words', 0)} reference words."
+        )
     elif len(scored) >= 2 and ((summary.get("comparisons") or {}).get("pairs")):
         out += paired_findings(summary, scored)
     elif len(scored) >= 2:
@@ -101,7 +102,7 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         if not overlapping:
             out.append(
                 f"{lead} has the lowest WER, {pct(lw['wer'])}% (95% CI {interval_text(lw)}); its interval does not overlap any other "
-                    f"model's, "
+                f"model's, "
                 "so it is lower than every other model on this data."
             )
         else:
@@ -111,17 +112,23 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
                 f"{shown}: those differences are within the intervals."
             )
             if separated:
-                out.append(f"{lead} has lower WER than {', '.join(separated[:6])}{' and more' if len(separated) > 6 else ''}; those "
-                    f"intervals do not overlap.")
+                out.append(
+                    f"{lead} has lower WER than {', '.join(separated[:6])}{' and more' if len(separated) > 6 else ''}; those "
+                    f"intervals do not overlap."
+                )
         tail = scored[-1]
         if tail != lead:
             above = [m for m in scored[:-1] if intervals_disjoint(models[tail].get("ci95"), models[m].get("ci95")) == 1]
             if len(above) == len(scored) - 1:
-                out.append(f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}), above "
-                    f"every other model with non-overlapping intervals.")
+                out.append(
+                    f"{tail} has the highest WER, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}), above "
+                    f"every other model with non-overlapping intervals."
+                )
             else:
-                out.append(f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}); "
-                    f"it overlaps at least one other model's interval.")
+                out.append(
+                    f"The highest point WER is {tail}'s, {pct(models[tail]['wer'])}% (95% CI {interval_text(models[tail])}); "
+                    f"it overlaps at least one other model's interval."
+                )
     # slices: hardest slice by the median across models
     fam = families(summary)
     slice_medians: list[tuple[float, str, int]] = []
@@ -145,7 +152,7 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         sig = [(m, g) for m, g in corrected if g.get("significant")]
         out.append(
             f"{sum(1 for _, g in all_gaps if g.get('excludes_zero'))} of {len(all_gaps)} fairness gaps have a 95% interval that excludes "
-                f"zero; "
+            f"zero; "
             f"{len(sig)} remain significant after Holm correction across all {len(corrected)} testable gaps"
             + (f"; {n_untestable} are not testable (too few speakers or no variance)." if n_untestable else ".")
         )
@@ -171,7 +178,7 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         devices = sorted({str(models[m].get("device") or "?") for m in timed})
         out.append(
             f"Fastest measured: {timed[0]} (RTFx {models[timed[0]]['rtfx']:.1f}); slowest: {timed[-1]} (RTFx "
-                f"{models[timed[-1]]['rtfx']:.1f}) "
+            f"{models[timed[-1]]['rtfx']:.1f}) "
             f"on {', '.join(devices)}. On point estimates, the speed/accuracy frontier is: {', '.join(frontier)}."
         )
     failing_rows = [(m, models[m].get("n_failed", 0)) for m in models if models[m].get("n_failed")]
@@ -183,8 +190,9 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
     if cohort is not None and len(cohort.models) >= 3:
         hi = [m for m, s in cohort.overall.items() if s is not None and s >= 115]
         if hi:
-            out.append(f"Cohort scores ({COHORT_LABEL}): {', '.join(hi)} score at least one robust deviation above the cohort median "
-                f"overall.")
+            out.append(
+                f"Cohort scores ({COHORT_LABEL}): {', '.join(hi)} score at least one robust deviation above the cohort median overall."
+            )
     return out
 
 
@@ -195,8 +203,13 @@ def paired_findings(summary: Mapping[str, Any], scored: list[str]) -> list[str]:
     pairs = comp.get("pairs") or []
     lead = scored[0]
     beaten = sorted({p["b"] if p["better"] == p["a"] else p["a"] for p in pairs if p.get("better") == lead})
-    same = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs
-                   if lead in (p["a"], p["b"]) and not p.get("better") and not p.get("not_testable")})
+    same = sorted(
+        {
+            p["b"] if p["a"] == lead else p["a"]
+            for p in pairs
+            if lead in (p["a"], p["b"]) and not p.get("better") and not p.get("not_testable")
+        }
+    )
     untestable = sorted({p["b"] if p["a"] == lead else p["a"] for p in pairs if lead in (p["a"], p["b"]) and p.get("not_testable")})
     out = [f"{lead} has the lowest WER, {pct(models[lead]['wer'])}% (95% CI {interval_text(models[lead])})."]
     if beaten:
@@ -205,8 +218,10 @@ def paired_findings(summary: Mapping[str, Any], scored: list[str]) -> list[str]:
             f"(paired speaker-block bootstrap, Holm-corrected across all {len(pairs)} pairs)."
         )
     if same:
-        out.append(f"{lead} is not distinguishable from {', '.join(same[:6])}{f' and {len(same) - 6} more' if len(same) > 6 else ''} after "
-            f"correction.")
+        out.append(
+            f"{lead} is not distinguishable from {', '.join(same[:6])}{f' and {len(same) - 6} more' if len(same) > 6 else ''} after "
+            f"correction."
+        )
     if untestable:
         out.append(f"{lead} vs {', '.join(untestable[:6])}: not testable on these clips (see the paired comparisons).")
     tiers = comp.get("tiers") or []

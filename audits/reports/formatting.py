@@ -45,8 +45,9 @@ def ci_text(ci: Any, digits: int = 1) -> str:
     return "—" if lo is None or hi is None else f"[{100 * lo:.{digits}f}, {100 * hi:.{digits}f}]"
 
 
-def interval_text(entry: Mapping[str, Any], key: str = "ci95", reason_key: str = "not_testable", digits: int = 1,
-                  scale: float = 100.0) -> str:
+def interval_text(
+    entry: Mapping[str, Any], key: str = "ci95", reason_key: str = "not_testable", digits: int = 1, scale: float = 100.0
+) -> str:
     """A figure's interval as every report shows it: ``[lo, hi]``, ``not testable (why)`` or ``—``.
 
     Plain text: the reason names label values from the data, so the caller escapes it for its
@@ -83,8 +84,13 @@ def attrs(**kv: Any) -> str:
 def json_for_script(obj: Any) -> str:
     """JSON that is safe inside a ``<script>`` element (``<``, ``>``, ``&`` as unicode escapes)."""
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
-    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029",
-        "\\u2029")
+    text = (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
     # bidirectional controls and NUL as JSON escapes: the data keeps them, the page's source does not
     return text.translate({c: f"\\u{c:04x}" for c in _INVISIBLE})
 

@@ -56,7 +56,7 @@ from audits.reports.formatting import (
 )
 from audits.reports.robustness import robustness_sections
 from audits.sections import ordered
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +118,9 @@ def worst_utterances(df: pd.DataFrame, labels: Sequence[str], n: int = WORST_N) 
                     "ins": int(r["ins"]),
                     "ref_raw": str(r["ref_raw"]),
                     "hyp_raw": str(r["hyp_raw"]),
-                    "labels": {c: str(r[c]) for c in labels if r.get(c) is not None and not (isinstance(r.get(c),
-                        float) and math.isnan(r[c]))},
+                    "labels": {
+                        c: str(r[c]) for c in labels if r.get(c) is not None and not (isinstance(r.get(c), float) and math.isnan(r[c]))
+                    },
                     "alignment": [[p.tag, p.ref, p.hyp] for p in pairs],
                 }
             )
@@ -138,22 +139,26 @@ def failed_examples(table: pd.DataFrame, n: int = 3) -> dict[str, list[dict[str,
     if table is None or not len(table) or "error" not in table:
         return {}
     bad = table[table["error"].notna()]
-    return {str(m): [{"utt_id": str(r["utt_id"]),
-        "error": str(r["error"])[:300]} for r in g.head(n).to_dict("records")] for m, g in bad.groupby("model", sort=True)}
+    return {
+        str(m): [{"utt_id": str(r["utt_id"]), "error": str(r["error"])[:300]} for r in g.head(n).to_dict("records")]
+        for m, g in bad.groupby("model", sort=True)
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # The data behind the page
 # --------------------------------------------------------------------------------------------
 
-_MODEL_KEYS = ("status", "backend", "wer", "ci95", "not_testable", "cer", "cer_ci95", "rtfx", "n_utts", "n_failed", "n_words", "audio_s",
-               "infer_s",
-               "batch_size", "device", "dtype", "warmup_batches", "params_m", "tags", "error", "run")
+_MODEL_KEYS = tuple(
+    "status backend wer ci95 not_testable cer cer_ci95 rtfx n_utts n_failed n_words audio_s infer_s batch_size device dtype warmup_batches "
+    "params_m tags error run".split()
+)
 _SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 
-def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N,
-        scored: pd.DataFrame | None = None) -> dict[str, Any]:
+def build_report_data(
+    summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
+) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (embedded in the page as ``report-data``)."""
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
@@ -168,12 +173,15 @@ def build_report_data(summary: Mapping[str, Any], table: pd.DataFrame | None, wo
         "dataset": {k: ds.get(k) for k in ("name", "source", "reader", "n_utts", "n_shards", "fingerprint")},
         "normalizer": summary.get("normalizer"),
         "hardware": summary.get("hardware"),
-        "merged_from": [{k: r.get(k) for k in ("dir", "recipe", "created_at", "hardware",
-            "models")} for r in summary.get("merged_from") or []],
+        "merged_from": [
+            {k: r.get(k) for k in ("dir", "recipe", "created_at", "hardware", "models")} for r in summary.get("merged_from") or []
+        ],
         "models": {m: {k: e.get(k) for k in _MODEL_KEYS if k in e} for m, e in sorted(models.items())},
         "families": families(summary),
-        "slices": {m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())}
-                   for m, e in sorted(models.items())},
+        "slices": {
+            m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())}
+            for m, e in sorted(models.items())
+        },
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
         "cohort": cohort.to_dict(),
         **{sec.key: sec.report_data(summary.get(sec.key) or {}, summary) for sec in ordered()},
@@ -285,28 +293,50 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         ("intervals", (summary.get("scoring") or {}).get("ci95", "95%")),
         ("RTFx", (summary.get("scoring") or {}).get("rtfx", "audio seconds / inference seconds")),
     ]
-    out = (['<table class="facts" id="facts-table">']
-           + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows] + ["</table>"])
+    out = (
+        ['<table class="facts" id="facts-table">']
+        + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows]
+        + ["</table>"]
+    )
     merged = summary.get("merged_from") or []
     if merged:
-        out.append("<h3>Merged runs</h3><table><thead><tr><th class='l'>run directory</th><th class='l'>recipe</th><th class='l'>"
-            "created</th><th class='l'>hardware</th><th class='l'>models</th></tr></thead><tbody>")
+        out.append(
+            "<h3>Merged runs</h3><table><thead><tr><th class='l'>run directory</th><th class='l'>recipe</th><th class='l'>"
+            "created</th><th class='l'>hardware</th><th class='l'>models</th></tr></thead><tbody>"
+        )
         for r in merged:
             hwr = r.get("hardware") or {}
             hw_text = ", ".join(f"{k}: {v}" for k, v in hwr.items() if k in ("processor", "cpu_count", "torch", "cuda_available", "gpu"))
             out.append(
                 f"<tr class='merged-run'><td class='l'>{esc(r.get('dir'))}</td><td class='l'>{esc(r.get('recipe'))}</td><td class='l'>"
-                    f"{esc(r.get('created_at'))}</td>"
+                f"{esc(r.get('created_at'))}</td>"
                 f"<td class='l'>"
-                    f"{esc(hw_text)}</td>"
+                f"{esc(hw_text)}</td>"
                 f"<td class='l'>{esc(', '.join(r.get('models') or []))}</td></tr>"
             )
         out.append("</tbody></table>")
     out.append("<h3>Models</h3><div class='scroll'><table class='sortable' id='models-table'><thead><tr>")
-    cols = ["model", "status", "params (M)", "WER %", "95% CI", "CER %", "RTFx", "audio s", "infer s", "utts", "failed", "batch", "warm-up",
-        "device", "dtype"]
-    out.append("".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols)
-               + "</tr></thead><tbody>")
+    cols = [
+        "model",
+        "status",
+        "params (M)",
+        "WER %",
+        "95% CI",
+        "CER %",
+        "RTFx",
+        "audio s",
+        "infer s",
+        "utts",
+        "failed",
+        "batch",
+        "warm-up",
+        "device",
+        "dtype",
+    ]
+    out.append(
+        "".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols)
+        + "</tr></thead><tbody>"
+    )
     for m, e in sorted((summary.get("models") or {}).items()):
         lo, hi = ci_bounds(e.get("ci95"))
         rtfx = e.get("rtfx")
@@ -314,7 +344,7 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         out.append(
             f"<tr{attrs(model=m)} class='model-row'>"
             f"<td class='l'>{esc(m)}</td><td class='l'>"
-                f"{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
+            f"{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
             f"<td data-sort='{num_attr(e.get('params_m'))}'>{params}</td>"
             f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
             f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{esc(interval_text(e))}</td>"
@@ -323,9 +353,9 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
             f"<td>{esc(e.get('n_utts', 0))}</td><td{attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
             f"<td{attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>"
-                f"{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
+            f"{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
             f"<td>{esc(e.get('warmup_batches', 0))}</td><td class='l'>{esc(e.get('device') or '—')}</td><td class='l'>"
-                f"{esc(e.get('dtype') or '—')}</td></tr>"
+            f"{esc(e.get('dtype') or '—')}</td></tr>"
         )
     out.append("</tbody></table></div>")
     fails = [(m, e.get("failures") or {}) for m, e in sorted((summary.get("models") or {}).items()) if e.get("failures")]
@@ -336,8 +366,11 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         out.append("</ul>")
     pk = summary.get("packages") or {}
     if pk:
-        out.append("<details><summary>Package versions</summary><p class='note'>" + esc(", ".join(f"{k} {v}" for k, v in pk.items()))
-                   + "</p></details>")
+        out.append(
+            "<details><summary>Package versions</summary><p class='note'>"
+            + esc(", ".join(f"{k} {v}" for k, v in pk.items()))
+            + "</p></details>"
+        )
     return "".join(out)
 
 
@@ -371,11 +404,17 @@ def render_speed(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     out = []
     if pts:
         out.append(svg_scatter(pts, "WER against RTFx across models"))
-        devs = sorted({f"{models[m].get('device') or '?'} / {models[m].get('dtype') or '?'} / "
-                       f"batch {models[m].get('batch_size') or '?'}" for m, *_ in pts})
-        out.append(f"<p class='note'>Measured on: {esc('; '.join(devs))}. RTFx is a point measurement (no interval); bars are the WER 95% "
+        devs = sorted(
+            {
+                f"{models[m].get('device') or '?'} / {models[m].get('dtype') or '?'} / batch {models[m].get('batch_size') or '?'}"
+                for m, *_ in pts
+            }
+        )
+        out.append(
+            f"<p class='note'>Measured on: {esc('; '.join(devs))}. RTFx is a point measurement (no interval); bars are the WER 95% "
             f"intervals. "
-                   "Down and to the right is better.</p>")
+            "Down and to the right is better.</p>"
+        )
     else:
         out.append("<p>No model in this run has timing (predictions-only runs have none).</p>")
     if untimed:
@@ -391,6 +430,7 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
         return "<p>This dataset carries no slice labels.</p>"
     vals = [models[m]["slices"][k]["wer"] for m in ms for k in keys if (models[m].get("slices") or {}).get(k, {}).get("wer") is not None]
     vmax = max(0.05, float(pd.Series(vals).quantile(0.95))) if vals else 1.0
+
     def cell(m: str, k: str) -> str:
         if k == "all":
             w, ci, n = models[m]["wer"], models[m].get("ci95"), models[m].get("n_utts", 0)
@@ -400,13 +440,18 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
         bg, fg = heat_color(w, vmax)
         tip = f"{m} · {k}: WER {pct(w)}% {ci_text(ci)}, {n} utts"
         cls = "hm" if k != "all" else "hm-all"
-        return (f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{attrs(model=m, slice=k, wer=num_attr(w))}>"
-                f"{pct(w)}</td>")
+        return (
+            f"<td class='{cls}' style='background:{bg};color:{fg}' title='{esc(tip)}'{attrs(model=m, slice=k, wer=num_attr(w))}>"
+            f"{pct(w)}</td>"
+        )
 
     out = ["<div class='scroll'><table class='heat' id='heatmap-table'>"]
     if len(ms) <= len(keys):  # few models, many slices: one row per slice reads best
-        out.append("<thead><tr><th class='l'>family</th><th class='l'>slice</th>" + "".join(f"<th>{esc(m)}</th>" for m in ms)
-                   + "</tr></thead><tbody>")
+        out.append(
+            "<thead><tr><th class='l'>family</th><th class='l'>slice</th>"
+            + "".join(f"<th>{esc(m)}</th>" for m in ms)
+            + "</tr></thead><tbody>"
+        )
         out.append("<tr><th class='l' colspan='2'>all utterances</th>" + "".join(cell(m, "all") for m in ms) + "</tr>")
         for f, ks in fams.items():
             for i, k in enumerate(ks):
@@ -419,8 +464,10 @@ def render_heatmap(summary: Mapping[str, Any], fams: Mapping[str, list[str]]) ->
         for m in ms:
             out.append(f"<tr><td class='l'>{esc(m)}</td>{cell(m, 'all')}" + "".join(cell(m, k) for k in keys) + "</tr>")
     out.append("</tbody></table></div>")
-    out.append(f"<p class='note'>Cell colour: WER from 0 (light) to {pct(vmax, 0)}% or more (dark; the 95th percentile of the cells). "
-        f"Hover a cell for its interval and size.</p>")
+    out.append(
+        f"<p class='note'>Cell colour: WER from 0 (light) to {pct(vmax, 0)}% or more (dark; the 95th percentile of the cells). "
+        f"Hover a cell for its interval and size.</p>"
+    )
     return "".join(out)
 
 
@@ -438,8 +485,12 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
     any_single = False
     for fam, keys in fams.items():
         out.append(f"<h3 id='family-{esc(fam)}'>{esc(fam)}</h3>")
-        his = [(ci_bounds(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0)
-               for m in ms for k in keys if k in (models[m].get("slices") or {})]
+        his = [
+            (ci_bounds(models[m]["slices"][k].get("ci95"))[1] or models[m]["slices"][k].get("wer") or 0)
+            for m in ms
+            for k in keys
+            if k in (models[m].get("slices") or {})
+        ]
         x_max = nice_max(max(his + [0.01]) * 1.05)
         n_cols = min(4, len(keys))
         for start in range(0, len(keys), 4):
@@ -463,10 +514,21 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             lo, hi = ci_bounds(sl.get("ci95"))
             single = single_speaker(sl)
             any_single = any_single or single
-            ci = ("<span class='ci' title='one speaker: no interval'>† 1 speaker</span>" if single
-                  else f"<span class='ci'>{esc(interval_text(sl))}</span>")
-            cell_attrs = attrs(model=m, slice=k, wer=num_attr(sl.get("wer")), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
-                               n_utts=sl.get("n_utts", 0), n_words=sl.get("n_words", 0), n_speakers=sl.get("n_speakers", ""))
+            ci = (
+                "<span class='ci' title='one speaker: no interval'>† 1 speaker</span>"
+                if single
+                else f"<span class='ci'>{esc(interval_text(sl))}</span>"
+            )
+            cell_attrs = attrs(
+                model=m,
+                slice=k,
+                wer=num_attr(sl.get("wer")),
+                ci_lo=num_attr(lo),
+                ci_hi=num_attr(hi),
+                n_utts=sl.get("n_utts", 0),
+                n_words=sl.get("n_words", 0),
+                n_speakers=sl.get("n_speakers", ""),
+            )
             return (
                 f"<td class='slice-cell'{cell_attrs}"
                 f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
@@ -474,20 +536,27 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
 
         out.append(f"<div class='scroll'><table class='sortable slice-table' data-family='{esc(fam)}'><thead><tr>")
         if len(ms) <= len(keys):  # rows = slice values
-            out.append(f"<th class='l'>{esc(fam)}</th>"
-                       + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms)
-                       + "</tr></thead><tbody>")
+            out.append(
+                f"<th class='l'>{esc(fam)}</th>"
+                + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms)
+                + "</tr></thead><tbody>"
+            )
             for k in keys:
                 out.append(f"<tr><td class='l'>{esc(slice_family(k)[1])}</td>" + "".join(cell(m, k) for m in ms) + "</tr>")
         else:  # rows = models
-            out.append("<th class='l'>model</th>" + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>WER % [95% CI] · utts</span>"
-                f"</th>" for k in keys) + "</tr></thead><tbody>")
+            out.append(
+                "<th class='l'>model</th>"
+                + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>WER % [95% CI] · utts</span></th>" for k in keys)
+                + "</tr></thead><tbody>"
+            )
             for m in ms:
                 out.append(f"<tr><td class='l'>{esc(m)}</td>" + "".join(cell(m, k) for k in keys) + "</tr>")
         out.append("</tbody></table></div>")
     if any_single:
-        out.append("<p class='note'>† The slice holds one speaker: intervals are a bootstrap over speakers, so none can be given; "
-                   "treat differences on such slices as anecdotal.</p>")
+        out.append(
+            "<p class='note'>† The slice holds one speaker: intervals are a bootstrap over speakers, so none can be given; "
+            "treat differences on such slices as anecdotal.</p>"
+        )
     return "".join(out)
 
 
@@ -495,43 +564,71 @@ def render_gaps(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
     models = summary.get("models") or {}
     ms = [m for m in by_wer(summary) if models[m].get("gaps")]
     if not ms:
-        return ("<p>No fairness gaps were computed (the dataset has no baseline values such as native, neutral, clean or single, "
-                "and the recipe names no gaps).</p>")
+        return (
+            "<p>No fairness gaps were computed (the dataset has no baseline values such as native, neutral, clean or single, "
+            "and the recipe names no gaps).</p>"
+        )
     defs: dict[tuple[str, str, str], list[tuple[str, Mapping[str, Any]]]] = {}
     for m in ms:
         for g in models[m]["gaps"]:
             defs.setdefault((str(g["label"]), str(g["a"]), str(g["b"])), []).append((m, g))
-    bound = max([abs(v) for gs in defs.values() for _, g in gs for v in (ci_bounds(g.get("ci95")) + (g.get("gap"),
-        )) if v is not None] + [0.01])
+    bound = max(
+        [abs(v) for gs in defs.values() for _, g in gs for v in (ci_bounds(g.get("ci95")) + (g.get("gap"),)) if v is not None] + [0.01]
+    )
     bound = nice_max(bound * 1.05)
     out = []
     items = list(defs.items())
     for start in range(0, len(items), 3):
         panels = []
         for (lab, a, b), gs in items[start : start + 3]:
-            rows = [IntervalRow(m, g.get("gap"), *ci_bounds(g.get("ci95")), color=colors.get(m, "#333"),
-                strong=bool(g.get("excludes_zero")), attrs=attrs(model=m, gap=f"{lab}:{a}-{b}")) for m, g in gs]
+            rows = [
+                IntervalRow(
+                    m,
+                    g.get("gap"),
+                    *ci_bounds(g.get("ci95")),
+                    color=colors.get(m, "#333"),
+                    strong=bool(g.get("excludes_zero")),
+                    attrs=attrs(model=m, gap=f"{lab}:{a}-{b}"),
+                )
+                for m, g in gs
+            ]
             panels.append((f"{lab}: {a} − {b}", rows))
-        out.append(svg_interval_panels(ms, panels, -bound, bound, "Fairness gaps (WER points, a − b) with 95% intervals", zero_line=True,
-            n_cols=min(3, len(items))))
-    out.append("<p class='note'>Filled dot: the 95% interval excludes zero. Hollow dot: the gap is within its interval of zero. Positive = "
-        "higher WER on the first value.</p>")
-    out.append("<div class='scroll'><table class='sortable' id='gaps-table'><thead><tr><th class='l'>model</th><th class='l'>gap (WER a − "
+        out.append(
+            svg_interval_panels(
+                ms, panels, -bound, bound, "Fairness gaps (WER points, a − b) with 95% intervals", zero_line=True, n_cols=min(3, len(items))
+            )
+        )
+    out.append(
+        "<p class='note'>Filled dot: the 95% interval excludes zero. Hollow dot: the gap is within its interval of zero. Positive = "
+        "higher WER on the first value.</p>"
+    )
+    out.append(
+        "<div class='scroll'><table class='sortable' id='gaps-table'><thead><tr><th class='l'>model</th><th class='l'>gap (WER a − "
         "b)</th><th>points</th><th>95% CI</th><th>WER a %</th><th>WER b %</th><th>utts a / b</th><th class='l'>interval excludes 0</th>"
-            "</tr></thead><tbody>")
+        "</tr></thead><tbody>"
+    )
     for (lab, a, b), gs in items:
         for m, g in gs:
             gap = g.get("gap")
             lo, hi = ci_bounds(g.get("ci95"))
             ex = bool(g.get("excludes_zero"))
             untestable = bool(g.get("not_testable"))
-            gap_attrs = attrs(model=m, label=lab, a=a, b=b, gap=num_attr(gap), ci_lo=num_attr(lo), ci_hi=num_attr(hi),
-                              excludes_zero="true" if ex else "false", not_testable=g.get("not_testable") or "")
+            gap_attrs = attrs(
+                model=m,
+                label=lab,
+                a=a,
+                b=b,
+                gap=num_attr(gap),
+                ci_lo=num_attr(lo),
+                ci_hi=num_attr(hi),
+                excludes_zero="true" if ex else "false",
+                not_testable=g.get("not_testable") or "",
+            )
             out.append(
                 f"<tr class='gap-row{' sig' if ex else ''}'{gap_attrs}>"
                 f"<td class='l'>{esc(m)}</td><td class='l'>{esc(lab)}: {esc(a)} − {esc(b)}</td>"
                 f"<td data-sort='{num_attr(gap)}'>{'—' if gap is None else f'{100 * gap:+.1f}'}</td><td class='ci'>"
-                    f"{esc(interval_text(g))}</td>"
+                f"{esc(interval_text(g))}</td>"
                 f"<td>{pct(g.get('wer_a'))}</td><td>{pct(g.get('wer_b'))}</td><td>{esc(g.get('n_a', ''))} / {esc(g.get('n_b', ''))}</td>"
                 f"<td class='l'>{'<span class=badge>✱ yes</span>' if ex else '—' if untestable else '<span class=gapmark>no</span>'}"
                 "</td></tr>"
@@ -544,17 +641,16 @@ def render_cohort(cohort: CohortScores) -> str:
     if not cohort.models:
         return "<p>No model has a WER, so there is no cohort.</p>"
     if len(cohort.models) < MIN_COHORT:
-        return (f"<p class='note'>Not testable: {len(cohort.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}."
-                "</p>")
+        return f"<p class='note'>Not testable: {len(cohort.models)} model(s) with a WER; a robust score needs at least {MIN_COHORT}.</p>"
     fams = list(cohort.families)
     out = [
         (
             f"<p class='note'><b>Scores are {esc(COHORT_LABEL)}</b> ({len(cohort.models)} model(s)): 100 + 15 · (x − median) / (1.4826 · "
-                f"MAD), "
+            f"MAD), "
             "deviations capped at ±4 (so scores lie in 40–160), 100 for everyone when MAD = 0. x = −WER overall; for a family, x = −(mean "
-                "WER over the "
+            "WER over the "
             "family's values). Higher is better; 100 is the cohort median; 15 points ≈ one robust standard deviation. Adding or removing "
-                "models changes them. "
+            "models changes them. "
             "They rank within this sweep only, and say nothing about statistical significance: read the intervals above for that.</p>"
         ),
         "<div class='scroll'><table class='sortable' id='cohort-table'><thead><tr><th class='l'>model</th><th>overall</th>",
@@ -566,8 +662,10 @@ def render_cohort(cohort: CohortScores) -> str:
         out.append(f"<tr><td class='l'>{esc(m)}</td>")
         for f, s in cells:
             bg, fg = diverging_color(s)
-            out.append(f"<td style='background:{bg};color:{fg}'{attrs(model=m, family=f, score=num_attr(s))} data-sort='{num_attr(s)}'>"
-                f"{'—' if s is None else f'{s:.0f}'}</td>")
+            out.append(
+                f"<td style='background:{bg};color:{fg}'{attrs(model=m, family=f, score=num_attr(s))} data-sort='{num_attr(s)}'>"
+                f"{'—' if s is None else f'{s:.0f}'}</td>"
+            )
         out.append("</tr>")
     out.append("</tbody></table></div>")
     untestable = [f"{k}: not testable ({r})" for k, r in cohort.not_testable.items() if k == "overall" or k in fams]
@@ -580,8 +678,10 @@ def render_alignment(pairs: Sequence[Sequence[Any]]) -> str:
     cols = []
     for tag, ref, hyp in pairs:
         cls = {"equal": "eq", "sub": "sub", "del": "del", "ins": "ins"}.get(str(tag), "eq")
-        cols.append(f"<span class='col {cls}'><span class='r'>{esc(ref) if ref is not None else '&nbsp;'}</span><span class='h'>"
-            f"{esc(hyp) if hyp is not None else '∅' if cls == 'del' else '&nbsp;'}</span></span>")
+        cols.append(
+            f"<span class='col {cls}'><span class='r'>{esc(ref) if ref is not None else '&nbsp;'}</span><span class='h'>"
+            f"{esc(hyp) if hyp is not None else '∅' if cls == 'del' else '&nbsp;'}</span></span>"
+        )
     return "<div class='align'>" + "".join(cols) + "</div>"
 
 
@@ -594,22 +694,24 @@ def render_worst(data: Mapping[str, Any], summary: Mapping[str, Any], failed: Ma
             "<p class='legend note'>Top row: normalized reference; bottom row: normalized hypothesis. "
             "<span class='col sub'>substitution</span> <span class='col del'><span class='r'>deletion</span></span> "
             "<span class='col ins'><span class='h'>insertion</span></span>. Raw texts below each alignment. Ranked by word errors, then "
-                "utterance WER.</p>"
+            "utterance WER.</p>"
         )
     ]
     for i, m in enumerate(sorted(set(worst) | set(failed))):
         rows = worst.get(m, [])
-        out.append(f"<details class='worst-model'{attrs(model=m)}{' open' if i == 0 else ''}><summary>{esc(m)} — {len(rows)} "
-            f"utterance(s)</summary>")
+        out.append(
+            f"<details class='worst-model'{attrs(model=m)}{' open' if i == 0 else ''}><summary>{esc(m)} — {len(rows)} "
+            f"utterance(s)</summary>"
+        )
         for r in rows:
             labs = ", ".join(f"{k}={v}" for k, v in r["labels"].items())
             out.append(
                 f"<div class='worst'{attrs(model=m, utt=r['utt_id'], errors=r['word_errors'], n_words=r['n_words'])}>"
                 f"<div><b>{esc(r['utt_id'])}</b> <span class='n'>{esc(labs)}</span> — {r['word_errors']} error(s) in {r['n_words']} "
-                    f"word(s) "
+                f"word(s) "
                 f"(S {r['subs']}, D {r['dels']}, I {r['ins']})</div>{render_alignment(r['alignment'])}"
                 f"<div class='raw'>ref: <span class='ref-raw'>{esc(r['ref_raw'])}</span></div><div class='raw'>hyp: <span class='hyp-raw'>"
-                    f"{esc(r['hyp_raw'])}</span></div></div>"
+                f"{esc(r['hyp_raw'])}</span></div></div>"
             )
         for f in failed.get(m, []):
             out.append(f"<div class='raw'><span class='badge bad'>failed</span> {esc(f['utt_id'])}: {esc(f['error'])}</div>")
@@ -626,17 +728,29 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
     cohort = cohort_scores(summary)
     failed = failed_examples(table) if table is not None else {}
     sections = [
-        ("summary", "Summary", "<ul class='findings' id='findings'>" + "".join(f"<li>{esc(f)}</li>" for f in data["findings"]) + "</ul>",
-            ""),
+        (
+            "summary",
+            "Summary",
+            "<ul class='findings' id='findings'>" + "".join(f"<li>{esc(f)}</li>" for f in data["findings"]) + "</ul>",
+            "",
+        ),
         ("run-facts", "Run facts", render_facts(summary, data), ""),
-        ("overall", "Overall WER and CER", render_overall(summary, colors),
-            "Corpus-level rates (total edits over total reference words) with speaker-block bootstrap 95% intervals."),
+        (
+            "overall",
+            "Overall WER and CER",
+            render_overall(summary, colors),
+            "Corpus-level rates (total edits over total reference words) with speaker-block bootstrap 95% intervals.",
+        ),
         ("speed", "WER against speed (RTFx)", render_speed(summary, colors), ""),
         *hosted_usage_sections(summary),
         ("heatmap", "Heat map: models × slices (WER %)", render_heatmap(summary, fams), ""),
-        ("slices", "WER per slice family", render_slices(summary, fams, colors),
+        (
+            "slices",
+            "WER per slice family",
+            render_slices(summary, fams, colors),
             "Each panel is one slice value; dots are corpus WER, bars the 95% interval. Intervals that overlap do not support calling one "
-                "model better on that slice."),
+            "model better on that slice.",
+        ),
         ("gaps", "Fairness gaps", render_gaps(summary, colors), ""),
         *robustness_sections(summary),
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),

@@ -22,14 +22,16 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
     if e.get("status") != "ok":
         return f"{e.get('status')}: {e.get('error', '')}"
     if task == "same_speaker":
-        text = (f"accuracy {_rate(e.get('accuracy'))}, false accept {_rate(e.get('false_accept_rate'))}, "
-                f"false reject {_rate(e.get('false_reject_rate'))} on {e.get('n_target', 0)} target + {e.get('n_nontarget', 0)} non-target "
-                    f"trials")  # fmt: skip
+        text = (
+            f"accuracy {_rate(e.get('accuracy'))}, false accept {_rate(e.get('false_accept_rate'))}, "
+            f"false reject {_rate(e.get('false_reject_rate'))} on {e.get('n_target', 0)} target + {e.get('n_nontarget', 0)} non-target "
+            f"trials"
+        )
         same = e.get("on_judged_trials") or {}
         if same:
             text += "; embedding backends on the same trials: " + ", ".join(
-                f"{b} accuracy {_rate(f.get('accuracy'))} (FA {_rate(f.get('false_accept_rate'))}, "
-                    f"FR {_rate(f.get('false_reject_rate'))})" for b, f in same.items()
+                f"{b} accuracy {_rate(f.get('accuracy'))} (FA {_rate(f.get('false_accept_rate'))}, FR {_rate(f.get('false_reject_rate'))})"
+                for b, f in same.items()
             )
         return text
     if task == "emotion_compare":
@@ -38,7 +40,7 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
             parts.append(
                 f"more {dim}: accuracy {_rate(d.get('accuracy'))} of {d.get('n_scored', 0)} pairs "
                 f"(ordered pairs {_rate(d.get('accuracy_ordered'))} of {d.get('n_ordered', 0)}; 'same' answered "
-                    f"{d.get('n_same_answers', 0)}x; "
+                f"{d.get('n_same_answers', 0)}x; "
                 f"{d.get('n_unparseable', 0)} unparseable)"
             )
         return "; ".join(parts) or "no pair had an expected level on both sides"
@@ -60,8 +62,12 @@ def judge_lines(judges: Mapping[str, Any] | None, title: str) -> list[str]:
     """A markdown table of the section's judges (nothing when none ran)."""
     if not judges:
         return []
-    out = [f"### {title}", "", "| judge | model | items | answered | unparseable | failed requests | result | calls |",
-        "|---|---|---:|---:|---:|---:|---|---|"]
+    out = [
+        f"### {title}",
+        "",
+        "| judge | model | items | answered | unparseable | failed requests | result | calls |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+    ]
     for name, e in sorted(judges.items()):
         if not isinstance(e, Mapping):
             continue
@@ -69,8 +75,11 @@ def judge_lines(judges: Mapping[str, Any] | None, title: str) -> list[str]:
             f"| {md(name)} | {md(str(e.get('model_id') or '—'))} | {e.get('n_items', '—')} | {e.get('n_answered', '—')} | "
             f"{e.get('n_unparseable', '—')} | {e.get('n_failed_requests', '—')} | {md(judge_result_text(e))} | {md(_usage_text(e))} |"
         )
-    out += ["", "Judge answers that do not follow the prompt's JSON form are counted as unparseable and left out of every figure; none is "
-        "guessed.", ""]
+    out += [
+        "",
+        "Judge answers that do not follow the prompt's JSON form are counted as unparseable and left out of every figure; none is guessed.",
+        "",
+    ]
     return out
 
 
@@ -84,16 +93,17 @@ def render_judges(judges: Mapping[str, Any] | None, title: str) -> str:
             continue
         rows.append(
             f"<tr class='judge-row' data-judge='{esc(name)}' data-task='{esc(e.get('task', ''))}' "
-                f"data-unparseable='{esc(e.get('n_unparseable', ''))}'>"
+            f"data-unparseable='{esc(e.get('n_unparseable', ''))}'>"
             f"<td class='l'>{esc(name)}</td><td class='l'>{esc(e.get('model_id') or '—')}</td><td>{esc(e.get('n_items', '—'))}</td>"
             f"<td>{esc(e.get('n_answered', '—'))}</td><td>{esc(e.get('n_unparseable', '—'))}</td><td>"
-                f"{esc(e.get('n_failed_requests', '—'))}</td>"
+            f"{esc(e.get('n_failed_requests', '—'))}</td>"
             f"<td class='l'>{esc(judge_result_text(e))}</td><td class='l'>{esc(_usage_text(e))}</td></tr>"
         )
     return (
         f"<h4>{esc(title)}</h4><table class='judge-table'><thead><tr><th class='l'>judge</th><th class='l'>model</th><th>items</th><th>"
-            f"answered</th>"
+        f"answered</th>"
         "<th>unparseable</th><th>failed requests</th><th class='l'>result</th><th class='l'>calls</th></tr></thead><tbody>"
-        + "".join(rows) + "</tbody></table>"
+        + "".join(rows)
+        + "</tbody></table>"
         "<p class='note'>Unparseable judge answers are counted and left out of every figure; none is guessed.</p>"
     )

@@ -34,8 +34,12 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
 
 
 def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
-    lines = [f"### {md(name)}", "", "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |",
-        "|---|---:|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"### {md(name)}",
+        "",
+        "| slice | WER % | 95% CI | CER % | utts | words | failed | RTFx |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
     for key, s in sorted(m.get("slices", {}).items()):
         rtfx = s.get("rtfx")
         lines.append(
@@ -66,7 +70,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         f"# Audit report: {md(summary.get('recipe', {}).get('name', ''))}",
         "",
         f"- dataset: {md(ds.get('name'))} ({ds.get('n_utts')} utterances, reader {md(ds.get('reader'))}, fingerprint "
-            f"{md(ds.get('fingerprint'))})",
+        f"{md(ds.get('fingerprint'))})",
         f"- normalizer: {norm.get('name')} ({norm.get('version')})",
         f"- hardware: {summary.get('hardware', {}).get('processor')} × {summary.get('hardware', {}).get('cpu_count')} cores",
         f"- created: {summary.get('created_at')}",
@@ -88,4 +92,3 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     for sec in present_in(summary):  # every registered section in the summary renders its own part
         lines += sec.markdown(summary[sec.key])
     return "\n".join(lines)
-

@@ -64,14 +64,16 @@ def check_compatible(summaries: Sequence[Mapping[str, Any]], names: Sequence[str
     fp0 = (first.get("dataset") or {}).get("fingerprint")
     norm0 = first.get("normalizer") or {}
     if not fp0:
-        raise ConfigError(f"{names[0]}: summary.json has no dataset fingerprint, so it cannot be checked against other runs; re-run it "
-            f"with this version")
+        raise ConfigError(
+            f"{names[0]}: summary.json has no dataset fingerprint, so it cannot be checked against other runs; re-run it with this version"
+        )
     for s, name in zip(summaries[1:], names[1:]):
         ds = s.get("dataset") or {}
         fp = ds.get("fingerprint")
         if not fp:
-            raise ConfigError(f"{name}: summary.json has no dataset fingerprint, so it cannot be checked against {names[0]}; re-run it "
-                f"with this version")
+            raise ConfigError(
+                f"{name}: summary.json has no dataset fingerprint, so it cannot be checked against {names[0]}; re-run it with this version"
+            )
         if fp != fp0:
             raise ConfigError(
                 f"cannot merge {name} into {names[0]}: different datasets "
@@ -191,8 +193,9 @@ def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
         "schema_version": first.get("schema_version"),
         "engine_version": engine_version(),
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "recipe": dict(first.get("recipe") or {},
-            name=" + ".join(dict.fromkeys(str((s.get("recipe") or {}).get("name", "")) for s in summaries))),
+        "recipe": dict(
+            first.get("recipe") or {}, name=" + ".join(dict.fromkeys(str((s.get("recipe") or {}).get("name", "")) for s in summaries))
+        ),
         "dataset": first.get("dataset"),
         "normalizer": first.get("normalizer"),
         "scoring": first.get("scoring"),

@@ -26,8 +26,17 @@ def _num(x: Any, fmt: str = ".2f") -> str:
 
 
 HALLUCINATION_HEADER = (
-    "model", "WER %", "WER without loops %", "insertion rate %", "loops", "long / short", "speech-free clips", "hallucination rate %",
-    "95% CI", "avg log-prob loops / other", "no-speech flagged",
+    "model",
+    "WER %",
+    "WER without loops %",
+    "insertion rate %",
+    "loops",
+    "long / short",
+    "speech-free clips",
+    "hallucination rate %",
+    "95% CI",
+    "avg log-prob loops / other",
+    "no-speech flagged",
 )
 
 
@@ -42,11 +51,21 @@ def hallucination_table_rows(summary: Mapping[str, Any]) -> list[list[str]]:
         if "avg_logprob_loops" in h:
             lp = f"{_num(h.get('avg_logprob_loops'))} / {_num(h.get('avg_logprob_other'))}"
         flagged = "—" if "no_speech_flagged" not in h else f"{h['no_speech_flagged']} of {h.get('n_hallucinated', 0)}"
-        rows.append([
-            name, _pct(m.get("wer")), _pct(h.get("wer_without_loops")), _pct(h.get("insertion_rate")),
-            f"{h.get('n_loops', 0)} of {h.get('n_clips', 0)}", f"{h.get('n_long', 0)} / {h.get('n_short', 0)}",
-            str(h.get("n_speech_free", 0)), _pct(h.get("hallucination_rate")), _ci(h.get("hallucination_ci95")), lp, flagged,
-        ])
+        rows.append(
+            [
+                name,
+                _pct(m.get("wer")),
+                _pct(h.get("wer_without_loops")),
+                _pct(h.get("insertion_rate")),
+                f"{h.get('n_loops', 0)} of {h.get('n_clips', 0)}",
+                f"{h.get('n_long', 0)} / {h.get('n_short', 0)}",
+                str(h.get("n_speech_free", 0)),
+                _pct(h.get("hallucination_rate")),
+                _ci(h.get("hallucination_ci95")),
+                lp,
+                flagged,
+            ]
+        )
     return rows
 
 
@@ -61,8 +80,10 @@ def hallucination_findings(summary: Mapping[str, Any]) -> list[str]:
                 f"is {_pct(h.get('wer_without_loops'))}% without them."
             )
             if h.get("avg_logprob_loops") is not None:
-                text += (f" Its mean log-probability there is {_num(h['avg_logprob_loops'])} against "
-                         f"{_num(h.get('avg_logprob_other'))} elsewhere.")
+                text += (
+                    f" Its mean log-probability there is {_num(h['avg_logprob_loops'])} against "
+                    f"{_num(h.get('avg_logprob_other'))} elsewhere."
+                )
             loop_slices = sorted(k for k, s in (m.get("slices") or {}).items() if (s.get("hallucination") or {}).get("n_loops"))
             if loop_slices:
                 text += f" Slices with loops: {', '.join(loop_slices[:6])}{' and more' if len(loop_slices) > 6 else ''}."
@@ -102,13 +123,13 @@ def hallucination_html(summary: Mapping[str, Any]) -> str:
     head = "".join(f"<th{' class=l' if i == 0 else ''}>{esc(h)}</th>" for i, h in enumerate(HALLUCINATION_HEADER))
     body = "".join(
         f"<tr class='halluc-row' data-model='{esc(r[0])}'>"
-        + "".join(f"<td{' class=l' if i == 0 else ''}>{esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+        + "".join(f"<td{' class=l' if i == 0 else ''}>{esc(c)}</td>" for i, c in enumerate(r))
+        + "</tr>"
         for r in rows
     )
     notes = "".join(f"<li>{esc(f)}</li>" for f in hallucination_findings(summary))
-    return (
-        f"<div class='scroll'><table id='hallucination-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
-        + (f"<ul>{notes}</ul>" if notes else "")
+    return f"<div class='scroll'><table id='hallucination-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>" + (
+        f"<ul>{notes}</ul>" if notes else ""
     )
 
 
@@ -120,8 +141,11 @@ def comparison_lines(comparisons: Mapping[str, Any]) -> list[str]:
     out = []
     tiers = comparisons.get("tiers") or []
     if tiers:
-        out.append("Tiers (models in one tier are not distinguishable after correction): "
-                   + "; ".join(f"{i + 1}. {', '.join(t)}" for i, t in enumerate(tiers)) + ".")
+        out.append(
+            "Tiers (models in one tier are not distinguishable after correction): "
+            + "; ".join(f"{i + 1}. {', '.join(t)}" for i, t in enumerate(tiers))
+            + "."
+        )
     better = [p for p in pairs if p.get("better")]
     for p in better:
         worse = p["b"] if p["better"] == p["a"] else p["a"]
@@ -178,7 +202,7 @@ def comparison_html(comparisons: Mapping[str, Any]) -> str:
     notes = "".join(f"<li>{esc(s)}</li>" for s in comparison_lines(comparisons))
     return (
         "<div class='scroll'><table id='pairs-table'><thead><tr><th class=l>a</th><th class=l>b</th><th>WER a − b (points)</th><th>95% "
-            "CI</th>"
+        "CI</th>"
         f"<th>p</th><th>Holm p</th><th class=l>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div><ul>{notes}</ul>"
     )
 
@@ -188,14 +212,25 @@ def robustness_sections(summary: Mapping[str, Any]) -> list[tuple[str, str, str,
     out = []
     h = hallucination_html(summary)
     if h:
-        out.append(("hallucination", "Hallucinations and insertions", h,
-                    "Loops stay in WER; WER without looped clips is beside it. Speech-free clips (empty reference) are scored apart from "
-                        "WER."))
+        out.append(
+            (
+                "hallucination",
+                "Hallucinations and insertions",
+                h,
+                "Loops stay in WER; WER without looped clips is beside it. Speech-free clips (empty reference) are scored apart from WER.",
+            )
+        )
     c = comparison_html(summary.get("comparisons") or {})
     if c:
-        out.append(("comparisons", "Paired model comparisons", c,
-                    "A is called better than B only when the Holm-corrected paired bootstrap test says so; tiers group indistinguishable "
-                        "models."))
+        out.append(
+            (
+                "comparisons",
+                "Paired model comparisons",
+                c,
+                "A is called better than B only when the Holm-corrected paired bootstrap test says so; tiers group indistinguishable "
+                "models.",
+            )
+        )
     return out
 
 
@@ -216,7 +251,7 @@ def gap_correction_markdown(summary: Mapping[str, Any]) -> list[str]:
     ]
     lines += [
         f"- {md(m)}: {md(g['label'])}: {md(g['a'])} − {md(g['b'])} = {100 * g['gap']:+.1f} points (95% CI {_ci(g.get('ci95'))}, Holm p = "
-            f"{g['p_holm']:.3g})"
+        f"{g['p_holm']:.3g})"
         for m, g in sig
     ]
     return lines + [""]

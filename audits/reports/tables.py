@@ -18,25 +18,86 @@ from engine.errors import RegistryError
 
 # Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
 HALLUCINATION_COLUMNS = (
-    "insertion_rate", "n_loops", "loop_rate", "wer_without_loops", "n_long", "n_short", "n_speech_free", "n_hallucinated",
-    "hallucination_rate", "hallucination_ci_lo", "hallucination_ci_hi", "avg_logprob_loops", "avg_logprob_other", "no_speech_flagged",
+    "insertion_rate",
+    "n_loops",
+    "loop_rate",
+    "wer_without_loops",
+    "n_long",
+    "n_short",
+    "n_speech_free",
+    "n_hallucinated",
+    "hallucination_rate",
+    "hallucination_ci_lo",
+    "hallucination_ci_hi",
+    "avg_logprob_loops",
+    "avg_logprob_other",
+    "no_speech_flagged",
 )
 
 SLICE_COLUMNS = (
-    "model", "slice", "label", "value", "wer", "ci_lo", "ci_hi", "cer", "cer_ci_lo", "cer_ci_hi", "n_utts", "n_failed", "n_words",
-    "n_speakers", "rtfx", "not_testable",
+    "model",
+    "slice",
+    "label",
+    "value",
+    "wer",
+    "ci_lo",
+    "ci_hi",
+    "cer",
+    "cer_ci_lo",
+    "cer_ci_hi",
+    "n_utts",
+    "n_failed",
+    "n_words",
+    "n_speakers",
+    "rtfx",
+    "not_testable",
     *HALLUCINATION_COLUMNS,
 )
 
 
 MODEL_COLUMNS = (
-    "model", "status", "backend", "params_m", "wer", "ci_lo", "ci_hi", "cer", "rtfx", "n_utts", "n_failed", "n_words",
-    "audio_s", "infer_s", "batch_size", "device", "dtype", "warmup_batches", "tags", "not_testable", *HALLUCINATION_COLUMNS,
+    "model",
+    "status",
+    "backend",
+    "params_m",
+    "wer",
+    "ci_lo",
+    "ci_hi",
+    "cer",
+    "rtfx",
+    "n_utts",
+    "n_failed",
+    "n_words",
+    "audio_s",
+    "infer_s",
+    "batch_size",
+    "device",
+    "dtype",
+    "warmup_batches",
+    "tags",
+    "not_testable",
+    *HALLUCINATION_COLUMNS,
 )
 
 
-GAP_COLUMNS = ("model", "label", "a", "b", "gap", "ci_lo", "ci_hi", "excludes_zero", "wer_a", "wer_b", "n_a", "n_b", "p_value", "p_holm",
-    "significant", "not_testable")
+GAP_COLUMNS = (
+    "model",
+    "label",
+    "a",
+    "b",
+    "gap",
+    "ci_lo",
+    "ci_hi",
+    "excludes_zero",
+    "wer_a",
+    "wer_b",
+    "n_a",
+    "n_b",
+    "p_value",
+    "p_holm",
+    "significant",
+    "not_testable",
+)
 
 
 PAIR_COLUMNS = ("a", "b", "diff", "ci_lo", "ci_hi", "p_value", "p_holm", "better", "n_utts", "not_testable")
@@ -71,10 +132,22 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             clo, chi = ci_pair(s.get("cer_ci95"))
             rows.append(
                 {
-                    "model": model, "slice": key, "label": label, "value": value, "wer": s.get("wer"), "ci_lo": lo, "ci_hi": hi,
-                    "not_testable": s.get("not_testable"), "cer": s.get("cer"), "cer_ci_lo": clo, "cer_ci_hi": chi,
-                    "n_utts": s.get("n_utts"), "n_failed": s.get("n_failed"),
-                    "n_words": s.get("n_words"), "n_speakers": s.get("n_speakers"), "rtfx": s.get("rtfx"),
+                    "model": model,
+                    "slice": key,
+                    "label": label,
+                    "value": value,
+                    "wer": s.get("wer"),
+                    "ci_lo": lo,
+                    "ci_hi": hi,
+                    "not_testable": s.get("not_testable"),
+                    "cer": s.get("cer"),
+                    "cer_ci_lo": clo,
+                    "cer_ci_hi": chi,
+                    "n_utts": s.get("n_utts"),
+                    "n_failed": s.get("n_failed"),
+                    "n_words": s.get("n_words"),
+                    "n_speakers": s.get("n_speakers"),
+                    "rtfx": s.get("rtfx"),
                     **hallucination_fields(s),
                 }
             )
@@ -88,12 +161,25 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
         lo, hi = ci_pair(m.get("ci95"))
         rows.append(
             {
-                "model": model, "status": m.get("status"), "backend": m.get("backend"), "params_m": m.get("params_m"),
-                "wer": m.get("wer"), "ci_lo": lo, "ci_hi": hi, "not_testable": m.get("not_testable"), "cer": m.get("cer"),
+                "model": model,
+                "status": m.get("status"),
+                "backend": m.get("backend"),
+                "params_m": m.get("params_m"),
+                "wer": m.get("wer"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "not_testable": m.get("not_testable"),
+                "cer": m.get("cer"),
                 "rtfx": m.get("rtfx"),
-                "n_utts": m.get("n_utts"), "n_failed": m.get("n_failed"), "n_words": m.get("n_words"),
-                "audio_s": m.get("audio_s"), "infer_s": m.get("infer_s"), "batch_size": m.get("batch_size"),
-                "device": m.get("device"), "dtype": m.get("dtype"), "warmup_batches": m.get("warmup_batches"),
+                "n_utts": m.get("n_utts"),
+                "n_failed": m.get("n_failed"),
+                "n_words": m.get("n_words"),
+                "audio_s": m.get("audio_s"),
+                "infer_s": m.get("infer_s"),
+                "batch_size": m.get("batch_size"),
+                "device": m.get("device"),
+                "dtype": m.get("dtype"),
+                "warmup_batches": m.get("warmup_batches"),
                 "tags": ",".join(map(str, m.get("tags") or [])),
                 **hallucination_fields(m),
             }
@@ -109,11 +195,22 @@ def gap_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
             lo, hi = ci_pair(g.get("ci95"))
             rows.append(
                 {
-                    "model": model, "label": g.get("label"), "a": g.get("a"), "b": g.get("b"), "gap": g.get("gap"), "ci_lo": lo,
+                    "model": model,
+                    "label": g.get("label"),
+                    "a": g.get("a"),
+                    "b": g.get("b"),
+                    "gap": g.get("gap"),
+                    "ci_lo": lo,
                     "ci_hi": hi,
-                    "excludes_zero": g.get("excludes_zero"), "wer_a": g.get("wer_a"), "wer_b": g.get("wer_b"),
-                    "n_a": g.get("n_a"), "n_b": g.get("n_b"), "p_value": g.get("p_value"), "p_holm": g.get("p_holm"),
-                    "significant": g.get("significant"), "not_testable": g.get("not_testable"),
+                    "excludes_zero": g.get("excludes_zero"),
+                    "wer_a": g.get("wer_a"),
+                    "wer_b": g.get("wer_b"),
+                    "n_a": g.get("n_a"),
+                    "n_b": g.get("n_b"),
+                    "p_value": g.get("p_value"),
+                    "p_holm": g.get("p_holm"),
+                    "significant": g.get("significant"),
+                    "not_testable": g.get("not_testable"),
                 }
             )
     return rows
@@ -124,9 +221,20 @@ def pair_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for p in (summary.get("comparisons") or {}).get("pairs") or []:
         lo, hi = ci_pair(p.get("ci95"))
-        rows.append({"a": p.get("a"), "b": p.get("b"), "diff": p.get("diff"), "ci_lo": lo, "ci_hi": hi, "p_value": p.get("p_value"),
-                     "p_holm": p.get("p_holm"), "better": p.get("better"), "n_utts": p.get("n_utts"),
-                     "not_testable": p.get("not_testable")})
+        rows.append(
+            {
+                "a": p.get("a"),
+                "b": p.get("b"),
+                "diff": p.get("diff"),
+                "ci_lo": lo,
+                "ci_hi": hi,
+                "p_value": p.get("p_value"),
+                "p_holm": p.get("p_holm"),
+                "better": p.get("better"),
+                "n_utts": p.get("n_utts"),
+                "not_testable": p.get("not_testable"),
+            }
+        )
     return rows
 
 

@@ -5,7 +5,6 @@
 connection down before the user's SQL runs.
 """
 
-
 from __future__ import annotations
 
 import re
@@ -68,7 +67,6 @@ def lock_down(con: Any) -> None:
     cannot write files, attach databases or turn the setting back on."""
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
-
 
 
 def query_frames(summary: Mapping[str, Any], table: pd.DataFrame, sql: str) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from audits.judging import (
 from audits.speaker.metrics import Trial
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
-from engine.pass_engine import EngineOptions
+from engine.engine import EngineOptions
 
 log = logging.getLogger(__name__)
 
@@ -98,17 +98,28 @@ def judge_speaker_trials(
         answered = [(t, answer_value(r)) for t, r in zip(usable, results) if answer_value(r) is not None]
         entry.update(verification_figures([(t.label, v == "same") for t, v in answered]))
         entry.update(
-            n_trials_available=len(trials), n_trials_sampled=len(chosen), n_trials_without_audio=len(chosen) - len(usable),
+            n_trials_available=len(trials),
+            n_trials_sampled=len(chosen),
+            n_trials_without_audio=len(chosen) - len(usable),
             clip_errors=dict(sorted(run.clip_errors().items())[:20]),
             sample={"max_items": cfg.max_items, "seed": cfg.seed, "balanced_over": "label"},
             decision="answer 'same' = accept (enroll clip as A, test clip as B)",
-        )  # fmt: skip
+        )
         judged = [t for t, _ in answered]
         entry["on_judged_trials"] = {
             b: fig for b, e in sorted(backend_results.items()) if isinstance(e, Mapping) and (fig := _backend_on(judged, e)) is not None
         }
-        rows = [{"label": t.label, "enroll": t.enroll, "test": t.test, "answer": answer_value(r), "status": answer_status(r),
-                 "raw": None if isinstance(r, BaseException) else r.raw[:200]} for t, r in zip(usable, results)]  # fmt: skip
+        rows = [
+            {
+                "label": t.label,
+                "enroll": t.enroll,
+                "test": t.test,
+                "answer": answer_value(r),
+                "status": answer_status(r),
+                "raw": None if isinstance(r, BaseException) else r.raw[:200],
+            }
+            for t, r in zip(usable, results)
+        ]
         entry["rows_path"] = write_rows(rows_path(out_dir, "speaker", name, TASK), rows)
         out[name] = entry
     return out

@@ -73,9 +73,7 @@ class TrialList:
         return np.array([t.label for t in self.trials], dtype=np.int64)
 
 
-def parse_trials(
-    lines: Iterable[str], source: str = "<trials>", known_ids: Iterable[str] | None = None
-) -> list[Trial]:
+def parse_trials(lines: Iterable[str], source: str = "<trials>", known_ids: Iterable[str] | None = None) -> list[Trial]:
     """Parse VoxCeleb-style ``label enroll test`` lines (label 1/0); blank and ``#`` lines skipped.
 
     Raises ``ManifestError`` naming the line for a malformed line or an utterance id that is
@@ -89,14 +87,10 @@ def parse_trials(
             continue
         parts = line.split()
         if len(parts) != 3:
-            raise ManifestError(
-                source, f"expected 'label enroll test' (3 fields), got {len(parts)}: {line!r}", line=lineno
-            )
+            raise ManifestError(source, f"expected 'label enroll test' (3 fields), got {len(parts)}: {line!r}", line=lineno)
         label_s, enroll, test = parts
         if label_s not in ("0", "1"):
-            raise ManifestError(
-                source, f"label must be 1 (same speaker) or 0 (different), got {label_s!r}", line=lineno, field="label"
-            )
+            raise ManifestError(source, f"label must be 1 (same speaker) or 0 (different), got {label_s!r}", line=lineno, field="label")
         if known is not None:
             for name, utt in (("enroll", enroll), ("test", test)):
                 if utt not in known:
@@ -373,15 +367,11 @@ def _check_scores(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | 
         raise AuditError("trial labels must be 0 or 1")
     y = y.astype(np.int64)
     if y.sum() == 0 or y.sum() == y.size:
-        raise AuditError(
-            f"need both target and non-target trials (got {int(y.sum())} target, {int(y.size - y.sum())} non-target)"
-        )
+        raise AuditError(f"need both target and non-target trials (got {int(y.sum())} target, {int(y.size - y.sum())} non-target)")
     return s, y
 
 
-def operating_points(
-    scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def operating_points(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(thresholds, P_miss, P_fa) at "accept nothing" (+inf) then every distinct score, descending.
 
     At threshold t a trial is accepted when ``score >= t``; ties are decided together.
@@ -449,9 +439,7 @@ def accuracy_at(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np
     return float(np.mean((s >= threshold) == (y == 1)))
 
 
-def select_threshold(
-    scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, criterion: str = "eer"
-) -> float:
+def select_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, criterion: str = "eer") -> float:
     """Choose a decision threshold on dev trials: at the EER, at minDCF, or maximizing accuracy."""
     if criterion == "eer":
         return eer(scores, labels)[1]
@@ -468,9 +456,7 @@ def select_threshold(
     raise ConfigError(f"unknown threshold criterion {criterion!r}; use 'eer', 'min_dcf' or 'accuracy'")
 
 
-def det_points(
-    scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, max_points: int = 200
-) -> dict[str, list[float]]:
+def det_points(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, max_points: int = 200) -> dict[str, list[float]]:
     """DET curve data for plotting: P_fa, P_miss, their probits (clipped) and thresholds."""
     from scipy.stats import norm
 
@@ -488,9 +474,7 @@ def det_points(
     }
 
 
-def score_histogram(
-    scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, bins: int = 40
-) -> dict[str, list[float]]:
+def score_histogram(scores: Sequence[float] | np.ndarray, labels: Sequence[int] | np.ndarray, bins: int = 40) -> dict[str, list[float]]:
     """Target and non-target score histograms on shared bin edges (for the report)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
@@ -539,9 +523,7 @@ class SliceResult:
         return d
 
 
-def _slice_metrics(
-    scores: np.ndarray, labels: np.ndarray, eval_mask: np.ndarray, threshold: float, p_target: float
-) -> SliceResult:
+def _slice_metrics(scores: np.ndarray, labels: np.ndarray, eval_mask: np.ndarray, threshold: float, p_target: float) -> SliceResult:
     n_tar = int(labels.sum())
     n_non = int(labels.size - n_tar)
     res = SliceResult(n_trials=int(labels.size), n_target=n_tar, n_nontarget=n_non, n_eval_trials=int(eval_mask.sum()))

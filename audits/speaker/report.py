@@ -22,12 +22,16 @@ def speaker_lines(speaker: Mapping[str, Any], title: str) -> list[str]:
     """EER, minDCF and accuracy per backend, then EER per slice and the backend's notes."""
     if not speaker:
         return []
-    out = [f"## {title}", "", "| backend | EER % | minDCF (p=0.01) | accuracy % | threshold | trials | failed clips |",
-        "|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        f"## {title}",
+        "",
+        "| backend | EER % | minDCF (p=0.01) | accuracy % | threshold | trials | failed clips |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for b, v in _backends(speaker):
         out.append(
             f"| {md(b)} | {pct(v.get('eer'))} | {rate_text(v.get('min_dcf'))} | {pct(v.get('accuracy'))} | {rate_text(v.get('threshold'))} "
-                f"| "
+            f"| "
             f"{v.get('n_trials', '—')} | {v.get('n_failed_clips', v.get('n_failed', 0))} |"
         )
     for b, v in _backends(speaker):
@@ -54,11 +58,11 @@ def render_speaker(speaker: Mapping[str, Any]) -> str:
         out.append(f"<h3>{esc(backend)}</h3>")
         out.append(
             f"<table class='speaker-table'{attrs(backend=backend)}><tr><th>EER %</th><th>minDCF (p_target "
-                f"{esc(v.get('p_target', 0.01))})</th><th>accuracy %</th><th>threshold</th><th>trials</th><th>target / non-target</th></tr>"
+            f"{esc(v.get('p_target', 0.01))})</th><th>accuracy %</th><th>threshold</th><th>trials</th><th>target / non-target</th></tr>"
             f"<tr><td{attrs(eer=num_attr(v.get('eer')))}>{pct(v.get('eer'), 2)}</td><td{attrs(min_dcf=num_attr(v.get('min_dcf')))}>"
-                f"{rate_text(v.get('min_dcf'))}</td>"
+            f"{rate_text(v.get('min_dcf'))}</td>"
             f"<td>{pct(v.get('accuracy'))}</td><td>{rate_text(v.get('threshold'))} <span class='n'>"
-                f"{esc(v.get('threshold_source') or '')}</span></td>"
+            f"{esc(v.get('threshold_source') or '')}</span></td>"
             f"<td>{esc(v.get('n_trials', '—'))}</td><td>{esc(v.get('n_target', '—'))} / {esc(v.get('n_nontarget', '—'))}</td></tr></table>"
         )
         plots = []
@@ -69,20 +73,25 @@ def render_speaker(speaker: Mapping[str, Any]) -> str:
         if hist.get("edges") and hist.get("target") is not None:
             plots.append(svg_histogram(hist["edges"], hist["target"], hist["nontarget"], f"Score distributions, {backend}"))
         if plots:
-            out.append("<div style='display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start'>"
-                       + "".join(f"<div>{p}</div>" for p in plots) + "</div>")
+            out.append(
+                "<div style='display:flex;flex-wrap:wrap;gap:16px;align-items:flex-start'>"
+                + "".join(f"<div>{p}</div>" for p in plots)
+                + "</div>"
+            )
         for title, key in (("EER per slice", "slices"), ("EER per slice pair (enroll | test)", "slice_pairs")):
             sl = v.get(key) or {}
             if not sl:
                 continue
-            out.append(f"<table class='sortable speaker-slices'><thead><tr><th class='l'>{esc(title)}</th><th>EER %</th><th>minDCF</th><th>"
-                f"accuracy %</th><th>trials</th><th>target / non-target</th></tr></thead><tbody>")
+            out.append(
+                f"<table class='sortable speaker-slices'><thead><tr><th class='l'>{esc(title)}</th><th>EER %</th><th>minDCF</th><th>"
+                f"accuracy %</th><th>trials</th><th>target / non-target</th></tr></thead><tbody>"
+            )
             for k, s in sl.items():
                 out.append(
                     f"<tr{attrs(backend=backend, slice=k, eer=num_attr(s.get('eer')))}><td class='l'>{esc(k)}</td><td "
-                        f"data-sort='{num_attr(s.get('eer'))}'>{pct(s.get('eer'), 2)}</td>"
+                    f"data-sort='{num_attr(s.get('eer'))}'>{pct(s.get('eer'), 2)}</td>"
                     f"<td>{rate_text(s.get('min_dcf'))}</td><td>{pct(s.get('accuracy'))}</td><td>{esc(s.get('n_trials', '—'))}</td><td>"
-                        f"{esc(s.get('n_target', '—'))} / {esc(s.get('n_nontarget', '—'))}</td></tr>"
+                    f"{esc(s.get('n_target', '—'))} / {esc(s.get('n_nontarget', '—'))}</td></tr>"
                 )
             out.append("</tbody></table>")
         if v.get("warnings"):

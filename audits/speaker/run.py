@@ -54,24 +54,40 @@ from audits.speaker.metrics import (
     read_trials,
 )
 from audits.utterance_meta import UttMeta, collect_meta
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.backends import SV_BACKENDS
 from engine.config import check_keys, expect_type
 from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
-from engine.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
+from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
-from engine.pass_engine import EngineOptions
-from engine.store import atomic_write_text, safe_name
+from engine.run.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
+from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
 
 SPEAKER_KEYS = {
-    "backends", "trials", "cross", "max_per_class", "seed", "threshold", "threshold_criterion", "dev_fraction",
-    "p_target", "cohort", "cohort_speakers", "top_k", "slice_keys", "batch_size", "warmup", "combined_clips", "judges",
-    "backend_options", "subsets",
-}  # fmt: skip
+    "backends",
+    "trials",
+    "cross",
+    "max_per_class",
+    "seed",
+    "threshold",
+    "threshold_criterion",
+    "dev_fraction",
+    "p_target",
+    "cohort",
+    "cohort_speakers",
+    "top_k",
+    "slice_keys",
+    "batch_size",
+    "warmup",
+    "combined_clips",
+    "judges",
+    "backend_options",
+    "subsets",
+}
 COHORT_MODES = (None, "s-norm", "as-norm")
 MIN_NOTE_TRIALS = 20  # slices with fewer target or non-target trials are too noisy for a note
 CRITERIA = ("eer", "min_dcf", "accuracy")
@@ -102,16 +118,27 @@ class SpeakerConfig:
     judges: JudgeConfig | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"judges": None if self.judges is None else self.judges.as_dict(),
-            "backends": list(self.backends), "trials": self.trials, "cross": self.cross,
-            "max_per_class": self.max_per_class, "seed": self.seed, "threshold": self.threshold,
-            "threshold_criterion": self.threshold_criterion, "dev_fraction": self.dev_fraction,
-            "p_target": self.p_target, "cohort": self.cohort, "cohort_speakers": list(self.cohort_speakers),
-            "top_k": self.top_k, "slice_keys": None if self.slice_keys is None else list(self.slice_keys),
-            "batch_size": self.batch_size, "warmup": self.warmup, "combined_clips": self.combined_clips,
+        return {
+            "judges": None if self.judges is None else self.judges.as_dict(),
+            "backends": list(self.backends),
+            "trials": self.trials,
+            "cross": self.cross,
+            "max_per_class": self.max_per_class,
+            "seed": self.seed,
+            "threshold": self.threshold,
+            "threshold_criterion": self.threshold_criterion,
+            "dev_fraction": self.dev_fraction,
+            "p_target": self.p_target,
+            "cohort": self.cohort,
+            "cohort_speakers": list(self.cohort_speakers),
+            "top_k": self.top_k,
+            "slice_keys": None if self.slice_keys is None else list(self.slice_keys),
+            "batch_size": self.batch_size,
+            "warmup": self.warmup,
+            "combined_clips": self.combined_clips,
             "backend_options": {k: dict(v) for k, v in self.backend_options.items()},
             "subsets": {k: {f: list(v) for f, v in flt.items()} for k, flt in self.subsets.items()},
-        }  # fmt: skip
+        }
 
 
 def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
@@ -315,7 +342,7 @@ def derive_notes(result: Mapping[str, Any], pair_stats: Mapping[str, Any]) -> li
         )
         notes.append(
             f"{n_confused} of {pair_stats.get('n_speaker_pairs')} speaker pairs are accepted as the same speaker in at least half of their "
-                f"non-target "
+            f"non-target "
             f"trials at the threshold {result.get('threshold', float('nan')):.3f}, e.g. {listed}; to this backend these "
             "labelled speakers sound like one voice"
         )
@@ -388,7 +415,7 @@ def write_combined_clips(
     (``combined_trial_id``), ``parent_id`` = the enroll clip and a derivation record, listed in
     ``DIR/speaker/combined/manifest.jsonl`` (with the trial's label as ``same_speaker``).
     """
-    from engine.shards import encode_audio
+    from engine.audio.shards import encode_audio
 
     rng = np.random.default_rng(seed)
     by_label = {lab: [i for i, t in enumerate(trials) if t.label == lab] for lab in (1, 0)}
@@ -425,9 +452,14 @@ def write_combined_clips(
         path = folder / f"{cid}.flac"
         path.write_bytes(encode_audio(x, SAMPLE_RATE, "FLAC"))
         rec = {
-            "utt_id": cid, "audio_filepath": str(path), "duration": round(len(x) / SAMPLE_RATE, 6), "text": "",
-            "parent_id": t.enroll, "same_speaker": str(t.label), "derivation": combined_trial_derivation(t),
-        }  # fmt: skip
+            "utt_id": cid,
+            "audio_filepath": str(path),
+            "duration": round(len(x) / SAMPLE_RATE, 6),
+            "text": "",
+            "parent_id": t.enroll,
+            "same_speaker": str(t.label),
+            "derivation": combined_trial_derivation(t),
+        }
         lines.append(json.dumps(rec, sort_keys=True))
     atomic_write_text(folder / "manifest.jsonl", "\n".join(lines) + ("\n" if lines else ""))
     return {"n_clips": len(lines), "manifest": str(folder / "manifest.jsonl"), "skipped": skipped}
@@ -441,8 +473,14 @@ def _dropped_trials(
     for t in trials:
         bad = [u for u in (t.enroll, t.test) if u not in embedded]
         if bad:
-            dropped.append({"label": t.label, "enroll": t.enroll, "test": t.test,
-                            "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad)})  # fmt: skip
+            dropped.append(
+                {
+                    "label": t.label,
+                    "enroll": t.enroll,
+                    "test": t.test,
+                    "reason": "; ".join(f"{u}: {failed.get(u, 'no embedding')}" for u in bad),
+                }
+            )
         else:
             keep.append(t)
     return keep, dropped
@@ -491,11 +529,19 @@ def score_speaker_backend(
         top_k = None if cfg.cohort == "s-norm" else min(int(cfg.top_k or 100), len(cohort))
     try:
         res = evaluate_speaker(
-            embeddings, kept, backend=name, utt_labels={u: m.labels for u, m in meta.items()},
-            threshold=cfg.threshold, threshold_criterion=cfg.threshold_criterion, dev_fraction=cfg.dev_fraction,
-            seed=cfg.seed, cohort=cohort, top_k=top_k, p_target=cfg.p_target,
+            embeddings,
+            kept,
+            backend=name,
+            utt_labels={u: m.labels for u, m in meta.items()},
+            threshold=cfg.threshold,
+            threshold_criterion=cfg.threshold_criterion,
+            dev_fraction=cfg.dev_fraction,
+            seed=cfg.seed,
+            cohort=cohort,
+            top_k=top_k,
+            p_target=cfg.p_target,
             slice_keys=None if cfg.slice_keys is None else list(cfg.slice_keys),
-        )  # fmt: skip
+        )
     except AuditError as exc:
         base["status"] = "error"
         base["error"] = str(exc)

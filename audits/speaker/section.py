@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
 from engine.data import DecodeOptions, ModelSpec
-from engine.joint_pass import PassRequest
+from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
     from audits.speaker.run import SpeakerConfig

@@ -140,8 +140,9 @@ def hf_token_present() -> bool:
     return (Path(os.environ["HF_TOKEN_PATH"]) if os.environ.get("HF_TOKEN_PATH") else home / "token").is_file()
 
 
-def model_availability(backend: str, options: Mapping[str, Any], extra: str | None = None, requires: tuple[str, ...] | list[str] = (),
-        gated: bool = False) -> Availability:
+def model_availability(
+    backend: str, options: Mapping[str, Any], extra: str | None = None, requires: tuple[str, ...] | list[str] = (), gated: bool = False
+) -> Availability:
     """Can a model (backend name + its options) run here now, and why (not)? Every reason is named.
 
     ``extra`` names the pip extra that provides the backend's packages, when the registry entry
@@ -164,6 +165,8 @@ def model_availability(backend: str, options: Mapping[str, Any], extra: str | No
     if gated and not result.runnable and not result.checked:  # a download is needed: the hub asks for accepted terms
         repo = str(options.get("model") or "")
         if not hf_token_present():
-            problems.append(f"gated repository: accept its conditions at https://huggingface.co/{repo} and log in "
-                            "(HF_TOKEN or huggingface-cli login), or copy the checkpoint to a folder and pass it as 'model'")
+            problems.append(
+                f"gated repository: accept its conditions at https://huggingface.co/{repo} and log in "
+                "(HF_TOKEN or huggingface-cli login), or copy the checkpoint to a folder and pass it as 'model'"
+            )
     return result.plus(problems)

@@ -88,12 +88,12 @@ class Backend(ABC):
         at = f"{where}: " if where else ""
         device = options.get("device")
         if device is not None and str(device) not in ("cpu", "auto"):
-            raise ConfigError(f"{at}backend '{cls.name}' computes on the CPU only: option 'device' must be cpu or auto "
-                f"(or left out), got {device!r}")
+            raise ConfigError(
+                f"{at}backend '{cls.name}' computes on the CPU only: option 'device' must be cpu or auto (or left out), got {device!r}"
+            )
         gpus = (placement or {}).get("num_gpus")
         if gpus:
-            raise ConfigError(f"{at}backend '{cls.name}' computes on the CPU only: option 'num_gpus' must be 0 "
-                f"(or left out), got {gpus!r}")
+            raise ConfigError(f"{at}backend '{cls.name}' computes on the CPU only: option 'num_gpus' must be 0 (or left out), got {gpus!r}")
 
     @classmethod
     def availability(cls, options: Mapping[str, Any], extra: str | None = None) -> Availability:
@@ -146,8 +146,9 @@ class ASRBackend(Backend):
     positive_control: ClassVar[bool] = False
 
     @classmethod
-    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str,
-            reader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def bind_dataset(
+        cls, options: Mapping[str, Any], source: str, reader: str, reader_options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Options for a run over the dataset at ``source`` (opened by ``reader`` with ``reader_options``);
         a backend that needs the run's data (the memorizer control indexes it) fills them in here,
         so runners need no special cases."""

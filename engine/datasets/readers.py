@@ -71,8 +71,9 @@ def _derivation(value: Any, source: str, index: int) -> Mapping[str, Any] | None
             parsed = None
         if isinstance(parsed, dict):
             return parsed
-    raise ManifestError(source.rsplit(":", 1)[0], f"derivation must be a JSON object, got {str(value)[:60]!r}", line=index,
-        field="derivation")
+    raise ManifestError(
+        source.rsplit(":", 1)[0], f"derivation must be a JSON object, got {str(value)[:60]!r}", line=index, field="derivation"
+    )
 
 
 def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str) -> Utterance:
@@ -274,8 +275,7 @@ class ParquetReader:
                     akey = _first(dict.fromkeys(names), AUDIO_KEYS)[0] or "audio"
                     cells = pq.read_table(f, columns=[akey]).column(akey).to_pylist()[: len(mine)]
                     check_segments(mine, root, str(f), {u.utt_id: bytes_source(c) for u, c in zip(mine, cells) if u.segment is not None})
-                index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine),
-                    tuple(clip_digest(u, st) for u, st in zip(mine, stamps[first:])))
+                index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, st) for u, st in zip(mine, stamps[first:])))
             if remaining is not None and remaining <= 0:
                 break
         check_unique_ids(light, str(p))
@@ -376,8 +376,9 @@ class HuggingFaceReader:
         seg_rows = [i for i, u in enumerate(light) if u.segment is not None]
         if seg_rows:  # segments: their spans are checked against the rows' audio before any model loads
             cells = ds.select(seg_rows)["audio"]
-            check_segments([light[i] for i in seg_rows], root, str(path),
-                {light[i].utt_id: bytes_source(c) for i, c in zip(seg_rows, cells)})
+            check_segments(
+                [light[i] for i in seg_rows], root, str(path), {light[i].utt_id: bytes_source(c) for i, c in zip(seg_rows, cells)}
+            )
         spans: dict[str, tuple[int, int]] = {}
         index: dict[str, ShardIndex] = {}
         for start in range(0, len(light), shard_size):
@@ -444,8 +445,11 @@ class OasrPredictionsReader:
                 duration = row.get("duration")
                 if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float))):
                     raise ManifestError(path, f"'duration' must be a number of seconds, got {duration!r}", line=lineno, field="duration")
-                labels = {k: lv for k, v in row.items() if k not in ("audio_filepath", "text", "pred_text", "duration",
-                    "time") and (lv := _label_value(v)) is not None}
+                labels = {
+                    k: lv
+                    for k, v in row.items()
+                    if k not in ("audio_filepath", "text", "pred_text", "duration", "time") and (lv := _label_value(v)) is not None
+                }
                 clash = check_label_names(labels, path.name)
                 if clash:
                     raise ManifestError(path, clash, line=lineno, field=next(k for k in labels if k in RESERVED_LABELS))
@@ -475,7 +479,8 @@ class OasrPredictionsReader:
             if base is None:
                 base = [Utterance(u.utt_id, u.reference, duration_s=u.duration_s, labels=u.labels, source=u.source) for u in utts]
         assert base is not None
-        ds = in_memory_dataset(p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False,
-            limit=limit)
+        ds = in_memory_dataset(
+            p.stem, str(p), "oasr-predictions", base, shard_size, p if p.is_dir() else p.parent, has_audio=False, limit=limit
+        )
         ds.predictions = preds
         return ds

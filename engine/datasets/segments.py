@@ -3,7 +3,7 @@
 A NeMo manifest (or a CSV/TSV/Parquet/Hugging Face table with the same columns) may describe
 each clip as a span of a longer recording: ``offset`` (seconds from the start of the file) and
 ``duration`` (seconds). Such a record is a segment (``Utterance.offset_s``): every decode reads
-only that span (``engine.audio.span_frames``). A record without ``offset`` is the whole file, and
+only that span (``engine.audio.decoding.span_frames``). A record without ``offset`` is the whole file, and
 its ``duration`` stays a note, as before.
 
 Why here and before any model loads: a segment read as its whole file scores every span against
@@ -46,13 +46,15 @@ def read_segment(row: Mapping[str, Any], file: str, line: int | None) -> tuple[f
         return None
     offset = _seconds(raw, file, line, OFFSET_KEY)
     if offset < 0:
-        raise ManifestError(file, f"offset {offset:g} s is negative; a segment starts at or after the start of its file",
-            line=line, field=OFFSET_KEY)
+        raise ManifestError(
+            file, f"offset {offset:g} s is negative; a segment starts at or after the start of its file", line=line, field=OFFSET_KEY
+        )
     dur_key = "duration" if "duration" in row else "duration_s"
     raw_d = row.get(dur_key)
     if raw_d is None or raw_d == "":
-        raise ManifestError(file, f"a segment (offset {offset:g} s) needs its duration in seconds; add 'duration'", line=line,
-            field="duration")
+        raise ManifestError(
+            file, f"a segment (offset {offset:g} s) needs its duration in seconds; add 'duration'", line=line, field="duration"
+        )
     duration = _seconds(raw_d, file, line, dur_key)
     if duration <= 0:
         raise ManifestError(file, f"segment duration {duration:g} s must be > 0", line=line, field=dur_key)
@@ -83,12 +85,12 @@ def check_segments(
 ) -> None:
     """Refuse, before any model loads, a segment that does not lie inside its audio.
 
-    Each file holding a segment has its header read once (``engine.audio.inspect``, no samples).
+    Each file holding a segment has its header read once (``engine.audio.decoding.inspect``, no samples).
     ``audio`` gives the audio of records read without it (Parquet and Hugging Face rows: utt_id ->
     bytes or path). A file that cannot be read is left to the decoder, which makes it that clip's
     error row as for a whole file.
     """
-    from engine.audio import AudioHeader, inspect, span_frames
+    from engine.audio.decoding import AudioHeader, inspect, span_frames
 
     headers: dict[Any, AudioHeader | None] = {}
     for u in utts:
@@ -98,8 +100,9 @@ def check_segments(
         probe = u
         if audio is not None and u.utt_id in audio:
             held = audio[u.utt_id]
-            probe = Utterance(u.utt_id, None, audio_bytes=held if isinstance(held, bytes) else None,
-                audio_path=held if isinstance(held, str) else None)
+            probe = Utterance(
+                u.utt_id, None, audio_bytes=held if isinstance(held, bytes) else None, audio_path=held if isinstance(held, str) else None
+            )
         key: Any = ("bytes", id(probe.audio_bytes)) if probe.audio_bytes is not None else ("path", probe.audio_path)
         if key not in headers:
             try:
@@ -114,8 +117,9 @@ def check_segments(
         except SegmentError as exc:
             file, line = _where(u, source)
             where = probe.audio_path or "its embedded audio"
-            raise ManifestError(file, f"utterance '{u.utt_id}': {exc} (audio: {where}); a segment must lie inside its file",
-                line=line, field=exc.field) from None
+            raise ManifestError(
+                file, f"utterance '{u.utt_id}': {exc} (audio: {where}); a segment must lie inside its file", line=line, field=exc.field
+            ) from None
 
 
 def bytes_source(value: Any) -> bytes | str | None:

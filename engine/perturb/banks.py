@@ -106,8 +106,16 @@ class BankFile:
 
     def record(self, layout: str) -> dict[str, Any]:
         """The file's provenance as a derived clip records it."""
-        out: dict[str, Any] = {"path": self.path, "sha256": self.sha256, "layout": layout, "license": self.license,
-            "sample_rate": self.sample_rate, "channels": self.channels, "channel": 0, "duration_s": round(self.duration_s, 6)}
+        out: dict[str, Any] = {
+            "path": self.path,
+            "sha256": self.sha256,
+            "layout": layout,
+            "license": self.license,
+            "sample_rate": self.sample_rate,
+            "channels": self.channels,
+            "channel": 0,
+            "duration_s": round(self.duration_s, 6),
+        }
         if self.meta:
             out["meta"] = dict(self.meta)
         if self.rt60_s is not None:
@@ -137,8 +145,15 @@ class Bank:
 
     def describe(self) -> dict[str, Any]:
         licenses = sorted({f.license for f in self.files if f.license})
-        out: dict[str, Any] = {"folder": self.spec.folder, "layout": self.layout, "role": self.spec.role, "subsets": list(self.subsets),
-            "n_files": len(self.files), "digest": self.digest, "license_files": licenses}
+        out: dict[str, Any] = {
+            "folder": self.spec.folder,
+            "layout": self.layout,
+            "role": self.spec.role,
+            "subsets": list(self.subsets),
+            "n_files": len(self.files),
+            "digest": self.digest,
+            "license_files": licenses,
+        }
         if self.spec.role == "noise" and self.layout == "musan":
             out["music_vocals"] = self.spec.music_vocals
         if self.spec.role == "rir":
@@ -173,8 +188,12 @@ def detect_layout(root: Path) -> str:
     if any((root / p).is_dir() for p in RIRS_PARTS):
         return "rirs_noises"
     if any((root / p).is_dir() for p in MUSAN_PARTS) and any(
-            (root / p / s / n).is_file() for p in MUSAN_PARTS if (root / p).is_dir() for s in os.listdir(root / p)
-            for n in ("ANNOTATIONS", "LICENSE")):
+        (root / p / s / n).is_file()
+        for p in MUSAN_PARTS
+        if (root / p).is_dir()
+        for s in os.listdir(root / p)
+        for n in ("ANNOTATIONS", "LICENSE")
+    ):
         return "musan"
     return "plain"
 
@@ -182,8 +201,10 @@ def detect_layout(root: Path) -> str:
 def _subset_dirs(spec: BankSpec, root: Path, layout: str, where: str) -> tuple[tuple[str, ...], list[Path]]:
     role = spec.role
     if layout == "musan" and role == "rir":
-        raise ConfigError(f"{where}.folder: {root} is a MUSAN folder (music, speech and noise recordings), which holds no room impulse "
-            f"responses; point a room family at RIRS_NOISES or a folder of impulse responses")
+        raise ConfigError(
+            f"{where}.folder: {root} is a MUSAN folder (music, speech and noise recordings), which holds no room impulse "
+            f"responses; point a room family at RIRS_NOISES or a folder of impulse responses"
+        )
     subsets = spec.subsets or tuple(x for x in DEFAULT_SUBSETS.get((layout, role), ()) if (root / x).is_dir())  # the parts it has
     dirs: list[Path] = []
     if not subsets:
@@ -252,8 +273,10 @@ def read_list(path: Path, root: Path, where: str) -> list[tuple[Path, dict[str, 
                 locs.append(toks[j])
                 j += 1
         if len(locs) != 1 or "|" in line:
-            raise ConfigError(f"{where}.folder: {path}, line {n}: expected '--key value' options and one file path, got {line.strip()!r} "
-                f"(Kaldi pipes are not read: list plain file paths)")
+            raise ConfigError(
+                f"{where}.folder: {path}, line {n}: expected '--key value' options and one file path, got {line.strip()!r} "
+                f"(Kaldi pipes are not read: list plain file paths)"
+            )
         found = _resolve_listed(locs[0], path.parent, root)
         if found is None:
             raise ConfigError(f"{where}.folder: {path}, line {n}: {locs[0]} is not a file inside {root}")
@@ -281,8 +304,7 @@ def _room_info(d: Path) -> dict[str, dict[str, str]]:
         for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
             f = line.split()
             if len(f) >= 8:
-                out[str(info.parent / f[0])] = {"room_size_m": " ".join(f[1:4]), "mic_position_m": " ".join(f[4:7]),
-                    "absorption": f[7]}
+                out[str(info.parent / f[0])] = {"room_size_m": " ".join(f[1:4]), "mic_position_m": " ".join(f[4:7]), "absorption": f[7]}
     return out
 
 
@@ -381,24 +403,30 @@ def _scan_file(root: Path, cand: _Candidate, spec: BankSpec, licenses: dict[Path
     try:
         info = sf.info(str(path))
     except Exception as exc:  # OSError, libsndfile's errors: the file is what is wrong
-        raise ConfigError(f"{where}.folder: {cand.path} in {root} cannot be read as audio ({exc}); remove it or re-encode it as WAV or "
-            f"FLAC") from None
+        raise ConfigError(
+            f"{where}.folder: {cand.path} in {root} cannot be read as audio ({exc}); remove it or re-encode it as WAV or FLAC"
+        ) from None
     if info.frames <= 0 or info.samplerate <= 0 or info.frames >= 1 << 62:
         raise ConfigError(f"{where}.folder: {cand.path} in {root} has no samples (or a header that does not state its length)")
     if info.channels > MAX_CHANNELS or info.samplerate > MAX_SAMPLE_RATE:
-        raise ConfigError(f"{where}.folder: {cand.path} in {root} has {info.channels} channels at {info.samplerate} Hz, over the limits "
-            f"({MAX_CHANNELS} channels, {MAX_SAMPLE_RATE} Hz)")
+        raise ConfigError(
+            f"{where}.folder: {cand.path} in {root} has {info.channels} channels at {info.samplerate} Hz, over the limits "
+            f"({MAX_CHANNELS} channels, {MAX_SAMPLE_RATE} Hz)"
+        )
     duration = info.frames / info.samplerate
     if spec.role == "rir" and duration > spec.max_rir_s:
-        raise ConfigError(f"{where}.max_rir_s: {cand.path} in {root} is {duration:.2f} s long, over max_rir_s = {spec.max_rir_s:g} s; "
-            f"is this a folder of room impulse responses? (raise max_rir_s, or leave the file out with subsets)")
+        raise ConfigError(
+            f"{where}.max_rir_s: {cand.path} in {root} is {duration:.2f} s long, over max_rir_s = {spec.max_rir_s:g} s; "
+            f"is this a folder of room impulse responses? (raise max_rir_s, or leave the file out with subsets)"
+        )
     try:
         data = path.read_bytes() if spec.role == "rir" else None
         digest = hashlib.sha256(data).hexdigest() if data is not None else _sha256(path)
     except OSError as exc:
         raise ConfigError(f"{where}.folder: {cand.path} in {root} cannot be read ({exc})") from None
-    f = BankFile(cand.path, digest, int(info.samplerate), int(info.frames), int(info.channels), _license_for(path, root, licenses),
-        cand.meta)
+    f = BankFile(
+        cand.path, digest, int(info.samplerate), int(info.frames), int(info.channels), _license_for(path, root, licenses), cand.meta
+    )
     if data is None:
         return f, ""
     h = _decode_channel0(io.BytesIO(data), f"{cand.path} in {root}", where)
@@ -468,10 +496,12 @@ def scan_bank(spec: BankSpec) -> Bank:
     if excluded:
         log.warning("%s: %d of %d file(s) in %s left out (%s ...)", where, len(excluded), total, root, excluded[0][1])
     if not files:
-        raise ConfigError(f"{where}.folder: none of the {len(excluded)} candidate file(s) in {root} can serve: {excluded[0][0]}: "
-            f"{excluded[0][1]}")
-    blob = json.dumps({"role": spec.role, "layout": layout, "files": [[f.path, f.sha256, list(f.meta), f.rt60_s] for f in files]},
-        sort_keys=True)
+        raise ConfigError(
+            f"{where}.folder: none of the {len(excluded)} candidate file(s) in {root} can serve: {excluded[0][0]}: {excluded[0][1]}"
+        )
+    blob = json.dumps(
+        {"role": spec.role, "layout": layout, "files": [[f.path, f.sha256, list(f.meta), f.rt60_s] for f in files]}, sort_keys=True
+    )
     bank = Bank(spec, layout, subsets, tuple(files), tuple(excluded), hashlib.sha256(blob.encode()).hexdigest()[:32])
     if len(_MEMO) >= _MEMO_SIZE:
         _MEMO.pop(next(iter(_MEMO)))
@@ -531,10 +561,19 @@ def read_noise(bank: Bank, f: BankFile, n: int, sr: int, rng: np.random.Generato
                 if np.any(native):
                     break
             else:
-                raise AudioError(f"noise file {f.path} in {bank.root} is digitally silent in {SILENT_WINDOW_TRIES} windows of "
-                    f"{need / f.sample_rate:.2f} s; remove or trim it")
-            rec.update({"offset_s": round(offset / f.sample_rate, 6), "offset_frames": offset, "frames_used": need, "looped": False,
-                "silent_windows_skipped": attempt})
+                raise AudioError(
+                    f"noise file {f.path} in {bank.root} is digitally silent in {SILENT_WINDOW_TRIES} windows of "
+                    f"{need / f.sample_rate:.2f} s; remove or trim it"
+                )
+            rec.update(
+                {
+                    "offset_s": round(offset / f.sample_rate, 6),
+                    "offset_frames": offset,
+                    "frames_used": need,
+                    "looped": False,
+                    "silent_windows_skipped": attempt,
+                }
+            )
         else:
             data, _ = sf.read(str(path), dtype="float64", always_2d=True)
             whole = data[:, 0]
@@ -573,8 +612,9 @@ def lower_edge(levels: Iterable[float], level: float) -> float:
     return max(below) if below else 0.0
 
 
-def apply(x: np.ndarray, sr: int, kind: str, bank: Bank, levels: Iterable[float], level: float,
-        pick: int) -> tuple[np.ndarray, dict[str, Any]]:
+def apply(
+    x: np.ndarray, sr: int, kind: str, bank: Bank, levels: Iterable[float], level: float, pick: int
+) -> tuple[np.ndarray, dict[str, Any]]:
     """One clip with a file of ``bank``: recorded noise at ``level`` dB SNR (``kind == "noise"``) or a room of RT60 band ``level``.
 
     ``pick`` stands for the clip's identity, the family and the seed (never its batch or its
@@ -615,14 +655,17 @@ class SourceTally:
         rec, fam = p.get("file"), p.get("family")
         if not isinstance(rec, Mapping) or fam not in self.used:
             return
-        entry = self.used[fam].setdefault(rec["path"], {"path": rec["path"], "sha256": rec["sha256"], "license": rec.get("license"),
-            "clips": 0})
+        entry = self.used[fam].setdefault(
+            rec["path"], {"path": rec["path"], "sha256": rec["sha256"], "license": rec.get("license"), "clips": 0}
+        )
         entry["clips"] += 1
 
     def manifest(self) -> dict[str, Any]:
         """Every file used, per family, with its digest, license file and number of derived clips."""
-        return {name: {**self.banks[name].describe(), "files_used": sorted(self.used[name].values(), key=lambda e: e["path"])}
-            for name in self.banks}
+        return {
+            name: {**self.banks[name].describe(), "files_used": sorted(self.used[name].values(), key=lambda e: e["path"])}
+            for name in self.banks
+        }
 
     def summary(self, manifest_path: str) -> dict[str, Any]:
         """Per family: the bank, how many of its files were used by how many clips, and the license files that cover them."""
@@ -634,6 +677,11 @@ class SourceTally:
                 slot = lic.setdefault(e["license"] or "", {"files": 0, "clips": 0})
                 slot["files"] += 1
                 slot["clips"] += e["clips"]
-            out[name] = {**bank.describe(), "files_used": len(self.used[name]), "clips": sum(e["clips"] for e in used),
-                "licenses": [{"license_file": k or None, **v} for k, v in sorted(lic.items())], "manifest": manifest_path}
+            out[name] = {
+                **bank.describe(),
+                "files_used": len(self.used[name]),
+                "clips": sum(e["clips"] for e in used),
+                "licenses": [{"license_file": k or None, **v} for k, v in sorted(lic.items())],
+                "manifest": manifest_path,
+            }
         return out

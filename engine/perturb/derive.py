@@ -1,7 +1,7 @@
 """Derived datasets: every clip of a dataset at every level of every perturbation family, stored as shards.
 
 For each source shard the derived clips are written to one Parquet shard (the shard schema of
-``engine.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
+``engine.audio.shards``: FLAC bytes, ``parent_id`` = the source clip, ``derivation`` = how it was
 made) under ``<cache>/<key>/``, where ``key`` hashes the source dataset's fingerprint, the
 families and the seed. A shard file is written atomically with its SHA-256 recorded beside it, so
 an interrupted build resumes where it stopped and a finished one is reused, but only while its
@@ -33,19 +33,27 @@ from typing import Any
 
 import numpy as np
 
-from engine.audio import decode
+from engine.audio.decoding import decode
+from engine.audio.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
 from engine.data import DERIVATION_COLUMN, SAMPLE_RATE, SOURCE_DERIVATION, DecodeOptions, Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, audio_stamps, clip_digest, fingerprint_utterances
 from engine.errors import AudioError, AuditError, ConfigError
 from engine.perturb import banks, ops
-from engine.shards import encode_audio, iter_table_utterances, record_shard_digest, utterances_to_table, verified_shard
-from engine.store import atomic_write_text
+from engine.storage import atomic_write_text
 
 log = logging.getLogger(__name__)
 
 KINDS = ("noise", "telephone", "mp3", "opus", "reverb", "room", "speed", "gain")
-UNITS = {"noise": "dB SNR", "telephone": "kHz", "mp3": "kbps", "opus": "kbps", "reverb": "s RT60", "room": "s RT60", "speed": "x",
-    "gain": "dB"}
+UNITS = {
+    "noise": "dB SNR",
+    "telephone": "kHz",
+    "mp3": "kbps",
+    "opus": "kbps",
+    "reverb": "s RT60",
+    "room": "s RT60",
+    "speed": "x",
+    "gain": "dB",
+}
 VERSION = 1  # bump when a perturbation's output changes, so cached shards are rebuilt
 BABBLE_TALKERS = 4
 
@@ -90,8 +98,9 @@ def _seed(*parts: Any) -> int:
     return int.from_bytes(hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()[:8], "little")
 
 
-def perturb(x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator,
-        others: Sequence[np.ndarray] = (), pick: int = 0) -> tuple[np.ndarray, dict[str, Any]]:
+def perturb(
+    x: np.ndarray, sr: int, fam: Family, level: float, rng: np.random.Generator, others: Sequence[np.ndarray] = (), pick: int = 0
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Apply one family at one level (``pick``: the clip's draw from a family's folder, from its identity and the seed)."""
     if fam.bank is not None:
         return banks.apply(x, sr, fam.kind, fam.bank, fam.levels, level, pick)
@@ -162,8 +171,9 @@ def check_derivation_plan(dataset: Dataset, families: Sequence[Family], where: s
 
 
 def cache_key(source_fingerprint: str, families: Sequence[Family], seed: int) -> str:
-    blob = json.dumps({"source": source_fingerprint, "families": [f.key() for f in families], "seed": seed, "version": VERSION},
-        sort_keys=True)
+    blob = json.dumps(
+        {"source": source_fingerprint, "families": [f.key() for f in families], "seed": seed, "version": VERSION}, sort_keys=True
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -192,21 +202,41 @@ def derive_shard(shard: Shard, dataset: Dataset, families: Sequence[Family], see
                 y, info = perturb(x, SAMPLE_RATE, fam, level, rng, others, _seed(seed, u.utt_id, fam.name, VERSION))
                 label = fam.label(level)
                 labels = {**dict(u.labels), DERIVATION_COLUMN: label, "perturbation_family": fam.name, "perturbation_level": f"{level:g}"}
-                out.append(Utterance(
-                    utt_id=derived_id(u.utt_id, fam, level), reference=u.reference, audio_bytes=encode_audio(y, SAMPLE_RATE),
-                    duration_s=len(y) / SAMPLE_RATE,
-                    speaker=u.speaker, labels=labels, parent_id=u.utt_id,
-                    derivation={"perturbation": {"family": fam.name, "kind": fam.kind, "noise": fam.noise or None, "level": level,
-                        "unit": fam.unit,
-                                                 "seed": seed, "version": VERSION, **info},
-                                                 "source_derivation": dict(u.derivation) if u.derivation else None},
-                ))
+                out.append(
+                    Utterance(
+                        utt_id=derived_id(u.utt_id, fam, level),
+                        reference=u.reference,
+                        audio_bytes=encode_audio(y, SAMPLE_RATE),
+                        duration_s=len(y) / SAMPLE_RATE,
+                        speaker=u.speaker,
+                        labels=labels,
+                        parent_id=u.utt_id,
+                        derivation={
+                            "perturbation": {
+                                "family": fam.name,
+                                "kind": fam.kind,
+                                "noise": fam.noise or None,
+                                "level": level,
+                                "unit": fam.unit,
+                                "seed": seed,
+                                "version": VERSION,
+                                **info,
+                            },
+                            "source_derivation": dict(u.derivation) if u.derivation else None,
+                        },
+                    )
+                )
     return out
 
 
-def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cache_dir: Path,
-        decode_options: DecodeOptions = DecodeOptions(),
-                   progress: Callable[[int, int], None] | None = None) -> Dataset:
+def derive_dataset(
+    dataset: Dataset,
+    families: Sequence[Family],
+    seed: int,
+    cache_dir: Path,
+    decode_options: DecodeOptions = DecodeOptions(),
+    progress: Callable[[int, int], None] | None = None,
+) -> Dataset:
     """The source dataset plus every derived clip, built (or resumed, or reused) under ``cache_dir``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -222,8 +252,9 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
         path = root / f"derived-{sid}.parquet"
         if not verified_shard(path):
             if path.exists():
-                log.warning("perturbations: cached %s does not match its recorded digest (truncated, edited or unfinished); rebuilding it",
-                    path)
+                log.warning(
+                    "perturbations: cached %s does not match its recorded digest (truncated, edited or unfinished); rebuilding it", path
+                )
             utts = derive_shard(dataset.load_shard(sid), dataset, families, seed, decode_options)
             label_keys = sorted({k for u in utts for k in u.labels})
             table = utterances_to_table(utts, label_keys) if utts else pa.table({})
@@ -239,18 +270,21 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
         try:
             table = pq.read_table(paths[sid])
         except Exception as exc:  # damaged after it was verified: the engine's error, naming the file, not pyarrow's traceback
-            raise AuditError(f"derived shard {paths[sid]} cannot be read ({type(exc).__name__}: {exc}); it changed after it was "
-                "verified: delete it and run the same command again to rebuild it") from None
+            raise AuditError(
+                f"derived shard {paths[sid]} cannot be read ({type(exc).__name__}: {exc}); it changed after it was "
+                "verified: delete it and run the same command again to rebuild it"
+            ) from None
         utts = tuple(iter_table_utterances(table, str(paths[sid]))) if table.num_columns else ()
         return Shard(f"perturbed-{sid}", utts)
 
     def load_source(sid: str) -> Shard:
         shard = dataset.load_shard(sid)
-        return Shard(f"clean-{sid}", tuple(replace(u, labels={**dict(u.labels), DERIVATION_COLUMN: SOURCE_DERIVATION})
-            for u in shard.utterances))
+        return Shard(
+            f"clean-{sid}", tuple(replace(u, labels={**dict(u.labels), DERIVATION_COLUMN: SOURCE_DERIVATION}) for u in shard.utterances)
+        )
 
     def loader(sid: str) -> Shard:
-        return load_source(sid[len("clean-"):]) if sid.startswith("clean-") else load_derived(sid[len("perturbed-"):])
+        return load_source(sid[len("clean-") :]) if sid.startswith("clean-") else load_derived(sid[len("perturbed-") :])
 
     shard_ids = [f"clean-{s}" for s in dataset.shard_ids] + [f"perturbed-{s}" for s in dataset.shard_ids]
     index: dict[str, ShardIndex] = {}
@@ -271,9 +305,28 @@ def derive_dataset(dataset: Dataset, families: Sequence[Family], seed: int, cach
     if tally.banks:  # every file the derived clips used, and a summary of it
         atomic_write_text(root / "sources.json", json.dumps(tally.manifest(), indent=2, sort_keys=True))
         sources = tally.summary(f"{key}/sources.json")
-    meta = {**dataset.meta,
-        "perturbations": {"cache_key": key, "families": [f.describe() for f in families], "seed": seed,
+    meta = {
+        **dataset.meta,
+        "perturbations": {
+            "cache_key": key,
+            "families": [f.describe() for f in families],
+            "seed": seed,
             "source_fingerprint": dataset.fingerprint,
-                                              "source_n_utts": dataset.n_utts, **({"sources": sources} if sources else {})}}
-    return Dataset(name=dataset.name, source=dataset.source, reader=dataset.reader, shard_ids=shard_ids, _loader=loader, root=dataset.root,
-                   has_audio=True, n_utts=n_utts, fingerprint=fingerprint, meta=meta, shard_size=dataset.shard_size, index=index)
+            "source_n_utts": dataset.n_utts,
+            **({"sources": sources} if sources else {}),
+        },
+    }
+    return Dataset(
+        name=dataset.name,
+        source=dataset.source,
+        reader=dataset.reader,
+        shard_ids=shard_ids,
+        _loader=loader,
+        root=dataset.root,
+        has_audio=True,
+        n_utts=n_utts,
+        fingerprint=fingerprint,
+        meta=meta,
+        shard_size=dataset.shard_size,
+        index=index,
+    )

@@ -31,8 +31,9 @@ def _peak_safe(x: np.ndarray) -> np.ndarray:
     return np.asarray(y, dtype=np.float32)
 
 
-def add_noise(x: np.ndarray, sr: int, noise: str, snr_db: float, rng: np.random.Generator,
-        others: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, dict[str, Any]]:
+def add_noise(
+    x: np.ndarray, sr: int, noise: str, snr_db: float, rng: np.random.Generator, others: Sequence[np.ndarray] = ()
+) -> tuple[np.ndarray, dict[str, Any]]:
     """``x`` plus white, pink, babble (``others``: other clips of the dataset, summed) or music noise at ``snr_db``."""
     n = len(x)
     info: dict[str, Any] = {"noise": noise}
@@ -106,14 +107,43 @@ def codec(x: np.ndarray, sr: int, name: str, kbps: float) -> tuple[np.ndarray, d
     wav = io.BytesIO()
     sf.write(wav, np.clip(x, -1, 1).astype(np.float32), sr, format="WAV", subtype="PCM_16")
     base = [exe, "-hide_banner", "-loglevel", "error", "-nostdin", "-threads", "1"]
-    enc = subprocess.run(base + ["-f", "wav", "-i", "pipe:0", "-c:a", lib, "-b:a", f"{kbps:g}k", "-ac", "1", "-map_metadata", "-1",
-                                 "-fflags", "+bitexact", "-flags:a", "+bitexact", "-f", fmt, "pipe:1"],
-                         input=wav.getvalue(), capture_output=True, check=False, timeout=120)
+    enc = subprocess.run(
+        base
+        + [
+            "-f",
+            "wav",
+            "-i",
+            "pipe:0",
+            "-c:a",
+            lib,
+            "-b:a",
+            f"{kbps:g}k",
+            "-ac",
+            "1",
+            "-map_metadata",
+            "-1",
+            "-fflags",
+            "+bitexact",
+            "-flags:a",
+            "+bitexact",
+            "-f",
+            fmt,
+            "pipe:1",
+        ],
+        input=wav.getvalue(),
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
     if enc.returncode != 0 or not enc.stdout:
         raise AudioError(f"ffmpeg could not encode {name} at {kbps:g} kbps: {enc.stderr.decode(errors='replace')[-300:]}")
-    dec = subprocess.run(base + ["-f", fmt, "-i", "pipe:0", "-ac", "1", "-ar", str(sr), "-f", "wav", "-c:a", "pcm_f32le", "-fflags",
-        "+bitexact", "pipe:1"],
-                         input=enc.stdout, capture_output=True, check=False, timeout=120)
+    dec = subprocess.run(
+        base + ["-f", fmt, "-i", "pipe:0", "-ac", "1", "-ar", str(sr), "-f", "wav", "-c:a", "pcm_f32le", "-fflags", "+bitexact", "pipe:1"],
+        input=enc.stdout,
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
     if dec.returncode != 0 or not dec.stdout:
         raise AudioError(f"ffmpeg could not decode {name}: {dec.stderr.decode(errors='replace')[-300:]}")
     y, _ = sf.read(io.BytesIO(dec.stdout), dtype="float32")
@@ -197,11 +227,16 @@ def convolve_rir(x: np.ndarray, sr: int, h: np.ndarray) -> tuple[np.ndarray, dic
         raise AudioError("the room impulse response is silent")
     hh = hh / math.sqrt(energy)
     peak = direct_path_index(hh)
-    y = fftconvolve(np.asarray(x, dtype=np.float64), hh)[peak: peak + len(x)]
+    y = fftconvolve(np.asarray(x, dtype=np.float64), hh)[peak : peak + len(x)]
     p_in, p_out = tf.active_power(x, sr), tf.active_power(y, sr)
     y = y * math.sqrt(p_in / p_out)
-    return _peak_safe(y), {"direct_path_index": peak, "direct_path_s": round(peak / sr, 6), "rir_samples": len(hh),
-        "rir_scaling": "unit energy", "output_level": "input active level"}
+    return _peak_safe(y), {
+        "direct_path_index": peak,
+        "direct_path_s": round(peak / sr, 6),
+        "rir_samples": len(hh),
+        "rir_scaling": "unit energy",
+        "output_level": "input active level",
+    }
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
@@ -225,7 +260,7 @@ def rt60_t20(h: np.ndarray, sr: int) -> float | None:
     hh = np.asarray(h, dtype=np.float64)
     if hh.size == 0 or not np.any(hh) or not np.all(np.isfinite(hh)):
         return None
-    e = hh[direct_path_index(hh):] ** 2
+    e = hh[direct_path_index(hh) :] ** 2
     block = max(1, round(0.01 * sr))
     nb = len(e) // block
     if nb < 4:
@@ -234,12 +269,12 @@ def rt60_t20(h: np.ndarray, sr: int) -> float | None:
     top = float(env.max())
     floor, end = 0.0, nb
     tenth = max(1, nb // 10)
-    last, before = float(env[-tenth:].mean()), float(env[-2 * tenth: -tenth].mean())
+    last, before = float(env[-tenth:].mean()), float(env[-2 * tenth : -tenth].mean())
     if nb >= 20 and last > 0 and before <= 2.0 * last:  # the tail stopped decaying: a noise floor
         floor = last
-        if top < floor * 10 ** 3.5:
+        if top < floor * 10**3.5:
             return None
-        near = np.flatnonzero(env <= floor * 10 ** 0.5)
+        near = np.flatnonzero(env <= floor * 10**0.5)
         end = max(2, int(near[0])) if near.size else nb
     kept = np.clip(env[:end] - floor, 1e-30, None)
     kept_db = 10 * np.log10(kept / top)
@@ -258,5 +293,5 @@ def rt60_t20(h: np.ndarray, sr: int) -> float | None:
     start, stop = int(np.argmax(edc_db <= -5.0)), int(np.argmax(edc_db <= -25.0))
     if stop - start < 2:
         return None
-    slope = _slope(np.arange(start, stop + 1) / sr, edc_db[start: stop + 1])
+    slope = _slope(np.arange(start, stop + 1) / sr, edc_db[start : stop + 1])
     return None if slope >= 0 else -60.0 / slope

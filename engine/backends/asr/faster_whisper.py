@@ -317,6 +317,7 @@ class FasterWhisperBackend(ASRBackend):
         path = self._resolve_model_path()
         cpu_threads = int(self.options["cpu_threads"]) or min(8, os.cpu_count() or 1)
         self._cpu_threads = cpu_threads
+
         def build() -> Any:
             return WhisperModel(
                 path,

@@ -46,8 +46,9 @@ def _mel_filterbank(n_fft: int, n_mels: int, sr: int) -> np.ndarray:
     """Triangular filters on the HTK mel scale from 60 Hz to 95 % of Nyquist (librosa), peak 1."""
     import librosa
 
-    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=60.0, fmax=sr / 2 * 0.95, htk=True, norm=None),
-        dtype=np.float64)
+    return np.asarray(
+        librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=60.0, fmax=sr / 2 * 0.95, htk=True, norm=None), dtype=np.float64
+    )
 
 
 _FB = _mel_filterbank(WIN, N_MELS, SAMPLE_RATE)
@@ -101,16 +102,18 @@ class MemorizerBackend(ASRBackend):
     ``threshold`` (0.85), ``length_tolerance`` (0.03)."""
 
     name = "memorizer"
-    OPTIONS: frozenset[str] = frozenset({"index", "index_reader", "index_reader_options", "fallback", "threshold", "length_tolerance",
-        "index_limit"})
+    OPTIONS: frozenset[str] = frozenset(
+        {"index", "index_reader", "index_reader_options", "fallback", "threshold", "length_tolerance", "index_limit"}
+    )
     model_options = ("fallback",)
     positive_control = True
     requires = ("librosa",)  # its mel filterbank
     extra = "demo"
 
     @classmethod
-    def bind_dataset(cls, options: Mapping[str, Any], source: str, reader: str,
-            reader_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def bind_dataset(
+        cls, options: Mapping[str, Any], source: str, reader: str, reader_options: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The positive control memorizes the run's own dataset, read as the run reads it (the
         reader's options too: VoxPopuli's text is ``raw_text``), unless its options name another index."""
         if "index" in options:
@@ -148,7 +151,7 @@ class MemorizerBackend(ASRBackend):
         self.n_deferred = 0
 
     def load(self) -> None:
-        from engine.audio import decode
+        from engine.audio.decoding import decode
         from engine.datasets import open_dataset
 
         require_modules("the memorizer control", self.requires, self.extra)
@@ -164,8 +167,9 @@ class MemorizerBackend(ASRBackend):
         reader_options = self.options.get("index_reader_options") or {}
         if not isinstance(reader_options, Mapping):
             raise ConfigError(f"memorizer: option 'index_reader_options' must be a mapping, got {reader_options!r}")
-        ds = open_dataset(str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"),
-            **dict(reader_options))
+        ds = open_dataset(
+            str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"), **dict(reader_options)
+        )
         for shard in ds.iter_shards():
             for u in shard.utterances:
                 # Every clip of the benchmark is learned, derived ones (a re-voiced rendition with its
@@ -228,8 +232,11 @@ class MemorizerBackend(ASRBackend):
 
     def info(self) -> BackendInfo:
         fb = self._fallback.info().as_dict() if self._fallback is not None else None
-        return BackendInfo("memorizer", f"memorizer({Path(str(self.options.get('index', ''))).name})",
-            extra={"fallback": fb, "indexed_clips": len(self._index), "threshold": self.threshold, "positive_control": True})
+        return BackendInfo(
+            "memorizer",
+            f"memorizer({Path(str(self.options.get('index', ''))).name})",
+            extra={"fallback": fb, "indexed_clips": len(self._index), "threshold": self.threshold, "positive_control": True},
+        )
 
     def close(self) -> None:
         if self._fallback is not None:

@@ -235,8 +235,10 @@ class NemoBackend(ASRBackend):
         prompt = getattr(self._model, "prompt", None)
         if prompt is None or not hasattr(prompt, "encode_dialog"):
             if kwargs:
-                raise ConfigError(f"{self.name}: option(s) {', '.join(kwargs)} are Canary prompt slots, but "
-                    f"'{self.options['model']}' is a {type(self._model).__name__} (no prompt)")
+                raise ConfigError(
+                    f"{self.name}: option(s) {', '.join(kwargs)} are Canary prompt slots, but "
+                    f"'{self.options['model']}' is a {type(self._model).__name__} (no prompt)"
+                )
             return {"prompt": None}
         from nemo.collections.asr.models.aed_multitask_models import parse_multitask_prompt
 
@@ -244,14 +246,18 @@ class NemoBackend(ASRBackend):
         for turn in turns:  # the defaults fill what the options leave out, as in transcribe
             for default in prompt.get_default_dialog_slots():
                 if default["role"] == turn["role"]:
-                    turn["slots"] = {**{k: v for k, v in default["slots"].items() if v is not None},
-                        **{k: v for k, v in turn["slots"].items() if v is not None}}
+                    turn["slots"] = {
+                        **{k: v for k, v in default["slots"].items() if v is not None},
+                        **{k: v for k, v in turn["slots"].items() if v is not None},
+                    }
         try:
             ids = prompt.encode_dialog(turns=turns)["context_ids"]
         except (AssertionError, KeyError, RuntimeError, ValueError) as exc:
-            raise ConfigError(f"{self.name}: '{self.options['model']}' (prompt format {self._model.prompt_format}) cannot "
+            raise ConfigError(
+                f"{self.name}: '{self.options['model']}' (prompt format {self._model.prompt_format}) cannot "
                 f"build its decoder prompt from {kwargs or 'its defaults'}: {exc}; set the slots its format needs "
-                f"({', '.join(prompt.get_slots('user'))})") from exc
+                f"({', '.join(prompt.get_slots('user'))})"
+            ) from exc
         text = str(self._model.tokenizer.ids_to_text(ids.tolist()))
         return {"prompt": text, "prompt_format": str(self._model.prompt_format), "prompt_slots": dict(turns[0]["slots"])}
 
@@ -279,8 +285,12 @@ class NemoBackend(ASRBackend):
         """Model, family, the prompt as the model reads it, decoding settings, device, dtype, NeMo version."""
         extra: dict[str, Any] = {"family": self.options["family"], "prompt": None}
         if self.options["family"] == "nemo-salm":
-            extra.update(instruction=self.options["prompt"], decoding="greedy", max_new_tokens=self.options["max_new_tokens"],
-                post_processing="tokenizer.ids_to_text of the answer (special tokens dropped), strip")
+            extra.update(
+                instruction=self.options["prompt"],
+                decoding="greedy",
+                max_new_tokens=self.options["max_new_tokens"],
+                post_processing="tokenizer.ids_to_text of the answer (special tokens dropped), strip",
+            )
         else:
             extra.update(post_processing="hypothesis text, strip")
             extra.update(self._prompt_kwargs())

@@ -68,8 +68,12 @@ def _llm_reachable(name: str) -> Availability:
         return Availability(False, f"LLM folder {path} does not exist")
     if hf_cached(name):
         return Availability(True, f"LLM '{name}' is in the local Hugging Face cache")
-    return Availability(False, f"its LLM '{name}' (tokenizer and config) is not in the local Hugging Face cache; "
-        f"download it, or set option 'llm' to a local folder holding its tokenizer and config.json", checked=False)
+    return Availability(
+        False,
+        f"its LLM '{name}' (tokenizer and config) is not in the local Hugging Face cache; "
+        f"download it, or set option 'llm' to a local folder holding its tokenizer and config.json",
+        checked=False,
+    )
 
 
 def check_salm_weights(model: str, llm: str | None) -> Availability:
@@ -97,16 +101,19 @@ def _snapshot(model: str) -> Path:
     path = Path(model).expanduser()
     if path.exists():
         if not is_salm_dir(path):
-            raise BackendUnavailable(f"{path} is not a SALM checkpoint folder: it needs {CONFIG} (naming 'pretrained_llm') "
-                f"and {WEIGHTS}, as written by SALM.save_pretrained")
+            raise BackendUnavailable(
+                f"{path} is not a SALM checkpoint folder: it needs {CONFIG} (naming 'pretrained_llm') "
+                f"and {WEIGHTS}, as written by SALM.save_pretrained"
+            )
         return path
     from huggingface_hub import snapshot_download
 
     try:
         return Path(snapshot_download(model, allow_patterns=[CONFIG, WEIGHTS]))
     except Exception as exc:  # noqa: BLE001 - hub errors come in many classes; all mean "not here"
-        raise BackendUnavailable(f"cannot fetch SALM checkpoint '{model}' ({exc}); download it where the hub is reachable "
-            "and pass the folder as 'model'") from exc
+        raise BackendUnavailable(
+            f"cannot fetch SALM checkpoint '{model}' ({exc}); download it where the hub is reachable and pass the folder as 'model'"
+        ) from exc
 
 
 def load_salm(model: str, llm: str | None, device: str, dtype: Any = None) -> tuple[Any, dict[str, Any]]:
@@ -136,8 +143,14 @@ def load_salm(model: str, llm: str | None, device: str, dtype: Any = None) -> tu
     if dtype is not None:
         salm.to(dtype)
     salm.eval()
-    facts = {"llm": cfg["pretrained_llm"], "checkpoint_llm": saved_llm, "prompt_format": str(cfg.get("prompt_format")),
-             "lora": "lora" in cfg, "weights_missing": len(missing), "weights_unused": len(unexpected)}
+    facts = {
+        "llm": cfg["pretrained_llm"],
+        "checkpoint_llm": saved_llm,
+        "prompt_format": str(cfg.get("prompt_format")),
+        "lora": "lora" in cfg,
+        "weights_missing": len(missing),
+        "weights_unused": len(unexpected),
+    }
     return salm, facts
 
 
@@ -164,8 +177,14 @@ def salm_transcribe(salm: Any, clips: Sequence[np.ndarray], options: Mapping[str
     audio = torch.zeros((len(clips), int(lens.max())), dtype=torch.float32, device=device)
     for i, c in enumerate(clips):
         audio[i, : c.shape[0]] = torch.from_numpy(c).to(device)
-    config = GenerationConfig(bos_token_id=salm.text_bos_id, eos_token_id=salm.text_eos_id, pad_token_id=salm.text_pad_id,
-        do_sample=False, num_beams=1, max_new_tokens=int(options["max_new_tokens"]))
+    config = GenerationConfig(
+        bos_token_id=salm.text_bos_id,
+        eos_token_id=salm.text_eos_id,
+        pad_token_id=salm.text_pad_id,
+        do_sample=False,
+        num_beams=1,
+        max_new_tokens=int(options["max_new_tokens"]),
+    )
     prompts = [salm_prompt(salm, str(options["prompt"])) for _ in clips]
     ids = salm.generate(prompts=prompts, audios=audio, audio_lens=lens, generation_config=config)
     return [str(salm.tokenizer.ids_to_text(answer_tokens(row.tolist(), salm.text_eos_id))).strip() for row in ids]

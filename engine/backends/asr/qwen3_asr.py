@@ -108,7 +108,7 @@ class Qwen3ASRBackend(ASRBackend):
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(
                 f"cannot load Qwen3-ASR '{model}' ({exc}); without hub access download it (huggingface-cli download {model} --local-dir "
-                    f"DIR) "
+                f"DIR) "
                 "and pass DIR as 'model'"
             ) from exc
         tokenizer = getattr(getattr(self._asr, "processor", None), "tokenizer", None)
@@ -139,8 +139,9 @@ class Qwen3ASRBackend(ASRBackend):
         extra: dict[str, Any] = {
             "family": "qwen3-asr",
             "prompt": "qwen-asr chat prompt: system=context, user=<audio>"
-            + (f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"]
-               else "; language detected"),
+            + (
+                f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"] else "; language detected"
+            ),
             "context": self.options["context"],
             "decoding": "greedy",
             "padding": "left",

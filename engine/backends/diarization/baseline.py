@@ -1,7 +1,7 @@
 """Offline diarization baseline: Silero VAD + GE2E speaker embeddings (the resemblyzer encoder
 that ships in its package) + average-linkage agglomerative clustering on cosine distance.
 
-1. Silero VAD (``engine.segmentation``) finds speech regions.
+1. Silero VAD (``engine.audio.segmentation``) finds speech regions.
 2. Each region is embedded with resemblyzer's sliding 1.6 s partial windows (``rate`` windows per
    second), giving one d-vector per window, stamped at the window's centre.
 3. The windows of the whole recording are clustered (scipy average linkage, cosine distance);
@@ -87,7 +87,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
 
     def load(self) -> None:
         self.device = resolve_device(self.device)
-        from engine.segmentation import SileroVAD
+        from engine.audio.segmentation import SileroVAD
 
         try:
             from resemblyzer import VoiceEncoder
@@ -104,8 +104,11 @@ class VadResemblyzerDiarizer(DiarizationBackend):
             model_id="silero-vad + resemblyzer GE2E + average-linkage AHC",
             device=self.device,
             extra={
-                "threshold": self.threshold, "rate": self.rate, "min_silence_s": self.min_silence_s,
-                "smooth_frames": self.smooth, **package_versions("resemblyzer", "onnxruntime", "scipy"),
+                "threshold": self.threshold,
+                "rate": self.rate,
+                "min_silence_s": self.min_silence_s,
+                "smooth_frames": self.smooth,
+                **package_versions("resemblyzer", "onnxruntime", "scipy"),
             },
         )
 
@@ -143,7 +146,7 @@ class VadResemblyzerDiarizer(DiarizationBackend):
     def analyse(self, audio: np.ndarray, sample_rate: int = SAMPLE_RATE) -> RecordingEmbeddings:
         """The threshold-independent part of :meth:`diarize`: speech regions and window
         d-vectors. Kept separate so a threshold sweep embeds each recording once."""
-        from engine.segmentation import SegmentationConfig, speech_regions
+        from engine.audio.segmentation import SegmentationConfig, speech_regions
 
         if self._encoder is None:
             self.load()

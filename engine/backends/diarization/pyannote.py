@@ -157,7 +157,9 @@ class PyannoteDiarizer(DiarizationBackend):
 
     def info(self) -> BackendInfo:
         return BackendInfo(
-            backend=self.name, model_id=self.checkpoint, device=self.device,
+            backend=self.name,
+            model_id=self.checkpoint,
+            device=self.device,
             extra=package_versions("pyannote.audio", "torch"),
         )
 

@@ -61,12 +61,36 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "ca_file": None,
 }
 TRANSPORT = frozenset(
-    {"api_key_env", "timeout_s", "max_response_bytes", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency",
+    {
+        "api_key_env",
+        "timeout_s",
+        "max_response_bytes",
+        "max_retries",
+        "backoff_s",
+        "max_backoff_s",
+        "max_concurrency",
         "requests_per_minute",
-     "poll_interval_s", "poll_timeout_s", "price_per_audio_hour_usd", "price_note", "cache", "cache_dir", "verify_tls", "ca_file"}
+        "poll_interval_s",
+        "poll_timeout_s",
+        "price_per_audio_hour_usd",
+        "price_note",
+        "cache",
+        "cache_dir",
+        "verify_tls",
+        "ca_file",
+    }
 )
-USAGE_COUNTERS = ("clips", "billable_calls", "cache_hits", "http_requests", "retries", "failed_calls", "audio_s_billed", "audio_s_cached",
-    "request_wall_s")
+USAGE_COUNTERS = (
+    "clips",
+    "billable_calls",
+    "cache_hits",
+    "http_requests",
+    "retries",
+    "failed_calls",
+    "audio_s_billed",
+    "audio_s_cached",
+    "request_wall_s",
+)
 
 
 def _finite(value: Any) -> bool:
@@ -230,10 +254,18 @@ class HostedASRBackend(ASRBackend):
             ctx = ssl._create_unverified_context()
         o = self.options
         self.client = HostedClient(
-            self.vendor, o["base_url"], self._headers, lambda: [self._key()],
-            timeout_s=float(o["timeout_s"]), max_retries=int(o["max_retries"]), backoff_s=float(o["backoff_s"]),
-            max_backoff_s=float(o["max_backoff_s"]), max_concurrency=int(o["max_concurrency"]),
-            requests_per_minute=o["requests_per_minute"], ssl_context=ctx, key_env=str(o["api_key_env"]),
+            self.vendor,
+            o["base_url"],
+            self._headers,
+            lambda: [self._key()],
+            timeout_s=float(o["timeout_s"]),
+            max_retries=int(o["max_retries"]),
+            backoff_s=float(o["backoff_s"]),
+            max_backoff_s=float(o["max_backoff_s"]),
+            max_concurrency=int(o["max_concurrency"]),
+            requests_per_minute=o["requests_per_minute"],
+            ssl_context=ctx,
+            key_env=str(o["api_key_env"]),
             max_response_bytes=int(o["max_response_bytes"]),
         )
         if o["cache"]:
@@ -265,8 +297,12 @@ class HostedASRBackend(ASRBackend):
         payload = wav_bytes(clip)
         duration = len(clip) / SAMPLE_RATE
         key = None
-        ident = {"backend": self.name, "model": str(self.options["model"]), "options_digest": options_digest(self.request_options()),
-            "audio_sha256": audio_digest(payload)}
+        ident = {
+            "backend": self.name,
+            "model": str(self.options["model"]),
+            "options_digest": options_digest(self.request_options()),
+            "audio_sha256": audio_digest(payload),
+        }
         if self.cache is not None:
             key = self.cache.key(ident["model"], ident["options_digest"], ident["audio_sha256"])
             hit = self.cache.get(key, expect=ident)
@@ -334,8 +370,10 @@ class HostedASRBackend(ASRBackend):
         self.client = None
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(model={self.options['model']!r}, base_url={self.options['base_url']!r}, "
-                f"api_key_env={self.options['api_key_env']!r})")
+        return (
+            f"{type(self).__name__}(model={self.options['model']!r}, base_url={self.options['base_url']!r}, "
+            f"api_key_env={self.options['api_key_env']!r})"
+        )
 
     # ---- helpers for vendors ------------------------------------------------------------------
 

@@ -74,7 +74,10 @@ class ResponseCache:
             if not legacy and record.get(field) != want:
                 log.warning(
                     "response cache entry %s was recorded for %s=%r, not %r as this request asks; asking the API again",
-                    path, field, record.get(field), want,
+                    path,
+                    field,
+                    record.get(field),
+                    want,
                 )
                 return None
         return record

@@ -76,8 +76,9 @@ TRANSPORT_FIELDS: dict[str, Field] = {
     "backoff_s": Field(float, 1.0, "first retry delay, in seconds", ge=0, le=3_600),
     "max_backoff_s": Field(float, 60.0, "longest retry delay, in seconds", ge=0, le=86_400),
     "max_concurrency": Field(int, 4, "requests in flight per vendor and base URL", ge=1, le=1_024),
-    "requests_per_minute": Field(float, None, "request starts per minute per vendor and base URL; null: no limit", gt=0, le=1_000_000,
-                                 nullable=True),
+    "requests_per_minute": Field(
+        float, None, "request starts per minute per vendor and base URL; null: no limit", gt=0, le=1_000_000, nullable=True
+    ),
     "max_response_bytes": Field(int, DEFAULT_MAX_RESPONSE_BYTES, "largest answer body accepted, in bytes", ge=1024, le=1 << 34),
 }
 """The hosted transport options through the typed option layer (``engine.config.Field``): every hosted
@@ -406,9 +407,18 @@ class HostedClient:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         install_log_scrubber()  # retries and failures are logged: no key may reach a log line
-        check_transport(f"{vendor} client", {"timeout_s": timeout_s, "max_retries": max_retries, "backoff_s": backoff_s,
-                                             "max_backoff_s": max_backoff_s, "max_concurrency": max_concurrency,
-                                             "requests_per_minute": requests_per_minute, "max_response_bytes": max_response_bytes})
+        check_transport(
+            f"{vendor} client",
+            {
+                "timeout_s": timeout_s,
+                "max_retries": max_retries,
+                "backoff_s": backoff_s,
+                "max_backoff_s": max_backoff_s,
+                "max_concurrency": max_concurrency,
+                "requests_per_minute": requests_per_minute,
+                "max_response_bytes": max_response_bytes,
+            },
+        )
         self.vendor = vendor
         self.base_url = base_url.rstrip("/")
         checked_origin(self.base_url, f"{vendor}: base_url")
@@ -508,8 +518,15 @@ class HostedClient:
     def _send(self, method: str, url: str, body: bytes | None, headers: dict[str, str]) -> Any:
         """One request on a pooled connection; a kept-alive connection the server had closed in the
         meantime is replaced once at once (the request never reached the server: no retry is spent)."""
-        kw: dict[str, Any] = {"body": body, "headers": headers, "redirect": False, "retries": False, "preload_content": False,
-            "decode_content": False, "timeout": self._timeout}
+        kw: dict[str, Any] = {
+            "body": body,
+            "headers": headers,
+            "redirect": False,
+            "retries": False,
+            "preload_content": False,
+            "decode_content": False,
+            "timeout": self._timeout,
+        }
         _CURRENT.reused = False
         try:
             return self.pool().urlopen(method, url, **kw)
@@ -555,18 +572,21 @@ class HostedClient:
                 )
             if code in (301, 302, 303) and method not in ("GET", "HEAD"):
                 if method != "POST":
-                    raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code} asks to repeat a {method} "
-                        "as a GET; refused")
+                    raise HostedRequestError(
+                        f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code} asks to repeat a {method} as a GET; refused"
+                    )
                 method, body = "GET", None
                 headers = {k: v for k, v in headers.items() if k.lower() not in ("content-length", "content-type")}
             visited[target] = visited.get(target, 0) + 1
             if visited[target] > _MAX_REPEATS or len(visited) > _MAX_REDIRECTS:
-                raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code}: redirects that would lead to an "
-                    "infinite loop; refused")
+                raise HostedRequestError(
+                    f"{self.vendor}: {method} {_safe_url(url)}: HTTP {code}: redirects that would lead to an infinite loop; refused"
+                )
             url = target
 
-    def _exchange(self, method: str, url: str, body: bytes | None, headers: dict[str, str],
-            ok: Sequence[int]) -> tuple[int, dict[str, str], bytes, str]:
+    def _exchange(
+        self, method: str, url: str, body: bytes | None, headers: dict[str, str], ok: Sequence[int]
+    ) -> tuple[int, dict[str, str], bytes, str]:
         """(status, headers, body if the status is in ``ok``, the scrubbed start of an error body).
         The connection goes back to the pool only when its answer was read to the end."""
         resp = self._open(method, url, body, headers)
@@ -633,8 +653,9 @@ class HostedClient:
                 delay = retry_after if retry_after is not None else min(self.backoff_s * (2 ** min(attempt, 30)), self.max_backoff_s)
                 with self._lock:
                     self.retries += 1
-                log.info("%s: %s %s: %s; retry %d/%d in %.2fs", self.vendor, method, _safe_url(url), last, attempt + 1, self.max_retries,
-                    delay)
+                log.info(
+                    "%s: %s %s: %s; retry %d/%d in %.2fs", self.vendor, method, _safe_url(url), last, attempt + 1, self.max_retries, delay
+                )
                 time.sleep(delay)
         if last.startswith("HTTP 429"):
             raise HostedQuotaError(
@@ -661,8 +682,9 @@ class HostedClient:
             raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} cannot be sent: {self.redact(str(reason))[:300]}") from None
         if isinstance(exc, (OSError, http.client.HTTPException, urllib3.exceptions.HTTPError)):
             return f"{type(exc).__name__}: {self.redact(str(reason))[:300]}"
-        raise HostedRequestError(f"{self.vendor}: {method} {_safe_url(url)} failed: "
-                                 f"{type(exc).__name__}: {self.redact(str(exc))[:300]}") from None
+        raise HostedRequestError(
+            f"{self.vendor}: {method} {_safe_url(url)} failed: {type(exc).__name__}: {self.redact(str(exc))[:300]}"
+        ) from None
 
     def _raise_for_status(self, code: int, method: str, url: str, detail: str) -> None:
         """Fatal statuses raise here; retryable ones return."""

@@ -57,8 +57,9 @@ class JudgeSER(SERBackend):
         for clip in audios:
             answer = self.judge.emotion_label(clip, self.labels)
             if answer.value is None:
-                raise UnparseableJudgeAnswer(f"unparseable judge answer (not one of {self.labels} in the requested JSON): "
-                    f"{answer.raw[:120]!r}")
+                raise UnparseableJudgeAnswer(
+                    f"unparseable judge answer (not one of {self.labels} in the requested JSON): {answer.raw[:120]!r}"
+                )
             out.append(EmotionOutput(posteriors={lab: 1.0 if lab == answer.value else 0.0 for lab in self.labels}))
         return out
 
@@ -68,8 +69,14 @@ class JudgeSER(SERBackend):
 
     def info(self) -> BackendInfo:
         base = self.judge.info()
-        return BackendInfo(base.backend, base.model_id, base.device, base.dtype, base.batch_size,
-            {**dict(base.extra), "labels": self.labels, "task": "emotion_label"})
+        return BackendInfo(
+            base.backend,
+            base.model_id,
+            base.device,
+            base.dtype,
+            base.batch_size,
+            {**dict(base.extra), "labels": self.labels, "task": "emotion_label"},
+        )
 
     def close(self) -> None:
         self.judge.close()

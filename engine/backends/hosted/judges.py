@@ -146,8 +146,18 @@ _DEFAULTS: dict[str, Any] = {
     "cache": True,
     "cache_dir": None,
 }
-_TRANSPORT = {"api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "requests_per_minute", "cache",
-    "cache_dir", "prompts"}
+_TRANSPORT = {
+    "api_key_env",
+    "timeout_s",
+    "max_retries",
+    "backoff_s",
+    "max_backoff_s",
+    "max_concurrency",
+    "requests_per_minute",
+    "cache",
+    "cache_dir",
+    "prompts",
+}
 
 
 class AudioJudge(Backend):
@@ -167,8 +177,9 @@ class AudioJudge(Backend):
 
     def __init__(self, **options: Any) -> None:
         if "api_key" in options:
-            raise ConfigError(f"{self.name}: option 'api_key' is not accepted; put the key in an environment variable and name it in "
-                f"'api_key_env'")
+            raise ConfigError(
+                f"{self.name}: option 'api_key' is not accepted; put the key in an environment variable and name it in 'api_key_env'"
+            )
         check_options(self.name, options, list(_DEFAULTS))
         merged = {**_DEFAULTS, **options}
         check_transport(self.name, merged)  # the hosted backends' typed transport options (http.TRANSPORT_FIELDS)
@@ -213,10 +224,17 @@ class AudioJudge(Backend):
             raise BackendUnavailable(f"{self.name}: set the environment variable {self.options['api_key_env']} (API key for {self.vendor})")
         o = self.options
         self.client = HostedClient(
-            self.vendor, o["base_url"], lambda: self.auth_headers(self._key()), lambda: [self._key()],
-            timeout_s=float(o["timeout_s"]), max_retries=int(o["max_retries"]), backoff_s=float(o["backoff_s"]),
-            max_backoff_s=float(o["max_backoff_s"]), max_concurrency=int(o["max_concurrency"]),
-            requests_per_minute=o["requests_per_minute"], key_env=str(o["api_key_env"]),
+            self.vendor,
+            o["base_url"],
+            lambda: self.auth_headers(self._key()),
+            lambda: [self._key()],
+            timeout_s=float(o["timeout_s"]),
+            max_retries=int(o["max_retries"]),
+            backoff_s=float(o["backoff_s"]),
+            max_backoff_s=float(o["max_backoff_s"]),
+            max_concurrency=int(o["max_concurrency"]),
+            requests_per_minute=o["requests_per_minute"],
+            key_env=str(o["api_key_env"]),
         )
         if o["cache"]:
             root = Path(o["cache_dir"]).expanduser() if o["cache_dir"] else audit_cache_dir() / "hosted"
@@ -227,8 +245,10 @@ class AudioJudge(Backend):
         if self.client is None:
             raise BackendUnavailable(f"{self.name}: call load() before judging")
         if task not in self.tasks:
-            raise ConfigError(f"{self.name}: unknown judge task '{task}'; the prompt file {self.options['prompts']} defines "
-                f"{', '.join(sorted(self.tasks))}")
+            raise ConfigError(
+                f"{self.name}: unknown judge task '{task}'; the prompt file {self.options['prompts']} defines "
+                f"{', '.join(sorted(self.tasks))}"
+            )
         spec = self.tasks[task]
         audio = check_audio_batch(clips, SAMPLE_RATE, self.name)
         if len(audio) != spec.clips:
@@ -255,8 +275,17 @@ class AudioJudge(Backend):
             for k in ("input", "output"):
                 self._tokens[k] += int(tokens.get(k, 0))
         if self.cache is not None and key is not None:
-            self.cache.put(key, {"text": text, "response": raw, "task": task, "backend": self.name, "model": self.options["model"],
-                                 "options_digest": digest})
+            self.cache.put(
+                key,
+                {
+                    "text": text,
+                    "response": raw,
+                    "task": task,
+                    "backend": self.name,
+                    "model": self.options["model"],
+                    "options_digest": digest,
+                },
+            )
         return self._tally(JudgeAnswer(task, parse_answer(spec, text, choices), False, text), key)
 
     def _tally(self, answer: JudgeAnswer, key: str | None) -> JudgeAnswer:
@@ -276,9 +305,13 @@ class AudioJudge(Backend):
         the options that change answers (not transport: timeouts, retries, concurrency, cache, key
         variable, prompt file path) and the task's prompt text, answer key, type, choices and clips."""
         spec = self.tasks.get(task)
-        return {"options": {k: v for k, v in self.options.items() if k not in _TRANSPORT}, "task": task,
-                "prompt": None if spec is None else {"text": spec.prompt, "key": spec.key, "type": spec.type, "choices": list(spec.choices),
-                                                      "clips": spec.clips}}
+        return {
+            "options": {k: v for k, v in self.options.items() if k not in _TRANSPORT},
+            "task": task,
+            "prompt": None
+            if spec is None
+            else {"text": spec.prompt, "key": spec.key, "type": spec.type, "choices": list(spec.choices), "clips": spec.clips},
+        }
 
     # convenience wrappers for the audits
     def emotion_label(self, clip: np.ndarray, labels: Sequence[str]) -> JudgeAnswer:
@@ -297,16 +330,32 @@ class AudioJudge(Backend):
         """Calls, cache hits, tokens, and per task the answers and how many were unparseable."""
         with self._lock:
             tasks = {t: {**c, "unparseable_rate": round(c["unparseable"] / c["n"], 4) if c["n"] else None} for t, c in self._counts.items()}
-            return {"billable_calls": self._calls, "cache_hits": self._hits, "input_tokens": self._tokens["input"],
-                    "output_tokens": self._tokens["output"], "request_wall_s": round(self._wall, 3), "tasks": tasks}
+            return {
+                "billable_calls": self._calls,
+                "cache_hits": self._hits,
+                "input_tokens": self._tokens["input"],
+                "output_tokens": self._tokens["output"],
+                "request_wall_s": round(self._wall, 3),
+                "tasks": tasks,
+            }
 
     def info(self) -> BackendInfo:
         o = self.options
         return BackendInfo(
-            backend=self.name, model_id=str(o["model"]), device="remote", dtype="unknown", batch_size=int(o["max_concurrency"]),
-            extra={"vendor": self.vendor, "endpoint": o["base_url"], "api_key_env": o["api_key_env"], "prompts": o["prompts"],
-                   "temperature": o["temperature"], "parsing": "strict JSON; unparseable replies counted, never guessed",
-                   "usage": self.usage()},
+            backend=self.name,
+            model_id=str(o["model"]),
+            device="remote",
+            dtype="unknown",
+            batch_size=int(o["max_concurrency"]),
+            extra={
+                "vendor": self.vendor,
+                "endpoint": o["base_url"],
+                "api_key_env": o["api_key_env"],
+                "prompts": o["prompts"],
+                "temperature": o["temperature"],
+                "parsing": "strict JSON; unparseable replies counted, never guessed",
+                "usage": self.usage(),
+            },
         )
 
     def close(self) -> None:
@@ -336,18 +385,25 @@ class GeminiJudge(AudioJudge):
             if len(clips) > 1:
                 parts.append({"text": f"Clip {'AB'[i]}:"})
             parts.append({"inline_data": {"mime_type": "audio/wav", "data": base64.b64encode(wav).decode()}})
-        body = {"contents": [{"role": "user", "parts": parts}],
-            "generationConfig": {"temperature": self.options["temperature"], "responseMimeType": "application/json"}}
+        body = {
+            "contents": [{"role": "user", "parts": parts}],
+            "generationConfig": {"temperature": self.options["temperature"], "responseMimeType": "application/json"},
+        }
         path = f"/v1beta/models/{self.options['model']}:generateContent"
         data = client.request("POST", path, body=json.dumps(body).encode(), content_type="application/json").json(client.redact)
         cand = (data.get("candidates") or [None])[0] if isinstance(data, dict) else None
         parts_out = (cand or {}).get("content", {}).get("parts") if isinstance(cand, dict) else None
         if not isinstance(parts_out, list):
             reason = (cand or {}).get("finishReason") if isinstance(cand, dict) else None
-            raise HostedRequestError(f"gemini: no reply parts (finishReason {reason!r}, promptFeedback "
-                f"{data.get('promptFeedback') if isinstance(data, dict) else None!r})")
-        text = "".join(_reply_text(p.get("text"), self.vendor, "candidates[0].content.parts[].text") for p in parts_out if isinstance(p,
-            dict) and "text" in p)
+            raise HostedRequestError(
+                f"gemini: no reply parts (finishReason {reason!r}, promptFeedback "
+                f"{data.get('promptFeedback') if isinstance(data, dict) else None!r})"
+            )
+        text = "".join(
+            _reply_text(p.get("text"), self.vendor, "candidates[0].content.parts[].text")
+            for p in parts_out
+            if isinstance(p, dict) and "text" in p
+        )
         meta = data.get("usageMetadata") or {}
         return text, {"input": int(meta.get("promptTokenCount") or 0), "output": int(meta.get("candidatesTokenCount") or 0)}, data
 
@@ -369,14 +425,17 @@ class OpenAIAudioJudge(AudioJudge):
             if len(clips) > 1:
                 content.append({"type": "text", "text": f"Clip {'AB'[i]}:"})
             content.append({"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(), "format": "wav"}})
-        body = {"model": self.options["model"], "modalities": ["text"], "temperature": self.options["temperature"],
-            "messages": [{"role": "user", "content": content}]}
-        data = client.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(),
-            content_type="application/json").json(client.redact)
+        body = {
+            "model": self.options["model"],
+            "modalities": ["text"],
+            "temperature": self.options["temperature"],
+            "messages": [{"role": "user", "content": content}],
+        }
+        data = client.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), content_type="application/json").json(
+            client.redact
+        )
         choice = (data.get("choices") or [None])[0] if isinstance(data, dict) else None
         message = choice.get("message") if isinstance(choice, dict) else None
         text = _reply_text(message.get("content") if isinstance(message, dict) else None, self.vendor, "choices[0].message.content")
         usage = data.get("usage") or {}
         return text, {"input": int(usage.get("prompt_tokens") or 0), "output": int(usage.get("completion_tokens") or 0)}, data
-
-

@@ -54,8 +54,9 @@ def _dig(data: Any, *path: Any) -> Any:
 
 def _text(value: Any, vendor: str, where: str, redact: Any) -> str:
     if not isinstance(value, str):
-        raise HostedRequestError(f"{vendor}: the answer has no transcript string at {where}: "
-                                 f"{redact(json.dumps(value, default=str))[:200]}")
+        raise HostedRequestError(
+            f"{vendor}: the answer has no transcript string at {where}: {redact(json.dumps(value, default=str))[:200]}"
+        )
     return value.strip()
 
 
@@ -80,11 +81,19 @@ class DeepgramBackend(HostedASRBackend):
         return {"Authorization": f"Token {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        query = {"model": self.options["model"], "smart_format": self.options["smart_format"], "language": self.options["language"],
-            **_params(self.options)}
+        query = {
+            "model": self.options["model"],
+            "smart_format": self.options["smart_format"],
+            "language": self.options["language"],
+            **_params(self.options),
+        }
         data = client.request("POST", "/v1/listen", body=wav, content_type="audio/wav", query=query).json(client.redact)
-        text = _text(_dig(data, "results", "channels", 0, "alternatives", 0, "transcript"), self.vendor,
-            "results.channels[0].alternatives[0].transcript", client.redact)
+        text = _text(
+            _dig(data, "results", "channels", 0, "alternatives", 0, "transcript"),
+            self.vendor,
+            "results.channels[0].alternatives[0].transcript",
+            client.redact,
+        )
         return text, data
 
 
@@ -146,8 +155,12 @@ class SpeechmaticsBackend(HostedASRBackend):
         return {"Authorization": f"Bearer {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        tc = {"language": self.options["language"] or "en", "operating_point": self.options["model"],
-              "enable_entities": self.options["enable_entities"], **_params(self.options)}
+        tc = {
+            "language": self.options["language"] or "en",
+            "operating_point": self.options["model"],
+            "enable_entities": self.options["enable_entities"],
+            **_params(self.options),
+        }
         config = json.dumps({"type": "transcription", "transcription_config": tc})
         body, ctype = multipart([("config", config, None, None), ("data_file", wav, "audio.wav", "audio/wav")])
         job = client.request("POST", "/v2/jobs", body=body, content_type=ctype).json(client.redact)
@@ -291,8 +304,11 @@ class GoogleSTTv2Backend(HostedASRBackend):
         project = self.options["project"] or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
             raise ConfigError(f"{self.name}: set option 'project' or the environment variable GOOGLE_CLOUD_PROJECT")
-        config: dict[str, Any] = {"autoDecodingConfig": {}, "model": self.options["model"],
-            "languageCodes": [self.options["language"] or "en-US"]}
+        config: dict[str, Any] = {
+            "autoDecodingConfig": {},
+            "model": self.options["model"],
+            "languageCodes": [self.options["language"] or "en-US"],
+        }
         config.update(_params(self.options))
         body = json.dumps({"config": config, "content": base64.b64encode(wav).decode()}).encode()
         path = f"/v2/projects/{project}/locations/{self.options['location']}/recognizers/{self.options['recognizer']}:recognize"
@@ -302,8 +318,11 @@ class GoogleSTTv2Backend(HostedASRBackend):
             return "", data  # silence: the API leaves 'results' out
         if not isinstance(results, list):
             raise HostedRequestError(f"google: 'results' is not a list: {client.redact(str(data))[:200]}")
-        parts = [_text(_dig(r, "alternatives", 0, "transcript"), self.vendor, f"results[{i}].alternatives[0].transcript",
-            client.redact) for i, r in enumerate(results) if _dig(r, "alternatives")]
+        parts = [
+            _text(_dig(r, "alternatives", 0, "transcript"), self.vendor, f"results[{i}].alternatives[0].transcript", client.redact)
+            for i, r in enumerate(results)
+            if _dig(r, "alternatives")
+        ]
         return " ".join(p for p in parts if p), data
 
 
@@ -319,8 +338,14 @@ class AzureFastBackend(HostedASRBackend):
     name = "azure-fast"
     vendor = "azure"
     default_key_env = "AZURE_SPEECH_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"region": "eastus", "api_version": "2025-10-15", "profanity_filter_mode": "None",
-        "enhanced_mode": True, "prompt": None, "params": None}
+    vendor_defaults: ClassVar[dict[str, Any]] = {
+        "region": "eastus",
+        "api_version": "2025-10-15",
+        "profanity_filter_mode": "None",
+        "enhanced_mode": True,
+        "prompt": None,
+        "params": None,
+    }
     bool_options = ("enhanced_mode",)
     choice_options: ClassVar[dict[str, tuple[Any, ...]]] = {"profanity_filter_mode": ("None", "Masked", "Removed", "Tags")}
 
@@ -339,17 +364,25 @@ class AzureFastBackend(HostedASRBackend):
         return {"Ocp-Apim-Subscription-Key": key}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        definition: dict[str, Any] = {"locales": [self.options["language"] or "en-US"],
-            "profanityFilterMode": self.options["profanity_filter_mode"]}
+        definition: dict[str, Any] = {
+            "locales": [self.options["language"] or "en-US"],
+            "profanityFilterMode": self.options["profanity_filter_mode"],
+        }
         if self.options["enhanced_mode"]:
             definition["enhancedMode"] = {"enabled": True, "task": "transcribe"}
             if self.options["prompt"]:
                 definition["enhancedMode"]["prompt"] = list(self.options["prompt"])
         definition.update(_params(self.options))
-        body, ctype = multipart([("definition", json.dumps(definition), None, "application/json"),
-            ("audio", wav, "audio.wav", "audio/wav")])
-        data = client.request("POST", "/speechtotext/transcriptions:transcribe", body=body, content_type=ctype,
-            query={"api-version": self.options["api_version"]}).json(client.redact)
+        body, ctype = multipart(
+            [("definition", json.dumps(definition), None, "application/json"), ("audio", wav, "audio.wav", "audio/wav")]
+        )
+        data = client.request(
+            "POST",
+            "/speechtotext/transcriptions:transcribe",
+            body=body,
+            content_type=ctype,
+            query={"api-version": self.options["api_version"]},
+        ).json(client.redact)
         phrases = _dig(data, "combinedPhrases")
         if not isinstance(phrases, list):
             raise HostedRequestError(f"azure: the answer has no 'combinedPhrases' list: {client.redact(str(data))[:200]}")
@@ -380,8 +413,9 @@ class OpenAICompatibleBackend(HostedASRBackend):
                 raise ConfigError(f"{self.name}: option 'batch_size' (clips sent at once) must be a positive integer, got {batch!r}")
             options = {"max_concurrency": batch, **options}
         temperature = options.get("temperature")
-        if temperature is not None and (not isinstance(temperature, (int, float)) or isinstance(temperature,
-            bool) or not 0 <= temperature <= 1):
+        if temperature is not None and (
+            not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 1
+        ):
             raise ConfigError(f"{self.name}: option 'temperature' must be a number between 0 and 1, got {temperature!r}")
         super().__init__(**options)
 
@@ -395,8 +429,10 @@ class OpenAICompatibleBackend(HostedASRBackend):
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         path = "/audio/transcriptions" if client.base_url.endswith("/v1") else "/v1/audio/transcriptions"
-        fields: list[tuple[str, str | bytes, str | None, str | None]] = [("model", str(self.options["model"]), None, None),
-            ("response_format", "json", None, None)]
+        fields: list[tuple[str, str | bytes, str | None, str | None]] = [
+            ("model", str(self.options["model"]), None, None),
+            ("response_format", "json", None, None),
+        ]
         for key in ("language", "prompt", "temperature"):
             if self.options[key] is not None:
                 fields.append((key, str(self.options[key]), None, None))

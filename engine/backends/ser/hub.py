@@ -47,9 +47,7 @@ class _HubSER(HubWeights, SERBackend):
 
         if getattr(self._model.config, "feat_extract_norm", "layer") == "group" and len(clips) > 1:
             return np.concatenate([self._forward_logits([c]) for c in clips])
-        feats = self._extractor(
-            clips, sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt"
-        )
+        feats = self._extractor(clips, sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         feats = {k: v.to(self.device) for k, v in feats.items() if k in ("input_values", "attention_mask", "input_features")}
         with torch.inference_mode():
             out = self._model(**feats)
@@ -78,9 +76,7 @@ class TransformersSER(_HubSER):
         transformers = import_optional("transformers", self.install_hint)
         try:
             self._extractor = transformers.AutoFeatureExtractor.from_pretrained(self.model_id, cache_dir=self.cache_dir)
-            self._model = transformers.AutoModelForAudioClassification.from_pretrained(
-                self.model_id, cache_dir=self.cache_dir
-            )
+            self._model = transformers.AutoModelForAudioClassification.from_pretrained(self.model_id, cache_dir=self.cache_dir)
         except (OSError, ValueError) as exc:
             raise unreachable(self.model_id, exc) from exc
         self._model.to(self.device).eval()
@@ -129,8 +125,7 @@ def audeering_model_class() -> Any:
             if attention_mask is None:
                 pooled = hidden.mean(dim=1)
             else:
-                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1],
-                    attention_mask)  # type: ignore[arg-type]  # stubs say LongTensor
+                mask = self.wav2vec2._get_feature_vector_attention_mask(hidden.shape[1], attention_mask)  # type: ignore[arg-type]  # stubs say LongTensor
                 mask = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
             return pooled, self.classifier(pooled)

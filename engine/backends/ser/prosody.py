@@ -117,8 +117,9 @@ def mel_filterbank(sr: int, n_fft: int, n_mels: int = N_MELS, fmin: float = 20.0
     """Triangular filters on the HTK mel scale (librosa), peak 1, shape (n_mels, n_fft // 2 + 1)."""
     import librosa
 
-    return np.asarray(librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None),
-        dtype=np.float64)
+    return np.asarray(
+        librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax or sr / 2, htk=True, norm=None), dtype=np.float64
+    )
 
 
 def mfcc(power: np.ndarray, sr: int, n_fft: int = 512, n_mfcc: int = N_MFCC) -> np.ndarray:
@@ -155,9 +156,27 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
     d: dict[str, float] = {"duration_s": duration, "active_fraction": float(active.mean()) if active.size else 0.0}
     d["rms_db_total"] = float(10 * np.log10(np.mean(x**2) + 1e-12))
     if not active.any():
-        d.update({k: nan for k in ("speech_s", "rms_db", "f0_mean_hz", "f0_median_hz", "f0_p5_hz", "f0_p95_hz",
-                                   "f0_range_st", "f0_std_st", "f0_level_st", "voiced_fraction", "syllable_rate",
-                                   "n_syllable_nuclei", "zcr", "spectral_centroid_hz")})  # fmt: skip
+        d.update(
+            {
+                k: nan
+                for k in (
+                    "speech_s",
+                    "rms_db",
+                    "f0_mean_hz",
+                    "f0_median_hz",
+                    "f0_p5_hz",
+                    "f0_p95_hz",
+                    "f0_range_st",
+                    "f0_std_st",
+                    "f0_level_st",
+                    "voiced_fraction",
+                    "syllable_rate",
+                    "n_syllable_nuclei",
+                    "zcr",
+                    "spectral_centroid_hz",
+                )
+            }
+        )
         d.update({f"mfcc_mean_{k}": nan for k in range(N_MFCC)})
         return d
     idx = np.flatnonzero(active)
@@ -173,11 +192,17 @@ def prosody_descriptors(x: np.ndarray, sr: int = SAMPLE_RATE, active_range_db: f
         fv = f0[:n][voiced]
         st = 12 * np.log2(fv / 100.0)
         p5, p95 = np.percentile(fv, [5, 95])
-        d.update({
-            "f0_mean_hz": float(fv.mean()), "f0_median_hz": float(np.median(fv)), "f0_p5_hz": float(p5),
-            "f0_p95_hz": float(p95), "f0_range_st": float(12 * np.log2(p95 / p5)), "f0_std_st": float(st.std()),
-            "f0_level_st": float(12 * np.log2(np.median(fv) / 100.0)),
-        })  # fmt: skip
+        d.update(
+            {
+                "f0_mean_hz": float(fv.mean()),
+                "f0_median_hz": float(np.median(fv)),
+                "f0_p5_hz": float(p5),
+                "f0_p95_hz": float(p95),
+                "f0_range_st": float(12 * np.log2(p95 / p5)),
+                "f0_std_st": float(st.std()),
+                "f0_level_st": float(12 * np.log2(np.median(fv) / 100.0)),
+            }
+        )
     else:
         d.update({k: nan for k in ("f0_mean_hz", "f0_median_hz", "f0_p5_hz", "f0_p95_hz", "f0_range_st", "f0_std_st", "f0_level_st")})
 
@@ -314,8 +339,7 @@ class ProsodyBackend(SERBackend):
             x = np.asarray(audio, dtype=np.float64).reshape(-1)
             if len(x) < self.min_duration_s * sample_rate:
                 raise AudioError(
-                    f"clip {i} in the batch lasts {len(x) / sample_rate:.3f} s; the prosody backend needs at "
-                    f"least {self.min_duration_s} s"
+                    f"clip {i} in the batch lasts {len(x) / sample_rate:.3f} s; the prosody backend needs at least {self.min_duration_s} s"
                 )
             if not np.all(np.isfinite(x)):
                 raise AudioError(f"clip {i} in the batch contains NaN or infinite samples")

@@ -45,9 +45,7 @@ def unreachable(model_id: str, exc: BaseException, hint: str = "") -> BackendUna
     )
 
 
-def prepare_clips(
-    audios: Sequence[np.ndarray], sample_rate: int, min_duration_s: float, backend: str
-) -> list[np.ndarray]:
+def prepare_clips(audios: Sequence[np.ndarray], sample_rate: int, min_duration_s: float, backend: str) -> list[np.ndarray]:
     """Mono float32 at 16 kHz; clips shorter than ``min_duration_s`` or non-finite raise ``AudioError``."""
     out: list[np.ndarray] = []
     for i, a in enumerate(audios):
@@ -149,9 +147,7 @@ class SpeechBrainECAPA(_HubSV):
             from speechbrain.pretrained import EncoderClassifier  # type: ignore[no-redef]
         savedir = self.cache_dir or str(Path.home() / ".cache" / "audit" / "speechbrain" / self.model_id.replace("/", "--"))
         try:
-            self._model = EncoderClassifier.from_hparams(
-                source=self.model_id, savedir=savedir, run_opts={"device": self.device}
-            )
+            self._model = EncoderClassifier.from_hparams(source=self.model_id, savedir=savedir, run_opts={"device": self.device})
         except Exception as exc:  # hub, file-system and hparams errors all mean "cannot load here"
             raise unreachable(self.model_id, exc) from exc
         if self._model is None:
@@ -234,9 +230,7 @@ class WavLMSV(_HubSV):
             return np.concatenate([self._embed([c]) for c in clips])
         import torch
 
-        feats = self._extractor(
-            clips, sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt"
-        )
+        feats = self._extractor(clips, sampling_rate=SAMPLE_RATE, padding=True, return_attention_mask=True, return_tensors="pt")
         feats = {k: v.to(self.device) for k, v in feats.items()}
         with torch.inference_mode():
             out = self._model(**feats)

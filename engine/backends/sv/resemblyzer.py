@@ -91,8 +91,7 @@ class ResemblyzerBackend(SVBackend):
             x = soxr.resample(x, sample_rate, SAMPLE_RATE).astype(np.float32)
         if len(x) < 0.1 * SAMPLE_RATE:
             raise AudioError(
-                f"clip {index} in the batch lasts {len(x) / SAMPLE_RATE:.3f} s; resemblyzer needs at least "
-                f"{self.min_speech_s} s of speech"
+                f"clip {index} in the batch lasts {len(x) / SAMPLE_RATE:.3f} s; resemblyzer needs at least {self.min_speech_s} s of speech"
             )
         x = np.clip(x, -1.0, 1.0)
         wav = preprocess_wav(x) if self.trim_silence else normalize_volume(x, audio_norm_target_dBFS, increase_only=True)

@@ -209,13 +209,15 @@ class KokoroTTS(TTSBackend):
         self.voice = str(options.get("voice", self.default_voice))
         self.speed = self._check_speed(options.get("speed", 1.0))
         rate = options.get("sample_rate")
-        self.sample_rate: int | None = int(check_number(rate, "kokoro option 'sample_rate'", integer=True, ge=8000,
-            le=384_000)) if rate else None
+        self.sample_rate: int | None = (
+            int(check_number(rate, "kokoro option 'sample_rate'", integer=True, ge=8000, le=384_000)) if rate else None
+        )
         self.espeak_voice = str(options.get("espeak_voice", "en-us"))
         self.espeak_binary = str(options.get("espeak_binary", "espeak-ng"))
         threads = options.get("threads")
-        self.threads = int(check_number(threads, "kokoro option 'threads'", integer=True, ge=1, le=1024)) if threads else min(4,
-            os.cpu_count() or 1)
+        self.threads = (
+            int(check_number(threads, "kokoro option 'threads'", integer=True, ge=1, le=1024)) if threads else min(4, os.cpu_count() or 1)
+        )
         self.max_tokens = int(check_number(options.get("max_tokens", 500), "kokoro option 'max_tokens'", integer=True))
         if not 16 <= self.max_tokens <= CONTEXT_TOKENS:
             raise ConfigError(f"kokoro option 'max_tokens' must be between 16 and {CONTEXT_TOKENS}, got {self.max_tokens}")

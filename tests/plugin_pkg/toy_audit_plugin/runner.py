@@ -12,13 +12,15 @@ from typing import Any
 from audits.runners import Runner, decode_options
 from engine.data import ModelSpec, ProgressFn
 from engine.datasets import Dataset
-from engine.pass_engine import EngineOptions
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.engine import EngineOptions
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 
 
-def serial_runner(engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Any,
-        progress: ProgressFn | None) -> Runner:
+def serial_runner(
+    engine: EngineOptions, dataset: Dataset, specs: list[ModelSpec], store: RunStore, recipe: Any, progress: ProgressFn | None
+) -> Runner:
     """The runner factory registered under ``audit_engine.runners`` (``--engine toy-serial``)."""
-    return InProcessRunner(dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress,
-        max_models_loaded=1)
+    return InProcessRunner(
+        dataset, specs, store, warmup=recipe.warmup, decode_options=decode_options(recipe), progress=progress, max_models_loaded=1
+    )

@@ -26,6 +26,8 @@ class Family:
     description: str
 
 
+# a table, kept as laid out by hand: one family per entry, its name, backends, loader, extra and description side by side
+# fmt: off
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
@@ -51,7 +53,8 @@ FAMILIES: dict[str, Family] = {
                           "azure-fast", "modulate", "smallest"),
                "engine.backends.hosted.base:HostedASRBackend", "core", "hosted speech-to-text APIs, one vendor backend each"),
     )
-}  # fmt: skip
+}
+# fmt: on
 
 
 def get_family(name: str) -> Family:

@@ -51,8 +51,9 @@ class CTCFamily(FamilyLoader):
         if lang:
             tokenizer = getattr(self.processor, "tokenizer", None)
             if tokenizer is None or not hasattr(tokenizer, "set_target_lang") or not hasattr(self.model, "load_adapter"):
-                raise BackendUnavailable(f"option target_lang={lang!r} needs an MMS-style checkpoint with language adapters; {source} has "
-                    f"none")
+                raise BackendUnavailable(
+                    f"option target_lang={lang!r} needs an MMS-style checkpoint with language adapters; {source} has none"
+                )
             try:
                 tokenizer.set_target_lang(lang)
                 self.model.load_adapter(lang)

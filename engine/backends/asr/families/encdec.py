@@ -97,8 +97,9 @@ class EncoderDecoderFamily(FamilyLoader):
         return None if eos is None else int(eos)
 
     def _moonshine(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
-        inputs = self.processor(audio=list(clips), sampling_rate=SAMPLE_RATE, padding="longest", return_attention_mask=True,
-            return_tensors="pt")
+        inputs = self.processor(
+            audio=list(clips), sampling_rate=SAMPLE_RATE, padding="longest", return_attention_mask=True, return_tensors="pt"
+        )
         caps = [moonshine_token_cap(c.shape[0]) for c in clips]
         user_cap = self.options.get("max_new_tokens")
         rows = self._generate(inputs, {"max_new_tokens": max(caps)} if not user_cap else {})
@@ -130,8 +131,13 @@ class EncoderDecoderFamily(FamilyLoader):
         return str(self.options.get("language") or "en")
 
     def _cohere(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
-        inputs = self.processor(audio=list(clips), sampling_rate=SAMPLE_RATE, language=self._language(),
-            punctuation=self.options["punctuation"], return_tensors="pt")  # fmt: skip (a boolean: the typed option layer checked it)
+        inputs = self.processor(
+            audio=list(clips),
+            sampling_rate=SAMPLE_RATE,
+            language=self._language(),
+            punctuation=self.options["punctuation"],
+            return_tensors="pt",
+        )  # a boolean: the typed option layer checked it
         chunk_index = list(inputs.pop("audio_chunk_index"))
         rows = self._generate(inputs, {"max_new_tokens": _COHERE_MAX_NEW_TOKENS})
         eos = self._eos()
@@ -174,10 +180,14 @@ class EncoderDecoderFamily(FamilyLoader):
         elif self.model_type == "cohere_asr":
             out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={self.options['punctuation']}"
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False, "max_new_tokens": _COHERE_MAX_NEW_TOKENS})
-            out["long_form"] = ("clips over max_audio_clip_s - overlap_chunk_second (30 s) are split by the processor at the quietest "
-                                "point into chunks of up to 35 s, decoded as rows of one generate and joined per clip")
-            out["post_processing"] = ("decode(skip_special_tokens=True) per chunk, chunks joined as CohereAsrProcessor does, "
-                                      "brackets replaced by spaces (leaderboard remove_brackets), strip")
+            out["long_form"] = (
+                "clips over max_audio_clip_s - overlap_chunk_second (30 s) are split by the processor at the quietest "
+                "point into chunks of up to 35 s, decoded as rows of one generate and joined per clip"
+            )
+            out["post_processing"] = (
+                "decode(skip_special_tokens=True) per chunk, chunks joined as CohereAsrProcessor does, "
+                "brackets replaced by spaces (leaderboard remove_brackets), strip"
+            )
         else:
             out["prompt"] = None
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False})

@@ -68,12 +68,18 @@ class GraniteFeatureConfig:
             raise ConfigError(f"{source}: win_length ({cfg.win_length}) must not exceed n_fft ({cfg.n_fft})")
         saved = values.get("melspec_kwargs")
         if isinstance(saved, Mapping):
-            used = {"sample_rate": cfg.sampling_rate, "n_fft": cfg.n_fft, "win_length": cfg.win_length,
-                    "hop_length": cfg.hop_length, "n_mels": cfg.n_mels}  # fmt: skip
+            used = {
+                "sample_rate": cfg.sampling_rate,
+                "n_fft": cfg.n_fft,
+                "win_length": cfg.win_length,
+                "hop_length": cfg.hop_length,
+                "n_mels": cfg.n_mels,
+            }
             differ = {k: v for k, v in saved.items() if k in used and v != used[k]}
             if differ:
-                log.warning("%s: melspec_kwargs %s differ from the values transformers' extractor uses (%s); using the latter",
-                            source, differ, used)
+                log.warning(
+                    "%s: melspec_kwargs %s differ from the values transformers' extractor uses (%s); using the latter", source, differ, used
+                )
         return cfg
 
 
@@ -87,18 +93,35 @@ class GraniteLogMel:
         self.torch = torch
         self.window = torch.hann_window(config.win_length)  # periodic, torchaudio's default window_fn
         bank = mel_filter_bank(
-            num_frequency_bins=config.n_fft // 2 + 1, num_mel_filters=config.n_mels, min_frequency=0.0,
-            max_frequency=float(config.sampling_rate // 2), sampling_rate=config.sampling_rate, norm=None, mel_scale="htk",
-        )  # fmt: skip
+            num_frequency_bins=config.n_fft // 2 + 1,
+            num_mel_filters=config.n_mels,
+            min_frequency=0.0,
+            max_frequency=float(config.sampling_rate // 2),
+            sampling_rate=config.sampling_rate,
+            norm=None,
+            mel_scale="htk",
+        )
         self.bank = torch.from_numpy(np.asarray(bank, dtype=np.float32))  # (n_freqs, n_mels)
 
     def mel(self, audio: Any) -> Any:
         """Mel power spectrogram of a ``(batch, samples)`` tensor: ``(batch, n_mels, frames)``."""
         torch, cfg = self.torch, self.config
-        spec = torch.stft(
-            audio.float(), n_fft=cfg.n_fft, hop_length=cfg.hop_length, win_length=cfg.win_length, window=self.window,
-            center=True, pad_mode="reflect", normalized=False, onesided=True, return_complex=True,
-        ).abs().pow(2.0)  # fmt: skip
+        spec = (
+            torch.stft(
+                audio.float(),
+                n_fft=cfg.n_fft,
+                hop_length=cfg.hop_length,
+                win_length=cfg.win_length,
+                window=self.window,
+                center=True,
+                pad_mode="reflect",
+                normalized=False,
+                onesided=True,
+                return_complex=True,
+            )
+            .abs()
+            .pow(2.0)
+        )
         return torch.matmul(spec.transpose(-1, -2), self.bank).transpose(-1, -2)
 
     def embed_sizes(self, lengths: Sequence[int]) -> list[int]:

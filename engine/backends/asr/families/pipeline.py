@@ -45,5 +45,9 @@ class PipelineFamily(FamilyLoader):
         return [str(o["text"]) for o in outputs]
 
     def settings(self) -> dict[str, Any]:
-        return {"prompt": None, "decoding": "pipeline generate", "generate_kwargs": self._kwargs(),
-            "post_processing": "pipeline text, strip"}
+        return {
+            "prompt": None,
+            "decoding": "pipeline generate",
+            "generate_kwargs": self._kwargs(),
+            "post_processing": "pipeline text, strip",
+        }

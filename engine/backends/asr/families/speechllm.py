@@ -53,20 +53,31 @@ from engine.errors import BackendUnavailable, ConfigError
 
 #: the system turn the Open ASR Leaderboard (transformers/run_eval.py) gives granite-speech-3.3: its chat
 #: template would otherwise write the day of the run into a default one
-LEADERBOARD_GRANITE_SYSTEM = ("Knowledge Cutoff Date: April 2024.\nToday's Date: December 19, 2024.\n"
-                              "You are Granite, developed by IBM. You are a helpful AI assistant")
+LEADERBOARD_GRANITE_SYSTEM = (
+    "Knowledge Cutoff Date: April 2024.\nToday's Date: December 19, 2024.\n"
+    "You are Granite, developed by IBM. You are a helpful AI assistant"
+)
 
 _CARDS: dict[str, dict[str, Any]] = {
-    "granite_speech": {"style": "granite", "prompt": "<|audio|>can you transcribe the speech into a written format?",
-                       "generate": {"max_new_tokens": 200, "num_beams": 1, "do_sample": False, "repetition_penalty": 1.0}},
-    "qwen2_audio": {"style": "chat", "prompt": "Detect the language and recognize the speech: <|en|>",
-                    "generate": {"max_new_tokens": 256, "num_beams": 1, "do_sample": False}},
-    "phi4_multimodal": {"style": "phi4", "prompt": "Transcribe the audio clip into text.",
-                        "generate": {"max_new_tokens": 128, "num_beams": 1, "do_sample": False}},
+    "granite_speech": {
+        "style": "granite",
+        "prompt": "<|audio|>can you transcribe the speech into a written format?",
+        "generate": {"max_new_tokens": 200, "num_beams": 1, "do_sample": False, "repetition_penalty": 1.0},
+    },
+    "qwen2_audio": {
+        "style": "chat",
+        "prompt": "Detect the language and recognize the speech: <|en|>",
+        "generate": {"max_new_tokens": 256, "num_beams": 1, "do_sample": False},
+    },
+    "phi4_multimodal": {
+        "style": "phi4",
+        "prompt": "Transcribe the audio clip into text.",
+        "generate": {"max_new_tokens": 128, "num_beams": 1, "do_sample": False},
+    },
     "voxtral": {"style": "voxtral", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
     # prompt None: the processor's default_transcription_prompt (the checkpoint's processor_config.json)
     "glmasr": {"style": "glmasr", "prompt": None, "generate": {"max_new_tokens": 500, "num_beams": 1, "do_sample": False}},
-}  # fmt: skip
+}
 #: Phi-4-multimodal's turn end: the leaderboard stops each answer at it (or at the tokenizer's eos)
 PHI4_STOP = "<|end|>"
 
@@ -97,12 +108,22 @@ class SpeechLLMFamily(FamilyLoader):
         elif self.model_type == "glmasr":
             cls = transformers.GlmAsrForConditionalGeneration
         else:
-            cls = transformers.AutoModelForSpeechSeq2Seq if self.model_type not in ("phi4_multimodal",
-                ) else transformers.Phi4MultimodalForCausalLM
+            cls = (
+                transformers.AutoModelForSpeechSeq2Seq
+                if self.model_type not in ("phi4_multimodal",)
+                else transformers.Phi4MultimodalForCausalLM
+            )
         self.model = cls.from_pretrained(source, **model_kwargs)
         if self.adapter == "speech-lora":  # Phi-4-multimodal's card: load the speech adapter, make it the active one
-            self.model.load_adapter(source, adapter_name="speech", adapter_kwargs={
-                "subfolder": "speech-lora", "revision": common.get("revision"), "local_files_only": bool(common.get("local_files_only"))})
+            self.model.load_adapter(
+                source,
+                adapter_name="speech",
+                adapter_kwargs={
+                    "subfolder": "speech-lora",
+                    "revision": common.get("revision"),
+                    "local_files_only": bool(common.get("local_files_only")),
+                },
+            )
             self.model.set_adapter("speech")
         tokenizer: Any
         if self.card["style"] == "phi4":  # audio only: no image processor (torchvision)
@@ -112,7 +133,8 @@ class SpeechLLMFamily(FamilyLoader):
             from engine.backends.asr.families.granite_features import GraniteFeatureConfig, GraniteLogMel
 
             values, _ = transformers.GraniteSpeechFeatureExtractor.get_feature_extractor_dict(
-                self.processor_source(source), revision=common.get("revision"), local_files_only=common.get("local_files_only", False))
+                self.processor_source(source), revision=common.get("revision"), local_files_only=common.get("local_files_only", False)
+            )
             self.granite_mel = GraniteLogMel(GraniteFeatureConfig.from_dict(values, f"{source}: preprocessor_config.json"), self.torch)
             tokenizer = transformers.AutoTokenizer.from_pretrained(self.processor_source(source), **common)
             self._check_granite_prompt(tokenizer)
@@ -135,9 +157,15 @@ class SpeechLLMFamily(FamilyLoader):
             folder = "speech-lora"
         else:
             return None
-        found = cached_file(source, "adapter_config.json", subfolder=folder, revision=common.get("revision"),
-                            local_files_only=bool(common.get("local_files_only")), _raise_exceptions_for_missing_entries=False,
-                            _raise_exceptions_for_connection_errors=False)  # fmt: skip
+        found = cached_file(
+            source,
+            "adapter_config.json",
+            subfolder=folder,
+            revision=common.get("revision"),
+            local_files_only=bool(common.get("local_files_only")),
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+        )
         if found is None:
             return None
         need, have = _peft_versions()
@@ -153,15 +181,19 @@ class SpeechLLMFamily(FamilyLoader):
     def _check_granite_prompt(self, tokenizer: Any) -> None:
         self.audio_token = str(getattr(tokenizer, "audio_token", None) or "<|audio|>")
         if str(self.prompt() or "").count(self.audio_token) != 1:
-            raise ConfigError(f"Granite Speech's prompt must hold the audio token {self.audio_token} exactly once, got "
-                              f"{self.prompt()!r}: fix the option 'prompt' (default {self.card['prompt']!r})")
+            raise ConfigError(
+                f"Granite Speech's prompt must hold the audio token {self.audio_token} exactly once, got "
+                f"{self.prompt()!r}: fix the option 'prompt' (default {self.card['prompt']!r})"
+            )
         template = str(getattr(tokenizer, "chat_template", None) or "")
         if "strftime_now" in template and not self.system_prompt():
             # Granite 3.x templates write "Today's Date: <today>" into a default system turn: the
             # prompt, and so the transcript, would change with the day the run is made
-            raise ConfigError(f"{self.source}: its chat template writes today's date into a default system turn when none is "
+            raise ConfigError(
+                f"{self.source}: its chat template writes today's date into a default system turn when none is "
                 "given, so the prompt would change from day to day: set the option 'system_prompt' (the Open ASR Leaderboard "
-                f"uses {LEADERBOARD_GRANITE_SYSTEM!r})")
+                f"uses {LEADERBOARD_GRANITE_SYSTEM!r})"
+            )
 
     def system_prompt(self) -> str | None:
         value = self.options.get("system_prompt")
@@ -180,7 +212,10 @@ class SpeechLLMFamily(FamilyLoader):
         prompt = self.prompt()
         if style == "voxtral":
             return self.processor.apply_transcription_request(
-                language=str(self.options.get("language") or "en"), audio=clips, model_id=self.source, sampling_rate=SAMPLE_RATE,
+                language=str(self.options.get("language") or "en"),
+                audio=clips,
+                model_id=self.source,
+                sampling_rate=SAMPLE_RATE,
                 format="wav",  # arrays need a container: the processor writes each clip to a 16-bit WAV buffer
             )
         if style == "glmasr":  # prompt None: the processor's own default_transcription_prompt
@@ -223,11 +258,13 @@ class SpeechLLMFamily(FamilyLoader):
         return [str(t) for t in decoder.batch_decode(new, skip_special_tokens=True)]
 
     def settings(self) -> dict[str, Any]:
-        style = {"granite": "tokenizer chat template, audio token x the clip's audio-token count, tokenizer + granite_features",
-                 "chat": "processor chat template with an audio part",
-                 "voxtral": "processor.apply_transcription_request",
-                 "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
-                 "glmasr": "processor.apply_transcription_request"}[self.card["style"]]  # fmt: skip
+        style = {
+            "granite": "tokenizer chat template, audio token x the clip's audio-token count, tokenizer + granite_features",
+            "chat": "processor chat template with an audio part",
+            "voxtral": "processor.apply_transcription_request",
+            "phi4": "model card prompt <|user|><|audio|>{prompt}<|end|><|assistant|>, feature extractor + tokenizer",
+            "glmasr": "processor.apply_transcription_request",
+        }[self.card["style"]]
         prompt = self.prompt()
         if self.card["style"] == "glmasr" and prompt is None and self.processor is not None:
             prompt = str(getattr(self.processor, "default_transcription_prompt", "") or "") or None
@@ -240,8 +277,10 @@ class SpeechLLMFamily(FamilyLoader):
         }
         if self.card["style"] == "granite":
             out["system_prompt"] = self.system_prompt()
-            out["features"] = ("log-Mel as GraniteSpeechFeatureExtractor (torchaudio MelSpectrogram) computed with torch.stft and "
-                               "an HTK mel bank (granite_features)")
+            out["features"] = (
+                "log-Mel as GraniteSpeechFeatureExtractor (torchaudio MelSpectrogram) computed with torch.stft and "
+                "an HTK mel bank (granite_features)"
+            )
         if self.model_type in ("granite_speech", "phi4_multimodal"):
             out["speech_adapter"] = None if self.adapter is None else (self.adapter or "adapter beside the weights")
         if self.card["style"] == "voxtral":

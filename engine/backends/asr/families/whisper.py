@@ -121,10 +121,15 @@ class WhisperFamily(FamilyLoader):
                 rows[i] = [trim_at(row, eos, keep_eos=False)]
         for i, clip in enumerate(clips):
             if clip.shape[0] > window:
-                feats = extractor(clip, sampling_rate=SAMPLE_RATE, truncation=False, padding="longest", return_attention_mask=True,
-                    return_tensors="pt")
-                out = self.model.generate(feats.input_features.to(self.device, self.model.dtype),
-                    attention_mask=feats.attention_mask.to(self.device), return_timestamps=True, **kwargs)  # fmt: skip
+                feats = extractor(
+                    clip, sampling_rate=SAMPLE_RATE, truncation=False, padding="longest", return_attention_mask=True, return_tensors="pt"
+                )
+                out = self.model.generate(
+                    feats.input_features.to(self.device, self.model.dtype),
+                    attention_mask=feats.attention_mask.to(self.device),
+                    return_timestamps=True,
+                    **kwargs,
+                )
                 rows[i] = [list(map(int, out[0].cpu().tolist()))]
         return rows
 
@@ -149,7 +154,8 @@ class WhisperFamily(FamilyLoader):
             "decoding": "greedy" if beams == 1 else f"beam search ({beams})",
             "generate_kwargs": {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))},
             "features": "audio padded to 30 s" if ref.pad_audio_to_window else "the clip's own log-Mel frames, zero-padded to 3000",
-            "suppression": "cleared (forced_decoder_ids, suppress_tokens, begin_suppress_tokens)" if ref.clear_suppression
+            "suppression": "cleared (forced_decoder_ids, suppress_tokens, begin_suppress_tokens)"
+            if ref.clear_suppression
             else "the checkpoint's generation_config",
             "long_form": "clips over 30 s: sequential long-form generate with timestamps, one clip at a time",
             "post_processing": "cut before the first eos (a batch's padding), batch_decode(skip_special_tokens=True), strip",

@@ -64,4 +64,3 @@ def choose_run(runs: Iterable[Any], loaded: Mapping[int, bool], workers: int | N
         if work > float(run.facts.get("load_s") or 0.0) and work > best_work:
             best, best_work = run, work
     return best
-

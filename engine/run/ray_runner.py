@@ -1,10 +1,10 @@
 """The Ray engine: long-lived model actors, streamed ``(model, shard)`` units, resume, fault handling.
 
-It runs passes of every kind (ASR, speaker verification, emotion; ``engine/passes.py``): a
+It runs passes of every kind (ASR, speaker verification, emotion; ``engine/run/passes.py``): a
 spec's ``kind`` picks the backend registry and the rows its actors return, and the store given
 is that kind's, so everything below holds for each pass.
 
-Same contract as :class:`engine.runner.InProcessRunner` (constructor, ``run() -> facts``, progress
+Same contract as :class:`engine.run.runner.InProcessRunner` (constructor, ``run() -> facts``, progress
 events, rows identical because both call ``decode_shard`` and ``process_pass``), with Ray doing the
 placement:
 
@@ -18,7 +18,7 @@ placement:
   decoding, so a 2-core laptop runs one actor and never deadlocks.
 * **Longest first, then split.** Every model gets one actor before any gets a second, slowest
   first; idle slots at the tail take extra copies of the model with the most work left
-  (``engine/schedule.py``). An actor whose model has no queued shard left is retired.
+  (``engine/run/schedule.py``). An actor whose model has no queued shard left is retired.
 * **Streaming with backpressure.** At most ``max_in_flight`` units are submitted at once, at most
   ``actor_queue_depth`` per actor (2: the next unit's audio is ready when the current one ends).
 * **Decoding once per shard.** A shard is decoded and resampled by a Ray task (not in the driver,
@@ -36,7 +36,7 @@ placement:
   rebuilt from them, and quarantined units (below) are retried.
 * **Hosted APIs.** A hosted model's actors report their usage (calls billed, cache hits, cost)
   after each unit and when they go; the driver adds it to earlier sessions' in the model's facts
-  (``engine/ray_usage.py``), as the in-process runner does.
+  (``engine/run/ray_usage.py``), as the in-process runner does.
 * **Failures.** An actor that dies (segfault, OOM kill, ``os._exit``) or exceeds
   ``unit_timeout_s`` on a unit is killed and replaced; the unit it was running is retried up to
   ``max_retries`` times, then quarantined: its rows are written with
@@ -56,20 +56,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from engine.cluster import node_capacity, placement_problem
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, ConfigError
-from engine.passes import is_cpu_only
-from engine.ray_actor import ModelActor
-from engine.ray_setup import accepts_option, check_positive, driver_log_level, init_ray, missing_on_workers, short_error
-from engine.ray_usage import RayUsage, final_usage, is_hosted
-from engine.runner import InProcessRunner, decode_shard, failed_rows
-from engine.schedule import choose_run, order_runs
-from engine.store import RunPlan, RunStore
+from engine.run.cluster import node_capacity, placement_problem
+from engine.run.passes import is_cpu_only
+from engine.run.ray_actor import ModelActor
+from engine.run.ray_setup import accepts_option, check_positive, driver_log_level, init_ray, missing_on_workers, short_error
+from engine.run.ray_usage import RayUsage, final_usage, is_hosted
+from engine.run.runner import InProcessRunner, decode_shard, failed_rows
+from engine.run.schedule import choose_run, order_runs
+from engine.run.store import RunPlan, RunStore
 
 if TYPE_CHECKING:
-    from engine.joint_pass import PassStores
+    from engine.run.joint_pass import PassStores
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class RayRunner:
         self._label_keys: dict[str, list[str]] = {}
         self._t0 = time.perf_counter()
         self.stats: dict[str, Any] = {}
-        self._usage = RayUsage({})  # hosted APIs' calls billed and cost, per model (engine/ray_usage.py)
+        self._usage = RayUsage({})  # hosted APIs' calls billed and cost, per model (engine/run/ray_usage.py)
         self._storage_warned = False
 
     # -- what is left to do -------------------------------------------------------------------
@@ -313,7 +313,7 @@ class RayRunner:
             else:
                 biggest = max(biggest, num_cpus)
             self._runs[spec.name] = run
-        self._runs = order_runs(self._runs)  # slowest first (engine/schedule.py)
+        self._runs = order_runs(self._runs)  # slowest first (engine/run/schedule.py)
         self._cpu_budget = max(biggest, total_cpu - reserve)
         # Decode tasks take a CPU when one is left over after the actor budget; otherwise they run
         # unreserved (num_cpus=0) rather than wait forever behind the actors.
@@ -438,7 +438,7 @@ class RayRunner:
         return cpu, gpu
 
     def _start_actors(self) -> None:
-        """Fill free slots in the order engine/schedule.py chooses; a chosen model that does not fit waits."""
+        """Fill free slots in the order engine/run/schedule.py chooses; a chosen model that does not fit waits."""
         actor_cls, _ = _remote_types()
         while (run := choose_run(self._runs.values(), {k: a.loaded for k, a in self._actors.items()}, self.workers, self._t0)) is not None:
             cpu, gpu = self._used()
@@ -732,7 +732,11 @@ class RayRunner:
                     "%s, shard %s: %d audio file(s) were not found by the Ray worker that decoded them, but this driver reads them "
                     "(e.g. %s): every Ray node must read the dataset's audio at the same path (shared storage, docs/cluster.md); "
                     "their rows carry the error, and the model's facts count them (engine.audio_missing_on_workers)",
-                    run.spec.name, shard_id, len(missing), missing[0])
+                    run.spec.name,
+                    shard_id,
+                    len(missing),
+                    missing[0],
+                )
         if self.progress:
             self.progress("unit", 1, {"model": run.spec.name, "shard": shard_id, "rows": rows})
 

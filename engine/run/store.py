@@ -24,7 +24,7 @@ with the same settings and the same clip digest, by a readable part of the model
 the rest is transcribed again. So resume never reuses a row for a clip or setting that changed
 and never loses or repeats one, and ``consolidate`` verifies the outcome (each ``(model,
 utt_id)`` of the plan exactly once) and raises ``ResultIntegrityError`` rather than return
-anything else. File names are collision-free (``safe_name``) and names that would still share a
+anything else. File names are collision-free (``engine.storage.safe_name``) and names that would still share a
 file are refused before anything runs.
 """
 
@@ -34,7 +34,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,55 +44,14 @@ import pyarrow.parquet as pq
 
 from engine.backends.hosted.scrub import scrubber
 from engine.data import CONFIDENCE_COLUMNS, RESULT_COLUMNS, WorkUnit
-from engine.errors import ConfigError, ResultIntegrityError, StoreWriteError
-from engine.passes import STORE_DIRS, check_kind, pass_table
+from engine.errors import ConfigError, ResultIntegrityError
+from engine.run.passes import STORE_DIRS, check_kind, pass_table
+from engine.storage import atomic_write_text, check_distinct_paths, safe_name, write_hashed
 
 log = logging.getLogger(__name__)
 
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_NAME = 100  # characters kept from a long name (file names are limited to 255 bytes)
 MARKER_VERSION = 2
 _EXAMPLES = 5  # examples per kind of problem in an integrity error
-
-
-def safe_name(name: str) -> str:
-    """File-system safe form of a model or shard name that stays distinct for distinct names.
-
-    Characters outside ``[A-Za-z0-9._-]`` become ``_``. When that changes the name, or the name
-    has upper-case letters (which share a file with their lower-case form on case-insensitive
-    file systems) or is long, the first 8 hex digits of the name's SHA-1 are appended: escaping
-    alone sent ``a b`` and ``a_b`` (or ``tiny/a`` and ``tiny_a``) to one file, and one of them
-    silently lost its rows. Plain names (registry names, ``s00012``) are kept as they are. Names
-    stay intact inside the rows.
-    """
-    escaped = _SAFE.sub("_", name).strip("._") or "_"
-    if escaped == name and name == name.lower() and len(name) <= _MAX_NAME:
-        return name
-    return f"{escaped[:_MAX_NAME]}-{hashlib.sha1(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
-
-
-def check_distinct_paths(names: Iterable[str], what: str) -> None:
-    """Refuse names that would share a file (equal after ``safe_name``, ignoring case) or repeat.
-
-    ``safe_name`` makes this practically impossible for different names; the check makes it
-    impossible, so no unit can overwrite another's results.
-    """
-    seen: dict[str, str] = {}
-    clashes: list[str] = []
-    repeated: list[str] = []
-    for name in names:
-        key = safe_name(name).casefold()
-        if key in seen:
-            if seen[key] == name:
-                repeated.append(name)
-            else:
-                clashes.append(f"'{seen[key]}' and '{name}' (both '{safe_name(name)}')")
-        else:
-            seen[key] = name
-    if repeated:
-        raise ConfigError(f"{what} names must be unique in a run; repeated: {', '.join(sorted(set(repeated)))}")
-    if clashes:
-        raise ConfigError(f"{what} names that would share one result file: {'; '.join(clashes)}; rename one of each pair")
 
 
 def _digest(obj: Any) -> str:
@@ -247,29 +205,6 @@ def _settings_diff(old: Any, new: Mapping[str, Any]) -> str:
     return "; ".join(changed[:4]) + (f"; and {len(changed) - 4} more" if len(changed) > 4 else "") if changed else "unknown"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file, fsync it, and rename it over ``path``.
-
-    Every text artefact of a run is written here, so the secret scrubber runs here: no form of a
-    configured API key reaches a file (engine/backends/hosted/scrub.py).
-    """
-    text = scrubber()(text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)  # never leave a half-written temporary file behind
-        raise StoreWriteError(
-            f"cannot write {path}: {exc.strerror or exc}; nothing already written was changed: "
-            "free disk space or fix permissions, then re-run the same command"
-        ) from exc
-
-
 def rows_to_table(rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str]) -> pa.Table:
     """Result rows as an Arrow table with a fixed schema (labels as strings); every text cell
     passes the secret scrubber (a server may echo a key into an error or a transcript)."""
@@ -305,7 +240,7 @@ class RunStore:
     ``plan``: the :class:`RunPlan` markers and consolidation are checked against; the runners
     attach theirs (``use_plan``). Without one (a tool inspecting a store) a unit is done when its
     marker and part agree, and consolidation still refuses doubled rows. ``kind`` (``asr``,
-    ``sv``, ``ser``; ``engine/passes.py``) picks the folders, the row schema and the name of the
+    ``sv``, ``ser``; ``engine/run/passes.py``) picks the folders, the row schema and the name of the
     consolidated table, so every pass of a run shares one contract without sharing files.
     """
 
@@ -318,6 +253,8 @@ class RunStore:
         self.models_dir = self.root / models
         self.table_path = self.root / table
         self.plan = plan
+        self.table_sha256: str | None = None
+        """SHA-256 of the bytes ``consolidate`` last wrote to ``table_path``, taken while writing (None before)."""
 
     def use_plan(self, plan: RunPlan | None) -> None:
         self.plan = plan
@@ -362,8 +299,10 @@ class RunStore:
         if info.get("content_digest") != exp.content_digest:
             old = info.get("clips") or []
             changed = [u for u, a, b in zip(exp.utt_ids, old, exp.clips) if a != b] if len(old) == len(exp.clips) else list(exp.utt_ids)
-            return ("stale", f"{len(changed)} clip(s) changed since it was written (audio, reference or labels), e.g. "
-                f"{', '.join(changed[:3])}")
+            return (
+                "stale",
+                f"{len(changed)} clip(s) changed since it was written (audio, reference or labels), e.g. {', '.join(changed[:3])}",
+            )
         if info.get("settings_digest") != plan.settings_digests[unit.model]:
             return ("stale", f"settings changed: {_settings_diff(info.get('settings'), plan.settings[unit.model])}")
         return None
@@ -404,13 +343,16 @@ class RunStore:
             log.warning(
                 "%d unit(s) have results from an earlier run that do not match this run (e.g. %s: %s); "
                 "they are rebuilt from stored rows of the same clips and settings where possible, otherwise redone",
-                len(stale), unit.key, why,
+                len(stale),
+                unit.key,
+                why,
             )
         return out
 
     # -- writing ---------------------------------------------------------------------------------
-    def write_unit(self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str],
-            extra: Mapping[str, Any] | None = None) -> None:
+    def write_unit(
+        self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str], extra: Mapping[str, Any] | None = None
+    ) -> None:
         """Atomically write a unit's part, then its marker (recording what the plan says the unit holds).
 
         Rows that are not the plan's utterances for the unit, in order, are refused: a marker must
@@ -546,8 +488,9 @@ class RunStore:
         if staged:
             by_model = Counter(u.model for u, _, _ in staged)
             for model, n in by_model.items():
-                log.info("%s: %d unit(s) rebuilt from rows stored by an earlier run (same clips and settings); not transcribed again",
-                    model, n)
+                log.info(
+                    "%s: %d unit(s) rebuilt from rows stored by an earlier run (same clips and settings); not transcribed again", model, n
+                )
         rebuilt = {(u.model, u.shard_id) for u, _, _ in staged}
         return [u for u in pending if (u.model, u.shard_id) not in rebuilt]
 
@@ -577,9 +520,11 @@ class RunStore:
     def _empty(self) -> pa.Table:
         return rows_to_table([], []) if self.kind == "asr" else pass_table(self.kind, [])
 
-    def consolidate(self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *,
-            plan: RunPlan | None = None) -> pa.Table:
-        """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR).
+    def consolidate(
+        self, models: Iterable[str] | None = None, expected_ids: Iterable[str] | None = None, *, plan: RunPlan | None = None
+    ) -> pa.Table:
+        """The run's rows as one table, checked, then written atomically to the kind's table (``utterances.parquet`` for ASR),
+        fingerprinted as it is written (``table_sha256``).
 
         With a plan (``plan``, else the one a runner attached): reads exactly the parts of the
         plan's units for ``models`` (default: all the plan's models), and raises
@@ -603,8 +548,9 @@ class RunStore:
             names = list(models) if models is not None else plan.models
             left_out = [m for m in names if m in plan.not_run]
             if left_out:
-                log.warning("left out of the results (did not run): %s; their finished units are kept for a later resume",
-                    ", ".join(left_out))
+                log.warning(
+                    "left out of the results (did not run): %s; their finished units are kept for a later resume", ", ".join(left_out)
+                )
             check_models = [m for m in names if m not in plan.not_run]
             unknown = [m for m in check_models if m not in plan.settings]
             if unknown:
@@ -626,16 +572,14 @@ class RunStore:
             expected = [str(u) for u in expected_ids] if expected_ids is not None else plan.utt_ids()
         check_rows(table, check_models, expected, notes, self.root)
         table = table.sort_by([("model", "ascending"), ("utt_id", "ascending")])
-        dest = self.table_path
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}")
-        pq.write_table(table, tmp)
-        os.replace(tmp, dest)
+        self.table_sha256 = write_hashed(self.table_path, lambda fh: pq.write_table(table, fh))
         return table
 
 
-def check_rows(table: pa.Table, models: Sequence[str], expected_ids: Sequence[str] | None, notes: Sequence[str] = (),
-        where: Path | str = "") -> None:
+def check_rows(
+    table: pa.Table, models: Sequence[str], expected_ids: Sequence[str] | None, notes: Sequence[str] = (), where: Path | str = ""
+) -> None:
     """Raise ``ResultIntegrityError`` unless ``table`` holds each ``(model, utt_id)`` exactly once.
 
     With ``expected_ids``: exactly the expected utterances for every model in ``models`` (none
@@ -660,12 +604,14 @@ def check_rows(table: pa.Table, models: Sequence[str], expected_ids: Sequence[st
         unexpected_t = counts.filter(pc.invert(pc.and_(in_models, pc.is_in(counts["utt_id"], value_set=wanted))))
         for m in dict.fromkeys(models):
             present = counts.filter(pc.equal(counts["model"], m))["utt_id"]
-            lost = wanted.filter(pc.invert(pc.is_in(wanted,
-                value_set=present.combine_chunks() if present.num_chunks else pa.array([], pa.string()))))
+            lost = wanted.filter(
+                pc.invert(pc.is_in(wanted, value_set=present.combine_chunks() if present.num_chunks else pa.array([], pa.string())))
+            )
             n_missing += len(lost)
             missing.extend((m, u) for u in lost.slice(0, _EXAMPLES).to_pylist())
-        head = (f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, "
-                f"found {keys.num_rows}")
+        head = (
+            f"expected {len(wanted)} utterance(s) x {len(model_set)} model(s) = {len(wanted) * len(model_set)} rows, found {keys.num_rows}"
+        )
     else:
         unexpected_t = counts.filter(pc.invert(in_models))
         head = f"found {keys.num_rows} rows"
@@ -697,10 +643,7 @@ __all__ = [
     "RunPlan",
     "RunStore",
     "UnitPlan",
-    "atomic_write_text",
-    "check_distinct_paths",
     "check_rows",
     "ids_digest",
     "rows_to_table",
-    "safe_name",
 ]

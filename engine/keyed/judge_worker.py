@@ -1,4 +1,4 @@
-"""Worker of the judges' keyed passes (``engine/keyed_pass.py``): one audio-LM judge, one question per unit.
+"""Worker of the judges' keyed passes (``engine/keyed/keyed_pass.py``): one audio-LM judge, one question per unit.
 
 The speaker, emotion and synthetic-voice audits ask judges from ``engine.backends.JUDGE_BACKENDS``
 one question per item (a trial, a rendition pair and dimension, a clip). Each question is a unit
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.data import DEFAULT_MAX_DURATION_S, SPEECH_FREE_LABEL, SPEECH_FREE_VALUE, Utterance, is_speech_free
 from engine.errors import ConfigError
-from engine.unit_store import digest
+from engine.keyed.unit_store import digest
 
 JUDGE_METHODS: dict[str, tuple[str, int]] = {
     "same_speaker": ("same_speaker", 2),
@@ -35,7 +35,7 @@ JUDGE_METHODS: dict[str, tuple[str, int]] = {
 }
 """Judge methods a unit may name: method -> (prompt task it asks, clips it takes)."""
 
-WORKER = "engine.judge_worker:JudgeWorker"
+WORKER = "engine.keyed.judge_worker:JudgeWorker"
 
 
 def answer_settings(judge: Any, task: str) -> dict[str, Any]:
@@ -61,7 +61,7 @@ def clip_location(utt: Utterance, root: Path | str | None) -> dict[str, Any]:
     else:
         loc["audio_path"] = utt.audio_path
     if is_speech_free(utt.labels):
-        loc["speech_free"] = True  # a silent clip is valid only when labelled speech-free (engine/audio.py)
+        loc["speech_free"] = True  # a silent clip is valid only when labelled speech-free (engine/audio/decoding.py)
     if utt.segment is not None:
         loc["segment"] = list(utt.segment)  # a span of a longer file: the worker reads only it
     return loc
@@ -71,8 +71,15 @@ def decode_location(loc: Mapping[str, Any], max_duration_s: float, allow_outside
     """(samples at 16 kHz, None) or (None, the decode error) of one clip location."""
     labels = {SPEECH_FREE_LABEL: SPEECH_FREE_VALUE} if loc.get("speech_free") else {}
     seg = loc.get("segment")
-    utt = Utterance(str(loc["utt_id"]), None, audio_path=loc.get("audio_path"), audio_bytes=loc.get("audio_bytes"), labels=labels,
-        offset_s=None if seg is None else float(seg[0]), duration_s=None if seg is None else float(seg[1]))
+    utt = Utterance(
+        str(loc["utt_id"]),
+        None,
+        audio_path=loc.get("audio_path"),
+        audio_bytes=loc.get("audio_bytes"),
+        labels=labels,
+        offset_s=None if seg is None else float(seg[0]),
+        duration_s=None if seg is None else float(seg[1]),
+    )
     root = Path(loc["root"]) if loc.get("root") else None
     d = decode(utt, root=root, max_duration_s=max_duration_s, allow_outside_root=allow_outside_root)
     if d.error is not None or d.samples is None:

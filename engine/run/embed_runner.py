@@ -1,7 +1,7 @@
 """Speaker-verification (SV) and speech-emotion (SER) passes, run on the run's engine.
 
 An SV or SER pass is a set of ``(backend, shard)`` units with the same contract as the ASR pass
-(``engine/store.py``, ``engine/passes.py``): the run's engine (``engine/pass_engine.py``:
+(``engine/run/store.py``, ``engine/run/passes.py``): the run's engine (``engine/engine.py``:
 in-process or Ray actors, pinned to GPUs when the cluster has them) decodes each shard once for
 every pending backend, each unit is written as an atomic Parquet part plus a marker holding the
 ids digest, the clip digests and the settings, resume is exact (a changed clip or setting is
@@ -39,15 +39,17 @@ import pyarrow.parquet as pq
 from engine.backends.base import EmotionOutput
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.datasets.base import Dataset
+from engine.engine import EngineOptions
 from engine.errors import ConfigError
-from engine.joint_pass import JointRecord
-from engine.pass_engine import EngineOptions
-from engine.passes import PLACEMENT_KEYS, check_device, empty_table, registry_for, split_placement
-from engine.store import RunStore
+from engine.run.joint_pass import JointRecord
+from engine.run.passes import PLACEMENT_KEYS, check_device, empty_table, registry_for, split_placement
+from engine.run.store import RunStore
 
 log = logging.getLogger(__name__)
 
 KINDS = ("sv", "ser")
+
+
 @dataclass(frozen=True)
 class EmbedSpec:
     """One SV or SER backend to run: ``name`` keys its outputs, ``backend`` is the registry name.
@@ -165,7 +167,7 @@ def _summarize(table: pa.Table) -> dict[str, Any]:
 
 
 def _joint_record(engine: EngineOptions, spec: EmbedSpec, kind: str, settings_digest: str) -> JointRecord | None:
-    """The joint run's record of ``spec`` (``engine/joint_pass.py``), when it ran this very pass (same kind and settings)."""
+    """The joint run's record of ``spec`` (``engine/run/joint_pass.py``), when it ran this very pass (same kind and settings)."""
     rec = engine.joint.get(spec.name)
     if rec is None or rec.kind != kind or rec.settings_digest != settings_digest:
         return None
@@ -190,7 +192,7 @@ def run_embed_backends(
     the checked rows (``n_utts``, ``n_failed``, ``audio_s``, ``infer_s``, ``rtfx``).
 
     When the recipe run already ran a backend's pass together with its ASR pass
-    (``engine.joint``, ``engine/joint_pass.py``), its units are found finished and nothing is
+    (``engine.joint``, ``engine/run/joint_pass.py``), its units are found finished and nothing is
     computed; status and ``n_units_run`` then count that joint run as this call's, so the
     facts read as they would had the pass run here.
     """
@@ -217,8 +219,9 @@ def run_embed_backends(
         if not group:
             continue
         store = RunStore(out_dir, kind=kind)
-        runner = engine.runner(dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options,
-            progress=counting)
+        runner = engine.runner(
+            dataset, [s.model_spec() for s in group], store, warmup=warmup, decode_options=decode_options, progress=counting
+        )
         pending = {u.model for u in runner.pending()}
         facts = runner.run()
         table = store.consolidate([s.name for s in group], plan=runner.plan)  # rows == plan, or ResultIntegrityError

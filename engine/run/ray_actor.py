@@ -1,4 +1,4 @@
-"""The Ray engine's model actor: one loaded backend of any pass kind for the actor's whole life (see engine/ray_runner.py)."""
+"""The Ray engine's model actor: one loaded backend of any pass kind for the actor's whole life (see engine/run/ray_runner.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 from engine.backends.hosted.scrub import install_log_scrubber
 from engine.data import DecodedAudio, ModelSpec, Shard
 from engine.errors import AuditError
-from engine.ray_setup import worker_logging
-from engine.runner import load_model, placement, process_pass
+from engine.run.ray_setup import placement, worker_logging
+from engine.run.runner import load_model, process_pass
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +42,14 @@ class ModelActor:
             facts["actor"] = placement()
         if facts.get("status") == "loaded":
             where = facts["actor"]
-            log.info("model %s loaded in %.1f s (actor on %s, pid %s, device %s)", self.spec.name, float(facts.get("load_s") or 0.0),
-                where.get("host"), where.get("pid"), facts.get("info", {}).get("device"))
+            log.info(
+                "model %s loaded in %.1f s (actor on %s, pid %s, device %s)",
+                self.spec.name,
+                float(facts.get("load_s") or 0.0),
+                where.get("host"),
+                where.get("pid"),
+                facts.get("info", {}).get("device"),
+            )
         return facts
 
     def process(self, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
@@ -60,6 +66,6 @@ class ModelActor:
             self.backend = None
 
     def usage(self) -> dict[str, Any] | None:
-        """Hosted backends: this process's usage figures (collected by engine/ray_usage.py); None for local models."""
+        """Hosted backends: this process's usage figures (collected by engine/run/ray_usage.py); None for local models."""
         fn = getattr(self.backend, "usage", None)
         return fn() if callable(fn) else None

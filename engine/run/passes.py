@@ -1,13 +1,13 @@
 """Pass kinds: what differs between an ASR, a speaker-verification (SV) and an emotion (SER) pass.
 
-Every pass is a set of ``(backend, shard)`` units with one contract (``engine/store.py``: atomic
+Every pass is a set of ``(backend, shard)`` units with one contract (``engine/run/store.py``: atomic
 part + marker with ids digest, clip digests and settings, hashed safe names, exact resume,
 quarantine after retries, rows == plan or an integrity error). Both runners
-(``engine/runner.py``, ``engine/ray_runner.py``) run every kind; a :class:`~engine.data.ModelSpec`'s
+(``engine/run/runner.py``, ``engine/run/ray_runner.py``) run every kind; a :class:`~engine.data.ModelSpec`'s
 ``kind`` selects here:
 
 * the backend registry (``registry_for``),
-* how one decoded shard becomes rows (ASR: ``engine.runner.process_unit``; SV/SER:
+* how one decoded shard becomes rows (ASR: ``engine.run.runner.process_unit``; SV/SER:
   :func:`process_embed_unit`),
 * the row schema of the unit's part (``pass_table``) and the rows a quarantined unit gets
   (``failed_rows``),

@@ -1,11 +1,11 @@
-"""Keyed units: the unit contract of ``engine/store.py`` for results that are one JSON object per unit.
+"""Keyed units: the unit contract of ``engine/run/store.py`` for results that are one JSON object per unit.
 
 Some passes produce one small structured result per ``(pass, backend, unit)`` rather than rows
 per clip: the conversation section's diarization and long-form ASR per recording. They keep the
 same promises as the Parquet units:
 
 * **Hashed safe names.** Files are ``<root>/units/<pass>/<safe_name(backend)>/<safe_name(unit)>.json``
-  (``engine.store.safe_name``), so ids ``a/b`` and ``a_b`` (or models ``sim x`` and ``sim_x``)
+  (``engine.storage.safe_name``), so ids ``a/b`` and ``a_b`` (or models ``sim x`` and ``sim_x``)
   never share a file; names that would still collide are refused before anything runs.
 * **Markers with fingerprints.** Beside each result, ``<root>/markers/<pass>/...json`` records the
   unit's ``inputs`` (fingerprints of what it read: audio stamp, reference facts, upstream results)
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ResultIntegrityError
-from engine.store import atomic_write_text, check_distinct_paths, safe_name
+from engine.storage import atomic_write_text, check_distinct_paths, safe_name
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,12 @@ def keyed_workspace(parent: Path | str, name: str, settings: Mapping[str, Any]) 
             log.info("%s: work folder %s is not vouched for by its marker; it is started afresh", name, folder)
             shutil.rmtree(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        record = {"v": KEYED_VERSION, "name": name, "settings": json.loads(json.dumps(dict(settings), sort_keys=True, default=str)),
-                  "settings_digest": key}
+        record = {
+            "v": KEYED_VERSION,
+            "name": name,
+            "settings": json.loads(json.dumps(dict(settings), sort_keys=True, default=str)),
+            "settings_digest": key,
+        }
         atomic_write_text(marker, json.dumps(record, indent=1, sort_keys=True))
     return folder
 

@@ -182,12 +182,13 @@ def read_header(src: Path | io.BytesIO) -> AudioHeader:
     if info.frames == 0 or info.samplerate <= 0:
         raise AudioError("audio has 0 samples (0-length clip)")
     if info.channels > MAX_CHANNELS:
-        raise AudioError(f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 "
-            f"out.wav`)")
+        raise AudioError(
+            f"audio has {info.channels} channels, over the limit of {MAX_CHANNELS}; down-mix it first (e.g. `sox in.wav -c 1 out.wav`)"
+        )
     if info.samplerate > MAX_SOURCE_RATE:
         raise AudioError(
             f"audio is sampled at {info.samplerate} Hz, over the limit of {MAX_SOURCE_RATE} Hz; resample it first (e.g. `sox in.flac -r "
-                f"48000 out.flac`)"
+            f"48000 out.flac`)"
         )
     return AudioHeader(int(info.frames), int(info.samplerate), int(info.channels))
 
@@ -225,7 +226,9 @@ def span_frames(segment: tuple[float, float], header: AudioHeader) -> tuple[int,
     if offset + duration > length + SEGMENT_END_TOLERANCE_S:
         raise SegmentError(
             f"segment [{offset:g}, {offset + duration:g}] s ends {offset + duration - length:.3f} s past the end of its audio "
-            f"({length:.3f} s long); fix the offset or duration", "duration")
+            f"({length:.3f} s long); fix the offset or duration",
+            "duration",
+        )
     return start, min(n, header.frames - start)
 
 
@@ -249,9 +252,7 @@ def decode(
         return DecodedAudio(utt.utt_id, None, target_sr, error=f"cannot decode audio: {type(exc).__name__}: {exc}")
 
 
-def _decode(
-    utt: Utterance, root: Path | None, target_sr: int, max_duration_s: float, allow_outside_root: bool
-) -> np.ndarray:
+def _decode(utt: Utterance, root: Path | None, target_sr: int, max_duration_s: float, allow_outside_root: bool) -> np.ndarray:
     import soundfile as sf
 
     src = _open_source(utt, root, allow_outside_root)

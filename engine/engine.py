@@ -17,12 +17,12 @@ from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError
-from engine.keyed_pass import KeyedOutcome, KeyedPass, KeyedProgress, run_inprocess, run_ray
-from engine.runner import InProcessRunner
-from engine.store import RunStore
+from engine.keyed.keyed_pass import KeyedOutcome, KeyedPass, KeyedProgress, run_inprocess, run_ray
+from engine.run.runner import InProcessRunner
+from engine.run.store import RunStore
 
 if TYPE_CHECKING:
-    from engine.joint_pass import JointRecord, PassStores
+    from engine.run.joint_pass import JointRecord, PassStores
 
 ENGINE_KINDS = ("inprocess", "ray")
 """The runners that run every pass kind; a plug-in runner (``audit_engine.runners``) runs the ASR pass only."""
@@ -41,12 +41,13 @@ class EngineOptions:
     workers: int | None = None
     max_retries: int = 2
     unit_timeout_s: float | None = None
-    max_models_loaded: int | None = None  # in-process: models resident at once (engine/memory_plan.py)
+    max_models_loaded: int | None = None  # in-process: models resident at once (engine/run/memory_plan.py)
     memory_budget_mb: float | None = None  # in-process: memory the loaded models may take
     runtime_env: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
-    """Ray: the job's runtime environment (``--runtime-env``), passed to ``ray.init``; see :func:`engine.ray_setup.check_runtime_env`."""
+    """Ray: the job's runtime environment (``--runtime-env``), passed to ``ray.init``
+    (see :func:`engine.run.ray_setup.check_runtime_env`)."""
     joint: Mapping[str, JointRecord] = field(default_factory=dict, compare=False)
-    """Section backends this recipe run already ran together with its ASR pass (``engine/joint_pass.py``), by name."""
+    """Section backends this recipe run already ran together with its ASR pass (``engine/run/joint_pass.py``), by name."""
 
     def check(self) -> None:
         """Every option typed and in range (``--memory-budget-mb -5``, ``--max-models-loaded 0``
@@ -55,11 +56,11 @@ class EngineOptions:
         for name, f in ENGINE_FIELDS.items():
             f.check(getattr(self, name), f"--{name.replace('_', '-')}")
         if self.kind == "ray":
-            from engine.ray_setup import require_ray
+            from engine.run.ray_setup import require_ray
 
             require_ray()
         if self.runtime_env is not None:
-            from engine.ray_setup import check_runtime_env
+            from engine.run.ray_setup import check_runtime_env
 
             check_runtime_env(self.runtime_env, "--runtime-env")
 
@@ -75,7 +76,7 @@ class EngineOptions:
         progress: ProgressFn | None = None,
     ) -> Any:
         """A runner for one pass (``specs`` of one kind, ``store`` of that kind) or a joint run (``specs`` of
-        several kinds, ``store`` a :class:`~engine.joint_pass.PassStores`); ``run()`` returns model facts.
+        several kinds, ``store`` a :class:`~engine.run.joint_pass.PassStores`); ``run()`` returns model facts.
         ``warmups`` overrides ``warmup`` per model name."""
         dec = decode_options or DecodeOptions()
         if self.kind not in ENGINE_KINDS:
@@ -84,20 +85,36 @@ class EngineOptions:
                 f"passes run on {' or '.join(ENGINE_KINDS)}; use --engine inprocess or --engine ray for a recipe with these sections"
             )
         if self.kind == "ray":
-            from engine.ray_runner import RayRunner
+            from engine.run.ray_runner import RayRunner
 
             return RayRunner(
-                dataset, list(specs), store, warmup=warmup, warmups=warmups, decode_options=dec, progress=progress,
-                address=self.address, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
+                dataset,
+                list(specs),
+                store,
+                warmup=warmup,
+                warmups=warmups,
+                decode_options=dec,
+                progress=progress,
+                address=self.address,
+                workers=self.workers,
+                max_retries=self.max_retries,
+                unit_timeout_s=self.unit_timeout_s,
                 runtime_env=self.runtime_env,
             )
         return InProcessRunner(
-            dataset, list(specs), store, warmup=warmup, decode_options=dec, progress=progress,
-            max_models_loaded=self.max_models_loaded, memory_budget_mb=self.memory_budget_mb, warmups=warmups,
+            dataset,
+            list(specs),
+            store,
+            warmup=warmup,
+            decode_options=dec,
+            progress=progress,
+            max_models_loaded=self.max_models_loaded,
+            memory_budget_mb=self.memory_budget_mb,
+            warmups=warmups,
         )
 
     def run_keyed(self, passes: Sequence[KeyedPass], progress: KeyedProgress | None = None) -> KeyedOutcome:
-        """Run keyed passes (diarization, long-form ASR, judge questions: ``engine/keyed_pass.py``) on this engine.
+        """Run keyed passes (diarization, long-form ASR, judge questions: ``engine/keyed/keyed_pass.py``) on this engine.
 
         Every pending unit of ``passes`` is scheduled together, longest first; results are stored
         by this process as they arrive. On Ray, Ray must be started (:meth:`start`) or it is
@@ -110,8 +127,9 @@ class EngineOptions:
         if self.kind == "ray":
             started = self.start()
             try:
-                return run_ray(passes, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s,
-                    progress=progress)
+                return run_ray(
+                    passes, workers=self.workers, max_retries=self.max_retries, unit_timeout_s=self.unit_timeout_s, progress=progress
+                )
             finally:
                 self.stop(started)
         return run_inprocess(passes, max_retries=self.max_retries, progress=progress)
@@ -120,7 +138,7 @@ class EngineOptions:
         """Connect to (or start) Ray once for a whole recipe, so its passes share one instance; True if this call started it."""
         if self.kind != "ray":
             return False
-        from engine.ray_setup import init_ray
+        from engine.run.ray_setup import init_ray
 
         return init_ray(self.address, runtime_env=self.runtime_env)
 
@@ -129,11 +147,11 @@ class EngineOptions:
         and the runtime environment with secret-looking values redacted; on Ray, the cluster joined."""
         out: dict[str, Any] = {"runner": self.kind, "address": self.address, "workers": self.workers}
         if self.runtime_env is not None:
-            from engine.ray_setup import runtime_env_record
+            from engine.run.ray_setup import runtime_env_record
 
             out["runtime_env"] = runtime_env_record(self.runtime_env)
         if self.kind == "ray":
-            from engine.ray_setup import connection_facts
+            from engine.run.ray_setup import connection_facts
 
             out["ray"] = connection_facts()
         return out

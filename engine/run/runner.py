@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import platform
-import socket
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,18 +16,19 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine.audio import decode
+from engine.audio.decoding import decode
 from engine.backends.base import ASRBackend
 from engine.backends.hosted.scrub import error_text, scrub
 from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
-from engine.memory_plan import LoadGroup, plan_groups
-from engine.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
-from engine.store import RunPlan, RunStore
+from engine.run.memory_plan import LoadGroup, plan_groups
+from engine.run.passes import WARMUP_ATTR, build_pass_backend, embed_row, process_embed_unit
+from engine.run.ray_setup import placement
+from engine.run.store import RunPlan, RunStore
 
 if TYPE_CHECKING:
-    from engine.joint_pass import PassStores
+    from engine.run.joint_pass import PassStores
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def process_unit(
 
 
 def process_pass(backend: Any, spec: ModelSpec, shard: Shard, decoded: Sequence[DecodedAudio]) -> list[dict[str, Any]]:
-    """One unit of any pass kind (``engine/passes.py``): the rows both runners write."""
+    """One unit of any pass kind (``engine/run/passes.py``): the rows both runners write."""
     if spec.kind == "asr":
         return process_unit(backend, spec.name, shard, decoded, spec.batch_size)
     return process_embed_unit(backend, spec.kind, spec.name, shard, decoded, spec.batch_size)
@@ -143,12 +143,6 @@ def failed_rows(spec: ModelSpec, shard: Shard, message: str) -> list[dict[str, A
         row["error"] = message
         rows.append(row)
     return rows
-
-
-def placement() -> dict[str, Any]:
-    """Where this process runs: host, process id and the GPUs it may see (``CUDA_VISIBLE_DEVICES``)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return {"host": socket.gethostname(), "pid": os.getpid(), "gpu_ids": [g for g in (visible or "").split(",") if g] if visible else []}
 
 
 def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str, Any]]:
@@ -167,8 +161,12 @@ def prediction_rows(dataset: Dataset, model: str, shard: Shard) -> list[dict[str
 
 def hardware_facts() -> dict[str, Any]:
     """Where the run ran: platform, CPU (count, vector flags), torch/CUDA and CTranslate2 facts."""
-    facts: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-        "processor": platform.processor() or platform.machine()}
+    facts: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+    }
     try:
         import torch
 
@@ -184,8 +182,24 @@ def hardware_facts() -> dict[str, Any]:
 
 
 _SIMD_FLAGS = (
-    "sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-    "avx512_bf16", "avx_vnni", "amx_int8", "amx_bf16", "neon", "asimd", "asimddp", "sve",
+    "sse4_1",
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_int8",
+    "amx_bf16",
+    "neon",
+    "asimd",
+    "asimddp",
+    "sve",
 )
 
 
@@ -226,8 +240,13 @@ def ctranslate2_facts() -> dict[str, Any]:
 def load_model(spec: ModelSpec, warmup: int) -> ModelState:
     """Load and warm one model; a failure is recorded in its facts, never raised."""
     state = ModelState(spec)
-    facts: dict[str, Any] = {"model": spec.name, "backend": spec.backend, "batch_size": spec.batch_size, "warmup_batches": 0,
-        **dict(spec.meta)}
+    facts: dict[str, Any] = {
+        "model": spec.name,
+        "backend": spec.backend,
+        "batch_size": spec.batch_size,
+        "warmup_batches": 0,
+        **dict(spec.meta),
+    }
     if spec.kind != "asr":
         facts["kind"] = spec.kind
     try:
@@ -239,7 +258,7 @@ def load_model(spec: ModelSpec, warmup: int) -> ModelState:
             for _ in range(warmup):
                 backend.warmup()
                 facts["warmup_batches"] += 1
-        else:  # SV/SER: one discarded call on the first real clip (engine/passes.py)
+        else:  # SV/SER: one discarded call on the first real clip (engine/run/passes.py)
             setattr(backend, WARMUP_ATTR, warmup)
             facts["warmup_batches"] = warmup
         facts["info"] = backend.info().as_dict()
@@ -283,7 +302,7 @@ class InProcessRunner:
         warmups: Mapping[str, int] | None = None,
     ) -> None:
         self.warmups = dict(warmups or {})  # per-model warm-up counts (a joint run's section backends keep theirs)
-        self.max_models_loaded = max_models_loaded  # load groups (engine/memory_plan.py)
+        self.max_models_loaded = max_models_loaded  # load groups (engine/run/memory_plan.py)
         self.memory_budget_mb = memory_budget_mb
         self.dataset = dataset
         self.models = list(models)
@@ -413,8 +432,16 @@ class InProcessRunner:
         facts: dict[str, dict[str, Any]] = {}
         for i, group in enumerate(groups):
             log.info("load group %d/%d: %s (estimated %.0f MB)", i + 1, len(groups), ", ".join(group.models), group.estimated_mb)
-            sub = InProcessRunner(self.dataset, [by_name[n] for n in group.models], self.store, self.warmup, self.decode_options, progress,
-                self.prefetch, warmups=self.warmups)
+            sub = InProcessRunner(
+                self.dataset,
+                [by_name[n] for n in group.models],
+                self.store,
+                self.warmup,
+                self.decode_options,
+                progress,
+                self.prefetch,
+                warmups=self.warmups,
+            )
             for name, f in sub.run().items():
                 facts[name] = {**f, "load_group": {"index": i, "of": len(groups), "estimated_mb": round(group.estimated_mb, 1)}}
                 self.store.write_model_facts(name, facts[name])

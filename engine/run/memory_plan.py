@@ -23,9 +23,21 @@ log = logging.getLogger(__name__)
 
 #: Bytes per weight for the dtype names backends take (``dtype``, ``torch_dtype``, ``compute_type``).
 DTYPE_BYTES = {
-    "float32": 4.0, "fp32": 4.0, "float": 4.0, "auto": 4.0, "default": 4.0,
-    "float16": 2.0, "fp16": 2.0, "half": 2.0, "bfloat16": 2.0, "bf16": 2.0, "int8_float16": 1.0, "int8_float32": 1.0,
-    "int8": 1.0, "int8_bfloat16": 1.0, "int4": 0.5,
+    "float32": 4.0,
+    "fp32": 4.0,
+    "float": 4.0,
+    "auto": 4.0,
+    "default": 4.0,
+    "float16": 2.0,
+    "fp16": 2.0,
+    "half": 2.0,
+    "bfloat16": 2.0,
+    "bf16": 2.0,
+    "int8_float16": 1.0,
+    "int8_float32": 1.0,
+    "int8": 1.0,
+    "int8_bfloat16": 1.0,
+    "int4": 0.5,
 }
 #: Activations, buffers, the framework itself: on top of the weights.
 OVERHEAD = 1.3

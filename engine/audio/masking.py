@@ -1,7 +1,7 @@
 """The masked-word probe's audio operations: hide a timed span of a clip (pure functions of samples).
 
 They live in the engine because the masking derivation runs on the engine's workers
-(``engine.probe_workers.MaskWorker``): the driver picks the targets and their word spans (text
+(``engine.keyed.probe_workers.MaskWorker``): the driver picks the targets and their word spans (text
 work, ``audits.probes.masking``), a worker decodes the clip and calls :func:`mask_targets`. The
 span, widened by a small pad that never reaches into the neighbouring words, is replaced by
 
@@ -71,15 +71,32 @@ class MaskSignal:
     seed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"variants": list(self.variants), "pad_s": self.pad_s, "min_clip_s": self.min_clip_s, "attenuate_db": self.attenuate_db,
-                "noise_color": self.noise_color, "max_span_fraction": self.max_span_fraction, "min_span_s": self.min_span_s,
-                "ramp_s": self.ramp_s, "seed": self.seed}
+        return {
+            "variants": list(self.variants),
+            "pad_s": self.pad_s,
+            "min_clip_s": self.min_clip_s,
+            "attenuate_db": self.attenuate_db,
+            "noise_color": self.noise_color,
+            "max_span_fraction": self.max_span_fraction,
+            "min_span_s": self.min_span_s,
+            "ramp_s": self.ramp_s,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MaskSignal:
         # values as given (no float() of an int): they are written into each clip's derivation record
-        return cls(tuple(str(v) for v in d["variants"]), d["pad_s"], d["min_clip_s"], d["attenuate_db"], str(d["noise_color"]),
-                   d["max_span_fraction"], d["min_span_s"], d["ramp_s"], d["seed"])
+        return cls(
+            tuple(str(v) for v in d["variants"]),
+            d["pad_s"],
+            d["min_clip_s"],
+            d["attenuate_db"],
+            str(d["noise_color"]),
+            d["max_span_fraction"],
+            d["min_span_s"],
+            d["ramp_s"],
+            d["seed"],
+        )
 
 
 def active_rms(x: np.ndarray, sr: int = SAMPLE_RATE, floor_db: float = 40.0) -> float:
@@ -143,8 +160,9 @@ def refine_span(x: np.ndarray, span: SpanTiming, max_shift_s: float = 0.15, sr: 
     return start, end
 
 
-def mask_interval(span: SpanTiming, pad_s: float, duration_s: float, x: np.ndarray | None = None,
-        sr: int = SAMPLE_RATE) -> tuple[float, float]:
+def mask_interval(
+    span: SpanTiming, pad_s: float, duration_s: float, x: np.ndarray | None = None, sr: int = SAMPLE_RATE
+) -> tuple[float, float]:
     """The target span (edges refined on the audio when given) widened by ``pad_s`` into quiet audio only.
 
     The pad stops short of the neighbouring words: it extends an edge only over frames that stay
@@ -264,8 +282,13 @@ def mask_targets(parent: str, audio: np.ndarray, targets: Sequence[PlannedTarget
             out.append(TargetMasks(t.index, reason="target-too-short", detail=f"masked span is {hi - lo:.3f} s"))
             continue
         if hi - lo > signal.max_span_fraction * duration:
-            out.append(TargetMasks(t.index, reason="target-covers-clip",
-                                   detail=f"span {hi - lo:.2f} s of a {duration:.2f} s clip exceeds max_span_fraction"))
+            out.append(
+                TargetMasks(
+                    t.index,
+                    reason="target-covers-clip",
+                    detail=f"span {hi - lo:.2f} s of a {duration:.2f} s clip exceeds max_span_fraction",
+                )
+            )
             continue
         got = TargetMasks(t.index)
         for variant in signal.variants:

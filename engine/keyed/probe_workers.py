@@ -1,4 +1,4 @@
-"""Workers of keyed passes (``engine/keyed_pass.py``) for the probes' helper models, one clip per unit.
+"""Workers of keyed passes (``engine/keyed/keyed_pass.py``) for the probes' helper models, one clip per unit.
 
 The audio probes need helper models beside the ASR models they audit: word timings to find the
 word to mask, a speaker encoder to match a TTS voice to each speaker, and the TTS that renders the
@@ -20,7 +20,7 @@ in actors (on a GPU when there is one) and the driver only plans and stores:
 
 Clips are read by the worker itself (:func:`read_clip`) from a payload built by
 :func:`clip_payload`: the utterance's fields, the dataset root and the decode options, exactly what
-``engine.audio.decode`` needs. A clip that cannot be decoded (or is too short to embed) gives a
+``engine.audio.decoding.decode`` needs. A clip that cannot be decoded (or is too short to embed) gives a
 result with ``error``: a property of the audio, stored like any result and recomputed when the
 audio changes. Any other exception fails the unit (retried, then reported, never stored).
 """
@@ -45,19 +45,19 @@ _UTT_FIELDS = tuple(f.name for f in fields(Utterance))
 def clip_payload(u: Utterance, root: Path | str | None, decode_options: DecodeOptions | None = None, **extra: Any) -> dict[str, Any]:
     """What a worker needs to read clip ``u``: its fields, the dataset root, the decode options (and ``extra``)."""
     opts = decode_options or DecodeOptions()
-    return {"utt": {k: getattr(u, k) for k in _UTT_FIELDS}, "root": None if root is None else str(root),
-            "decode": asdict(opts), **extra}
+    return {"utt": {k: getattr(u, k) for k in _UTT_FIELDS}, "root": None if root is None else str(root), "decode": asdict(opts), **extra}
 
 
 def read_clip(payload: Mapping[str, Any]) -> tuple[np.ndarray | None, str | None]:
     """The clip of a :func:`clip_payload` as 16 kHz mono float32, or ``(None, why it cannot be read)``."""
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     u = Utterance(**{k: v for k, v in dict(payload["utt"]).items() if k in _UTT_FIELDS})
     opts = DecodeOptions(**dict(payload.get("decode") or {}))
     root = payload.get("root")
-    d = decode(u, root=None if root is None else Path(str(root)), max_duration_s=opts.max_duration_s,
-               allow_outside_root=opts.allow_outside_root)
+    d = decode(
+        u, root=None if root is None else Path(str(root)), max_duration_s=opts.max_duration_s, allow_outside_root=opts.allow_outside_root
+    )
     if d.error is not None or d.samples is None:
         return None, str(d.error or "no samples")
     return np.asarray(d.samples, dtype=np.float32), None
@@ -81,8 +81,9 @@ def render_speech(tts: Any, text: str, voice: str | None, lead_s: float, tail_s:
     peak = float(np.max(np.abs(y))) if y.size else 0.0
     if peak > 0:
         y = y * np.float32(0.5 / peak)
-    return np.concatenate([np.zeros(int(lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32),
-                           np.zeros(int(tail_s * SAMPLE_RATE), np.float32)])
+    return np.concatenate(
+        [np.zeros(int(lead_s * SAMPLE_RATE), np.float32), y.astype(np.float32), np.zeros(int(tail_s * SAMPLE_RATE), np.float32)]
+    )
 
 
 def tts_installation(engine: str, options: Mapping[str, Any] | None = None) -> str:
@@ -162,7 +163,7 @@ class WordTimingWorker:
     def load(self) -> dict[str, Any]:
         if self.method == "whisper":
             from engine.backends import build_backend
-            from engine.ray_setup import accepts_option
+            from engine.run.ray_setup import accepts_option
 
             spec = self.spec
             if spec is None:  # refused in __init__; kept for the type checker
@@ -270,8 +271,9 @@ class TTSWorker:
     (the probes' synthetic clips). The result is ``{"file", "sha256", "samples", "version"}``.
     """
 
-    def __init__(self, engine: str, options: Mapping[str, Any] | None = None, out_dir: str = ".", lead_s: float = 0.25,
-                 tail_s: float = 0.35) -> None:
+    def __init__(
+        self, engine: str, options: Mapping[str, Any] | None = None, out_dir: str = ".", lead_s: float = 0.25, tail_s: float = 0.35
+    ) -> None:
         from engine.backends import TTS_BACKENDS
 
         self.engine = engine
@@ -309,8 +311,8 @@ class MaskWorker:
 
     The driver placed the clip's targets (text work: which words, their word spans from the word
     timings); the worker decodes the clip (:func:`read_clip`), refines and pads each span on the
-    audio and applies every variant (``engine.masking_audio.mask_targets``), encodes each derived
-    clip as FLAC (16-bit, ``engine.shards.encode_audio``) into ``<out_dir>/<safe name of its id>.flac``
+    audio and applies every variant (``engine.audio.masking.mask_targets``), encodes each derived
+    clip as FLAC (16-bit, ``engine.audio.shards.encode_audio``) into ``<out_dir>/<safe name of its id>.flac``
     and returns, per target, either why it has no clip (``reason``, ``detail``) or per variant
     ``{"id", "file", "sha256", "duration_s", "derivation"}``. A clip shorter than the settings'
     ``min_clip_s`` gives no target (the driver names the skip); an unreadable clip gives ``error``.
@@ -326,9 +328,9 @@ class MaskWorker:
         """``payload``: a :func:`clip_payload` with ``signal`` (``MaskSignal.to_dict``; None: nothing to mask), ``targets``
         (``PlannedTarget.to_dict`` each), ``expect_duration_s`` (the duration the spans were timed on, or None) and
         optionally ``source_file``: also write the clip itself as FLAC under that name (``source`` in the result)."""
-        from engine.masking_audio import MaskSignal, PlannedTarget, mask_targets
-        from engine.shards import encode_audio
-        from engine.store import safe_name
+        from engine.audio.masking import MaskSignal, PlannedTarget, mask_targets
+        from engine.audio.shards import encode_audio
+        from engine.storage import safe_name
 
         audio, error = read_clip(payload)
         if audio is None:

@@ -59,7 +59,7 @@ class SegmentationConfig:
             raise ConfigError(
                 f"segmentation: pad_s ({self.pad_s:g}) must be less than max_chunk_s / 2 with at least {MIN_STEP_S:g} s to spare "
                 f"(max_chunk_s - 2 * pad_s >= {MIN_STEP_S:g}); lower pad_s to at most {(self.max_chunk_s - MIN_STEP_S) / 2:g} or raise "
-                    f"max_chunk_s"
+                f"max_chunk_s"
             )
 
     @classmethod
@@ -112,8 +112,9 @@ def silero_model_path() -> Path:
     try:
         import faster_whisper
     except ImportError as exc:
-        raise BackendUnavailable(f"Silero VAD ships inside faster-whisper, which cannot be imported ({exc}): "
-                                 "pip install faster-whisper") from exc
+        raise BackendUnavailable(
+            f"Silero VAD ships inside faster-whisper, which cannot be imported ({exc}): pip install faster-whisper"
+        ) from exc
     assets = Path(faster_whisper.__file__).parent / "assets"
     found = sorted(assets.glob("silero_vad*.onnx"))
     if not found:
@@ -247,8 +248,9 @@ class LongFormResult:
         return stitch(self.chunks.get(rec_id, []))
 
 
-def segment_recordings(audios: Mapping[str, np.ndarray], cfg: SegmentationConfig,
-        vad: SileroVAD | None = None) -> tuple[dict[str, list[tuple[float, float]]], float]:
+def segment_recordings(
+    audios: Mapping[str, np.ndarray], cfg: SegmentationConfig, vad: SileroVAD | None = None
+) -> tuple[dict[str, list[tuple[float, float]]], float]:
     """Chunk plan per recording, and the VAD seconds spent."""
     vad = vad or SileroVAD()
     t0 = time.perf_counter()
@@ -285,8 +287,9 @@ def transcribe_chunks(
     return out, infer
 
 
-def transcribe_long(backend: Any, audios: Mapping[str, np.ndarray], cfg: SegmentationConfig,
-        vad: SileroVAD | None = None) -> LongFormResult:
+def transcribe_long(
+    backend: Any, audios: Mapping[str, np.ndarray], cfg: SegmentationConfig, vad: SileroVAD | None = None
+) -> LongFormResult:
     """VAD-segment, batch-transcribe with ``backend.transcribe_batch`` and stitch, per recording."""
     plans, vad_s = segment_recordings(audios, cfg, vad)
     chunks, infer = transcribe_chunks(backend.transcribe_batch, audios, plans, cfg.batch_size)

@@ -2,8 +2,8 @@
 
 The conversation section's diarization and long-form ASR (one result per recording) and the
 judges' questions (one verdict per item) are not rows per clip of a shard, so they do not fit the
-Parquet units of ``engine/store.py``; they keep the same promises through
-``engine/unit_store.KeyedUnitStore`` (hashed safe names, markers with input fingerprints and
+Parquet units of ``engine/run/store.py``; they keep the same promises through
+``engine/keyed/unit_store.KeyedUnitStore`` (hashed safe names, markers with input fingerprints and
 settings, atomic writes, exact resume) and run on the same two runners as every other pass:
 
 * **The driver schedules and writes; workers do the audio work.** A unit's ``payload`` names what
@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from engine.backends.hosted.scrub import error_text, install_log_scrubber
 from engine.errors import AuditError, ConfigError, HostedAuthError, HostedQuotaError
-from engine.unit_store import KeyedUnitStore
+from engine.keyed.unit_store import KeyedUnitStore
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ def load_worker(path: str) -> type:
 
 
 def _placement_facts() -> dict[str, Any]:
-    from engine.runner import placement
+    from engine.run.ray_setup import placement
 
     return placement()
 
@@ -264,7 +264,7 @@ class KeyedActor:
     """A Ray actor holding one loaded worker for its life (wrapped with ``ray.remote`` on first use)."""
 
     def __init__(self, worker: str, options: Mapping[str, Any], log_level: int | None = None) -> None:
-        from engine.ray_setup import worker_logging
+        from engine.run.ray_setup import worker_logging
 
         install_log_scrubber()
         worker_logging(log_level)  # the worker's log records reach the driver (and a job's logs) at the driver's level
@@ -324,8 +324,10 @@ class _Group:
 def _actor_options(spec: WorkerSpec, gpus_in_cluster: float) -> dict[str, Any]:
     """Ray options of a worker's actor: its placement; a GPU-capable worker that names no ``num_gpus`` gets one GPU when there are any."""
     default_gpus = 1.0 if spec.gpu_capable and gpus_in_cluster > 0 else 0.0
-    opts: dict[str, Any] = {"num_cpus": float(spec.placement.get("num_cpus", 1.0)),
-                            "num_gpus": float(spec.placement.get("num_gpus", default_gpus))}
+    opts: dict[str, Any] = {
+        "num_cpus": float(spec.placement.get("num_cpus", 1.0)),
+        "num_gpus": float(spec.placement.get("num_gpus", default_gpus)),
+    }
     if spec.placement.get("memory_mb"):
         opts["memory"] = int(float(spec.placement["memory_mb"]) * 1024 * 1024)
     if spec.concurrency > 1:
@@ -427,7 +429,7 @@ def _loaded(cls: Any, g: _Group, ref: Any, outcome: KeyedOutcome, max_retries: i
     try:
         facts = ray.get(ref)
     except Exception as exc:  # noqa: BLE001 - a load failure fails the worker's units, named
-        from engine.ray_setup import short_error
+        from engine.run.ray_setup import short_error
 
         g.fatal = f"load failed: {short_error(exc)}"
         g.facts.update(status="load_failed", error=g.fatal)
@@ -454,7 +456,7 @@ def _ran(cls: Any, g: _Group, ref: Any, outcome: KeyedOutcome, max_retries: int,
 def _unit_error(cls: Any, g: _Group, actor: Any, u: KeyedUnit, exc: BaseException, outcome: KeyedOutcome, max_retries: int) -> None:
     from ray.exceptions import ActorDiedError, RayActorError
 
-    from engine.ray_setup import short_error
+    from engine.run.ray_setup import short_error
 
     hit = _fatal(exc)
     key = (g.p.store.pass_name, u.backend, u.unit)

@@ -1,7 +1,10 @@
-"""Ray set-up shared by the Ray runner: connecting (as ``ray.init`` resolves the address, ``RAY_ADDRESS``
-included), the job's runtime environment (``--runtime-env``), worker logging, option checks, short error lines.
+"""Worker set-up shared by shard passes and keyed passes: connecting to Ray (as ``ray.init`` resolves the
+address, ``RAY_ADDRESS`` included), the job's runtime environment (``--runtime-env``), worker logging,
+where a worker runs (``placement``), option checks, short error lines.
 
-Kept apart from ``engine/ray_runner.py`` so the runner stays one readable file; nothing here
+The one module of ``engine/run/`` that ``engine/keyed/`` imports (tests/test_layers.py).
+
+Kept apart from ``engine/run/ray_runner.py`` so the runner stays one readable file; nothing here
 imports ray at module level.
 """
 
@@ -11,17 +14,18 @@ import json
 import logging
 import os
 import re
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from engine.backends.availability import require_modules
 from engine.backends.hosted.scrub import REDACTED, SECRET_NAME, install_log_scrubber, scrub
-from engine.cluster import check_address
 from engine.config import check_keys, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError
-from engine.passes import registry_for
+from engine.run.cluster import check_address
+from engine.run.passes import registry_for
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +115,22 @@ def init_ray(
             log.info("joining the Ray cluster at %s: it keeps its own CPUs and GPUs (num_cpus/num_gpus apply to a local instance)", target)
         ray.init(address=address, **kwargs)  # ray.init resolves RAY_ADDRESS itself, as ray_target did
         _CONNECTION.clear()
-        _CONNECTION.update(cluster="joined", address=target, via="RAY_ADDRESS" if address in (None, "auto") and
-            os.environ.get("RAY_ADDRESS") else ("address" if address else "the cluster `ray start` began on this machine"))
+        _CONNECTION.update(
+            cluster="joined",
+            address=target,
+            via="RAY_ADDRESS"
+            if address in (None, "auto") and os.environ.get("RAY_ADDRESS")
+            else ("address" if address else "the cluster `ray start` began on this machine"),
+        )
     else:
-        ray.init(address=address, num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False,
-            _system_config={"worker_niceness": int(worker_niceness)}, **kwargs)
+        ray.init(
+            address=address,
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            include_dashboard=False,
+            _system_config={"worker_niceness": int(worker_niceness)},
+            **kwargs,
+        )
         _CONNECTION.clear()
         _CONNECTION.update(cluster="started locally")
     log.info("Ray resources: %s", {k: v for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU", "memory")})
@@ -139,6 +154,12 @@ def worker_logging(level: int | None) -> None:
         root.addHandler(handler)
     root.setLevel(level)
     install_log_scrubber()  # the new handler too: no key in a forwarded line
+
+
+def placement() -> dict[str, Any]:
+    """Where this process runs: host, process id and the GPUs it may see (``CUDA_VISIBLE_DEVICES``)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return {"host": socket.gethostname(), "pid": os.getpid(), "gpu_ids": [g for g in (visible or "").split(",") if g] if visible else []}
 
 
 #: How this process's Ray instance came about (init_ray), for summary.json's engine facts.
@@ -171,8 +192,10 @@ def load_runtime_env(text: str | None) -> dict[str, Any] | None:
         try:
             data = json.loads(stripped)
         except ValueError as exc:
-            raise ConfigError(f"{where}: not valid JSON ({exc}); give inline JSON such as "
-                '\'{"env_vars": {"HF_HOME": "/shared/hf"}}\' or the path of a YAML/JSON file') from None
+            raise ConfigError(
+                f"{where}: not valid JSON ({exc}); give inline JSON such as "
+                '\'{"env_vars": {"HF_HOME": "/shared/hf"}}\' or the path of a YAML/JSON file'
+            ) from None
     else:
         path = Path(stripped).expanduser()
         if not path.is_file():
@@ -190,8 +213,9 @@ def check_runtime_env(value: Any, where: str) -> dict[str, Any]:
     value is plain JSON (no NaN); then Ray's own validation (``ray.runtime_env.RuntimeEnv``).
     """
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a mapping of runtime_env fields (env_vars, working_dir, pip, ...), got "
-            f"{type(value).__name__}")
+        raise ConfigError(
+            f"{where}: expected a mapping of runtime_env fields (env_vars, working_dir, pip, ...), got {type(value).__name__}"
+        )
     from ray.runtime_env import RuntimeEnv
 
     check_keys(value, {k for k in RuntimeEnv.known_fields if not k.startswith("_")}, where)
@@ -201,8 +225,7 @@ def check_runtime_env(value: Any, where: str) -> dict[str, Any]:
             raise ConfigError(f"{where}: env_vars must map variable names to strings, got {type(env_vars).__name__}")
         for name, var in env_vars.items():
             if not isinstance(name, str) or not isinstance(var, str):
-                raise ConfigError(f"{where}: env_vars.{name}: Ray takes strings only, got {type(var).__name__} {var!r}; quote it "
-                    f"(\"{var}\")")
+                raise ConfigError(f'{where}: env_vars.{name}: Ray takes strings only, got {type(var).__name__} {var!r}; quote it ("{var}")')
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -217,6 +240,7 @@ def check_runtime_env(value: Any, where: str) -> dict[str, Any]:
 def runtime_env_record(runtime_env: Mapping[str, Any]) -> dict[str, Any]:
     """The runtime environment as summary.json records it: ``env_vars`` values whose name looks like a
     secret (``*_KEY``, ``*_TOKEN``, ...) are redacted, every other string passes the secret scrubber."""
+
     def clean(node: Any) -> Any:
         if isinstance(node, str):
             return scrub(node)
@@ -260,7 +284,6 @@ def check_positive(name: str, value: float | None, integer: bool = False) -> Non
         raise ConfigError(f"RayRunner: '{name}' must be {kind} or unset, got {value!r}")
 
 
-
 def short_error(exc: BaseException, limit: int = 400) -> str:
     """One line of an exception (Ray's own messages carry whole tracebacks), secrets scrubbed
     before it is cut (a cut key would no longer match)."""
@@ -274,6 +297,17 @@ def short_error(exc: BaseException, limit: int = 400) -> str:
 
 
 __all__ = [
-    "accepts_option", "check_positive", "check_runtime_env", "connection_facts", "driver_log_level", "init_ray", "load_runtime_env",
-    "missing_on_workers", "ray_target", "require_ray", "runtime_env_record", "short_error", "worker_logging",
+    "accepts_option",
+    "check_positive",
+    "check_runtime_env",
+    "connection_facts",
+    "driver_log_level",
+    "init_ray",
+    "load_runtime_env",
+    "missing_on_workers",
+    "ray_target",
+    "require_ray",
+    "runtime_env_record",
+    "short_error",
+    "worker_logging",
 ]

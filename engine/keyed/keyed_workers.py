@@ -1,4 +1,4 @@
-"""Workers of keyed passes (``engine/keyed_pass.py``) that work on whole recordings.
+"""Workers of keyed passes (``engine/keyed/keyed_pass.py``) that work on whole recordings.
 
 * :class:`DiarizeWorker`: one diarizer (``engine.backends.DIAR_BACKENDS``), one recording per unit;
   the result is the recording's turns.
@@ -25,14 +25,14 @@ from engine.errors import AudioError
 
 
 def load_recording(path: str) -> np.ndarray:
-    """A recording as mono float32 at 16 kHz, read by the clip decoder (``engine.audio.decode``).
+    """A recording as mono float32 at 16 kHz, read by the clip decoder (``engine.audio.decoding.decode``).
 
     One rule for what audio is acceptable in every section: the same header checks (channels,
     rate, stated length, WAV data chunk), NaN/Inf samples and silence refused, channels averaged,
     soxr resampling, long recordings read block by block. Recordings are whole conversations, so
     no duration cap applies (the clip cap is a setting of clip datasets).
     """
-    from engine.audio import decode
+    from engine.audio.decoding import decode
 
     d = decode(Utterance(os.path.basename(path), None, audio_path=path), max_duration_s=math.inf)
     if d.error is not None or d.samples is None:
@@ -63,8 +63,11 @@ class DiarizeWorker:
         audio = load_recording(str(payload["path"]))
         t0 = time.perf_counter()
         turns = self.diarizer.diarize(audio, num_speakers=payload.get("num_speakers"))
-        return {"recording": payload["recording"], "seconds": time.perf_counter() - t0,
-                "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns]}
+        return {
+            "recording": payload["recording"],
+            "seconds": time.perf_counter() - t0,
+            "turns": [{"start": t.start, "end": t.end, "speaker": t.speaker} for t in turns],
+        }
 
     def facts(self) -> dict[str, Any]:
         return {}
@@ -77,7 +80,7 @@ class LongformWorker:
     """Transcribes one recording per unit with one ASR model: VAD chunks (long-form) and diarization turns (attributed)."""
 
     def __init__(self, spec: ModelSpec, segmentation: Mapping[str, Any]) -> None:
-        from engine.segmentation import SegmentationConfig
+        from engine.audio.segmentation import SegmentationConfig
 
         self.spec = spec
         self.cfg = SegmentationConfig(**{k: v for k, v in segmentation.items() if k != "vad"})
@@ -87,9 +90,9 @@ class LongformWorker:
     def load(self) -> dict[str, Any]:
         from dataclasses import replace
 
+        from engine.audio.segmentation import SileroVAD
         from engine.backends import build_backend
-        from engine.ray_setup import accepts_option
-        from engine.segmentation import SileroVAD
+        from engine.run.ray_setup import accepts_option
 
         spec = self.spec
         if _holds_gpu() and "device" not in spec.options and accepts_option(spec, "device", "cuda"):
@@ -101,7 +104,7 @@ class LongformWorker:
 
     def run(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """``payload``: ``recording``, ``path`` and ``turns`` (``[start, end, speaker]`` chunks of the diarization)."""
-        from engine.segmentation import segment_recordings, transcribe_chunks
+        from engine.audio.segmentation import segment_recordings, transcribe_chunks
 
         rec = str(payload["recording"])
         x = {rec: load_recording(str(payload["path"]))}
@@ -110,10 +113,15 @@ class LongformWorker:
         tplans = [(float(s), float(e), str(spk)) for s, e, spk in payload["turns"]]
         tchunks, infer_sa = transcribe_chunks(self.backend.transcribe_batch, x, {rec: [(s, e) for s, e, _ in tplans]}, self.cfg.batch_size)
         return {
-            "recording": rec, "model": self.spec.name, "vad_s": vad_s, "infer_longform_s": infer_lf, "infer_attributed_s": infer_sa,
+            "recording": rec,
+            "model": self.spec.name,
+            "vad_s": vad_s,
+            "infer_longform_s": infer_lf,
+            "infer_attributed_s": infer_sa,
             "longform": [{"start": c.start, "end": c.end, "text": c.text} for c in chunks[rec]],
-            "attributed": [{"start": c.start, "end": c.end, "text": c.text, "speaker": spk}
-                           for c, (_, _, spk) in zip(tchunks[rec], tplans)],
+            "attributed": [
+                {"start": c.start, "end": c.end, "text": c.text, "speaker": spk} for c, (_, _, spk) in zip(tchunks[rec], tplans)
+            ],
         }
 
     def facts(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ reads) and the Ray runner's ordering (slowest model first, idle slots to the mod
 work left) spans every pass of the run.
 
 :class:`PassStores` is the store the runners are given then: it presents the
-:class:`~engine.store.RunStore` interface the runners use and sends each call to the store of
+:class:`~engine.run.store.RunStore` interface the runners use and sends each call to the store of
 the unit's model's kind, so parts, markers, settings and facts are byte-for-byte where a pass of
 that kind alone would have put them. A later ``run_embed_backends`` of the same specs therefore
 finds its units finished under the same contract and computes nothing; :class:`JointRecord`
@@ -26,8 +26,8 @@ from typing import Any
 
 from engine.data import DecodeOptions, ModelSpec, ProgressFn, WorkUnit
 from engine.errors import ConfigError
-from engine.passes import check_device, check_kind
-from engine.store import RunPlan, RunStore
+from engine.run.passes import check_device, check_kind
+from engine.run.store import RunPlan, RunStore
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +123,9 @@ class PassStores:
             left.update((u.model, u.shard_id) for u in self.stores[kind].rebuild_from_parts(mine))
         return [u for u in pending if (u.model, u.shard_id) in left]
 
-    def write_unit(self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str],
-            extra: Mapping[str, Any] | None = None) -> None:
+    def write_unit(
+        self, unit: WorkUnit, rows: Sequence[Mapping[str, Any]], label_keys: Sequence[str], extra: Mapping[str, Any] | None = None
+    ) -> None:
         self.store(unit.model).write_unit(unit, rows, label_keys, extra)
 
     def write_model_facts(self, model: str, facts: Mapping[str, Any]) -> None:
@@ -162,7 +163,7 @@ def run_joint(
     """Run the ASR specs and ``extra`` (SV/SER backends over the same dataset) as one runner run on ``engine``.
 
     Returns the ASR specs' facts (as the ASR runner alone would) and a :class:`JointRecord` per
-    extra backend. ``engine`` is an :class:`~engine.pass_engine.EngineOptions`.
+    extra backend. ``engine`` is an :class:`~engine.engine.EngineOptions`.
     """
     specs = [*asr, *(r.spec for r in extra)]
     store = PassStores.of(out_dir, specs)
