@@ -151,9 +151,10 @@ def run_engine(job: Mapping[str, Any]) -> dict[str, Any]:
     utts = [Utterance(c["utt_id"], c["text"], audio_bytes=Path(c["path"]).read_bytes(), duration_s=c["duration_s"]) for c in clips]
     ds = in_memory_dataset("fullsize", "demo", "memory", utts, len(utts), None)
     extra, forced = _forced(job)
-    options = dict(job["options"])
+    options = {**dict(job["options"]), "device": job.get("device", "cpu")}
     if extra:
         options["generate_kwargs"] = {**dict(options.get("generate_kwargs") or {}), **extra}
+    _reset_gpu_peak()
     spec = ModelSpec(job["name"], "transformers", options, int(job["batch"]))
     marks: dict[str, float] = {}
 
@@ -179,7 +180,42 @@ def run_engine(job: Mapping[str, Any]) -> dict[str, Any]:
     info = facts.get("info") or {}
     return {"load_s": float(facts.get("load_s") or 0.0), "wall_s": marks["last"] - marks["start"], "audio_s": audio,
             "infer_s": sum(r["infer_s"] for r in rows), "total_s": time.perf_counter() - t0, "peak_rss_mb": _rss_mb(),
-            "dtype": info.get("dtype"), "device": info.get("device"), "calls": None if forced is None else forced.calls}  # fmt: skip
+            "dtype": info.get("dtype"), "device": info.get("device"), "calls": None if forced is None else forced.calls,
+            **_gpu_peak()}  # fmt: skip
+
+
+def _reset_gpu_peak() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _gpu_peak() -> dict[str, Any]:
+    """Peak GPU memory of this side (torch's allocator) and what nvidia-smi sees in use now."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return {}
+    out: dict[str, Any] = {"gpu_max_allocated_mb": torch.cuda.max_memory_allocated() / 2**20,
+                           "gpu_max_reserved_mb": torch.cuda.max_memory_reserved() / 2**20}
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=10)  # fmt: skip
+        out["nvidia_smi_used_mb"] = float(smi.stdout.split()[0]) if smi.returncode == 0 and smi.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, ValueError):
+        out["nvidia_smi_used_mb"] = None
+    return out
+
+
+def bare_dtype(job: Mapping[str, Any], model_type: str) -> Any:
+    """float32 on the CPU; on CUDA the precision the engine's family loader picks under dtype auto."""
+    import torch
+
+    if job.get("device", "cpu") == "cpu":
+        return torch.float32
+    from engine.backends.asr.families import family_loader
+
+    return getattr(torch, family_loader(job["options"]["family"]).cuda_dtype_for(model_type))
 
 
 def _bare_model(folder: Path, builder: standins.Builder, dtype: Any) -> Any:
@@ -198,29 +234,34 @@ def run_bare(job: Mapping[str, Any]) -> dict[str, Any]:
     builder = standins.BUILDERS[job["builder"]]
     clips = [np.asarray(__import__("soundfile").read(c["path"], dtype="float32")[0]) for c in job["clips"]]
     extra, forced = _forced(job)
+    device = job.get("device", "cpu")
+    _reset_gpu_peak()
     t0 = time.perf_counter()
     step: Any
     if builder.family == "speech-llm":
         from engine.backends.asr.transformers import TransformersBackend
 
-        options = dict(job["options"])
+        options = {**dict(job["options"]), "device": device}
         if extra:
             options["generate_kwargs"] = {**dict(options.get("generate_kwargs") or {}), **extra}
         backend = TransformersBackend(**options)
         backend.load()
+        dtype_name = str(backend.info().dtype)
 
         def step(batch: list[np.ndarray]) -> list[str]:
             return list(backend._family.transcribe(batch))
     else:
-        model = _bare_model(folder, builder, torch.float32)
-        model_type = str(model.config.model_type)
+        model_type = str(json.loads((folder / "config.json").read_text())["model_type"])
+        dtype = bare_dtype(job, model_type)
+        model = _bare_model(folder, builder, dtype).to(device)
+        dtype_name = str(dtype)
         if builder.model_class == "AutoModel":  # lite-whisper: the base Whisper's processor
             processor = transformers.AutoProcessor.from_pretrained(job["options"].get("processor") or folder)
         else:
             processor = transformers.AutoProcessor.from_pretrained(folder)
 
         def step(batch: list[np.ndarray]) -> list[str]:
-            return _bare_step(model, model_type, processor, batch, extra, job["options"])
+            return _bare_step(model, model_type, processor, batch, extra, job["options"], device)
     load_s = time.perf_counter() - t0
     warm = [np.random.default_rng(0).normal(0, 0.01, SR).astype(np.float32)]
     audio = infer = 0.0
@@ -237,40 +278,53 @@ def run_bare(job: Mapping[str, Any]) -> dict[str, Any]:
     if forced is not None:
         forced.check()
     return {"load_s": load_s, "wall_s": wall, "audio_s": audio, "infer_s": infer, "total_s": time.perf_counter() - t0,
-            "peak_rss_mb": _rss_mb(), "dtype": "float32", "device": "cpu", "calls": None if forced is None else forced.calls}
+            "peak_rss_mb": _rss_mb(), "dtype": dtype_name.replace("torch.", ""), "device": device,
+            "calls": None if forced is None else forced.calls, **_gpu_peak()}
+
+
+def _on(inputs: Mapping[str, Any], model: Any, device: str) -> dict[str, Any]:
+    """Tensors to the model's device; floating ones to its dtype."""
+    out = {}
+    for key, value in inputs.items():
+        if hasattr(value, "to"):
+            value = value.to(device)
+            if value.is_floating_point():
+                value = value.to(model.dtype)
+        out[key] = value
+    return out
 
 
 def _bare_step(model: Any, model_type: str, processor: Any, batch: list[np.ndarray], extra: Mapping[str, Any],
-               options: Mapping[str, Any]) -> list[str]:  # fmt: skip
+               options: Mapping[str, Any], device: str = "cpu") -> list[str]:  # fmt: skip
     """One batch, the way the checkpoint's reference script feeds it (batch-padded features)."""
     if model_type in ("whisper", "lite-whisper"):
-        feats = processor.feature_extractor(batch, sampling_rate=SR, return_tensors="pt").input_features
+        feats = processor.feature_extractor(batch, sampling_rate=SR, return_tensors="pt").input_features.to(device, model.dtype)
         kwargs: dict[str, Any] = {"num_beams": 1, **extra}
         if getattr(model.generation_config, "is_multilingual", False):
             kwargs.update(language=options.get("language") or "en", task=options.get("task") or "transcribe")
         if model_type == "lite-whisper":
             kwargs["max_new_tokens"] = 224
         out = model.generate(feats, **kwargs)
-        return list(processor.batch_decode(out, skip_special_tokens=True))
+        return list(processor.batch_decode(out.cpu(), skip_special_tokens=True))
     if model_type == "moonshine_streaming":
         inputs = processor(audio=batch, sampling_rate=SR, padding="longest", return_attention_mask=True, return_tensors="pt")
         cap = max(int(len(c) * 6.5 // SR + 2) for c in batch)
-        out = model.generate(**inputs, max_new_tokens=cap, num_beams=1, do_sample=False, **extra)
-        return list(processor.batch_decode(out, skip_special_tokens=True))
+        out = model.generate(**_on(inputs, model, device), max_new_tokens=cap, num_beams=1, do_sample=False, **extra)
+        return list(processor.batch_decode(out.cpu(), skip_special_tokens=True))
     if model_type == "cohere_asr":
         inputs = processor(audio=batch, sampling_rate=SR, language="en", punctuation=False, return_tensors="pt")
         inputs.pop("audio_chunk_index", None)
-        out = model.generate(**inputs, max_new_tokens=500, num_beams=1, do_sample=False, **extra)
-        return list(processor.batch_decode(out, skip_special_tokens=True))
+        out = model.generate(**_on(inputs, model, device), max_new_tokens=500, num_beams=1, do_sample=False, **extra)
+        return list(processor.batch_decode(out.cpu(), skip_special_tokens=True))
     if model_type == "kyutai_speech_to_text":
         import soxr
 
         rate = int(processor.feature_extractor.sampling_rate)
         inputs = processor(audio=[soxr.resample(c, SR, rate) for c in batch], sampling_rate=rate, padding=True, return_tensors="pt")
-        return list(processor.batch_decode(model.generate(**inputs), skip_special_tokens=True))
+        return list(processor.batch_decode(model.generate(**_on(inputs, model, device)).cpu(), skip_special_tokens=True))
     # CTC (MMS): the padded batch, argmax, decode
     inputs = processor.feature_extractor(batch, sampling_rate=SR, padding=True, return_attention_mask=True, return_tensors="pt")
-    ids = model(**inputs).logits.argmax(-1)
+    ids = model(**_on(inputs, model, device)).logits.argmax(-1).cpu()
     return list(processor.batch_decode(ids))
 
 

@@ -350,6 +350,8 @@ def build(name: str, out: Path, size: str = "full", checkpoints: Mapping[str, Ch
             model = _construct(builder, config)
     finally:
         torch.set_default_dtype(previous)
+    if hasattr(model, "tie_weights"):  # tied heads share the embedding's storage, as in the checkpoint
+        model.tie_weights()
     model.to(getattr(torch, ckpt.storage_dtype))
     cheap_fill(model, seed)
     if generation is not None:
