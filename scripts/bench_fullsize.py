@@ -232,7 +232,9 @@ def run_bare(job: Mapping[str, Any]) -> dict[str, Any]:
 
     folder = Path(job["folder"])
     builder = standins.BUILDERS[job["builder"]]
-    clips = [np.asarray(__import__("soundfile").read(c["path"], dtype="float32")[0]) for c in job["clips"]]
+    import soundfile as sf
+
+    clips = [np.asarray(sf.read(c["path"], dtype="float32")[0]) for c in job["clips"]]
     extra, forced = _forced(job)
     device = job.get("device", "cpu")
     _reset_gpu_peak()
@@ -391,6 +393,16 @@ def bench_model(name: str, ckpts: Mapping[str, standins.Checkpoint], clips: list
     out: dict[str, Any] = {"model": name, "status": "measured", "size": size, "params": built.params, "card_params_m": ckpt.card_params_m,
                            "storage_dtype": ckpt.storage_dtype, "build_s": built.build_s, "token_counter": counter,
                            "reference_tokens": counts, "forced": ckpt.autoregressive, "ladder": {}}  # fmt: skip
+    if args.memory_only:  # one engine run at batch 1: load seconds and peak RSS, no speed figure
+        batches = batches_in_engine_order(durations, 1)
+        job = {"name": name, "builder": ckpt.builder, "folder": str(folder), "options": options, "batch": 1, "clips": clip_rows,
+               "batches": batches, "plan": _plan(batches, counts, ckpt.autoregressive), "eos_ids": eos, "allowed": allowed,
+               "threads": args.threads, "side": "engine"}  # fmt: skip
+        res = _side(job, tmp, args.side_timeout_s)
+        log.info("%s memory: load %.1f s, peak RSS %.0f MB, load average %s", name, res["load_s"], res["peak_rss_mb"], res["load_average"])
+        out.update(status="memory only", memory=res)
+        _remove(folder)
+        return out
     for batch in args.batches:
         batches = batches_in_engine_order(durations, batch)
         job = {"name": name, "builder": ckpt.builder, "folder": str(folder), "options": options, "batch": batch, "clips": clip_rows,
@@ -406,7 +418,15 @@ def bench_model(name: str, ckpts: Mapping[str, standins.Checkpoint], clips: list
         out["ladder"][batch] = _summarise(runs)
     best = max(out["ladder"], key=lambda b: out["ladder"][b]["engine"]["rtfx_wall"])
     out["best_batch"] = best
+    _remove(folder)
     return out
+
+
+def _remove(folder: Path) -> None:
+    """Drop a built stand-in (gigabytes) once measured."""
+    import shutil
+
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _summarise(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -425,12 +445,18 @@ def _summarise(runs: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace, env: Mapping[str, Any]) -> None:
-    print(f"\nmachine: {env['platform']}, {env['cpus']} CPUs, torch {env['torch']} with {args.threads} threads per side, float32, device cpu; "
+    print(f"\nmachine: {env['platform']}, {env['cpus']} CPUs, torch {env['torch']} with {args.threads} threads per side, float32, device "
+        f"cpu; "
           f"{args.clips} demo clips, {args.repeats} repeats per side and batch (alternating order, medians)")
     print("| model | parameters | batch | engine RTFx | bare RTFx | engine / bare (paired) | load s (engine) | peak RSS MB (engine / bare) "
           "| decode | load average |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
     for r in results:
+        if r["status"] == "memory only":
+            m = r["memory"]
+            print(f"| {r['model']} | {r['params']:,} | 1 | — | — | — | {m['load_s']:.1f} | {m['peak_rss_mb']:,.0f} / — | "
+                  f"memory only ({args.clips} clips, engine) | {m['load_average']} |")
+            continue
         if r["status"] != "measured":
             print(f"| {r['model']} | {r['params']:,} | — | — | — | — | — | needs {r['needs_mb']:,} MB (budget {r['budget_mb']:,}) | "
                   f"not run | — |")
@@ -440,7 +466,8 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace, env: Ma
             loads = ", ".join(s["engine"]["load_averages"] + s["bare"]["load_averages"])
             print(f"| {r['model']} | {r['params']:,} | {batch}{' (best)' if batch == r['best_batch'] else ''} | "
                   f"{s['engine']['rtfx_wall']:.2f} | {s['bare']['rtfx_wall']:.2f} | {s['ratio_wall']:.3f} ({s['ratio_paired']:.3f}) | "
-                  f"{s['engine']['load_s']:.1f} | {s['engine']['peak_rss_mb']:,.0f} / {s['bare']['peak_rss_mb']:,.0f} | {decode} | {loads} |")
+                  f"{s['engine']['load_s']:.1f} | {s['engine']['peak_rss_mb']:,.0f} / {s['bare']['peak_rss_mb']:,.0f} | {decode} | {loads} "
+                      f"|")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -453,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--memory-budget-mb", type=float, default=None, help="default: 80%% of MemAvailable, at most 24 GiB")
     ap.add_argument("--side-timeout-s", type=float, default=3600.0)
+    ap.add_argument("--memory-only", action="store_true", help="one engine run per model at batch 1: load seconds and peak RSS only")
     ap.add_argument("--quick", action="store_true", help="tiny layouts, 4 clips, batches 1 and 2, one repeat (a logic check)")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)

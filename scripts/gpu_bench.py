@@ -37,7 +37,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -67,9 +66,12 @@ def leaderboard() -> dict[str, dict[str, Any]]:
 
 def clips_for_run(n: int, tmp: Path) -> list[dict[str, Any]]:
     """The demo corpus's first ``n`` speech clips when it is here, else synthetic speech-like clips
-    (scripts/gpu_check.py) with references of about 2.5 words per second."""
+    (scripts/gpu_check.py, 16-bit WAV) with references of about 2.5 words per second."""
+    from gpu_check import install_wav_reader_if_missing, synth_clips, wav_bytes
+
+    reader = install_wav_reader_if_missing()  # a GPU image without soundfile: 16-bit WAV through the stdlib
     corpus = REPO / "data" / "demo-small"
-    if (corpus / "manifest.jsonl").is_file():
+    if (corpus / "manifest.jsonl").is_file() and reader.startswith("soundfile"):
         rows = bench_fullsize.corpus_clips(corpus, n)
         out = []
         for c in rows:
@@ -77,14 +79,11 @@ def clips_for_run(n: int, tmp: Path) -> list[dict[str, Any]]:
             path.write_bytes(c["bytes"])
             out.append({"utt_id": c["utt_id"], "text": c["text"], "path": str(path), "duration_s": len(c["audio"]) / SR})
         return out
-    import soundfile as sf
-    from gpu_check import synth_clips
-
     out = []
     for i, audio in enumerate(synth_clips(n, 2.0, 12.0, seed=7)):
         words = " ".join(" ".join(SENTENCES).split()[: max(3, int(len(audio) / SR * 2.5))])
-        path = tmp / f"synth-{i:03d}.flac"
-        sf.write(str(path), audio, SR)
+        path = tmp / f"synth-{i:03d}.wav"
+        path.write_bytes(wav_bytes(audio))
         out.append({"utt_id": f"synth-{i:03d}", "text": words, "path": str(path), "duration_s": len(audio) / SR})
     return out
 
@@ -148,7 +147,8 @@ def environment(device: str) -> dict[str, Any]:
     if device == "cuda" and torch.cuda.is_available():
         env["gpu"] = torch.cuda.get_device_name(0)
         try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"], capture_output=True,
+            smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                capture_output=True,
                                  text=True, timeout=10)  # fmt: skip
             env["nvidia_smi"] = smi.stdout.strip() or None
         except (OSError, subprocess.SubprocessError):
@@ -157,21 +157,24 @@ def environment(device: str) -> dict[str, Any]:
 
 
 def table(results: list[dict[str, Any]], facts: Mapping[str, Mapping[str, Any]]) -> str:
-    lines = ["| model | family | parameters | RTFx per batch (engine) | best batch | engine / bare there | peak GPU MB (torch / nvidia-smi) | "
+    lines = ["| model | family | parameters | RTFx per batch (engine) | best batch | engine / bare there | peak GPU MB (torch / "
+        "nvidia-smi) | "
              "leaderboard RTFx | note |", "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]  # fmt: skip
     for r in results:
         lb = facts.get(r["model"], {}).get("rtfx")
         lb_s = f"{lb:g}" if lb is not None else "not found"
         if r["status"] != "measured":
             params = f"{r['params']:,}" if r.get("params") else "—"
-            lines.append(f"| {r['model']} | {r.get('family') or '—'} | {params} | — | — | — | — | {lb_s} | {r['status']}: {r.get('note', '')} |")
+            lines.append(f"| {r['model']} | {r.get('family') or '—'} | {params} | — | — | — | — | {lb_s} | {r['status']}: "
+                f"{r.get('note', '')} |")
             continue
         ladder = ", ".join(f"{b}: {s['engine_rtfx']:.1f}" for b, s in r["ladder"].items())
         best = r["ladder"][r["best_batch"]]
         e = best["engine"]
         mem = (f"{e['gpu_max_allocated_mb']:,.0f} / {e.get('nvidia_smi_used_mb') or '—'}" if "gpu_max_allocated_mb" in e else "— (no GPU)")
         decode = "forced to reference token counts" if r["forced"] else "normal decoding"
-        lines.append(f"| {r['model']} | {r['family']} | {r['params']:,} | {ladder} | {r['best_batch']} | {best['ratio']:.3f} | {mem} | {lb_s} | "
+        lines.append(f"| {r['model']} | {r['family']} | {r['params']:,} | {ladder} | {r['best_batch']} | {best['ratio']:.3f} | {mem} | "
+            f"{lb_s} | "
                      f"{r['size']} stand-in, {decode}, {e['dtype']} |")
     return "\n".join(lines)
 
@@ -195,9 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     size = "tiny" if args.tiny else "full"
     ladder = [int(b) for b in args.batches.split(",")]
     if args.model_worker:  # one model in its own process: figures to --json
+        from gpu_check import install_wav_reader_if_missing
+
+        install_wav_reader_if_missing()
         job = json.loads(args.job.read_text()) if args.job else {}
-        with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as tmp:
-            res = measure_model(args.model_worker, size, args.device, job["clips"], ladder, Path(tmp))
+        with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as scratch:
+            res = measure_model(args.model_worker, size, args.device, job["clips"], ladder, Path(scratch))
         assert args.json is not None
         args.json.write_text(json.dumps(res, default=str))
         return 0
@@ -264,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
 def _model_subprocess(name: str, args: argparse.Namespace, clip_rows: list[dict[str, Any]], tmp: Path, left: float) -> dict[str, Any]:
     job, out = tmp / f"{name}-job.json", tmp / f"{name}-out.json"
     job.write_text(json.dumps({"clips": clip_rows}))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--model-worker", name, "--job", str(job), "--json", str(out), "--device", args.device,
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--model-worker", name, "--job", str(job), "--json", str(out), "--device",
+        args.device,
            "--batches", args.batches] + (["--tiny"] if args.tiny else [])  # fmt: skip
     try:
         proc = subprocess.run(cmd, timeout=max(1.0, left), capture_output=True, text=True)

@@ -139,7 +139,7 @@ def whisper_tokenizer_json(scratch: Path) -> Path:
     real = whisper_base_tokenizer_json()
     if real is not None:
         return real
-    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode
+    from transformers.models.gpt2.tokenization_gpt2 import bytes_to_unicode  # type: ignore[attr-defined]
 
     symbols = list(bytes_to_unicode().values())
     vocab = {s: i for i, s in enumerate(symbols)}
@@ -148,7 +148,7 @@ def whisper_tokenizer_json(scratch: Path) -> Path:
             if len(vocab) >= 50257:
                 break
             vocab.setdefault(a + b, len(vocab))
-    data = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+    data: dict[str, Any] = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
             "post_processor": None, "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
             "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "", "end_of_word_suffix": "",
@@ -476,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.out is None:
             ap.error("--build needs --out")
         built = build(args.build, args.out, args.size)
-        print(f"{built.name}: {built.params:,} parameters ({built.size}, stored {built.storage_dtype}) in {built.folder}, {built.build_s:.1f} s")
+        print(f"{built.name}: {built.params:,} parameters ({built.size}, stored {built.storage_dtype}) in {built.folder}, "
+            f"{built.build_s:.1f} s")
         return 0
     ckpts = load_checkpoints()
     rows = []
@@ -497,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         if r["params"] is None:
             print(f"| {r['model']} | {r['family']} | — | {r['card_params_m']:g} M | — | — | {r['not_built']} |")
         else:
-            print(f"| {r['model']} | {r['family']} | {r['params']:,} | {r['card_params_m']:g} M | {r['ratio']:.2f} | {r['cpu_float32_mb']:,} | "
+            print(f"| {r['model']} | {r['family']} | {r['params']:,} | {r['card_params_m']:g} M | {r['ratio']:.2f} | "
+                f"{r['cpu_float32_mb']:,} | "
                   f"{r['verified']} |")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))

@@ -38,9 +38,11 @@ def test_every_transformers_checkpoint_of_the_line_up_has_a_stand_in_of_its_fami
 
 
 def test_a_bad_entry_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
-    good = {"builder": "mms", "card_params_m": 965, "storage_dtype": "float32", "base": "tiny", "config": {}, "source": "s", "verified": "v",
+    good = {"builder": "mms", "card_params_m": 965, "storage_dtype": "float32", "base": "tiny", "config": {}, "source": "s",
+        "verified": "v",
             "autoregressive": False}  # fmt: skip
-    for bad, key in (({"builder": "nope"}, "builder"), ({"storage_dtype": "int8"}, "storage_dtype"), ({"card_params_m": True}, "card_params_m"),
+    for bad, key in (({"builder": "nope"}, "builder"), ({"storage_dtype": "int8"}, "storage_dtype"),
+        ({"card_params_m": True}, "card_params_m"),
                      ({"colour": 1}, "unknown keys"), ({"base": "big"}, "base")):  # fmt: skip
         path = tmp_path / "c.yaml"
         path.write_text(json.dumps({"checkpoints": {"mms-1b-all": {**good, **bad}}}))
@@ -49,7 +51,8 @@ def test_a_bad_entry_is_refused_naming_the_file_and_key(tmp_path: Path) -> None:
         assert str(path) in str(err.value) and "mms-1b-all" in str(err.value)
 
 
-@pytest.mark.parametrize("name, exact", [("whisper-large-v3", 1_543_490_560), ("mms-1b-all", 964_684_444), ("kyutai-stt-2.6b-en", 2_696_431_425)])
+@pytest.mark.parametrize("name, exact",
+    [("whisper-large-v3", 1_543_490_560), ("mms-1b-all", 964_684_444), ("kyutai-stt-2.6b-en", 2_696_431_425)])
 def test_full_size_parameter_counts_of_checkpoints_with_read_dimensions(name: str, exact: int, tmp_path: Path) -> None:
     """Counted on the meta device: the published size, within 4% of the card's rounded figure."""
     ckpt = standins.load_checkpoints()[name]
@@ -164,7 +167,8 @@ def test_measured_mapping_is_checked(tmp_path: Path) -> None:
           "threads: 2, by: scripts/bench_fullsize.py}}")
     assert _registry(tmp_path, ok)["m"].measured["batch"] == 4
     for bad, words in (
-        ("{backend: simulated, rtfx: 2, measured: {fields: [memory_mb], device: cpu, dtype: float32, batch: 1, by: x}}", "sets no memory_mb"),
+        ("{backend: simulated, rtfx: 2, measured: {fields: [memory_mb], device: cpu, dtype: float32, batch: 1, by: x}}",
+            "sets no memory_mb"),
         ("{backend: simulated, rtfx: 2, measured: {fields: [speed], device: cpu, dtype: float32, batch: 1, by: x}}", "measured.fields"),
         ("{backend: simulated, rtfx: 2, measured: {fields: [rtfx], device: tpu, dtype: float32, batch: 1, by: x}}", "measured.device"),
         ("{backend: simulated, rtfx: 2, measured: {fields: [rtfx], device: cpu, dtype: int8, batch: 1, by: x}}", "measured.dtype"),
@@ -181,4 +185,5 @@ def test_line_up_entries_say_which_figures_were_measured() -> None:
     line_up = {n: e for n, e in load_model_registry().items() if "rweq" in e.tags and e.family != "hosted"}
     measured = {n: e for n, e in line_up.items() if e.measured}
     for name, e in measured.items():
-        assert "stand-in" in str(e.measured.get("note", "")) + str(e.measured["by"]), name
+        how = dict(e.measured or {})
+        assert "stand-in" in str(how.get("note", "")) + str(how["by"]), name
