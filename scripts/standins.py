@@ -359,6 +359,13 @@ def build(name: str, out: Path, size: str = "full", checkpoints: Mapping[str, Ch
     for stale in folder.glob("model*.safetensors*"):
         stale.unlink()
     model.save_pretrained(folder, max_shard_size="50GB")
+    adapters = sorted(folder.glob("adapter.*.safetensors"))
+    if adapters and hasattr(model, "_get_adapters"):  # MMS: the language adapters at the full size too
+        from safetensors.torch import save_file
+
+        weights = {k: v.detach().clone().contiguous() for k, v in model._get_adapters().items()}
+        for path in adapters:
+            save_file(weights, str(path))
     params = int(sum(p.numel() for p in model.parameters()))
     del model
     return StandIn(name, folder, params, "full", ckpt.storage_dtype, time.perf_counter() - t0)

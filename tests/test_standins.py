@@ -187,3 +187,17 @@ def test_line_up_entries_say_which_figures_were_measured() -> None:
     for name, e in measured.items():
         how = dict(e.measured or {})
         assert "stand-in" in str(how.get("note", "")) + str(how["by"]), name
+
+
+def test_mms_stand_in_carries_its_language_adapter_at_the_built_size(tmp_path: Path) -> None:
+    """The English adapter file is rewritten at the stand-in's size, so the loader's load_adapter('eng') works."""
+    from engine.backends.asr.transformers import TransformersBackend
+
+    ckpt = standins.load_checkpoints()["mms-1b-all"]
+    small = dataclasses.replace(ckpt, config={**ckpt.config, "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+                                              "intermediate_size": 96, "conv_dim": [16] * 7})  # fmt: skip
+    built = standins.build("mms-1b-all", tmp_path / "mms", "full", {"mms-1b-all": small})
+    backend = TransformersBackend(model=str(built.folder), device="cpu", local_files_only=True, family="ctc", target_lang="eng")
+    backend.load()
+    texts = backend.transcribe_batch([np.random.default_rng(1).normal(0, 0.1, 16000).astype(np.float32)])
+    assert len(texts) == 1 and isinstance(texts[0], str)
