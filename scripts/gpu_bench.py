@@ -119,7 +119,7 @@ def measure_model(name: str, size: str, device: str, clip_rows: list[dict[str, A
             sides[side] = run({**job, "side": side})
             _free()
         e, b = sides["engine"], sides["bare"]
-        res["ladder"][batch] = {"engine_rtfx": e["audio_s"] / e["wall_s"], "bare_rtfx": b["audio_s"] / b["wall_s"],
+        res["ladder"][str(batch)] = {"engine_rtfx": e["audio_s"] / e["wall_s"], "bare_rtfx": b["audio_s"] / b["wall_s"],
                                 "ratio": (e["audio_s"] / e["wall_s"]) / (b["audio_s"] / b["wall_s"]), "engine": e, "bare": b}  # fmt: skip
     res["best_batch"] = max(res["ladder"], key=lambda bb: res["ladder"][bb]["engine_rtfx"])
     return res
@@ -256,14 +256,14 @@ def main(argv: list[str] | None = None) -> int:
             log.info("%s: %s (%.0f s elapsed)", n, res["status"], time.monotonic() - t0)
     order = {n: i for i, n in enumerate(names)}
     results.sort(key=lambda r: order.get(r["model"], 0))
-    print(table(results, facts))
-    print("RTFx: audio seconds / wall seconds of the loop after load and one warm-up batch (the engine's includes decoding FLAC, "
-          "batching and writing Parquet); stand-ins have random weights: autoregressive ones emit exactly the reference token count.")
     elapsed = time.monotonic() - t0
-    print(f"gpu_bench finished in {elapsed:.0f} s (budget {args.budget_s:.0f} s)")
     out = args.json or (Path(os.environ["OUT"]) / "gpu_bench.json" if os.environ.get("OUT") else None)
-    if out:
+    if out:  # the figures first: a table that fails to print loses nothing
         out.write_text(json.dumps({"environment": env, "results": results, "elapsed_s": elapsed}, indent=2, default=str))
+    print(table(results, facts))
+    print("RTFx: audio seconds / wall seconds of the loop after load and one warm-up batch (the engine's includes decoding the clips, "
+          "batching and writing Parquet); stand-ins have random weights: autoregressive ones emit exactly the reference token count.")
+    print(f"gpu_bench finished in {elapsed:.0f} s (budget {args.budget_s:.0f} s)")
     return 0
 
 
