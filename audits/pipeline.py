@@ -233,6 +233,22 @@ def run_audit(
     extra: Mapping[str, Any] | None = None,
     dataset: Dataset | None = None,
 ) -> RunResult:
+    """:func:`_run_audit` with the session's log appended to ``out/run.log`` (``engine.run.run_log``)."""
+    from engine.run.run_log import run_log
+
+    with run_log(out):
+        return _run_audit(recipe, out, progress, corpus_progress, engine, extra, dataset)
+
+
+def _run_audit(
+    recipe: Recipe,
+    out: Path,
+    progress: ProgressFn | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
+    engine: EngineOptions = EngineOptions(),
+    extra: Mapping[str, Any] | None = None,
+    dataset: Dataset | None = None,
+) -> RunResult:
     """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
@@ -291,6 +307,7 @@ def run_audit(
                 "source_fingerprint": source_fingerprint,
                 "normalizer": recipe.normalizer,
                 "normalizer_version": normalizer.version,
+                "recipe_config": json_safe(recipe.as_dict()),  # what `audit report --partial` scores with before the summary exists
             },
             indent=2,
         ),

@@ -12,9 +12,10 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audits.cli.progress_log import UnitEta, eta_column
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
@@ -86,7 +87,7 @@ def _progress() -> Progress:
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        eta_column(),
         console=console,
         transient=False,
         disable=_plain_output(),
@@ -168,7 +169,8 @@ def _run_with_progress(
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
-        stats: dict[str, Any] = {"audio": {}, "infer": {}}
+        stats: dict[str, Any] = {"audio": {}, "infer": {}, "total": 0}
+        eta = UnitEta()
 
         def corpus_progress(done: int, total: int) -> None:
             nonlocal corpus_task
@@ -184,10 +186,17 @@ def _run_with_progress(
             if event == "loading":
                 prog.update(task, status=f"loading {info['model']}")
             elif event == "start":
-                prog.update(task, total=n, completed=0, description=str(info.get("kind") or "units"), status="")
+                eta.start(info.get("units"))
+                stats["total"] = n
+                prog.update(
+                    task, total=n, completed=0, description=str(info.get("pass") or info.get("kind") or "units"), status="", eta=None
+                )
             elif event in ("unit", "skip"):
+                if event == "skip":
+                    eta.skipped(str(info.get("shard")))
                 if event == "unit":
                     m = info["model"]
+                    eta.finished(m, str(info.get("shard")), info["rows"])
                     for r in info["rows"]:
                         if r.get("infer_s") is not None:
                             stats["audio"][m] = stats["audio"].get(m, 0.0) + (r.get("duration_s") or 0.0)
@@ -195,6 +204,7 @@ def _run_with_progress(
                     rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
                     prog.update(task, status=f"{m} RTFx {rt:.1f}")
                 prog.advance(task, n)
+                prog.update(task, eta=eta.eta(stats["total"]))
 
         result = run_audit(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng, extra=extra, dataset=dataset)
     summary: dict[str, Any] = dict(result.plain_summary)

@@ -237,6 +237,14 @@ def ctranslate2_facts() -> dict[str, Any]:
     }
 
 
+def start_info(models: Sequence[ModelSpec], pending: Sequence[WorkUnit]) -> dict[str, Any]:
+    """The ``start`` progress event's details: the pass (its models' kinds, e.g. ``asr`` or ``asr+sv``)
+    and the pending ``(model, shard)`` units, so a progress display can name the pass and estimate
+    the time left from each model's own speed."""
+    kinds = sorted({getattr(m, "kind", "asr") for m in models}, key=lambda k: (k != "asr", k))
+    return {"pass": "+".join(kinds) or "asr", "units": [(u.model, u.shard_id) for u in pending]}
+
+
 def load_model(spec: ModelSpec, warmup: int) -> ModelState:
     """Load and warm one model; a failure is recorded in its facts, never raised."""
     state = ModelState(spec)
@@ -351,7 +359,7 @@ class InProcessRunner:
                 states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
             self.store.write_model_facts(spec.name, states[spec.name].facts)
         if self.progress:
-            self.progress("start", len(pending), {})
+            self.progress("start", len(pending), start_info(self.models, pending))
         by_shard: dict[str, list[WorkUnit]] = {}
         for u in pending:
             by_shard.setdefault(u.shard_id, []).append(u)
@@ -417,7 +425,7 @@ class InProcessRunner:
         """One load group after another, each run shard-major as above and closed before the next
         loads, so at most one group's models are resident; progress sees one run."""
         by_name = {m.name: m for m in self.models}
-        total = len(self.pending())
+        every = self.pending()
         started = False
 
         def progress(event: str, n: int, info: dict[str, Any]) -> None:
@@ -425,7 +433,7 @@ class InProcessRunner:
             if event == "start":
                 if started:
                     return
-                started, n = True, total
+                started, n, info = True, len(every), start_info(self.models, every)
             if self.progress:
                 self.progress(event, n, info)
 
