@@ -285,9 +285,11 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     )
     env = {**os.environ, "AUDIT_CONFIG_DIR": str(configs), "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
     audit = [sys.executable, "-c", "from audits.cli.main import entrypoint; entrypoint()"]
-    listed = subprocess.run([*audit, "list", "backends"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    listed = subprocess.run(
+        [*audit, "list", "backends", "--format", "json"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert listed.returncode == 0, listed.stderr
-    lines = {ln.split()[0]: ln.split()[1:] for ln in listed.stdout.splitlines() if ln.startswith("  ")}
+    lines = {r["name"]: r["origin"].split() for r in json.loads(listed.stdout)}
     assert lines["tone-counter"][:2] == ["toy-audit-plugin", "0.1.0"] and lines["cliplen"][:2] == ["toy-audit-plugin", "0.1.0"]
     assert lines["pocketsphinx"][0] == BUILTIN
     out = tmp_path / "run"

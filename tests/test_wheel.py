@@ -182,7 +182,7 @@ def test_installed_audit_runs_a_shipped_recipe_from_outside_the_repository(
     work = wheel_env["outside"]
     manifest = _manifest(work / "clips", librivox)
     listed = _run([str(wheel_env["audit"]), "list", "recipes"], work, _env())
-    assert listed.returncode == 0 and "demo:" in listed.stdout and "score-predictions:" in listed.stdout, listed.stdout + listed.stderr
+    assert listed.returncode == 0 and "demo " in listed.stdout and "score-predictions " in listed.stdout, listed.stdout + listed.stderr
 
     run = _run(
         [str(wheel_env["audit"]), "run", "demo", "--dataset", str(manifest), "--models", "whisper-tiny.en", "--out", "runs/w"], work, _env()

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audits.cli.output import stdout_console
 from audits.cli.progress_log import UnitEta, eta_column
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
@@ -28,7 +29,7 @@ app.add_typer(list_app, name="list")
 app.add_typer(probe_app, name="probe")
 
 console = Console(stderr=True)
-out_console = Console()
+out_console = stdout_console()  # full-width tables when piped
 log = logging.getLogger("audit")
 
 
@@ -494,58 +495,68 @@ def corpus_conversation_cmd(
 
 
 @list_app.command("models")
-def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
+def list_models_cmd(
+    tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+) -> None:
     """Registry models, whether each can run here, and why not."""
+    from audits.cli.output import check_format, emit
     from engine.config_tree import config_folder
     from engine.model_registry import load_model_registry
 
     try:
+        check_format(fmt)
         reg = load_model_registry()
         folder = config_folder("models")
     except AuditError as exc:
         _fail(exc)
         return
-    t = Table(title=f"Model registry ({escape(str(folder))})")
-    for col in ("name", "backend", "family", "params (M)", "tags", "runnable here", "why"):
-        t.add_column(col)
+    rows: list[dict[str, Any]] = []
     for name, e in sorted(reg.items()):
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
-        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
-        t.add_row(
-            name,
-            e.backend,
-            e.family or "—",
-            "—" if e.params_m is None else f"{e.params_m:g}",
-            ",".join(e.tags),
-            verdict,
-            escape(avail.reason),
+        runnable = avail.runnable if avail.checked else None
+        rows.append(
+            {"name": name, "backend": e.backend, "family": e.family, "params_m": e.params_m, "tags": list(e.tags)}
+            | {"runnable": runnable, "why": avail.reason}
         )
-    out_console.print(t)
+    verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]not checked here[/]"}
+    emit(
+        out_console,
+        rows,
+        ["name", "backend", "family", "params_m", "tags", "runnable", "why"],
+        fmt,
+        title=f"Model registry ({folder})",
+        styles={"runnable": lambda v: verdict[v]},
+    )
 
 
 @list_app.command("recipes")
-def list_recipes_cmd() -> None:
+def list_recipes_cmd(fmt: str = typer.Option("table", "--format", help="table, json or csv.")) -> None:
     """Recipes of the configuration tree in use (the shipped one, or $AUDIT_CONFIG_DIR), and where they are."""
+    from audits.cli.output import check_format, emit
     from audits.recipes import list_recipes, load_recipe, recipe_dir
 
     try:
+        check_format(fmt)
         names, folder = list_recipes(), recipe_dir()
     except AuditError as exc:
         _fail(exc)
         return
-    out_console.print(f"Recipes in {escape(str(folder))} (set AUDIT_CONFIG_DIR to use a folder of your own):")
+    rows: list[dict[str, Any]] = []
     for name in names:
         try:
             r = load_recipe(name)
-            out_console.print(f"[bold]{name}[/]: {r.description}")
+            rows.append({"name": name, "valid": True, "description": r.description, "error": None})
         except AuditError as exc:
-            out_console.print(f"[bold]{name}[/]: [red]invalid: {exc}[/]")
+            rows.append({"name": name, "valid": False, "description": None, "error": str(exc)})
+    title = f"Recipes in {folder} (set AUDIT_CONFIG_DIR to use a folder of your own)"
+    emit(out_console, rows, ["name", "valid", "description", "error"], fmt, title=title)
 
 
 @list_app.command("backends")
-def list_backends_cmd() -> None:
+def list_backends_cmd(fmt: str = typer.Option("table", "--format", help="table, json or csv.")) -> None:
     """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
     from audits.normalizing import NORMALIZERS
     from audits.runners import RUNNERS
@@ -565,13 +576,20 @@ def list_backends_cmd() -> None:
         DATASET_READERS,
         RUNNERS,
     )
+    from audits.cli.output import check_format, emit
+
     try:
-        for reg in regs:  # reads entry-point metadata only: nothing is imported
-            out_console.print(f"[bold]{reg.kind}[/] [dim]({reg.group})[/]")
-            for entry in reg.entries():
-                out_console.print(f"  {entry.name:<22} {entry.origin:<24} {entry.target}", markup=False, highlight=False, soft_wrap=True)
+        check_format(fmt)
+        # reads entry-point metadata only: nothing is imported
+        rows = [
+            {"kind": reg.kind, "group": reg.group, "name": e.name, "origin": e.origin, "target": e.target}
+            for reg in regs
+            for e in reg.entries()
+        ]
     except AuditError as exc:
         _fail(exc)
+        return
+    emit(out_console, rows, ["kind", "name", "origin", "target", "group"], fmt, title="Registered names")
 
 
 @probe_app.command("bad-reference")

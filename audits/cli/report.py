@@ -12,11 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from audits.cli.output import check_format, render, stdout_console
 from audits.reports.build import build_report
 from engine.errors import AuditError, ConfigError
 
 _err = Console(stderr=True)
-_out = Console()
+_out = stdout_console()  # full-width tables when piped
 
 
 def _warn_untrusted(problem: str) -> None:
@@ -41,11 +42,13 @@ def report_command(
         "--partial",
         help="A run still going (or stopped): its finished ASR units, written as summary.partial.json, report.partial.md/html.",
     ),
+    fmt: str = typer.Option("table", "--format", help="table (report.md's tables), json or csv (one row per model: the models view)."),
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
     try:
         from engine.config import check_number
 
+        check_format(fmt)
         check_number(worst, "--worst", integer=True, ge=0, le=10_000)
         if partial:
             from audits.reports.partial import write_partial_report
@@ -61,6 +64,16 @@ def report_command(
 
         _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2)
+    if fmt != "table":  # the per-model figures for a program; the files written go to stderr
+        from audits.reports.tables import summary_frames
+
+        summary_file = written.get("summary_partial") or written.get("summary") or run_dirs[0] / "summary.json"
+        frame = summary_frames(json.loads(Path(summary_file).read_text(encoding="utf-8")))["models"]
+        records = json.loads(frame.to_json(orient="records"))
+        _out.print(render(records, [str(c) for c in frame.columns], fmt), end="", markup=False, highlight=False, soft_wrap=True)
+        for kind, path in written.items():
+            _err.print(f"{kind}: {path}", soft_wrap=True, markup=False, highlight=False)
+        return
     if not quiet:
         _out.print(written["report_md"].read_text(), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
@@ -96,7 +109,7 @@ def query_command(
     run_dir: Path = typer.Argument(..., help="A run directory (or a merged report directory)."),
     sql: str = typer.Argument(..., help="SQL over the views utterances, models, slices, gaps, probes, scored."),
     also: list[Path] | None = typer.Option(None, "--with", help="More run directories of the same dataset to merge in."),
-    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
     max_rows: int = typer.Option(200, "--max-rows", help="Rows shown in table format."),
     partial: bool = typer.Option(False, "--partial", help="Query a run still going: its finished ASR units (views marked partial)."),
 ) -> None:
