@@ -426,6 +426,19 @@ def _register_report_commands() -> None:
 _register_report_commands()
 
 
+@app.command("schema")
+def schema_cmd(name: str = typer.Argument(..., help="recipe or summary.")) -> None:
+    """Print the JSON Schema of a recipe file or of summary.json, generated from the code's declarations (docs/schemas/)."""
+    from audits.json_schemas import schema_text
+
+    try:
+        text = schema_text(name)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+
 @corpus_app.command("demo")
 def corpus_demo_cmd(
     out: Optional[Path] = typer.Option(
