@@ -72,8 +72,23 @@ def test_eta_follows_each_models_own_speed() -> None:
     eta.finished("fast", "000001", _rows(4, 5.0, 0.5))
     # fast's rate is now 3 s / 30 s; the unseen shard 000002 is priced at the mean shard audio (15 s)
     assert abs(eta.eta(6) - (0.1 * 15.0 + 2.0 * 20.0 + 2.0 * 15.0)) < 1e-9
-    eta.skipped("000002")
+    eta.skipped({"shard": "000002"})  # in-process: a shard whose models did not load
     assert abs(eta.eta(6) - 2.0 * 20.0) < 1e-9
+    eta.skipped({"model": "slow", "reason": "actor failed"})  # Ray: a model's remaining units
+    assert eta.eta(6) == 0.0 and eta.pending == set()
+
+
+def test_eta_for_a_bar_is_recomputed_at_most_once_a_second() -> None:
+    clock = Clock()
+    eta = UnitEta(clock)
+    eta.start([("m", "a"), ("m", "b")])
+    clock.t += 2.0
+    eta.finished("m", "a", _rows(1, 1.0, 0.1))
+    assert eta.eta_every(2) == 2.0
+    clock.t += 0.5  # within the second: the cached estimate, counted down
+    assert eta.eta_every(2) == 1.5
+    clock.t += 0.5
+    assert eta.eta_every(2) == eta.eta(2) == 2.0  # measured rate: 2 s per audio second x 1 s of audio
 
 
 def test_eta_without_unit_details_counts_units() -> None:

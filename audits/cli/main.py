@@ -194,7 +194,7 @@ def _run_with_progress(
                 )
             elif event in ("unit", "skip"):
                 if event == "skip":
-                    eta.skipped(str(info.get("shard")))
+                    eta.skipped(info)
                 if event == "unit":
                     m = info["model"]
                     eta.finished(m, str(info.get("shard")), info["rows"])
@@ -205,7 +205,7 @@ def _run_with_progress(
                     rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
                     prog.update(task, status=f"{m} RTFx {rt:.1f}")
                 prog.advance(task, n)
-                prog.update(task, eta=eta.eta(stats["total"]))
+                prog.update(task, eta=eta.eta_every(stats["total"]))
 
         result = run_audit(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng, extra=extra, dataset=dataset)
     summary: dict[str, Any] = dict(result.plain_summary)

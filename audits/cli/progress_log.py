@@ -44,6 +44,7 @@ class UnitEta:
         self.audio: dict[str, float] = {}
         self.shard_audio: dict[str, float] = {}
         self.done = 0
+        self._cached: tuple[float, float] | None = None
 
     def finished(self, model: str, shard: str, rows: Iterable[dict[str, Any]]) -> None:
         """One unit written: its wall time and audio count toward its model's rate."""
@@ -57,10 +58,13 @@ class UnitEta:
         if self.pending is not None:
             self.pending.discard((model, shard))
 
-    def skipped(self, shard: str) -> None:
-        """Units of a shard that will not run (their model did not load)."""
-        if self.pending is not None:
-            self.pending = {u for u in self.pending if u[1] != shard}
+    def skipped(self, info: dict[str, Any]) -> None:
+        """Units that will not run: a shard's (in-process: its models did not load), or a model's (Ray: it failed)."""
+        shard, model = info.get("shard"), info.get("model")
+        if self.pending is not None and (shard is not None or model is not None):
+            self.pending = {
+                u for u in self.pending if not ((shard is None or u[1] == str(shard)) and (model is None or u[0] == str(model)))
+            }
 
     def rate(self, model: str) -> float | None:
         """Wall seconds per audio second of ``model`` so far; the mean over measured models when it has none."""
@@ -69,6 +73,13 @@ class UnitEta:
         audio = sum(self.audio.values())
         return sum(self.wall.values()) / audio if audio > 0 else None
 
+    def eta_every(self, total: int, interval_s: float = 1.0) -> float:
+        """:meth:`eta` recomputed at most once per ``interval_s`` (it walks every pending unit; a bar updates per unit)."""
+        now = self.clock()
+        if self._cached is None or now - self._cached[0] >= interval_s:
+            self._cached = (now, self.eta(total))
+        return max(0.0, self._cached[1] - (now - self._cached[0]))
+
     def eta(self, total: int) -> float:
         """Seconds left; falls back to the mean time per unit where units or speeds are not known."""
         elapsed = self.clock() - self.started
@@ -76,8 +87,9 @@ class UnitEta:
             return elapsed / self.done * max(0, total - self.done) if self.done else 0.0
         mean_audio = sum(self.shard_audio.values()) / len(self.shard_audio)
         left = 0.0
+        rates: dict[str, float | None] = {}
         for model, shard in self.pending:
-            rate = self.rate(model)
+            rate = rates[model] if model in rates else rates.setdefault(model, self.rate(model))
             if rate is None:
                 return elapsed / self.done * len(self.pending) if self.done else 0.0
             left += rate * self.shard_audio.get(shard, mean_audio)
@@ -121,7 +133,7 @@ class LineProgress:
         elif event in ("unit", "skip"):
             self.done += int(n)
             if event == "skip":
-                self.eta.skipped(str(info.get("shard")))
+                self.eta.skipped(info)
                 self.write(f"{self.pass_name}: skipped {n} unit(s) of shard {info.get('shard')} (model unavailable)")
                 return
             model = str(info.get("model"))
