@@ -34,6 +34,7 @@ from engine.engine import ENGINE_KINDS, EngineOptions
 from engine.errors import ConfigError, RegistryError
 from engine.model_registry import load_model_registry, resolve_models
 from engine.run.joint_pass import PassRequest, run_joint
+from engine.run.run_log import begin_run_log
 from engine.run.runner import hardware_facts
 from engine.run.store import RunStore
 from engine.storage import atomic_write_text
@@ -292,6 +293,7 @@ def _run_audit(
     )
     # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
+    begin_run_log(out)  # run.log: this session's lines so far, and every later one
     dec = decode_options(recipe)
     source = dataset
     for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made

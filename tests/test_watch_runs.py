@@ -102,21 +102,24 @@ def test_run_log_partial_report_and_resume(corpus: Path, registry: None, tmp_pat
     assert part.models["sim-a"]["wer"] == pytest.approx(final["models"]["sim-a"]["wer"])
 
 
-def test_run_log_holds_records_until_the_directory_exists(tmp_path: Path) -> None:
+def test_run_log_holds_records_until_the_run_begins_writing(tmp_path: Path) -> None:
     out = tmp_path / "later"
     h = RunLogHandler(out)
     rec = logging.LogRecord("audit", logging.INFO, __file__, 1, "checked %s", ("inputs",), None)
     h.emit(rec)
-    assert not out.exists()  # a refused run leaves no directory
-    out.mkdir()
+    out.mkdir()  # an existing run directory: a refused resume writes nothing into it
     h.emit(logging.LogRecord("audit", logging.WARNING, __file__, 2, "second", (), None))
+    assert not (out / "run.log").exists()
+    h.begin()  # the run has checked everything and writes now
+    h.emit(logging.LogRecord("audit", logging.INFO, __file__, 3, "third", (), None))
     h.close()
     lines = (out / "run.log").read_text().splitlines()
-    assert (
-        lines[0].startswith("=== session started")
-        and lines[1].endswith("INFO audit: checked inputs")
-        and "WARNING audit: second" in lines[2]
-    )
+    assert lines[0].startswith("=== session started") and lines[1].endswith("INFO audit: checked inputs")
+    assert lines[2].endswith("WARNING audit: second") and lines[3].endswith("INFO audit: third")
+    refused = RunLogHandler(tmp_path / "refused")
+    refused.emit(rec)
+    refused.close()
+    assert not (tmp_path / "refused").exists()
 
 
 def test_partial_needs_a_run_directory(tmp_path: Path) -> None:
