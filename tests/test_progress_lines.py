@@ -72,6 +72,13 @@ def test_eta_follows_each_models_own_speed() -> None:
     eta.finished("fast", "000001", _rows(4, 5.0, 0.5))
     # fast's rate is now 3 s / 30 s; the unseen shard 000002 is priced at the mean shard audio (15 s)
     assert abs(eta.eta(6) - (0.1 * 15.0 + 2.0 * 20.0 + 2.0 * 15.0)) < 1e-9
+    clock.t += 30.0  # a load group's model loads: not counted as processing
+    eta.loading()
+    clock.t += 1.0
+    eta.finished("fast", "000002", _rows(2, 5.0, 0.5))
+    assert eta.rate("fast") == 4.0 / 40.0
+    assert eta.pending is not None
+    eta.pending.add(("fast", "000002"))  # back, for the skips below
     eta.skipped({"shard": "000002"})  # in-process: a shard whose models did not load
     assert abs(eta.eta(6) - 2.0 * 20.0) < 1e-9
     eta.skipped({"model": "slow", "reason": "actor failed"})  # Ray: a model's remaining units

@@ -185,6 +185,7 @@ def _run_with_progress(
             if lines is not None:
                 lines(event, n, info)
             if event == "loading":
+                eta.loading()
                 prog.update(task, status=f"loading {info['model']}")
             elif event == "start":
                 eta.start(info.get("units"))

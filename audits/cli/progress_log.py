@@ -58,6 +58,11 @@ class UnitEta:
         if self.pending is not None:
             self.pending.discard((model, shard))
 
+    def loading(self) -> None:
+        """A model loads between units (load groups): its load time is not a unit's processing time."""
+        self.last = self.clock()
+        self._cached = None
+
     def skipped(self, info: dict[str, Any]) -> None:
         """Units that will not run: a shard's (in-process: its models did not load), or a model's (Ray: it failed)."""
         shard, model = info.get("shard"), info.get("model")
@@ -123,6 +128,7 @@ class LineProgress:
 
     def __call__(self, event: str, n: int, info: dict[str, Any]) -> None:
         if event == "loading":
+            self.eta.loading()
             self.write(f"loading {info.get('model')}")
         elif event == "start":
             self.total, self.done = int(n), 0
