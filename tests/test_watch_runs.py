@@ -100,6 +100,13 @@ def test_run_log_partial_report_and_resume(corpus: Path, registry: None, tmp_pat
     part = partial_result(out)
     assert part.plain_summary["partial"]["units_done"] == {"sim-a": 3, "sim-b": 3}
     assert part.models["sim-a"]["wer"] == pytest.approx(final["models"]["sim-a"]["wer"])
+    # both validate against the published summary schema (docs/schemas/summary.schema.json)
+    jsonschema = pytest.importorskip("jsonschema")
+    from audits.json_schemas import schema
+
+    validator = jsonschema.Draft202012Validator(schema("summary"))
+    for doc in (json.loads((out / "summary.json").read_text()), summary):
+        assert not [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)]
 
 
 def test_run_log_holds_records_until_the_run_begins_writing(tmp_path: Path) -> None:
