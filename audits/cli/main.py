@@ -224,7 +224,7 @@ def sweep_cmd(
         "--normalizer",
         help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's).",
     ),
-    engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
+    engine: str = typer.Option("inprocess", "--engine", help="A runner: inprocess, ray, or a plug-in's (audit list backends)."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
@@ -537,26 +537,10 @@ def list_recipes_cmd() -> None:
 @list_app.command("backends")
 def list_backends_cmd() -> None:
     """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
-    from audits.normalizing import NORMALIZERS
-    from audits.runners import RUNNERS
-    from audits.sections import SECTIONS
-    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-    from engine.datasets import DATASET_READERS
+    from audits.registries import all_registries
 
-    regs: tuple[Any, ...] = (
-        ASR_BACKENDS,
-        SV_BACKENDS,
-        SER_BACKENDS,
-        TTS_BACKENDS,
-        JUDGE_BACKENDS,
-        DIAR_BACKENDS,
-        SECTIONS,
-        NORMALIZERS,
-        DATASET_READERS,
-        RUNNERS,
-    )
     try:
-        for reg in regs:  # reads entry-point metadata only: nothing is imported
+        for reg in all_registries():  # reads entry-point metadata only: no backend is imported
             out_console.print(f"[bold]{reg.kind}[/] [dim]({reg.group})[/]")
             for entry in reg.entries():
                 out_console.print(f"  {entry.name:<22} {entry.origin:<24} {entry.target}", markup=False, highlight=False, soft_wrap=True)
