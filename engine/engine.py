@@ -83,6 +83,8 @@ class Runner:
 
     runs: ClassVar[frozenset[str]] = frozenset({SHARD_ASR})
     """The pass kinds this runner runs (``ALL_PASSES``); the engine refuses it any other before anything runs."""
+    takes_address: ClassVar[bool] = False
+    """Whether it joins a cluster at ``--address`` (:func:`runner_for_address`)."""
 
     def __init__(self, options: EngineOptions) -> None:
         self.options = options
@@ -172,6 +174,7 @@ class RayEngine(Runner):
     instance serves every pass of a recipe (:meth:`start`)."""
 
     runs = frozenset(ALL_PASSES)
+    takes_address = True
 
     def check(self) -> None:
         from engine.run.ray_setup import require_ray
@@ -268,6 +271,29 @@ def runners_for(kinds: Iterable[str]) -> list[str]:
     return out
 
 
+DEFAULT_RUNNER = "inprocess"
+"""The runner of a run that names none (``--engine`` not given)."""
+
+
+def runner_for_address(kind: str, address: str | None) -> str:
+    """The runner of ``--engine kind --address address``: ``kind`` itself when no address is given or it
+    declares ``takes_address``; with the default runner, the one registered runner that takes an address
+    (so ``--address`` alone means Ray); otherwise a ``ConfigError`` naming the runners that take one."""
+    if address is None or runner_class(kind).takes_address:
+        return kind
+    takers = []
+    for n in RUNNERS.names():
+        try:
+            if runner_class(n).takes_address:
+                takers.append(n)
+        except (ConfigError, RegistryError):
+            continue
+    if kind == DEFAULT_RUNNER and len(takers) == 1:
+        return takers[0]
+    which = " or ".join(f"--engine {n}" for n in takers) or "none is registered"
+    raise ConfigError(f"--address: engine '{kind}' takes no cluster address (runners that do: {which})")
+
+
 def _passes_text(kinds: Iterable[str]) -> str:
     return ", ".join(k for k in ALL_PASSES if k in set(kinds))
 
@@ -280,7 +306,7 @@ class EngineOptions:
     runner (:meth:`missing`) before anything opens.
     """
 
-    kind: str = "inprocess"
+    kind: str = DEFAULT_RUNNER
     address: str | None = None
     workers: int | None = None
     max_retries: int = 2
@@ -395,13 +421,14 @@ __all__ = [
     "Runner",
     "ShardRun",
     "runner_class",
+    "runner_for_address",
     "runners_for",
     "shard_pass",
 ]
 
 
 ENGINE_FIELDS: dict[str, Field] = {
-    "kind": Field(str, "inprocess", "the runner's registry name (--engine)"),
+    "kind": Field(str, DEFAULT_RUNNER, "the runner's registry name (--engine)"),
     "address": Field(str, None, "Ray cluster address", nullable=True),
     "workers": Field(int, None, "cap on Ray actors per model on CPU", ge=1, le=10_000, nullable=True),
     "max_retries": Field(int, 2, "retries of a failed unit", ge=0, le=100),

@@ -18,7 +18,7 @@ from engine.backends.asr.families import FAMILIES
 from engine.backends.asr.simulated import SimulatedBackend
 from engine.backends.base import AsrCapabilities
 from engine.data import ModelSpec, Utterance
-from engine.engine import ALL_PASSES, KEYED, SHARD_ASR, EngineOptions, Runner, runner_class
+from engine.engine import ALL_PASSES, KEYED, SHARD_ASR, EngineOptions, Runner, runner_class, runner_for_address
 from engine.errors import ConfigError
 from engine.registry import Registry
 
@@ -118,6 +118,10 @@ def test_runners_are_asked_what_they_run(monkeypatch: pytest.MonkeyPatch) -> Non
         runner_class("not-a-runner")
     keyed = EngineOptions(kind="keyed")
     assert keyed.run_keyed([]) == ("ran", 0) and keyed.missing(ALL_PASSES) == ["shard:sv", "shard:ser", "joint"]
+    assert runner_for_address("inprocess", None) == "inprocess" and runner_for_address("keyed", None) == "keyed"
+    assert runner_for_address("inprocess", "auto") == "ray" and runner_for_address("ray", "10.0.0.1:6379") == "ray"
+    with pytest.raises(ConfigError, match=r"--address: engine 'keyed' takes no cluster address \(runners that do: --engine ray\)"):
+        runner_for_address("keyed", "auto")  # a plug-in runner is never swapped for Ray silently
     with pytest.raises(ConfigError, match=r"a pass of sv models: engine 'keyed' does not run shard:sv passes .* use --engine inprocess or"):
         keyed.runner(None, [ModelSpec("e", "resemblyzer", {}, kind="sv")], None)  # type: ignore[arg-type]
 

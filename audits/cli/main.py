@@ -116,7 +116,9 @@ def run_cmd(
         help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends).",
     ),
     address: Optional[str] = typer.Option(
-        None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."
+        None,
+        "--address",
+        help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it), e.g. 10.0.0.1:6379 or auto.",
     ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
@@ -157,13 +159,15 @@ def _run_with_progress(
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
     from audits.pipeline import run_audit
-    from engine.engine import EngineOptions
+    from engine.engine import EngineOptions, runner_for_address
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
     # typed flags are checked once, by run_audit, before the dataset opens or the run directory is touched
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
+    eng = EngineOptions(
+        kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=runtime_env, **(memory or {})
+    )
     lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
@@ -225,7 +229,9 @@ def sweep_cmd(
         help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's).",
     ),
     engine: str = typer.Option("inprocess", "--engine", help="A runner: inprocess, ray, or a plug-in's (audit list backends)."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it)."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
         None,
@@ -266,12 +272,12 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
-        from engine.engine import EngineOptions
+        from engine.engine import EngineOptions, runner_for_address
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(
-            kind="ray" if address else engine, address=address, workers=workers, runtime_env=env, **memory
+            kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=env, **memory
         ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
