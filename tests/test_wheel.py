@@ -154,13 +154,8 @@ def test_the_wheel_ships_the_configuration_and_imports_only_itself(wheel_env: di
 
 REGISTRIES = """
 import json
-from audits.normalizing import NORMALIZERS
-from audits.runners import RUNNERS
-from audits.sections import SECTIONS
-from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-from engine.datasets import DATASET_READERS
-regs = (ASR_BACKENDS, SV_BACKENDS, SER_BACKENDS, TTS_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SECTIONS, NORMALIZERS, DATASET_READERS,
-    RUNNERS)
+from audits.registries import all_registries
+regs = all_registries()
 print(json.dumps({r.group: sorted(r.names()) for r in regs}))
 """
 

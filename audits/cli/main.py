@@ -118,7 +118,9 @@ def run_cmd(
         help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends).",
     ),
     address: Optional[str] = typer.Option(
-        None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."
+        None,
+        "--address",
+        help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it), e.g. 10.0.0.1:6379 or auto.",
     ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
@@ -159,13 +161,15 @@ def _run_with_progress(
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
     from audits.pipeline import run_audit
-    from engine.engine import EngineOptions
+    from engine.engine import EngineOptions, runner_for_address
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
     # typed flags are checked once, by run_audit, before the dataset opens or the run directory is touched
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
+    eng = EngineOptions(
+        kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=runtime_env, **(memory or {})
+    )
     lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
@@ -236,8 +240,10 @@ def sweep_cmd(
         "--normalizer",
         help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's).",
     ),
-    engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
+    engine: str = typer.Option("inprocess", "--engine", help="A runner: inprocess, ray, or a plug-in's (audit list backends)."),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it)."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
         None,
@@ -278,12 +284,12 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
-        from engine.engine import EngineOptions
+        from engine.engine import EngineOptions, runner_for_address
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(
-            kind="ray" if address else engine, address=address, workers=workers, runtime_env=env, **memory
+            kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=env, **memory
         ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
@@ -572,32 +578,15 @@ def list_recipes_cmd(fmt: str = typer.Option("table", "--format", help="table, j
 @list_app.command("backends")
 def list_backends_cmd(fmt: str = typer.Option("table", "--format", help="table, json or csv.")) -> None:
     """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
-    from audits.normalizing import NORMALIZERS
-    from audits.runners import RUNNERS
-    from audits.sections import SECTIONS
-    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-    from engine.datasets import DATASET_READERS
-
-    regs: tuple[Any, ...] = (
-        ASR_BACKENDS,
-        SV_BACKENDS,
-        SER_BACKENDS,
-        TTS_BACKENDS,
-        JUDGE_BACKENDS,
-        DIAR_BACKENDS,
-        SECTIONS,
-        NORMALIZERS,
-        DATASET_READERS,
-        RUNNERS,
-    )
     from audits.cli.output import check_format, emit
+    from audits.registries import all_registries
 
     try:
         check_format(fmt)
-        # reads entry-point metadata only: nothing is imported
+        # reads entry-point metadata only: no backend is imported
         rows = [
             {"kind": reg.kind, "group": reg.group, "name": e.name, "origin": e.origin, "target": e.target}
-            for reg in regs
+            for reg in all_registries()
             for e in reg.entries()
         ]
     except AuditError as exc:

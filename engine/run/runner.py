@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine.audio.decoding import decode
 from engine.backends.base import ASRBackend
 from engine.backends.hosted.scrub import error_text, scrub
-from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
+from engine.data import (
+    CONFIDENCE_COLUMNS,
+    PREDICTIONS_BACKEND,
+    DecodedAudio,
+    DecodeOptions,
+    ModelSpec,
+    ProgressFn,
+    Shard,
+    Utterance,
+    WorkUnit,
+)
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.run.memory_plan import LoadGroup, plan_groups
@@ -348,7 +358,7 @@ class InProcessRunner:
         previous = self.store.read_model_facts()
         for spec in self.models:
             if not self.dataset.has_audio:
-                facts = {"model": spec.name, "backend": "predictions", "status": "loaded", "batch_size": None, "warmup_batches": 0}
+                facts = {"model": spec.name, "backend": PREDICTIONS_BACKEND, "status": "loaded", "batch_size": None, "warmup_batches": 0}
                 states[spec.name] = ModelState(spec, None, facts)
             elif spec.name in pending_models:
                 if self.progress:

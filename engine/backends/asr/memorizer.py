@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, require_modules
-from engine.backends.base import ASRBackend, BackendInfo
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo
 from engine.config import check_number
 from engine.data import SAMPLE_RATE, ModelSpec
 from engine.errors import ConfigError
@@ -106,7 +106,7 @@ class MemorizerBackend(ASRBackend):
         {"index", "index_reader", "index_reader_options", "fallback", "threshold", "length_tolerance", "index_limit"}
     )
     model_options = ("fallback",)
-    positive_control = True
+    capabilities = AsrCapabilities(positive_control=True)
     requires = ("librosa",)  # its mel filterbank
     extra = "demo"
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, load_salm, rendered_prompt, salm_transcribe
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.backends.device import check_dtype, dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
@@ -116,6 +116,7 @@ class NemoBackend(ASRBackend):
 
     name = "nemo"
     requires = ("nemo",)
+    capabilities = AsrCapabilities(families=("nemo-asr", "nemo-salm"))
     extra = "nemo"
     #: the registry passes the entry's ``family`` as the option ``family``
     takes_family = True

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, package_versions
 from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
 from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
@@ -54,6 +54,7 @@ class Qwen3ASRBackend(ASRBackend):
 
     name = "qwen3-asr"
     requires = ("qwen_asr", "torch")
+    capabilities = AsrCapabilities(families=("qwen3-asr",))
     extra = "qwen-asr"
 
     @classmethod

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, clip_seed, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, clip_seed, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
 from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
@@ -70,6 +70,7 @@ class TransformersBackend(ASRBackend):
 
     name = "transformers"
     requires = ("transformers", "torch")
+    capabilities = AsrCapabilities(families=("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline"))
     extra = "transformers"
     #: the registry passes the entry's ``family`` as the option ``family``
     takes_family = True
