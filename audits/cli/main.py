@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from audits.cli.track import TRACKER_HELP, TRACKER_OPT_HELP, chosen_trackers, log_to_trackers, track_command
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
@@ -127,6 +128,8 @@ def run_cmd(
     resume: bool = typer.Option(
         True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."
     ),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
     from audits.recipes import load_recipe, with_normalizer, with_overrides
@@ -137,9 +140,12 @@ def run_cmd(
         if normalizer is not None:
             rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
+        trackers = chosen_trackers(tracker, tracker_opt)  # checked before any work
         _run_with_progress(rec, out_dir, engine, address, workers, resume, runtime_env=_runtime_env(runtime_env))
     except AuditError as exc:
         _fail(exc)
+    if not log_to_trackers(trackers, [out_dir]):
+        raise typer.Exit(code=1)
 
 
 def _run_with_progress(
@@ -258,6 +264,8 @@ def sweep_cmd(
         "--smoke",
         help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory).",
     ),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
@@ -268,6 +276,7 @@ def sweep_cmd(
     try:
         from engine.engine import EngineOptions
 
+        trackers = chosen_trackers(tracker, tracker_opt)  # checked before any work
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(
@@ -317,17 +326,23 @@ def sweep_cmd(
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         if not track_paths:
             _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""), runtime_env=env)
-            return
-        from audits.asr.tracks import tracks_markdown, write_tracks
+            tracked = [out_dir]
+        else:
+            from audits.asr.tracks import tracks_markdown, write_tracks
 
-        for name, path in track_paths.items():
-            console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-            track_rec = with_overrides(rec, path, None, limit)
-            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env)
-        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
-        out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
+            for name, path in track_paths.items():
+                console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
+                track_rec = with_overrides(rec, path, None, limit)
+                _run_with_progress(
+                    track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env
+                )
+            written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
+            out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
+            tracked = [out_dir / n for n in track_paths]
     except AuditError as exc:
         _fail(exc)
+    if not log_to_trackers(trackers, tracked):
+        raise typer.Exit(code=1)
 
 
 def _runtime_env(text: Optional[str]) -> Optional[dict[str, Any]]:
@@ -410,6 +425,7 @@ def _register_report_commands() -> None:
         help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.",
     )(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
+    app.command("track", help="Log finished runs to experiment trackers (MLflow, Weights & Biases, plug-ins).")(track_command)
 
 
 _register_report_commands()
@@ -540,6 +556,7 @@ def list_backends_cmd() -> None:
     from audits.normalizing import NORMALIZERS
     from audits.runners import RUNNERS
     from audits.sections import SECTIONS
+    from audits.trackers import TRACKERS
     from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
     from engine.datasets import DATASET_READERS
 
@@ -554,6 +571,7 @@ def list_backends_cmd() -> None:
         NORMALIZERS,
         DATASET_READERS,
         RUNNERS,
+        TRACKERS,
     )
     try:
         for reg in regs:  # reads entry-point metadata only: nothing is imported
