@@ -128,8 +128,8 @@ def run_cmd(
     resume: bool = typer.Option(
         True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."
     ),
-    tracker: Optional[list[str]] = typer.Option(None, "--tracker", help=TRACKER_HELP),
-    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", help=TRACKER_OPT_HELP),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", metavar="NAME", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
     from audits.recipes import load_recipe, with_normalizer, with_overrides
@@ -264,8 +264,8 @@ def sweep_cmd(
         "--smoke",
         help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory).",
     ),
-    tracker: Optional[list[str]] = typer.Option(None, "--tracker", help=TRACKER_HELP),
-    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", help=TRACKER_OPT_HELP),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", metavar="NAME", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
@@ -394,6 +394,8 @@ def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
 def _print_overview(summary: dict[str, Any]) -> None:
     from audits.reports.formatting import interval_text
 
+    if not summary.get("models"):
+        return  # a recipe without ASR models (speaker, emotion): no empty WER table
     t = Table(
         title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} "
         f"({summary.get('normalizer', {}).get('name')})"

@@ -55,8 +55,8 @@ def log_to_trackers(trackers: Sequence[Any], run_dirs: Sequence[Path]) -> bool:
 
 def track_command(
     run_dirs: list[Path] = typer.Argument(..., help="Finished run directories (each with summary.json) to log."),
-    tracker: list[str] = typer.Option(..., "--tracker", help=TRACKER_HELP),
-    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", help=TRACKER_OPT_HELP),
+    tracker: list[str] = typer.Option(..., "--tracker", metavar="NAME", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Log finished runs to experiment trackers (what `--tracker` on `run` and `sweep` does when the run ends)."""
     from engine.backends.hosted.scrub import scrub
