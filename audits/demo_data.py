@@ -45,14 +45,24 @@ def _refuse(path: Path, what: str, found: str, default: str, rebuild: str, inste
     )
 
 
-def ensure_conversation_set(path: Path) -> Path:
-    """The demo conversation set in ``path``, built when absent; a set built with other settings is refused (module docstring)."""
+def ensure_conversation_set(path: Path, limit: int | None = None) -> Path:
+    """The demo conversation set in ``path``, built when absent; a set built with other settings is refused (module docstring).
+
+    ``limit``: when the default set is not built, only its first ``limit`` recordings are built, in
+    ``data/demo-limit/conversation-N`` (a recording depends on its index and the seed alone, so they
+    are the default set's first recordings).
+    """
     from engine.corpus.conversation import DEFAULT_N_RECORDINGS, build_conversation_set
 
     meta = _meta(path)
+    default = (0, DEFAULT_N_RECORDINGS, 60.0, 120.0)
+    if limit is not None and limit < DEFAULT_N_RECORDINGS:
+        found = None if meta is None else (meta.get("seed"), meta.get("n_recordings"), meta.get("min_s"), meta.get("max_s"))
+        if found != default:
+            return build_conversation_set(path.parent / "demo-limit" / f"conversation-{int(limit)}", n_recordings=int(limit)).root
     if meta is not None:
         found = (meta.get("seed"), meta.get("n_recordings"), meta.get("min_s"), meta.get("max_s"))
-        if found != (0, DEFAULT_N_RECORDINGS, 60.0, 120.0):
+        if found != default:
             raise _refuse(
                 path,
                 "conversation set",
@@ -81,7 +91,7 @@ def ensure_demo_corpus(
     from engine.corpus.demo_limit import limit_subset
 
     if path.name == "conversation":
-        return ensure_conversation_set(path)
+        return ensure_conversation_set(path, limit)
     subset = base = "small" if path.name == "demo-small" else "full"
     if limit is not None:
         from engine.corpus.demo import select_plans

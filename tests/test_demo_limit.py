@@ -138,3 +138,21 @@ def test_a_built_subset_serves_a_plain_limit(tmp_path: Path) -> None:
     (limited / "manifest.jsonl").write_text("")
     (limited / "corpus.json").write_text(json.dumps({**meta, "shards": ["shards/shard-00000.parquet"]}))
     assert ensure_demo_corpus(folder, limit=4, pairs=True) == limited  # complete and current: reused, not rebuilt
+
+
+def test_conversation_limit_reads_a_built_default_set(tmp_path: Path) -> None:
+    """With the default conversation set built, --limit reads its first recordings: nothing is built; a user's set is refused."""
+    from audits.demo_data import ensure_conversation_set
+    from engine.corpus.conversation import BUILDER_VERSION, DEFAULT_N_RECORDINGS
+
+    folder = tmp_path / "conversation"
+    folder.mkdir()
+    for name in ("manifest.jsonl", "reference.rttm", "reference.json"):
+        (folder / name).write_text("")
+    meta = {"seed": 0, "n_recordings": DEFAULT_N_RECORDINGS, "min_s": 60.0, "max_s": 120.0, "builder_version": BUILDER_VERSION}
+    (folder / "corpus.json").write_text(json.dumps(meta))
+    assert ensure_conversation_set(folder, limit=2) == folder.resolve()
+    assert not (tmp_path / "demo-limit").exists()
+    (folder / "corpus.json").write_text(json.dumps({**meta, "n_recordings": 2}))
+    with pytest.raises(ConfigError, match="audit corpus conversation --out .* --force"):
+        ensure_conversation_set(folder)
