@@ -43,28 +43,14 @@ from normalizers import Normalizer
 log = logging.getLogger(__name__)
 
 
-def ensure_demo_corpus(path: Path, progress: Callable[[int, int], None] | None = None) -> Path:
-    """Build the demo corpus (or the demo conversation set) when it is absent (deterministic, offline)."""
-    if path.name == "conversation":
-        from engine.corpus.conversation import build_conversation_set
+def ensure_demo_corpus(
+    path: Path, progress: Callable[[int, int], None] | None = None, limit: int | None = None, pairs: bool = False
+) -> Path:
+    """Build the demo corpus (or the demo conversation set) when it is absent (deterministic, offline); only the
+    clips a ``limit`` needs; a corpus the user built is refused, never overwritten (audits/demo_data.py)."""
+    from audits.demo_data import ensure_demo_corpus as ensure
 
-        return build_conversation_set(path).root
-    subset = "small" if path.name == "demo-small" else "full"
-    if (path / "corpus.json").exists() and (path / "shards").is_dir() and _corpus_subset(path) == subset:
-        return path
-    from engine.corpus.demo import build_demo_corpus
-
-    log.info("building the demo corpus (%s) in %s (first run only)", subset, path)
-    build_demo_corpus(path, progress=progress, subset=subset)
-    return path
-
-
-def _corpus_subset(path: Path) -> str | None:
-    """The subset a built demo corpus records (``full`` for corpora built before subsets existed)."""
-    try:
-        return str(json.loads((path / "corpus.json").read_text(encoding="utf-8")).get("subset", "full"))
-    except (OSError, ValueError, AttributeError):
-        return None
+    return ensure(path, progress, limit=limit, pairs=pairs)
 
 
 def open_recipe_dataset(
@@ -75,7 +61,10 @@ def open_recipe_dataset(
     """Open (and fingerprint) the recipe's dataset; the built-in demo corpus is built first when absent."""
     path = recipe.dataset.path
     if path.startswith("builtin:"):
-        path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress))
+        from audits.demo_data import PAIR_SECTIONS
+
+        pairs = any(recipe.section(key) for key in PAIR_SECTIONS)
+        path = str(ensure_demo_corpus(builtin_dataset_path(path), corpus_progress, limit=recipe.dataset.limit, pairs=pairs))
     else:
         path = str(resolve_relative(path))  # recipe paths may be relative to the source checkout
     return open_dataset(

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.registry import Registry
 
-OWNERS = ("engine.backends", "engine.datasets", "engine.engine", "audits.normalizing", "audits.sections")
+OWNERS = ("engine.backends", "engine.datasets", "engine.engine", "audits.normalizing", "audits.sections", "audits.trackers.base")
 """The modules that make the registries (importing them imports no backend: entries are lazy)."""
 
 

@@ -85,7 +85,7 @@ def test_registry_rejects_unknown_entry_keys(tmp_path: Path, monkeypatch):
 
 
 def test_builtin_demo_corpora_and_their_subsets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    from audits.pipeline import _corpus_subset
+    from audits.pipeline import ensure_demo_corpus
     from audits.recipes import builtin_dataset_path
 
     monkeypatch.setenv("AUDIT_DATA_DIR", str(tmp_path))
@@ -93,9 +93,15 @@ def test_builtin_demo_corpora_and_their_subsets(tmp_path: Path, monkeypatch: pyt
     assert builtin_dataset_path("builtin:demo") == tmp_path / "demo"
     with pytest.raises(ConfigError, match="demo-small"):
         builtin_dataset_path("builtin:demo-tiny")
-    (tmp_path / "corpus.json").write_text('{"name": "demo", "subset": "small"}')
-    assert _corpus_subset(tmp_path) == "small"
-    (tmp_path / "corpus.json").write_text('{"name": "demo"}')  # built before subsets existed: the full design
-    assert _corpus_subset(tmp_path) == "full"
-    (tmp_path / "corpus.json").write_text("not json")
-    assert _corpus_subset(tmp_path) is None
+    # a built corpus of the default settings is used as it is (nothing is synthesized)
+    for name, meta in (
+        ("demo-small", '{"name": "demo", "seed": 0, "n_utts": 196, "subset": "small"}'),
+        ("demo", '{"name": "demo", "seed": 0, "n_utts": 196}'),  # built before subsets existed: the full design
+    ):
+        (tmp_path / name / "shards").mkdir(parents=True)
+        (tmp_path / name / "corpus.json").write_text(meta)
+        assert ensure_demo_corpus(tmp_path / name) == tmp_path / name
+    # a small corpus in the full corpus's folder is the user's: refused, not rebuilt (tests/test_demo_limit.py)
+    (tmp_path / "demo" / "corpus.json").write_text('{"name": "demo", "seed": 0, "n_utts": 196, "subset": "small"}')
+    with pytest.raises(ConfigError, match="audit corpus demo --out .* --force"):
+        ensure_demo_corpus(tmp_path / "demo")

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from audits.cli.output import stdout_console
 from audits.cli.progress_log import UnitEta, eta_column
+from audits.cli.track import TRACKER_HELP, TRACKER_OPT_HELP, chosen_trackers, log_to_trackers, track_command
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
@@ -131,6 +132,8 @@ def run_cmd(
     resume: bool = typer.Option(
         True, "--resume/--no-resume", help="Skip finished (model, shard) units in --out (default). --no-resume refuses a non-empty --out."
     ),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", metavar="NAME", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
     from audits.recipes import load_recipe, with_normalizer, with_overrides
@@ -141,9 +144,12 @@ def run_cmd(
         if normalizer is not None:
             rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
+        trackers = chosen_trackers(tracker, tracker_opt)  # checked before any work
         _run_with_progress(rec, out_dir, engine, address, workers, resume, runtime_env=_runtime_env(runtime_env))
     except AuditError as exc:
         _fail(exc)
+    if not log_to_trackers(trackers, [out_dir]):
+        raise typer.Exit(code=1)
 
 
 def _run_with_progress(
@@ -276,6 +282,8 @@ def sweep_cmd(
         "--smoke",
         help="With --check: load each runnable model in a fresh worker and transcribe one clip (load seconds, peak memory).",
     ),
+    tracker: Optional[list[str]] = typer.Option(None, "--tracker", metavar="NAME", help=TRACKER_HELP),
+    tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
@@ -286,6 +294,7 @@ def sweep_cmd(
     try:
         from engine.engine import EngineOptions, runner_for_address
 
+        trackers = chosen_trackers(tracker, tracker_opt)  # checked before any work
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(
@@ -335,17 +344,23 @@ def sweep_cmd(
         extra = {"sweep": {"selection": models, "run": plan.run, "skipped": plan.skipped, "not_checked_by_driver": plan.advisory}}
         if not track_paths:
             _run_with_progress(rec, out_dir, engine, address, workers, True, extra, memory, opened.pop(""), runtime_env=env)
-            return
-        from audits.asr.tracks import tracks_markdown, write_tracks
+            tracked = [out_dir]
+        else:
+            from audits.asr.tracks import tracks_markdown, write_tracks
 
-        for name, path in track_paths.items():
-            console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-            track_rec = with_overrides(rec, path, None, limit)
-            _run_with_progress(track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env)
-        written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
-        out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
+            for name, path in track_paths.items():
+                console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
+                track_rec = with_overrides(rec, path, None, limit)
+                _run_with_progress(
+                    track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env
+                )
+            written = write_tracks({n: out_dir / n for n in track_paths}, out_dir, rec.scoring.n_boot, rec.scoring.seed, gpu_hour_usd)
+            out_console.print(tracks_markdown(json.loads(written.read_text())), markup=False, highlight=False, soft_wrap=True)
+            tracked = [out_dir / n for n in track_paths]
     except AuditError as exc:
         _fail(exc)
+    if not log_to_trackers(trackers, tracked):
+        raise typer.Exit(code=1)
 
 
 def _runtime_env(text: Optional[str]) -> Optional[dict[str, Any]]:
@@ -397,6 +412,8 @@ def _check_dataset(rec: Any, track: Optional[str] = None) -> Any:
 def _print_overview(summary: dict[str, Any]) -> None:
     from audits.reports.formatting import interval_text
 
+    if not summary.get("models"):
+        return  # a recipe without ASR models (speaker, emotion): no empty WER table
     t = Table(
         title=f"{summary.get('recipe', {}).get('name', '')} on {summary.get('dataset', {}).get('name', '')} "
         f"({summary.get('normalizer', {}).get('name')})"
@@ -428,6 +445,7 @@ def _register_report_commands() -> None:
         help="Average WER over tracks (one run per dataset): per-track WER with CIs, the unweighted mean with a CI, ranking, winners.",
     )(tracks_command)
     app.command("query", help="Ad-hoc SQL (DuckDB) over a run's results: views utterances, models, slices, gaps, probes.")(query_command)
+    app.command("track", help="Log finished runs to experiment trackers (MLflow, Weights & Biases, plug-ins).")(track_command)
 
 
 _register_report_commands()

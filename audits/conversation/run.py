@@ -179,9 +179,9 @@ def resolve_dataset(spec: str, data_dir: Path) -> Path:
         name = spec.split(":", 1)[1]
         if name != "demo-conversation":
             raise ConfigError(f"unknown built-in conversation set '{name}' (known: demo-conversation)")
-        from engine.corpus.conversation import build_conversation_set
+        from audits.demo_data import ensure_conversation_set
 
-        return build_conversation_set(data_dir / "conversation").root
+        return ensure_conversation_set(data_dir / "conversation")  # a set the user built there is refused, never overwritten
     return Path(spec)
 
 

@@ -267,8 +267,36 @@ def build_trials(cfg: SpeakerConfig, meta: Mapping[str, UttMeta]) -> tuple[Trial
         raise ConfigError(f"speaker.cross: no clip carries the label '{cfg.cross}'")
     labels = {u: m.labels for u, m in meta.items()}
     tl = generate_trials(speakers, labels, cross=cfg.cross, max_per_class=cfg.max_per_class, seed=cfg.seed, sources=sources_of(meta))
+    check_trials_formed(tl, speakers, cfg.cross)
     cohort = sorted(u for u, m in meta.items() if m.speaker in held)
     return tl, cohort
+
+
+def check_trials_formed(tl: TrialList, speakers: Mapping[str, str | None], cross: str | None) -> None:
+    """Refuse, before any model loads, a speaker audit whose generated trials lack a class: its tables would be empty.
+
+    Verification needs same-speaker (target) and different-speaker (non-target) trials; the
+    message says which is missing and why (one clip per speaker, one speaker, no cross pairs).
+    """
+    n_target = sum(1 for t in tl.trials if t.label == 1)
+    n_nontarget = len(tl.trials) - n_target
+    if n_target and n_nontarget:
+        return
+    labelled = [s for s in speakers.values() if s]
+    n_spk = len(set(labelled))
+    if not n_target:
+        why = (
+            f"no same-speaker pair: each of the {n_spk} speaker(s) of the {len(labelled)} labelled clips has one clip"
+            if not tl.speakers_without_cross_pairs
+            else f"no same-speaker pair whose '{cross}' labels differ (without one: {', '.join(tl.speakers_without_cross_pairs[:10])})"
+        )
+    else:
+        why = f"no different-speaker pair: all {len(labelled)} labelled clips are of one speaker"
+    raise ConfigError(
+        f"speaker: the section would be empty: {why}. Verification needs clips of at least two speakers, two or more of "
+        "one speaker; use more clips (a larger --limit: the demo recipes take clips in pairs per speaker) or a trial list "
+        "(speaker.trials)"
+    )
 
 
 def speaker_pair_stats(

@@ -50,8 +50,15 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
 
     def check_inputs(self, config: SpeakerConfig, dataset: Any) -> None:
         """Read the trial list (when one is given) against the dataset's ids before any model
-        loads: a malformed line or an unknown clip id stops the run naming the file and line."""
+        loads: a malformed line or an unknown clip id stops the run naming the file and line. Generated
+        trials are formed now too, so a dataset that yields no same- or different-speaker pair (a small
+        --limit, one clip per speaker) stops the run saying why instead of giving empty tables."""
         if config.trials is None:
+            if dataset.has_audio:
+                from audits.speaker.run import build_trials
+                from audits.utterance_meta import collect_meta
+
+                build_trials(config, collect_meta(dataset))
             return
         from audits.speaker.metrics import read_trials
         from engine.errors import ConfigError

@@ -59,9 +59,8 @@ draws come from ``numpy.random.default_rng`` seeded from ``seed`` (design) and `
 
 Subsets
 -------
-``subset="small"`` (the quick demo) builds a balanced subset of the full design
-(``select_small``) plus one speech-free clip of each kind. Every chosen clip keeps its id,
-reference and audio bytes, so it can be compared clip for clip with a run on the full corpus.
+``small`` (the quick demo): a balanced subset (``select_small``) and a speech-free clip of each kind; ``full-limit-N`` and
+``small-limit-N``: N clips for ``--limit`` (engine/corpus/demo_limit.py). A chosen clip keeps its id, reference and audio bytes.
 """
 
 from __future__ import annotations
@@ -448,10 +447,13 @@ def select_small(plans: Sequence[UttPlan], per_voice: int = SMALL_PER_VOICE) -> 
 
 def select_plans(subset: str, n_utts: int, seed: int) -> tuple[list[UttPlan], list[SpeechFreePlan]]:
     """The speech and speech-free plans a corpus of ``subset`` builds (``full``: all of them)."""
+    if "-limit-" in subset:  # BASE-limit-N[-pairs]: engine/corpus/demo_limit.py
+        from engine.corpus.demo_limit import select_limited
+
+        return select_limited(*select_plans(subset.split("-limit-")[0], n_utts, seed), subset)
     if subset not in SUBSETS:
-        raise ConfigError(f"unknown demo corpus subset '{subset}' (known: {', '.join(SUBSETS)})")
-    plans = plan_design(n_utts, seed)
-    free = plan_speech_free(n_utts, seed)
+        raise ConfigError(f"unknown demo corpus subset '{subset}' (known: {', '.join(SUBSETS)}, BASE-limit-N[-pairs])")
+    plans, free = plan_design(n_utts, seed), plan_speech_free(n_utts, seed)
     if subset == "full":
         return plans, free
     first_of_kind = {f.background: f for f in reversed(free)}
@@ -695,7 +697,6 @@ def build_demo_corpus(
     _clear_previous(out)
     audio_dir = out / "audio"
     audio_dir.mkdir(parents=True, exist_ok=True)
-
     n_workers = workers or min(8, 2 * (os.cpu_count() or 1))
     utts: list[Utterance] = []
     with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="demo-tts") as pool:
