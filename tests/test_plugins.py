@@ -37,6 +37,7 @@ GROUPS = (
     "normalizers",
     "dataset_readers",
     "runners",
+    "trackers",
 )
 
 
