@@ -207,10 +207,9 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
         SCORING_FIELDS,
         CONFIG_FIELDS,
         SEGMENTATION_FIELDS,
-        VadResemblyzerDiarizer.OPTIONS,
-        PyannoteDiarizer.OPTIONS,
     ]
     rows = [row for spec in specs for row in fields_doc(spec)]
+    rows += VadResemblyzerDiarizer.OPTIONS.doc_rows() + PyannoteDiarizer.OPTIONS.doc_rows()
     flags = {k: v for k, v in ENGINE_FIELDS.items() if k in ("workers", "max_models_loaded", "memory_budget_mb")}
     rows += [r.replace("_", "-") if r.startswith("| `--") else r for r in fields_doc(flags, "`--{}`")]
     missing = [r for r in rows if r not in doc]
@@ -244,7 +243,7 @@ def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message:
 @pytest.mark.parametrize(
     ("registry", "backend", "options", "message"),
     [
-        ("asr", "memorizer", {"threshold": "0.9"}, "memorizer option 'threshold': expected a number"),
+        ("asr", "memorizer", {"threshold": "0.9"}, "memorizer backend options.threshold: expected a number"),
         ("asr", "memorizer", {"length_tolerance": math.nan}, "finite"),
         ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro option 'timeout_s': expected a finite number"),
         ("tts", "kokoro", {"max_tokens": "500"}, "kokoro option 'max_tokens': expected an integer"),
