@@ -11,6 +11,8 @@ Each entry::
       num_cpus: 1                    # optional: CPUs per Ray actor
       memory_mb: 2000                # optional: resident memory of one loaded copy
       rtfx: 146                      # optional: expected speed; the Ray runner starts slow models first
+      measured:                      # optional: memory_mb and/or rtfx were measured, not estimated; how
+        {fields: [memory_mb, rtfx], device: cpu, dtype: float32, batch: 4, threads: 2, by: scripts/bench_fullsize.py, note: ...}
       family: whisper-ct2            # optional (required for the study line-up, tag rweq): engine/backends/asr/families
       trust_remote_code: false       # optional: true lets a checkpoint run its own Python code (transformers)
       gated: false                   # optional: the hub repository asks users to accept its conditions first
@@ -59,7 +61,11 @@ ENTRY_KEYS = {
     "requires",
     "study_row",
     "card",
+    "measured",
 }
+MEASURED_KEYS = {"fields", "device", "dtype", "batch", "threads", "by", "note", "date"}
+MEASURED_REQUIRED = {"fields", "device", "dtype", "batch", "by"}
+MEASURABLE = ("memory_mb", "rtfx")
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ class ModelEntry:
     #: The row of the robustness study's table (``vendor/model``) and where the hub id or the API comes from.
     study_row: str | None = None
     card: str | None = None
+    #: How ``memory_mb`` / ``rtfx`` were measured (fields, device, dtype, batch, by); None: they are estimates.
+    measured: Mapping[str, Any] | None = None
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
@@ -198,6 +206,7 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
                 requires=tuple(str(r).strip() for r in requires),
                 study_row=study_row,
                 card=card,
+                measured=_measured(raw, where),
             )
     return entries
 
@@ -277,6 +286,36 @@ def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
             raise ConfigError(f"{where}.num_gpus: a fraction must be below 1 (Ray cannot split GPUs above one), got {value!r}")
         out[key] = float(value)
     return out
+
+
+def _measured(raw: Mapping[str, Any], where: str) -> dict[str, Any] | None:
+    """An entry's ``measured`` mapping, checked: which of memory_mb / rtfx it covers (each set in the
+    entry), on which device, in which dtype, at which batch size, and by what; None when absent."""
+    from engine.backends.device import DTYPE_CHOICES
+
+    value = raw.get("measured")
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}.measured: must be a mapping (fields, device, dtype, batch, by), got {value!r}")
+    check_keys(value, MEASURED_KEYS, f"{where}.measured", required=MEASURED_REQUIRED)
+    fields = value["fields"]
+    if not isinstance(fields, list) or not fields or any(f not in MEASURABLE for f in fields):
+        raise ConfigError(f"{where}.measured.fields: a non-empty list of {' and '.join(MEASURABLE)}, got {fields!r}")
+    for name in fields:
+        if raw.get(name) is None:
+            raise ConfigError(f"{where}.measured.fields names {name}, but the entry sets no {name}")
+    if not isinstance(value["device"], str) or value["device"].split(":")[0] not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"{where}.measured.device: cpu, cuda, cuda:N or mps, got {value['device']!r}")
+    if value["dtype"] not in DTYPE_CHOICES:
+        raise ConfigError(f"{where}.measured.dtype: one of {', '.join(DTYPE_CHOICES)}, got {value['dtype']!r}")
+    for key in ("batch", "threads"):
+        n = value.get(key)
+        if key in value and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigError(f"{where}.measured.{key}: a whole number >= 1, got {n!r}")
+    if not isinstance(value["by"], str) or not value["by"].strip():
+        raise ConfigError(f"{where}.measured.by: the command or script that measured it, got {value['by']!r}")
+    return dict(value)
 
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:

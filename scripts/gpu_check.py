@@ -106,11 +106,14 @@ def install_wav_reader_if_missing() -> str:
         with _open(src) as w:
             return _Info(w.getnframes(), w.getframerate(), w.getnchannels())
 
-    def read(src: Any, dtype: str = "float32", always_2d: bool = False) -> tuple[np.ndarray, int]:
+    def read(src: Any, dtype: str = "float32", always_2d: bool = False, start: int = 0, frames: int = -1) -> tuple[np.ndarray, int]:
+        # start/frames as soundfile has them: the engine reads a manifest segment's frames only
         with _open(src) as w:
             if w.getsampwidth() != 2:
                 raise RuntimeError("the stand-in WAV reader handles 16-bit PCM only")
-            data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").astype(dtype) / 32768.0
+            w.setpos(min(max(0, int(start)), w.getnframes()))
+            n = w.getnframes() - w.tell() if frames is None or frames < 0 else int(frames)
+            data = np.frombuffer(w.readframes(n), dtype="<i2").astype(dtype) / 32768.0
             data = data.reshape(-1, w.getnchannels())
             return (data if always_2d else data[:, 0]).astype(dtype), w.getframerate()
 
@@ -223,11 +226,11 @@ def engine_batches(ds: Any, batch_size: int) -> list[list[np.ndarray]]:
 
     batches = []
     for sid in ds.shard_ids:
-        decoded = sorted(
-            (d for d in decode_shard(ds.load_shard(sid), None, DecodeOptions()) if d.error is None),
-            key=lambda d: d.duration_s,
-            reverse=True,
-        )
+        clips = decode_shard(ds.load_shard(sid), None, DecodeOptions())
+        failed = [d.error for d in clips if d.error is not None]
+        if failed:
+            raise RuntimeError(f"{len(failed)} of {len(clips)} clips of shard {sid} did not decode through the engine reader: {failed[0]}")
+        decoded = sorted(clips, key=lambda d: d.duration_s, reverse=True)
         batches += [[d.samples for d in decoded[i : i + batch_size]] for i in range(0, len(decoded), batch_size)]
     return batches
 

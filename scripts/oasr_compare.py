@@ -4,8 +4,10 @@
 The leaderboard (github.com/huggingface/open_asr_leaderboard, ``transformers/run_eval.py`` and
 ``normalizer/data_utils.py``) defines, in its own words of code (re-implemented here, not copied):
 
-* references and predictions are both passed through Whisper's ``EnglishTextNormalizer``;
-  references that normalize to "" (or to "ignore time segment in scoring") are dropped;
+* references and predictions are both passed through the leaderboard's own English normalizer
+  (``normalizer/english_normalizer.py``, the engine's ``open-asr-leaderboard`` normalizer, which
+  records the leaderboard commit it follows); references that normalize to "" (or to "ignore time
+  segment in scoring") are dropped;
 * WER = ``evaluate.load("wer")``, i.e. jiwer: total S+D+I over total reference words of the
   normalized pairs (we call jiwer directly; ``evaluate`` only wraps it);
 * RTFx = sum(audio_length_s) / sum(transcription_time_s), where a batch (dataset order,
@@ -48,12 +50,16 @@ log = logging.getLogger("oasr_compare")
 IGNORED_REFERENCE = "ignore time segment in scoring"
 
 
-def leaderboard_wer(references: list[str], predictions: list[str]) -> tuple[float, int]:
-    """The leaderboard's WER: Whisper English normalizer on both sides, empty refs dropped, jiwer."""
-    import jiwer
-    from whisper_normalizer.english import EnglishTextNormalizer
+LEADERBOARD_NORMALIZER = "open-asr-leaderboard"  # the normalizer the leaderboard scores with today
 
-    norm = EnglishTextNormalizer()
+
+def leaderboard_wer(references: list[str], predictions: list[str]) -> tuple[float, int]:
+    """The leaderboard's WER: its English normalizer on both sides, empty refs dropped, jiwer."""
+    import jiwer
+
+    from audits.normalizing import get_normalizer
+
+    norm = get_normalizer(LEADERBOARD_NORMALIZER)
     pairs = [(norm(r), norm(p)) for r, p in zip(references, predictions)]
     kept = [(r, p) for r, p in pairs if r.strip() != "" and r.strip() != IGNORED_REFERENCE]
     if not kept:
@@ -111,7 +117,7 @@ def engine_once(spec: ModelSpec, ds: Any, work: Path, warmup: int) -> dict[str, 
     if facts.get("status") != "loaded":
         raise AuditError(f"{spec.name} did not run: {facts.get('error')}")
     table = RunStore(out).consolidate([spec.name]).to_pandas()
-    summary = summarize_models(score_table(table, get_normalizer("whisper-english")), ScoringOptions(n_boot=200))[spec.name]
+    summary = summarize_models(score_table(table, get_normalizer(LEADERBOARD_NORMALIZER)), ScoringOptions(n_boot=200))[spec.name]
     return {"rtfx": summary["rtfx"], "wer": summary["wer"], "n_scored": summary["n_scored"], "table": table}
 
 
