@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import yaml
 
 from engine.errors import ConfigError
-from engine.options import Field, check_number, doc_value
+from engine.options import Field, check_number, field_rows
 
 __all__ = ["Field", "check_fields", "check_number", "fields_doc"]
 
@@ -195,8 +195,5 @@ def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: se
 
 def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[str]:
     """One Markdown table row per field (key, type, default, allowed values, meaning): the rows of
-    docs/datasets.md's option tables, which a test compares with the code."""
-    return [
-        f"| {key_format.format(key)} | {f.doc_kind()} | `{doc_value(f.default)}` | {f.range_text() or '—'} | {f.doc} |"
-        for key, f in fields.items()
-    ]
+    docs/datasets.md's option tables (scripts/options_doc.py writes them; a test holds them equal)."""
+    return field_rows(fields, key_format)

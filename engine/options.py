@@ -47,6 +47,8 @@ _DOC_KIND = {bool: "boolean", int: "integer", float: "number", str: "text", list
 
 def _num(x: float) -> str:
     """A bound as written in messages: whole numbers without exponent or decimals."""
+    if isinstance(x, int):
+        return str(x)
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
 
 
@@ -435,7 +437,34 @@ def check_value(tp: Any, value: Any, where: str, **bounds: Any) -> Any:
     return dataclasses.replace(base, **bounds).check(value, where)
 
 
-def table(record: type[Options], key_format: str = "`{}`") -> str:
-    """The Markdown table (header and rows) of a record's options."""
-    head = "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
-    return head + "\n".join(record.doc_rows(key_format)) + "\n"
+TABLE_HEAD = "| key | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n"
+"""The header of every options table in the docs."""
+
+
+def field_rows(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[str]:
+    """One Markdown table row per field of a plain mapping of fields (blocks not yet declared as a record)."""
+    return [
+        f"| {key_format.format(key)} | {f.doc_kind()} | `{doc_value(f.default)}` | {f.range_text() or '—'} | {f.doc} |"
+        for key, f in fields.items()
+    ]
+
+
+def table(rows: list[str]) -> str:
+    """The Markdown table (header and ``rows``) the docs show for one block of options."""
+    return TABLE_HEAD + "".join(row + "\n" for row in rows)
+
+
+BLOCK_START = "<!-- options-table: {} -->"
+BLOCK_END = "<!-- /options-table -->"
+
+
+def replace_block(text: str, name: str, content: str, where: str) -> str:
+    """``text`` with the generated block ``name`` (between its start marker and the end marker) set to ``content``."""
+    start = BLOCK_START.format(name)
+    i = text.find(start)
+    if i < 0:
+        raise ConfigError(f"{where}: no '{start}' marker; put one (and '{BLOCK_END}') where the table of '{name}' goes")
+    j = text.find(BLOCK_END, i)
+    if j < 0:
+        raise ConfigError(f"{where}: the block '{name}' has no '{BLOCK_END}' marker after it")
+    return text[: i + len(start)] + "\n" + content + text[j:]
