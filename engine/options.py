@@ -174,6 +174,8 @@ class Field:
         if value is None:
             if self.nullable:
                 return None
+            if self.kind is object and self.parse is not None:  # the parse says what null means
+                return self.parse(None, where)
             raise ConfigError(f"{where}: expected {self._kind_words()}, got null")
         if self.kind is bool:
             if not isinstance(value, bool):

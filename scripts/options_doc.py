@@ -26,7 +26,7 @@ def _recipe_blocks() -> dict[str, Callable[[], str]]:
     """The tables of docs/datasets.md: the recipe's blocks, the conversation section, the diarizers and the run flags."""
     from audits.conversation.run import CONFIG_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
-    from engine.audio.segmentation import SEGMENTATION_FIELDS
+    from engine.audio.segmentation import SegmentationConfig
     from engine.backends.diarization.baseline import VadResemblyzerOptions
     from engine.backends.diarization.pyannote import PyannoteOptions
     from engine.engine import ENGINE_FIELDS
@@ -42,7 +42,7 @@ def _recipe_blocks() -> dict[str, Callable[[], str]]:
         "dataset": lambda: table(field_rows(DATASET_FIELDS)),
         "scoring": lambda: table(field_rows(SCORING_FIELDS)),
         "conversation": lambda: table(field_rows(CONFIG_FIELDS)),
-        "segmentation": lambda: table(field_rows(SEGMENTATION_FIELDS)),
+        "segmentation": lambda: table(SegmentationConfig.doc_rows()),
         "diarizer-vad-resemblyzer": lambda: table(VadResemblyzerOptions.doc_rows()),
         "diarizer-pyannote": lambda: table(PyannoteOptions.doc_rows()),
         "run-flags": flags,
@@ -51,10 +51,10 @@ def _recipe_blocks() -> dict[str, Callable[[], str]]:
 
 def _other_blocks() -> dict[str, dict[str, Callable[[], str]]]:
     from audits.profiles.perturbations import FAMILY_FIELDS
-    from engine.backends.asr.transformers import OPTIONS as TRANSFORMERS_FIELDS
+    from engine.backends.asr.families.base import TransformersOptions
 
     return {
-        "docs/loaders.md": {"asr-transformers": lambda: table(field_rows(TRANSFORMERS_FIELDS))},
+        "docs/loaders.md": {"asr-transformers": lambda: table(TransformersOptions.doc_rows())},
         "docs/profiles.md": {"perturbation-family": lambda: table(field_rows(FAMILY_FIELDS))},
     }
 

@@ -125,15 +125,14 @@ def test_transformers_options_go_through_the_typed_layer(key: str, bad: Any) -> 
     with pytest.raises(ConfigError, match=f"transformers backend options.{key}"):
         ASR_BACKENDS.get("transformers")(model="x", **{key: bad})
     ok = ASR_BACKENDS.get("transformers")(model="x", punctuation=True)
-    assert ok.options["punctuation"] is True and ASR_BACKENDS.get("transformers")(model="x").options["punctuation"] is False
+    assert ok.options.punctuation is True and ASR_BACKENDS.get("transformers")(model="x").options.punctuation is False
 
 
 def test_the_transformers_option_table_in_the_docs_is_the_one_the_code_checks() -> None:
-    from engine.backends.asr.transformers import OPTIONS
-    from engine.config import fields_doc
+    from engine.backends.asr.transformers import TransformersBackend
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "loaders.md").read_text(encoding="utf-8")
-    missing = [row for row in fields_doc(OPTIONS) if row not in doc]
+    missing = [row for row in TransformersBackend.OPTIONS.doc_rows() if row not in doc]
     assert not missing, "docs/loaders.md lacks (or has stale) option rows:\n" + "\n".join(missing)
 
 

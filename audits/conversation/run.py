@@ -87,7 +87,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "dataset": Field(
         str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"
     ),
-    "segmentation": Field(dict, None, "VAD segmentation (engine.audio.segmentation.SEGMENTATION_FIELDS)", nullable=True),
+    "segmentation": Field(dict, None, "VAD segmentation (the segmentation table below)", nullable=True),
     "diarization": Field(
         object,
         "vad-resemblyzer",

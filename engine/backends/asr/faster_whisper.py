@@ -55,7 +55,7 @@ from engine.backends.bundled import (
 )
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
-from engine.options import check_number, option
+from engine.options import check_value, option
 
 log = logging.getLogger(__name__)
 
@@ -182,7 +182,8 @@ def _temperature_schedule(value: Any, where: str) -> tuple[float, ...]:
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     if not values:
         raise ConfigError(f"{where}: expected a number or a non-empty list of numbers")
-    return tuple(float(check_number(v, f"{where}[{i}]" if isinstance(value, (list, tuple)) else where, ge=0)) for i, v in enumerate(values))
+    listed = isinstance(value, (list, tuple))
+    return tuple(check_value(float, v, f"{where}[{i}]" if listed else where, ge=0) for i, v in enumerate(values))
 
 
 @dataclass(frozen=True)

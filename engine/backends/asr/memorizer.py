@@ -98,6 +98,8 @@ def similarity(query: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.n
 
 def _fallback_spec(value: Any, where: str) -> Any:
     """A registry model's name, or the ``{name, backend, options}`` spec the registry resolves it to."""
+    if value is None:
+        return None
     if not isinstance(value, (str, Mapping)):
         raise ConfigError(f"{where}: expected a registry model's name or a mapping with 'backend', got {type(value).__name__} {value!r}")
     return dict(value) if isinstance(value, Mapping) else value
