@@ -244,9 +244,9 @@ def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message:
     [
         ("asr", "memorizer", {"threshold": "0.9"}, "memorizer backend options.threshold: expected a number"),
         ("asr", "memorizer", {"length_tolerance": math.nan}, "finite"),
-        ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro option 'timeout_s': expected a finite number"),
-        ("tts", "kokoro", {"max_tokens": "500"}, "kokoro option 'max_tokens': expected an integer"),
-        ("tts", "kokoro", {"threads": 2.5}, "kokoro option 'threads': expected an integer"),
+        ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro backend options.timeout_s: expected a finite number"),
+        ("tts", "kokoro", {"max_tokens": "500"}, "kokoro backend options.max_tokens: expected an integer"),
+        ("tts", "kokoro", {"threads": 2.5}, "kokoro backend options.threads: expected an integer"),
     ],
 )
 def test_backends_that_parse_numbers_themselves_use_the_layer(
