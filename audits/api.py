@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Literal
 
 from audits.pipeline import run_audit
 from audits.recipes import Recipe, load_recipe, with_normalizer, with_overrides
@@ -46,7 +45,7 @@ def run(
     limit: int | None = None,
     reader: str | None = None,
     normalizer: str | None = None,
-    engine: Literal["inprocess", "ray"] = "inprocess",
+    engine: str = "inprocess",
     progress: ProgressFn | None = None,
 ) -> RunResult:
     """Run a recipe (a name under ``recipes/`` of the configuration tree, a YAML path or a parsed ``Recipe``) and return its result.
@@ -54,7 +53,8 @@ def run(
     ``dataset``, ``models``, ``limit``, ``reader`` and ``normalizer`` replace the recipe's, as ``--dataset``,
     ``--models``, ``--limit``, ``--reader`` and ``--normalizer`` do; ``out`` is the run directory (default
     ``runs/<recipe name>``), and running into an existing one resumes it. ``progress`` receives
-    the engine's events ``(event, n, info)``.
+    the engine's events ``(event, n, info)``. ``engine`` is a runner's registry name (``inprocess``, ``ray``
+    or a plug-in's), as ``--engine``.
     """
     if isinstance(models, str):
         raise ConfigError(f"models: give a list of registry names, not the string {models!r} (e.g. models=[{models!r}])")

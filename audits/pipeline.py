@@ -23,17 +23,18 @@ from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
-from audits.runners import check_runner, decode_options, make_runner
+from audits.runners import check_runner, decode_options
 from audits.schema import Summary
 from audits.sections import AuditSection, SectionContext, ordered
 from engine.backends import ASR_BACKENDS
 from engine.config_tree import resolve_relative
-from engine.data import DecodeOptions, ModelSpec, ProgressFn
+from engine.data import PREDICTIONS_BACKEND, DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets import Dataset, open_dataset
-from engine.engine import ENGINE_KINDS, EngineOptions
+from engine.engine import JOINT, EngineOptions, shard_pass
 from engine.errors import ConfigError, RegistryError
 from engine.model_registry import load_model_registry, resolve_models
 from engine.run.joint_pass import PassRequest, run_joint
+from engine.run.run_log import begin_run_log
 from engine.run.runner import hardware_facts
 from engine.run.store import RunStore
 from engine.storage import atomic_write_text
@@ -87,7 +88,7 @@ def model_specs(recipe: Recipe, dataset: Dataset) -> list[ModelSpec]:
     if not dataset.has_audio:
         preds = dataset.predictions
         names = [m for m in recipe.models if m in preds] if recipe.models and any(m in preds for m in recipe.models) else sorted(preds)
-        return [ModelSpec(n, "predictions", {}, 0, {}) for n in names]
+        return [ModelSpec(n, PREDICTIONS_BACKEND, {}, 0, {}) for n in names]
     registry = load_model_registry()
     specs = []
     for e in resolve_models(list(recipe.models), registry):
@@ -233,6 +234,22 @@ def run_audit(
     extra: Mapping[str, Any] | None = None,
     dataset: Dataset | None = None,
 ) -> RunResult:
+    """:func:`_run_audit` with the session's log appended to ``out/run.log`` (``engine.run.run_log``)."""
+    from engine.run.run_log import run_log
+
+    with run_log(out):
+        return _run_audit(recipe, out, progress, corpus_progress, engine, extra, dataset)
+
+
+def _run_audit(
+    recipe: Recipe,
+    out: Path,
+    progress: ProgressFn | None = None,
+    corpus_progress: Callable[[int, int], None] | None = None,
+    engine: EngineOptions = EngineOptions(),
+    extra: Mapping[str, Any] | None = None,
+    dataset: Dataset | None = None,
+) -> RunResult:
     """Run (or resume) a recipe into ``out``; finished ``(model, shard)`` units are skipped.
 
     Everything that can be validated (recipe sections, dataset, model names) is validated before
@@ -276,6 +293,7 @@ def run_audit(
     )
     # everything knowable is checked: only now is anything written under --out
     out.mkdir(parents=True, exist_ok=True)
+    begin_run_log(out)  # run.log: this session's lines so far, and every later one
     dec = decode_options(recipe)
     source = dataset
     for sec, cfg in parsed:  # a section may add derived clips (perturbations) before the plan is made
@@ -291,6 +309,7 @@ def run_audit(
                 "source_fingerprint": source_fingerprint,
                 "normalizer": recipe.normalizer,
                 "normalizer_version": normalizer.version,
+                "recipe_config": json_safe(recipe.as_dict()),  # what `audit report --partial` scores with before the summary exists
             },
             indent=2,
         ),
@@ -308,7 +327,7 @@ def run_audit(
             plan = outcome.plan if specs else None
             engine = replace(engine, joint=outcome.records)  # the sections' passes find these units finished
         elif specs:
-            runner = make_runner(engine, dataset, specs, store, recipe, progress)
+            runner = engine.runner(dataset, specs, store, warmup=recipe.warmup, decode_options=dec, progress=progress)
             facts = runner.run()
             plan = runner.plan
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
@@ -346,16 +365,18 @@ def joint_passes(
 ) -> list[PassRequest]:
     """The sections' passes over the recipe's dataset that the engine runs together with the ASR pass.
 
-    Only on the engine's own runners (a plug-in runner runs ASR only), only with at least two
+    Only on a runner that declares joint runs of every kind involved, only with at least two
     passes to share the decode, and never a backend whose name another pass of the run uses
     (one plan holds them all): that one runs in its section, as before. Only sections that read
     every clip the ASR pass runs on (``views``: with derived clips, a section that reads source
     clips runs its passes over the source clips in its own section).
     """
-    if engine.kind not in ENGINE_KINDS or not dataset.has_audio:
+    if not dataset.has_audio or not engine.runs(JOINT):
         return []
     views = views or ClipViews(dataset, dataset)
     requests = [r for sec, cfg in parsed if views.dataset(sec.reads) is dataset for r in sec.dataset_passes(cfg, dataset, dec)]
+    if engine.missing({shard_pass(k) for k in ["asr", *(r.spec.kind for r in requests)]}):
+        return []  # a kind the runner does not run: check_section_passes has refused the recipe already
     names = [s.name for s in specs] + [r.spec.name for r in requests]
     keep = [r for r in requests if names.count(r.spec.name) == 1]
     for r in requests:
@@ -369,16 +390,19 @@ def joint_passes(
 def check_section_passes(
     recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec], dataset: Dataset
 ) -> None:
-    """A plug-in runner runs the ASR pass only: refuse a recipe whose sections run passes of their
-    own on one before any model loads, rather than when the first such pass is due."""
-    if engine.kind in ENGINE_KINDS:
-        return
-    needs = {sec.key: passes for sec, cfg in parsed if (passes := sec.engine_passes(cfg, specs, dataset))}
+    """Refuse, before any model loads, a recipe whose sections submit passes of a kind the run's
+    runner does not declare (``AuditSection.engine_passes``), rather than when the first such pass is due;
+    the message names the runner, what it runs, each section's passes it cannot run and the runners that can."""
+    needs = {
+        sec.key: refused
+        for sec, cfg in parsed
+        if (refused := [n for n in sec.engine_passes(cfg, specs, dataset) if engine.missing(n.kinds)])
+    }
     if needs:
-        what = "; ".join(f"{key}: {', '.join(passes)}" for key, passes in needs.items())
+        what = "; ".join(f"{key}: {', '.join(n.what for n in passes)}" for key, passes in needs.items())
+        kinds = {k for passes in needs.values() for n in passes for k in engine.missing(n.kinds)}
         raise ConfigError(
-            f"--engine {engine.kind} is a plug-in runner: it runs the recipe's ASR pass only, but recipe '{recipe.name}' has "
-            f"sections that run passes of their own ({what}); run it with --engine inprocess or --engine ray, or drop "
+            f"recipe '{recipe.name}' has sections that run passes its runner does not ({what}): {engine.refusal(kinds)}, or drop "
             f"{'this section' if len(needs) == 1 else 'these sections'} ({', '.join(needs)}) from the recipe"
         )
 

@@ -8,7 +8,8 @@ pipeline, the recipe parser and the reports never list sections or branch on one
 * ``check_inputs(config, dataset)``: read and check the section's own inputs (references, turns,
   audio headers) before any model loads or anything is written (default: nothing);
 * ``engine_passes(config, asr_models, dataset)``: the passes the section submits to the run's
-  engine (default: none), so a runner that cannot run them is refused before anything runs;
+  engine, each with the pass kinds it takes (``engine.engine.PassNeed``; default: none), so a
+  runner that does not declare them is refused before anything runs;
 * ``dataset_passes(config, dataset, decode_options)``: the SV/SER backends the section runs over the
   recipe's own dataset (default: none); the pipeline runs them with the ASR pass as one engine run;
 * ``prepare_dataset(config, dataset, out_dir, decode_options)`` (optional): the dataset the models
@@ -51,7 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from audits.clips import SCOPES, SOURCE
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
-from engine.engine import EngineOptions
+from engine.engine import EngineOptions, PassNeed
 from engine.errors import RegistryError
 from engine.registry import Registry
 from engine.run.joint_pass import PassRequest
@@ -112,11 +113,12 @@ class AuditSection(ABC, Generic[ConfigT]):
     def run(self, config: ConfigT, ctx: SectionContext) -> dict[str, Any]:
         """Run the section and return its part of ``summary.json`` (plain JSON values)."""
 
-    def engine_passes(self, config: ConfigT, asr_models: Sequence[ModelSpec], dataset: Dataset) -> list[str]:
-        """The passes this section submits to the run's engine (``ctx.engine.runner``), named for a
-        message (e.g. ``["speaker-verification pass"]``); ``[]`` when it runs none (default). A plug-in
-        runner runs the recipe's ASR pass only, so the pipeline refuses a recipe whose sections name
-        any pass here on one, before any model loads or anything is written."""
+    def engine_passes(self, config: ConfigT, asr_models: Sequence[ModelSpec], dataset: Dataset) -> list[PassNeed]:
+        """The passes this section submits to the run's engine (``ctx.engine.runner``, ``ctx.engine.run_keyed``),
+        each named for a message with the pass kinds it takes (e.g. ``PassNeed("speaker-verification pass",
+        frozenset({SHARD_SV}))``); ``[]`` when it runs none (default). The pipeline refuses a recipe whose
+        sections need a kind the run's runner does not declare (``Runner.runs``), before any model loads or
+        anything is written."""
         return []
 
     def dataset_passes(self, config: ConfigT, dataset: Dataset, decode_options: DecodeOptions) -> list[PassRequest]:

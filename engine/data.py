@@ -25,6 +25,8 @@ def is_speech_free(labels: Mapping[str, Any]) -> bool:
 
 
 #: Longest clip read by default (seconds); longer ones become error rows before their samples are read.
+PREDICTIONS_BACKEND = "predictions"
+"""The backend of a model whose transcripts come with a predictions-only dataset (no audio, nothing to run)."""
 DEFAULT_MAX_DURATION_S = 1800.0
 
 #: Progress callback: (event, count, details). Events: loading, start, unit, skip, ...

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from engine import config_tree
-from engine.backends import ASR_BACKENDS
+from engine.backends import ASR_BACKENDS, asr_capabilities
 from engine.backends.availability import Availability, model_availability
 from engine.backends.hosted.scrub import register_secret_env
 from engine.config import check_keys, expect_type, load_yaml
@@ -268,7 +268,7 @@ def _family(raw: Mapping[str, Any], backend: str, where: str) -> str | None:
     name = expect_type(value, str, f"{where}.family")
     if name not in FAMILIES:
         raise ConfigError(f"{where}.family: unknown family '{name}' (known: {', '.join(sorted(FAMILIES))})")
-    if backend not in FAMILIES[name].backends:
+    if name not in asr_capabilities(backend).families:  # the backend's declaration (imports its module only)
         raise ConfigError(f"{where}: family '{name}' runs on backend {' or '.join(FAMILIES[name].backends)}, not '{backend}'")
     return name
 

@@ -379,7 +379,7 @@ def test_progress_is_reported(tmp_path: Path) -> None:
 
 def test_missing_tts_programs_name_the_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(BackendUnavailable, match="espeak-ng"):
+    with pytest.raises(BackendUnavailable, match=r"the demo corpus needs the espeak-ng voices: .*apt-get install espeak-ng"):
         build_demo_corpus(tmp_path / "x", n_utts=2)
 
 

@@ -121,6 +121,12 @@ def test_duckdb_file_has_the_tables(run: tuple[Path, dict]) -> None:
         assert {"utterances", "models", "slices", "gaps", "probes"} <= names
         got = dict(con.execute("SELECT model, wer FROM models").fetchall())
         assert got == {m: e["wer"] for m, e in summary["models"].items()}
+        # the scored rows: corpus WER per model from them is the summary's (failed rows are not ok and count no words)
+        assert "scored" in names
+        scored = dict(con.execute("SELECT model, sum(word_errors) / sum(n_words) FROM scored WHERE ok GROUP BY model").fetchall())
+        assert scored == pytest.approx({m: e["wer"] for m, e in summary["models"].items()}, abs=1e-12)
+        n_rows = con.execute("SELECT count(*) FROM scored").fetchone()
+        assert n_rows is not None and n_rows[0] == con.execute("SELECT count(*) FROM utterances").fetchone()[0]  # type: ignore[index]
     finally:
         con.close()
 

@@ -92,7 +92,7 @@ def test_pass_definitions_are_checked() -> None:
         load_worker("tests.keyed_fixture:Nope")
     with pytest.raises(ConfigError, match="module:attr"):
         load_worker("tests.keyed_fixture")
-    with pytest.raises(ConfigError, match="plug-in runner"):
+    with pytest.raises(ConfigError, match="unknown runner 'my-runner'"):
         EngineOptions(kind="my-runner").run_keyed([])
 
 

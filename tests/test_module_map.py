@@ -68,3 +68,44 @@ def test_module_map_names_every_module() -> None:
 def test_module_map_names_no_missing_module() -> None:
     extra = sorted(mapped_modules() - existing_modules())
     assert not extra, f"docs/design.md's module map names modules that do not exist: {extra}"
+
+
+CONTRIBUTING_TOPICS = ("Add an ASR backend", "Add an ASR metric", "Add an audit section", "Add a dataset reader", "Add a recipe")
+_PATH = re.compile(r"`([A-Za-z0-9_.<>/-]+(?:/|\.(?:py|toml|yaml|md)))`")
+
+
+def contributing_paths() -> dict[str, list[str]]:
+    """Every repository path docs/contributing.md names in backticks, by the section it is named in."""
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    out: dict[str, list[str]] = {}
+    for part in text.split("\n## ")[1:]:
+        title, body = part.split("\n", 1)
+        out[title.strip()] = [p for p in _PATH.findall(body) if "/" in p or p.endswith((".toml", ".md"))]
+    return out
+
+
+def test_contributing_page_names_files_that_exist_and_modules_on_the_map() -> None:
+    """docs/contributing.md: one numbered list per kind of change; every file it names exists (a ``<name>``
+    placeholder: its folder does), and every module it names is on the module map."""
+    sections = contributing_paths()
+    assert list(sections) == list(CONTRIBUTING_TOPICS)
+    text = (ROOT / "docs" / "contributing.md").read_text(encoding="utf-8")
+    mapped = mapped_modules()
+    for title, paths in sections.items():
+        body = text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        assert re.search(r"^1\. ", body, re.M) and re.search(r"^3\. ", body, re.M), f"{title}: a numbered list of the files touched"
+        assert any(p.endswith(".py") for p in paths) or title == "Add a recipe", title
+        for p in paths:
+            if "<" in p:
+                folder = p.split("<", 1)[0].rsplit("/", 1)[0]
+                assert (ROOT / folder).is_dir(), f"{title}: {p}: no folder {folder}"
+                continue
+            path = p if (ROOT / p).exists() or p.startswith(("tests/", "docs/")) else f"docs/{p}"  # links relative to docs/
+            assert (ROOT / path).exists(), f"{title}: {p} does not exist"
+            if path.endswith(".py") and path.split("/", 1)[0] in PACKAGES and Path(path).name not in SKIP:
+                assert path in mapped, f"{title}: {path} is not on docs/design.md's module map"
+
+
+def test_readme_links_the_contributing_page() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "(docs/contributing.md)" in readme

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -65,26 +66,12 @@ def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_every_kind_has_its_builtins_from_pyproject() -> None:
-    from audits.normalizing import NORMALIZERS
-    from audits.runners import RUNNERS
-    from audits.sections import SECTIONS
-    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-    from engine.datasets import DATASET_READERS
+    from audits.registries import all_registries
 
     table = pyproject_entry_points()
-    regs = (
-        ASR_BACKENDS,
-        SV_BACKENDS,
-        SER_BACKENDS,
-        TTS_BACKENDS,
-        DIAR_BACKENDS,
-        JUDGE_BACKENDS,
-        SECTIONS,
-        NORMALIZERS,
-        DATASET_READERS,
-        RUNNERS,
-    )
+    regs = all_registries()
     assert sorted(r.group for r in regs) == sorted(f"audit_engine.{g}" for g in GROUPS)
+    assert sorted(g for g in table if g.startswith("audit_engine.")) == sorted(r.group for r in regs)  # one registry per group
     for reg in regs:
         declared = table[reg.group]
         assert {e.name: e.target for e in reg.entries() if e.origin == BUILTIN} == declared
@@ -285,9 +272,11 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     )
     env = {**os.environ, "AUDIT_CONFIG_DIR": str(configs), "PYTHONPATH": os.pathsep.join([str(target), str(REPO)])}
     audit = [sys.executable, "-c", "from audits.cli.main import entrypoint; entrypoint()"]
-    listed = subprocess.run([*audit, "list", "backends"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    listed = subprocess.run(
+        [*audit, "list", "backends", "--format", "json"], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path
+    )
     assert listed.returncode == 0, listed.stderr
-    lines = {ln.split()[0]: ln.split()[1:] for ln in listed.stdout.splitlines() if ln.startswith("  ")}
+    lines = {r["name"]: r["origin"].split() for r in json.loads(listed.stdout)}
     assert lines["tone-counter"][:2] == ["toy-audit-plugin", "0.1.0"] and lines["cliplen"][:2] == ["toy-audit-plugin", "0.1.0"]
     assert lines["pocketsphinx"][0] == BUILTIN
     out = tmp_path / "run"
@@ -306,21 +295,22 @@ def test_separate_package_adds_a_backend_and_a_section(tmp_path: Path) -> None:
     assert "## Clip lengths (plug-in)" in report and "| toy-tones | 3 | 6 | 5 |" in report
 
 
-def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(
-    on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """tests/plugin_pkg's runner (``--engine toy-serial``, found through its entry point) runs the ASR
-    pass only: a recipe whose sections run passes of their own (probes' masking, emotion) is refused
-    before any model loads, naming the runner, the sections and the fix, and nothing is written;
-    sections that run no pass (the orthography probe, perturbations) run on it."""
+def test_plugin_runners_run_the_pass_kinds_they_declare(on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/plugin_pkg's runners, found through their entry points, declare the pass kinds they run and the
+    engine asks that declaration, never the name: ``toy-serial`` (ASR shard passes) refuses a recipe whose
+    sections need keyed or emotion passes before any model loads, naming the sections, what it runs and the
+    runners that would (``toy-all`` among them), and nothing is written; it runs the bad-reference panel's
+    re-run (an ASR pass); ``toy-all`` runs the emotion section's pass (not ASR) and its result is the
+    built-in runner's."""
     from typer.testing import CliRunner
 
-    import audits.runners
+    import engine.engine
     from audits.cli.main import app
 
-    fake_dist(on_path, "toy-audit-plugin", "0.1.0", {"audit_engine.runners": {"toy-serial": "toy_audit_plugin.runner:serial_runner"}})
+    runners = {"toy-serial": "toy_audit_plugin.runner:SerialRunner", "toy-all": "toy_audit_plugin.runner:SerialAllRunner"}
+    fake_dist(on_path, "toy-audit-plugin", "0.1.0", {"audit_engine.runners": runners})
     monkeypatch.syspath_prepend(str(PLUGIN_PKG))  # the plug-in's modules, as an install would put them on the path
-    monkeypatch.setattr(audits.runners, "RUNNERS", Registry("runner", "audit_engine.runners"))  # discovered afresh
+    monkeypatch.setattr(engine.engine, "RUNNERS", Registry("runner", "audit_engine.runners"))  # discovered afresh
     cfg = tmp_path / "cfg"
     (cfg / "models").mkdir(parents=True)
     (cfg / "models" / "sim.yaml").write_text(
@@ -345,15 +335,15 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(
     res = CliRunner().invoke(app, ["run", str(refused), "--engine", "toy-serial", "--out", str(out)])
     assert res.exit_code != 0
     text = " ".join(res.output.split())
-    assert "--engine toy-serial is a plug-in runner: it runs the recipe's ASR pass only" in text, text
     assert (
-        "(probes: masking re-runs, bad-reference panel re-runs; emotion: emotion-recognition pass); run it with --engine inprocess "
-        "or --engine ray"
+        "recipe 'toy' has sections that run passes its runner does not (probes: masking re-runs; emotion: emotion-recognition pass): "
+        "engine 'toy-serial' does not run shard:ser, keyed passes (it declares: shard:asr); use --engine inprocess or --engine ray or "
+        "--engine toy-all, or drop these sections (probes, emotion) from the recipe"
     ) in text, text
     assert not out.exists(), "nothing may be written before the refusal"
     ok = tmp_path / "ok.yaml"
     ok.write_text(
-        base + "probes: {orthography: {}, bad_reference: {panel: [sim-a], min_eligible_panel: 1}}\n"  # panel = the run's models
+        base + "probes: {orthography: {}, bad_reference: {panel: [sim-b], min_eligible_panel: 1}}\n"  # sim-b: a re-run (ASR pass)
         "perturbations: {families: [{kind: noise, noise: white, levels: [10]}], n_boot: 20}\n"
     )
     out = tmp_path / "run-ok"
@@ -363,3 +353,22 @@ def test_plugin_runner_refuses_section_passes_up_front_and_runs_the_rest(
     assert summary["engine"]["runner"] == "toy-serial" and summary["models"]["sim-a"]["n_utts"] == 4  # the source clips
     assert summary["perturbations"]["ladders"][0]["models"]["sim-a"]["levels"][0]["n_utts"] == 4  # their noisy copies: in the ladder
     assert {"orthography", "bad_reference"} <= set(summary["probes"]) and summary["perturbations"], summary.keys()
+    emo = tmp_path / "emo.yaml"
+    emo.write_text(base + "emotion: {backends: [prosody]}\n")
+    runs = {}
+    for engine_name in ("toy-all", "inprocess"):
+        out = tmp_path / f"run-{engine_name}"
+        res = CliRunner().invoke(app, ["run", str(emo), "--engine", engine_name, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        runs[engine_name] = json.loads((out / "summary.json").read_text())
+    assert runs["toy-all"]["engine"]["runner"] == "toy-all" and runs["toy-all"]["emotion"]["prosody"]["facts"]["n_ok"] == 4
+    assert _without_timings(runs["toy-all"]["emotion"]) == _without_timings(runs["inprocess"]["emotion"])
+
+
+def _without_timings(value: Any) -> Any:
+    """A summary part less what differs between two runs of the same clips (timings, paths)."""
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if not any(t in k for t in ("time", "_s", "path", "dir", "rtf", "pid"))}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value

@@ -253,5 +253,35 @@ def test_detect_reader(tmp_path, voxpopuli_preds):
     assert detect_reader(tmp_path / "x.csv") == "csv"
     assert detect_reader(tmp_path / "x.jsonl") == "nemo"
     assert detect_reader("org/name") == "hf"
-    with pytest.raises(ManifestError):
+    with pytest.raises(ManifestError, match=r"pass --reader \(csv, hf, nemo, oasr-predictions, parquet, tsv\)"):
         detect_reader(tmp_path / "x.bin")
+
+
+class ToyReader:
+    """A plug-in's reader: ``.toy`` files by name, and (to make a tie) a file called both.jsonl by content."""
+
+    @classmethod
+    def sniff(cls, path):
+        from engine.datasets.base import SNIFF_CONTENT, SNIFF_NAME
+
+        return SNIFF_NAME if path.suffix == ".toy" else SNIFF_CONTENT if path.name == "both.jsonl" else 0
+
+
+def test_readers_sniff_their_own_formats_through_the_registry(tmp_path, monkeypatch):
+    """detect_reader asks every registered reader (a plug-in's too); the surest wins, a tie asks for --reader."""
+    import engine.datasets
+    from engine.registry import Registry
+
+    folder = tmp_path / "preds"
+    folder.mkdir()
+    (folder / "m.jsonl").write_text(json.dumps({"audio_filepath": "a.wav", "text": "x", "pred_text": "y"}) + "\n")
+    (tmp_path / "both.jsonl").write_text((folder / "m.jsonl").read_text())
+    assert detect_reader(folder) == "oasr-predictions" and detect_reader(tmp_path / "both.jsonl") == "oasr-predictions"
+    (folder / "shards").mkdir()  # our own shard layout beats a prediction file beside it
+    assert detect_reader(folder) == "parquet"
+    reg = Registry("dataset reader", "audit_engine.dataset_readers")
+    reg.register("toy")(ToyReader)
+    monkeypatch.setattr(engine.datasets, "DATASET_READERS", reg)
+    assert detect_reader(tmp_path / "x.toy") == "toy" and detect_reader(tmp_path / "x.csv") == "csv"
+    with pytest.raises(ManifestError, match="readers oasr-predictions, toy all recognize it; pass --reader"):
+        detect_reader(tmp_path / "both.jsonl")

@@ -12,9 +12,11 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from audits.cli.output import stdout_console
+from audits.cli.progress_log import UnitEta, eta_column
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
 from engine.errors import AuditError, ConfigError
 
@@ -27,7 +29,7 @@ app.add_typer(list_app, name="list")
 app.add_typer(probe_app, name="probe")
 
 console = Console(stderr=True)
-out_console = Console()
+out_console = stdout_console()  # full-width tables when piped
 log = logging.getLogger("audit")
 
 
@@ -86,7 +88,7 @@ def _progress() -> Progress:
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        eta_column(),
         console=console,
         transient=False,
         disable=_plain_output(),
@@ -116,7 +118,9 @@ def run_cmd(
         help="inprocess (one process), ray (actors; local or --address), or a plug-in runner (audit list backends).",
     ),
     address: Optional[str] = typer.Option(
-        None, "--address", help="Ray cluster address (implies --engine ray), e.g. 10.0.0.1:6379 or auto."
+        None,
+        "--address",
+        help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it), e.g. 10.0.0.1:6379 or auto.",
     ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
@@ -157,18 +161,21 @@ def _run_with_progress(
     """Run with a progress bar; ``extra`` (a sweep's selection) goes into the summary before it is scored,
     ``dataset`` is the recipe's dataset when the caller opened it already."""
     from audits.pipeline import run_audit
-    from engine.engine import EngineOptions
+    from engine.engine import EngineOptions, runner_for_address
     from engine.errors import ConfigError
 
     if not resume and (out_dir / "markers").exists():
         raise ConfigError(f"{out_dir} already holds results and --no-resume was given; choose a new --out or drop --no-resume")
     # typed flags are checked once, by run_audit, before the dataset opens or the run directory is touched
-    eng = EngineOptions(kind="ray" if address else engine, address=address, workers=workers, runtime_env=runtime_env, **(memory or {}))
+    eng = EngineOptions(
+        kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=runtime_env, **(memory or {})
+    )
     lines = _line_progress()
     with _progress() as prog:
         corpus_task = None
         task = prog.add_task("units", total=None, status="")
-        stats: dict[str, Any] = {"audio": {}, "infer": {}}
+        stats: dict[str, Any] = {"audio": {}, "infer": {}, "total": 0}
+        eta = UnitEta()
 
         def corpus_progress(done: int, total: int) -> None:
             nonlocal corpus_task
@@ -182,12 +189,20 @@ def _run_with_progress(
             if lines is not None:
                 lines(event, n, info)
             if event == "loading":
+                eta.loading()
                 prog.update(task, status=f"loading {info['model']}")
             elif event == "start":
-                prog.update(task, total=n, completed=0, description=str(info.get("kind") or "units"), status="")
+                eta.start(info.get("units"))
+                stats["total"] = n
+                prog.update(
+                    task, total=n, completed=0, description=str(info.get("pass") or info.get("kind") or "units"), status="", eta=None
+                )
             elif event in ("unit", "skip"):
+                if event == "skip":
+                    eta.skipped(info)
                 if event == "unit":
                     m = info["model"]
+                    eta.finished(m, str(info.get("shard")), info["rows"])
                     for r in info["rows"]:
                         if r.get("infer_s") is not None:
                             stats["audio"][m] = stats["audio"].get(m, 0.0) + (r.get("duration_s") or 0.0)
@@ -195,6 +210,7 @@ def _run_with_progress(
                     rt = stats["audio"].get(m, 0) / stats["infer"][m] if stats["infer"].get(m) else 0.0
                     prog.update(task, status=f"{m} RTFx {rt:.1f}")
                 prog.advance(task, n)
+                prog.update(task, eta=eta.eta_every(stats["total"]))
 
         result = run_audit(rec, out_dir, progress=on_progress, corpus_progress=corpus_progress, engine=eng, extra=extra, dataset=dataset)
     summary: dict[str, Any] = dict(result.plain_summary)
@@ -224,8 +240,10 @@ def sweep_cmd(
         "--normalizer",
         help="Score with this normalizer (default: the recipe's; for --models rweq, open-asr-leaderboard, the study's).",
     ),
-    engine: str = typer.Option("inprocess", "--engine", help="inprocess or ray."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (implies --engine ray)."),
+    engine: str = typer.Option("inprocess", "--engine", help="A runner: inprocess, ray, or a plug-in's (audit list backends)."),
+    address: Optional[str] = typer.Option(
+        None, "--address", help="Ray cluster address (with the default engine: ray; a runner that takes an address keeps it)."
+    ),
     workers: Optional[int] = typer.Option(None, "--workers", help="Cap on Ray actors per model on CPU."),
     runtime_env: Optional[str] = typer.Option(
         None,
@@ -266,12 +284,12 @@ def sweep_cmd(
     from engine.sweep import plan_sweep, select_models
 
     try:
-        from engine.engine import EngineOptions
+        from engine.engine import EngineOptions, runner_for_address
 
         memory: dict[str, Any] = {"max_models_loaded": max_models_loaded, "memory_budget_mb": memory_budget_mb}
         env = _runtime_env(runtime_env)
         EngineOptions(
-            kind="ray" if address else engine, address=address, workers=workers, runtime_env=env, **memory
+            kind=runner_for_address(engine, address), address=address, workers=workers, runtime_env=env, **memory
         ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
@@ -415,6 +433,19 @@ def _register_report_commands() -> None:
 _register_report_commands()
 
 
+@app.command("schema")
+def schema_cmd(name: str = typer.Argument(..., help="recipe or summary.")) -> None:
+    """Print the JSON Schema of a recipe file or of summary.json, generated from the code's declarations (docs/schemas/)."""
+    from audits.json_schemas import schema_text
+
+    try:
+        text = schema_text(name)
+    except AuditError as exc:
+        _fail(exc)
+        return
+    out_console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+
 @corpus_app.command("demo")
 def corpus_demo_cmd(
     out: Optional[Path] = typer.Option(
@@ -484,84 +515,84 @@ def corpus_conversation_cmd(
 
 
 @list_app.command("models")
-def list_models_cmd(tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag.")) -> None:
+def list_models_cmd(
+    tag: Optional[str] = typer.Option(None, "--tag", help="Only models with this tag."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+) -> None:
     """Registry models, whether each can run here, and why not."""
+    from audits.cli.output import check_format, emit
     from engine.config_tree import config_folder
     from engine.model_registry import load_model_registry
 
     try:
+        check_format(fmt)
         reg = load_model_registry()
         folder = config_folder("models")
     except AuditError as exc:
         _fail(exc)
         return
-    t = Table(title=f"Model registry ({escape(str(folder))})")
-    for col in ("name", "backend", "family", "params (M)", "tags", "runnable here", "why"):
-        t.add_column(col)
+    rows: list[dict[str, Any]] = []
     for name, e in sorted(reg.items()):
         if tag and tag not in e.tags:
             continue
         avail = e.availability()
-        verdict = "[green]yes[/]" if avail.runnable else ("[red]no[/]" if avail.checked else "[yellow]not checked here[/]")
-        t.add_row(
-            name,
-            e.backend,
-            e.family or "—",
-            "—" if e.params_m is None else f"{e.params_m:g}",
-            ",".join(e.tags),
-            verdict,
-            escape(avail.reason),
+        runnable = avail.runnable if avail.checked else None
+        rows.append(
+            {"name": name, "backend": e.backend, "family": e.family, "params_m": e.params_m, "tags": list(e.tags)}
+            | {"runnable": runnable, "why": avail.reason}
         )
-    out_console.print(t)
+    verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "[yellow]not checked here[/]"}
+    emit(
+        out_console,
+        rows,
+        ["name", "backend", "family", "params_m", "tags", "runnable", "why"],
+        fmt,
+        title=f"Model registry ({folder})",
+        styles={"runnable": lambda v: verdict[v]},
+    )
 
 
 @list_app.command("recipes")
-def list_recipes_cmd() -> None:
+def list_recipes_cmd(fmt: str = typer.Option("table", "--format", help="table, json or csv.")) -> None:
     """Recipes of the configuration tree in use (the shipped one, or $AUDIT_CONFIG_DIR), and where they are."""
+    from audits.cli.output import check_format, emit
     from audits.recipes import list_recipes, load_recipe, recipe_dir
 
     try:
+        check_format(fmt)
         names, folder = list_recipes(), recipe_dir()
     except AuditError as exc:
         _fail(exc)
         return
-    out_console.print(f"Recipes in {escape(str(folder))} (set AUDIT_CONFIG_DIR to use a folder of your own):")
+    rows: list[dict[str, Any]] = []
     for name in names:
         try:
             r = load_recipe(name)
-            out_console.print(f"[bold]{name}[/]: {r.description}")
+            rows.append({"name": name, "valid": True, "description": r.description, "error": None})
         except AuditError as exc:
-            out_console.print(f"[bold]{name}[/]: [red]invalid: {exc}[/]")
+            rows.append({"name": name, "valid": False, "description": None, "error": str(exc)})
+    title = f"Recipes in {folder} (set AUDIT_CONFIG_DIR to use a folder of your own)"
+    emit(out_console, rows, ["name", "valid", "description", "error"], fmt, title=title)
 
 
 @list_app.command("backends")
-def list_backends_cmd() -> None:
+def list_backends_cmd(fmt: str = typer.Option("table", "--format", help="table, json or csv.")) -> None:
     """Every registered name per kind (backends, sections, normalizers, readers, runners) and where it comes from."""
-    from audits.normalizing import NORMALIZERS
-    from audits.runners import RUNNERS
-    from audits.sections import SECTIONS
-    from engine.backends import ASR_BACKENDS, DIAR_BACKENDS, JUDGE_BACKENDS, SER_BACKENDS, SV_BACKENDS, TTS_BACKENDS
-    from engine.datasets import DATASET_READERS
+    from audits.cli.output import check_format, emit
+    from audits.registries import all_registries
 
-    regs: tuple[Any, ...] = (
-        ASR_BACKENDS,
-        SV_BACKENDS,
-        SER_BACKENDS,
-        TTS_BACKENDS,
-        JUDGE_BACKENDS,
-        DIAR_BACKENDS,
-        SECTIONS,
-        NORMALIZERS,
-        DATASET_READERS,
-        RUNNERS,
-    )
     try:
-        for reg in regs:  # reads entry-point metadata only: nothing is imported
-            out_console.print(f"[bold]{reg.kind}[/] [dim]({reg.group})[/]")
-            for entry in reg.entries():
-                out_console.print(f"  {entry.name:<22} {entry.origin:<24} {entry.target}", markup=False, highlight=False, soft_wrap=True)
+        check_format(fmt)
+        # reads entry-point metadata only: no backend is imported
+        rows = [
+            {"kind": reg.kind, "group": reg.group, "name": e.name, "origin": e.origin, "target": e.target}
+            for reg in all_registries()
+            for e in reg.entries()
+        ]
     except AuditError as exc:
         _fail(exc)
+        return
+    emit(out_console, rows, ["kind", "name", "origin", "target", "group"], fmt, title="Registered names")
 
 
 @probe_app.command("bad-reference")

@@ -12,11 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from audits.cli.output import check_format, render, stdout_console
 from audits.reports.build import build_report
-from engine.errors import AuditError
+from engine.errors import AuditError, ConfigError
 
 _err = Console(stderr=True)
-_out = Console()
+_out = stdout_console()  # full-width tables when piped
 
 
 def _warn_untrusted(problem: str) -> None:
@@ -36,18 +37,43 @@ def report_command(
         True, "--exports/--no-exports", help="Also write exports/ (OASR JSONL per model, slices.csv, results.duckdb)."
     ),
     quiet: bool = typer.Option(False, "--quiet", help="Do not print the per-slice WER tables."),
+    partial: bool = typer.Option(
+        False,
+        "--partial",
+        help="A run still going (or stopped): its finished ASR units, written as summary.partial.json, report.partial.md/html.",
+    ),
+    fmt: str = typer.Option("table", "--format", help="table (report.md's tables), json or csv (one row per model: the models view)."),
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
     try:
         from engine.config import check_number
 
+        check_format(fmt)
         check_number(worst, "--worst", integer=True, ge=0, le=10_000)
-        written = build_report(run_dirs, out, worst, exports, warn=_warn_untrusted)
+        if partial:
+            from audits.reports.partial import write_partial_report
+
+            if len(run_dirs) != 1:
+                raise ConfigError("--partial reads one run directory (the run still going); merge runs once they have finished")
+            written = write_partial_report(run_dirs[0], out, worst)
+            _err.print("[bold yellow]PARTIAL:[/] the ASR units finished so far; not a final summary")
+        else:
+            written = build_report(run_dirs, out, worst, exports, warn=_warn_untrusted)
     except AuditError as exc:
         from rich.markup import escape
 
         _err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(code=2)
+    if fmt != "table":  # the per-model figures for a program; the files written go to stderr
+        from audits.reports.tables import summary_frames
+
+        summary_file = written.get("summary_partial") or written.get("summary") or run_dirs[0] / "summary.json"
+        frame = summary_frames(json.loads(Path(summary_file).read_text(encoding="utf-8")))["models"]
+        records = json.loads(frame.to_json(orient="records"))
+        _out.print(render(records, [str(c) for c in frame.columns], fmt), end="", markup=False, highlight=False, soft_wrap=True)
+        for kind, path in written.items():
+            _err.print(f"{kind}: {path}", soft_wrap=True, markup=False, highlight=False)
+        return
     if not quiet:
         _out.print(written["report_md"].read_text(), markup=False, highlight=False, soft_wrap=True)
     for kind, path in written.items():
@@ -83,8 +109,9 @@ def query_command(
     run_dir: Path = typer.Argument(..., help="A run directory (or a merged report directory)."),
     sql: str = typer.Argument(..., help="SQL over the views utterances, models, slices, gaps, probes, scored."),
     also: list[Path] | None = typer.Option(None, "--with", help="More run directories of the same dataset to merge in."),
-    fmt: str = typer.Option("table", "--format", help="table, csv or json."),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
     max_rows: int = typer.Option(200, "--max-rows", help="Rows shown in table format."),
+    partial: bool = typer.Option(False, "--partial", help="Query a run still going: its finished ASR units (views marked partial)."),
 ) -> None:
     """Ad-hoc SQL with DuckDB, e.g. WER by accent for models under 1 B parameters:
 
@@ -99,7 +126,15 @@ def query_command(
         from engine.config import check_number
 
         check_number(max_rows, "--max-rows", integer=True, ge=1)
-        df = query([run_dir, *(also or [])] if also else run_dir, sql, warn=_warn_untrusted)
+        if partial:
+            from audits.reports.partial import partial_result
+
+            if also:
+                raise ConfigError("--partial reads one run directory; drop --with")
+            df = partial_result(run_dir).query(sql)
+            _err.print("[bold yellow]PARTIAL:[/] over the ASR units finished so far")
+        else:
+            df = query([run_dir, *(also or [])] if also else run_dir, sql, warn=_warn_untrusted)
     except AuditError as exc:
         from rich.markup import escape
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
-from engine.data import ModelSpec
+from engine.data import PREDICTIONS_BACKEND, ModelSpec
+from engine.engine import KEYED, PassNeed
 
 if TYPE_CHECKING:
     from audits.conversation.run import ConversationConfig
@@ -42,7 +43,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         from audits.normalizing import get_normalizer
 
         data = load_conversation_data(_root(config, ctx.dataset))
-        asr = [s for s in ctx.asr_models if s.backend != "predictions"]
+        asr = [s for s in ctx.asr_models if s.backend != PREDICTIONS_BACKEND]
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress, ctx.engine)
         normalizer = get_normalizer(config.normalizer)
         whole = _whole_recordings(ctx, data)
@@ -51,8 +52,9 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
         return summary
 
-    def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
-        return ["long-form ASR and diarization passes"]
+    def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
+        """Diarization and long-form ASR run as keyed units (one per recording)."""
+        return [PassNeed("long-form ASR and diarization passes", frozenset({KEYED}))]
 
     def check_inputs(self, config: ConversationConfig, dataset: Any) -> None:
         """Read and cross-check the conversation set (manifest, audio headers, RTTM, transcript)

@@ -343,11 +343,13 @@ def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | No
             entries = resolve_models(list(panel), reg)  # type: ignore[arg-type]
         except ConfigError as exc:
             raise ConfigError(f"{w}.panel: {exc}") from None
-        from engine.backends import ASR_BACKENDS
+        from engine.backends import asr_capabilities
 
-        ctrl = [e.name for e in entries if getattr(ASR_BACKENDS.get(e.backend), "positive_control", False)]
+        ctrl = [e.name for e in entries if asr_capabilities(e.backend).positive_control]
         if ctrl:
-            raise ConfigError(f"{w}.panel: {ctrl} is a memorizer (a positive control), not an independent listener")
+            raise ConfigError(
+                f"{w}.panel: {ctrl} is a positive control (its backend answers from the references), not an independent listener"
+            )
     re_raw = b.get("reference_errors")
     if re_raw not in (None, False):
         rw = f"{w}.reference_errors"

@@ -184,12 +184,16 @@ class EngineTimings:
 
 
 def _whisper_spec(model: str) -> ModelSpec:
-    """The registry entry of the word-timing model, refused unless it is a faster-whisper model (before anything runs)."""
+    """The registry entry of the word-timing model, refused unless its backend declares word timestamps (before anything runs)."""
+    from engine.backends import asr_backends_where, asr_capabilities
     from engine.model_registry import load_model_registry, resolve_models
 
     entry = resolve_models([model], load_model_registry())[0]
-    if entry.backend != "faster-whisper":
-        raise ConfigError(f"word_timings.model '{model}' uses backend '{entry.backend}'; word timestamps need a faster-whisper model")
+    if not asr_capabilities(entry.backend).word_timestamps:
+        raise ConfigError(
+            f"word_timings.model '{model}' uses backend '{entry.backend}', which gives no word timestamps; use a model of a "
+            f"backend that does ({', '.join(asr_backends_where(word_timestamps=True))})"
+        )
     return entry.spec()
 
 

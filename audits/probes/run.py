@@ -36,7 +36,7 @@ from engine.audio.shards import record_shard_digest, verified_shard, write_shard
 from engine.backends import ASR_BACKENDS
 from engine.data import ModelSpec, ProgressFn, Utterance
 from engine.datasets import Dataset, open_dataset
-from engine.engine import EngineOptions
+from engine.engine import KEYED, SHARD_ASR, EngineOptions, PassNeed
 from engine.errors import AuditError, ConfigError
 from engine.storage import atomic_write_text
 
@@ -161,16 +161,17 @@ def run_probes(
     return result
 
 
-def probe_passes(cfg: ProbeConfig, specs: Sequence[ModelSpec], dataset: Dataset) -> list[str]:
-    """The re-runs of models the probes submit to the run's engine, named (``AuditSection.engine_passes``).
+def probe_passes(cfg: ProbeConfig, specs: Sequence[ModelSpec], dataset: Dataset) -> list[PassNeed]:
+    """The passes the probes submit to the run's engine, named, with their kinds (``AuditSection.engine_passes``).
 
-    Masking and synthetic voice always re-run the models; bad reference does when a panel member
-    is not among the run's models or a planted copy re-indexes a memorizer (as ``_bad_reference``
-    decides); orthography reads the main pass's rows only.
+    Masking and synthetic voice re-run the models (ASR shard passes) on clips their helpers make as
+    keyed units (word timings, masked clips, TTS renditions, voice embeddings, judges); bad reference
+    re-runs models when a panel member is not among the run's models or a planted copy re-indexes a
+    memorizer (as ``_bad_reference`` decides); orthography reads the main pass's rows only.
     """
     out = []
     if cfg.masking is not None:
-        out.append("masking re-runs")
+        out.append(PassNeed("masking re-runs", frozenset({SHARD_ASR, KEYED})))
     br = cfg.bad_reference
     if br is not None and dataset.has_audio:
         names = {s.name for s in specs}
@@ -181,9 +182,9 @@ def probe_passes(cfg: ProbeConfig, specs: Sequence[ModelSpec], dataset: Dataset)
             backend_cls: Any = ASR_BACKENDS.get(s.backend)
             rebinds = rebinds or backend_cls.rebind_dataset(s.options, str(dataset.source), "planted-copy", "parquet") != dict(s.options)
         if rebinds or any(p not in names for p in br.panel):
-            out.append("bad-reference panel re-runs")
+            out.append(PassNeed("bad-reference panel re-runs", frozenset({SHARD_ASR})))
     if cfg.synthetic_voice is not None:
-        out.append("synthetic-voice re-runs")
+        out.append(PassNeed("synthetic-voice re-runs", frozenset({SHARD_ASR, KEYED})))
     return out
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
 from engine.data import ModelSpec
+from engine.engine import PassNeed
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +36,7 @@ class ProbesSection(AuditSection["ProbeConfig"]):
 
         return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
 
-    def engine_passes(self, config: ProbeConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
+    def engine_passes(self, config: ProbeConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """Masking, synthetic-voice and (with models to run) bad-reference re-runs; orthography runs none."""
         from audits.probes.run import probe_passes
 

@@ -81,6 +81,6 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     atomic_write_text(out_dir / "report.html", render_html(summary, source_rows(table), worst, scored=result.scored_frame))
     written["report_html"] = out_dir / "report.html"
     if exports:
-        for kind, path in write_exports(summary, table, out_dir).items():
+        for kind, path in write_exports(summary, table, out_dir, scored=result.scored_frame).items():
             written[kind] = path
     return written

@@ -9,7 +9,9 @@
   ``exports/oasr/index.json``.
 * ``exports/slices.csv``: one row per model and slice with WER and its interval.
 * ``exports/results.duckdb``: tables ``utterances`` (every row, derived clips included, with their
-  ``perturbation`` column), ``models``, ``slices``, ``gaps``, ``pairs``, and
+  ``perturbation`` column), ``scored`` (those rows scored with the run's normalizer: ``ref_norm``,
+  ``hyp_norm``, ``n_words``, ``word_errors``, ..., as ``audit query``'s ``scored`` view has them, so
+  ``sum(word_errors) / sum(n_words)`` over any grouping is its corpus WER), ``models``, ``slices``, ``gaps``, ``pairs``, and
   every audit section's tables (``AuditSection.tables``), with their columns even when the
   section did not run.
 """
@@ -132,17 +134,25 @@ def write_slices_csv(summary: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path) -> Path:
-    """A DuckDB database file with the result rows and the summary's tables (replaced if present)."""
+def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path, scored: pd.DataFrame | None = None) -> Path:
+    """A DuckDB database file with the result rows, the scored rows and the summary's tables (replaced if present).
+
+    ``scored``: the run's own scoring pass, reused when it covers every row of ``table``; otherwise
+    the rows are scored here, as ``audit query``'s ``scored`` view scores them.
+    """
     import duckdb
 
+    from audits.reports.views import scored_frame
+
+    if scored is None or len(scored) != len(table):
+        scored = scored_frame(summary, table)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     if tmp.exists():
         tmp.unlink()
     con = duckdb.connect(str(tmp))
     try:
-        frames = {"utterances": table, **summary_frames(summary)}
+        frames = {"utterances": table, "scored": scored, **summary_frames(summary)}
         for name, df in frames.items():
             con.register(f"_{name}_df", df)
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_df")
@@ -153,12 +163,14 @@ def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path) ->
     return path
 
 
-def write_exports(summary: Mapping[str, Any], table: pd.DataFrame, run_dir: Path, duckdb_file: bool = True) -> dict[str, Path]:
-    """Every export under ``run_dir/exports``; returns what was written by kind."""
+def write_exports(
+    summary: Mapping[str, Any], table: pd.DataFrame, run_dir: Path, duckdb_file: bool = True, scored: pd.DataFrame | None = None
+) -> dict[str, Path]:
+    """Every export under ``run_dir/exports``; returns what was written by kind (``scored``: see :func:`write_duckdb`)."""
     out = Path(run_dir) / "exports"
     written: dict[str, Path] = {"oasr": out / "oasr"}
     write_oasr_jsonl(source_rows(table), out / "oasr")  # the benchmark's clips, as the summary scores them
     written["slices_csv"] = write_slices_csv(summary, out / "slices.csv")
     if duckdb_file:
-        written["duckdb"] = write_duckdb(summary, table, out / "results.duckdb")
+        written["duckdb"] = write_duckdb(summary, table, out / "results.duckdb", scored)
     return written

@@ -15,6 +15,7 @@ from audits.reports.formatting import (
     pct,
 )
 from audits.sections import present_in
+from engine.errors import RegistryError
 
 FAMILY_ORDER = ("accent", "accent_group", "emotion", "background", "conversation")
 
@@ -41,12 +42,23 @@ def families(summary: Mapping[str, Any]) -> dict[str, list[str]]:
     return dict(sorted(fam.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
 
 
+def _declares_control(backend: str) -> bool:
+    """Whether a registered ASR backend declares itself a positive control (False for one not registered here)."""
+    from engine.backends import ASR_BACKENDS, asr_capabilities
+
+    try:
+        return backend in ASR_BACKENDS and asr_capabilities(backend).positive_control
+    except RegistryError:  # a plug-in's backend that does not import here: its summary did not say
+        return False
+
+
 def control_models(summary: Mapping[str, Any], candidates: Iterable[str]) -> list[str]:
     """Positive-control models, as their backend declared them (``backend_info.positive_control``).
 
-    A summary written before backends declared it counts the memorizer backend or a 'control' tag.
-    A name counts only for a model the run knows nothing else about (prediction files named after
-    the memorizer); a model whose backend is known is never a control because of its name, so
+    A summary written before backends recorded it asks the backend's declared capability
+    (``AsrCapabilities.positive_control``: the memorizer) or a 'control' tag. A model name counts
+    only for a model the run knows nothing else about (prediction files named after the memorizer);
+    a model whose backend is known is never a control because of its name, so
     "anti-memorizer-whisper" on faster-whisper is an ordinary model.
     """
     out = []
@@ -59,7 +71,7 @@ def control_models(summary: Mapping[str, Any], candidates: Iterable[str]) -> lis
         tags = {str(t).lower() for t in (e.get("tags") or [])}
         if declared is True:
             out.append(m)
-        elif declared is None and (backend == "memorizer" or tags & {"control", "positive-control"}):
+        elif declared is None and (_declares_control(backend) or tags & {"control", "positive-control"}):
             out.append(m)
         elif declared is None and not backend and "memorizer" in m.lower():
             out.append(m)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
 from engine.data import DecodeOptions, ModelSpec
+from engine.engine import KEYED, SHARD_SV, PassNeed
 from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
@@ -34,8 +35,10 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
 
         return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
-    def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
-        return ["speaker-verification pass"]
+    def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
+        """The embedding pass; with judges, their questions (keyed units)."""
+        out = [PassNeed("speaker-verification pass", frozenset({SHARD_SV}))]
+        return out + ([PassNeed("audio-LM judge questions", frozenset({KEYED}))] if config.judges is not None else [])
 
     def dataset_passes(self, config: SpeakerConfig, dataset: Any, decode_options: DecodeOptions) -> list[PassRequest]:
         """``run`` embeds the recipe's own dataset with the run's decode options: the pipeline may run that pass with ASR."""

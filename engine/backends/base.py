@@ -159,6 +159,22 @@ class Backend(ABC):
         """Facts to record beside every number this backend produces."""
 
 
+@dataclass(frozen=True)
+class AsrCapabilities:
+    """What an ASR backend can do, declared once on its class (``ASRBackend.capabilities``), so code
+    asks the capability and never tests a backend's name; the family table and the lists of hosted
+    backends are derived from these declarations (``engine/backends/capabilities.py``)."""
+
+    word_timestamps: bool = False
+    """``transcribe_with_word_timestamps(audio)`` gives per-word times (the probes' ``whisper`` word timings)."""
+    positive_control: bool = False
+    """Answers from the benchmark's references: probes must flag it, and it may never serve as an independent listener."""
+    hosted: bool = False
+    """Sends audio to a vendor's API (credentials, cost, a response cache) rather than running a model here."""
+    families: tuple[str, ...] = ()
+    """The model families (``engine/backends/asr/families``) whose registry entries this backend runs."""
+
+
 class ASRBackend(Backend):
     """Speech recognition: audio in, raw text out (never normalized).
 
@@ -172,9 +188,8 @@ class ASRBackend(Backend):
     #: Options whose value names another registry model (the registry resolves them to
     #: ``{name, backend, options}`` when it builds a spec, so backends never read the registry).
     model_options: ClassVar[tuple[str, ...]] = ()
-    #: A positive control (answers from the benchmark's references): probes must flag it, and it
-    #: may never serve as an independent listener.
-    positive_control: ClassVar[bool] = False
+    #: What the backend can do (word timestamps, positive control, hosted, families): asked, never its name.
+    capabilities: ClassVar[AsrCapabilities] = AsrCapabilities()
 
     @classmethod
     def bind_dataset(
@@ -184,6 +199,13 @@ class ASRBackend(Backend):
         a backend that needs the run's data (the memorizer control indexes it) fills them in here,
         so runners need no special cases."""
         return dict(options)
+
+    @classmethod
+    def delegates_to(cls, options: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+        """The backend and options whose rows this backend's are, for a wrapper that only adds failures or
+        delays (the fault-injection backend); None (default) for a backend that makes its own rows. A run
+        store records the inner identity, so a unit finished under the wrapper stays done without it."""
+        return None
 
     @classmethod
     def rebind_dataset(cls, options: Mapping[str, Any], old_source: str, new_source: str, new_reader: str) -> dict[str, Any]:
@@ -231,7 +253,20 @@ class SERBackend(Backend):
 
 
 class TTSBackend(Backend):
-    """Text to speech, for derived audio (synthetic-voice probe, demo corpus)."""
+    """Text to speech, for derived audio (synthetic-voice probe, demo corpus): ``voices()`` lists the
+    installed voices and ``install_hint`` says what to install, so the corpus builders take their
+    engines from the registry (``TTS_BACKENDS``) and name the fix without knowing an engine's name."""
+
+    #: what to install for this engine and its voices (said when it or a voice is missing)
+    install_hint: ClassVar[str] = ""
+
+    def voices(self) -> list[str]:
+        """The voice names this installation accepts (default: none known)."""
+        return []
+
+    def version(self) -> str:
+        """The engine's version, recorded with every clip it makes (default: unknown)."""
+        return "unknown"
 
     @abstractmethod
     def synthesize(self, text: str, voice: str | None = None) -> tuple[np.ndarray, int]:

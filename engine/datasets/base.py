@@ -302,40 +302,37 @@ def in_memory_dataset(
     )
 
 
+SNIFF_SHARDS, SNIFF_CONTENT, SNIFF_LAYOUT, SNIFF_NAME, SNIFF_GUESS = 5, 4, 3, 2, 1
+"""How sure a reader's ``sniff`` is: a folder of parquet shards (whatever else lies beside them), the
+file's content says so, a folder's marker files, the file name's suffix, a guess from the path's
+shape (a hub id); 0: not this reader's format."""
+
+
 def detect_reader(path: str | Path) -> str:
-    """Pick a reader from what the path looks like; explicit ``reader:`` always wins."""
+    """Pick a reader by asking every registered reader's ``sniff(path)`` how sure it is that the path is
+    its format (``SNIFF_*``); the surest wins, and a tie or no taker is an error asking for ``--reader``.
+    An explicit ``reader:`` always wins. A plug-in reader takes part by defining ``sniff`` (a classmethod)."""
+    from engine.datasets import DATASET_READERS
+
     p = Path(path)
-    if p.is_dir():
-        if (p / "shards").is_dir() or any(p.glob("*.parquet")):
-            return "parquet"
-        if (p / "dataset_info.json").exists() or (p / "dataset_dict.json").exists() or (p / "state.json").exists():
-            return "hf"
-        if any(p.glob("*.jsonl")):
-            jsonls = sorted(p.glob("*.jsonl"))
-            if _looks_like_predictions(jsonls[0]):
-                return "oasr-predictions"
-            if (p / "manifest.jsonl").exists():
-                return "nemo"
-        raise ManifestError(
-            p, "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)"
-        )
-    suffix = p.suffix.lower()
-    if suffix in (".jsonl", ".json"):
-        if p.exists() and _looks_like_predictions(p):
-            return "oasr-predictions"
-        return "nemo"
-    if suffix == ".csv":
-        return "csv"
-    if suffix == ".tsv":
-        return "tsv"
-    if suffix == ".parquet":
-        return "parquet"
-    if not p.exists() and "/" in str(path) and not str(path).startswith((".", "/")):
-        return "hf"  # looks like a hub id such as 'org/name'
-    raise ManifestError(p, "cannot tell the dataset format from the file name; pass --reader")
+    scores: dict[str, int] = {}
+    for name in DATASET_READERS.names():
+        sniff = getattr(DATASET_READERS.get(name), "sniff", None)
+        score = int(sniff(p)) if callable(sniff) else 0
+        if score > 0:
+            scores[name] = score
+    what = "the dataset format of this directory" if p.is_dir() else "the dataset format from the file name"
+    if not scores:
+        raise ManifestError(p, f"cannot tell {what}; pass --reader ({', '.join(DATASET_READERS.names())})")
+    best = max(scores.values())
+    top = [n for n, s in scores.items() if s == best]
+    if len(top) > 1:
+        raise ManifestError(p, f"cannot tell {what}: readers {', '.join(top)} all recognize it; pass --reader")
+    return top[0]
 
 
-def _looks_like_predictions(path: Path) -> bool:
+def looks_like_predictions(path: Path) -> bool:
+    """Whether the first line of a JSONL file is an Open ASR Leaderboard prediction (has ``pred_text``)."""
     import json
 
     try:

@@ -21,6 +21,11 @@ from engine.data import (
     is_speech_free,
 )
 from engine.datasets.base import (
+    SNIFF_CONTENT,
+    SNIFF_GUESS,
+    SNIFF_LAYOUT,
+    SNIFF_NAME,
+    SNIFF_SHARDS,
     Dataset,
     ShardIndex,
     check_limit,
@@ -29,6 +34,7 @@ from engine.datasets.base import (
     file_stamp,
     fingerprint_utterances,
     in_memory_dataset,
+    looks_like_predictions,
 )
 from engine.datasets.segments import bytes_source, check_segments, read_segment, segment_stamp
 from engine.errors import ConfigError, ManifestError
@@ -149,6 +155,13 @@ class NemoManifestReader:
     Relative audio paths are resolved against the manifest's folder.
     """
 
+    @classmethod
+    def sniff(cls, path: Path) -> int:
+        """A ``.jsonl``/``.json`` file, or a folder with ``manifest.jsonl`` (``engine.datasets.base.detect_reader``)."""
+        if path.is_dir():
+            return SNIFF_LAYOUT if (path / "manifest.jsonl").is_file() else 0
+        return SNIFF_NAME if path.suffix.lower() in (".jsonl", ".json") else 0
+
     def __init__(self, allow_outside_root: bool = True) -> None:
         self.allow_outside_root = allow_outside_root
 
@@ -186,6 +199,12 @@ class CsvReader:
     """CSV (or TSV) with a header: an audio path column and a text column; others become labels."""
 
     delimiter = ","
+    suffix = ".csv"
+
+    @classmethod
+    def sniff(cls, path: Path) -> int:
+        """A file whose suffix is the reader's own (``.csv``; ``.tsv`` for the TSV reader)."""
+        return SNIFF_NAME if not path.is_dir() and path.suffix.lower() == cls.suffix else 0
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         p = Path(path)
@@ -213,6 +232,7 @@ class CsvReader:
 
 class TsvReader(CsvReader):
     delimiter = "\t"
+    suffix = ".tsv"
 
 
 class ParquetReader:
@@ -222,6 +242,13 @@ class ParquetReader:
     audio of a row is stamped with its file's stamp (size, mtime, first and last 64 KiB), so
     opening never reads the audio column.
     """
+
+    @classmethod
+    def sniff(cls, path: Path) -> int:
+        """Our own shard layout (a folder with ``shards/``), a folder of ``.parquet`` files, or a ``.parquet`` file."""
+        if path.is_dir():
+            return SNIFF_SHARDS if (path / "shards").is_dir() or any(path.glob("*.parquet")) else 0
+        return SNIFF_NAME if path.suffix.lower() == ".parquet" else 0
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         import pyarrow.parquet as pq
@@ -312,6 +339,14 @@ class HuggingFaceReader:
         self.split = split
         self.config = config
         self.text_column = text_column
+
+    @classmethod
+    def sniff(cls, path: Path) -> int:
+        """A ``save_to_disk`` folder (its marker files), or a path that does not exist and looks like a hub id (``org/name``)."""
+        if path.is_dir():
+            return SNIFF_LAYOUT if any((path / f).exists() for f in ("dataset_info.json", "dataset_dict.json", "state.json")) else 0
+        text = str(path)
+        return SNIFF_GUESS if not path.exists() and "/" in text and not text.startswith((".", "/")) else 0
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         try:
@@ -424,6 +459,14 @@ class OasrPredictionsReader:
     A directory holds one file per model (model name = file stem); the references come from the
     first file and must agree across files.
     """
+
+    @classmethod
+    def sniff(cls, path: Path) -> int:
+        """A JSONL file (or a folder's first one, by name) whose first line has ``pred_text``."""
+        if path.is_dir():
+            files = sorted(path.glob("*.jsonl"))
+            return SNIFF_CONTENT if files and looks_like_predictions(files[0]) else 0
+        return SNIFF_CONTENT if path.suffix.lower() in (".jsonl", ".json") and path.is_file() and looks_like_predictions(path) else 0
 
     def read_file(self, path: Path) -> list[Utterance]:
         utts = []

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends import asr_capabilities
 from engine.data import SAMPLE_RATE, DecodeOptions, ModelSpec, Utterance
 from engine.errors import AudioError, BackendUnavailable, ConfigError
 
@@ -151,9 +152,9 @@ class WordTimingWorker:
     def __init__(self, method: str, spec: ModelSpec | None = None, device: str = "auto") -> None:
         if method not in ("whisper", "ctc"):
             raise ConfigError(f"word timings: method must be 'whisper' or 'ctc', got {method!r}")
-        if method == "whisper" and (spec is None or spec.backend != "faster-whisper"):
-            got = "no model" if spec is None else f"backend '{spec.backend}'"
-            raise ConfigError(f"word timings: the whisper method needs a faster-whisper model, got {got}")
+        if method == "whisper" and (spec is None or not asr_capabilities(spec.backend).word_timestamps):
+            got = "no model" if spec is None else f"backend '{spec.backend}', which declares no word timestamps"
+            raise ConfigError(f"word timings: the whisper method needs a model whose backend gives word timestamps, got {got}")
         self.method = method
         self.spec = spec
         self.device = device
@@ -167,7 +168,7 @@ class WordTimingWorker:
 
             spec = self.spec
             if spec is None:  # refused in __init__; kept for the type checker
-                raise ConfigError("word timings: the whisper method needs a faster-whisper model")
+                raise ConfigError("word timings: the whisper method needs a model whose backend gives word timestamps")
             if _holds_gpu() and "device" not in spec.options and accepts_option(spec, "device", "cuda"):
                 spec = replace(spec, options={**dict(spec.options), "device": "cuda"})  # as the ASR pass's GPU actors do
             self.backend = build_backend(spec)

@@ -64,7 +64,7 @@ from engine.run.passes import is_cpu_only
 from engine.run.ray_actor import ModelActor
 from engine.run.ray_setup import accepts_option, check_positive, driver_log_level, init_ray, missing_on_workers, short_error
 from engine.run.ray_usage import RayUsage, final_usage, is_hosted
-from engine.run.runner import InProcessRunner, decode_shard, failed_rows
+from engine.run.runner import InProcessRunner, decode_shard, failed_rows, start_info
 from engine.run.schedule import choose_run, order_runs
 from engine.run.store import RunPlan, RunStore
 
@@ -342,7 +342,7 @@ class RayRunner:
         pending = self.store.rebuild_from_parts(self.pending())
         if not pending:
             if self.progress:
-                self.progress("start", 0, {})
+                self.progress("start", 0, start_info(self.models, []))
             previous = self.store.read_model_facts()
             result = {m.name: previous.get(m.name, {"model": m.name, "status": "loaded"}) for m in self.models}
             self.plan.not_run = {n for n, f in result.items() if f.get("status") != "loaded"}
@@ -352,7 +352,7 @@ class RayRunner:
         self._t0 = t0 = time.perf_counter()
         try:
             if self.progress:
-                self.progress("start", len(pending), {})
+                self.progress("start", len(pending), start_info(self.models, pending))
             self._plan(pending)
             self._prefetch()
             self._loop()

@@ -19,7 +19,17 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from engine.audio.decoding import decode
 from engine.backends.base import ASRBackend
 from engine.backends.hosted.scrub import error_text, scrub
-from engine.data import CONFIDENCE_COLUMNS, DecodedAudio, DecodeOptions, ModelSpec, ProgressFn, Shard, Utterance, WorkUnit
+from engine.data import (
+    CONFIDENCE_COLUMNS,
+    PREDICTIONS_BACKEND,
+    DecodedAudio,
+    DecodeOptions,
+    ModelSpec,
+    ProgressFn,
+    Shard,
+    Utterance,
+    WorkUnit,
+)
 from engine.datasets.base import Dataset
 from engine.errors import AuditError, BackendUnavailable
 from engine.run.memory_plan import LoadGroup, plan_groups
@@ -237,6 +247,14 @@ def ctranslate2_facts() -> dict[str, Any]:
     }
 
 
+def start_info(models: Sequence[ModelSpec], pending: Sequence[WorkUnit]) -> dict[str, Any]:
+    """The ``start`` progress event's details: the pass (its models' kinds, e.g. ``asr`` or ``asr+sv``)
+    and the pending ``(model, shard)`` units, so a progress display can name the pass and estimate
+    the time left from each model's own speed."""
+    kinds = sorted({getattr(m, "kind", "asr") for m in models}, key=lambda k: (k != "asr", k))
+    return {"pass": "+".join(kinds) or "asr", "units": [(u.model, u.shard_id) for u in pending]}
+
+
 def load_model(spec: ModelSpec, warmup: int) -> ModelState:
     """Load and warm one model; a failure is recorded in its facts, never raised."""
     state = ModelState(spec)
@@ -340,7 +358,7 @@ class InProcessRunner:
         previous = self.store.read_model_facts()
         for spec in self.models:
             if not self.dataset.has_audio:
-                facts = {"model": spec.name, "backend": "predictions", "status": "loaded", "batch_size": None, "warmup_batches": 0}
+                facts = {"model": spec.name, "backend": PREDICTIONS_BACKEND, "status": "loaded", "batch_size": None, "warmup_batches": 0}
                 states[spec.name] = ModelState(spec, None, facts)
             elif spec.name in pending_models:
                 if self.progress:
@@ -351,7 +369,7 @@ class InProcessRunner:
                 states[spec.name] = ModelState(spec, None, previous.get(spec.name, {"model": spec.name, "status": "loaded"}))
             self.store.write_model_facts(spec.name, states[spec.name].facts)
         if self.progress:
-            self.progress("start", len(pending), {})
+            self.progress("start", len(pending), start_info(self.models, pending))
         by_shard: dict[str, list[WorkUnit]] = {}
         for u in pending:
             by_shard.setdefault(u.shard_id, []).append(u)
@@ -417,7 +435,7 @@ class InProcessRunner:
         """One load group after another, each run shard-major as above and closed before the next
         loads, so at most one group's models are resident; progress sees one run."""
         by_name = {m.name: m for m in self.models}
-        total = len(self.pending())
+        every = self.pending()
         started = False
 
         def progress(event: str, n: int, info: dict[str, Any]) -> None:
@@ -425,7 +443,7 @@ class InProcessRunner:
             if event == "start":
                 if started:
                     return
-                started, n = True, total
+                started, n, info = True, len(every), start_info(self.models, every)
             if self.progress:
                 self.progress(event, n, info)
 

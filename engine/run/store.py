@@ -112,7 +112,7 @@ class RunPlan:
             shards[sid] = UnitPlan.of(idx.utt_ids, idx.clips)
         settings: dict[str, dict[str, Any]] = {}
         for m in models:
-            backend, options = _result_identity(m.backend, m.options)
+            backend, options = _result_identity(m.backend, m.options, m.kind)
             rec: dict[str, Any] = {
                 "backend": backend,
                 "options": json.loads(json.dumps(options, sort_keys=True, default=str)),
@@ -171,16 +171,20 @@ class RunPlan:
         }
 
 
-def _result_identity(backend: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def _result_identity(backend: str, options: Mapping[str, Any], kind: str = "asr") -> tuple[str, dict[str, Any]]:
     """The backend and options that determine a model's rows (what a marker's settings record).
 
-    The fault-injection wrapper (``engine/backends/asr/fault.py``) hands every clip to its inner
-    backend and only adds failures, delays or exits: its rows are the inner backend's, so it
+    A wrapper that only adds failures, delays or exits (the fault-injection backend,
+    ``engine/backends/asr/fault.py``) declares whose rows its are (``ASRBackend.delegates_to``): it
     takes the inner backend's identity, and a unit finished under the wrapper stays done when the
     run is resumed with the plain backend (which is how the fault tests resume).
     """
-    if backend == "fault-inject" and options.get("inner"):
-        return _result_identity(str(options["inner"]), dict(options.get("inner_options") or {}))
+    from engine.backends import ASR_BACKENDS
+
+    if kind == "asr" and backend in ASR_BACKENDS:
+        inner = getattr(ASR_BACKENDS.get(backend), "delegates_to", lambda o: None)(options)
+        if inner is not None:
+            return _result_identity(inner[0], inner[1])
     return backend, dict(options)
 
 

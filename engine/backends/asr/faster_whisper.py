@@ -44,7 +44,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, BackendOptions, clip_seed, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, clip_seed, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
@@ -228,6 +228,7 @@ class FasterWhisperBackend(ASRBackend):
 
     name = "faster-whisper"
     requires = ("faster_whisper", "ctranslate2")
+    capabilities = AsrCapabilities(word_timestamps=True, families=("whisper-ct2",))
 
     OPTIONS = FasterWhisperOptions
     options: FasterWhisperOptions

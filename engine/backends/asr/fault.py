@@ -56,6 +56,11 @@ class FaultInjectionBackend(ASRBackend):
     options: FaultOptions
 
     @classmethod
+    def delegates_to(cls, options: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
+        """Its rows are the inner backend's: it hands every clip on and only adds faults."""
+        return (str(options["inner"]), dict(options.get("inner_options") or {})) if options.get("inner") else None
+
+    @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         return Availability(True, f"test backend wrapping {cls.parse_options(options).inner}")
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.availability import Availability, require_modules
-from engine.backends.base import ASRBackend, BackendInfo, BackendOptions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions
 from engine.data import SAMPLE_RATE, ModelSpec
 from engine.errors import ConfigError
 from engine.options import option
@@ -130,7 +130,7 @@ class MemorizerBackend(ASRBackend):
     OPTIONS = MemorizerOptions
     options: MemorizerOptions
     model_options = ("fallback",)
-    positive_control = True
+    capabilities = AsrCapabilities(positive_control=True)
     requires = ("librosa",)  # its mel filterbank
     extra = "demo"
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, load_salm, rendered_prompt, salm_transcribe
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, BackendOptions, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
@@ -130,6 +130,7 @@ class NemoBackend(ASRBackend):
     OPTIONS = NemoOptions
     options: NemoOptions
     requires = ("nemo",)
+    capabilities = AsrCapabilities(families=("nemo-asr", "nemo-salm"))
     extra = "nemo"
     #: the registry passes the entry's ``family`` as the option ``family``
     takes_family = True

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, BackendOptions, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
@@ -61,6 +61,7 @@ class Qwen3ASRBackend(ASRBackend):
     OPTIONS = Qwen3ASROptions
     options: Qwen3ASROptions
     requires = ("qwen_asr", "torch")
+    capabilities = AsrCapabilities(families=("qwen3-asr",))
     extra = "qwen-asr"
 
     @classmethod

@@ -28,7 +28,7 @@ import numpy as np
 
 from engine.backends.asr.families.base import FAMILIES, TransformersOptions
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, BackendInfo, clip_seed, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, clip_seed, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
 from engine.backends.device import dtype_name_for, resolve_device
@@ -47,6 +47,7 @@ class TransformersBackend(ASRBackend):
     OPTIONS = TransformersOptions
     options: TransformersOptions
     requires = ("transformers", "torch")
+    capabilities = AsrCapabilities(families=("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline"))
     extra = "transformers"
     #: the registry passes the entry's ``family`` as the option ``family``
     takes_family = True

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import ASRBackend, BackendInfo
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo
 from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_options
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
 from engine.backends.hosted.http import DEFAULT_MAX_RESPONSE_BYTES, HostedClient, check_transport, checked_origin
@@ -135,6 +135,7 @@ class HostedASRBackend(ASRBackend):
     """One clip per API call; answers cached on disk; no warm-up call (it would be billed)."""
 
     name = "hosted"
+    capabilities = AsrCapabilities(hosted=True, families=("hosted",))
     vendor: ClassVar[str] = "hosted"
     default_base_url: ClassVar[str] = ""
     default_key_env: ClassVar[str] = ""

