@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 from pathlib import Path
 from typing import Any, Mapping
@@ -12,6 +11,9 @@ from typing import Any, Mapping
 import yaml
 
 from engine.errors import ConfigError
+from engine.options import Field, check_number, field_rows
+
+__all__ = ["Field", "check_fields", "check_number", "fields_doc"]
 
 #: A recipe or registry file larger than this is refused (real ones are a few KB).
 MAX_YAML_BYTES = 1 << 20
@@ -173,114 +175,9 @@ def expect_type(value: Any, types: type | tuple[type, ...], where: str) -> Any:
 
 # ---- the typed option layer ----------------------------------------------------------------
 #
-# Every recipe section, CLI flag and backend option is checked through ``Field``: booleans only
-# from booleans, integers only from integers, finite numbers within the stated range. A value
-# that fails names the file and the key (``where``) and what is expected, before anything runs.
-
-_KIND_WORDS = {
-    bool: "a boolean (true/false, unquoted)",
-    int: "an integer",
-    float: "a number",
-    str: "a string",
-    list: "a list",
-    dict: "a mapping",
-}
-
-
-def _num(x: float) -> str:
-    """A bound as written in messages: whole numbers without exponent or decimals."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
-
-
-@dataclasses.dataclass(frozen=True)
-class Field:
-    """One option: its type, default, allowed range and a line of documentation.
-
-    ``kind`` is ``bool``, ``int``, ``float``, ``str``, ``list`` or ``dict``. Numbers are refused
-    when not finite (NaN, ±inf); ``ge``/``gt``/``le``/``lt`` bound them; ``nullable`` lets
-    ``null`` through (the default may then be None); ``choices`` limits strings.
-    """
-
-    kind: type
-    default: Any = None
-    doc: str = ""
-    ge: float | None = None
-    gt: float | None = None
-    le: float | None = None
-    lt: float | None = None
-    nullable: bool = False
-    choices: tuple[str, ...] = ()
-    kind_doc: str = ""
-    """The type as the docs name it, when ``kind`` alone would not say it (``object`` fields)."""
-
-    def range_text(self) -> str:
-        """The allowed range in words (for messages and docs)."""
-        parts = []
-        if self.ge is not None:
-            parts.append(f">= {_num(self.ge)}")
-        if self.gt is not None:
-            parts.append(f"> {_num(self.gt)}")
-        if self.le is not None:
-            parts.append(f"<= {_num(self.le)}")
-        if self.lt is not None:
-            parts.append(f"< {_num(self.lt)}")
-        if self.choices:
-            parts.append("one of " + ", ".join(self.choices))
-        return " and ".join(parts)
-
-    def check(self, value: Any, where: str) -> Any:
-        """The value, type- and range-checked (ints stay ints; an int is accepted for a float)."""
-        if value is None:
-            if self.nullable:
-                return None
-            raise ConfigError(f"{where}: expected {_KIND_WORDS.get(self.kind, self.kind.__name__)}, got null")
-        if self.kind is bool:
-            if not isinstance(value, bool):
-                raise ConfigError(f"{where}: expected {_KIND_WORDS[bool]}, got {type(value).__name__} {value!r}")
-            return value
-        if self.kind is int:
-            return check_number(value, where, integer=True, ge=self.ge, gt=self.gt, le=self.le, lt=self.lt)
-        if self.kind is float:  # 30 and 30.0 are one setting (fingerprints hash the value)
-            return float(check_number(value, where, ge=self.ge, gt=self.gt, le=self.le, lt=self.lt))
-        if not isinstance(value, self.kind) or isinstance(value, bool):
-            raise ConfigError(f"{where}: expected {_KIND_WORDS.get(self.kind, self.kind.__name__)}, got {type(value).__name__} {value!r}")
-        if self.choices and value not in self.choices:
-            close = difflib.get_close_matches(str(value), list(self.choices), n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(f"{where}: {value!r} is not allowed{hint}; use {self.range_text()}")
-        return value
-
-
-def check_number(
-    value: Any,
-    where: str,
-    *,
-    integer: bool = False,
-    ge: float | None = None,
-    gt: float | None = None,
-    le: float | None = None,
-    lt: float | None = None,
-) -> Any:
-    """A finite number (an integer when ``integer``) within the bounds; booleans and strings are refused.
-
-    Used for recipe keys and for CLI flags alike, so ``--n-boot -1`` and ``n_boot: -1`` get the
-    same message.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
-        want = "an integer" if integer else "a number"
-        raise ConfigError(f"{where}: expected {want}, got {type(value).__name__} {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    bad = (
-        (ge is not None and value < ge)
-        or (gt is not None and value <= gt)
-        or (le is not None and value > le)
-        or (lt is not None and value >= lt)
-    )
-    if bad:
-        rng = Field(int if integer else float, ge=ge, gt=gt, le=le, lt=lt).range_text()
-        raise ConfigError(f"{where}: {value!r} is out of range; it must be {rng}")
-    return value
+# ``Field`` and ``check_number`` live in engine/options.py (with the ``Options`` records that
+# declare every backend's and section's options); ``check_fields`` checks a plain mapping of
+# fields, for the few blocks still declared as one.
 
 
 def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
@@ -296,28 +193,7 @@ def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: se
     return {key: f.check(raw[key] if key in raw else f.default, f"{where}.{key}") for key, f in fields.items()}
 
 
-_DOC_KIND = {bool: "boolean", int: "integer", float: "number", str: "text", list: "list", dict: "mapping"}
-
-
-def _doc_value(x: Any) -> str:
-    """A default as a recipe would write it (YAML spelling)."""
-    if x is None:
-        return "null"
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, (list, dict)):
-        return json.dumps(x)
-    return str(x)
-
-
 def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[str]:
     """One Markdown table row per field (key, type, default, allowed values, meaning): the rows of
-    docs/datasets.md's option tables, which a test compares with the code."""
-    rows = []
-    for key, f in fields.items():
-        kind = f.kind_doc or _DOC_KIND.get(f.kind, f.kind.__name__)
-        rows.append(
-            f"| {key_format.format(key)} | {kind}{' or null' if f.nullable else ''} | `{_doc_value(f.default)}` | "
-            f"{f.range_text() or '—'} | {f.doc} |"
-        )
-    return rows
+    docs/datasets.md's option tables (scripts/options_doc.py writes them; a test holds them equal)."""
+    return field_rows(fields, key_format)

@@ -335,9 +335,10 @@ def bench_scaling(models: Sequence[str], n_utts: int, shard_size: int, workers: 
 
 def _option_names(spec: ModelSpec) -> set[str]:
     try:
-        from engine.backends.bundled import check_options  # noqa: F401 - presence only
-
-        mod = sys.modules[ASR_BACKENDS.get(spec.backend).__module__]
+        cls: Any = ASR_BACKENDS.get(spec.backend)
+        if cls.OPTIONS is not None:  # a backend that declares its options (engine/options.py)
+            return set(cls.OPTIONS.declared())
+        mod = sys.modules[cls.__module__]
         return set(getattr(mod, "_DEFAULTS", {}))
     except Exception:  # noqa: BLE001 - unknown: do not touch options
         return set()

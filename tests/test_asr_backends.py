@@ -94,7 +94,8 @@ def tiny_en_batched(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], l
 def test_unknown_option_is_named(name: str, good: dict[str, Any]) -> None:
     cls = ASR_BACKENDS.get(name)
     backend = cls(**good)  # valid options construct without loading anything
-    assert backend.options["model"] and "batch_size" in backend.options  # defaults are filled in
+    opts = backend.options.as_dict() if hasattr(backend.options, "as_dict") else backend.options  # a declared record, or a dict
+    assert opts["model"] and "batch_size" in opts  # defaults are filled in
     with pytest.raises(ConfigError, match="'beam_sise'"):
         cls(**good, beam_sise=3)
 
@@ -124,15 +125,14 @@ def test_transformers_options_go_through_the_typed_layer(key: str, bad: Any) -> 
     with pytest.raises(ConfigError, match=f"transformers backend options.{key}"):
         ASR_BACKENDS.get("transformers")(model="x", **{key: bad})
     ok = ASR_BACKENDS.get("transformers")(model="x", punctuation=True)
-    assert ok.options["punctuation"] is True and ASR_BACKENDS.get("transformers")(model="x").options["punctuation"] is False
+    assert ok.options.punctuation is True and ASR_BACKENDS.get("transformers")(model="x").options.punctuation is False
 
 
 def test_the_transformers_option_table_in_the_docs_is_the_one_the_code_checks() -> None:
-    from engine.backends.asr.transformers import OPTIONS
-    from engine.config import fields_doc
+    from engine.backends.asr.transformers import TransformersBackend
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "loaders.md").read_text(encoding="utf-8")
-    missing = [row for row in fields_doc(OPTIONS) if row not in doc]
+    missing = [row for row in TransformersBackend.OPTIONS.doc_rows() if row not in doc]
     assert not missing, "docs/loaders.md lacks (or has stale) option rows:\n" + "\n".join(missing)
 
 
@@ -169,7 +169,7 @@ def test_whisper_fallback_rule_follows_faster_whisper() -> None:
     from engine.backends.asr.faster_whisper import _Candidate, compression_ratio
 
     backend = ASR_BACKENDS.get("faster-whisper")(model="tiny.en")
-    assert backend.options["temperature"] == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the published schedule
+    assert backend.options.temperature == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the published schedule
     loop = "the cat sat on the mat " * 12
     assert compression_ratio(loop) > 2.4 > compression_ratio("The quick brown fox jumps over the lazy dog.")
 
@@ -186,7 +186,7 @@ def test_whisper_fallback_rule_follows_faster_whisper() -> None:
     assert not needs(cand("", -1.5, no_speech=0.9)), "silence is not retried"
     assert needs(cand(loop, -0.1, no_speech=0.9)), "a loop is retried even when no-speech is high"
     greedy = ASR_BACKENDS.get("faster-whisper")(model="tiny.en", temperature=0)
-    assert greedy.options["temperature"] == (0.0,) and greedy.decoding_summary() == "greedy"  # type: ignore[attr-defined]
+    assert greedy.options.temperature == (0.0,) and greedy.decoding_summary() == "greedy"  # type: ignore[attr-defined]
 
 
 # -- bundled models ------------------------------------------------------------------------------

@@ -111,9 +111,9 @@ def test_canary_options_are_checked_before_loading(tmp_path: Path) -> None:
     with the option named, before any audio is read."""
     from engine.backends.asr.nemo import NemoBackend
 
-    with pytest.raises(ConfigError, match="'pnc' must be yes or no"):
+    with pytest.raises(ConfigError, match="nemo backend options.pnc: must be yes or no"):
         NemoBackend(model="x.nemo", pnc="maybe")
-    with pytest.raises(ConfigError, match="'task' must be one of"):
+    with pytest.raises(ConfigError, match="nemo backend options.task: 'summarise' is not allowed; use one of asr"):
         NemoBackend(model="x.nemo", task="summarise")
     with pytest.raises(ConfigError, match="do not apply to family nemo-salm"):
         NemoBackend(model="x", family="nemo-salm", source_lang="en")

@@ -157,7 +157,7 @@ def test_registry_entry_runs_with_the_reference_settings(
     settings = backend.info().extra["generate_kwargs"]
     assert settings["max_new_tokens"] == cap and settings["num_beams"] == 1 and settings["do_sample"] is False, settings
     assert backend.info().dtype == "float32"  # on the CPU
-    assert dtype_name_for("cuda", SpeechLLMFamily.cuda_dtype, backend.options["dtype"]) == "bfloat16"
+    assert dtype_name_for("cuda", SpeechLLMFamily.cuda_dtype, backend.options.dtype) == "bfloat16"
 
 
 def test_granite_33_system_turn_is_the_leaderboards(models: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> None:

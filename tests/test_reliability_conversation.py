@@ -185,7 +185,7 @@ def test_parse_is_the_only_gate_for_options_given_in_python() -> None:
 
 
 def test_a_diarizer_missing_a_required_option_is_refused_at_parse() -> None:
-    with pytest.raises(ConfigError, match="diarization.options: missing required key 'checkpoint'"):
+    with pytest.raises(ConfigError, match="diarization.options: missing required option 'checkpoint'"):
         parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"device": "cpu"}}}, "r.yaml")
     with pytest.raises(ConfigError, match="min_speakers: 0 is out of range"):
         parse_conversation_config({"diarization": {"backend": "pyannote", "options": {"checkpoint": "x", "min_speakers": 0}}}, "r.yaml")

@@ -194,7 +194,7 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     """docs/datasets.md's option tables hold exactly the rows the field specs produce."""
     from audits.conversation.run import CONFIG_FIELDS
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
-    from engine.audio.segmentation import SEGMENTATION_FIELDS
+    from engine.audio.segmentation import SegmentationConfig
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
     from engine.config import fields_doc
@@ -206,11 +206,9 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
         DATASET_FIELDS,
         SCORING_FIELDS,
         CONFIG_FIELDS,
-        SEGMENTATION_FIELDS,
-        VadResemblyzerDiarizer.OPTIONS,
-        PyannoteDiarizer.OPTIONS,
     ]
     rows = [row for spec in specs for row in fields_doc(spec)]
+    rows += SegmentationConfig.doc_rows() + VadResemblyzerDiarizer.OPTIONS.doc_rows() + PyannoteDiarizer.OPTIONS.doc_rows()
     flags = {k: v for k, v in ENGINE_FIELDS.items() if k in ("workers", "max_models_loaded", "memory_budget_mb")}
     rows += [r.replace("_", "-") if r.startswith("| `--") else r for r in fields_doc(flags, "`--{}`")]
     missing = [r for r in rows if r not in doc]
@@ -244,11 +242,11 @@ def test_other_numeric_flags_are_typed(tmp_path: Path, args: list[str], message:
 @pytest.mark.parametrize(
     ("registry", "backend", "options", "message"),
     [
-        ("asr", "memorizer", {"threshold": "0.9"}, "memorizer option 'threshold': expected a number"),
+        ("asr", "memorizer", {"threshold": "0.9"}, "memorizer backend options.threshold: expected a number"),
         ("asr", "memorizer", {"length_tolerance": math.nan}, "finite"),
-        ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro option 'timeout_s': expected a finite number"),
-        ("tts", "kokoro", {"max_tokens": "500"}, "kokoro option 'max_tokens': expected an integer"),
-        ("tts", "kokoro", {"threads": 2.5}, "kokoro option 'threads': expected an integer"),
+        ("tts", "kokoro", {"timeout_s": math.nan}, "kokoro backend options.timeout_s: expected a finite number"),
+        ("tts", "kokoro", {"max_tokens": "500"}, "kokoro backend options.max_tokens: expected an integer"),
+        ("tts", "kokoro", {"threads": 2.5}, "kokoro backend options.threads: expected an integer"),
     ],
 )
 def test_backends_that_parse_numbers_themselves_use_the_layer(

@@ -87,7 +87,7 @@ CONFIG_FIELDS: dict[str, Field] = {
     "dataset": Field(
         str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"
     ),
-    "segmentation": Field(dict, None, "VAD segmentation (engine.audio.segmentation.SEGMENTATION_FIELDS)", nullable=True),
+    "segmentation": Field(dict, None, "VAD segmentation (the segmentation table below)", nullable=True),
     "diarization": Field(
         object,
         "vad-resemblyzer",
@@ -128,12 +128,12 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
         diar_cls: Any = DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
     except RegistryError as exc:
         raise ConfigError(f"{where}.diarization: {exc}") from None
-    fields = getattr(diar_cls, "OPTIONS", None)
+    record = diar_cls.OPTIONS
     # placement (num_gpus, num_cpus, memory_mb) sizes the diarizer's Ray actor; it is no diarizer
     # setting, so it never reaches the diarizer nor the units' settings digest
     diar_opts, diar_place = split_placement(diar_raw, f"{where}.diarization.options")
-    if fields is not None:  # the diarizer's typed options, checked now rather than when it loads
-        check_fields(diar_opts, fields, f"{where}.diarization.options")
+    if record is not None:  # the diarizer's typed options, checked now rather than when it loads
+        record.parse(diar_opts, f"{where}.diarization.options")
     for i, s in enumerate(v["slices"]):
         expect_type(s, str, f"{where}.slices[{i}]")
     return ConversationConfig(

@@ -26,6 +26,7 @@ import numpy as np
 
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
+from engine.options import Options, option
 
 log = logging.getLogger(__name__)
 
@@ -36,28 +37,31 @@ MIN_STEP_S = 0.5  # shortest allowed max_chunk_s - 2 * pad_s (the step long regi
 
 
 @dataclass(frozen=True)
-class SegmentationConfig:
+class SegmentationConfig(Options):
     """How long recordings are cut. Times in seconds."""
 
-    threshold: float = 0.5  # speech starts when P(speech) >= threshold
-    neg_threshold: float = 0.35  # ... and ends when it falls below this (hysteresis)
-    min_speech_s: float = 0.25  # shorter speech regions are discarded as clicks
-    min_silence_s: float = 0.3  # shorter pauses do not end a region
-    pad_s: float = 0.2  # added each side of a chunk (never into a neighbour)
-    max_chunk_s: float = 30.0  # regions are merged up to this length; longer ones are split
-    batch_size: int = 8  # chunks per transcribe_batch call
+    threshold: float = option(0.5, "speech starts when P(speech) reaches this", gt=0, lt=1)
+    neg_threshold: float = option(0.35, "speech ends when P(speech) falls below this (<= threshold)", gt=0, lt=1)
+    min_speech_s: float = option(0.25, "shorter speech regions are dropped as clicks", ge=0, le=3600)
+    min_silence_s: float = option(0.3, "shorter pauses do not end a region", ge=0, le=3600)
+    pad_s: float = option(0.2, "seconds added each side of a chunk; max_chunk_s - 2 * pad_s must be >= 0.5", ge=0, le=3600)
+    max_chunk_s: float = option(30.0, "regions merge up to this length; longer ones are split", ge=1, le=3600)
+    batch_size: int = option(8, "chunks per transcribe_batch call", ge=1, le=4096)
 
     def __post_init__(self) -> None:
+        self.validate("segmentation")  # a record built in code obeys the cross-field rules too
+
+    def validate(self, where: str) -> None:
         if not 0.0 < self.neg_threshold <= self.threshold < 1.0:
-            raise ConfigError(f"segmentation: need 0 < neg_threshold ({self.neg_threshold}) <= threshold ({self.threshold}) < 1")
+            raise ConfigError(f"{where}: need 0 < neg_threshold ({self.neg_threshold}) <= threshold ({self.threshold}) < 1")
         if self.max_chunk_s < 1.0:
-            raise ConfigError(f"segmentation: max_chunk_s {self.max_chunk_s} is below 1 s")
+            raise ConfigError(f"{where}: max_chunk_s {self.max_chunk_s} is below 1 s")
         if min(self.min_speech_s, self.min_silence_s, self.pad_s) < 0 or self.batch_size < 1:
-            raise ConfigError("segmentation: min_speech_s, min_silence_s and pad_s must be >= 0 and batch_size >= 1")
+            raise ConfigError(f"{where}: min_speech_s, min_silence_s and pad_s must be >= 0 and batch_size >= 1")
         if self.max_chunk_s - 2 * self.pad_s < MIN_STEP_S:
             # long regions are split in steps of max_chunk_s - 2 * pad_s: a step of 0 never advances
             raise ConfigError(
-                f"segmentation: pad_s ({self.pad_s:g}) must be less than max_chunk_s / 2 with at least {MIN_STEP_S:g} s to spare "
+                f"{where}: pad_s ({self.pad_s:g}) must be less than max_chunk_s / 2 with at least {MIN_STEP_S:g} s to spare "
                 f"(max_chunk_s - 2 * pad_s >= {MIN_STEP_S:g}); lower pad_s to at most {(self.max_chunk_s - MIN_STEP_S) / 2:g} or raise "
                 f"max_chunk_s"
             )
@@ -65,37 +69,17 @@ class SegmentationConfig:
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None, where: str = "segmentation") -> SegmentationConfig:
         """Build from a recipe block through the typed option layer (unknown keys, strings for
-        numbers, NaN and out-of-range values are refused, naming the key), then the cross-field
-        checks of ``__post_init__``."""
-        from engine.config import check_fields
-
-        values = check_fields(raw, SEGMENTATION_FIELDS, where)
+        numbers, NaN and out-of-range values are refused, naming the key), then the cross-field rules."""
         try:
-            return cls(**values)
+            return cls.parse(raw, where)
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {str(exc).removeprefix('segmentation: ')}") from None
+            msg = str(exc)
+            if msg.startswith("segmentation: "):  # a cross-field rule, checked while the record was built
+                raise ConfigError(f"{where}: {msg.removeprefix('segmentation: ')}") from None
+            raise
 
     def as_dict(self) -> dict[str, Any]:
-        return {"vad": "silero (faster-whisper assets, onnxruntime)", **asdict(self)}
-
-
-def _segmentation_fields() -> dict[str, Any]:
-    from engine.config import Field
-
-    d = SegmentationConfig()
-    return {
-        "threshold": Field(float, d.threshold, "speech starts when P(speech) reaches this", gt=0, lt=1),
-        "neg_threshold": Field(float, d.neg_threshold, "speech ends when P(speech) falls below this (<= threshold)", gt=0, lt=1),
-        "min_speech_s": Field(float, d.min_speech_s, "shorter speech regions are dropped as clicks", ge=0, le=3600),
-        "min_silence_s": Field(float, d.min_silence_s, "shorter pauses do not end a region", ge=0, le=3600),
-        "pad_s": Field(float, d.pad_s, "seconds added each side of a chunk; max_chunk_s - 2 * pad_s must be >= 0.5", ge=0, le=3600),
-        "max_chunk_s": Field(float, d.max_chunk_s, "regions merge up to this length; longer ones are split", ge=1, le=3600),
-        "batch_size": Field(int, d.batch_size, "chunks per transcribe_batch call", ge=1, le=4096),
-    }
-
-
-SEGMENTATION_FIELDS = _segmentation_fields()
-"""The ``segmentation:`` keys, typed and bounded (engine.config.Field)."""
+        return {"vad": "silero (faster-whisper assets, onnxruntime)", **asdict(self)}  # recorded beside the results
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import numpy as np
 from engine.backends.availability import Availability, install_hint, missing_modules
 from engine.data import SAMPLE_RATE
 from engine.errors import ConfigError
+from engine.options import Options
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,30 @@ def clip_seed(seed: int, clip: np.ndarray) -> int:
     return int.from_bytes(digest.digest()[:8], "little") % UNSEEDED
 
 
+class BackendOptions(Options):
+    """Base of every backend's options record (engine/options.py).
+
+    Float options keep an integer as written: a backend's options reach response caches,
+    judges' answer digests and ``info()`` as given, and existing caches and run directories
+    must keep matching them.
+    """
+
+    numbers_as_given: ClassVar[bool] = True
+    noun: ClassVar[str] = "option"
+
+
 class Backend(ABC):
-    """Common life cycle: ``__init__(**options)`` is cheap, ``load()`` does the heavy work."""
+    """Common life cycle: ``__init__(**options)`` is cheap, ``load()`` does the heavy work.
+
+    A backend declares its options once, as a frozen record (``OPTIONS``, a :class:`BackendOptions`
+    subclass); ``__init__`` checks the given options against it (unknown keys, types, ranges, NaN)
+    and keeps the record as ``self.options``.
+    """
 
     name: str = "backend"
+    #: The backend's options record; None only for backends not yet declared (their options stay a dict).
+    OPTIONS: ClassVar[type[BackendOptions] | None] = None
+    options: Any
     #: Modules the backend imports when it loads, and the pip extra that provides them.
     requires: ClassVar[tuple[str, ...]] = ()
     extra: ClassVar[str] = "core"
@@ -76,8 +97,15 @@ class Backend(ABC):
     cpu_only: ClassVar[bool] = False
 
     def __init__(self, **options: Any) -> None:
-        self.options = dict(options)
+        self.options = self.parse_options(options) if self.OPTIONS is not None else dict(options)
         type(self).check_device(options)
+
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> Any:
+        """The backend's options record for ``options`` (errors name the backend and the key)."""
+        if cls.OPTIONS is None:
+            return dict(options)
+        return cls.OPTIONS.parse(options, f"{cls.name} backend options")
 
     @classmethod
     def check_device(cls, options: Mapping[str, Any], placement: Mapping[str, Any] | None = None, where: str = "") -> None:
@@ -104,6 +132,8 @@ class Backend(ABC):
         need = f"needs {', '.join(missing)}: {install_hint(extra or cls.extra)}"
         try:
             weights = cls.check_weights(options)
+        except ConfigError as exc:
+            weights = Availability.refused([str(exc)])
         except ImportError:  # a check that needs the missing package itself
             return Availability.refused([need])
         if not missing:
@@ -113,7 +143,8 @@ class Backend(ABC):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        """Whether the weights (or endpoint) the options name can be had here; backends override it."""
+        """Whether the weights (or endpoint) the options name can be had here; backends override it
+        (a declared backend reads ``cls.parse_options(options)``: a bad option is refused by name)."""
         return Availability(True, "no weights to fetch")
 
     @abstractmethod

@@ -375,15 +375,6 @@ def check_audio_batch(audios: Sequence[np.ndarray], sample_rate: int, backend: s
     return out
 
 
-def check_batch_size(backend: str, value: Any) -> int | None:
-    """``batch_size`` option: None means "decode each batch the caller passes in one go"."""
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{backend}: option 'batch_size' must be a positive integer or null, got {value!r}")
-    return value
-
-
 def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str] | Mapping[str, Any]) -> None:
     """Reject unknown option names before anything loads, naming the bad key and the valid ones.
 

@@ -31,32 +31,31 @@ about as much (docs/performance.md, "A clip's own sampler").
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, clip_seed, package_versions
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, clip_seed, package_versions
 from engine.backends.bundled import (
     BUNDLED_FASTER_WHISPER_ALIASES,
     bundled_faster_whisper,
     bundled_faster_whisper_status,
     bundled_weights_note,
     check_audio_batch,
-    check_batch_size,
-    check_options,
     is_ct2_model_dir,
 )
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
+from engine.options import check_value, option
 
 log = logging.getLogger(__name__)
 
@@ -73,34 +72,6 @@ class WordTiming(NamedTuple):
     start: float
     end: float
     probability: float
-
-
-_DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "device": "auto",
-    "device_index": 0,
-    "compute_type": None,
-    "beam_size": 1,
-    "patience": 1.0,
-    "length_penalty": 1.0,
-    "repetition_penalty": 1.0,
-    "no_repeat_ngram_size": 0,
-    "language": "en",
-    "task": "transcribe",
-    "batch_size": None,  # None: decode the whole batch the caller passes in one go
-    "word_timestamps": False,
-    "cpu_threads": 0,
-    "num_workers": 1,
-    "no_speech_threshold": 0.6,
-    "log_prob_threshold": -1.0,
-    "temperature": STANDARD_TEMPERATURES,  # one value or a fallback schedule; 0 = greedy, no fallback
-    "compression_ratio_threshold": 2.4,
-    "best_of": 5,  # candidates per sampled (temperature > 0) decode
-    "seed": 0,  # with the clip's samples, seeds the sampler of each clip's fallback decodes
-    "max_new_tokens": None,
-    "download_root": None,
-    "local_files_only": False,
-}
 
 
 _CT2_CPU_REPORT: dict[str, str] = {}
@@ -206,17 +177,49 @@ def compression_ratio(text: str) -> float:
     return len(data) / len(zlib.compress(data)) if data else 0.0
 
 
-def _temperatures(name: str, value: Any) -> tuple[float, ...]:
+def _temperature_schedule(value: Any, where: str) -> tuple[float, ...]:
     """One temperature or a fallback schedule (tried in order), each finite and >= 0."""
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     if not values:
-        raise ConfigError(f"{name}: option 'temperature' must be a number or a non-empty list of numbers")
-    out: list[float] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-            raise ConfigError(f"{name}: option 'temperature' must hold finite numbers >= 0, got {v!r}")
-        out.append(float(v))
-    return tuple(out)
+        raise ConfigError(f"{where}: expected a number or a non-empty list of numbers")
+    listed = isinstance(value, (list, tuple))
+    return tuple(check_value(float, v, f"{where}[{i}]" if listed else where, ge=0) for i, v in enumerate(values))
+
+
+@dataclass(frozen=True)
+class FasterWhisperOptions(BackendOptions):
+    """The faster-whisper backend's options (decoding as ``WhisperModel.transcribe`` names them)."""
+
+    model: str = option(doc=f"a CTranslate2 directory, a hub id or size, or a bundled alias: {', '.join(BUNDLED_FASTER_WHISPER_ALIASES)}")
+    device: Literal["auto", "cpu", "cuda"] = option("auto", "where CTranslate2 runs; auto: cuda when a GPU is visible")
+    device_index: int = option(0, "the GPU's index", ge=0, le=1024)
+    compute_type: str | None = option(None, "CTranslate2 compute type; null: float16 on cuda, int8 on cpu")
+    beam_size: int = option(1, "beams at temperature 0 (1: greedy)", ge=1, le=128)
+    patience: float = option(1.0, "beam search patience", gt=0, le=100)
+    length_penalty: float = option(1.0, "beam search length penalty", ge=0, le=100)
+    repetition_penalty: float = option(1.0, "penalty on repeated tokens", gt=0, le=100)
+    no_repeat_ngram_size: int = option(0, "n-grams of this size never repeat (0: off)", ge=0, le=1000)
+    language: str | None = option("en", "decoding language; null: detected (multilingual models)")
+    task: Literal["transcribe", "translate"] = option("transcribe", "Whisper task of multilingual models")
+    batch_size: int | None = option(None, "clips per encoder/generate call; null: the batch the caller passes", ge=1, le=100_000)
+    word_timestamps: bool = option(False, "decode with word timings (each clip alone; for probes)")
+    cpu_threads: int = option(0, "CTranslate2 threads on CPU; 0: min(8, CPUs)", ge=0, le=1024)
+    num_workers: int = option(1, "CTranslate2 workers", ge=1, le=1024)
+    no_speech_threshold: float | None = option(0.6, "a clip is silence above this no-speech probability (with low log-prob)", ge=0, le=1)
+    log_prob_threshold: float | None = option(-1.0, "decode again below this mean token log-probability", le=0)
+    temperature: tuple[float, ...] = option(
+        STANDARD_TEMPERATURES,
+        "one temperature or a fallback schedule; 0: greedy without fallback",
+        accepts=object,
+        parse=_temperature_schedule,
+        kind_doc="number or list of numbers",
+    )
+    compression_ratio_threshold: float | None = option(2.4, "decode again above this zlib compression ratio (a loop)", gt=0, le=1000)
+    best_of: int = option(5, "candidates per sampled (temperature > 0) decode", ge=1, le=100)
+    seed: int = option(0, "with the clip's samples, seeds the sampler of each clip's fallback decodes", ge=0, le=2**63 - 1)
+    max_new_tokens: int | None = option(None, "cap on generated tokens; null: the model's", ge=1, le=100_000)
+    download_root: str | None = option(None, "where the hub download goes")
+    local_files_only: bool = option(False, "never contact the hub")
 
 
 class FasterWhisperBackend(ASRBackend):
@@ -227,10 +230,13 @@ class FasterWhisperBackend(ASRBackend):
     requires = ("faster_whisper", "ctranslate2")
     capabilities = AsrCapabilities(word_timestamps=True, families=("whisper-ct2",))
 
+    OPTIONS = FasterWhisperOptions
+    options: FasterWhisperOptions
+
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         """A bundled alias, a local CTranslate2 folder, or a hub id already in the local cache."""
-        model = str(options.get("model") or "")
+        model = cls.parse_options(options).model
         if model in BUNDLED_FASTER_WHISPER_ALIASES:
             return bundled_faster_whisper_status(model)
         try:
@@ -240,31 +246,7 @@ class FasterWhisperBackend(ASRBackend):
         return local_or_cached(model, _MODELS.get(model, model), is_ct2_model_dir)
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
-        if not merged["model"]:
-            raise ConfigError(
-                f"{self.name} backend needs option 'model' (a CTranslate2 directory, a hub id, "
-                f"or a bundled alias: {', '.join(BUNDLED_FASTER_WHISPER_ALIASES)})"
-            )
-        if merged["device"] not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"{self.name}: option 'device' must be 'auto', 'cpu' or 'cuda', got {merged['device']!r}")
-        check_batch_size(self.name, merged["batch_size"])
-        for key in ("beam_size", "num_workers"):
-            if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < 1:
-                raise ConfigError(f"{self.name}: option '{key}' must be a positive integer, got {merged[key]!r}")
-        if merged["task"] not in ("transcribe", "translate"):
-            raise ConfigError(f"{self.name}: option 'task' must be 'transcribe' or 'translate'")
-        merged["temperature"] = _temperatures(self.name, merged["temperature"])
-        for key in ("best_of", "seed"):
-            if not isinstance(merged[key], int) or isinstance(merged[key], bool) or merged[key] < (1 if key == "best_of" else 0):
-                kind = "positive" if key == "best_of" else "non-negative"
-                raise ConfigError(f"{self.name}: option '{key}' must be a {kind} integer, got {merged[key]!r}")
-        for key in ("compression_ratio_threshold", "log_prob_threshold", "no_speech_threshold"):
-            value = merged[key]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-                raise ConfigError(f"{self.name}: option '{key}' must be a finite number or null, got {value!r}")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._model: Any = None
         self._model_path: str | None = None
         self._weights_note: str | None = None
@@ -283,7 +265,7 @@ class FasterWhisperBackend(ASRBackend):
 
     # -- loading -----------------------------------------------------------------------------
     def _resolve_model_path(self) -> str:
-        model = str(self.options["model"])
+        model = self.options.model
         if model in BUNDLED_FASTER_WHISPER_ALIASES:
             path = bundled_faster_whisper(model)
             if path is not None:
@@ -306,29 +288,29 @@ class FasterWhisperBackend(ASRBackend):
             from faster_whisper import WhisperModel
         except ImportError as exc:
             raise BackendUnavailable("faster-whisper is not installed: pip install faster-whisper") from exc
-        device = self.options["device"]
+        device = self.options.device
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-        compute_type = self.options["compute_type"] or ("float16" if device == "cuda" else "int8")
+        compute_type = self.options.compute_type or ("float16" if device == "cuda" else "int8")
         supported = ctranslate2.get_supported_compute_types(device)
         if compute_type not in supported and compute_type not in ("default", "auto"):
             raise ConfigError(
                 f"{self.name}: compute_type {compute_type!r} is not supported on {device}; supported: {', '.join(sorted(supported))}"
             )
         path = self._resolve_model_path()
-        cpu_threads = int(self.options["cpu_threads"]) or min(8, os.cpu_count() or 1)
+        cpu_threads = self.options.cpu_threads or min(8, os.cpu_count() or 1)
         self._cpu_threads = cpu_threads
 
         def build() -> Any:
             return WhisperModel(
                 path,
                 device=device,
-                device_index=self.options["device_index"],
+                device_index=self.options.device_index,
                 compute_type=compute_type,
                 cpu_threads=cpu_threads,
-                num_workers=self.options["num_workers"],
-                download_root=self.options["download_root"],
-                local_files_only=bool(self.options["local_files_only"]),
+                num_workers=self.options.num_workers,
+                download_root=self.options.download_root,
+                local_files_only=self.options.local_files_only,
             )
 
         try:
@@ -346,8 +328,8 @@ class FasterWhisperBackend(ASRBackend):
         self._compute_type = compute_type
         from faster_whisper.transcribe import get_suppressed_tokens
 
-        self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer(self.options["language"] or "en"), [-1]))
-        log.info("loaded faster-whisper %s from %s on %s (%s)", self.options["model"], path, device, compute_type)
+        self._suppress_tokens = list(get_suppressed_tokens(self._tokenizer(self.options.language or "en"), [-1]))
+        log.info("loaded faster-whisper %s from %s on %s (%s)", self.options.model, path, device, compute_type)
 
     def _build_sampler_model(self) -> Any:
         """A fresh CTranslate2 instance of the loaded model, built as ``WhisperModel`` builds its own."""
@@ -357,7 +339,7 @@ class FasterWhisperBackend(ASRBackend):
         return ctranslate2.models.Whisper(
             self._model_path,
             device=self._device,
-            device_index=self.options["device_index"],
+            device_index=self.options.device_index,
             compute_type=self._compute_type,
             intra_threads=self._cpu_threads,
             inter_threads=1,
@@ -366,7 +348,7 @@ class FasterWhisperBackend(ASRBackend):
     @contextmanager
     def _clip_sampler(self, clip: np.ndarray) -> Iterator[_ClipSampler]:
         """The model to decode ``clip`` with: sampled decodes draw from a generator of the clip's own."""
-        sampler = _ClipSampler(self._require_model().model, self._build_sampler_model, clip_seed(int(self.options["seed"]), clip))
+        sampler = _ClipSampler(self._require_model().model, self._build_sampler_model, clip_seed(self.options.seed, clip))
         with _SAMPLER_LOCK:
             try:
                 yield sampler
@@ -396,7 +378,7 @@ class FasterWhisperBackend(ASRBackend):
         return Tokenizer(
             model.hf_tokenizer,
             multilingual,
-            task=self.options["task"],
+            task=self.options.task,
             language=(language or "en") if multilingual else "en",
         )
 
@@ -410,13 +392,13 @@ class FasterWhisperBackend(ASRBackend):
         clips = check_audio_batch(audios, sample_rate, self.name)
         self._require_model()
         self.last_confidences = None
-        if self.options["word_timestamps"]:
+        if self.options.word_timestamps:
             self.last_word_timings = [self.transcribe_with_word_timestamps(c) for c in clips]
             return [" ".join(w.word.strip() for w in words).strip() for words in self.last_word_timings]
         texts: list[str | None] = [None] * len(clips)
         conf: list[dict[str, float] | None] = [None] * len(clips)
         short = [i for i, c in enumerate(clips) if c.shape[0] <= _WINDOW_S * SAMPLE_RATE]
-        batch_size = int(self.options["batch_size"] or max(1, len(short)))
+        batch_size = self.options.batch_size or max(1, len(short))
         self._largest_batch = max(self._largest_batch, min(batch_size, len(clips)))
         for start in range(0, len(short), batch_size):
             idx = short[start : start + batch_size]
@@ -443,7 +425,7 @@ class FasterWhisperBackend(ASRBackend):
         model = self._require_model()
         features = np.stack([self._features(c) for c in clips])
         encoder_output = model.encode(features)
-        language = self.options["language"]
+        language = self.options.language
         base_tok = self._tokenizer(language)
         prompt = list(base_tok.sot_sequence) + [base_tok.no_timestamps]
         prompts = [list(prompt) for _ in clips]
@@ -452,9 +434,9 @@ class FasterWhisperBackend(ASRBackend):
             lang_index = prompt.index(base_tok.language)
             for p, langs in zip(prompts, detected):
                 p[lang_index] = base_tok.tokenizer.token_to_id(langs[0][0])
-        max_new = self.options["max_new_tokens"]
-        max_length = min(model.max_length, len(prompt) + int(max_new)) if max_new else model.max_length
-        temperatures: tuple[float, ...] = self.options["temperature"]
+        max_new = self.options.max_new_tokens
+        max_length = min(model.max_length, len(prompt) + max_new) if max_new else model.max_length
+        temperatures = self.options.temperature
         results = self._generate(encoder_output, prompts, temperatures[0], max_length)
         texts: list[tuple[str, dict[str, float]]] = []
         for i, result in enumerate(results):
@@ -474,19 +456,19 @@ class FasterWhisperBackend(ASRBackend):
         if temperature > 0:
             kwargs = {
                 "beam_size": 1,
-                "num_hypotheses": int(self.options["best_of"]),
+                "num_hypotheses": self.options.best_of,
                 "sampling_topk": 0,
                 "sampling_temperature": float(temperature),
             }
         else:
-            kwargs = {"beam_size": int(self.options["beam_size"]), "patience": float(self.options["patience"])}
+            kwargs = {"beam_size": self.options.beam_size, "patience": self.options.patience}
         return list(
             (model or self._require_model().model).generate(
                 encoder_output,
                 prompts,
-                length_penalty=float(self.options["length_penalty"]),
-                repetition_penalty=float(self.options["repetition_penalty"]),
-                no_repeat_ngram_size=int(self.options["no_repeat_ngram_size"]),
+                length_penalty=self.options.length_penalty,
+                repetition_penalty=self.options.repetition_penalty,
+                no_repeat_ngram_size=self.options.no_repeat_ngram_size,
                 max_length=max_length,
                 return_scores=True,
                 return_no_speech_prob=True,
@@ -503,9 +485,9 @@ class FasterWhisperBackend(ASRBackend):
 
     def _needs_fallback(self, cand: _Candidate) -> bool:
         """faster-whisper's rule: too repetitive or too improbable, unless it looks like silence."""
-        cr_threshold = self.options["compression_ratio_threshold"]
-        lp_threshold = self.options["log_prob_threshold"]
-        ns_threshold = self.options["no_speech_threshold"]
+        cr_threshold = self.options.compression_ratio_threshold
+        lp_threshold = self.options.log_prob_threshold
+        ns_threshold = self.options.no_speech_threshold
         needs = cr_threshold is not None and cand.compression_ratio > cr_threshold
         if lp_threshold is not None and cand.avg_logprob < lp_threshold:
             needs = True
@@ -532,48 +514,48 @@ class FasterWhisperBackend(ASRBackend):
         """
         tried = [first]
         with self._clip_sampler(clip) as sampler:
-            for temperature in self.options["temperature"][1:]:
+            for temperature in self.options.temperature[1:]:
                 result = self._generate(encoder_output, [prompt], temperature, max_length, model=sampler)[0]
                 cand = self._candidate(result, tokenizer, temperature)
                 tried.append(cand)
                 if not self._needs_fallback(cand):
                     log.debug("faster-whisper fallback: clip decoded at temperature %.1f", temperature)
                     return cand
-        cr_threshold = self.options["compression_ratio_threshold"]
+        cr_threshold = self.options.compression_ratio_threshold
         below = [c for c in tried if cr_threshold is not None and c.compression_ratio <= cr_threshold]
         return max(below or tried, key=lambda c: c.avg_logprob)
 
     def _avg_logprob(self, result: Any, n_tokens: int) -> float:
         """Mean token log-probability as ``WhisperModel.transcribe`` computes it (undoing the length penalty)."""
-        length_penalty = float(self.options["length_penalty"])
+        length_penalty = self.options.length_penalty
         return float(result.scores[0] * (n_tokens**length_penalty) / (n_tokens + 1))
 
     def _is_silence(self, result: Any, avg_logprob: float) -> bool:
         """The no-speech rule of ``WhisperModel.transcribe``: high no-speech prob and low log-prob."""
-        threshold = self.options["no_speech_threshold"]
+        threshold = self.options.no_speech_threshold
         if threshold is None or result.no_speech_prob <= threshold:
             return False
-        log_prob_threshold = self.options["log_prob_threshold"]
+        log_prob_threshold = self.options.log_prob_threshold
         if log_prob_threshold is None:
             return True
         return not avg_logprob > log_prob_threshold
 
     def _transcribe_kwargs(self) -> dict[str, Any]:
         return {
-            "language": self.options["language"],
-            "task": self.options["task"],
-            "beam_size": int(self.options["beam_size"]),
-            "patience": float(self.options["patience"]),
-            "length_penalty": float(self.options["length_penalty"]),
-            "repetition_penalty": float(self.options["repetition_penalty"]),
-            "no_repeat_ngram_size": int(self.options["no_repeat_ngram_size"]),
-            "temperature": list(self.options["temperature"]),
-            "compression_ratio_threshold": self.options["compression_ratio_threshold"],
-            "best_of": int(self.options["best_of"]),
+            "language": self.options.language,
+            "task": self.options.task,
+            "beam_size": self.options.beam_size,
+            "patience": self.options.patience,
+            "length_penalty": self.options.length_penalty,
+            "repetition_penalty": self.options.repetition_penalty,
+            "no_repeat_ngram_size": self.options.no_repeat_ngram_size,
+            "temperature": list(self.options.temperature),
+            "compression_ratio_threshold": self.options.compression_ratio_threshold,
+            "best_of": self.options.best_of,
             "condition_on_previous_text": False,
-            "no_speech_threshold": self.options["no_speech_threshold"],
-            "log_prob_threshold": self.options["log_prob_threshold"],
-            "max_new_tokens": self.options["max_new_tokens"],
+            "no_speech_threshold": self.options.no_speech_threshold,
+            "log_prob_threshold": self.options.log_prob_threshold,
+            "max_new_tokens": self.options.max_new_tokens,
             "vad_filter": False,
         }
 
@@ -617,43 +599,43 @@ class FasterWhisperBackend(ASRBackend):
         extra: dict[str, Any] = {
             "model_path": self._model_path,
             **({"weights": self._weights_note} if self._weights_note else {}),
-            "beam_size": self.options["beam_size"],
+            "beam_size": self.options.beam_size,
             "decoding": self.decoding_summary(),
-            "temperature": list(self.options["temperature"]),
-            "compression_ratio_threshold": self.options["compression_ratio_threshold"],
-            "log_prob_threshold": self.options["log_prob_threshold"],
-            "no_speech_threshold": self.options["no_speech_threshold"],
-            "best_of": self.options["best_of"],
-            "seed": self.options["seed"],
+            "temperature": list(self.options.temperature),
+            "compression_ratio_threshold": self.options.compression_ratio_threshold,
+            "log_prob_threshold": self.options.log_prob_threshold,
+            "no_speech_threshold": self.options.no_speech_threshold,
+            "best_of": self.options.best_of,
+            "seed": self.options.seed,
             "sampler": "per clip: sampled fallback decodes run on a fresh CTranslate2 instance whose generator is seeded "
             "from seed and the clip's samples (a clip's text does not depend on its batch or on what was decoded before it)",
             "cpu_threads": self._cpu_threads,
             "ct2_cpu": ct2_cpu_report() if self._device == "cpu" else {},
-            "language": self.options["language"],
-            "task": self.options["task"],
+            "language": self.options.language,
+            "task": self.options.task,
             "batching": "cross-utterance (clips <= 30 s); sequential windows for longer clips",
         }
         extra.update(package_versions("faster-whisper", "ctranslate2"))
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["model"]),
-            device=self._device or str(self.options["device"]),
-            dtype=self._compute_type or str(self.options["compute_type"] or "auto"),
-            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
+            model_id=self.options.model,
+            device=self._device or self.options.device,
+            dtype=self._compute_type or self.options.compute_type or "auto",
+            batch_size=self.options.batch_size or self._largest_batch or 1,
             extra=extra,
         )
 
     def decoding_summary(self) -> str:
         """One line naming the search and the fallback, for reports."""
-        beam = int(self.options["beam_size"])
+        beam = self.options.beam_size
         search = "greedy" if beam == 1 else f"beam search ({beam})"
-        temps: tuple[float, ...] = self.options["temperature"]
+        temps = self.options.temperature
         if len(temps) == 1:
-            return search if temps[0] == 0 else f"sampling at temperature {temps[0]:g} (best of {self.options['best_of']})"
+            return search if temps[0] == 0 else f"sampling at temperature {temps[0]:g} (best of {self.options.best_of})"
         return (
             f"{search} with temperature fallback {', '.join(f'{t:g}' for t in temps)} "
-            f"(compression ratio > {self.options['compression_ratio_threshold']}, "
-            f"log-prob < {self.options['log_prob_threshold']}; best of {self.options['best_of']})"
+            f"(compression ratio > {self.options.compression_ratio_threshold}, "
+            f"log-prob < {self.options.log_prob_threshold}; best of {self.options.best_of})"
         )
 
     def close(self) -> None:
@@ -661,4 +643,4 @@ class FasterWhisperBackend(ASRBackend):
         self._model = None
 
     def __repr__(self) -> str:
-        return f"FasterWhisperBackend(model={self.options['model']!r}, device={self._device or self.options['device']!r})"
+        return f"FasterWhisperBackend(model={self.options.model!r}, device={self._device or self.options.device!r})"

@@ -14,47 +14,46 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import ASRBackend, BackendInfo
-from engine.backends.bundled import check_options
+from engine.backends.base import ASRBackend, BackendInfo, BackendOptions
 from engine.data import SAMPLE_RATE
-from engine.errors import AuditError, ConfigError
+from engine.errors import AuditError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {
-    "inner": None,  # registry name of the wrapped ASR backend
-    "inner_options": None,  # its options
-    "exit_on_batch": None,  # os._exit(1) on the N-th transcribe_batch call (1-based) of this process
-    "raise_on_batch": None,  # raise InjectedFault on the N-th call
-    "hang_on_batch": None,  # sleep forever on the N-th call
-    "once_file": None,  # fire only if this file does not exist yet (it is created first)
-    "after_batch_sleep_s": 0.0,  # sleep after every batch (slows a run down so it can be interrupted)
-    "exit_code": 1,
-}
+
+@dataclass(frozen=True)
+class FaultOptions(BackendOptions):
+    """What to wrap and which fault to inject (batch numbers count ``transcribe_batch`` calls of the process, from 1)."""
+
+    inner: str = option(doc="the registry name of the ASR backend to wrap")
+    inner_options: dict[str, Any] | None = option(None, "the wrapped backend's options")
+    exit_on_batch: int | None = option(None, "os._exit on this call (as a segfault or an OOM kill would)", ge=1)
+    raise_on_batch: int | None = option(None, "raise InjectedFault on this call", ge=1)
+    hang_on_batch: int | None = option(None, "sleep forever on this call", ge=1)
+    once_file: str | None = option(None, "fire only if this file does not exist yet (it is created first)")
+    after_batch_sleep_s: float = option(0.0, "sleep after every batch (slows a run down so it can be interrupted)", ge=0, le=86_400)
+    exit_code: int = option(1, "the exit status of exit_on_batch", ge=0, le=255)
 
 
 class InjectedFault(AuditError):
     """The failure that ``raise_on_batch`` asked for."""
 
 
-def _positive_or_none(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"fault-inject: option '{name}' must be a positive integer (1 = first batch) or null, got {value!r}")
-    return value
-
-
 class FaultInjectionBackend(ASRBackend):
     """Delegates to ``inner`` and injects the configured fault; warm-up batches are not counted."""
 
     name = "fault-inject"
+
+    OPTIONS = FaultOptions
+    options: FaultOptions
 
     @classmethod
     def delegates_to(cls, options: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
@@ -63,25 +62,14 @@ class FaultInjectionBackend(ASRBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        return Availability(True, f"test backend wrapping {options.get('inner', '?')}")
+        return Availability(True, f"test backend wrapping {cls.parse_options(options).inner}")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
-        if not merged["inner"]:
-            raise ConfigError("fault-inject backend needs option 'inner' (the registry name of the ASR backend to wrap)")
-        if merged["inner_options"] is not None and not isinstance(merged["inner_options"], Mapping):
-            raise ConfigError("fault-inject: option 'inner_options' must be a mapping")
-        for key in ("exit_on_batch", "raise_on_batch", "hang_on_batch"):
-            _positive_or_none(key, merged[key])
-        sleep = merged["after_batch_sleep_s"]
-        if not isinstance(sleep, (int, float)) or isinstance(sleep, bool) or sleep < 0:
-            raise ConfigError(f"fault-inject: option 'after_batch_sleep_s' must be a non-negative number, got {sleep!r}")
-        super().__init__(**merged)
+        super().__init__(**options)
         from engine.backends import ASR_BACKENDS
 
-        cls = ASR_BACKENDS.get(str(merged["inner"]))
-        self.inner: ASRBackend = cls(**dict(merged["inner_options"] or {}))
+        cls = ASR_BACKENDS.get(self.options.inner)
+        self.inner: ASRBackend = cls(**(self.options.inner_options or {}))
         self.calls = 0
 
     def load(self) -> None:
@@ -95,10 +83,10 @@ class FaultInjectionBackend(ASRBackend):
 
     def _armed(self) -> bool:
         """True when the fault should fire now (honours ``once_file``)."""
-        once = self.options["once_file"]
+        once = self.options.once_file
         if once is None:
             return True
-        path = Path(str(once))
+        path = Path(once)
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
@@ -113,24 +101,24 @@ class FaultInjectionBackend(ASRBackend):
         """Inner transcription, unless this call is the one chosen to fail."""
         self.calls += 1
         opts = self.options
-        if opts["exit_on_batch"] == self.calls and self._armed():
+        if opts.exit_on_batch == self.calls and self._armed():
             log.warning("fault-inject: exiting process %d on batch %d", os.getpid(), self.calls)
-            os._exit(int(opts["exit_code"]))
-        if opts["raise_on_batch"] == self.calls and self._armed():
+            os._exit(opts.exit_code)
+        if opts.raise_on_batch == self.calls and self._armed():
             raise InjectedFault(f"injected failure on batch {self.calls}")
-        if opts["hang_on_batch"] == self.calls and self._armed():
+        if opts.hang_on_batch == self.calls and self._armed():
             log.warning("fault-inject: hanging process %d on batch %d", os.getpid(), self.calls)
             while True:
                 time.sleep(3600)
         out = self.inner.transcribe_batch(audios, sample_rate)
-        if opts["after_batch_sleep_s"]:
-            time.sleep(float(opts["after_batch_sleep_s"]))
+        if opts.after_batch_sleep_s:
+            time.sleep(opts.after_batch_sleep_s)
         return out
 
     def info(self) -> BackendInfo:
         inner = self.inner.info()
         extra = dict(inner.extra)
-        extra["fault_injection"] = {k: opts for k, opts in self.options.items() if k not in ("inner_options",)}
+        extra["fault_injection"] = {k: v for k, v in self.options.as_dict().items() if k != "inner_options"}
         return BackendInfo(
             backend=f"{self.name}({inner.backend})",
             model_id=inner.model_id,

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from engine.backends.availability import Availability, require_modules
-from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo
-from engine.config import check_number
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions
 from engine.data import SAMPLE_RATE, ModelSpec
 from engine.errors import ConfigError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -95,16 +96,39 @@ def similarity(query: tuple[np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.n
     return float(np.median(cos))
 
 
+def _fallback_spec(value: Any, where: str) -> Any:
+    """A registry model's name, or the ``{name, backend, options}`` spec the registry resolves it to."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, Mapping)):
+        raise ConfigError(f"{where}: expected a registry model's name or a mapping with 'backend', got {type(value).__name__} {value!r}")
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+@dataclass(frozen=True)
+class MemorizerOptions(BackendOptions):
+    """What the positive control memorizes, how close a clip must be, and whom it defers to."""
+
+    index: str | None = option(None, "the dataset to memorize; set by the recipe to the run's own dataset unless given")
+    index_reader: str = option("auto", "the reader of index")
+    index_reader_options: dict[str, Any] | None = option(None, "the reader's options")
+    index_limit: int | None = option(None, "memorize only the first N utterances", ge=1)
+    fallback: Any = option(
+        None,
+        "a registry model answering what is not memorized (the registry resolves it to {name, backend, options})",
+        parse=_fallback_spec,
+        kind_doc="text or mapping or null",
+    )
+    threshold: float = option(DEFAULT_THRESHOLD, "median frame cosine at which a clip counts as memorized", ge=-1, le=1)
+    length_tolerance: float = option(0.03, "relative length difference a memorized clip may have", ge=0, le=10)
+
+
 class MemorizerBackend(ASRBackend):
-    """Options: ``index`` (dataset path; set by the recipe to the run's own dataset unless given),
-    ``index_reader`` ('auto'), ``fallback`` (a model-registry name, e.g. whisper-tiny.en, which the
-    registry resolves to ``{name, backend, options}`` when it builds the spec),
-    ``threshold`` (0.85), ``length_tolerance`` (0.03)."""
+    """Indexes ``index`` and answers its references for audio close to an indexed clip (options: :class:`MemorizerOptions`)."""
 
     name = "memorizer"
-    OPTIONS: frozenset[str] = frozenset(
-        {"index", "index_reader", "index_reader_options", "fallback", "threshold", "length_tolerance", "index_limit"}
-    )
+    OPTIONS = MemorizerOptions
+    options: MemorizerOptions
     model_options = ("fallback",)
     capabilities = AsrCapabilities(positive_control=True)
     requires = ("librosa",)  # its mel filterbank
@@ -134,17 +158,14 @@ class MemorizerBackend(ASRBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        fallback = options.get("fallback")
+        fallback = cls.parse_options(options).fallback
         name = fallback.get("name", "a model") if isinstance(fallback, Mapping) else (fallback or "nothing")
         return Availability(True, f"positive control: indexes the run's dataset, defers to {name}")
 
     def __init__(self, **options: Any) -> None:
-        unknown = set(options) - self.OPTIONS
-        if unknown:
-            raise ConfigError(f"memorizer: unknown option(s) {sorted(unknown)}; allowed: {sorted(self.OPTIONS)}")
         super().__init__(**options)
-        self.threshold = float(check_number(options.get("threshold", DEFAULT_THRESHOLD), "memorizer option 'threshold'"))
-        self.tol = float(check_number(options.get("length_tolerance", 0.03), "memorizer option 'length_tolerance'", ge=0))
+        self.threshold = float(self.options.threshold)
+        self.tol = float(self.options.length_tolerance)
         self._index: list[tuple[str, int, tuple[np.ndarray, np.ndarray], str]] = []
         self._fallback: ASRBackend | None = None
         self.n_hits = 0
@@ -155,21 +176,16 @@ class MemorizerBackend(ASRBackend):
         from engine.datasets import open_dataset
 
         require_modules("the memorizer control", self.requires, self.extra)
-        fb = self.options.get("fallback")
+        fb = self.options.fallback
         if fb and (not isinstance(fb, Mapping) or "backend" not in fb):
             raise ConfigError(
                 f"memorizer: option 'fallback' ({fb!r}) must be resolved to a model spec before loading; "
                 "name a registry model and run it through a recipe (the registry resolves it)"
             )
-        index = self.options.get("index")
+        index = self.options.index
         if not index:
             raise ConfigError("memorizer: option 'index' (the dataset to memorize) is required")
-        reader_options = self.options.get("index_reader_options") or {}
-        if not isinstance(reader_options, Mapping):
-            raise ConfigError(f"memorizer: option 'index_reader_options' must be a mapping, got {reader_options!r}")
-        ds = open_dataset(
-            str(index), str(self.options.get("index_reader", "auto")), limit=self.options.get("index_limit"), **dict(reader_options)
-        )
+        ds = open_dataset(index, self.options.index_reader, limit=self.options.index_limit, **(self.options.index_reader_options or {}))
         for shard in ds.iter_shards():
             for u in shard.utterances:
                 # Every clip of the benchmark is learned, derived ones (a re-voiced rendition with its
@@ -187,7 +203,7 @@ class MemorizerBackend(ASRBackend):
         if fb:
             from engine.backends import build_backend
 
-            spec = ModelSpec(str(fb.get("name", fb["backend"])), str(fb["backend"]), dict(fb.get("options") or {}))
+            spec = ModelSpec(fb.get("name", fb["backend"]), fb["backend"], dict(fb.get("options") or {}))
             self._fallback = build_backend(spec)
             self._fallback.load()
 
@@ -234,7 +250,7 @@ class MemorizerBackend(ASRBackend):
         fb = self._fallback.info().as_dict() if self._fallback is not None else None
         return BackendInfo(
             "memorizer",
-            f"memorizer({Path(str(self.options.get('index', ''))).name})",
+            f"memorizer({Path(self.options.index or '').name})",
             extra={"fallback": fb, "indexed_clips": len(self._index), "threshold": self.threshold, "positive_control": True},
         )
 

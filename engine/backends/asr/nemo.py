@@ -16,37 +16,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from engine.backends.asr.nemo_salm import check_salm_weights, is_cached_salm, load_salm, rendered_prompt, salm_transcribe
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, package_versions
-from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
-from engine.backends.device import check_dtype, dtype_name_for, resolve_device
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, package_versions
+from engine.backends.bundled import check_audio_batch
+from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = "pip install '.[nemo]' (nemo_toolkit[asr]==2.7.3)"
 
-_DEFAULTS: dict[str, Any] = {
-    "model": None,  # pretrained name ('nvidia/parakeet-tdt-0.6b-v2') or path to a .nemo file
-    "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
-    "dtype": "auto",  # 'auto' (bfloat16 on CUDA, float32 elsewhere, as the leaderboard) | 'float32' | 'float16' | 'bfloat16'
-    "batch_size": None,  # None: NeMo batch = the batch the caller passes
-    "source_lang": None,  # Canary-style multitask prompts
-    "target_lang": None,
-    "pnc": None,  # punctuation and capitalisation for Canary ('yes'/'no')
-    "task": None,  # Canary task ('asr' | 'ast'); None: the model's default
-    "family": "nemo-asr",  # 'nemo-asr' (ASRModel) | 'nemo-salm' (speechlm2 SALM, e.g. canary-qwen)
-    "prompt": "Transcribe the following:",  # nemo-salm: the instruction before the audio locator (model card)
-    "max_new_tokens": 128,  # nemo-salm: model card setting
-    "llm": None,  # nemo-salm: local folder with the LLM's tokenizer and config (else config.json's pretrained_llm)
-}
 _FAMILIES = ("nemo-asr", "nemo-salm")
 _CANARY_SLOTS = ("source_lang", "target_lang", "task", "pnc")
 _SALM_ONLY = ("llm",)
@@ -54,7 +42,7 @@ _TASKS = ("asr", "ast", "transcribe", "translate")
 _PNC = {"yes": "yes", "no": "no", "true": "yes", "false": "no", "pnc": "yes", "nopnc": "no"}
 
 
-def _pnc(value: Any) -> str | None:
+def _pnc(value: Any, where: str) -> str | None:
     """Canary's pnc slot as 'yes'/'no'. An unquoted YAML ``yes`` is the boolean True, which NeMo's
     slot mapping would silently read as no-punctuation: both spellings are accepted here."""
     if value is None:
@@ -63,7 +51,31 @@ def _pnc(value: Any) -> str | None:
         return "yes" if value else "no"
     if isinstance(value, str) and value.strip().lower() in _PNC:
         return _PNC[value.strip().lower()]
-    raise ConfigError(f"nemo: option 'pnc' must be yes or no (punctuation and capitalisation), got {value!r}")
+    raise ConfigError(f"{where}: must be yes or no (punctuation and capitalisation), got {value!r}")
+
+
+@dataclass(frozen=True)
+class NemoOptions(BackendOptions):
+    """The checkpoint, where it runs, Canary's prompt slots and the SALM family's settings."""
+
+    model: str = option(doc="a NeMo pretrained name (nvidia/parakeet-tdt-0.6b-v2), a .nemo file or a SALM folder")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = option("auto", "auto: bfloat16 on CUDA, float32 elsewhere (the leaderboard)")
+    batch_size: int | None = option(None, "clips per NeMo batch; null: the batch the caller passes", ge=1, le=100_000)
+    source_lang: str | None = option(None, "Canary prompt slot: the audio's language")
+    target_lang: str | None = option(None, "Canary prompt slot: the text's language")
+    pnc: Any = option(None, "Canary prompt slot: punctuation and capitalisation (yes/no)", parse=_pnc, kind_doc="yes/no or boolean or null")
+    task: Literal["asr", "ast", "transcribe", "translate"] | None = option(None, "Canary task; null: the model's default")
+    family: Literal["nemo-asr", "nemo-salm"] = option("nemo-asr", "nemo-asr: ASRModel; nemo-salm: speechlm2 SALM (canary-qwen)")
+    prompt: str = option("Transcribe the following:", "nemo-salm: the instruction before the audio locator (model card)")
+    max_new_tokens: int = option(128, "nemo-salm: cap on generated tokens (model card)", ge=1, le=100_000)
+    llm: str | None = option(None, "nemo-salm: local folder with the LLM's tokenizer and config (else config.json's pretrained_llm)")
+
+    def validate(self, where: str) -> None:
+        wrong = _SALM_ONLY if self.family == "nemo-asr" else _CANARY_SLOTS
+        given = [k for k in wrong if getattr(self, k) is not None]
+        if given:
+            raise ConfigError(f"{where}: option(s) {', '.join(given)} do not apply to family {self.family}")
 
 
 def _hypothesis_text(item: Any) -> str:
@@ -115,6 +127,8 @@ class NemoBackend(ASRBackend):
     """NeMo ``ASRModel`` (``from_pretrained(name)`` or ``restore_from(path.nemo)``) or speechlm2 ``SALM``."""
 
     name = "nemo"
+    OPTIONS = NemoOptions
+    options: NemoOptions
     requires = ("nemo",)
     capabilities = AsrCapabilities(families=("nemo-asr", "nemo-salm"))
     extra = "nemo"
@@ -124,39 +138,22 @@ class NemoBackend(ASRBackend):
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         """A local ``.nemo`` file, a SALM folder (and the LLM it names), or a cached hub id."""
-        model = str(options.get("model") or "")
+        o = cls.parse_options(options)
+        model = o.model
         if model.endswith(".nemo"):
             ok = Path(model).expanduser().is_file()
             return Availability(ok, "local .nemo file" if ok else f"{model} not found")
-        llm = options.get("llm")
-        family = options.get("family")
+        llm = o.llm
+        family = o.family
         if family == "nemo-salm" or (family != "nemo-asr" and Path(model).expanduser().is_dir()):
-            return check_salm_weights(model, str(llm) if llm else None)
+            return check_salm_weights(model, llm)
         found = local_or_cached(model, model, lambda p: False)
         if found and is_cached_salm(model):  # a cached SALM checkpoint: the LLM it names must be at hand too
-            return check_salm_weights(model, str(llm) if llm else None)
+            return check_salm_weights(model, llm)
         return found
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
-        if not merged["model"]:
-            raise ConfigError(f"{self.name} backend needs option 'model' (a NeMo pretrained name or a .nemo file)")
-        check_batch_size(self.name, merged["batch_size"])
-        check_dtype(merged["dtype"], f"{self.name}: option 'dtype'")
-        if merged["family"] not in _FAMILIES:
-            raise ConfigError(f"{self.name}: option 'family' must be one of {', '.join(_FAMILIES)}, got {merged['family']!r}")
-        merged["pnc"] = _pnc(merged["pnc"])
-        if merged["task"] is not None and merged["task"] not in _TASKS:
-            raise ConfigError(f"{self.name}: option 'task' must be one of {', '.join(_TASKS)} (Canary), got {merged['task']!r}")
-        wrong = _SALM_ONLY if merged["family"] == "nemo-asr" else _CANARY_SLOTS
-        given = [k for k in wrong if merged[k] is not None]
-        if given:
-            raise ConfigError(f"{self.name}: option(s) {', '.join(given)} do not apply to family {merged['family']}")
-        mnt = merged["max_new_tokens"]
-        if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
-            raise ConfigError(f"{self.name}: option 'max_new_tokens' must be a positive integer, got {mnt!r}")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._model: Any = None
         self._device: str | None = None
         self._torch: Any = None
@@ -166,7 +163,7 @@ class NemoBackend(ASRBackend):
 
     def load(self) -> None:
         """Import NeMo (optional extra) and restore or download the model."""
-        salm = self.options["family"] == "nemo-salm"
+        salm = self.options.family == "nemo-salm"
         try:
             import torch
 
@@ -177,14 +174,14 @@ class NemoBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"the nemo backend needs NeMo ({'speechlm2' if salm else 'asr'} collection): {_INSTALL_HINT}") from exc
         self._torch = torch
-        device = resolve_device(self.options["device"])
+        device = resolve_device(self.options.device)
         # the leaderboard's precision: weights cast to bfloat16 on CUDA, float32 on the CPU
-        dtype_name = dtype_name_for(device, "bfloat16", self.options["dtype"])
+        dtype_name = dtype_name_for(device, "bfloat16", self.options.dtype)
         self._dtype_name = dtype_name
-        model = str(self.options["model"])
+        model = self.options.model
         if salm:
-            self._model, self._facts = load_salm(model, self.options["llm"], device, getattr(torch, dtype_name))
-            self._facts["prompt"] = rendered_prompt(self._model, str(self.options["prompt"]))
+            self._model, self._facts = load_salm(model, self.options.llm, device, getattr(torch, dtype_name))
+            self._facts["prompt"] = rendered_prompt(self._model, self.options.prompt)
             self._device = device
             log.info("loaded NeMo SALM %s on %s/%s", model, device, dtype_name)
             return
@@ -214,7 +211,7 @@ class NemoBackend(ASRBackend):
         log.info("loaded NeMo model %s on %s/%s", model, device, dtype_name)
 
     def _prompt_kwargs(self) -> dict[str, Any]:
-        return {k: self.options[k] for k in _CANARY_SLOTS if self.options[k] is not None}
+        return {k: getattr(self.options, k) for k in _CANARY_SLOTS if getattr(self.options, k) is not None}
 
     def _transcribe_kwargs(self, size: int) -> dict[str, Any]:
         """``transcribe`` arguments. Canary: its prompt slots, and long-form chunking switched off.
@@ -238,7 +235,7 @@ class NemoBackend(ASRBackend):
             if kwargs:
                 raise ConfigError(
                     f"{self.name}: option(s) {', '.join(kwargs)} are Canary prompt slots, but "
-                    f"'{self.options['model']}' is a {type(self._model).__name__} (no prompt)"
+                    f"'{self.options.model}' is a {type(self._model).__name__} (no prompt)"
                 )
             return {"prompt": None}
         from nemo.collections.asr.models.aed_multitask_models import parse_multitask_prompt
@@ -255,7 +252,7 @@ class NemoBackend(ASRBackend):
             ids = prompt.encode_dialog(turns=turns)["context_ids"]
         except (AssertionError, KeyError, RuntimeError, ValueError) as exc:
             raise ConfigError(
-                f"{self.name}: '{self.options['model']}' (prompt format {self._model.prompt_format}) cannot "
+                f"{self.name}: '{self.options.model}' (prompt format {self._model.prompt_format}) cannot "
                 f"build its decoder prompt from {kwargs or 'its defaults'}: {exc}; set the slots its format needs "
                 f"({', '.join(prompt.get_slots('user'))})"
             ) from exc
@@ -267,15 +264,17 @@ class NemoBackend(ASRBackend):
         clips = check_audio_batch(audios, sample_rate, self.name)
         if self._model is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
-        size = int(self.options["batch_size"] or max(1, len(clips)))
+        size = self.options.batch_size or max(1, len(clips))
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         torch = self._torch
         device = self._device or "cpu"
         with torch.inference_mode():
-            if self.options["family"] == "nemo-salm":
+            if self.options.family == "nemo-salm":
                 texts: list[str] = []
                 for start in range(0, len(clips), size):
-                    texts.extend(salm_transcribe(self._model, clips[start : start + size], self.options, device))
+                    texts.extend(
+                        salm_transcribe(self._model, clips[start : start + size], self.options.prompt, self.options.max_new_tokens, device)
+                    )
                 return texts
             output = self._model.transcribe(list(clips), **self._transcribe_kwargs(size))
         if isinstance(output, tuple):  # older RNNT models return (best, all_hypotheses)
@@ -284,12 +283,12 @@ class NemoBackend(ASRBackend):
 
     def info(self) -> BackendInfo:
         """Model, family, the prompt as the model reads it, decoding settings, device, dtype, NeMo version."""
-        extra: dict[str, Any] = {"family": self.options["family"], "prompt": None}
-        if self.options["family"] == "nemo-salm":
+        extra: dict[str, Any] = {"family": self.options.family, "prompt": None}
+        if self.options.family == "nemo-salm":
             extra.update(
-                instruction=self.options["prompt"],
+                instruction=self.options.prompt,
                 decoding="greedy",
-                max_new_tokens=self.options["max_new_tokens"],
+                max_new_tokens=self.options.max_new_tokens,
                 post_processing="tokenizer.ids_to_text of the answer (special tokens dropped), strip",
             )
         else:
@@ -299,10 +298,10 @@ class NemoBackend(ASRBackend):
         extra.update(package_versions("nemo_toolkit"))
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["model"]),
-            device=self._device or str(self.options["device"]),
-            dtype=self._dtype_name or str(self.options["dtype"]),
-            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
+            model_id=self.options.model,
+            device=self._device or self.options.device,
+            dtype=self._dtype_name or self.options.dtype,
+            batch_size=self.options.batch_size or self._largest_batch or 1,
             extra=extra,
         )
 
@@ -313,4 +312,4 @@ class NemoBackend(ASRBackend):
             self._torch.cuda.empty_cache()
 
     def __repr__(self) -> str:
-        return f"NemoBackend(model={self.options['model']!r})"
+        return f"NemoBackend(model={self.options.model!r})"

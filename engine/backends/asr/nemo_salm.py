@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,7 +168,7 @@ def rendered_prompt(salm: Any, instruction: str) -> str:
     return str(salm.tokenizer.ids_to_text(ids.tolist(), remove_special_tokens=False))
 
 
-def salm_transcribe(salm: Any, clips: Sequence[np.ndarray], options: Mapping[str, Any], device: str) -> list[str]:
+def salm_transcribe(salm: Any, clips: Sequence[np.ndarray], instruction: str, max_new_tokens: int, device: str) -> list[str]:
     """One padded batch through ``generate`` (greedy, ``max_new_tokens``), answers decoded."""
     import torch
     from transformers import GenerationConfig
@@ -183,9 +183,9 @@ def salm_transcribe(salm: Any, clips: Sequence[np.ndarray], options: Mapping[str
         pad_token_id=salm.text_pad_id,
         do_sample=False,
         num_beams=1,
-        max_new_tokens=int(options["max_new_tokens"]),
+        max_new_tokens=max_new_tokens,
     )
-    prompts = [salm_prompt(salm, str(options["prompt"])) for _ in clips]
+    prompts = [salm_prompt(salm, instruction) for _ in clips]
     ids = salm.generate(prompts=prompts, audios=audio, audio_lens=lens, generation_config=config)
     return [str(salm.tokenizer.ids_to_text(answer_tokens(row.tolist(), salm.text_eos_id))).strip() for row in ids]
 

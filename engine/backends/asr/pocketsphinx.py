@@ -14,66 +14,71 @@ in WER is in docs/performance.md. Any single parameter can still be set on top o
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from engine.backends.availability import Availability, install_hint
-from engine.backends.base import ASRBackend, BackendInfo, package_versions
+from engine.backends.base import ASRBackend, BackendInfo, BackendOptions, package_versions
 from engine.backends.bundled import (
     check_audio_batch,
-    check_batch_size,
-    check_options,
     pocketsphinx_model_dir,
     verified_weights_note,
     verify_package_weights,
 )
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError
+from engine.errors import BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
-
-_DEFAULTS: dict[str, Any] = {
-    "model": "en-us",  # label only; the bundled model is the only built-in one
-    "hmm": None,  # acoustic model directory
-    "lm": None,  # n-gram language model (.lm.bin / .lm)
-    "dict": None,  # pronunciation dictionary
-    "batch_size": None,  # accepted for uniformity; decoding is one utterance at a time
-    "beam": None,  # optional decoder beam widths (pocketsphinx 'beam' / 'wbeam')
-    "wbeam": None,
-    "lw": None,  # language weight
-    "search": "accurate",  # 'accurate' (library defaults) or 'fast' (FAST_SEARCH)
-    "fwdflat": None,  # optional overrides of single search parameters
-    "bestpath": None,
-    "maxhmmpf": None,
-    "maxwpf": None,
-    "pl_window": None,
-}
 
 FAST_SEARCH: dict[str, Any] = {"fwdflat": False, "bestpath": False, "maxhmmpf": 3000, "maxwpf": 5, "pl_window": 10}
 """CMU's speed settings for PocketSphinx (tuning guide): skip the flat-lexicon and best-path
 passes, cap active HMMs and word exits per frame, look ahead 10 frames phonetically."""
 _SEARCH_PRESETS: dict[str, dict[str, Any]] = {"accurate": {}, "fast": FAST_SEARCH}
-_FLOAT_KEYS = ("beam", "wbeam", "lw")
-_BOOL_KEYS = ("fwdflat", "bestpath")
-_INT_KEYS = ("maxhmmpf", "maxwpf", "pl_window")
+_OVERRIDES = ("beam", "wbeam", "lw", "fwdflat", "bestpath", "maxhmmpf", "maxwpf", "pl_window")
+
+
+@dataclass(frozen=True)
+class PocketsphinxOptions(BackendOptions):
+    """The model files and the decoder's search settings (numbers reach the decoder as floats where it takes floats)."""
+
+    numbers_as_given: ClassVar[bool] = False
+
+    model: str = option("en-us", "label only; the bundled model is the only built-in one")
+    hmm: str | None = option(None, "acoustic model directory; null: the bundled en-US model")
+    lm: str | None = option(None, "n-gram language model (.lm.bin / .lm); null: the bundled one")
+    dict: str | None = option(None, "pronunciation dictionary; null: the bundled CMUdict")
+    batch_size: int | None = option(None, "accepted for uniformity; decoding is one utterance at a time", ge=1, le=100_000)
+    beam: float | None = option(None, "decoder beam width (pocketsphinx beam)", gt=0, le=1)
+    wbeam: float | None = option(None, "word-exit beam width (pocketsphinx wbeam)", gt=0, le=1)
+    lw: float | None = option(None, "language weight", gt=0, le=100)
+    search: Literal["accurate", "fast"] = option("accurate", "accurate: the library's defaults; fast: CMU's speed settings")
+    fwdflat: bool | None = option(None, "run the flat-lexicon pass (overrides the preset)")
+    bestpath: bool | None = option(None, "run the lattice best-path pass (overrides the preset)")
+    maxhmmpf: int | None = option(None, "cap on active HMMs per frame (overrides the preset)", ge=-1, le=10_000_000)
+    maxwpf: int | None = option(None, "cap on word exits per frame (overrides the preset)", ge=-1, le=10_000_000)
+    pl_window: int | None = option(None, "phonetic look-ahead window in frames (overrides the preset)", ge=0, le=1000)
 
 
 class PocketsphinxBackend(ASRBackend):
     """PocketSphinx 5 with its bundled en-US acoustic model, CMUdict and n-gram LM by default."""
 
     name = "pocketsphinx"
+    OPTIONS = PocketsphinxOptions
+    options: PocketsphinxOptions
     requires = ("pocketsphinx",)
     extra = "bundled"
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         """The en-US model bundled with the package, or the hmm/lm/dict paths the options name."""
-        given = {k: str(options[k]) for k in ("hmm", "lm", "dict") if options.get(k)}
+        o = cls.parse_options(options)
+        given = {k: v for k, v in (("hmm", o.hmm), ("lm", o.lm), ("dict", o.dict)) if v}
         if given:
             missing = [v for v in given.values() if not Path(v).exists()]
             if missing:
@@ -84,23 +89,7 @@ class PocketsphinxBackend(ASRBackend):
         return Availability(True, "bundled en-US model in the pocketsphinx package")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
-        check_batch_size(self.name, merged["batch_size"])
-        if merged["search"] not in _SEARCH_PRESETS:
-            raise ConfigError(f"{self.name}: option 'search' must be one of {', '.join(_SEARCH_PRESETS)}, got {merged['search']!r}")
-        for key in _BOOL_KEYS:
-            if merged[key] is not None and not isinstance(merged[key], bool):
-                raise ConfigError(f"{self.name}: option '{key}' must be true or false, got {merged[key]!r}")
-        for key in _INT_KEYS:
-            value = merged[key]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise ConfigError(f"{self.name}: option '{key}' must be an integer, got {value!r}")
-        for key in _FLOAT_KEYS:
-            value = merged[key]
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)):
-                raise ConfigError(f"{self.name}: option '{key}' must be a finite number, got {value!r}")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._decoder: Any = None
         self._paths: dict[str, str] = {}
         self._bundled = False
@@ -118,7 +107,7 @@ class PocketsphinxBackend(ASRBackend):
         )
         paths: dict[str, str] = {}
         for key in ("hmm", "lm", "dict"):
-            value = self.options[key]
+            value = getattr(self.options, key)
             if value is None:
                 if key not in defaults:
                     raise BackendUnavailable(
@@ -126,7 +115,7 @@ class PocketsphinxBackend(ASRBackend):
                     )
                 paths[key] = defaults[key]
                 continue
-            path = Path(str(value)).expanduser()
+            path = Path(value).expanduser()
             if not path.exists():
                 raise BackendUnavailable(f"{self.name}: '{key}' path {path} does not exist")
             paths[key] = str(path)
@@ -139,7 +128,7 @@ class PocketsphinxBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"pocketsphinx is not installed; the 'bundled' extra installs it: {install_hint('bundled')}") from exc
         self._paths = self._model_paths()
-        self._bundled = any(self.options[key] is None for key in ("hmm", "lm", "dict"))
+        self._bundled = any(getattr(self.options, key) is None for key in ("hmm", "lm", "dict"))
         if self._bundled:
             verify_package_weights("pocketsphinx")  # the bundled model, as recorded for the pinned release
         kwargs: dict[str, Any] = dict(self._paths, samprate=SAMPLE_RATE, loglevel="FATAL", logfn=os.devnull)
@@ -152,13 +141,10 @@ class PocketsphinxBackend(ASRBackend):
 
     def search_settings(self) -> dict[str, Any]:
         """The decoder parameters this backend sets beyond the model paths: the preset, then overrides."""
-        settings = dict(_SEARCH_PRESETS[str(self.options["search"])])
-        for key in _FLOAT_KEYS:
-            if self.options[key] is not None:
-                settings[key] = float(self.options[key])
-        for key in _BOOL_KEYS + _INT_KEYS:
-            if self.options[key] is not None:
-                settings[key] = self.options[key]
+        settings = dict(_SEARCH_PRESETS[self.options.search])
+        for key in _OVERRIDES:
+            if getattr(self.options, key) is not None:
+                settings[key] = getattr(self.options, key)
         return settings
 
     def transcribe_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[str]:
@@ -191,14 +177,14 @@ class PocketsphinxBackend(ASRBackend):
             "model_paths": dict(self._paths),
             **({"weights": verified_weights_note("pocketsphinx")} if self._bundled else {}),
             "decoding": f"viterbi + n-gram LM ({passes})",
-            "search": self.options["search"],
+            "search": self.options.search,
             "search_settings": self.search_settings(),
             "cmn": "live, feature state reset before every clip (a clip's text does not depend on the clips before it)",
         }
         extra.update(package_versions("pocketsphinx"))
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["model"]),
+            model_id=self.options.model,
             device="cpu",
             dtype="float32",
             batch_size=1,
@@ -210,4 +196,4 @@ class PocketsphinxBackend(ASRBackend):
         self._decoder = None
 
     def __repr__(self) -> str:
-        return f"PocketsphinxBackend(model={self.options['model']!r})"
+        return f"PocketsphinxBackend(model={self.options.model!r})"

@@ -21,63 +21,56 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from engine.backends.availability import Availability, local_or_cached
-from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, package_versions
-from engine.backends.bundled import check_audio_batch, check_batch_size, check_options
+from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, BackendOptions, package_versions
+from engine.backends.bundled import check_audio_batch
 from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError
+from engine.errors import BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = 'pip install ".[qwen-asr]" (in an environment of its own: qwen-asr pins transformers 4.57)'
 
-_DEFAULTS: dict[str, Any] = {
-    "model": None,  # hub id (Qwen/Qwen3-ASR-1.7B) or a local directory
-    "device": "auto",  # 'auto' | 'cpu' | 'cuda' | 'cuda:N'
-    "dtype": "auto",  # 'auto' (bfloat16 on CUDA as the card, float32 elsewhere) | 'float32' | 'float16' | 'bfloat16'
-    "batch_size": None,
-    "language": "English",  # the package's language name; None lets the model detect it
-    "context": "",  # optional context text (the card's biasing prompt); empty by default
-    "max_new_tokens": 512,  # the package default
-    "exact_batches": True,  # one transcribe call per clip, so a clip's text never depends on its batch
-}
+
+@dataclass(frozen=True)
+class Qwen3ASROptions(BackendOptions):
+    """The checkpoint, where it runs, and the package's prompt and decoding settings."""
+
+    model: str = option(doc="a hub id (Qwen/Qwen3-ASR-1.7B) or a local model directory")
+    device: str = option("auto", "auto, cpu, cuda or cuda:N")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = option("auto", "auto: bfloat16 on CUDA as the card, float32 elsewhere")
+    batch_size: int | None = option(None, "clips per package batch; null: 32", ge=1, le=100_000)
+    language: str | None = option("English", "the package's language name; null: the model detects it")
+    context: str = option("", "context text (the card's biasing prompt)")
+    max_new_tokens: int = option(512, "cap on generated tokens (the package default)", ge=1, le=100_000)
+    exact_batches: bool = option(True, "one transcribe call per clip, so a clip's text never depends on its batch")
 
 
 class Qwen3ASRBackend(ASRBackend):
     """Qwen3-ASR via ``qwen_asr.Qwen3ASRModel`` (transformers inside the package)."""
 
     name = "qwen3-asr"
+    OPTIONS = Qwen3ASROptions
+    options: Qwen3ASROptions
     requires = ("qwen_asr", "torch")
     capabilities = AsrCapabilities(families=("qwen3-asr",))
     extra = "qwen-asr"
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        model = str(options.get("model") or "")
+        model = cls.parse_options(options).model
         return local_or_cached(model, model, lambda p: (p / "config.json").is_file())
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, _DEFAULTS)
-        merged = {**_DEFAULTS, **options}
-        if not merged["model"]:
-            raise ConfigError(f"{self.name} backend needs option 'model' (a hub id or a local model directory)")
-        check_batch_size(self.name, merged["batch_size"])
-        if merged["dtype"] not in ("auto", "float32", "float16", "bfloat16"):
-            raise ConfigError(f"{self.name}: option 'dtype' must be auto, float32, float16 or bfloat16, got {merged['dtype']!r}")
-        mnt = merged["max_new_tokens"]
-        if isinstance(mnt, bool) or not isinstance(mnt, int) or mnt < 1:
-            raise ConfigError(f"{self.name}: option 'max_new_tokens' must be a positive integer, got {mnt!r}")
-        if not isinstance(merged["exact_batches"], bool):
-            raise ConfigError(f"{self.name}: option 'exact_batches' must be true or false")
-        if not isinstance(merged["context"], str):
-            raise ConfigError(f"{self.name}: option 'context' must be text")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._asr: Any = None
         self._torch: Any = None
         self._device: str | None = None
@@ -92,9 +85,9 @@ class Qwen3ASRBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"the qwen3-asr backend needs the qwen-asr package: {_INSTALL_HINT}") from exc
         self._torch = torch
-        device = resolve_device(self.options["device"])
-        dtype_name = dtype_name_for(device, "bfloat16", str(self.options["dtype"]))  # bfloat16 on CUDA, as the card and the leaderboard
-        model = str(self.options["model"])
+        device = resolve_device(self.options.device)
+        dtype_name = dtype_name_for(device, "bfloat16", self.options.dtype)  # bfloat16 on CUDA, as the card and the leaderboard
+        model = self.options.model
         path = Path(model).expanduser()
         if model.startswith((".", "/", "~")) and not path.is_dir():
             raise BackendUnavailable(f"Qwen3-ASR model directory {path} does not exist")
@@ -103,8 +96,8 @@ class Qwen3ASRBackend(ASRBackend):
                 str(path) if path.is_dir() else model,
                 dtype=getattr(torch, dtype_name),
                 device_map=device,
-                max_inference_batch_size=int(self.options["batch_size"] or 32),
-                max_new_tokens=int(self.options["max_new_tokens"]),
+                max_inference_batch_size=self.options.batch_size or 32,
+                max_new_tokens=self.options.max_new_tokens,
             )
         except (OSError, ValueError) as exc:
             raise BackendUnavailable(
@@ -127,12 +120,12 @@ class Qwen3ASRBackend(ASRBackend):
         if self._asr is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
         self._largest_batch = max(self._largest_batch, len(clips))
-        language = self.options["language"] or None
-        groups = [[c] for c in clips] if self.options["exact_batches"] else [list(clips)]
+        language = self.options.language or None
+        groups = [[c] for c in clips] if self.options.exact_batches else [list(clips)]
         results: list[Any] = []
         with self._torch.inference_mode():
             for group in groups:
-                results += self._asr.transcribe(audio=[(c, SAMPLE_RATE) for c in group], context=self.options["context"], language=language)
+                results += self._asr.transcribe(audio=[(c, SAMPLE_RATE) for c in group], context=self.options.context, language=language)
         return [str(getattr(r, "text", "") or "").strip() for r in results]
 
     def info(self) -> BackendInfo:
@@ -140,23 +133,21 @@ class Qwen3ASRBackend(ASRBackend):
         extra: dict[str, Any] = {
             "family": "qwen3-asr",
             "prompt": "qwen-asr chat prompt: system=context, user=<audio>"
-            + (
-                f"; assistant prefix 'language {self.options['language']}<asr_text>'" if self.options["language"] else "; language detected"
-            ),
-            "context": self.options["context"],
+            + (f"; assistant prefix 'language {self.options.language}<asr_text>'" if self.options.language else "; language detected"),
+            "context": self.options.context,
             "decoding": "greedy",
             "padding": "left",
-            "batching": "one transcribe call per clip" if self.options["exact_batches"] else "the package's padded batches",
-            "max_new_tokens": self.options["max_new_tokens"],
+            "batching": "one transcribe call per clip" if self.options.exact_batches else "the package's padded batches",
+            "max_new_tokens": self.options.max_new_tokens,
             "post_processing": "qwen-asr parse_asr_output (language header removed), strip",
         }
         extra.update(package_versions("qwen-asr", "transformers", "torch"))
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["model"]),
-            device=self._device or str(self.options["device"]),
-            dtype=self._dtype_name or str(self.options["dtype"]),
-            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
+            model_id=self.options.model,
+            device=self._device or self.options.device,
+            dtype=self._dtype_name or self.options.dtype,
+            batch_size=self.options.batch_size or self._largest_batch or 1,
             extra=extra,
         )
 

@@ -20,32 +20,37 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import ASRBackend, BackendInfo, EmotionOutput, SERBackend, SVBackend
-from engine.backends.bundled import check_options
+from engine.backends.base import ASRBackend, BackendInfo, BackendOptions, EmotionOutput, SERBackend, SVBackend
 from engine.data import SAMPLE_RATE
-from engine.errors import AuditError, BackendUnavailable, ConfigError
+from engine.errors import AuditError, BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
-_DEFAULTS: dict[str, Any] = {
-    "load_s": 0.0,  # seconds a load takes (before time_scale)
-    "rtfx": 100.0,  # audio seconds decoded per wall second (before time_scale)
-    "memory_mb": 0.0,  # RAM allocated and touched while loaded
-    "failure_prob": 0.0,  # probability that a batch raises (decided by a seeded hash of the batch)
-    "seed": 0,
-    "time_scale": 1.0,  # every sleep is multiplied by this
-    "device": "cpu",  # what the runner told it ('cuda' on a GPU actor)
-    "unavailable": None,  # a reason only the loading process finds (advisory here; load() raises with it)
-    "missing": None,  # a reason any machine can see (a definite "no", like a missing package)
-    "trace_dir": None,  # append one JSON line per load/batch to <trace_dir>/<pid>.jsonl
-    "name": "simulated",  # model id recorded in BackendInfo
-}
+
+@dataclass(frozen=True)
+class SimulatedOptions(BackendOptions):
+    """How the stand-in behaves: how long it loads and decodes, how much memory it holds, how often it fails."""
+
+    load_s: float = option(0.0, "seconds a load takes (before time_scale)", ge=0, le=86_400)
+    rtfx: float = option(100.0, "audio seconds decoded per wall second (before time_scale)", gt=0, le=1e9)
+    memory_mb: float = option(0.0, "RAM allocated and touched while loaded", ge=0, le=1e7)
+    failure_prob: float = option(0.0, "probability that a batch raises (decided by a seeded hash of the batch)", ge=0, le=1)
+    seed: int = option(0, "seeds the text and the failures", ge=-(2**63), le=2**63 - 1)
+    time_scale: float = option(1.0, "every sleep is multiplied by this", ge=0, le=1e6)
+    device: str = option("cpu", "what the runner told it ('cuda' on a GPU actor)")
+    unavailable: str | None = option(None, "a reason only the loading process finds (advisory here; load() raises with it)")
+    missing: str | None = option(None, "a reason any machine can see (a definite no, like a missing package)")
+    trace_dir: str | None = option(None, "append one JSON line per load/batch to <trace_dir>/<pid>.jsonl")
+    name: str = option("simulated", "model id recorded in BackendInfo")
+
 
 _WORDS = (
     "the a of and to in is was that for it with as his on be at by had not are but from or have an they which one you were her all "
@@ -55,13 +60,6 @@ _WORDS = (
 
 class SimulatedFailure(AuditError):
     """The batch failure that ``failure_prob`` drew."""
-
-
-def _number(name: str, value: Any, minimum: float = 0.0, strict: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum or (strict and value <= minimum):
-        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-        raise ConfigError(f"simulated backend: option '{name}' must be a number {bound}, got {value!r}")
-    return float(value)
 
 
 def ray_gpu_ids() -> list[str]:
@@ -80,57 +78,49 @@ class SimulatedBackend(ASRBackend):
     """Sleeps like a model of the configured load time and RTFx; see the module docstring."""
 
     name = "simulated"
+    OPTIONS = SimulatedOptions
+    options: SimulatedOptions
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        if options.get("missing"):
-            return Availability(False, f"simulated: {options['missing']}")
-        why = options.get("unavailable")
+        o = cls.parse_options(options)
+        if o.missing:
+            return Availability(False, f"simulated: {o.missing}")
+        why = o.unavailable
         if why:
             return Availability(False, f"simulated: {why}", checked=False)
         return Availability(True, "simulated model (no weights)")
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_DEFAULTS))
-        merged = {**_DEFAULTS, **options}
-        _number("load_s", merged["load_s"])
-        _number("rtfx", merged["rtfx"], strict=True)
-        _number("memory_mb", merged["memory_mb"])
-        prob = _number("failure_prob", merged["failure_prob"])
-        if prob > 1:
-            raise ConfigError(f"simulated backend: option 'failure_prob' must be in [0, 1], got {prob!r}")
-        _number("time_scale", merged["time_scale"])
-        if not isinstance(merged["seed"], int) or isinstance(merged["seed"], bool):
-            raise ConfigError(f"simulated backend: option 'seed' must be an integer, got {merged['seed']!r}")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._ballast: np.ndarray | None = None
         self.loaded_at: float | None = None
         self.gpu_ids: list[str] = []
 
     def _sleep(self, seconds: float) -> None:
-        scaled = seconds * float(self.options["time_scale"])
+        scaled = seconds * self.options.time_scale
         if scaled > 0:
             time.sleep(scaled)
 
     def _trace(self, event: str, **fields: Any) -> None:
-        folder = self.options["trace_dir"]
+        folder = self.options.trace_dir
         if not folder:
             return
-        path = Path(str(folder)) / f"{os.getpid()}.jsonl"
-        record = {"event": event, "t": time.time(), "pid": os.getpid(), "model": self.options["name"], "gpu_ids": self.gpu_ids, **fields}
+        path = Path(folder) / f"{os.getpid()}.jsonl"
+        record = {"event": event, "t": time.time(), "pid": os.getpid(), "model": self.options.name, "gpu_ids": self.gpu_ids, **fields}
         with path.open("a") as fh:
             fh.write(json.dumps(record) + "\n")
 
     def load(self) -> None:
-        if self.options["unavailable"]:
-            raise BackendUnavailable(f"simulated: {self.options['unavailable']}")
+        if self.options.unavailable:
+            raise BackendUnavailable(f"simulated: {self.options.unavailable}")
         self.gpu_ids = ray_gpu_ids()
-        self._sleep(float(self.options["load_s"]))
-        mb = float(self.options["memory_mb"])
+        self._sleep(self.options.load_s)
+        mb = self.options.memory_mb
         if mb > 0:
             self._ballast = np.ones(int(mb * 2**20), dtype=np.uint8)  # ones: every page is touched (resident)
         self.loaded_at = time.time()
-        self._trace("load", device=self.options["device"], cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self._trace("load", device=self.options.device, cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     def close(self) -> None:
         if self.loaded_at is not None:
@@ -143,7 +133,7 @@ class SimulatedBackend(ASRBackend):
 
     def _digest(self, audio: np.ndarray) -> bytes:
         arr = np.ascontiguousarray(audio, dtype=np.float32)
-        return hashlib.blake2b(arr.tobytes() + str(self.options["seed"]).encode(), digest_size=16).digest()
+        return hashlib.blake2b(arr.tobytes() + str(self.options.seed).encode(), digest_size=16).digest()
 
     def _text(self, audio: np.ndarray, sample_rate: int) -> str:
         digest = self._digest(audio)
@@ -156,8 +146,8 @@ class SimulatedBackend(ASRBackend):
         if self.loaded_at is None:
             raise AuditError("simulated backend: transcribe_batch before load")
         seconds = sum(len(a) for a in audios) / float(sample_rate)
-        self._sleep(seconds / float(self.options["rtfx"]))
-        prob = float(self.options["failure_prob"])
+        self._sleep(seconds / self.options.rtfx)
+        prob = self.options.failure_prob
         if prob > 0:
             h = hashlib.blake2b(b"".join(self._digest(a) for a in audios), digest_size=8).digest()
             if int.from_bytes(h, "little") / 2**64 < prob:
@@ -168,13 +158,13 @@ class SimulatedBackend(ASRBackend):
     def info(self) -> BackendInfo:
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["name"]),
-            device=str(self.options["device"]),
+            model_id=self.options.name,
+            device=self.options.device,
             dtype="simulated",
             extra={
                 "gpu_ids": list(self.gpu_ids),
                 "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                "simulated": {k: self.options[k] for k in ("load_s", "rtfx", "memory_mb", "failure_prob", "seed", "time_scale")},
+                "simulated": {k: getattr(self.options, k) for k in ("load_s", "rtfx", "memory_mb", "failure_prob", "seed", "time_scale")},
             },
         )
 
@@ -183,7 +173,16 @@ class SimulatedBackend(ASRBackend):
 # SV and SER stand-ins: real features of the clip, the device they were given, the GPUs Ray gave
 # --------------------------------------------------------------------------------------------
 
-_EMBED_DEFAULTS: dict[str, Any] = {"dim": 16, "device": "auto", "load_s": 0.0, "time_scale": 1.0, "name": "simulated"}
+
+@dataclass(frozen=True)
+class SimulatedEmbedOptions(BackendOptions):
+    """The SV and SER stand-ins' options."""
+
+    dim: int = option(16, "embedding size (frequency bands)", ge=2, le=4096)
+    device: str = option("auto", "torch-style device; auto is resolved at load")
+    load_s: float = option(0.0, "seconds a load takes (before time_scale)", ge=0, le=86_400)
+    time_scale: float = option(1.0, "every sleep is multiplied by this", ge=0, le=1e6)
+    name: str = option("simulated", "model id recorded in BackendInfo")
 
 
 def _band_energies(audio: np.ndarray, n: int) -> np.ndarray:
@@ -197,16 +196,12 @@ class _SimulatedEmbedBase:
     """Shared by the SV and SER stand-ins: options, load (resolving ``device: auto``), info."""
 
     name = "simulated-embed"
+    OPTIONS: ClassVar[type[BackendOptions] | None] = SimulatedEmbedOptions
+    options: SimulatedEmbedOptions
 
     def __init__(self, **options: Any) -> None:
-        check_options(self.name, options, list(_EMBED_DEFAULTS))
-        merged = {**_EMBED_DEFAULTS, **options}
-        if not isinstance(merged["dim"], int) or isinstance(merged["dim"], bool) or merged["dim"] < 2:
-            raise ConfigError(f"{self.name}: option 'dim' must be an integer >= 2, got {merged['dim']!r}")
-        _number("load_s", merged["load_s"])
-        _number("time_scale", merged["time_scale"])
-        self.options = merged
-        self.device = str(merged["device"])
+        self.options = SimulatedEmbedOptions.parse(options, f"{self.name} backend options")
+        self.device = self.options.device
         self.gpu_ids: list[str] = []
         self.loaded = False
 
@@ -215,7 +210,7 @@ class _SimulatedEmbedBase:
 
         self.device = resolve_device(self.device)
         self.gpu_ids = ray_gpu_ids()
-        scaled = float(self.options["load_s"]) * float(self.options["time_scale"])
+        scaled = self.options.load_s * self.options.time_scale
         if scaled > 0:
             time.sleep(scaled)
         self.loaded = True
@@ -226,7 +221,7 @@ class _SimulatedEmbedBase:
     def info(self) -> BackendInfo:
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["name"]),
+            model_id=self.options.name,
             device=self.device,
             dtype="float32",
             extra={"gpu_ids": list(self.gpu_ids), "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")},
@@ -243,7 +238,7 @@ class SimulatedSV(_SimulatedEmbedBase, SVBackend):
             raise AuditError("simulated-sv: embed_batch before load")
         out = []
         for a in audios:
-            v = _band_energies(a, int(self.options["dim"]))
+            v = _band_energies(a, self.options.dim)
             v = v - v.mean()
             norm = float(np.linalg.norm(v))
             out.append(v / norm if norm > 0 else v)

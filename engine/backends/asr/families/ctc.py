@@ -47,7 +47,7 @@ class CTCFamily(FamilyLoader):
         self.check_type(config)
         self.model = transformers.AutoModelForCTC.from_pretrained(source, **model_kwargs)
         self.processor = transformers.AutoProcessor.from_pretrained(self.processor_source(source), **common)
-        lang = self.options.get("target_lang")
+        lang = self.options.target_lang
         if lang:
             tokenizer = getattr(self.processor, "tokenizer", None)
             if tokenizer is None or not hasattr(tokenizer, "set_target_lang") or not hasattr(self.model, "load_adapter"):
@@ -108,7 +108,7 @@ class CTCFamily(FamilyLoader):
             if self._padding_leaks()
             else "padded batch with attention mask, logits cut per clip"
         )
-        if self.options.get("target_lang"):
-            out["target_lang"] = self.options["target_lang"]
-            out["adapter"] = f"load_adapter({self.options['target_lang']!r})"
+        if self.options.target_lang:
+            out["target_lang"] = self.options.target_lang
+            out["adapter"] = f"load_adapter({self.options.target_lang!r})"
         return out

@@ -101,7 +101,7 @@ class EncoderDecoderFamily(FamilyLoader):
             audio=list(clips), sampling_rate=SAMPLE_RATE, padding="longest", return_attention_mask=True, return_tensors="pt"
         )
         caps = [moonshine_token_cap(c.shape[0]) for c in clips]
-        user_cap = self.options.get("max_new_tokens")
+        user_cap = self.options.max_new_tokens
         rows = self._generate(inputs, {"max_new_tokens": max(caps)} if not user_cap else {})
         eos = self._eos()
         # the start token, then at most the clip's own cap (tokens past it were the batch's, not the clip's)
@@ -128,14 +128,14 @@ class EncoderDecoderFamily(FamilyLoader):
         return float(getattr(self.processor.feature_extractor, "audio_delay_seconds", 0.0) or 0.0)
 
     def _language(self) -> str:
-        return str(self.options.get("language") or "en")
+        return self.options.language or "en"
 
     def _cohere(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
         inputs = self.processor(
             audio=list(clips),
             sampling_rate=SAMPLE_RATE,
             language=self._language(),
-            punctuation=self.options["punctuation"],
+            punctuation=self.options.punctuation,
             return_tensors="pt",
         )  # a boolean: the typed option layer checked it
         chunk_index = list(inputs.pop("audio_chunk_index"))
@@ -178,7 +178,7 @@ class EncoderDecoderFamily(FamilyLoader):
             out["post_processing"] = "cut at the clip's cap and first eos, batch_decode(skip_special_tokens=True), strip"
             out["batching"] = "one clip per generate (padding would reach a clip's encoder frames)"
         elif self.model_type == "cohere_asr":
-            out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={self.options['punctuation']}"
+            out["prompt"] = f"decoder prompt for language={self._language()}, punctuation={self.options.punctuation}"
             out["generate_kwargs"] = self.generate_kwargs({"num_beams": 1, "do_sample": False, "max_new_tokens": _COHERE_MAX_NEW_TOKENS})
             out["long_form"] = (
                 "clips over max_audio_clip_s - overlap_chunk_second (30 s) are split by the processor at the quietest "

@@ -35,8 +35,8 @@ class PipelineFamily(FamilyLoader):
 
     def _kwargs(self) -> dict[str, Any]:
         kwargs = self.generate_kwargs({"num_beams": 1})
-        if self.options.get("language"):
-            kwargs["tgt_lang" if self.model_type.startswith("seamless") else "language"] = self.options["language"]
+        if self.options.language:
+            kwargs["tgt_lang" if self.model_type.startswith("seamless") else "language"] = self.options.language
         return kwargs
 
     def transcribe(self, clips: Sequence[np.ndarray]) -> list[str]:

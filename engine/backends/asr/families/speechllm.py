@@ -196,7 +196,7 @@ class SpeechLLMFamily(FamilyLoader):
             )
 
     def system_prompt(self) -> str | None:
-        value = self.options.get("system_prompt")
+        value = self.options.system_prompt
         return str(value) if value else None
 
     @property
@@ -204,7 +204,7 @@ class SpeechLLMFamily(FamilyLoader):
         return _CARDS[self.model_type]
 
     def prompt(self) -> str | None:
-        value = self.options.get("prompt")
+        value = self.options.prompt
         return str(value) if value else self.card["prompt"]
 
     def _inputs(self, clips: list[np.ndarray]) -> Any:
@@ -212,7 +212,7 @@ class SpeechLLMFamily(FamilyLoader):
         prompt = self.prompt()
         if style == "voxtral":
             return self.processor.apply_transcription_request(
-                language=str(self.options.get("language") or "en"),
+                language=(self.options.language or "en"),
                 audio=clips,
                 model_id=self.source,
                 sampling_rate=SAMPLE_RATE,
@@ -284,7 +284,7 @@ class SpeechLLMFamily(FamilyLoader):
         if self.model_type in ("granite_speech", "phi4_multimodal"):
             out["speech_adapter"] = None if self.adapter is None else (self.adapter or "adapter beside the weights")
         if self.card["style"] == "voxtral":
-            out["language"] = str(self.options.get("language") or "en")
+            out["language"] = self.options.language or "en"
             out["audio_input"] = "16-bit WAV buffer per clip (format='wav'), padded to 30 s chunks by the processor"
         return out
 

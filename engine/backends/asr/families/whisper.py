@@ -96,9 +96,9 @@ class WhisperFamily(FamilyLoader):
             defaults["max_new_tokens"] = self.reference.max_new_tokens
         kwargs = self.generate_kwargs(defaults)
         if self._multilingual():  # English-only checkpoints take no language or task (the leaderboard's rule)
-            for key in ("language", "task"):
-                if self.options.get(key):
-                    kwargs[key] = self.options[key]
+            for key, value in (("language", self.options.language), ("task", self.options.task)):
+                if value:
+                    kwargs[key] = value
         return kwargs
 
     def token_ids(self, clips: Sequence[np.ndarray]) -> list[list[list[int]]]:
