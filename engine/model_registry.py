@@ -86,6 +86,8 @@ class ModelEntry:
     #: The row of the robustness study's table (``vendor/model``) and where the hub id or the API comes from.
     study_row: str | None = None
     card: str | None = None
+    #: A ``--models hf:ORG/NAME[@REVISION]`` entry's provenance (engine/hub_models.py): hub id, revision, commit, detected family.
+    hub: Mapping[str, Any] | None = None
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
@@ -93,6 +95,8 @@ class ModelEntry:
         meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
         if self.family:
             meta["family"] = self.family
+        if self.hub:
+            meta["hub"] = dict(self.hub)
         meta.update(self.resources)
         if isinstance(self.options.get("api_key_env"), str):  # the driver scrubs this key too (Ray: the model runs elsewhere)
             register_secret_env(self.options["api_key_env"])
@@ -280,9 +284,14 @@ def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
 
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:
-    """Registry entries for names; unknown names get a 'did you mean'."""
+    """Registry entries for names (``hf:ORG/NAME[@REVISION]``: a hub checkpoint, engine/hub_models.py); unknown ones: did you mean."""
     out = []
     for n in names:
+        if n.startswith("hf:") and n not in registry:
+            from engine.hub_models import hub_entry
+
+            out.append(hub_entry(n))
+            continue
         if n not in registry:
             raise ConfigError(f"{did_you_mean('model', n, sorted(registry))}; see `audit list models`")
         out.append(registry[n])

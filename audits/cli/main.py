@@ -142,12 +142,22 @@ def run_cmd(
         rec = load_recipe(recipe)
         rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
         rec = with_reader_options(rec, reader_opt)
+        _check_hub_models(rec.models)
         if normalizer is not None:
             rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
         _run_with_progress(rec, out_dir, engine, address, workers, resume, runtime_env=_runtime_env(runtime_env))
     except AuditError as exc:
         _fail(exc)
+
+
+def _check_hub_models(names: Any) -> None:
+    """``hf:ORG/NAME[@REVISION]`` models resolved (config read, family detected, refusals made) before the dataset opens."""
+    from engine.model_registry import resolve_models
+
+    hub = [n for n in names if str(n).startswith("hf:")]
+    if hub:
+        resolve_models(hub, {})
 
 
 def _run_with_progress(
@@ -223,7 +233,11 @@ def _run_with_progress(
 @app.command("sweep")
 def sweep_cmd(
     recipe: str = typer.Argument(..., help="Recipe name or YAML path whose dataset and scoring are used."),
-    models: str = typer.Option("all", "--models", help="all | a comma-separated list | a registry tag (e.g. local, study, whisper)."),
+    models: str = typer.Option(
+        "all",
+        "--models",
+        help="all | a comma-separated list (registry names, hf:ORG/NAME[@REVISION]) | a registry tag (e.g. local, study, whisper).",
+    ),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
     reader_opt: Optional[list[str]] = typer.Option(
         None,
@@ -275,7 +289,7 @@ def sweep_cmd(
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
     from audits.recipes import load_recipe, sweep_normalizer, with_normalizer, with_overrides, with_reader_options
-    from engine.model_registry import load_model_registry
+    from engine.model_registry import load_model_registry, resolve_models
     from engine.sweep import plan_sweep, select_models
 
     try:
@@ -288,6 +302,8 @@ def sweep_cmd(
         ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
+        hub = [n for n in chosen if n.startswith("hf:") and n not in reg]  # hub checkpoints: entries from their config.json
+        reg = {**reg, **{e.name: e for e in resolve_models(hub, reg)}}
         rec = with_reader_options(with_overrides(load_recipe(recipe), dataset, chosen, limit), reader_opt)
         norm_name, why = sweep_normalizer(rec, models, normalizer)
         rec = with_normalizer(rec, norm_name)
