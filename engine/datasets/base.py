@@ -316,9 +316,17 @@ def detect_reader(path: str | Path) -> str:
                 return "oasr-predictions"
             if (p / "manifest.jsonl").exists():
                 return "nemo"
+        toolkit = _toolkit_reader(p)
+        if toolkit:
+            return toolkit
         raise ManifestError(
-            p, "cannot tell the dataset format of this directory; pass --reader (nemo, csv, tsv, parquet, hf, oasr-predictions)"
+            p,
+            "cannot tell the dataset format of this directory; pass --reader "
+            "(nemo, csv, tsv, parquet, hf, oasr-predictions, lhotse, kaldi, webdataset)",
         )
+    toolkit = _toolkit_reader(p)
+    if toolkit:
+        return toolkit
     suffix = p.suffix.lower()
     if suffix in (".jsonl", ".json"):
         if p.exists() and _looks_like_predictions(p):
@@ -333,6 +341,18 @@ def detect_reader(path: str | Path) -> str:
     if not p.exists() and "/" in str(path) and not str(path).startswith((".", "/")):
         return "hf"  # looks like a hub id such as 'org/name'
     raise ManifestError(p, "cannot tell the dataset format from the file name; pass --reader")
+
+
+def _toolkit_reader(p: Path) -> str | None:
+    """Lhotse cut manifests, Kaldi data folders and WebDataset tar shards, recognised by their own layout (each reader's ``sniff``)."""
+    from engine.datasets.kaldi_dir import KaldiDataDirReader
+    from engine.datasets.lhotse_cuts import LhotseCutsReader
+    from engine.datasets.webdataset_shards import WebDatasetReader
+
+    for name, cls in (("kaldi", KaldiDataDirReader), ("webdataset", WebDatasetReader), ("lhotse", LhotseCutsReader)):
+        if cls.sniff(p):
+            return name
+    return None
 
 
 def _looks_like_predictions(path: Path) -> bool:
