@@ -71,3 +71,12 @@ def test_cli_reader_opt_reaches_the_reader(tmp_path, tone_wav):
     res = CliRunner().invoke(app, ["run", "demo", "--dataset", str(p), "--reader-opt", "audio_colum=wav", "--out", str(tmp_path / "r")])
     assert res.exit_code != 0 and "unknown key 'audio_colum'" in res.output and "did you mean 'audio_column'" in res.output
     assert not (tmp_path / "r").exists()
+
+
+def test_reader_option_table_in_the_docs_matches_the_code():
+    from engine.config import fields_doc
+    from engine.datasets.readers import COLUMN_OPTIONS, CsvReader, HuggingFaceReader, NemoManifestReader, ParquetReader
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
+    assert not [row for row in fields_doc(HuggingFaceReader.OPTIONS) if row not in doc]
+    assert all(cls.OPTIONS == COLUMN_OPTIONS for cls in (NemoManifestReader, CsvReader, ParquetReader))
