@@ -230,3 +230,40 @@ def test_webdataset_shards(tmp_path):
     _tar(shards / "shard-000002.tar", [{"__key__": b"x", "wav": _audio_bytes(0.1, "WAV"), "flac": _audio_bytes(0.1, "FLAC")}])
     with pytest.raises(ManifestError, match=r"shard-000002.tar.*sample 'x' has 2 audio members"):
         open_dataset(shards)
+
+
+def test_runs_over_toolkit_layouts_and_resume(tmp_path, monkeypatch):
+    """``audit run`` over a Kaldi folder and WebDataset shards: every clip scored once, and a second run resumes with nothing to redo."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from audits.cli.main import app
+
+    cfg = tmp_path / "cfg"
+    (cfg / "models").mkdir(parents=True)
+    (cfg / "models" / "m.yaml").write_text("models:\n  stand-in:\n    backend: simulated\n")
+    monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
+    kaldi = _kaldi_dir(tmp_path / "s5")
+    shards = tmp_path / "wds"
+    shards.mkdir()
+    _tar(shards / "a.tar", [{"__key__": b"k1", "wav": _audio_bytes(0.5, "WAV"), "txt": b"the cat"}])
+    _tar(shards / "b.tar", [{"__key__": b"k2", "flac": _audio_bytes(0.5, "FLAC"), "json": b'{"text": "a dog", "spk": "s2"}'}])
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: r\ndataset: {path: x.jsonl}\nmodels: [stand-in]\nshard_size: 2\nwarmup: 0\nscoring: {n_boot: 10}\n")
+    for data, n, runs in ((kaldi, 3, 1), (shards, 2, 2)):
+        out = tmp_path / f"run-{data.name}"
+        for _ in range(runs):  # WebDataset twice: the second run resumes from the tar shards' unit markers
+            res = CliRunner().invoke(app, ["run", str(recipe), "--dataset", str(data), "--out", str(out)], catch_exceptions=False)
+            assert res.exit_code == 0, res.output
+        rows = pd.read_parquet(out / "utterances.parquet")
+        assert len(rows) == n and rows["utt_id"].is_unique and rows["error"].isna().all(), rows
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["dataset"]["reader"] == ("kaldi" if data == kaldi else "webdataset")
+
+
+def test_layout_readers_take_no_options(tmp_path):
+    from engine.errors import ConfigError
+
+    d = _kaldi_dir(tmp_path / "s5")
+    with pytest.raises(ConfigError, match=r"dataset reader 'kaldi' takes no options \(got split\)"):
+        open_dataset(d, split="test")

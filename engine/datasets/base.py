@@ -392,5 +392,7 @@ def reader_options(cls: type, name: str, options: Mapping[str, Any]) -> dict[str
     fields = getattr(cls, "OPTIONS", None)
     if fields is None:
         return dict(options)
+    if not fields and options:
+        raise ConfigError(f"dataset reader '{name}' takes no options (got {', '.join(sorted(options))}): its layout names every field")
     checked = check_fields(dict(options), fields, f"dataset reader '{name}' options")
     return {k: v for k, v in checked.items() if k in options}  # defaults stay the reader's own

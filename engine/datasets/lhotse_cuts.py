@@ -171,6 +171,8 @@ class LhotseCutsReader:
             raise ManifestError(p, "no Lhotse cut manifest found (a cuts.jsonl or cuts.jsonl.gz file, or a folder of *cuts*.jsonl.gz)")
         utts: list[Utterance] = []
         for f in files:
+            if limit is not None and len(utts) >= limit:
+                break
             for lineno, raw in _lines(f):
                 try:
                     cut = json.loads(raw)
