@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError
-from engine.model_registry import ModelEntry
 
 HUB_PREFIX = "hf:"
 #: a hub repository id: ORG/NAME of letters, digits, ``-``, ``_`` and ``.`` (the hub's own rule)
@@ -165,34 +164,51 @@ def _params_m(folder: Path) -> float | None:
     return round(total / 1e6, 3) if total else None
 
 
-def hub_entry(spec: str) -> ModelEntry:
-    """The registry entry of a ``hf:ORG/NAME[@REVISION]`` name (config read, family detected, revision pinned)."""
+@dataclass(frozen=True)
+class HubCheckpoint:
+    """What a ``hf:`` name resolved to: the facts a registry entry is built from (``engine.model_registry.hub_entry``)."""
+
+    spec: str
+    repo_id: str
+    revision: str | None
+    commit: str | None
+    family: str
+    model_type: str
+    family_from: str
+    params_m: float | None
+
+    @property
+    def pinned(self) -> str | None:
+        """The revision the load uses: the commit whose config.json was read, else the one asked for."""
+        return self.commit or self.revision
+
+    def facts(self) -> dict[str, Any]:
+        """The provenance summary.json records under ``models.<name>.hub``."""
+        return {
+            "id": self.repo_id,
+            "revision": self.revision,
+            "commit": self.commit,
+            "family": self.family,
+            "model_type": self.model_type,
+            "family_from": self.family_from,
+        }
+
+
+def resolve_hub(spec: str) -> HubCheckpoint:
+    """A ``hf:ORG/NAME[@REVISION]`` name resolved: config read, family detected, the commit to pin found."""
     ref = HubRef.parse(spec)
     config, commit = fetch_config(ref, spec)
     family, model_type, read_from = detect_family(config, spec)
     from engine.backends.checkpoint_checks import resolve_folder
 
-    pinned = commit or ref.revision
-    folder = resolve_folder(ref.repo_id, pinned)
-    hub = {
-        "id": ref.repo_id,
-        "revision": ref.revision,
-        "commit": commit,
-        "family": family,
-        "model_type": model_type,
-        "family_from": f"config.json {read_from}",
-    }
-    return ModelEntry(
-        name=spec,
-        backend=BACKEND,
-        options={"model": ref.repo_id, **({"revision": pinned} if pinned else {})},
-        batch_size=8,
-        params_m=_params_m(folder) if folder is not None else None,
-        tags=("hub",),
-        description=f"{ref.repo_id} from the Hugging Face hub ({family} family, detected from its config.json)",
-        extra=None,
-        source=spec,
+    folder = resolve_folder(ref.repo_id, commit or ref.revision)
+    return HubCheckpoint(
+        spec=spec,
+        repo_id=ref.repo_id,
+        revision=ref.revision,
+        commit=commit,
         family=family,
-        card=f"https://huggingface.co/{ref.repo_id}",
-        hub=hub,
+        model_type=model_type,
+        family_from=f"config.json {read_from}",
+        params_m=_params_m(folder) if folder is not None else None,
     )

@@ -288,11 +288,29 @@ def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list
     out = []
     for n in names:
         if n.startswith("hf:") and n not in registry:
-            from engine.hub_models import hub_entry
-
             out.append(hub_entry(n))
             continue
         if n not in registry:
             raise ConfigError(f"{did_you_mean('model', n, sorted(registry))}; see `audit list models`")
         out.append(registry[n])
     return out
+
+
+def hub_entry(spec: str) -> ModelEntry:
+    """The registry entry of a ``--models hf:ORG/NAME[@REVISION]`` name (engine/hub_models.py): the ``transformers``
+    backend, the family read from the checkpoint's config.json, the revision pinned to the commit read."""
+    from engine.hub_models import BACKEND, resolve_hub
+
+    hub = resolve_hub(spec)
+    return ModelEntry(
+        name=spec,
+        backend=BACKEND,
+        options={"model": hub.repo_id, **({"revision": hub.pinned} if hub.pinned else {})},
+        params_m=hub.params_m,
+        tags=("hub",),
+        description=f"{hub.repo_id} from the Hugging Face hub ({hub.family} family, detected from its config.json)",
+        source=spec,
+        family=hub.family,
+        card=f"https://huggingface.co/{hub.repo_id}",
+        hub=hub.facts(),
+    )

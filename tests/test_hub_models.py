@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import ConfigError
-from engine.hub_models import HubRef, detect_family, hub_entry
+from engine.hub_models import HubRef, detect_family
+from engine.model_registry import hub_entry
 from engine.sweep import select_models
 from tests.conftest import write_manifest
 

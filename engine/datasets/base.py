@@ -343,14 +343,18 @@ def detect_reader(path: str | Path) -> str:
     raise ManifestError(p, "cannot tell the dataset format from the file name; pass --reader")
 
 
-def _toolkit_reader(p: Path) -> str | None:
-    """Lhotse cut manifests, Kaldi data folders and WebDataset tar shards, recognised by their own layout (each reader's ``sniff``)."""
-    from engine.datasets.kaldi_dir import KaldiDataDirReader
-    from engine.datasets.lhotse_cuts import LhotseCutsReader
-    from engine.datasets.webdataset_shards import WebDatasetReader
+TOOLKIT_READERS = ("kaldi", "webdataset", "lhotse")
+"""Readers of the layouts speech toolkits write, tried in this order after the project's own formats."""
 
-    for name, cls in (("kaldi", KaldiDataDirReader), ("webdataset", WebDatasetReader), ("lhotse", LhotseCutsReader)):
-        if cls.sniff(p):
+
+def _toolkit_reader(p: Path) -> str | None:
+    """Lhotse cut manifests, Kaldi data folders and WebDataset tar shards, recognised by their own layout (each
+    reader's ``sniff``, loaded through the reader registry)."""
+    from engine.datasets import DATASET_READERS
+
+    for name in TOOLKIT_READERS:
+        sniff = getattr(DATASET_READERS.get(name), "sniff", None)
+        if sniff is not None and sniff(p):
             return name
     return None
 

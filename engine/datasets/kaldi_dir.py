@@ -29,6 +29,7 @@ from typing import ClassVar
 from engine.config import Field
 from engine.data import Utterance
 from engine.datasets.base import Dataset, in_memory_dataset
+from engine.datasets.readers import record_to_utterance
 from engine.errors import ManifestError
 
 REQUIRED = ("wav.scp", "text")
@@ -109,8 +110,6 @@ class KaldiDataDirReader:
         return path.is_dir() and all((path / f).is_file() for f in REQUIRED)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
-        from engine.datasets.readers import record_to_utterance
-
         d = Path(path)
         if not d.is_dir():
             raise ManifestError(d, "a Kaldi data folder is a directory holding wav.scp and text")

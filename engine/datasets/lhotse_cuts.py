@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 from engine.config import Field
 from engine.data import Utterance
 from engine.datasets.base import Dataset, in_memory_dataset
+from engine.datasets.readers import record_to_utterance
 from engine.errors import ManifestError
 
 CUT_TYPES = ("MonoCut",)
@@ -163,8 +164,6 @@ class LhotseCutsReader:
         return path.name.endswith(MANIFEST_SUFFIXES) and path.is_file() and looks_like_cuts(path)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
-        from engine.datasets.readers import record_to_utterance
-
         p = Path(path)
         files = cut_manifests(p) if p.is_dir() else [p]
         if not files or not all(f.is_file() for f in files):

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Iterator
 from engine.config import Field
 from engine.data import Shard, Utterance
 from engine.datasets.base import Dataset, ShardIndex, check_limit, check_unique_ids, clip_digest, file_stamp, fingerprint_utterances
+from engine.datasets.readers import record_to_utterance
 from engine.datasets.segments import segment_stamp
 from engine.errors import ManifestError
 
@@ -116,8 +117,6 @@ class WebDatasetReader:
         return path.name.endswith(TAR_SUFFIXES)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
-        from engine.datasets.readers import record_to_utterance
-
         check_limit(limit)
         p = Path(path)
         files = tar_shards(p)
