@@ -96,6 +96,28 @@ def test_lhotse_cuts_whole_recordings_and_spans(tmp_path):
     assert np.allclose(d.samples, sf.read(long, dtype="float32")[0][SR : SR + len(d.samples)], atol=1e-4)
 
 
+def test_lhotse_recordings_and_supervisions_as_lhotse_prepare_writes_them(tmp_path):
+    """``lhotse prepare`` output (<corpus>_recordings_<part> beside <corpus>_supervisions_<part>, .jsonl.gz): a clip per supervision."""
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for part, seconds in (("test-clean", 3.0), ("dev-clean", 1.0)):
+        wav = _wav(tmp_path / part / "1089-134686.wav", seconds)
+        _write_cuts(manifests / f"librispeech_recordings_{part}.jsonl.gz", [_recording(f"{part}-rec", wav, seconds)])
+        sups = [_sup(f"{part}-0", f"{part}-rec", 0.0, 1.0, "HE HOPED", "1089", language="English")]
+        if seconds > 1:
+            sups.append(_sup(f"{part}-1", f"{part}-rec", 1.0, 2.0, "THERE WOULD BE STEW", "1089", language="English"))
+        _write_cuts(manifests / f"librispeech_supervisions_{part}.jsonl.gz", sups)
+    assert detect_reader(manifests) == "lhotse"
+    assert open_dataset(manifests).n_utts == 3
+    ds = open_dataset(manifests, split="test-clean")
+    u0, u1 = _all(ds)
+    assert (u0.utt_id, u0.reference, u0.speaker, u0.segment) == ("test-clean-0", "HE HOPED", "1089", (0.0, 1.0))
+    assert (u1.reference, u1.segment) == ("THERE WOULD BE STEW", (1.0, 2.0))
+    assert len(decode(u1, root=ds.root).samples) == 2 * SR
+    with pytest.raises(ManifestError, match="of split 'test-other'"):
+        open_dataset(manifests, split="test-other")
+
+
 @pytest.mark.parametrize(
     "change, message",
     [

@@ -151,40 +151,102 @@ def cut_record(cut: Mapping[str, Any], path: Path, line: int) -> dict[str, Any]:
     return row
 
 
-class LhotseCutsReader:
-    """A Lhotse ``CutSet`` JSONL(.gz) manifest, or a folder of them (``*cuts*.jsonl[.gz]``)."""
+def _records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    for lineno, raw in _lines(path):
+        try:
+            row = json.loads(raw)
+        except ValueError as exc:
+            raise ManifestError(path, f"invalid JSON ({exc})", line=lineno) from None
+        if not isinstance(row, dict):
+            raise ManifestError(path, f"each line must be a JSON object, got {type(row).__name__}", line=lineno)
+        yield lineno, row
 
-    OPTIONS: ClassVar[dict[str, Field]] = {}
+
+def manifest_pairs(folder: Path, split: str | None = None) -> list[tuple[Path, Path]]:
+    """(recordings, supervisions) manifests of a folder as ``lhotse prepare`` writes them
+    (``<corpus>_recordings_<part>.jsonl.gz`` beside ``<corpus>_supervisions_<part>.jsonl.gz``); ``split``: that part only."""
+    pairs = []
+    for sup in sorted(folder.iterdir()):
+        if "_supervisions" not in sup.name or not sup.name.endswith(MANIFEST_SUFFIXES):
+            continue
+        if split is not None and not sup.name.split(".")[0].endswith(f"_{split}"):
+            continue
+        rec = sup.with_name(sup.name.replace("_supervisions", "_recordings", 1))
+        if rec.is_file():
+            pairs.append((rec, sup))
+    return pairs
+
+
+def _wanted(files: list[Path], split: str | None) -> list[Path]:
+    return [f for f in files if split is None or f.name.split(".")[0].endswith(f"_{split}")]
+
+
+class LhotseCutsReader:
+    """A Lhotse ``CutSet`` JSONL(.gz) manifest, a folder of them (``*cuts*.jsonl[.gz]``), or a folder of
+    recording and supervision manifests as ``lhotse prepare`` writes them (one clip per supervision)."""
+
+    OPTIONS: ClassVar[dict[str, Field]] = {
+        "split": Field(str, None, "in a folder: only the manifests of this part (<corpus>_cuts_<split>.jsonl.gz, ...)", nullable=True),
+    }
+
+    def __init__(self, split: str | None = None) -> None:
+        self.split = split
 
     @staticmethod
     def sniff(path: Path) -> bool:
-        """Whether ``path`` is a cut manifest, or a folder holding one."""
+        """Whether ``path`` is a cut manifest, or a folder holding cut manifests or recording + supervision manifests."""
         if path.is_dir():
-            return any(looks_like_cuts(p) for p in cut_manifests(path)[:1])
+            return any(looks_like_cuts(p) for p in cut_manifests(path)[:1]) or bool(manifest_pairs(path))
         return path.name.endswith(MANIFEST_SUFFIXES) and path.is_file() and looks_like_cuts(path)
+
+    def _cuts(self, p: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+        """(file, line, cut) for every cut: read from cut manifests, or made from supervisions (one cut each)."""
+        files = _wanted(cut_manifests(p), self.split) if p.is_dir() else [p]
+        if files:
+            for f in files:
+                if not f.is_file():
+                    raise ManifestError(f, "manifest not found")
+                for lineno, cut in _records(f):
+                    yield f, lineno, cut
+            return
+        pairs = manifest_pairs(p, self.split) if p.is_dir() else []
+        if not pairs:
+            raise ManifestError(
+                p,
+                "no Lhotse manifest found (a cuts.jsonl[.gz] file, a folder of *cuts*.jsonl[.gz], or *_recordings_*/*_supervisions_* "
+                f"manifests{'' if self.split is None else f' of split {self.split!r}'})",
+            )
+        for rec_file, sup_file in pairs:
+            recordings = {str(r.get("id")): r for _, r in _records(rec_file)}
+            for lineno, sup in _records(sup_file):
+                rid = str(sup.get("recording_id"))
+                if rid not in recordings:
+                    raise ManifestError(sup_file, f"recording '{rid}' is not in {rec_file.name}", line=lineno, field="recording_id")
+                for key in ("id", "start", "duration"):
+                    if key not in sup:
+                        raise ManifestError(sup_file, f"supervision has no '{key}'", line=lineno, field=key)
+                cut = {
+                    "id": sup["id"],
+                    "start": sup["start"],
+                    "duration": sup["duration"],
+                    "channel": sup.get("channel", 0),
+                    "supervisions": [{**sup, "start": 0.0}],
+                    "recording": recordings[rid],
+                    "type": "MonoCut",
+                }
+                yield sup_file, lineno, cut
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         p = Path(path)
-        files = cut_manifests(p) if p.is_dir() else [p]
-        if not files or not all(f.is_file() for f in files):
-            raise ManifestError(p, "no Lhotse cut manifest found (a cuts.jsonl or cuts.jsonl.gz file, or a folder of *cuts*.jsonl.gz)")
+        if not p.exists():
+            raise ManifestError(p, "not found")
         utts: list[Utterance] = []
-        for f in files:
+        for f, lineno, cut in self._cuts(p):
             if limit is not None and len(utts) >= limit:
                 break
-            for lineno, raw in _lines(f):
-                try:
-                    cut = json.loads(raw)
-                except ValueError as exc:
-                    raise ManifestError(f, f"invalid JSON ({exc})", line=lineno) from None
-                if not isinstance(cut, dict):
-                    raise ManifestError(f, f"each line must be a JSON object (a cut), got {type(cut).__name__}", line=lineno)
-                row = cut_record(cut, f, lineno)
-                utts.append(record_to_utterance(row, f"{f}:{lineno}", lineno, f"{f.name}-{lineno:06d}"))
-                if limit is not None and len(utts) >= limit:
-                    break
+            utts.append(record_to_utterance(cut_record(cut, f, lineno), f"{f}:{lineno}", lineno, f"{f.name}-{lineno:06d}"))
         if not utts:
-            raise ManifestError(p, "the cut manifest has no cuts")
+            raise ManifestError(p, "the manifest has no cuts")
         root = p if p.is_dir() else p.parent
         name = root.name if p.is_dir() else p.name.split(".")[0]
         return in_memory_dataset(name, str(p), "lhotse", utts, shard_size, root, limit=limit)
