@@ -80,3 +80,31 @@ def test_reader_option_table_in_the_docs_matches_the_code():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
     assert not [row for row in fields_doc(HuggingFaceReader.OPTIONS) if row not in doc]
     assert all(cls.OPTIONS == COLUMN_OPTIONS for cls in (NemoManifestReader, CsvReader, ParquetReader))
+
+
+def test_common_voice_layout_in_a_hf_folder(tmp_path):
+    """Common Voice's columns: ``client_id`` is the speaker, ``sentence`` the reference, and its ``path`` (the
+    file's name inside the release archive) does not shadow the ``audio`` column that holds the bytes."""
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    datasets = pytest.importorskip("datasets")
+    from engine.audio.decoding import decode
+
+    buf = io.BytesIO()
+    sf.write(buf, (0.1 * np.sin(np.arange(16000) / 5)).astype(np.float32), 16000, format="WAV")
+    data = {
+        "client_id": ["a3f9"],
+        "path": ["common_voice_en_1.mp3"],
+        "audio": [{"bytes": buf.getvalue(), "path": "common_voice_en_1.mp3"}],
+        "sentence": ["hello there"],
+        "accent": ["scottish"],
+    }
+    out = tmp_path / "cv"
+    datasets.Dataset.from_dict(data).cast_column("audio", datasets.Audio(decode=False)).save_to_disk(str(out))
+    ds = open_dataset(out, "hf", split="test")
+    u = ds.load_shard(ds.shard_ids[0]).utterances[0]
+    assert (u.reference, u.speaker, u.labels.get("accent")) == ("hello there", "a3f9", "scottish")
+    assert u.audio_bytes and decode(u).error is None

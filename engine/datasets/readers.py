@@ -6,7 +6,7 @@ import csv
 import json
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping
 
@@ -425,6 +425,8 @@ class HuggingFaceReader:
         if self.text_column and self.text_column not in ds.column_names:
             raise ConfigError(f"dataset '{path}': text_column '{self.text_column}' is not a column; columns: {ds.column_names}")
         self._audio_col = audio_col
+        # the column chosen is the audio, whatever else the table has (Common Voice's 'path' names the file in its archive)
+        self.columns = replace(self.columns, audio=(audio_col,))
         if isinstance(ds.features.get(audio_col), datasets.Audio) or audio_col == "audio":
             try:
                 ds = ds.cast_column(audio_col, datasets.Audio(decode=False))
