@@ -99,6 +99,10 @@ def test_run_refuses_remote_code_before_anything_is_written(tmp_path, tone_wav, 
     res = CliRunner().invoke(app, ["run", str(recipe), "--models", "hf:tiny-org/coded", "--out", str(tmp_path / "no")])
     assert res.exit_code != 0 and "ships its own model code" in res.output and "trust_remote_code: true" in res.output
     assert not (tmp_path / "no").exists()
+    swept = CliRunner().invoke(
+        app, ["sweep", str(recipe), "--models", "hf:tiny-org/coded,hf:tiny-org/absent", "--out", str(tmp_path / "sw")]
+    )
+    assert swept.exit_code != 0 and "ships its own model code" in swept.output and not (tmp_path / "sw").exists()
 
 
 def test_run_with_a_hub_checkpoint_records_it(tmp_path, tone_wav):
