@@ -144,6 +144,7 @@ class ModelFigures(TypedDict, total=False):
     load_s: float | None
     backend_info: dict[str, Any]
     params_m: float | None
+    hub: dict[str, Any]  # --models hf:ORG/NAME[@REVISION]: id, revision, commit, family, model_type, family_from
     tags: list[str]
     n_utts: int
     n_scored: int

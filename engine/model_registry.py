@@ -94,6 +94,8 @@ class ModelEntry:
     card: str | None = None
     #: How ``memory_mb`` / ``rtfx`` were measured (fields, device, dtype, batch, by); None: they are estimates.
     measured: Mapping[str, Any] | None = None
+    #: A ``--models hf:ORG/NAME[@REVISION]`` entry's provenance (engine/hub_models.py): hub id, revision, commit, detected family.
+    hub: Mapping[str, Any] | None = None
 
     def spec(self, batch_size: int | None = None, registry: Mapping[str, ModelEntry] | None = None) -> ModelSpec:
         """The runnable spec; options that name other registry models (e.g. the memorizer's
@@ -101,6 +103,8 @@ class ModelEntry:
         meta: dict[str, Any] = {"params_m": self.params_m, "tags": list(self.tags), "registry_backend": self.backend}
         if self.family:
             meta["family"] = self.family
+        if self.hub:
+            meta["hub"] = dict(self.hub)
         meta.update(self.resources)
         if isinstance(self.options.get("api_key_env"), str):  # the driver scrubs this key too (Ray: the model runs elsewhere)
             register_secret_env(self.options["api_key_env"])
@@ -319,10 +323,33 @@ def _measured(raw: Mapping[str, Any], where: str) -> dict[str, Any] | None:
 
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:
-    """Registry entries for names; unknown names get a 'did you mean'."""
+    """Registry entries for names (``hf:ORG/NAME[@REVISION]``: a hub checkpoint, engine/hub_models.py); unknown ones: did you mean."""
     out = []
     for n in names:
+        if n.startswith("hf:") and n not in registry:
+            out.append(hub_entry(n))
+            continue
         if n not in registry:
             raise ConfigError(f"{did_you_mean('model', n, sorted(registry))}; see `audit list models`")
         out.append(registry[n])
     return out
+
+
+def hub_entry(spec: str) -> ModelEntry:
+    """The registry entry of a ``--models hf:ORG/NAME[@REVISION]`` name (engine/hub_models.py): the ``transformers``
+    backend, the family read from the checkpoint's config.json, the revision pinned to the commit read."""
+    from engine.hub_models import BACKEND, resolve_hub
+
+    hub = resolve_hub(spec)
+    return ModelEntry(
+        name=spec,
+        backend=BACKEND,
+        options={"model": hub.repo_id, **({"revision": hub.pinned} if hub.pinned else {})},
+        params_m=hub.params_m,
+        tags=("hub",),
+        description=f"{hub.repo_id} from the Hugging Face hub ({hub.family} family, detected from its config.json)",
+        source=spec,
+        family=hub.family,
+        card=f"https://huggingface.co/{hub.repo_id}",
+        hub=hub.facts(),
+    )

@@ -38,7 +38,7 @@ def select_models(registry: Mapping[str, ModelEntry], selection: str) -> list[st
         raise ConfigError("--models is empty: give all, a comma-separated list of registry names, or a tag")
     if sel == "all":
         return sorted(registry)
-    if "," in sel or sel in registry:
+    if "," in sel or sel in registry or sel.startswith("hf:"):
         names = [m.strip() for m in sel.split(",")]
         if any(not n for n in names):
             raise ConfigError(f"--models '{selection}': an empty name between commas")
@@ -47,7 +47,7 @@ def select_models(registry: Mapping[str, ModelEntry], selection: str) -> list[st
             if n in seen:
                 raise ConfigError(f"--models: model '{n}' is named twice; each model runs once per sweep")
             seen.add(n)
-            if n not in registry:
+            if n not in registry and not n.startswith("hf:"):  # hf:ORG/NAME: a hub checkpoint (engine/hub_models.py)
                 close = difflib.get_close_matches(n, list(registry), n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
                 raise ConfigError(f"--models: unknown model '{n}' (in no registry of the configuration tree; audit list models){hint}")

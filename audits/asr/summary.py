@@ -114,6 +114,8 @@ def build_summary(
         entry["load_s"] = facts.get("load_s")
         entry["backend_info"] = info
         entry["params_m"] = facts.get("params_m")
+        if facts.get("hub"):  # a --models hf:ORG/NAME[@REVISION] checkpoint: hub id, revision, commit, detected family
+            entry["hub"] = dict(facts["hub"])
         if facts.get("failed_units"):
             entry["failed_units"] = facts["failed_units"]
         if facts.get("engine"):

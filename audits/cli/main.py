@@ -105,7 +105,14 @@ def run_cmd(
     reader: Optional[str] = typer.Option(
         None, "--reader", help="Dataset reader (nemo, csv, tsv, parquet, hf, oasr-predictions, or a plug-in's); default: detected."
     ),
-    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated registry names replacing the recipe's models."),
+    models: Optional[str] = typer.Option(
+        None, "--models", help="Comma-separated registry names or hf:ORG/NAME[@REVISION] hub checkpoints replacing the recipe's models."
+    ),
+    reader_opt: Optional[list[str]] = typer.Option(
+        None,
+        "--reader-opt",
+        help="Reader option key=value (repeatable): split, config, text_column, audio_column, speaker_column, ...; see docs/datasets.md.",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/<recipe>). Re-running into it resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
     normalizer: Optional[str] = typer.Option(
@@ -136,11 +143,13 @@ def run_cmd(
     tracker_opt: Optional[list[str]] = typer.Option(None, "--tracker-opt", metavar="TRACKER.KEY=VALUE", help=TRACKER_OPT_HELP),
 ) -> None:
     """Run a recipe: transcribe, store raw rows, score per slice, write summary.json, report.md and report.html."""
-    from audits.recipes import load_recipe, with_normalizer, with_overrides
+    from audits.recipes import load_recipe, with_normalizer, with_overrides, with_reader_options
 
     try:
         rec = load_recipe(recipe)
         rec = with_overrides(rec, dataset, [m.strip() for m in models.split(",") if m.strip()] if models else None, limit, reader)
+        rec = with_reader_options(rec, reader_opt)
+        _check_hub_models(rec.models)
         if normalizer is not None:
             rec = with_normalizer(rec, normalizer)
         out_dir = out or Path("runs") / rec.name
@@ -150,6 +159,15 @@ def run_cmd(
         _fail(exc)
     if not log_to_trackers(trackers, [out_dir]):
         raise typer.Exit(code=1)
+
+
+def _check_hub_models(names: Any) -> None:
+    """``hf:ORG/NAME[@REVISION]`` models resolved (config read, family detected, refusals made) before the dataset opens."""
+    from engine.model_registry import resolve_models
+
+    hub = [n for n in names if str(n).startswith("hf:")]
+    if hub:
+        resolve_models(hub, {})
 
 
 def _run_with_progress(
@@ -237,8 +255,17 @@ def _run_with_progress(
 @app.command("sweep")
 def sweep_cmd(
     recipe: str = typer.Argument(..., help="Recipe name or YAML path whose dataset and scoring are used."),
-    models: str = typer.Option("all", "--models", help="all | a comma-separated list | a registry tag (e.g. local, study, whisper)."),
+    models: str = typer.Option(
+        "all",
+        "--models",
+        help="all | a comma-separated list (registry names, hf:ORG/NAME[@REVISION]) | a registry tag (e.g. local, study, whisper).",
+    ),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="Replace the recipe's dataset."),
+    reader_opt: Optional[list[str]] = typer.Option(
+        None,
+        "--reader-opt",
+        help="Reader option key=value (repeatable): split, config, text_column, audio_column, speaker_column, ...; see docs/datasets.md.",
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Run directory (default: runs/sweep-<recipe>); re-running resumes."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Use only the first N utterances."),
     normalizer: Optional[str] = typer.Option(
@@ -287,8 +314,8 @@ def sweep_cmd(
 ) -> None:
     """Run every selected registry model into one run directory; only models that definitely cannot run are skipped
     (listed with the reason)."""
-    from audits.recipes import load_recipe, sweep_normalizer, with_normalizer, with_overrides
-    from engine.model_registry import load_model_registry
+    from audits.recipes import load_recipe, sweep_normalizer, with_normalizer, with_overrides, with_reader_options
+    from engine.model_registry import load_model_registry, resolve_models
     from engine.sweep import plan_sweep, select_models
 
     try:
@@ -302,7 +329,9 @@ def sweep_cmd(
         ).check()  # flags before the sweep's own work (datasets, model plan); each run checks its own once
         reg = load_model_registry()
         chosen = select_models(reg, models)
-        rec = with_overrides(load_recipe(recipe), dataset, chosen, limit)
+        hub = [n for n in chosen if n.startswith("hf:") and n not in reg]  # hub checkpoints: entries from their config.json
+        reg = {**reg, **{e.name: e for e in resolve_models(hub, reg)}}
+        rec = with_reader_options(with_overrides(load_recipe(recipe), dataset, chosen, limit), reader_opt)
         norm_name, why = sweep_normalizer(rec, models, normalizer)
         rec = with_normalizer(rec, norm_name)
         if address:
@@ -325,7 +354,10 @@ def sweep_cmd(
         if gpu_hour_usd is None:
             gpu_hour_usd = rec.section("profiles").get("gpu_hour_usd")
         gpu_hour_usd = GPU_HOUR_FIELD.check(gpu_hour_usd, where)  # before any track runs
-        opened = {name: _check_dataset(with_overrides(rec, path, None, limit), name) for name, path in track_paths.items()}
+        opened = {
+            name: _check_dataset(with_reader_options(with_overrides(rec, path, None, limit), reader_opt), name)
+            for name, path in track_paths.items()
+        }
         if not track_paths:
             opened[""] = _check_dataset(rec)
         plan = plan_sweep(reg, chosen, explicit=models.strip() != "all")
@@ -350,7 +382,7 @@ def sweep_cmd(
 
             for name, path in track_paths.items():
                 console.print(f"[bold]track {escape(name)}:[/] {escape(path)}", soft_wrap=True)
-                track_rec = with_overrides(rec, path, None, limit)
+                track_rec = with_reader_options(with_overrides(rec, path, None, limit), reader_opt)
                 _run_with_progress(
                     track_rec, out_dir / name, engine, address, workers, True, extra, memory, opened.pop(name), runtime_env=env
                 )

@@ -350,10 +350,26 @@ def open_dataset(
     limit: int | None = None,
     **options: Any,
 ) -> Dataset:
-    """Open a dataset with the named reader (or the detected one)."""
+    """Open a dataset with the named reader (or the detected one).
+
+    A reader that declares its options (``OPTIONS``, typed ``engine.config.Field``s) gets them
+    checked first: an unknown key is an error naming it, with close matches, before anything is read."""
     from engine.datasets import DATASET_READERS
 
     check_limit(limit)
     name = detect_reader(path) if reader == "auto" else reader
     cls = DATASET_READERS.get(name)
-    return cls(**options).open(str(path), shard_size=shard_size, limit=limit)
+    return cls(**reader_options(cls, name, options)).open(str(path), shard_size=shard_size, limit=limit)
+
+
+def reader_options(cls: type, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` checked against the reader's declared ``OPTIONS`` (as given when it declares none: a plug-in's own)."""
+    from engine.config import check_fields
+
+    fields = getattr(cls, "OPTIONS", None)
+    if fields is None:
+        return dict(options)
+    if not fields and options:
+        raise ConfigError(f"dataset reader '{name}' takes no options (got {', '.join(sorted(options))}): its layout names every field")
+    checked = check_fields(dict(options), fields, f"dataset reader '{name}' options")
+    return {k: v for k, v in checked.items() if k in options}  # defaults stay the reader's own

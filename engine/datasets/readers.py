@@ -6,9 +6,11 @@ import csv
 import json
 import logging
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
+from engine.config import Field
 from engine.data import (
     RESERVED_KEYS,
     RESERVED_LABELS,
@@ -44,7 +46,50 @@ log = logging.getLogger(__name__)
 AUDIO_KEYS = ("audio_filepath", "audio_path", "path", "file", "audio")
 TEXT_KEYS = ("text", "reference", "sentence", "transcript", "transcription")
 ID_KEYS = ("utt_id", "id")
-SPEAKER_KEYS = ("speaker", "speaker_id")
+SPEAKER_KEYS = ("speaker", "speaker_id", "client_id", "spk")
+"""Speaker columns by convention: ours and NeMo's, Common Voice's ``client_id``, Kaldi's and Lhotse's short ``spk``."""
+
+COLUMN_OPTIONS: dict[str, Field] = {
+    "text_column": Field(str, None, "the reference text column (default: the first of text, reference, sentence, ...)", nullable=True),
+    "audio_column": Field(
+        str, None, "the audio column (default: the first of audio_filepath, audio_path, path, file, audio)", nullable=True
+    ),
+    "speaker_column": Field(str, None, "the speaker column (default: the first of speaker, speaker_id, client_id, spk)", nullable=True),
+}
+"""Reader options naming a dataset's columns; a named column replaces the conventional list for its role."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which record keys hold the audio, the reference and the speaker: the conventional lists, or the one
+    column a reader option names (then only that column is used, and a record without it says so)."""
+
+    audio: tuple[str, ...] = AUDIO_KEYS
+    text: tuple[str, ...] = TEXT_KEYS
+    speaker: tuple[str, ...] = SPEAKER_KEYS
+
+    @classmethod
+    def from_options(cls, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> Columns:
+        return cls(
+            audio=(audio_column,) if audio_column else AUDIO_KEYS,
+            text=(text_column,) if text_column else TEXT_KEYS,
+            speaker=(speaker_column,) if speaker_column else SPEAKER_KEYS,
+        )
+
+    def check_header(self, names: Iterable[str], where: Path | str, line: int | None = None) -> None:
+        """A structural check before any row: the header has an audio column and a text column."""
+        have = dict.fromkeys(names)
+        if _first(have, self.audio)[0] is None:
+            raise ManifestError(
+                where, f"no audio column (expected {' or '.join(self.audio)}); columns: {list(have)}", line=line, field=self.audio[0]
+            )
+        if _first(have, self.text)[0] is None:
+            raise ManifestError(
+                where, f"no reference text column (expected {' or '.join(self.text)}); columns: {list(have)}", line=line, field=self.text[0]
+            )
+
+
+DEFAULT_COLUMNS = Columns()
 
 
 def _first(row: Mapping[str, Any], keys: Iterable[str]) -> tuple[str | None, Any]:
@@ -82,12 +127,12 @@ def _derivation(value: Any, source: str, index: int) -> Mapping[str, Any] | None
     )
 
 
-def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str) -> Utterance:
+def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default_id: str, columns: Columns = DEFAULT_COLUMNS) -> Utterance:
     """Map a flat record to an Utterance; per-record problems go to ``problem``."""
     problem: str | None = None
     _, uid = _first(row, ID_KEYS)
     utt_id = str(uid) if uid not in (None, "") else default_id
-    akey, audio = _first(row, AUDIO_KEYS)
+    akey, audio = _first(row, columns.audio)
     audio_path: str | None = None
     audio_bytes: bytes | None = None
     if isinstance(audio, Mapping):
@@ -98,12 +143,12 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
     elif audio not in (None, ""):
         audio_path = str(audio)
     if audio_path is None and audio_bytes is None:
-        problem = "no audio: the record has no audio path (expected one of: " + ", ".join(AUDIO_KEYS) + ")"
-    _, text = _first(row, TEXT_KEYS)
+        problem = "no audio: the record has no audio path (expected one of: " + ", ".join(columns.audio) + ")"
+    tkey, text = _first(row, columns.text)
     reference: str | None
     if text is None or (isinstance(text, float) and math.isnan(text)):
         reference = None
-        problem = problem or "no reference text (expected one of: " + ", ".join(TEXT_KEYS) + ")"
+        problem = problem or "no reference text (expected one of: " + ", ".join(columns.text) + ")"
     elif isinstance(text, bool) or not isinstance(text, (str, int, float)):
         reference = None  # str() of a list or a dict would be scored as if it were the transcript
         problem = problem or f"reference must be text, got {type(text).__name__} ({str(text)[:60]!r})"
@@ -117,14 +162,19 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
             )
         elif reference.strip() and is_speech_free(row):
             problem = problem or f"'{SPEECH_FREE_LABEL}: {SPEECH_FREE_VALUE}' but the reference is not empty"
-    _, spk = _first(row, SPEAKER_KEYS)
+    skey, spk = _first(row, columns.speaker)
     duration = row.get("duration", row.get("duration_s"))
     try:
         duration_f = float(duration) if duration not in (None, "") else None
     except (TypeError, ValueError):
         raise ManifestError(source.rsplit(":", 1)[0], f"duration '{duration}' is not a number", line=index, field="duration") from None
     segment = read_segment(row, source.rsplit(":", 1)[0], index)  # offset/duration: a span of a longer file
-    labels = {k: lv for k, v in row.items() if k not in RESERVED_KEYS and k not in AUDIO_KEYS and (lv := _label_value(v)) is not None}
+    taken = {akey, tkey, skey}  # the columns a reader option named, or client_id/spk used as the speaker: not labels
+    labels = {
+        k: lv
+        for k, v in row.items()
+        if k not in RESERVED_KEYS and k not in AUDIO_KEYS and k not in taken and (lv := _label_value(v)) is not None
+    }
     file = source.rsplit(":", 1)[0]
     clash = check_label_names(labels, file)
     if clash:
@@ -162,8 +212,17 @@ class NemoManifestReader:
             return SNIFF_LAYOUT if (path / "manifest.jsonl").is_file() else 0
         return SNIFF_NAME if path.suffix.lower() in (".jsonl", ".json") else 0
 
-    def __init__(self, allow_outside_root: bool = True) -> None:
+    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+
+    def __init__(
+        self,
+        allow_outside_root: bool = True,
+        text_column: str | None = None,
+        audio_column: str | None = None,
+        speaker_column: str | None = None,
+    ) -> None:
         self.allow_outside_root = allow_outside_root
+        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
 
     def read(self, path: Path) -> list[Utterance]:
         if not path.exists():
@@ -180,9 +239,9 @@ class NemoManifestReader:
                     raise ManifestError(path, f"invalid JSON ({exc.msg} at column {exc.colno})", line=lineno) from None
                 if not isinstance(row, dict):
                     raise ManifestError(path, f"each line must be a JSON object, got {type(row).__name__}", line=lineno)
-                if _first(row, AUDIO_KEYS)[0] is None:
-                    raise ManifestError(path, "missing the audio path column", line=lineno, field="audio_filepath")
-                utts.append(record_to_utterance(row, f"{path}:{lineno}", lineno, f"{path.stem}-{lineno:06d}"))
+                if _first(row, self.columns.audio)[0] is None:
+                    raise ManifestError(path, "missing the audio path column", line=lineno, field=self.columns.audio[0])
+                utts.append(record_to_utterance(row, f"{path}:{lineno}", lineno, f"{path.stem}-{lineno:06d}", self.columns))
         if not utts:
             raise ManifestError(path, "manifest has no records")
         return utts
@@ -206,6 +265,11 @@ class CsvReader:
         """A file whose suffix is the reader's own (``.csv``; ``.tsv`` for the TSV reader)."""
         return SNIFF_NAME if not path.is_dir() and path.suffix.lower() == cls.suffix else 0
 
+    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+
+    def __init__(self, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> None:
+        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         p = Path(path)
         if not p.exists():
@@ -214,17 +278,14 @@ class CsvReader:
         with open(p, encoding="utf-8", errors="replace", newline="") as fh:
             reader = csv.DictReader(fh, delimiter=self.delimiter)
             header = reader.fieldnames or []
-            if _first(dict.fromkeys(header), AUDIO_KEYS)[0] is None:
-                raise ManifestError(p, f"no audio path column in header {header}", line=1, field="audio_filepath")
-            if _first(dict.fromkeys(header), TEXT_KEYS)[0] is None:
-                raise ManifestError(p, f"no reference text column in header {header}", line=1, field="text")
+            self.columns.check_header(header, p, line=1)
             for lineno, row in enumerate(reader, start=2):
                 if None in row:
                     raise ManifestError(p, f"row has {len(header) + len(row[None])} fields, header has {len(header)}", line=lineno)
                 clean = {k: (v if v != "" else None) for k, v in row.items()}
-                if clean.get(_first(row, TEXT_KEYS)[0] or "") is None:
-                    clean[_first(row, TEXT_KEYS)[0] or "text"] = ""  # present but empty: row-level problem
-                utts.append(record_to_utterance(clean, f"{p}:{lineno}", lineno, f"{p.stem}-{lineno:06d}"))
+                if clean.get(_first(row, self.columns.text)[0] or "") is None:
+                    clean[_first(row, self.columns.text)[0] or "text"] = ""  # present but empty: row-level problem
+                utts.append(record_to_utterance(clean, f"{p}:{lineno}", lineno, f"{p.stem}-{lineno:06d}", self.columns))
         if not utts:
             raise ManifestError(p, "file has no rows")
         return in_memory_dataset(p.stem, str(p), "csv" if self.delimiter == "," else "tsv", utts, shard_size, p.parent, limit=limit)
@@ -249,6 +310,11 @@ class ParquetReader:
         if path.is_dir():
             return SNIFF_SHARDS if (path / "shards").is_dir() or any(path.glob("*.parquet")) else 0
         return SNIFF_NAME if path.suffix.lower() == ".parquet" else 0
+
+    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+
+    def __init__(self, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> None:
+        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         import pyarrow.parquet as pq
@@ -278,11 +344,9 @@ class ParquetReader:
             except Exception as exc:
                 raise ManifestError(f, f"not a readable Parquet file: {exc}") from None
             names = schema.names
-            if _first(dict.fromkeys(names), AUDIO_KEYS)[0] is None:
-                raise ManifestError(f, f"no audio column (expected one of {AUDIO_KEYS}); columns: {names}", field="audio")
-            if _first(dict.fromkeys(names), TEXT_KEYS)[0] is None:
-                raise ManifestError(f, f"no reference text column (expected one of {TEXT_KEYS}); columns: {names}", field="text")
-            cols = [c for c in names if c not in AUDIO_KEYS]
+            self.columns.check_header(names, f)
+            akey = _first(dict.fromkeys(names), self.columns.audio)[0] or "audio"
+            cols = [c for c in names if c not in AUDIO_KEYS and c != akey]
             table = pq.read_table(f, columns=cols)
             rows = table.to_pylist()
             if remaining is not None:
@@ -292,14 +356,13 @@ class ParquetReader:
             first = len(light)
             for i, row in enumerate(rows):
                 row = dict(row)
-                row["audio_filepath"] = "<parquet>"
-                light.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
+                row[akey] = "<parquet>"
+                light.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}", self.columns))
                 stamps.append(segment_stamp(stamp, light[-1]))
             if rows:
                 spans[f.stem] = (f, len(rows))
                 mine = light[first:]
                 if any(u.segment is not None for u in mine):  # segments: their spans are checked against the embedded audio
-                    akey = _first(dict.fromkeys(names), AUDIO_KEYS)[0] or "audio"
                     cells = pq.read_table(f, columns=[akey]).column(akey).to_pylist()[: len(mine)]
                     check_segments(mine, root, str(f), {u.utt_id: bytes_source(c) for u, c in zip(mine, cells) if u.segment is not None})
                 index[f.stem] = ShardIndex(tuple(u.utt_id for u in mine), tuple(clip_digest(u, st) for u, st in zip(mine, stamps[first:])))
@@ -312,7 +375,7 @@ class ParquetReader:
             table = pq.read_table(f).slice(0, n)
             out = []
             for i, row in enumerate(table.to_pylist()):
-                out.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}"))
+                out.append(record_to_utterance(row, f"{f}:row {i}", i, f"{f.stem}-{i:06d}", self.columns))
             return Shard(shard_id, tuple(out))
 
         return Dataset(
@@ -332,13 +395,28 @@ class ParquetReader:
 class HuggingFaceReader:
     """A local ``datasets`` directory (``save_to_disk``) or a hub id (needs the ``datasets`` extra).
 
-    Options: ``split`` (default 'test'), ``config`` (hub config name), ``text_column``.
+    Options: ``split`` (default 'test'), ``config`` (hub config name), and the column names.
     """
 
-    def __init__(self, split: str = "test", config: str | None = None, text_column: str | None = None) -> None:
+    OPTIONS: ClassVar[dict[str, Field]] = {
+        "split": Field(str, "test", "the split to read"),
+        "config": Field(str, None, "the hub dataset's configuration (subset) name", nullable=True),
+        **COLUMN_OPTIONS,
+    }
+
+    def __init__(
+        self,
+        split: str = "test",
+        config: str | None = None,
+        text_column: str | None = None,
+        audio_column: str | None = None,
+        speaker_column: str | None = None,
+    ) -> None:
         self.split = split
         self.config = config
         self.text_column = text_column
+        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+        self._audio_col = "audio"
 
     @classmethod
     def sniff(cls, path: Path) -> int:
@@ -376,41 +454,46 @@ class HuggingFaceReader:
                 "(or export Parquet/JSONL) and pass --dataset DIR"
             ) from None
         check_limit(limit)
-        audio_col = next((c for c in ("audio", "audio_filepath", "path", "file") if c in ds.column_names), None)
+        candidates = self.columns.audio if self.columns.audio != AUDIO_KEYS else ("audio", "audio_filepath", "path", "file")
+        audio_col = next((c for c in candidates if c in ds.column_names), None)
         if audio_col is None:
-            raise ConfigError(f"dataset '{path}' has no audio column; columns: {ds.column_names}")
-        if audio_col == "audio":
+            raise ConfigError(f"dataset '{path}' has no audio column (expected {' or '.join(candidates)}); columns: {ds.column_names}")
+        if self.text_column and self.text_column not in ds.column_names:
+            raise ConfigError(f"dataset '{path}': text_column '{self.text_column}' is not a column; columns: {ds.column_names}")
+        self._audio_col = audio_col
+        # the column chosen is the audio, whatever else the table has (Common Voice's 'path' names the file in its archive)
+        self.columns = replace(self.columns, audio=(audio_col,))
+        if isinstance(ds.features.get(audio_col), datasets.Audio) or audio_col == "audio":
             try:
-                ds = ds.cast_column("audio", datasets.Audio(decode=False))
+                ds = ds.cast_column(audio_col, datasets.Audio(decode=False))
             except Exception as exc:  # older datasets versions: rows then carry decoded arrays
                 log.warning("%s: could not read the audio column undecoded (%s); using decoded audio", path, exc)
         if limit:
             ds = ds.select(range(min(limit, len(ds))))
-        if audio_col == "audio":
+        if isinstance(ds.features.get(audio_col), datasets.Audio) or audio_col == "audio":
             return self._streamed(ds, path, shard_size, p if p.exists() else None)
         utts = [self._utterance(dict(row), path, i) for i, row in enumerate(ds)]  # paths only: no audio held
         return in_memory_dataset(str(path), str(path), "hf", utts, shard_size, p if p.exists() else None)
 
     def _utterance(self, row: dict[str, Any], path: str, i: int) -> Utterance:
-        if self.text_column and self.text_column in row:
-            row["text"] = row.pop(self.text_column)
-        return record_to_utterance(row, f"{path}:row {i}", i, f"{Path(str(path)).name}-{i:06d}")
+        return record_to_utterance(row, f"{path}:row {i}", i, f"{Path(str(path)).name}-{i:06d}", self.columns)
 
     def _streamed(self, ds: Any, path: str, shard_size: int, root: Path | None) -> Dataset:
         """Audio stays in the dataset's memory-mapped Arrow files until its shard runs: opening
         reads every column but ``audio``, and each shard reads its own rows' bytes when loaded, so
         the driver's memory does not grow with the dataset's audio."""
         stamp = _arrow_stamp(ds)
-        light_ds = ds.remove_columns(["audio"])
+        audio_col = self._audio_col
+        light_ds = ds.remove_columns([audio_col])
         light: list[Utterance] = []
         for i, row in enumerate(light_ds):
             row = dict(row)
-            row["audio_filepath"] = "<hf>"
+            row[audio_col] = "<hf>"
             light.append(self._utterance(row, path, i))
         check_unique_ids(light, str(path))
         seg_rows = [i for i, u in enumerate(light) if u.segment is not None]
         if seg_rows:  # segments: their spans are checked against the rows' audio before any model loads
-            cells = ds.select(seg_rows)["audio"]
+            cells = ds.select(seg_rows)[audio_col]
             check_segments(
                 [light[i] for i in seg_rows], root, str(path), {light[i].utt_id: bytes_source(c) for i, c in zip(seg_rows, cells)}
             )
