@@ -253,7 +253,7 @@ def test_detect_reader(tmp_path, voxpopuli_preds):
     assert detect_reader(tmp_path / "x.csv") == "csv"
     assert detect_reader(tmp_path / "x.jsonl") == "nemo"
     assert detect_reader("org/name") == "hf"
-    with pytest.raises(ManifestError, match=r"pass --reader \(csv, hf, nemo, oasr-predictions, parquet, tsv\)"):
+    with pytest.raises(ManifestError, match=r"pass --reader \(csv, hf, kaldi, lhotse, nemo, oasr-predictions, parquet, tsv, webdataset\)"):
         detect_reader(tmp_path / "x.bin")
 
 
