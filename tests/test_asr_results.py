@@ -99,3 +99,21 @@ def test_section_parses_scoring_and_scores_as_build_summary() -> None:
         ASR_SECTION.parse({"n_boot": 0}, "r.yaml")
     asr = ASR_SECTION.score(ScoringConfig(n_boot=50), _table(), EnglishNormalizer(), FACTS, 5)
     assert asr.scored is not None and json.dumps(asr.to_json()) == json.dumps(AsrResult.from_json(_summary()).to_json())
+
+
+def test_exact_match_rate_in_summary_and_report_table() -> None:
+    from audits.reports.markdown import model_overview
+
+    summary = _summary()
+    # m1: u0 and u2 exact, u1 and u4 with errors, u3 speech-free (left out); m2: u0, u1 and u4 exact
+    assert summary["models"]["m1"]["exact_match_rate"] == 0.5
+    assert summary["models"]["m2"]["exact_match_rate"] == 0.75
+    slices = summary["models"]["m1"]["slices"]
+    assert slices["accent_group=native"]["exact_match_rate"] == 0.0  # u1 (u3 is speech-free)
+    assert slices["accent_group=non-native"]["exact_match_rate"] == pytest.approx(2 / 3)  # u0, u2 of u0, u2, u4
+    assert "exact_match_rate" not in summary["models"]["m3"]  # a model without rows has no figures at all
+    assert AsrResult.from_json(summary).model("m2").exact_match_rate == 0.75
+    table = model_overview(summary)
+    assert table[0].split(" | ")[5] == "exact %" and table[1].count("|") == table[0].count("|")
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in table[2:]}
+    assert rows["m1"][5] == "50.0" and rows["m2"][5] == "75.0" and rows["m3"][5] == "—"

@@ -156,6 +156,8 @@ class SliceFigures(Record):
     """Why ``ci95`` is None (only then)."""
     cer_ci95: tuple[float, float] | None = figure()
     cer_not_testable: str | None = figure(optional=True)
+    exact_match_rate: float | None = figure(report=("exact %", "pct"))
+    """Share of the scored utterances with speech whose word errors are 0 (None when there is none)."""
     n_speakers: int = figure(0)
     ci_method: str | None = figure()
     audio_s: float = figure(0.0)
