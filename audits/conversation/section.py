@@ -18,6 +18,7 @@ from audits.sections import AuditSection, SectionContext
 from engine.data import ModelSpec
 
 if TYPE_CHECKING:
+    from audits.conversation.results import ConversationResult
     from audits.conversation.run import ConversationConfig
 
 
@@ -32,7 +33,8 @@ class ConversationSection(AuditSection["ConversationConfig"]):
 
         return parse_conversation_config(raw, source)
 
-    def run(self, config: ConversationConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: ConversationConfig, ctx: SectionContext) -> ConversationResult:
+        from audits.conversation.results import ConversationResult
         from audits.conversation.run import (
             conversation_summary,
             load_conversation_data,
@@ -49,7 +51,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
-        return summary
+        return ConversationResult.from_json(summary)
 
     def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[str]:
         return ["long-form ASR and diarization passes"]
