@@ -52,3 +52,16 @@ def test_key_order_is_compared_and_named_figures_can_be_left_out(tmp_path: Path)
     summary["models"]["m"] = {"wer": m["wer"], "rtfx": m["rtfx"], "new_rate": 0.5, "slices": m["slices"]}
     (b / "summary.json").write_text(json.dumps(summary))
     assert compare_runs.compare(a, b, compare_runs.TIMING_KEYS | {"new_rate"}, frozenset({"new %"})) == []
+
+
+def test_export_tables_are_compared_less_timings(tmp_path: Path) -> None:
+    a = _run(tmp_path / "a", 0.25, 6.1, "hello", 0.5)
+    b = _run(tmp_path / "b", 0.25, 9.9, "hello", 0.5)
+    for d, wer, rtfx in ((a, 0.25, 6.1), (b, 0.25, 9.9)):
+        (d / "exports").mkdir()
+        pd.DataFrame([{"model": "m", "wer": wer, "rtfx": rtfx}]).to_csv(d / "exports" / "slices.csv", index=False)
+    assert compare_runs.compare(a, b) == []
+    pd.DataFrame([{"model": "m", "wer": 0.3, "rtfx": 9.9}]).to_csv(b / "exports" / "slices.csv", index=False)
+    assert any(d.startswith("exports/slices.csv row 0 wer") for d in compare_runs.compare(a, b))
+    (b / "exports" / "extra.csv").write_text("x\n1\n")
+    assert "exports/extra.csv: only in the second run" in compare_runs.compare(a, b)
