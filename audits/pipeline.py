@@ -17,8 +17,9 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from audits.asr.scoring import ScoringOptions
-from audits.asr.summary import build_summary, json_safe, write_summary
+from audits.asr.results import AsrResult
+from audits.asr.section import ASR_SECTION, scoring_options
+from audits.asr.summary import assemble_summary, json_safe, run_failures, write_summary
 from audits.clips import DERIVED, SOURCE, ClipViews, rows_for
 from audits.normalizing import get_normalizer
 from audits.recipes import Recipe, builtin_dataset_path
@@ -155,6 +156,7 @@ def score_run(
     *,
     rows_sha256: str | None = None,
     normalizer: Normalizer | None = None,
+    asr: AsrResult | None = None,
 ) -> RunResult:
     """Score the result rows once, write ``summary.json`` once, and the reports and exports from the same objects.
 
@@ -162,29 +164,33 @@ def score_run(
     rows (``audits.clips``): derived clips count only in the sections that read them.
     ``rows_sha256`` is ``utterances.parquet``'s digest when the caller took it while writing the
     file (``RunStore.table_sha256``), so the file is not read back; ``normalizer`` is the recipe's,
-    when the caller built it already.
+    when the caller built it already; ``asr`` the ASR section's result when the run scored already
+    (else it is scored here). ``summary.json`` is written from the typed results (serialization at the edge).
     """
     in_run = table[table["model"].isin(list(facts))] if facts else table
-    scored_table = rows_for(SOURCE, in_run)  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
     if normalizer is None:
         normalizer = get_normalizer(recipe.normalizer)
-    sc = recipe.scoring
-    opts = ScoringOptions(n_boot=sc.n_boot, seed=sc.seed, slice_columns=list(sc.slices) if sc.slices else None, gaps=list(sc.gaps))
-    summary, scored = build_summary(scored_table, normalizer, recipe.as_dict(), dataset_desc, facts, hardware_facts(), opts, extra)
+    if asr is None:  # the headline, slices, gaps, pairs and speed read the source clips (audits.clips)
+        asr = ASR_SECTION.score(recipe.scoring, rows_for(SOURCE, in_run), normalizer, facts, int(dataset_desc.get("n_utts", 0)))
+    opts = scoring_options(recipe.scoring)
+    results = {k: v for k, v in (extra or {}).items() if hasattr(v, "to_json")}  # the sections' typed results, as they returned them
+    summary = assemble_summary(asr, normalizer, recipe.as_dict(), dataset_desc, hardware_facts(), opts, extra, run_failures(facts))
+    scored = asr.scored
     if rows_sha256 is None:
         from audits.run_dir import rows_fingerprint
 
         rows_sha256 = rows_fingerprint(out / "utterances.parquet")
     # what was scored: a later reader (audits.run_dir.read_run) refuses rows that changed after this point
     summary["rows"] = {"file": "utterances.parquet", "sha256": rows_sha256, "n_rows": int(len(in_run))}
-    if sc.semantic_similarity:
+    if recipe.scoring.semantic_similarity:
         from audits.asr.semantic import add_semantic_similarity
 
         plain: dict[str, Any] = dict(summary)
         add_semantic_similarity(plain, scored)
         summary = json_safe(plain)  # as summary.json will hold it, so the reports read what a reader of the file reads
+        asr = AsrResult.from_json(summary, scored)
     write_summary(out, summary)
-    result = RunResult.of(summary, table, scored, out)
+    result = RunResult.of(summary, table, scored, out, results={"asr": asr, **results})
     from audits.reports.build import write_report
 
     # report.md (+ cohort), report.html and exports/ from the same scoring pass
@@ -322,6 +328,21 @@ def _run_audit(
         # exactly one row per (model, utterance) of the plan, or ResultIntegrityError before anything is scored
         table = store.consolidate([s.name for s in specs], plan=plan).to_pandas()
         rows_sha256 = store.table_sha256  # taken while utterances.parquet was written: never read back to fingerprint it
+        in_run = table[table["model"].isin(list(facts))] if facts else table
+        asr_ctx = SectionContext(
+            dataset=views.dataset(SOURCE),
+            asr_models=tuple(specs),
+            out_dir=out,
+            load_rows=views.loader(SOURCE, in_run),
+            progress=progress,
+            decode_options=dec,
+            recipe_name=recipe.name,
+            engine=engine,
+            facts=facts,
+            normalizer=normalizer,
+        )
+        asr = ASR_SECTION.run(recipe.scoring, asr_ctx)  # first: every other section runs after the ASR figures exist
+        del asr_ctx
         for sec, cfg in parsed:  # in section order; each result is the summary section under the section's key
             ctx = SectionContext(
                 dataset=views.dataset(sec.reads),
@@ -332,6 +353,8 @@ def _run_audit(
                 decode_options=dec,
                 recipe_name=recipe.name,
                 engine=engine,
+                facts=facts,
+                normalizer=normalizer,
             )
             sections[sec.key] = sec.run(cfg, ctx)
             del ctx
@@ -341,7 +364,7 @@ def _run_audit(
     sections.update(extra or {})
     dataset_desc = views.describe(read_by=[sec.key for sec, _ in parsed if sec.reads == DERIVED])
     del dataset, source, views  # the utterance records are not needed for scoring; keep the driver's peak memory flat
-    return score_run(out, recipe, table, dataset_desc, facts, sections, rows_sha256=rows_sha256, normalizer=normalizer)
+    return score_run(out, recipe, table, dataset_desc, facts, sections, rows_sha256=rows_sha256, normalizer=normalizer, asr=asr)
 
 
 def joint_passes(

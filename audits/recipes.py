@@ -148,6 +148,27 @@ def find_recipe(name_or_path: str) -> Path:
     raise ConfigError(f"unknown recipe '{name_or_path}'{hint} (known: {', '.join(list_recipes()) or f'none in {recipe_dir()}'})")
 
 
+def parse_scoring(raw: Any, source: str) -> ScoringConfig:
+    """The recipe's ``scoring:`` block, typed (the ASR section's configuration); errors name ``source`` and the key."""
+    sc = check_fields(raw, SCORING_FIELDS, f"{source}: scoring")
+    gaps = []
+    for i, g in enumerate(sc["gaps"] or []):
+        if not (isinstance(g, list) and len(g) == 3 and all(isinstance(x, str) for x in g)):
+            raise ConfigError(f"{source}: scoring.gaps[{i}]: expected [label, value_a, value_b], got {g!r}")
+        gaps.append((g[0], g[1], g[2]))
+    slices = sc["slices"]
+    for i, x in enumerate(slices or []):
+        expect_type(x, str, f"{source}: scoring.slices[{i}]")
+    scoring = ScoringConfig(
+        n_boot=sc["n_boot"],
+        seed=sc["seed"],
+        slices=None if slices is None else tuple(slices),
+        gaps=tuple(gaps),
+        semantic_similarity=sc["semantic_similarity"],
+    )
+    return scoring
+
+
 def parse_recipe(data: Any, source: str) -> Recipe:
     """Validate a recipe mapping; every error names the source file and the key."""
     check_keys(data, recipe_keys(), source, required={"dataset", "models"})
@@ -166,22 +187,7 @@ def parse_recipe(data: Any, source: str) -> Recipe:
     models = expect_type(data["models"], list, f"{source}: models")
     for i, m in enumerate(models):
         expect_type(m, str, f"{source}: models[{i}]")
-    sc = check_fields(data.get("scoring", {}) or {}, SCORING_FIELDS, f"{source}: scoring")
-    gaps = []
-    for i, g in enumerate(sc["gaps"] or []):
-        if not (isinstance(g, list) and len(g) == 3 and all(isinstance(x, str) for x in g)):
-            raise ConfigError(f"{source}: scoring.gaps[{i}]: expected [label, value_a, value_b], got {g!r}")
-        gaps.append((g[0], g[1], g[2]))
-    slices = sc["slices"]
-    for i, x in enumerate(slices or []):
-        expect_type(x, str, f"{source}: scoring.slices[{i}]")
-    scoring = ScoringConfig(
-        n_boot=sc["n_boot"],
-        seed=sc["seed"],
-        slices=None if slices is None else tuple(slices),
-        gaps=tuple(gaps),
-        semantic_similarity=sc["semantic_similarity"],
-    )
+    scoring = parse_scoring(data.get("scoring", {}) or {}, source)
     sections: dict[str, dict[str, Any]] = {}
     for key in section_names():  # each section's own keys are checked by its parse when the run starts
         raw = expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")

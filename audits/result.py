@@ -20,6 +20,7 @@ import pandas as pd
 from audits.schema import ModelFigures, Summary
 
 if TYPE_CHECKING:
+    from audits.asr.results import AsrResult
     from audits.asr.scoring import ScoredRows
 
 
@@ -41,7 +42,12 @@ class RunResult:
       counts); None for a result loaded from disk or merged from several runs, whose reports
       score the rows again when they need them;
     * ``sections``: each audit section's part of the summary by section key (read-only);
+    * ``results``: the typed results by section name: ``asr`` (``audits.asr.results.AsrResult``: the
+      models' figures and comparisons) always, and each other section's as its ``run`` returned it
+      (a record with ``to_json``), or its part of the summary for one read from disk;
     * ``run_dir``: where the files are (None for a merged result that was not written).
+
+    ``summary`` is the typed results serialized (``audits.asr.summary.assemble_summary``) with the run's provenance.
     """
 
     summary: Summary
@@ -49,11 +55,40 @@ class RunResult:
     scored: ScoredRows | None = None
     run_dir: Path | None = None
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    results: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
-    def of(cls, summary: Summary, table: pd.DataFrame, scored: ScoredRows | None = None, run_dir: Path | None = None) -> RunResult:
-        """A result whose ``sections`` are read from ``summary`` (the usual way to build one)."""
-        return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=section_results(summary))
+    def of(
+        cls,
+        summary: Summary,
+        table: pd.DataFrame,
+        scored: ScoredRows | None = None,
+        run_dir: Path | None = None,
+        results: Mapping[str, Any] | None = None,
+    ) -> RunResult:
+        """A result whose ``sections`` are read from ``summary`` (the usual way to build one).
+
+        ``results``: typed results the run holds already (``asr``, sections' records); the others are read from ``summary``.
+        """
+        from audits.asr.results import AsrResult
+
+        sections = section_results(summary)
+        typed: dict[str, Any] = {"asr": AsrResult.from_json(cast(Mapping[str, Any], summary), scored)}
+        typed.update(sections)
+        typed.update(results or {})
+        return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=sections, results=MappingProxyType(typed))
+
+    @property
+    def asr(self) -> AsrResult:
+        """The ASR section's typed result: every model's figures, slices, gaps and hallucinations, and the comparisons."""
+        from audits.asr.results import AsrResult
+
+        found = self.results.get("asr")
+        return found if isinstance(found, AsrResult) else AsrResult.from_json(self.plain_summary, self.scored)
+
+    def result(self, key: str) -> Any:
+        """One section's typed result by section name (``asr`` included; None when the run did not include it)."""
+        return self.results.get(key)
 
     @property
     def models(self) -> dict[str, ModelFigures]:

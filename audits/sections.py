@@ -18,8 +18,10 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   (the default), or ``DERIVED``, source and derived clips with the derivation as a column. The
   pipeline hands every hook the dataset and rows of that scope (``audits.clips.ClipViews``), so
   no section filters derived clips itself and none counts a derived clip as a new one;
-* ``run(config, ctx)``: do the work and return the section of ``summary.json`` (stored under the
-  section's key);
+* ``run(config, ctx)``: do the work and return the section's result, a frozen record whose
+  ``to_json()`` is the section of ``summary.json`` (stored under the section's key), or plain JSON;
+  ASR scoring is a section too (``audits/asr/section.py``), run first, whose result is summary.json's
+  ``models`` and ``comparisons``;
 * ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
   and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
 * ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs);
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from engine.datasets.base import Dataset
+    from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +89,10 @@ class SectionContext:
     decode_options: DecodeOptions = field(default_factory=DecodeOptions)
     recipe_name: str = ""
     engine: EngineOptions = field(default_factory=EngineOptions)
+    facts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """The ASR pass's facts per model (status, backend, batch size, device, dtype, load time)."""
+    normalizer: Normalizer | None = None
+    """The recipe's normalizer, built once per run."""
 
 
 class AuditSection(ABC, Generic[ConfigT]):
@@ -110,8 +117,9 @@ class AuditSection(ABC, Generic[ConfigT]):
         """Validate the recipe's mapping (pure: nothing loaded); raise ``ConfigError`` naming ``source`` and the key."""
 
     @abstractmethod
-    def run(self, config: ConfigT, ctx: SectionContext) -> dict[str, Any]:
-        """Run the section and return its part of ``summary.json`` (plain JSON values)."""
+    def run(self, config: ConfigT, ctx: SectionContext) -> Any:
+        """Run the section and return its result: a frozen record with ``to_json`` (``summary.json`` holds
+        ``to_json()`` under the section's key), or plain JSON values."""
 
     def engine_passes(self, config: ConfigT, asr_models: Sequence[ModelSpec], dataset: Dataset) -> list[PassNeed]:
         """The passes this section submits to the run's engine (``ctx.engine.runner``, ``ctx.engine.run_keyed``),
@@ -232,6 +240,12 @@ def reserved_names() -> dict[str, str]:
 
 SECTION_NAME = r"[a-z][a-z0-9_]{0,31}"
 """A section name: a recipe key, a summary key and a prefix of table names alike (lower case, digits, '_')."""
+
+
+def section_json(result: Any) -> Any:
+    """A section's result as ``summary.json`` holds it: ``to_json()`` of a record, plain JSON as it is."""
+    to_json = getattr(result, "to_json", None)
+    return to_json() if callable(to_json) else result
 
 
 def builtin_registry() -> Registry[type[AuditSection[Any]]]:

@@ -267,6 +267,7 @@ def group_metrics(g: pd.DataFrame, opts: ScoringOptions, seed_offset: int = 0, n
         "cer": _ratio(ce, n_chars),
         **estimate_fields(wer_est),
         **estimate_fields(cer_est, "cer_ci95", "cer_not_testable"),
+        "exact_match_rate": _ratio(int((okg["word_errors"] == 0).sum()), len(okg)),  # utterances with no word error
         "n_speakers": int(n_spk),
         "ci_method": ci_method,
         "audio_s": audio_s,

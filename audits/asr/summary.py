@@ -19,6 +19,7 @@ import pandas as pd
 from audits.asr.hallucination import SCORING_NOTE as HALLUCINATION_NOTE
 from audits.asr.paired import METHOD as PAIRED_METHOD
 from audits.asr.paired import compare_models
+from audits.asr.results import AsrResult
 from audits.asr.scoring import ScoredRows, ScoringOptions, score_table, summarize_models
 from audits.schema import SCHEMA_VERSION, Summary
 from audits.version import version as engine_version
@@ -81,9 +82,20 @@ def build_summary(
     options: ScoringOptions,
     extra: Mapping[str, Any] | None = None,
 ) -> tuple[Summary, ScoredRows]:
-    """Score the result rows once and assemble the summary (docs/design.md, run-directory contract).
+    """Score the result rows once (the ASR section) and assemble the summary (docs/design.md, run-directory contract).
 
     The scored rows are returned too, so reports and exports reuse them instead of scoring again.
+    """
+    asr = score_models(table, normalizer, model_facts, int(dataset.get("n_utts", 0)), options)
+    return assemble_summary(asr, normalizer, recipe, dataset, hardware, options, extra, run_failures(model_facts)), asr.scored
+
+
+def score_models(
+    table: pd.DataFrame, normalizer: Normalizer, model_facts: Mapping[str, Mapping[str, Any]], n_utts: int, options: ScoringOptions
+) -> AsrResult:
+    """The ASR section's work: score the rows once, then every model's figures (with its run facts) and the comparisons.
+
+    ``n_utts``: the dataset's clips, counted as failed for a model that made no row.
     """
     scored = score_table(table, normalizer)
     per_model = summarize_models(scored, options) if len(table) else {}
@@ -93,7 +105,7 @@ def build_summary(
         if not entry:
             entry = {
                 "n_utts": 0,
-                "n_failed": int(dataset.get("n_utts", 0)),
+                "n_failed": n_utts,
                 "audio_s": 0.0,
                 "infer_s": 0.0,
                 "rtfx": None,
@@ -124,15 +136,38 @@ def build_summary(
         models[name] = entry
     for name, m in per_model.items():  # rows for models not in this recipe's facts (merged runs)
         models.setdefault(name, m)
-    run_failures = [{"model": name, **dict(fu)} for name, facts in model_facts.items() for fu in (facts.get("failed_units") or [])] + [
+    comparisons = compare_models(scored.frame, options.n_boot, options.seed, options.alpha) if len(table) else {}
+    return AsrResult.from_json(json_safe({"models": models, "comparisons": comparisons}), scored=scored)
+
+
+def run_failures(model_facts: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every unit that failed and every model that could not run, for summary.json's ``failures``."""
+    return [{"model": name, **dict(fu)} for name, facts in model_facts.items() for fu in (facts.get("failed_units") or [])] + [
         {"model": name, "shard": None, "reason": facts.get("error"), "kind": facts.get("status")}
         for name, facts in model_facts.items()
         if facts.get("status") in ("unavailable", "failed-to-load")
     ]
+
+
+def assemble_summary(
+    asr: AsrResult,
+    normalizer: Normalizer,
+    recipe: Mapping[str, Any],
+    dataset: Mapping[str, Any],
+    hardware: Mapping[str, Any],
+    options: ScoringOptions,
+    extra: Mapping[str, Any] | None = None,
+    failures: list[dict[str, Any]] | None = None,
+) -> Summary:
+    """``summary.json`` from the ASR section's result and the run's provenance: serialization at the edge.
+
+    ``extra``: the other sections' parts (plain JSON, or records with ``to_json``) and the caller's keys, after the core.
+    """
+    asr_json = asr.to_json()
     core: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "engine_version": engine_version(),
-        "failures": run_failures,
+        "failures": failures if failures is not None else [],
         "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "recipe": dict(recipe),
         "dataset": dict(dataset),
@@ -150,8 +185,8 @@ def build_summary(
         },
         "packages": package_versions(),
         "hardware": dict(hardware),
-        "models": models,
-        "comparisons": compare_models(scored.frame, options.n_boot, options.seed, options.alpha) if len(table) else {},
+        "models": asr_json["models"],
+        "comparisons": asr_json.get("comparisons", {}),
     }
     taken = sorted(set(extra or {}) & set(core))
     if taken:  # sections write under their own names only (audits.sections refuses these names at registration)
@@ -159,9 +194,9 @@ def build_summary(
             f"the run's sections and extras would replace summary.json's own {', '.join(repr(k) for k in taken)}; "
             "every section writes under its own name"
         )
-    summary = {**core, **dict(extra or {})}
+    summary = {**core, **{k: v.to_json() if hasattr(v, "to_json") else v for k, v in (extra or {}).items()}}
     out: Summary = json_safe(summary)
-    return out, scored
+    return out
 
 
 def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:

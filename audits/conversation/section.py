@@ -19,6 +19,7 @@ from engine.data import PREDICTIONS_BACKEND, ModelSpec
 from engine.engine import KEYED, PassNeed
 
 if TYPE_CHECKING:
+    from audits.conversation.results import ConversationResult
     from audits.conversation.run import ConversationConfig
 
 
@@ -33,7 +34,8 @@ class ConversationSection(AuditSection["ConversationConfig"]):
 
         return parse_conversation_config(raw, source)
 
-    def run(self, config: ConversationConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: ConversationConfig, ctx: SectionContext) -> ConversationResult:
+        from audits.conversation.results import ConversationResult
         from audits.conversation.run import (
             conversation_summary,
             load_conversation_data,
@@ -50,7 +52,7 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
         summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
-        return summary
+        return ConversationResult.from_json(summary)
 
     def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """Diarization and long-form ASR run as keyed units (one per recording)."""

@@ -16,6 +16,7 @@ from engine.engine import KEYED, SHARD_SER, PassNeed
 from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
+    from audits.emotion.results import EmotionResult
     from audits.emotion.run import EmotionConfig
 
 
@@ -30,10 +31,13 @@ class EmotionSection(AuditSection["EmotionConfig"]):
 
         return parse_emotion_config(raw, source)
 
-    def run(self, config: EmotionConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: EmotionConfig, ctx: SectionContext) -> EmotionResult:
+        from audits.emotion.results import EmotionResult
         from audits.emotion.run import run_emotion_audit
 
-        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
+        return EmotionResult.from_json(
+            run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
+        )
 
     def engine_passes(self, config: EmotionConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """The emotion-recognition pass; with judges, their questions (keyed units)."""

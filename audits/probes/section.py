@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from audits.probes.config import ProbeConfig
+    from audits.probes.results import ProbesResult
 
 
 class ProbesSection(AuditSection["ProbeConfig"]):
@@ -31,10 +32,13 @@ class ProbesSection(AuditSection["ProbeConfig"]):
 
         return parse_probe_config(raw, source)
 
-    def run(self, config: ProbeConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: ProbeConfig, ctx: SectionContext) -> ProbesResult:
+        from audits.probes.results import ProbesResult
         from audits.probes.run import run_probes
 
-        return run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
+        return ProbesResult.from_json(
+            run_probes(config, ctx.dataset, ctx.asr_models, ctx.out_dir, ctx.load_rows(), ctx.progress, engine=ctx.engine)
+        )
 
     def engine_passes(self, config: ProbeConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """Masking, synthetic-voice and (with models to run) bad-reference re-runs; orthography runs none."""

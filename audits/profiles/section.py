@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from audits.profiles.config import ProfilesConfig
     from audits.profiles.perturbations import PerturbationsConfig
+    from audits.profiles.results import PerturbationsResult, ProfilesResult
     from engine.data import DecodeOptions
     from engine.datasets.base import Dataset
 
@@ -45,10 +46,11 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
                 labels.update(u.labels)
         check_map_outputs(config, labels)
 
-    def run(self, config: ProfilesConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: ProfilesConfig, ctx: SectionContext) -> ProfilesResult:
+        from audits.profiles.results import ProfilesResult
         from audits.profiles.run import run_profiles
 
-        return run_profiles(config, ctx)
+        return ProfilesResult.from_json(run_profiles(config, ctx))
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.profiles.report import profiles_lines
@@ -103,10 +105,11 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
 
         return derive(config, dataset, out_dir, decode_options)
 
-    def run(self, config: PerturbationsConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: PerturbationsConfig, ctx: SectionContext) -> PerturbationsResult:
         from audits.profiles.perturbations import run_perturbations
+        from audits.profiles.results import PerturbationsResult
 
-        return run_perturbations(config, ctx)
+        return PerturbationsResult.from_json(run_perturbations(config, ctx))
 
     def markdown(self, section: Mapping[str, Any]) -> list[str]:
         from audits.profiles.perturbations import perturbation_lines

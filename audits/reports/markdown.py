@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from audits.asr.results import ModelFigures, format_cell, report_columns
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
@@ -19,14 +20,20 @@ def _pct(x: float | None) -> str:
 
 
 def model_overview(summary: Mapping[str, Any]) -> list[str]:
+    """The model table: fixed columns, then one per figure the ASR records declare with ``report`` (``audits.asr.results``)."""
+    declared = report_columns()
     lines = [
-        "| model | status | WER % | 95% CI | CER % | RTFx | utts | failed | batch | device | dtype |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---|---|",
+        "| model | status | WER % | 95% CI | CER % |"
+        + "".join(f" {md(head)} |" for head, _, _ in declared)
+        + " RTFx | utts | failed | batch | device | dtype |",
+        "|---|---|---:|---|---:|" + "---:|" * len(declared) + "---:|---:|---:|---:|---|---|",
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         rtfx = m.get("rtfx")
+        rec = ModelFigures.from_json(m)
+        cells = "".join(f" {md(format_cell(get(rec), fmt))} |" for _, fmt, get in declared)
         lines.append(
-            f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {md(interval_text(m))} | {_pct(m.get('cer'))} | "
+            f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {md(interval_text(m))} | {_pct(m.get('cer'))} |{cells} "
             f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
             f"{m.get('batch_size') or '—'} | {md(m.get('device') or '—')} | {md(m.get('dtype') or '—')} |"
         )
