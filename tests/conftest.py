@@ -20,9 +20,12 @@ FIXTURES = REPO / "tests" / "fixtures"
 
 
 def _demo_builder_digest() -> str:
-    """A digest of the demo corpus builder's source: a cached corpus is reused only by the code that built it."""
+    """A digest of the demo corpus builder's source (the builder, its TTS backends, audio storage and data
+    types): a cached corpus is reused only by the code that built it."""
     h = hashlib.sha256()
-    for p in sorted((REPO / "engine" / "corpus").rglob("*.py")):
+    engine = REPO / "engine"
+    sources = [*(engine / "corpus").rglob("*.py"), *(engine / "backends" / "tts").rglob("*.py"), *(engine / "audio").rglob("*.py")]
+    for p in sorted({*sources, engine / "data.py"}):
         h.update(p.relative_to(REPO).as_posix().encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
