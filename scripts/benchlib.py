@@ -56,15 +56,16 @@ def resolve_specs(names: Sequence[str]) -> list[ModelSpec]:
         return [FALLBACK_SPECS[n] for n in names]
 
 
-def bench_dataset(n_utts: int, shard_size: int, work: Path, source: str = "auto") -> Dataset:
-    """The demo corpus (``data/demo``, built on demand) or, failing that, the pocketsphinx test clips."""
+def bench_dataset(n_utts: int, shard_size: int, work: Path, source: str = "auto", demo_dir: Path = DEMO) -> Dataset:
+    """The demo corpus (``demo_dir``, by default ``data/demo``, built on demand) or, failing that, the
+    pocketsphinx test clips."""
     if source in ("auto", "demo"):
         try:
-            if not (DEMO / "corpus.json").exists():
+            if not (demo_dir / "corpus.json").exists():
                 from audits.pipeline import ensure_demo_corpus
 
-                ensure_demo_corpus(DEMO)
-            demo = open_dataset(DEMO, limit=n_utts)
+                ensure_demo_corpus(demo_dir)
+            demo = open_dataset(demo_dir, limit=n_utts)
             # the corpus has its own Parquet shards; re-chunk so that shard_size holds here too
             utts = [u for sid in demo.shard_ids for u in demo.load_shard(sid).utterances][:n_utts]
             return in_memory_dataset("demo", demo.source, demo.reader, utts, shard_size, demo.root)

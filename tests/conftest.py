@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import shutil
 import subprocess
@@ -17,14 +19,41 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
+def _demo_builder_digest() -> str:
+    """A digest of the demo corpus builder's source (the builder, its TTS backends, audio storage and data
+    types): a cached corpus is reused only by the code that built it."""
+    h = hashlib.sha256()
+    engine = REPO / "engine"
+    sources = [*(engine / "corpus").rglob("*.py"), *(engine / "backends" / "tts").rglob("*.py"), *(engine / "audio").rglob("*.py")]
+    for p in sorted({*sources, engine / "data.py"}):
+        h.update(p.relative_to(REPO).as_posix().encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
 @pytest.fixture(scope="session")
-def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The full default demo corpus, built once per test session (about a minute on 2 cores)."""
+def demo_corpus(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+    """The full default demo corpus (seed 0, 208 clips), built once and shared by every test that reads it.
+
+    It is the slowest fixture of the suite (about three minutes on 2 cores), so it is kept beside pytest's
+    numbered temporary folders, keyed by the builder's source, and a later session reuses it (the builder's
+    own reuse rule: a complete corpus of the same seed, size and version). A lock file lets concurrent
+    sessions share it. With ``--basetemp`` it is built inside the session's folder instead.
+    """
     from engine.corpus.demo import build_demo_corpus
 
-    root = tmp_path_factory.mktemp("corpus") / "demo"
-    build_demo_corpus(root)
-    return root
+    if pytestconfig.getoption("basetemp"):
+        root = tmp_path_factory.mktemp("corpus") / "demo"
+        build_demo_corpus(root)
+        return root
+    cache = tmp_path_factory.getbasetemp().parent / f"demo-corpus-{_demo_builder_digest()}"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            build_demo_corpus(cache / "demo")
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return cache / "demo"
 
 
 @pytest.fixture(scope="session")

@@ -73,10 +73,12 @@ def test_parallel_normalization_and_summary_do_not_change_results() -> None:
     assert summarize_models(one, opts, workers=1) == summarize_models(two, opts, workers=2)
 
 
-def test_bare_loop_and_inprocess_engine_agree_on_audio(tmp_path: Path) -> None:
-    """Real clips of the demo corpus through both paths; the null backend keeps it fast."""
+def test_bare_loop_and_inprocess_engine_agree_on_audio(demo_corpus: Path, tmp_path: Path) -> None:
+    """Real clips of the demo corpus (the session's, not a second build in data/demo) through both paths;
+    the null backend keeps it fast."""
     spec = bench.ModelSpec("null", bench.register_null_backend(), {}, 2)
-    ds = bench.bench_dataset(6, 3, tmp_path)
+    ds = bench.bench_dataset(6, 3, tmp_path, source="demo", demo_dir=demo_corpus)
+    assert ds.name == "demo" and len(ds.shard_ids) == 2  # six demo clips re-chunked into shards of three
     bare = bench.bare_loop(spec, ds)
     eng = bench.inprocess_run(spec, ds, tmp_path)
     assert bare["audio_s"] == pytest.approx(eng["audio_s"])

@@ -17,26 +17,20 @@ from engine.data import Utterance
 from engine.datasets import open_dataset
 from engine.errors import ConfigError
 
-REPO = Path(__file__).resolve().parents[1]
 N_INDEXED = 8
 N_OTHER = 8
 
 
-def demo_utterances(tmp_root: Path, n: int) -> list[Utterance]:
-    """The first ``n`` demo clips: from data/demo when built, else a fresh small demo corpus."""
-    demo = REPO / "data" / "demo"
-    if not ((demo / "corpus.json").exists() and (demo / "shards").is_dir()):
-        from engine.corpus.demo import build_demo_corpus
-
-        demo = build_demo_corpus(tmp_root / "demo", n_utts=max(n, 24)).root
+def demo_utterances(demo: Path, n: int) -> list[Utterance]:
+    """The first ``n`` clips of the default demo corpus at ``demo`` (the session's ``demo_corpus`` fixture)."""
     ds = open_dataset(demo, "parquet", limit=n)
     return [u for s in ds.iter_shards() for u in s.utterances]
 
 
 @pytest.fixture(scope="module")
-def clips(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def clips(demo_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     root = tmp_path_factory.mktemp("mem")
-    utts = demo_utterances(root, N_INDEXED + N_OTHER)
+    utts = demo_utterances(demo_corpus, N_INDEXED + N_OTHER)
     decoded = {u.utt_id: decode(u).samples for u in utts}
     indexed = utts[:N_INDEXED]
     write_shards([replace(u, audio_path=None) for u in indexed], root / "index", shard_size=64)

@@ -401,7 +401,7 @@ N_CLIPS = 10
 
 
 @pytest.fixture(scope="module")
-def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def e2e(demo_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from audits.probes.run import _run_models
     from engine.audio.shards import write_shards
     from engine.data import ModelSpec
@@ -410,7 +410,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from tests.test_memorizer import demo_utterances
 
     root = tmp_path_factory.mktemp("probes")
-    utts = demo_utterances(root, N_CLIPS)
+    utts = demo_utterances(demo_corpus, N_CLIPS)
     write_shards([replace(u, audio_path=None) for u in utts], root / "slice", shard_size=64)
     ds = open_dataset(root / "slice", "parquet")
     ds.name = "demo"

@@ -32,7 +32,7 @@ def gemini() -> Iterator[FakeVendor]:
 
 
 @pytest.mark.slow
-def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor, tmp_path: Path) -> None:
+def test_synthetic_voice_probe_asks_the_judge_about_every_arm(demo_corpus: Path, gemini: FakeVendor, tmp_path: Path) -> None:
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines
     from audits.probes.run import _run_models, run_probes
@@ -49,7 +49,7 @@ def test_synthetic_voice_probe_asks_the_judge_about_every_arm(gemini: FakeVendor
         return "It sounds synthetic." if len(calls) == 1 else '{"probability": 0.5}'  # the first answer is unparseable
 
     gemini.reply_fn = reply
-    utts = demo_utterances(tmp_path, N_CLIPS)
+    utts = demo_utterances(demo_corpus, N_CLIPS)
     write_shards([replace(u, audio_path=None) for u in utts], tmp_path / "slice", shard_size=64)
     ds = open_dataset(tmp_path / "slice", "parquet")
     ds.name = "demo"
