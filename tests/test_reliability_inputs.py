@@ -67,6 +67,22 @@ def test_a_bad_emotion_input_stops_the_run_before_the_first_model_loads(env: Env
     refused_before_work(res, env, out, *needles)
 
 
+def test_an_emotion_section_with_nothing_to_score_stops_the_run(env: Env) -> None:
+    """No clip has an emotion label, no dimension column, pairing off: every emotion table would be empty, so the
+    run stops before any model loads, saying why (exit 2); the same clips with labels are accepted."""
+    from audits.emotion.run import parse_emotion_config
+    from audits.emotion.section import EmotionSection
+
+    clips = [{k: v for k, v in c.items() if k != "emotion"} for c in _clips(["x", "y", "z"])]
+    data = write_dataset(env.tmp / "asr", clips)
+    out = env.tmp / "out"
+    res = audit("run", env.recipe(data, "emotion:\n  backends: [prosody]\n  warmup: 0\n  pairs: none\n"), "--out", out)
+    refused_before_work(res, env, out, "emotion: the section would be empty: no clip carries the emotion label 'emotion'")
+    labelled = write_dataset(env.tmp / "labelled", _clips(["neutral", "sad"]))
+    cfg = parse_emotion_config({"backends": ["prosody"], "pairs": "none"}, "r.yaml")
+    EmotionSection().check_inputs(cfg, open_dataset(labelled, shard_size=100))
+
+
 def test_labels_outside_the_map_are_not_refused_before_the_backends_are_known(env: Env) -> None:
     """Label values the map cannot place matter only to backends that give categories (the demo's
     ``positive-high-arousal`` with the prosody backend is fine): the input check does not refuse them."""

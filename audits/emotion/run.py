@@ -600,6 +600,31 @@ def check_emotion_inputs(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> lis
     return warnings
 
 
+def check_not_empty(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> None:
+    """Refuse, before any model loads, a dataset on which the section could score nothing: no clip
+    carries the label (so no accuracy and no arousal ordering), no dimension column is named (no
+    CCC), no two renditions of one text with different labels exist (no prosody contrast), and
+    neither model-derived labels nor judges are asked for. Otherwise every table would be empty."""
+    if cfg.dimensions or cfg.derive_labels or cfg.judges is not None:
+        return
+    if cfg.label is not None and any(cfg.label in m.labels for m in meta.values()):
+        return
+    found = rendition_pairs(meta, cfg)
+    if found["pairs"]:
+        return
+    what = f"no clip carries the emotion label '{cfg.label}'" if cfg.label is not None else "no emotion label column is set"
+    pairing = (
+        "pairing is off (pairs: none)"
+        if cfg.pairs == "none"
+        else f"no two renditions of one text with different labels (pairs: {cfg.pairs})"
+    )
+    raise ConfigError(
+        f"emotion: the section would be empty: {what}, no dimension column is named, and {pairing}, "
+        f"over {len(meta)} clip(s). Give the clips an emotion label column (emotion.label), a dimension column "
+        "(emotion.dimensions), or renditions of the same text; or leave the emotion section out of the recipe."
+    )
+
+
 def ser_specs(cfg: EmotionConfig) -> list[EmbedSpec]:
     """The SER pass's backends, as ``run_emotion_audit`` submits them (and the pipeline's joint run, ahead of it)."""
     specs = []

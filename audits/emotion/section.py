@@ -54,15 +54,17 @@ class EmotionSection(AuditSection["EmotionConfig"]):
 
     def check_inputs(self, config: EmotionConfig, dataset: Any) -> None:
         """Read the label map and the label columns the section scores against before any model
-        loads: a missing, unreadable or malformed map, or an absent label or dimension column,
-        stops the run naming it. (A label the map cannot place is judged at scoring: it matters
+        loads: a missing, unreadable or malformed map, an absent label or dimension column, or a
+        dataset on which nothing could be scored (the section would be empty) stops the run naming it.
+        (A label the map cannot place is judged at scoring: it matters
         only for backends that give categories, which is known once they load.)"""
-        from audits.emotion.run import check_emotion_inputs
+        from audits.emotion.run import check_emotion_inputs, check_not_empty
         from audits.utterance_meta import collect_meta
         from engine.errors import ConfigError
 
         meta = collect_meta(dataset)
         check_emotion_inputs(config, meta)
+        check_not_empty(config, meta)
         try:
             config.make_label_map()
         except UnicodeDecodeError as exc:
