@@ -321,7 +321,15 @@ def test_plugin_runners_run_the_pass_kinds_they_declare(on_path: Path, tmp_path:
     monkeypatch.setenv("AUDIT_CONFIG_DIR", str(cfg))
     data = tmp_path / "data"
     data.mkdir()
-    rows = [{"audio_filepath": str(_tones(data / f"c{i}.wav", i + 1)), "text": "the tone sounds here", "utt_id": f"c{i}"} for i in range(4)]
+    rows = [
+        {
+            "audio_filepath": str(_tones(data / f"c{i}.wav", i + 1)),
+            "text": "the tone sounds here",
+            "utt_id": f"c{i}",
+            "emotion": ["neutral", "sad"][i % 2],
+        }
+        for i in range(4)
+    ]
     (data / "manifest.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     base = (
         f"name: toy\ndataset: {{path: {data / 'manifest.jsonl'}, reader: nemo}}\nmodels: [sim-a]\nnormalizer: basic\nwarmup: 0\n"
