@@ -14,6 +14,7 @@ published files differ, so the docs always describe the code.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 import typing
@@ -107,6 +108,12 @@ def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {}
     if tp is type(None):
         return {"type": "null"}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}
+            defs[name] = _record_schema(tp, defs)
+        return {"$ref": f"#/$defs/{name}"}
     if isinstance(tp, type) and typing.is_typeddict(tp):
         name = tp.__name__
         if name not in defs:
@@ -141,13 +148,54 @@ def _typeddict_schema(td: Any, defs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _record_schema(cls: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    """A frozen result record (``audits/records.py``) as an open object: its declared fields, and any other key
+    (a record keeps keys it does not declare)."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in ("extra", "layout")]
+    out: dict[str, Any] = {"type": "object", "properties": {n: _type_schema(hints[n], defs) for n in names}}
+    if cls.__doc__:
+        out["description"] = " ".join(cls.__doc__.split())
+    return out
+
+
+def _referenced(node: Any, found: set[str]) -> None:
+    """The ``$defs`` names a schema node refers to, directly or through other definitions' bodies (by the caller)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            found.add(ref.removeprefix("#/$defs/"))
+        for v in node.values():
+            _referenced(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            _referenced(v, found)
+
+
 def summary_schema() -> dict[str, Any]:
     """``summary.json``'s schema from ``audits.schema.Summary``; each registered section's key is an object."""
+    from audits.asr.results import Comparisons, ModelFigures
     from audits.schema import SCHEMA_VERSION, Summary
     from audits.sections import ordered
 
     defs: dict[str, Any] = {}
     body = _typeddict_schema(Summary, defs)
+    # the ASR section's figures come from its result records, the declarations scoring fills (a new figure there
+    # reaches this schema without another file); the TypedDicts of audits/schema.py type the code's dicts
+    records: dict[str, Any] = {}
+    body["properties"]["models"] = {"type": "object", "additionalProperties": _type_schema(ModelFigures, records)}
+    body["properties"]["comparisons"] = _type_schema(Comparisons, records)
+    defs.update(records)
+    used: set[str] = set()
+    _referenced(body, used)
+    while True:  # definitions reached through other definitions
+        more: set[str] = set()
+        for name in used:
+            _referenced(defs.get(name, {}), more)
+        if more <= used:
+            break
+        used |= more
+    defs = {k: v for k, v in defs.items() if k in used}
     for sec in ordered():
         body["properties"].setdefault(sec.key, {"type": "object", "description": f"{sec.title} (the section's own part)"})
     body["properties"]["schema_version"] = {"type": "integer", "const": SCHEMA_VERSION}
