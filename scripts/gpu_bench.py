@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """GPU benchmark of the line-up's full-size stand-ins: RTFx over a batch ladder, peak GPU memory, engine/bare.
 
-On one GPU with no network, for every checkpoint with a stand-in (audit_configs/standins/checkpoints.yaml;
+On one GPU with no network, for every checkpoint with a stand-in (scripts/standin_data/checkpoints.yaml;
 smallest first) it builds the full-size stand-in (scripts/standins.py) and, per batch size of the
 ladder, runs the engine (in-process runner, real ``transformers`` backend, ``dtype: auto``: each
 family's reference precision) and a bare loop of the same folder (scripts/bench_fullsize.py:
@@ -9,7 +9,7 @@ processor -> generate -> decode; speech-LLMs: the family loader without the runn
 which goes first. Autoregressive stand-ins are forced to the reference transcript's token count per
 clip; CTC and Kyutai decode normally. It prints, per model, RTFx per batch size, the best batch,
 engine/bare there, peak GPU memory (torch ``max_memory_allocated`` and ``nvidia-smi``) and, beside
-them, the Open ASR Leaderboard's published RTFx where audit_configs/standins/open_asr_leaderboard.yaml
+them, the Open ASR Leaderboard's published RTFx where scripts/standin_data/open_asr_leaderboard.yaml
 has it (the leaderboard runs the real weights on its own data: same order of magnitude is the test).
 
 The whole run keeps to ``--budget-s`` (default 480 s: 8 minutes): a model whose estimated cost
@@ -47,7 +47,7 @@ import standins  # noqa: E402
 
 log = logging.getLogger("gpu_bench")
 SR = 16_000
-LEADERBOARD_FILE = REPO / "audit_configs" / "standins" / "open_asr_leaderboard.yaml"
+LEADERBOARD_FILE = REPO / "scripts" / "standin_data" / "open_asr_leaderboard.yaml"
 #: sentences for synthetic clips' references when no demo corpus is at hand (their token counts drive the forced decode)
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog near the river bank.",
@@ -58,9 +58,9 @@ SENTENCES = [
 
 
 def leaderboard() -> dict[str, dict[str, Any]]:
-    import yaml
+    from engine.config import load_yaml
 
-    data = yaml.safe_load(LEADERBOARD_FILE.read_text(encoding="utf-8")) or {}
+    data = load_yaml(LEADERBOARD_FILE) or {}
     return {str(k): dict(v) for k, v in (data.get("rtfx") or {}).items()}
 
 

@@ -102,7 +102,7 @@ def render() -> str:
         if dist in JOINED:
             parts += [p for p in files if p.name.startswith("model.bin.part")]
         lines.append(f"    {q(dist)}: PinnedWeights(")
-        lines.append(f"        dist={q(dist)}, version={q(version)}, module={q(module)},")
+        lines += [f"        dist={q(dist)},", f"        version={q(version)},", f"        module={q(module)},"]  # as ruff format writes it
         lines.append(f"        what={q(what)},")
         lines.append("        files={")
         for path in files:

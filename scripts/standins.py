@@ -9,7 +9,7 @@ of tokens:
 
 * ``build(name, out)``: the checkpoint's tiny layout first (``tests/tiny_*.py``: tokenizer ids,
   feature extractor, chat template, generation config, remote code), then its network replaced by
-  one of the dimensions in ``audit_configs/standins/checkpoints.yaml``; parameters are allocated without
+  one of the dimensions in ``scripts/standin_data/checkpoints.yaml``; parameters are allocated without
   initialisation (transformers' ``no_init_weights``) in the published storage dtype and filled from
   a small random pool (norm weights 1, biases 0), seconds for billions of parameters; saved with
   ``save_pretrained``. ``size="tiny"`` keeps the tiny network (the GPU bench's dry run).
@@ -45,7 +45,7 @@ if str(REPO) not in sys.path:
 
 log = logging.getLogger("standins")
 
-CHECKPOINTS_FILE = REPO / "audit_configs" / "standins" / "checkpoints.yaml"
+CHECKPOINTS_FILE = REPO / "scripts" / "standin_data" / "checkpoints.yaml"
 ENTRY_KEYS = {"builder", "card_params_m", "storage_dtype", "base", "config", "keep", "source", "verified", "autoregressive"}
 REQUIRED_KEYS = {"builder", "card_params_m", "storage_dtype", "base", "config", "source", "verified", "autoregressive"}
 #: families of the line-up built in environments of their own (make test-families), not here
@@ -60,7 +60,7 @@ class StandInError(ValueError):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """One line-up checkpoint's published dimensions (audit_configs/standins/checkpoints.yaml)."""
+    """One line-up checkpoint's published dimensions (scripts/standin_data/checkpoints.yaml)."""
 
     name: str
     builder: str
@@ -88,13 +88,14 @@ class StandIn:
 
 def load_checkpoints(path: Path | None = None) -> dict[str, Checkpoint]:
     """Every entry of the checkpoints file, checked: known keys, a known builder, sensible values."""
-    import yaml
+    from engine.config import load_yaml
+    from engine.errors import ConfigError
 
     path = path or CHECKPOINTS_FILE
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise StandInError(f"{path}: cannot read ({exc})") from exc
+        data = load_yaml(path) or {}
+    except ConfigError as exc:
+        raise StandInError(f"cannot read the stand-ins' dimensions: {exc}") from exc
     entries = data.get("checkpoints") if isinstance(data, Mapping) else None
     if not isinstance(entries, Mapping):
         raise StandInError(f"{path}: expected a mapping 'checkpoints: {{name: entry}}'")

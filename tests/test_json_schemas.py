@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from audits.cli.main import app
 from audits.json_schemas import SCHEMA_NAMES, field_schema, schema, schema_text
 from audits.recipes import SCORING_FIELDS, TOP_FIELDS, parse_recipe
+from engine.config import load_yaml
 from engine.errors import ConfigError
 from tests.test_report_html import make_run
 
@@ -57,7 +57,7 @@ def test_shipped_recipes_validate_and_what_the_parser_refuses_does_not() -> None
     recipes = sorted((REPO / "audit_configs" / "recipes").glob("*.yaml"))
     assert recipes
     for path in recipes:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(path)
         assert not list(v.iter_errors(data)), path
         parse_recipe(data, str(path))  # the parser accepts them too
     base = {"dataset": {"path": "x.jsonl"}, "models": ["m"]}

@@ -219,8 +219,9 @@ def test_installed_audit_reads_a_configuration_folder_of_ones_own(wheel_env: dic
     recipe = f"name: mine\ndataset:\n  path: {manifest}\nmodels: [tiny-greedy]\nnormalizer: whisper-english\nwarmup: 0\n"
     (own / "recipes" / "mine.yaml").write_text(recipe, encoding="utf-8")
     env = _env(AUDIT_CONFIG_DIR=str(own))
-    listed = _run([str(wheel_env["audit"]), "list", "recipes"], work, env)
-    assert listed.returncode == 0 and "mine:" in listed.stdout and "demo:" not in listed.stdout, listed.stdout + listed.stderr
+    listed = _run([str(wheel_env["audit"]), "list", "recipes", "--format", "json"], work, env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert [r["name"] for r in json.loads(listed.stdout)] == ["mine"], listed.stdout  # one's own folder only: no shipped recipe
     run = _run([str(wheel_env["audit"]), "run", "mine", "--out", "runs/mine"], work, env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     _assert_complete(work / "runs" / "mine", "tiny-greedy", 2)
