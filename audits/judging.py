@@ -33,10 +33,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from audits.section_config import parse_backend_list, parse_backend_options
+from audits.section_config import backend_names, check_backend_options, options_map
 from engine.backends import JUDGE_BACKENDS
 from engine.backends.hosted.judges import JudgeAnswer
-from engine.config import check_keys, expect_type
+from engine.config import check_keys
 from engine.data import DecodeOptions, Utterance
 from engine.datasets.base import audio_stamps
 from engine.engine import EngineOptions
@@ -45,25 +45,35 @@ from engine.keyed.judge_worker import JUDGE_METHODS, answer_settings, clip_locat
 from engine.keyed.judge_worker import WORKER as JUDGE_WORKER
 from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.options import Options, option
 from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
-JUDGE_KEYS = {"backends", "backend_options", "max_items", "seed"}
 SHOWN_FAILURES = 20
 SHOWN_UNPARSEABLE = 5
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class JudgeConfig:
-    """A validated ``judges:`` block; ``extra`` holds the section's own keys (e.g. ``dimensions``)."""
+class JudgeConfig(Options):
+    """A ``judges:`` block (audio-LM judges asked about a section's clips); ``extra`` holds the section's own keys (e.g. ``dimensions``)."""
 
-    backends: tuple[str, ...]
-    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    max_items: int = 200
-    seed: int = 0
+    backends: tuple[str, ...] = option(doc="judge backends to ask, e.g. [gemini]", parse=backend_names(JUDGE_BACKENDS))
+    backend_options: dict[str, dict[str, Any]] = option({}, "backend name -> its options", parse=options_map, null_default=True)
+    max_items: int = option(200, "most items each judge is asked about", ge=1)
+    seed: int = option(0, "seed of the item sample", ge=0)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self, where: str) -> None:
+        """Options name listed judges; each judge is built once here, so a bad option or prompt file fails
+        before any audio is read (building one contacts nothing)."""
+        check_backend_options(self.backend_options, self.backends, f"{where}.backend_options")
+        for name in self.backends:
+            try:
+                JUDGE_BACKENDS.get(name)(**self.backend_options.get(name, {}))
+            except ConfigError as exc:
+                raise ConfigError(f"{where}.backend_options.{name}: {exc}") from None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -75,28 +85,18 @@ class JudgeConfig:
         }
 
 
+JUDGE_KEYS = set(JudgeConfig.declared())
+
+
 def parse_judge_config(raw: Any, where: str, extra_keys: Sequence[str] = ()) -> JudgeConfig | None:
-    """The ``judges`` block at ``where`` (None when absent); judges are built once here so a bad
-    option or prompt file fails before any audio is read (building one contacts nothing)."""
+    """The ``judges`` block at ``where`` (None when absent); ``extra_keys`` are the section's own keys, kept as given."""
     if raw is None:
         return None
-    data = expect_type(raw, dict, where)
-    check_keys(data, JUDGE_KEYS | set(extra_keys), where, required={"backends"})
-    backends = parse_backend_list(data, JUDGE_BACKENDS, where)
-    options = parse_backend_options(data, backends, where)
-    for name in backends:
-        try:
-            JUDGE_BACKENDS.get(name)(**options.get(name, {}))
-        except ConfigError as exc:
-            raise ConfigError(f"{where}.backend_options.{name}: {exc}") from None
-    ints = {}
-    for key, default, minimum in (("max_items", 200, 1), ("seed", 0, 0)):
-        value = data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-            raise ConfigError(f"{where}.{key}: expected an integer >= {minimum}, got {value!r}")
-        ints[key] = value
-    extra = {k: data[k] for k in extra_keys if k in data}
-    return JudgeConfig(backends, options, ints["max_items"], ints["seed"], extra)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__} {raw!r}")
+    check_keys(raw, JUDGE_KEYS | set(extra_keys), where)
+    cfg = JudgeConfig.parse({k: v for k, v in raw.items() if k not in extra_keys}, where)
+    return cfg.replace(extra={k: raw[k] for k in extra_keys if k in raw})
 
 
 @dataclass(frozen=True)

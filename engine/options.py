@@ -151,6 +151,8 @@ class Field:
     parse: Callable[[Any, str], Any] | None = None
     """Turns a value that passed the type check into the option's value (or refuses it naming ``where``)."""
     required: bool = False
+    null_default: bool = False
+    """``null`` stands for the default (a recipe's ``backend_options:`` left empty), rather than being refused."""
 
     def range_text(self) -> str:
         """The allowed range in words (for messages and docs)."""
@@ -174,6 +176,8 @@ class Field:
         if value is None:
             if self.nullable:
                 return None
+            if self.null_default:
+                return self.fresh_default()
             if self.kind is object and self.parse is not None:  # the parse says what null means
                 return self.parse(None, where)
             raise ConfigError(f"{where}: expected {self._kind_words()}, got null")
@@ -226,7 +230,7 @@ class Field:
     def doc_kind(self) -> str:
         """The type as the docs tables name it."""
         kind = self.kind_doc or _DOC_KIND.get(self.kind, getattr(self.kind, "__name__", str(self.kind)))
-        return kind + (" or null" if self.nullable else "")
+        return kind + (" or null" if self.nullable or self.null_default else "")
 
 
 # ---- declarations ----------------------------------------------------------------------------
@@ -247,6 +251,7 @@ class _Declared:
     parse: Callable[[Any, str], Any] | None
     doc_default: Any
     accepts: Any
+    null_default: bool
 
 
 def option(
@@ -262,14 +267,16 @@ def option(
     parse: Callable[[Any, str], Any] | None = None,
     doc_default: Any = _REQUIRED,
     accepts: Any = None,
+    null_default: bool = False,
 ) -> Any:
     """One field of an :class:`Options` record: its default (none: the option is required), one
     line of documentation, its bounds and, for what a type cannot say, ``parse`` (a function
     ``(value, where) -> value`` run on a value that passed the type check). ``accepts`` is the
     type a file may write when it is not the field's own (``float | list[float]`` for a field
-    that ``parse`` turns into a tuple). A list default becomes a tuple; a mapping default is
-    copied per record. ``doc_default`` is the default as the docs show it, when not the value itself."""
-    declared = _Declared(default, doc, ge, gt, le, lt, tuple(choices), kind_doc, parse, doc_default, accepts)
+    that ``parse`` turns into a tuple). ``null_default``: a ``null`` in the file means the default.
+    A list default becomes a tuple; a mapping default is copied per record. ``doc_default`` is
+    the default as the docs show it, when not the value itself."""
+    declared = _Declared(default, doc, ge, gt, le, lt, tuple(choices), kind_doc, parse, doc_default, accepts, null_default)
     meta = {"option": declared}
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: dict(default), metadata=meta)
@@ -285,6 +292,7 @@ def _field_of(tp: Any, declared: _Declared | None = None) -> Field:
     if d is not None:
         default = d.default
         extra = {"ge": d.ge, "gt": d.gt, "le": d.le, "lt": d.lt, "kind_doc": d.kind_doc, "parse": d.parse, "doc": d.doc}
+        extra["null_default"] = d.null_default
         extra["required"] = default is _REQUIRED
         extra["default"] = None if default is _REQUIRED else default
     nullable = False

@@ -246,7 +246,7 @@ def test_emotion_config_rejects_unknown_and_bad_values() -> None:
         parse_emotion_config({"backends": ["prosody"], "pair": "auto"}, "r.yaml")
     with pytest.raises(ConfigError, match="expected high, neutral, low or a number"):
         parse_emotion_config({"backends": ["prosody"], "expected_arousal": {"angry": "very"}}, "r.yaml")
-    with pytest.raises(ConfigError, match="pairs: expected one of"):
+    with pytest.raises(ConfigError, match=r"emotion\.pairs: .random. is not allowed; use one of auto"):
         parse_emotion_config({"backends": ["prosody"], "pairs": "random"}, "r.yaml")
     with pytest.raises(ConfigError, match="emotion2vek.*did you mean 'emotion2vec'"):
         parse_emotion_config({"backends": ["emotion2vek"]}, "r.yaml")

@@ -38,17 +38,17 @@ What is scored, per backend:
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import logging
 import math
 import re
+import typing
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -56,73 +56,107 @@ from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
 from audits.emotion.prosody_contrast import DEFAULT_DEFINITION, DEFINITIONS, audit_pairs, pairs_from_parents
 from audits.judging import JudgeConfig, parse_judge_config
-from audits.section_config import parse_backend_list, parse_backend_options, resolve_path
+from audits.section_config import backend_names, check_backend_options, options_map, resolve_path
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS
 from engine.backends.base import EmotionOutput
-from engine.config import check_keys, expect_type
 from engine.data import DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
 from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
+from engine.options import Options, check_value, option
 from engine.run.embed_runner import EmbedSpec, read_emotion_outputs, read_errors, run_embed_backends, split_placement
 from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
 
-EMOTION_KEYS = {
-    "backends",
-    "label",
-    "label_map",
-    "unmapped",
-    "expected_arousal",
-    "arousal_dimension",
-    "dimensions",
-    "dim_map",
-    "comparison_min_gap",
-    "max_comparison_pairs",
-    "pairs",
-    "contrast_threshold",
-    "contrast_definition",
-    "derive_labels",
-    "min_confidence",
-    "batch_size",
-    "warmup",
-    "backend_options",
-    "judges",
-}
-PAIRINGS = ("auto", "parent", "text-speaker", "text", "none")
+Pairing = Literal["auto", "parent", "text-speaker", "text", "none"]
+PAIRINGS: tuple[str, ...] = typing.get_args(Pairing)
 AROUSAL_LEVELS = {"high": 1.0, "neutral": 0.0, "mid": 0.0, "medium": 0.0, "low": -1.0}
 # Expected arousal of canonical categories (after the label map), used when the recipe gives none.
 CANONICAL_AROUSAL = {"angry": 1.0, "happy": 1.0, "fearful": 1.0, "surprised": 1.0, "neutral": 0.0, "sad": -1.0}
 SHOWN_PAIRS = 100
 
 
-@dataclass(frozen=True)
-class EmotionConfig:
-    """The validated ``emotion`` section of a recipe."""
+def _str_map(value: Mapping[Any, Any], where: str) -> dict[str, str]:
+    """A mapping of text to text (keys as text: a YAML key ``1`` names the column ``"1"``)."""
+    return {str(k): check_value(str, v, f"{where}.{k}") for k, v in value.items()}
 
-    backends: tuple[str, ...]
-    label: str | None = "emotion"
+
+def _label_map(value: Any, where: str) -> Mapping[str, str] | str:
+    """``label_map``: a mapping raw -> canonical label, or the path of a file of 'raw,canonical' lines."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return _str_map(value, where)
+    raise ConfigError(f"{where}: expected a mapping or a file path, got {type(value).__name__} {value!r}")
+
+
+def _arousal_value(value: Any, where: str) -> float:
+    if isinstance(value, str) and value.strip().lower() in AROUSAL_LEVELS:
+        return AROUSAL_LEVELS[value.strip().lower()]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise ConfigError(f"{where}: expected high, neutral, low or a number, got {value!r}")
+
+
+def _arousal_map(value: Mapping[Any, Any], where: str) -> dict[str, float]:
+    return {str(k): _arousal_value(v, f"{where}.{k}") for k, v in value.items()}
+
+
+def _judges(raw: Mapping[str, Any], where: str) -> JudgeConfig | None:
+    from audits.emotion.judge_compare import check_dimensions
+
+    cfg = parse_judge_config(raw, where, extra_keys=("dimensions",))
+    if cfg is not None:
+        check_dimensions(cfg.extra.get("dimensions"), f"{where}.dimensions")
+    return cfg
+
+
+@dataclass(frozen=True)
+class EmotionConfig(Options):
+    """The ``emotion`` section of a recipe (SER backends run over the dataset and scored against its labels)."""
+
+    backends: tuple[str, ...] = option(doc="SER backends to run, e.g. [prosody]", parse=backend_names(SER_BACKENDS))
+    label: str | None = option("emotion", "categorical reference label column (null: none)")
+    label_map: Mapping[str, str] | str | None = option(
+        None, "raw label -> canonical label, or a path to 'raw,canonical' lines", kind_doc="mapping or path", parse=_label_map
+    )
+    unmapped: Literal["error", "drop"] = option("error", "what to do with clips whose label has no mapping")
+    expected_arousal: Mapping[str, float] | None = option(
+        None,
+        "label -> high, neutral, low or a number (default: read off the label names)",
+        accepts=dict[str, Any] | None,
+        parse=_arousal_map,
+    )
+    arousal_dimension: str | None = option(None, "predicted dimension to order clips by (default arousal, else arousal_proxy)")
+    dimensions: Mapping[str, str] = option(
+        {}, "reference dimension -> numeric label column, for CCC", accepts=dict[str, Any], parse=_str_map, null_default=True
+    )
+    dim_map: Mapping[str, str] = option(
+        {}, "predicted dimension -> reference dimension name", accepts=dict[str, Any], parse=_str_map, null_default=True
+    )
+    comparison_min_gap: float = option(0.0, "smallest reference gap a compared pair needs", ge=0)
+    max_comparison_pairs: int = option(200_000, "most clip pairs compared per dimension", ge=1)
+    pairs: Pairing = option("auto", "how renditions are paired for the prosody contrast")
+    contrast_threshold: float = option(4.0, "prosody-contrast score a pair needs to count as contrasted", ge=0, le=8)
+    contrast_definition: str = option(DEFAULT_DEFINITION, "prosody-contrast definition", choices=DEFINITIONS)
+    derive_labels: bool = option(False, "label clips with each backend's top category (marked model-derived)")
+    min_confidence: float = option(0.0, "smallest top-category confidence a derived label needs", ge=0, le=1)
+    batch_size: int = option(16, "clips per SER batch", ge=1)
+    warmup: int = option(1, "warm-up batches per backend (not timed)", ge=0)
+    backend_options: Mapping[str, Mapping[str, Any]] = option(
+        {}, "backend name -> its options", accepts=dict[str, Any], parse=options_map, null_default=True
+    )
+    judges: JudgeConfig | None = option(
+        None, "audio-LM judges comparing rendition pairs (a judges block and dimensions)", accepts=dict[str, Any] | None, parse=_judges
+    )
     label_given: bool = False
-    label_map: Mapping[str, str] | str | None = None
-    unmapped: str = "error"
-    expected_arousal: Mapping[str, float] | None = None
-    arousal_dimension: str | None = None
-    dimensions: Mapping[str, str] = field(default_factory=dict)
-    dim_map: Mapping[str, str] = field(default_factory=dict)
-    comparison_min_gap: float = 0.0
-    max_comparison_pairs: int = 200_000
-    pairs: str = "auto"
-    contrast_threshold: float = 4.0
-    contrast_definition: str = DEFAULT_DEFINITION
-    derive_labels: bool = False
-    min_confidence: float = 0.0
-    batch_size: int = 16
-    warmup: int = 1
-    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    judges: JudgeConfig | None = None
+    """Whether the recipe named ``label`` (a derived fact, not an option)."""
+
+    def validate(self, where: str) -> None:
+        check_backend_options(self.backend_options, self.backends, f"{where}.backend_options", SER_BACKENDS)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -153,107 +187,16 @@ class EmotionConfig:
         return LabelMap(self.label_map or {})
 
 
-def _str_map(value: Any, where: str) -> dict[str, str]:
-    raw = expect_type(value or {}, dict, where)
-    for k, v in raw.items():
-        expect_type(v, str, f"{where}.{k}")
-    return {str(k): str(v) for k, v in raw.items()}
-
-
-def _arousal_value(value: Any, where: str) -> float:
-    if isinstance(value, str) and value.strip().lower() in AROUSAL_LEVELS:
-        return AROUSAL_LEVELS[value.strip().lower()]
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise ConfigError(f"{where}: expected high, neutral, low or a number, got {value!r}")
-
-
-def _contrast_definition(value: Any, where: str) -> str:
-    name = expect_type(value, str, where)
-    if name not in DEFINITIONS:
-        close = difflib.get_close_matches(name, DEFINITIONS, n=1)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"{where}: unknown prosody-contrast definition '{name}'{hint}; known: {', '.join(DEFINITIONS)}")
-    return str(name)
-
-
 def parse_emotion_config(mapping: Mapping[str, Any], source: str = "") -> EmotionConfig:
     """Validate a recipe's ``emotion`` section (pure: nothing is loaded or decoded)."""
     where = f"{source}: emotion" if source else "emotion"
-    check_keys(mapping, EMOTION_KEYS, where)
-    backends = parse_backend_list(mapping, SER_BACKENDS, where)
-    label = mapping.get("label", "emotion")
-    if label is not None:
-        expect_type(label, str, f"{where}.label")
-    lm_raw = mapping.get("label_map")
-    label_map: Mapping[str, str] | str | None
-    if isinstance(lm_raw, str):
-        label_map = resolve_path(lm_raw, source)
+    cfg = EmotionConfig.parse(mapping, where)
+    label_map = cfg.label_map
+    if isinstance(label_map, str):
+        label_map = resolve_path(label_map, source)
         if not Path(label_map).is_file():
             raise ConfigError(f"{where}.label_map: file {label_map} does not exist")
-    else:
-        label_map = _str_map(lm_raw, f"{where}.label_map") if lm_raw is not None else None
-    unmapped = str(mapping.get("unmapped", "error"))
-    if unmapped not in ("error", "drop"):
-        raise ConfigError(f"{where}.unmapped: expected 'error' or 'drop', got {unmapped!r}")
-    ea_raw = mapping.get("expected_arousal")
-    expected = None
-    if ea_raw is not None:
-        ea = expect_type(ea_raw, dict, f"{where}.expected_arousal")
-        expected = {str(k): _arousal_value(v, f"{where}.expected_arousal.{k}") for k, v in ea.items()}
-    arousal_dim = mapping.get("arousal_dimension")
-    if arousal_dim is not None:
-        expect_type(arousal_dim, str, f"{where}.arousal_dimension")
-    pairs = str(mapping.get("pairs", "auto"))
-    if pairs not in PAIRINGS:
-        raise ConfigError(f"{where}.pairs: expected one of {', '.join(PAIRINGS)}, got {pairs!r}")
-    threshold = float(expect_type(mapping.get("contrast_threshold", 4), (int, float), f"{where}.contrast_threshold"))
-    if not 0 <= threshold <= 8:
-        raise ConfigError(f"{where}.contrast_threshold must lie in [0, 8], got {threshold}")
-    gap = float(expect_type(mapping.get("comparison_min_gap", 0.0), (int, float), f"{where}.comparison_min_gap"))
-    if gap < 0:
-        raise ConfigError(f"{where}.comparison_min_gap must be >= 0, got {gap}")
-    max_pairs = int(expect_type(mapping.get("max_comparison_pairs", 200_000), int, f"{where}.max_comparison_pairs"))
-    if max_pairs < 1:
-        raise ConfigError(f"{where}.max_comparison_pairs must be >= 1")
-    min_conf = float(expect_type(mapping.get("min_confidence", 0.0), (int, float), f"{where}.min_confidence"))
-    if not 0.0 <= min_conf <= 1.0:
-        raise ConfigError(f"{where}.min_confidence must lie in [0, 1], got {min_conf}")
-    batch_size = int(expect_type(mapping.get("batch_size", 16), int, f"{where}.batch_size"))
-    warmup = int(expect_type(mapping.get("warmup", 1), int, f"{where}.warmup"))
-    if batch_size < 1 or warmup < 0:
-        raise ConfigError(f"{where}: batch_size must be >= 1 and warmup >= 0")
-    return EmotionConfig(
-        backends=backends,
-        label=label,
-        label_given="label" in mapping,
-        label_map=label_map,
-        unmapped=unmapped,
-        expected_arousal=expected,
-        arousal_dimension=arousal_dim,
-        dimensions=_str_map(mapping.get("dimensions"), f"{where}.dimensions"),
-        dim_map=_str_map(mapping.get("dim_map"), f"{where}.dim_map"),
-        comparison_min_gap=gap,
-        max_comparison_pairs=max_pairs,
-        pairs=pairs,
-        contrast_threshold=threshold,
-        contrast_definition=_contrast_definition(mapping.get("contrast_definition", DEFAULT_DEFINITION), f"{where}.contrast_definition"),
-        derive_labels=bool(expect_type(mapping.get("derive_labels", False), bool, f"{where}.derive_labels")),
-        min_confidence=min_conf,
-        batch_size=batch_size,
-        warmup=warmup,
-        backend_options=parse_backend_options(mapping, backends, where, SER_BACKENDS),
-        judges=_judges(mapping.get("judges"), f"{where}.judges"),
-    )
-
-
-def _judges(raw: Any, where: str) -> JudgeConfig | None:
-    from audits.emotion.judge_compare import check_dimensions
-
-    cfg = parse_judge_config(raw, where, extra_keys=("dimensions",))
-    if cfg is not None:
-        check_dimensions(cfg.extra.get("dimensions"), f"{where}.dimensions")
-    return cfg
+    return cfg.replace(label_map=label_map, label_given="label" in mapping)
 
 
 # --------------------------------------------------------------------------------------------

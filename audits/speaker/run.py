@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import json
 import logging
+import typing
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from audits.asr.summary import json_safe
 from audits.clips import clip_source
 from audits.judging import JudgeConfig, parse_judge_config
-from audits.section_config import parse_backend_list, parse_backend_options, resolve_path, str_list
+from audits.section_config import backend_names, check_backend_options, options_map, resolve_path
 from audits.speaker.metrics import (
     Trial,
     TrialList,
@@ -56,66 +57,92 @@ from audits.speaker.metrics import (
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.audio.decoding import decode
 from engine.backends import SV_BACKENDS
-from engine.config import check_keys, expect_type
 from engine.data import SAMPLE_RATE, DecodeOptions, ProgressFn
 from engine.datasets.base import Dataset
 from engine.engine import EngineOptions
 from engine.errors import AuditError, ConfigError
+from engine.options import Options, check_value, option
 from engine.run.embed_runner import EmbedSpec, read_embeddings, read_errors, run_embed_backends, split_placement
 from engine.storage import atomic_write_text, safe_name
 
 log = logging.getLogger(__name__)
 
 
-SPEAKER_KEYS = {
-    "backends",
-    "trials",
-    "cross",
-    "max_per_class",
-    "seed",
-    "threshold",
-    "threshold_criterion",
-    "dev_fraction",
-    "p_target",
-    "cohort",
-    "cohort_speakers",
-    "top_k",
-    "slice_keys",
-    "batch_size",
-    "warmup",
-    "combined_clips",
-    "judges",
-    "backend_options",
-    "subsets",
-}
+Criterion = Literal["eer", "min_dcf", "accuracy"]
+CRITERIA: tuple[str, ...] = typing.get_args(Criterion)
 COHORT_MODES = (None, "s-norm", "as-norm")
 MIN_NOTE_TRIALS = 20  # slices with fewer target or non-target trials are too noisy for a note
-CRITERIA = ("eer", "min_dcf", "accuracy")
+
+
+def _subsets(raw: Mapping[Any, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """``subsets``: name -> {label (or 'speaker'): value or [values]}; clips must match every filter."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for name, flt in raw.items():
+        flt = check_value(dict[str, Any], flt, f"{where}.{name}")
+        if not flt:
+            raise ConfigError(f"{where}.{name}: give at least one 'label: value' filter")
+        out[str(name)] = {}
+        for key, val in flt.items():
+            vals = val if isinstance(val, list) else [val]
+            for v in vals:
+                if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                    raise ConfigError(f"{where}.{name}.{key}: expected a string or a number, got {type(v).__name__} {v!r}")
+            out[str(name)][str(key)] = tuple(str(v) for v in vals)
+    return out
+
+
+def _cohort(value: Any, where: str) -> str | None:
+    if value is True:
+        return "s-norm"
+    if value in (False, None):
+        return None
+    if isinstance(value, str) and value.lower() in ("s-norm", "as-norm"):
+        return value.lower()
+    raise ConfigError(f"{where}: expected false, true, 's-norm' or 'as-norm', got {value!r}")
 
 
 @dataclass(frozen=True)
-class SpeakerConfig:
-    """The validated ``speaker`` section of a recipe."""
+class SpeakerConfig(Options):
+    """The ``speaker`` section of a recipe (speaker-verification backends scored on trials of the dataset's clips)."""
 
-    backends: tuple[str, ...]
-    trials: str | None = None
-    cross: str | None = None
-    max_per_class: int | None = 5000
-    seed: int = 0
-    threshold: float | None = None
-    threshold_criterion: str = "eer"
-    dev_fraction: float = 0.3
-    p_target: float = 0.01
-    cohort: str | None = None
-    cohort_speakers: tuple[str, ...] = ()
-    top_k: int | None = 100
-    slice_keys: tuple[str, ...] | None = None
-    batch_size: int = 16
-    warmup: int = 1
-    combined_clips: int = 0
-    backend_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    subsets: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
-    judges: JudgeConfig | None = None
+    backends: tuple[str, ...] = option(doc="SV backends to run, e.g. [resemblyzer]", parse=backend_names(SV_BACKENDS))
+    trials: str | None = option(None, "trial list file ('label enroll test' lines; default: trials generated from speaker labels)")
+    cross: str | None = option(None, "label whose values generated impostor trials cross (e.g. gender)")
+    max_per_class: int | None = option(5000, "most target and most non-target trials generated (null: all)", ge=1)
+    seed: int = option(0, "seed of the trial sample", ge=0, null_default=True)
+    threshold: float | None = option(None, "fixed decision threshold (default: chosen on a dev split)")
+    threshold_criterion: Criterion = option("eer", "what the dev split's threshold optimises")
+    dev_fraction: float = option(0.3, "share of speakers in the dev split", gt=0, lt=1)
+    p_target: float = option(0.01, "target prior of minDCF", gt=0, lt=1)
+    cohort: str | None = option(
+        None, "score normalisation: false, true (s-norm), s-norm or as-norm", kind_doc="boolean or text", accepts=Any, parse=_cohort
+    )
+    cohort_speakers: tuple[str, ...] = option((), "speakers held out of generated trials as the cohort", null_default=True)
+    top_k: int | None = option(100, "cohort scores kept per side by as-norm (null: all)", ge=1)
+    slice_keys: tuple[str, ...] | None = option(None, "labels to slice trials by (default: every label)")
+    batch_size: int = option(16, "clips per SV batch", ge=1, null_default=True)
+    warmup: int = option(1, "warm-up batches per backend (not timed)", ge=0, null_default=True)
+    combined_clips: int = option(0, "clips joined per enrolment (0: single clips)", ge=0, null_default=True)
+    backend_options: Mapping[str, Mapping[str, Any]] = option(
+        {}, "backend name -> its options", accepts=dict[str, Any], parse=options_map, null_default=True
+    )
+    subsets: Mapping[str, Mapping[str, tuple[str, ...]]] = option(
+        {},
+        "name -> {label: value or [values]}: trials among clips matching every filter",
+        accepts=dict[str, Any],
+        parse=_subsets,
+        null_default=True,
+    )
+    judges: JudgeConfig | None = option(
+        None, "audio-LM judges asked whether two clips share a speaker", accepts=dict[str, Any] | None, parse=parse_judge_config
+    )
+
+    def validate(self, where: str) -> None:
+        check_backend_options(self.backend_options, self.backends, f"{where}.backend_options", SV_BACKENDS)
+        if self.cohort_speakers and self.cohort is None:
+            raise ConfigError(f"{where}.cohort_speakers is set but cohort is off; set cohort: s-norm or as-norm")
+        if self.cohort_speakers and self.trials is not None:
+            raise ConfigError(f"{where}: cohort_speakers hold speakers out of generated trials; with a trial list, leave it out")
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -141,94 +168,16 @@ class SpeakerConfig:
         }
 
 
-def parse_subsets(data: Mapping[str, Any], where: str) -> dict[str, dict[str, tuple[str, ...]]]:
-    """``subsets``: name -> {label (or 'speaker'): value or [values]}; clips must match every filter."""
-    raw = expect_type(data.get("subsets", {}) or {}, dict, f"{where}.subsets")
-    out: dict[str, dict[str, tuple[str, ...]]] = {}
-    for name, flt in raw.items():
-        flt = expect_type(flt, dict, f"{where}.subsets.{name}")
-        if not flt:
-            raise ConfigError(f"{where}.subsets.{name}: give at least one 'label: value' filter")
-        out[str(name)] = {}
-        for key, val in flt.items():
-            vals = val if isinstance(val, list) else [val]
-            for v in vals:
-                expect_type(v, (str, int, float), f"{where}.subsets.{name}.{key}")
-            out[str(name)][str(key)] = tuple(str(v) for v in vals)
-    return out
-
-
-def _int(data: Mapping[str, Any], key: str, default: int | None, where: str, minimum: int) -> int | None:
-    value = data.get(key, default)
-    if value is None:
-        return None
-    expect_type(value, int, f"{where}.{key}")
-    if value < minimum:
-        raise ConfigError(f"{where}.{key} must be >= {minimum}, got {value}")
-    return int(value)
-
-
 def parse_speaker_config(mapping: Mapping[str, Any], source: str = "") -> SpeakerConfig:
     """Validate a recipe's ``speaker`` section (pure: no model, dataset or trial file is read)."""
     where = f"{source}: speaker" if source else "speaker"
-    check_keys(mapping, SPEAKER_KEYS, where)
-    backends = parse_backend_list(mapping, SV_BACKENDS, where)
-    trials = mapping.get("trials")
-    if trials is not None:
-        trials = resolve_path(str(expect_type(trials, str, f"{where}.trials")), source)
-        if not Path(trials).is_file():
-            raise ConfigError(f"{where}.trials: trial list {trials} does not exist")
-    cross = mapping.get("cross")
-    if cross is not None:
-        expect_type(cross, str, f"{where}.cross")
-    threshold = mapping.get("threshold")
-    if threshold is not None:
-        threshold = float(expect_type(threshold, (int, float), f"{where}.threshold"))
-    criterion = str(mapping.get("threshold_criterion", "eer"))
-    if criterion not in CRITERIA:
-        raise ConfigError(f"{where}.threshold_criterion: expected one of {', '.join(CRITERIA)}, got {criterion!r}")
-    dev_fraction = float(expect_type(mapping.get("dev_fraction", 0.3), (int, float), f"{where}.dev_fraction"))
-    if not 0.0 < dev_fraction < 1.0:
-        raise ConfigError(f"{where}.dev_fraction must lie strictly between 0 and 1, got {dev_fraction}")
-    p_target = float(expect_type(mapping.get("p_target", 0.01), (int, float), f"{where}.p_target"))
-    if not 0.0 < p_target < 1.0:
-        raise ConfigError(f"{where}.p_target must lie strictly between 0 and 1, got {p_target}")
-    cohort_raw = mapping.get("cohort", False)
-    if cohort_raw is True:
-        cohort: str | None = "s-norm"
-    elif cohort_raw in (False, None):
-        cohort = None
-    elif isinstance(cohort_raw, str) and cohort_raw.lower() in ("s-norm", "as-norm"):
-        cohort = cohort_raw.lower()
-    else:
-        raise ConfigError(f"{where}.cohort: expected false, true, 's-norm' or 'as-norm', got {cohort_raw!r}")
-    cohort_speakers = str_list(mapping.get("cohort_speakers", []) or [], f"{where}.cohort_speakers")
-    if cohort_speakers and cohort is None:
-        raise ConfigError(f"{where}.cohort_speakers is set but cohort is off; set cohort: s-norm or as-norm")
-    if cohort_speakers and trials is not None:
-        raise ConfigError(f"{where}: cohort_speakers hold speakers out of generated trials; with a trial list, leave it out")
-    slice_keys = mapping.get("slice_keys")
-    return SpeakerConfig(
-        backends=backends,
-        trials=trials,
-        cross=cross,
-        max_per_class=_int(mapping, "max_per_class", 5000, where, 1),
-        seed=int(_int(mapping, "seed", 0, where, 0) or 0),
-        threshold=threshold,
-        threshold_criterion=criterion,
-        dev_fraction=dev_fraction,
-        p_target=p_target,
-        cohort=cohort,
-        cohort_speakers=cohort_speakers,
-        top_k=_int(mapping, "top_k", 100, where, 1),
-        slice_keys=None if slice_keys is None else str_list(slice_keys, f"{where}.slice_keys"),
-        batch_size=int(_int(mapping, "batch_size", 16, where, 1) or 16),
-        warmup=int(_int(mapping, "warmup", 1, where, 0) or 0),
-        combined_clips=int(_int(mapping, "combined_clips", 0, where, 0) or 0),
-        backend_options=parse_backend_options(mapping, backends, where, SV_BACKENDS),
-        subsets=parse_subsets(mapping, where),
-        judges=parse_judge_config(mapping.get("judges"), f"{where}.judges"),
-    )
+    cfg = SpeakerConfig.parse(mapping, where)
+    if cfg.trials is None:
+        return cfg
+    trials = resolve_path(cfg.trials, source)
+    if not Path(trials).is_file():
+        raise ConfigError(f"{where}.trials: trial list {trials} does not exist")
+    return cfg.replace(trials=trials)
 
 
 def run_options(recipe_decode: DecodeOptions | None) -> DecodeOptions:
