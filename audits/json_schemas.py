@@ -33,7 +33,7 @@ def field_schema(f: Field) -> dict[str, Any]:
     kind = _JSON_TYPES.get(f.kind)
     out: dict[str, Any] = {}
     if kind is not None:
-        out["type"] = [kind, "null"] if f.nullable else kind
+        out["type"] = [kind, "null"] if f.nullable or f.null_default else kind
     if f.doc:
         out["description"] = f.doc
     for key, bound in (("minimum", f.ge), ("exclusiveMinimum", f.gt), ("maximum", f.le), ("exclusiveMaximum", f.lt)):

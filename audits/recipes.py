@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from audits.sections import ordered, section_names
-from engine.config import Field, check_fields, check_keys, expect_type, load_yaml
+from engine.config import check_keys, load_yaml
 from engine.config_tree import config_folder, resolve_relative
 from engine.config_tree import data_dir as _data_dir
 from engine.errors import AuditError, ConfigError, RegistryError
+from engine.options import Field, Options, check_value, option
 
 log = logging.getLogger(__name__)
 
@@ -33,39 +34,79 @@ DEPRECATED_NORMALIZERS = {"open-asr-english": "whisper-english"}
 
 
 @dataclass(frozen=True)
-class DatasetConfig:
-    path: str
-    reader: str = "auto"
-    limit: int | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    allow_outside_root: bool = True
-    max_duration_s: float = 1800.0
+class DatasetConfig(Options):
+    """The recipe's ``dataset:`` block (a bare path stands for ``{path: ...}``)."""
+
+    path: str = option(doc="required: manifest, CSV/TSV, Parquet folder, HF folder/id, predictions folder or builtin:demo")
+    reader: str = option("auto", "dataset reader; auto detects it")
+    limit: int | None = option(None, "use only the first N utterances", ge=1)
+    options: Mapping[str, Any] = option({}, "reader options", accepts=dict[str, Any], null_default=True)
+    allow_outside_root: bool = option(True, "let audio paths leave the dataset folder")
+    max_duration_s: float = option(1800.0, "longer clips are error rows", gt=0, le=86_400)
+
+
+def _gaps(value: tuple[Any, ...], where: str) -> tuple[tuple[str, str, str], ...]:
+    gaps = []
+    for i, g in enumerate(value):
+        if not (isinstance(g, (list, tuple)) and len(g) == 3 and all(isinstance(x, str) for x in g)):
+            raise ConfigError(f"{where}[{i}]: expected [label, value_a, value_b], got {g!r}")
+        gaps.append((g[0], g[1], g[2]))
+    return tuple(gaps)
 
 
 @dataclass(frozen=True)
-class ScoringConfig:
-    n_boot: int = 1000
-    seed: int = 0
-    slices: tuple[str, ...] | None = None
-    gaps: tuple[tuple[str, str, str], ...] = ()
-    semantic_similarity: bool = False
+class ScoringConfig(Options):
+    """The recipe's ``scoring:`` block (the ASR section's configuration)."""
+
+    n_boot: int = option(1000, "bootstrap replicates per interval", ge=1, le=MAX_N_BOOT)
+    seed: int = option(0, "bootstrap seed", ge=0, le=2**32 - 1)
+    slices: tuple[str, ...] | None = option(None, "label columns to slice by (default: every label)")
+    gaps: tuple[tuple[str, str, str], ...] = option(
+        (), "[label, value_a, value_b] differences with intervals", accepts=list[Any], parse=_gaps, null_default=True
+    )
+    semantic_similarity: bool = option(False, "add a sentence-embedding similarity per model")
+
+
+def _text(value: Any, where: str) -> str:
+    """A name or description: text (a number as written, ``name: 2024``)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{where}: expected a string, got {type(value).__name__} {value!r}")
+    return str(value)
+
+
+def _dataset(value: Any, where: str) -> DatasetConfig:
+    return DatasetConfig.parse({"path": value} if isinstance(value, str) else value, where)
+
+
+def _normalizer_option(value: str, where: str) -> str:
+    return _normalizer_name(value, where)
 
 
 @dataclass(frozen=True)
-class Recipe:
-    name: str
-    dataset: DatasetConfig
-    models: tuple[str, ...]
-    description: str = ""
-    normalizer: str = DEFAULT_NORMALIZER
-    shard_size: int = 32
-    warmup: int = 1
-    batch_size: int | None = None
-    scoring: ScoringConfig = ScoringConfig()
+class Recipe(Options):
+    """A recipe: the dataset, the models, how they are scored and the audit sections' raw mappings."""
+
+    name: str = option("", "the recipe's name (default: the file's stem)", accepts=Any, parse=_text, null_default=True)
+    dataset: DatasetConfig = option(doc="the dataset: a path, or a mapping with the path and reader settings", accepts=Any, parse=_dataset)
+    models: tuple[str, ...] = option(doc="model registry names (audit list models)")
+    description: str = option("", "what the recipe is for", accepts=Any, parse=_text, null_default=True)
+    normalizer: str = option(DEFAULT_NORMALIZER, "text normalizer applied before scoring", parse=_normalizer_option)
+    shard_size: int = option(32, "utterances per (model, shard) unit", ge=1, le=1_000_000)
+    warmup: int = option(1, "warm-up batches per loaded model (not timed)", ge=0, le=1000)
+    batch_size: int | None = option(None, "override every model's batch size", ge=1, le=100_000)
+    scoring: ScoringConfig = option(ScoringConfig(), "how the ASR results are scored", null_default=True)
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     """Raw mappings of the audit sections the recipe uses (non-empty only), by section key;
     each is validated by its section's ``parse`` when a run starts, before any model loads."""
     source: str = ""
+
+    @classmethod
+    def key_path(cls, where: str, key: str) -> str:
+        return f"{where}: {key}"
+
+    @classmethod
+    def refuse_unknown(cls, raw: Mapping[str, Any], where: str) -> None:
+        check_keys(raw, recipe_keys(), where)
 
     def section(self, key: str) -> Mapping[str, Any]:
         """The raw mapping under a section's key (``{}`` when the recipe does not use it)."""
@@ -89,31 +130,14 @@ class Recipe:
         return d
 
 
-BASE_KEYS = {"name", "description", "dataset", "models", "normalizer", "shard_size", "warmup", "batch_size", "scoring"}
-"""Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
-DATASET_FIELDS: dict[str, Field] = {
-    "path": Field(str, None, "required: manifest, CSV/TSV, Parquet folder, HF folder/id, predictions folder or builtin:demo"),
-    "reader": Field(str, "auto", "dataset reader; auto detects it"),
-    "limit": Field(int, None, "use only the first N utterances", ge=1, nullable=True),
-    "options": Field(dict, {}, "reader options", nullable=True),
-    "allow_outside_root": Field(bool, True, "let audio paths leave the dataset folder"),
-    "max_duration_s": Field(float, 1800.0, "longer clips are error rows", gt=0, le=86_400),
-}
-"""The ``dataset:`` keys, typed and bounded (engine.config.Field)."""
-SCORING_FIELDS: dict[str, Field] = {
-    "n_boot": Field(int, 1000, "bootstrap replicates per interval", ge=1, le=MAX_N_BOOT),
-    "seed": Field(int, 0, "bootstrap seed", ge=0, le=2**32 - 1),
-    "slices": Field(list, None, "label columns to slice by (default: every label)", nullable=True),
-    "gaps": Field(list, [], "[label, value_a, value_b] differences with intervals", nullable=True),
-    "semantic_similarity": Field(bool, False, "add a sentence-embedding similarity per model"),
-}
-"""The ``scoring:`` keys, typed and bounded."""
-TOP_FIELDS: dict[str, Field] = {
-    "shard_size": Field(int, 32, "utterances per (model, shard) unit", ge=1, le=1_000_000),
-    "warmup": Field(int, 1, "warm-up batches per loaded model (not timed)", ge=0, le=1000),
-    "batch_size": Field(int, None, "override every model's batch size", ge=1, le=100_000, nullable=True),
-}
+DATASET_FIELDS: dict[str, Field] = DatasetConfig.declared()
+"""The ``dataset:`` keys, typed and bounded (for the docs, the JSON schema and ``--limit``)."""
+SCORING_FIELDS: dict[str, Field] = ScoringConfig.declared()
+"""The ``scoring:`` keys, typed and bounded (``--n-boot`` and ``--seed`` are checked by the same rules)."""
+TOP_FIELDS: dict[str, Field] = {k: f for k, f in Recipe.declared().items() if k in ("shard_size", "warmup", "batch_size")}
 """Top-level numeric keys, typed and bounded."""
+BASE_KEYS = set(Recipe.declared())
+"""Top-level recipe keys besides the audit sections' (``audits.sections.SECTIONS``)."""
 DATASET_KEYS = set(DATASET_FIELDS)
 SCORING_KEYS = set(SCORING_FIELDS)
 
@@ -150,79 +174,34 @@ def find_recipe(name_or_path: str) -> Path:
 
 def parse_scoring(raw: Any, source: str) -> ScoringConfig:
     """The recipe's ``scoring:`` block, typed (the ASR section's configuration); errors name ``source`` and the key."""
-    sc = check_fields(raw, SCORING_FIELDS, f"{source}: scoring")
-    gaps = []
-    for i, g in enumerate(sc["gaps"] or []):
-        if not (isinstance(g, list) and len(g) == 3 and all(isinstance(x, str) for x in g)):
-            raise ConfigError(f"{source}: scoring.gaps[{i}]: expected [label, value_a, value_b], got {g!r}")
-        gaps.append((g[0], g[1], g[2]))
-    slices = sc["slices"]
-    for i, x in enumerate(slices or []):
-        expect_type(x, str, f"{source}: scoring.slices[{i}]")
-    scoring = ScoringConfig(
-        n_boot=sc["n_boot"],
-        seed=sc["seed"],
-        slices=None if slices is None else tuple(slices),
-        gaps=tuple(gaps),
-        semantic_similarity=sc["semantic_similarity"],
-    )
-    return scoring
+    return ScoringConfig.parse(raw, f"{source}: scoring")
 
 
 def parse_recipe(data: Any, source: str) -> Recipe:
     """Validate a recipe mapping; every error names the source file and the key."""
-    check_keys(data, recipe_keys(), source, required={"dataset", "models"})
-    ds_raw = data["dataset"]
-    if isinstance(ds_raw, str):
-        ds_raw = {"path": ds_raw}
-    ds = check_fields(ds_raw, DATASET_FIELDS, f"{source}: dataset", required={"path"})
-    dataset = DatasetConfig(
-        path=ds["path"],
-        reader=ds["reader"],
-        limit=ds["limit"],
-        options=dict(ds["options"] or {}),
-        allow_outside_root=ds["allow_outside_root"],
-        max_duration_s=ds["max_duration_s"],
-    )
-    models = expect_type(data["models"], list, f"{source}: models")
-    for i, m in enumerate(models):
-        expect_type(m, str, f"{source}: models[{i}]")
-    scoring = parse_scoring(data.get("scoring", {}) or {}, source)
+    recipe = Recipe.parse(data, source)
     sections: dict[str, dict[str, Any]] = {}
     for key in section_names():  # each section's own keys are checked by its parse when the run starts
-        raw = expect_type(data.get(key, {}) or {}, dict, f"{source}: {key}")
+        raw = check_value(dict[str, Any] | None, data.get(key), f"{source}: {key}")
         if raw:
             sections[key] = dict(raw)
-    top = {k: f.check(data.get(k, f.default), f"{source}: {k}") for k, f in TOP_FIELDS.items()}
-    return Recipe(
-        name=str(data.get("name", Path(source).stem)),
-        description=str(data.get("description", "")),
-        dataset=dataset,
-        models=tuple(models),
-        normalizer=_normalizer_name(data.get("normalizer", DEFAULT_NORMALIZER), source),
-        shard_size=top["shard_size"],
-        warmup=top["warmup"],
-        batch_size=top["batch_size"],
-        scoring=scoring,
-        sections=sections,
-        source=source,
-    )
+    return recipe.replace(name=recipe.name or Path(source).stem, sections=sections, source=source)
 
 
-def _normalizer_name(value: Any, source: str) -> str:
+def _normalizer_name(value: Any, where: str) -> str:
     """A registered normalizer name (checked here, nothing imported, so a typo stops before any model loads)."""
     from audits.normalizing import NORMALIZERS
 
-    name = expect_type(value, str, f"{source}: normalizer")
+    name = check_value(str, value, where)
     try:
         NORMALIZERS.check(name)
     except RegistryError as exc:
-        raise ConfigError(f"{source}: normalizer: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from None
     if name in DEPRECATED_NORMALIZERS:
         log.warning(
-            "%s: normalizer '%s' is a deprecated name of '%s' (Whisper's classic English normalizer, not the Open ASR "
+            "%s: '%s' is a deprecated name of '%s' (Whisper's classic English normalizer, not the Open ASR "
             "Leaderboard's current one, which is '%s'); write '%s'",
-            source,
+            where,
             name,
             DEPRECATED_NORMALIZERS[name],
             STUDY_NORMALIZER,
@@ -233,7 +212,7 @@ def _normalizer_name(value: Any, source: str) -> str:
 
 def with_normalizer(recipe: Recipe, name: str, where: str = "--normalizer") -> Recipe:
     """The recipe scored with normalizer ``name`` (checked: an unknown name stops here, with close matches)."""
-    return replace(recipe, normalizer=_normalizer_name(name, where))
+    return replace(recipe, normalizer=_normalizer_name(name, f"{where}: normalizer"))
 
 
 def sweep_normalizer(recipe: Recipe, selection: str, flag: str | None) -> tuple[str, str | None]:

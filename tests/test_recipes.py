@@ -44,7 +44,7 @@ def test_yaml_tags_that_run_code_are_rejected(tmp_path: Path):
 def test_bad_types_and_missing_keys(tmp_path: Path):
     with pytest.raises(ConfigError, match="missing required key 'models'"):
         parse_recipe({"dataset": "x"}, "r.yaml")
-    with pytest.raises(ConfigError, match="models: expected list"):
+    with pytest.raises(ConfigError, match="models: expected a list"):
         parse_recipe({"dataset": "x", "models": "whisper"}, "r.yaml")
     with pytest.raises(ConfigError, match=r"gaps\[0\]"):
         parse_recipe({"dataset": "x", "models": [], "scoring": {"gaps": [["a", "b"]]}}, "r.yaml")

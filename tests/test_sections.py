@@ -204,7 +204,7 @@ def test_unknown_section_keys_say_did_you_mean(toy_registry: Any) -> None:
         parse_recipe({"dataset": "x", "models": [], "speakr": {"backends": ["resemblyzer"]}}, "r.yaml")
     with pytest.raises(ConfigError, match=r"unknown key 'toi' \(did you mean 'toy'\?\)"):
         parse_recipe({"dataset": "x", "models": [], "toi": {}}, "r.yaml")
-    with pytest.raises(ConfigError, match=r"r.yaml: emotion: expected dict"):
+    with pytest.raises(ConfigError, match=r"r.yaml: emotion: expected a mapping"):
         parse_recipe({"dataset": "x", "models": [], "emotion": ["prosody"]}, "r.yaml")
     with pytest.raises(RegistryError, match="did you mean 'probes'"):
         get_section("probe")
