@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _recipe_blocks() -> dict[str, Callable[[], str]]:
     """The tables of docs/datasets.md: the recipe's blocks, the conversation section, the diarizers and the run flags."""
-    from audits.conversation.run import CONFIG_FIELDS
+    from audits.conversation.run import ConversationConfig
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
     from engine.audio.segmentation import SegmentationConfig
     from engine.backends.diarization.baseline import VadResemblyzerOptions
@@ -41,7 +41,7 @@ def _recipe_blocks() -> dict[str, Callable[[], str]]:
         "recipe": lambda: table(field_rows(TOP_FIELDS)),
         "dataset": lambda: table(field_rows(DATASET_FIELDS)),
         "scoring": lambda: table(field_rows(SCORING_FIELDS)),
-        "conversation": lambda: table(field_rows(CONFIG_FIELDS)),
+        "conversation": lambda: table(ConversationConfig.doc_rows()),
         "segmentation": lambda: table(SegmentationConfig.doc_rows()),
         "diarizer-vad-resemblyzer": lambda: table(VadResemblyzerOptions.doc_rows()),
         "diarizer-pyannote": lambda: table(PyannoteOptions.doc_rows()),

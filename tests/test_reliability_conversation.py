@@ -41,14 +41,14 @@ BAD_CONFIG = [
     ("segmentation: {threshold: 'high'}", "segmentation.threshold: expected a number"),
     ("segmentation: {pad: 0.1}", "unknown key 'pad'"),
     ("segmentation: [1, 2]", "conversation.segmentation: expected a mapping"),
-    ("diarization: {backend: vad-resemblyzer, options: [threshold, 0.3]}", "conversation.diarization.options: expected dict"),
+    ("diarization: {backend: vad-resemblyzer, options: [threshold, 0.3]}", "conversation.diarization.options: expected a mapping"),
     ("diarization: {backend: vad-resemblyzer, options: {threshold: '0.3'}}", "diarization.options.threshold: expected a number"),
     ("diarization: {backend: vad-resemblyzer, options: {threshold: .nan}}", "diarization.options.threshold: expected a finite number"),
     ("diarization: {backend: vad-resemblyzer, options: {treshold: 0.3}}", "did you mean 'threshold'"),
     ("diarization: {backend: vad-resemblyzer, extra: 1}", "conversation.diarization: unknown key 'extra'"),
     ("diarization: {options: {}}", "missing required key 'backend'"),
-    ("diarization: 3", "conversation.diarization: expected str"),
-    ("slices: [n_speakers, 3]", "conversation.slices[1]: expected str"),
+    ("diarization: 3", "conversation.diarization: expected a string"),
+    ("slices: [n_speakers, 3]", "conversation.slices[1]: expected a string"),
     ("dataset: 5", "conversation.dataset: expected a string"),
 ]
 

@@ -54,55 +54,88 @@ from audits.conversation.readers import (
 )
 from engine.audio.decoding import inspect as inspect_audio
 from engine.audio.segmentation import Chunk, SegmentationConfig, stitch
-from engine.config import Field, check_fields, check_keys, expect_type
 from engine.data import Utterance
 from engine.datasets.base import file_stamp
 from engine.engine import EngineOptions
 from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
 from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.keyed.unit_store import KeyedUnitStore, digest
+from engine.options import Field, Options, check_value, option
 from engine.run.passes import split_placement
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class ConversationConfig:
-    """The ``conversation:`` block of a recipe, validated."""
+class DiarizationBlock(Options):
+    """``diarization: {backend: NAME, options: {...}}`` (a bare name stands for ``{backend: NAME}``)."""
 
-    dataset: str = "builtin:demo-conversation"
-    segmentation: SegmentationConfig = SegmentationConfig()
-    diarization: str = "vad-resemblyzer"
-    diarization_options: Mapping[str, Any] = field(default_factory=dict)
-    diarization_placement: Mapping[str, float] = field(default_factory=dict)  # num_gpus, num_cpus, memory_mb of its Ray actor
-    collar: float = DEFAULT_COLLAR_S
-    skip_overlap: bool = DEFAULT_SKIP_OVERLAP
-    tcp_collar: float = DEFAULT_TCP_COLLAR_S
-    slices: tuple[str, ...] = ("n_speakers", "background")
-    oracle_speakers: bool = False  # give the diarizer the reference speaker count
-    normalizer: str = "whisper-english"  # applied to reference and hypothesis words before scoring
+    backend: str = option(doc="a diarizer name (DIAR_BACKENDS)")
+    options: dict[str, Any] = option({}, "the diarizer's options, typed per diarizer", null_default=True)
 
 
-CONFIG_FIELDS: dict[str, Field] = {
-    "dataset": Field(
-        str, "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"
-    ),
-    "segmentation": Field(dict, None, "VAD segmentation (the segmentation table below)", nullable=True),
-    "diarization": Field(
-        object,
+def _diarizer(value: Any, where: str) -> tuple[str, dict[str, Any], dict[str, float]]:
+    """The diarizer's name, its options (as written, less placement) and its actor placement; its typed
+    options are checked now rather than when it loads."""
+    block = DiarizationBlock.parse(value, where) if isinstance(value, Mapping) else DiarizationBlock(check_value(str, value, where))
+    from engine.backends import DIAR_BACKENDS
+
+    try:
+        diar_cls: Any = DIAR_BACKENDS.get(block.backend)  # unknown names fail here, with suggestions
+    except RegistryError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    # placement (num_gpus, num_cpus, memory_mb) sizes the diarizer's Ray actor; it is no diarizer
+    # setting, so it never reaches the diarizer nor the units' settings digest
+    opts, placement = split_placement(dict(block.options), f"{where}.options")
+    if diar_cls.OPTIONS is not None:
+        diar_cls.OPTIONS.parse(opts, f"{where}.options")
+    return block.backend, opts, placement
+
+
+def _normalizer_name(name: str, where: str) -> str:
+    from audits.normalizing import NORMALIZERS
+
+    try:
+        NORMALIZERS.check(name)
+    except RegistryError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    return name
+
+
+@dataclass(frozen=True)
+class ConversationConfig(Options):
+    """The ``conversation:`` block of a recipe (diarization and speaker-attributed WER of multi-speaker recordings)."""
+
+    dataset: str = option(
+        "builtin:demo-conversation", "the conversation set's folder, 'dataset' (the recipe's own) or builtin:demo-conversation"
+    )
+    segmentation: SegmentationConfig = option(
+        SegmentationConfig(),
+        "VAD segmentation (the segmentation table below)",
+        accepts=dict[str, Any],
+        parse=SegmentationConfig.from_mapping,
+        null_default=True,
+        doc_default=None,
+    )
+    diarization: str = option(
         "vad-resemblyzer",
         "a diarizer name, or {backend: NAME, options: {...}} (options typed per diarizer)",
         kind_doc="text or mapping",
-    ),
-    "collar": Field(float, DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10),
-    "skip_overlap": Field(bool, DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER"),
-    "tcp_collar": Field(float, DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600),
-    "slices": Field(list, ["n_speakers", "background"], "manifest label names to slice by"),
-    "oracle_speakers": Field(bool, False, "give the diarizer the reference speaker count"),
-    "normalizer": Field(str, "whisper-english", "text normalizer applied before scoring"),
-}
-"""The ``conversation:`` keys, typed and bounded (engine.config.Field); docs/conversation.md lists them."""
-DIARIZATION_KEYS = {"backend", "options"}
+        accepts=Any,
+        parse=lambda value, where: _diarizer(value, where)[0],
+    )
+    diarization_options: Mapping[str, Any] = field(default_factory=dict)
+    diarization_placement: Mapping[str, float] = field(default_factory=dict)  # num_gpus, num_cpus, memory_mb of its Ray actor
+    collar: float = option(DEFAULT_COLLAR_S, "DER collar in seconds each side of a reference boundary", ge=0, le=10)
+    skip_overlap: bool = option(DEFAULT_SKIP_OVERLAP, "leave overlapped speech out of DER")
+    tcp_collar: float = option(DEFAULT_TCP_COLLAR_S, "tcpWER collar in seconds", ge=0, le=600)
+    slices: tuple[str, ...] = option(("n_speakers", "background"), "manifest label names to slice by")
+    oracle_speakers: bool = option(False, "give the diarizer the reference speaker count")
+    normalizer: str = option("whisper-english", "text normalizer applied before scoring", parse=_normalizer_name)
+
+
+CONFIG_FIELDS: dict[str, Field] = ConversationConfig.declared()
+"""The ``conversation:`` keys, typed and bounded; docs/datasets.md lists them."""
 
 
 def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
@@ -112,53 +145,9 @@ def parse_conversation_config(raw: Any, source: str) -> ConversationConfig:
     where = f"{source}: conversation"
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(raw).__name__}")
-    v = check_fields(raw, CONFIG_FIELDS, where)
-    diar = v["diarization"]
-    diar_raw: Any = {}
-    if isinstance(diar, Mapping):
-        check_keys(diar, DIARIZATION_KEYS, f"{where}.diarization", required={"backend"})
-        diar_raw = diar.get("options")
-        diar_raw = {} if diar_raw is None else diar_raw
-        expect_type(diar_raw, dict, f"{where}.diarization.options")
-        diar = diar["backend"]
-    expect_type(diar, str, f"{where}.diarization")
-    from engine.backends import DIAR_BACKENDS
-
-    try:
-        diar_cls: Any = DIAR_BACKENDS.get(str(diar))  # unknown names fail here, with suggestions
-    except RegistryError as exc:
-        raise ConfigError(f"{where}.diarization: {exc}") from None
-    record = diar_cls.OPTIONS
-    # placement (num_gpus, num_cpus, memory_mb) sizes the diarizer's Ray actor; it is no diarizer
-    # setting, so it never reaches the diarizer nor the units' settings digest
-    diar_opts, diar_place = split_placement(diar_raw, f"{where}.diarization.options")
-    if record is not None:  # the diarizer's typed options, checked now rather than when it loads
-        record.parse(diar_opts, f"{where}.diarization.options")
-    for i, s in enumerate(v["slices"]):
-        expect_type(s, str, f"{where}.slices[{i}]")
-    return ConversationConfig(
-        dataset=v["dataset"],
-        segmentation=SegmentationConfig.from_mapping(v["segmentation"], f"{where}.segmentation"),
-        diarization=str(diar),
-        diarization_options=diar_opts,
-        diarization_placement=diar_place,
-        collar=v["collar"],
-        skip_overlap=v["skip_overlap"],
-        tcp_collar=v["tcp_collar"],
-        slices=tuple(v["slices"]),
-        oracle_speakers=v["oracle_speakers"],
-        normalizer=_normalizer_name(v["normalizer"], where),
-    )
-
-
-def _normalizer_name(name: Any, where: str) -> str:
-    from audits.normalizing import NORMALIZERS
-
-    try:
-        NORMALIZERS.check(str(name))
-    except RegistryError as exc:
-        raise ConfigError(f"{where}.normalizer: {exc}") from None
-    return str(name)
+    cfg = ConversationConfig.parse(raw, where)
+    _, options, placement = _diarizer(raw.get("diarization", cfg.diarization), f"{where}.diarization")
+    return cfg.replace(diarization_options=options, diarization_placement=placement)
 
 
 @dataclass
