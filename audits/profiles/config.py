@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from audits.profiles.ladder import LadderSpec
 from audits.profiles.maps import ConditionMap, load_map
-from engine.config import check_keys, expect_type
+from audits.section_config import source_of
 from engine.data import CONFIDENCE_COLUMNS, RESERVED_LABELS
 from engine.errors import ConfigError
-
-PROFILE_KEYS = {"condition_maps", "gaps", "columns", "ladders", "breaking_margin", "n_boot", "seed", "alpha", "gpu_hour_usd", "normalizer"}
-MAP_KEYS = {"map", "column", "values"}
-LADDER_KEYS = {"name", "column", "baseline", "levels", "unit"}
+from engine.options import Options, check_value, option
 
 #: The study's gap table: (output column, a, b), each read as WER(a) - WER(b).
 STUDY_GAPS: tuple[tuple[str, str, str], ...] = (
@@ -36,53 +32,92 @@ class MapUse:
 
 
 @dataclass(frozen=True)
-class ProfilesConfig:
-    maps: tuple[MapUse, ...] = ()
-    gaps: tuple[tuple[str, str, str], ...] = STUDY_GAPS
-    columns: tuple[str, ...] = ()
-    ladders: tuple[LadderSpec, ...] = ()
-    breaking_margin: float = 0.05
-    n_boot: int = 1000
-    seed: int = 0
-    alpha: float = 0.05
-    gpu_hour_usd: float | None = None
-    normalizer: str | None = None
+class MapOptions(Options):
+    """One entry of ``condition_maps``: a condition map applied to a label column."""
+
+    map: str = option(doc="a shipped condition map's name or a map file's path")
+    column: str = option(doc="the dataset's label column the map reads")
+    values: dict[str, Any] = option({}, "the recipe's own entries, over the map's (value -> outputs)", null_default=True)
 
 
-def _number(value: Any, where: str, lo: float | None = None, hi: float | None = None) -> float:
-    x = float(expect_type(value, (int, float), where))
-    if not math.isfinite(x):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
-        raise ConfigError(f"{where}: {x:g} must lie in [{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'}]")
-    return x
-
-
-def _int(value: Any, where: str, lo: int) -> int:
-    x = int(expect_type(value, int, where))
-    if x < lo:
-        raise ConfigError(f"{where}: must be >= {lo}, got {x}")
-    return x
-
-
-def parse_maps(raw: Any, where: str, source: str) -> tuple[MapUse, ...]:
+def parse_maps(raw: tuple[Any, ...], where: str, source: str | None = None) -> tuple[MapUse, ...]:
     """``condition_maps``: a list of ``{map: <shipped name or path>, column: <label column>, values: {...}}``."""
+    source = source_of(where) if source is None else source
     uses: list[MapUse] = []
     outputs: dict[str, str] = {}
-    for i, item in enumerate(expect_type(raw, list, where)):
+    for i, item in enumerate(raw):
         w = f"{where}[{i}]"
-        data = expect_type(item, dict, w)
-        check_keys(data, MAP_KEYS, w, required={"map", "column"})
-        name = str(expect_type(data["map"], str, f"{w}.map"))
-        column = str(expect_type(data["column"], str, f"{w}.column"))
-        overrides = expect_type(data.get("values") or {}, dict, f"{w}.values")
-        cmap = load_map(name, f"{w}.map", source, overrides)
+        opts = MapOptions.parse(check_value(dict[str, Any], item, w), w)
+        cmap = load_map(opts.map, f"{w}.map", source, opts.values)
         for o in cmap.outputs:
             if o in outputs:
                 raise ConfigError(f"{w}: output column '{o}' is also made by {outputs[o]}; apply each map once")
             outputs[o] = f"{w} ({cmap.name})"
-        uses.append(MapUse(cmap, column))
+        uses.append(MapUse(cmap, opts.column))
     return tuple(uses)
+
+
+def parse_gaps(raw: tuple[Any, ...], where: str) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for i, g in enumerate(raw):
+        if not isinstance(g, (list, tuple)) or len(g) != 3 or not all(isinstance(x, str) for x in g):
+            raise ConfigError(f"{where}[{i}]: expected [label, value_a, value_b] (three strings; gap = WER(a) - WER(b)), got {g!r}")
+        out.append((g[0], g[1], g[2]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class LadderOptions(Options):
+    """One entry of ``ladders``: a label column whose values are the rungs of a ladder."""
+
+    column: str = option(doc="the label column")
+    baseline: str = option(doc="the column's value of the clean clips")
+    levels: dict[str, float] = option(doc="value -> number, mildest first")
+    unit: str = option("", "the levels' unit")
+    name: str = option("", "the ladder's name in reports")
+
+    def validate(self, where: str) -> None:
+        if not self.levels:
+            raise ConfigError(f"{where}.levels: list at least one level (value: number), mildest first")
+        if self.baseline in {str(k) for k in self.levels}:
+            raise ConfigError(f"{where}.levels: the baseline '{self.baseline}' is not a level")
+
+
+def parse_ladders(raw: tuple[Any, ...], where: str) -> tuple[LadderSpec, ...]:
+    """``ladders``: ``{column, baseline, levels: {value: number, ...} (mildest first), unit, name}``."""
+    out = []
+    for i, item in enumerate(raw):
+        w = f"{where}[{i}]"
+        o = LadderOptions.parse(check_value(dict[str, Any], item, w), w)
+        out.append(LadderSpec(o.column, o.baseline, tuple((str(k), v) for k, v in o.levels.items()), o.unit, o.name))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ProfilesConfig(Options):
+    """The ``profiles:`` block: WER profiles by condition (mapped labels), gaps between conditions and ladders."""
+
+    condition_maps: tuple[MapUse, ...] = option(
+        (), "condition maps applied to label columns ({map, column, values})", accepts=list[Any], parse=parse_maps, null_default=True
+    )
+    gaps: tuple[tuple[str, str, str], ...] = option(
+        STUDY_GAPS, "[label, value_a, value_b]: WER(a) - WER(b) with intervals", accepts=list[Any], parse=parse_gaps
+    )
+    columns: tuple[str, ...] = option((), "label columns profiled as they are", null_default=True)
+    ladders: tuple[LadderSpec, ...] = option(
+        (), "ordered conditions ({column, baseline, levels, unit, name})", accepts=list[Any], parse=parse_ladders, null_default=True
+    )
+    breaking_margin: float = option(0.05, "WER rise (absolute) that marks a ladder's breaking point", ge=0, le=1)
+    n_boot: int = option(1000, "bootstrap replicates per interval", ge=10)
+    seed: int = option(0, "bootstrap seed", ge=0)
+    alpha: float = option(0.05, "1 - the intervals' confidence", ge=1e-6, le=0.5)
+    gpu_hour_usd: float | None = option(None, "price of a GPU hour, for cost per hour of audio", ge=0)
+    normalizer: str | None = option(None, "text normalizer applied before scoring (default: the recipe's)")
+
+    @property
+    def maps(self) -> tuple[MapUse, ...]:
+        """The condition maps in use (``condition_maps``)."""
+        return self.condition_maps
 
 
 #: Columns the scored rows hold besides the dataset's labels, which a map's output would overwrite:
@@ -113,61 +148,6 @@ def check_map_outputs(config: ProfilesConfig, label_names: Iterable[str]) -> Non
             )
 
 
-def parse_gaps(raw: Any, where: str) -> tuple[tuple[str, str, str], ...]:
-    out = []
-    for i, g in enumerate(expect_type(raw, list, where)):
-        items = expect_type(g, list, f"{where}[{i}]")
-        if len(items) != 3 or not all(isinstance(x, str) for x in items):
-            raise ConfigError(f"{where}[{i}]: expected [label, value_a, value_b] (three strings; gap = WER(a) - WER(b)), got {g!r}")
-        out.append((items[0], items[1], items[2]))
-    return tuple(out)
-
-
-def parse_ladders(raw: Any, where: str) -> tuple[LadderSpec, ...]:
-    """``ladders``: ``{column, baseline, levels: {value: number, ...} (mildest first), unit, name}``."""
-    out = []
-    for i, item in enumerate(expect_type(raw, list, where)):
-        w = f"{where}[{i}]"
-        data = expect_type(item, dict, w)
-        check_keys(data, LADDER_KEYS, w, required={"column", "baseline", "levels"})
-        levels_raw = expect_type(data["levels"], dict, f"{w}.levels")
-        if not levels_raw:
-            raise ConfigError(f"{w}.levels: list at least one level (value: number), mildest first")
-        levels = tuple((str(k), _number(v, f"{w}.levels.{k}")) for k, v in levels_raw.items())
-        baseline = str(expect_type(data["baseline"], str, f"{w}.baseline"))
-        if baseline in dict(levels):
-            raise ConfigError(f"{w}.levels: the baseline '{baseline}' is not a level")
-        out.append(
-            LadderSpec(
-                str(expect_type(data["column"], str, f"{w}.column")),
-                baseline,
-                levels,
-                str(expect_type(data.get("unit", ""), str, f"{w}.unit")),
-                str(expect_type(data.get("name", ""), str, f"{w}.name")),
-            )
-        )
-    return tuple(out)
-
-
 def parse_profiles_config(mapping: Mapping[str, Any], source: str = "") -> ProfilesConfig:
     """Validate a recipe's ``profiles`` section (loads the map files; runs nothing)."""
-    where = f"{source}: profiles" if source else "profiles"
-    check_keys(mapping, PROFILE_KEYS, where)
-    maps = parse_maps(mapping.get("condition_maps") or [], f"{where}.condition_maps", source)
-    gaps = parse_gaps(mapping["gaps"], f"{where}.gaps") if "gaps" in mapping else STUDY_GAPS
-    cols_raw = expect_type(mapping.get("columns") or [], list, f"{where}.columns")
-    columns = tuple(str(expect_type(c, str, f"{where}.columns[{i}]")) for i, c in enumerate(cols_raw))
-    gpu = mapping.get("gpu_hour_usd")
-    norm = mapping.get("normalizer")
-    return ProfilesConfig(
-        maps=maps,
-        gaps=gaps,
-        columns=columns,
-        ladders=parse_ladders(mapping.get("ladders") or [], f"{where}.ladders"),
-        breaking_margin=_number(mapping.get("breaking_margin", 0.05), f"{where}.breaking_margin", 0.0, 1.0),
-        n_boot=_int(mapping.get("n_boot", 1000), f"{where}.n_boot", 10),
-        seed=_int(mapping.get("seed", 0), f"{where}.seed", 0),
-        alpha=_number(mapping.get("alpha", 0.05), f"{where}.alpha", 1e-6, 0.5),
-        gpu_hour_usd=None if gpu is None else _number(gpu, f"{where}.gpu_hour_usd", 0.0),
-        normalizer=None if norm is None else str(expect_type(norm, str, f"{where}.normalizer")),
-    )
+    return ProfilesConfig.parse(mapping, f"{source}: profiles" if source else "profiles")

@@ -14,50 +14,50 @@ every other figure of the run uses the source clips, as if the block were absent
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from engine.config import Field, check_fields, check_keys, expect_type
+from audits.section_config import source_of
 from engine.errors import ConfigError
+from engine.options import Field, Options, check_value, option
+from engine.perturb.derive import Family  # the options record's annotation is read at run time
 
 if TYPE_CHECKING:
     from audits.sections import SectionContext
     from engine.data import DecodeOptions
     from engine.datasets.base import Dataset
-    from engine.perturb.derive import Family
 
-KEYS = {"families", "seed", "breaking_margin", "n_boot", "alpha", "normalizer"}
-#: A family's keys (docs/profiles.md's option table is held equal to this by a test).
-FAMILY_FIELDS: Mapping[str, Field] = {
-    "kind": Field(str, doc="noise, telephone, mp3, opus, reverb, room, speed or gain"),
-    "noise": Field(str, nullable=True, doc="a noise family's noise: white, pink, babble, music or recorded"),
-    "levels": Field(list, nullable=True, doc="the levels in the kind's unit, mildest first (a room's: RT60 band edges, ascending)"),
-    "name": Field(str, nullable=True, doc="the family's name in labels and reports (default: from kind and noise)"),
-    "folder": Field(
-        str,
-        nullable=True,
-        doc="the folder of recordings of a `recorded` noise or a `room` family "
+
+@dataclass(frozen=True)
+class FamilyOptions(Options):
+    """One perturbation family of a ``perturbations:`` block (docs/profiles.md's option table is made from it)."""
+
+    kind: str = option(doc="noise, telephone, mp3, opus, reverb, room, speed or gain")
+    noise: str | None = option(None, "a noise family's noise: white, pink, babble, music or recorded")
+    levels: tuple[float, ...] | None = option(None, "the levels in the kind's unit, mildest first (a room's: RT60 band edges, ascending)")
+    name: str | None = option(None, "the family's name in labels and reports (default: from kind and noise)")
+    folder: str | None = option(
+        None,
+        "the folder of recordings of a `recorded` noise or a `room` family "
         "(relative paths: from the recipe's folder, else the working directory)",
-    ),
-    "layout": Field(
-        str,
-        "auto",
-        doc="the folder's layout; auto tells MUSAN and RIRS_NOISES by their top-level folders",
-        choices=("auto", "musan", "rirs_noises", "plain"),
-    ),
-    "subsets": Field(
-        list,
-        [],
-        doc="folders inside it to draw from, e.g. `noise/free-sound` or `simulated_rirs/smallroom` "
+    )
+    layout: Literal["auto", "musan", "rirs_noises", "plain"] = option(
+        "auto", "the folder's layout; auto tells MUSAN and RIRS_NOISES by their top-level folders"
+    )
+    subsets: tuple[str, ...] = option(
+        (),
+        "folders inside it to draw from, e.g. `noise/free-sound` or `simulated_rirs/smallroom` "
         "(default: MUSAN `noise`; RIRS_NOISES the noises or the responses)",
-    ),
-    "music_vocals": Field(bool, True, doc="keep MUSAN music with vocals (its ANNOTATIONS say which)"),
-    "max_rir_s": Field(float, 10.0, gt=0, le=60, doc="a room family refuses a response longer than this (seconds)"),
-}
+    )
+    music_vocals: bool = option(True, "keep MUSAN music with vocals (its ANNOTATIONS say which)")
+    max_rir_s: float = option(10.0, "a room family refuses a response longer than this (seconds)", gt=0, le=60)
+
+
+#: A family's keys, typed (``FamilyOptions``).
+FAMILY_FIELDS: Mapping[str, Field] = FamilyOptions.declared()
 FOLDER_KEYS = ("layout", "subsets", "music_vocals", "max_rir_s")
 #: (lowest, highest) level accepted per kind, in the kind's unit.
 LEVEL_RANGES: Mapping[str, tuple[float, float]] = {
@@ -73,21 +73,25 @@ LEVEL_RANGES: Mapping[str, tuple[float, float]] = {
 DEFAULT_LEVELS: Mapping[str, tuple[float, ...]] = {"telephone": (8.0,)}
 
 
+def _families(value: tuple[Any, ...], where: str) -> tuple[Family, ...]:
+    fams: list[Family] = []
+    for i, raw in enumerate(value):
+        fams.append(_family(raw, f"{where}[{i}]", source_of(where), {f.name for f in fams}))
+    if not fams:
+        raise ConfigError(f"{where}: list at least one family")
+    return tuple(fams)
+
+
 @dataclass(frozen=True)
-class PerturbationsConfig:
-    families: tuple[Family, ...]
-    seed: int = 0
-    breaking_margin: float = 0.05
-    n_boot: int = 1000
-    alpha: float = 0.05
-    normalizer: str | None = None
+class PerturbationsConfig(Options):
+    """The ``perturbations:`` block: a perturbation ladder derived from every clip, and WER along it per model."""
 
-
-def _num(value: Any, where: str) -> float:
-    x = float(expect_type(value, (int, float), where))
-    if not math.isfinite(x):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    return x
+    families: tuple[Family, ...] = option(doc="the perturbation families (the table below)", accepts=list[Any], parse=_families)
+    seed: int = option(0, "seed of the derived noise and of the bootstrap", ge=0)
+    breaking_margin: float = option(0.05, "WER rise (absolute, 0.05 = 5 points) that marks a breaking point", ge=0, le=1)
+    n_boot: int = option(1000, "bootstrap replicates per interval", ge=10)
+    alpha: float = option(0.05, "1 - the intervals' confidence", gt=0, le=0.5)
+    normalizer: str | None = option(None, "text normalizer applied before scoring (default: the recipe's)")
 
 
 def _folder(raw: str, where: str, source: str) -> str:
@@ -103,22 +107,24 @@ def _folder(raw: str, where: str, source: str) -> str:
 def _family(raw: Any, w: str, source: str, taken: set[str]) -> Family:
     from engine.perturb import ops
     from engine.perturb.banks import BankSpec
-    from engine.perturb.derive import KINDS, Family
+    from engine.perturb.derive import KINDS
 
-    data = expect_type(raw, dict, w)
-    opts = check_fields(data, FAMILY_FIELDS, w)
-    kind = opts["kind"]
+    data = check_value(dict[str, Any], raw, w)
+    opts = FamilyOptions.parse(data, w)
+    kind = opts.kind
     if kind not in KINDS:
         raise ConfigError(f"{w}.kind: unknown kind '{kind}' (known: {', '.join(KINDS)})")
     noise = ""
     if kind == "noise":
-        noise = str(expect_type(data.get("noise"), str, f"{w}.noise"))
+        if opts.noise is None:
+            raise ConfigError(f"{w}: missing required key 'noise' (white, pink, babble, music or recorded)")
+        noise = opts.noise
         if noise not in (*ops.NOISES, "recorded"):
             raise ConfigError(f"{w}.noise: unknown noise '{noise}' (known: {', '.join((*ops.NOISES, 'recorded'))})")
     elif "noise" in data:
         raise ConfigError(f"{w}.noise: only a 'noise' family takes a noise type")
     takes_folder = kind == "room" or noise == "recorded"
-    if takes_folder and opts["folder"] is None:
+    if takes_folder and opts.folder is None:
         what = "room impulse responses" if kind == "room" else "recordings"
         raise ConfigError(f"{w}: missing required key 'folder' (the folder of {what})")
     for key in ("folder", *FOLDER_KEYS):
@@ -128,8 +134,8 @@ def _family(raw: Any, w: str, source: str, taken: set[str]) -> Family:
         raise ConfigError(f"{w}.music_vocals: a room family reads impulse responses, not music")
     if "max_rir_s" in data and kind != "room":
         raise ConfigError(f"{w}.max_rir_s: only a room family reads impulse responses")
-    if opts["levels"] is not None:
-        levels = tuple(_num(v, f"{w}.levels[{j}]") for j, v in enumerate(opts["levels"]))
+    if opts.levels is not None:
+        levels = opts.levels
     elif kind in DEFAULT_LEVELS:
         levels = DEFAULT_LEVELS[kind]
     else:
@@ -146,21 +152,20 @@ def _family(raw: Any, w: str, source: str, taken: set[str]) -> Family:
         raise ConfigError(f"{w}.levels: a room family's levels are the upper edges of RT60 bands; list them ascending")
     if kind in ops.CODECS and ops.ffmpeg_available() is None:
         raise ConfigError(f"{w}.kind: {kind} needs ffmpeg on PATH (apt-get install ffmpeg)")
-    name = opts["name"] if opts["name"] is not None else (f"{noise}-noise" if kind == "noise" else kind)
+    name = opts.name if opts.name is not None else (f"{noise}-noise" if kind == "noise" else kind)
     if not name or any(c in name for c in ":~/"):
         raise ConfigError(f"{w}.name: '{name}' must be non-empty without ':', '~' or '/'")
     if name in taken:
         raise ConfigError(f"{w}.name: '{name}' is used twice; name each family once")
     spec = None
     if takes_folder:
-        subsets = tuple(str(expect_type(x, str, f"{w}.subsets[{j}]")) for j, x in enumerate(opts["subsets"]))
         spec = BankSpec(
-            _folder(opts["folder"], f"{w}.folder", source),
+            _folder(opts.folder or "", f"{w}.folder", source),
             "rir" if kind == "room" else "noise",
-            opts["layout"],
-            subsets,
-            opts["music_vocals"],
-            opts["max_rir_s"],
+            opts.layout,
+            opts.subsets,
+            opts.music_vocals,
+            opts.max_rir_s,
             where=w,
         )
     return Family(name, kind, levels, noise, source=spec)
@@ -168,27 +173,7 @@ def _family(raw: Any, w: str, source: str, taken: set[str]) -> Family:
 
 def parse_perturbations(mapping: Mapping[str, Any], source: str = "") -> PerturbationsConfig:
     """Validate the block (pure, but checks that ffmpeg exists when a codec family is asked for; folders are read by ``check_sources``)."""
-    where = f"{source}: perturbations" if source else "perturbations"
-    check_keys(mapping, KEYS, where, required={"families"})
-    fams: list[Family] = []
-    for i, raw in enumerate(expect_type(mapping["families"], list, f"{where}.families")):
-        fams.append(_family(raw, f"{where}.families[{i}]", source, {f.name for f in fams}))
-    if not fams:
-        raise ConfigError(f"{where}.families: list at least one family")
-    seed = expect_type(mapping.get("seed", 0), int, f"{where}.seed")
-    margin = _num(mapping.get("breaking_margin", 0.05), f"{where}.breaking_margin")
-    if not 0 <= margin <= 1:
-        raise ConfigError(f"{where}.breaking_margin: {margin:g} must lie in [0, 1] (absolute WER, 0.05 = 5 points)")
-    n_boot = expect_type(mapping.get("n_boot", 1000), int, f"{where}.n_boot")
-    if n_boot < 10:
-        raise ConfigError(f"{where}.n_boot: must be >= 10")
-    alpha = _num(mapping.get("alpha", 0.05), f"{where}.alpha")
-    if not 0 < alpha <= 0.5:
-        raise ConfigError(f"{where}.alpha: must lie in (0, 0.5]")
-    norm = mapping.get("normalizer")
-    return PerturbationsConfig(
-        tuple(fams), int(seed), margin, int(n_boot), alpha, None if norm is None else str(expect_type(norm, str, f"{where}.normalizer"))
-    )
+    return PerturbationsConfig.parse(mapping, f"{source}: perturbations" if source else "perturbations")
 
 
 def check_sources(config: PerturbationsConfig) -> tuple[Family, ...]:
