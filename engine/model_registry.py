@@ -31,41 +31,123 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from engine import config_tree
 from engine.backends import ASR_BACKENDS, asr_capabilities
 from engine.backends.availability import Availability, model_availability
+from engine.backends.device import DTYPE_CHOICES
 from engine.backends.hosted.scrub import register_secret_env
-from engine.config import check_keys, expect_type, load_yaml
+from engine.config import check_keys, load_yaml
 from engine.data import ModelSpec
 from engine.errors import ConfigError, RegistryError
+from engine.options import Options, option
 from engine.registry import did_you_mean
 
-ENTRY_KEYS = {
-    "backend",
-    "options",
-    "batch_size",
-    "params_m",
-    "tags",
-    "description",
-    "extra",
-    "license",
-    "num_gpus",
-    "num_cpus",
-    "memory_mb",
-    "rtfx",
-    "family",
-    "trust_remote_code",
-    "gated",
-    "requires",
-    "study_row",
-    "card",
-    "measured",
-}
-MEASURED_KEYS = {"fields", "device", "dtype", "batch", "threads", "by", "note", "date"}
-MEASURED_REQUIRED = {"fields", "device", "dtype", "batch", "by"}
 MEASURABLE = ("memory_mb", "rtfx")
+RESOURCE_KEYS = ("num_gpus", "num_cpus", "memory_mb", "rtfx")
+
+
+def _device(value: str, where: str) -> str:
+    if value.split(":")[0] not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"{where}: cpu, cuda, cuda:N or mps, got {value!r}")
+    return value
+
+
+def _nonblank(value: str, where: str) -> str:
+    if not value.strip():
+        raise ConfigError(f"{where}: the command or script that measured it, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class MeasuredOptions(Options):
+    """An entry's ``measured:`` mapping: which of memory_mb / rtfx were measured (not estimated), and how."""
+
+    fields: tuple[Literal["memory_mb", "rtfx"], ...] = option(doc="which figures were measured: memory_mb and/or rtfx")
+    device: str = option(doc="cpu, cuda, cuda:N or mps", parse=_device)
+    dtype: str = option(doc="the weights' dtype", choices=DTYPE_CHOICES)
+    batch: int = option(doc="the batch size measured at", ge=1)
+    threads: int | None = option(None, "CPU threads", ge=1)
+    by: str = option(doc="the command or script that measured it", parse=_nonblank)
+    note: str | None = option(None, "anything a reader needs to weigh the figure")
+    date: str | None = option(None, "when it was measured")
+
+    def validate(self, where: str) -> None:
+        if not self.fields:
+            raise ConfigError(f"{where}.fields: a non-empty list of {' and '.join(MEASURABLE)}, got []")
+
+
+def _requires(value: tuple[str, ...], where: str) -> tuple[str, ...]:
+    if not all(r.strip() for r in value):
+        raise ConfigError(f"{where}: must be a list of package names ('peft' or 'dist>=version'), got {list(value)!r}")
+    return tuple(r.strip() for r in value)
+
+
+def _study_row(value: str, where: str) -> str:
+    if value.count("/") != 1 or "" in value.split("/"):
+        raise ConfigError(f"{where}: must be 'vendor/model' (a row of models/rweq-table.tsv), got {value!r}")
+    return value
+
+
+def _card(value: str, where: str) -> str:
+    if not value.startswith("https://"):
+        raise ConfigError(f"{where}: must be an https:// address (the model card or API reference), got {value!r}")
+    return value
+
+
+def _backend(value: str, where: str) -> str:
+    try:
+        ASR_BACKENDS.check(value)
+    except RegistryError as exc:
+        raise ConfigError(f"{where.removesuffix('.backend')}: {exc}") from None
+    return value
+
+
+@dataclass(frozen=True)
+class EntryOptions(Options):
+    """One entry of a model registry file (``models/*.yaml``), as written; ``ModelEntry`` is what the engine runs."""
+
+    backend: str = option(doc="an ASR_BACKENDS name", parse=_backend)
+    options: dict[str, Any] = option({}, "passed to the backend (checked by its options record)", null_default=True)
+    batch_size: int = option(8, "clips per batch", ge=1)
+    params_m: float | None = option(None, "parameters in millions (for queries and plots)", ge=0)
+    tags: tuple[str, ...] = option((), "tags to select models by (--models TAG)", null_default=True)
+    description: str = option("", "one line about the model")
+    extra: str | None = option(None, "the pip extra the model needs (default: its family's)")
+    license: str | None = option(None, "the checkpoint's license")
+    num_gpus: float | None = option(None, "GPUs per Ray actor (a fraction shares a GPU)", ge=0)
+    num_cpus: float | None = option(None, "CPUs per Ray actor", ge=0)
+    memory_mb: float | None = option(None, "resident memory of one loaded copy", ge=0)
+    rtfx: float | None = option(None, "expected speed; the Ray runner starts slow models first", ge=0)
+    family: str | None = option(None, "the model family (engine/backends/asr/families); required for the study line-up")
+    trust_remote_code: bool = option(False, "let a checkpoint run its own Python code (transformers)")
+    gated: bool = option(False, "the hub repository asks users to accept its conditions first")
+    requires: tuple[str, ...] = option((), "packages the checkpoint needs beyond its backend's", parse=_requires, null_default=True)
+    study_row: str | None = option(None, "the row of the study's table (models/rweq-table.tsv): vendor/model", parse=_study_row)
+    card: str | None = option(None, "where the hub id (or the hosted API's request) comes from: an https:// address", parse=_card)
+    measured: MeasuredOptions | None = option(None, "how memory_mb / rtfx were measured; absent: they are estimates")
+
+    def validate(self, where: str) -> None:
+        if self.num_gpus is not None and self.num_gpus > 1 and self.num_gpus != int(self.num_gpus):
+            raise ConfigError(f"{where}.num_gpus: a fraction must be below 1 (Ray cannot split GPUs above one), got {self.num_gpus!r}")
+        if "trust_remote_code" in self.options:
+            raise ConfigError(
+                f"{where}: options.trust_remote_code is not accepted; running a checkpoint's own code is an entry-level "
+                "opt-in: write 'trust_remote_code: true' beside 'backend' (after reviewing that code)"
+            )
+        if self.family is not None:
+            _check_family(self.family, self.backend, where)
+        for name in self.measured.fields if self.measured is not None else ():
+            if getattr(self, name) is None:
+                raise ConfigError(f"{where}.measured.fields names {name}, but the entry sets no {name}")
+
+    def resources(self) -> dict[str, float]:
+        """``num_gpus`` / ``num_cpus`` / ``memory_mb`` / ``rtfx``, only those the entry sets."""
+        return {k: v for k in RESOURCE_KEYS if (v := getattr(self, k)) is not None}
+
+
+ENTRY_KEYS = set(EntryOptions.declared())
 
 
 @dataclass(frozen=True)
@@ -164,53 +246,28 @@ def load_model_registry(config_dir: Path | None = None) -> dict[str, ModelEntry]
             raise ConfigError(f"{path}: 'models' must be a mapping of name -> entry")
         for name, raw in models.items():
             where = f"{path}: model '{name}'"
-            check_keys(raw, ENTRY_KEYS, where, required={"backend"})
             if name in entries:
                 raise ConfigError(f"{where}: duplicate model name (also in {entries[name].source})")
-            backend = expect_type(raw["backend"], str, f"{where}.backend")
-            try:
-                ASR_BACKENDS.check(backend)
-            except RegistryError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
-            family = _family(raw, backend, where)
-            trust = raw.get("trust_remote_code", False)
-            if not isinstance(trust, bool):
-                raise ConfigError(f"{where}.trust_remote_code: must be true or false, got {trust!r}")
-            if "trust_remote_code" in (raw.get("options") or {}):
-                raise ConfigError(
-                    f"{where}: options.trust_remote_code is not accepted; running a checkpoint's own code is an entry-level "
-                    "opt-in: write 'trust_remote_code: true' beside 'backend' (after reviewing that code)"
-                )
-            gated = raw.get("gated", False)
-            if not isinstance(gated, bool):
-                raise ConfigError(f"{where}.gated: must be true or false, got {gated!r}")
-            requires = expect_type(raw.get("requires", []) or [], list, f"{where}.requires")
-            if not all(isinstance(r, str) and r.strip() for r in requires):
-                raise ConfigError(f"{where}.requires: must be a list of package names ('peft' or 'dist>=version'), got {requires!r}")
-            study_row, card = raw.get("study_row"), raw.get("card")
-            if study_row is not None and (not isinstance(study_row, str) or study_row.count("/") != 1 or "" in study_row.split("/")):
-                raise ConfigError(f"{where}.study_row: must be 'vendor/model' (a row of models/rweq-table.tsv), got {study_row!r}")
-            if card is not None and (not isinstance(card, str) or not card.startswith("https://")):
-                raise ConfigError(f"{where}.card: must be an https:// address (the model card or API reference), got {card!r}")
+            e = EntryOptions.parse(raw, where)
             entries[name] = ModelEntry(
                 name=str(name),
-                backend=backend,
-                options=dict(expect_type(raw.get("options", {}) or {}, dict, f"{where}.options")),
-                batch_size=int(expect_type(raw.get("batch_size", 8), int, f"{where}.batch_size")),
-                params_m=float(raw["params_m"]) if raw.get("params_m") is not None else None,
-                tags=tuple(str(t) for t in expect_type(raw.get("tags", []) or [], list, f"{where}.tags")),
-                description=str(raw.get("description", "")),
-                extra=raw.get("extra"),
-                license=raw.get("license"),
+                backend=e.backend,
+                options=dict(e.options),
+                batch_size=e.batch_size,
+                params_m=e.params_m,
+                tags=e.tags,
+                description=e.description,
+                extra=e.extra,
+                license=e.license,
                 source=str(path),
-                resources=_resources(raw, where),
-                family=family,
-                trust_remote_code=trust,
-                gated=gated,
-                requires=tuple(str(r).strip() for r in requires),
-                study_row=study_row,
-                card=card,
-                measured=_measured(raw, where),
+                resources=e.resources(),
+                family=e.family,
+                trust_remote_code=e.trust_remote_code,
+                gated=e.gated,
+                requires=e.requires,
+                study_row=e.study_row,
+                card=e.card,
+                measured=None if e.measured is None else dict(raw["measured"]),
             )
     return entries
 
@@ -262,64 +319,14 @@ def read_study_table(config_dir: Path | None = None) -> list[StudyRow]:
     return rows
 
 
-def _family(raw: Mapping[str, Any], backend: str, where: str) -> str | None:
-    """The entry's family, checked: known, and runnable by the entry's backend."""
+def _check_family(name: str, backend: str, where: str) -> None:
+    """The entry's family is known, and runnable by the entry's backend."""
     from engine.backends.asr.families import FAMILIES
 
-    value = raw.get("family")
-    if value is None:
-        return None
-    name = expect_type(value, str, f"{where}.family")
     if name not in FAMILIES:
         raise ConfigError(f"{where}.family: unknown family '{name}' (known: {', '.join(sorted(FAMILIES))})")
     if name not in asr_capabilities(backend).families:  # the backend's declaration (imports its module only)
         raise ConfigError(f"{where}: family '{name}' runs on backend {' or '.join(FAMILIES[name].backends)}, not '{backend}'")
-    return name
-
-
-def _resources(raw: Mapping[str, Any], where: str) -> dict[str, float]:
-    """``num_gpus`` / ``num_cpus`` / ``memory_mb`` / ``rtfx`` of an entry: non-negative numbers, kept only when set."""
-    out: dict[str, float] = {}
-    for key in ("num_gpus", "num_cpus", "memory_mb", "rtfx"):
-        value = raw.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ConfigError(f"{where}.{key}: must be a number >= 0, got {value!r}")
-        if key == "num_gpus" and value > 1 and value != int(value):
-            raise ConfigError(f"{where}.num_gpus: a fraction must be below 1 (Ray cannot split GPUs above one), got {value!r}")
-        out[key] = float(value)
-    return out
-
-
-def _measured(raw: Mapping[str, Any], where: str) -> dict[str, Any] | None:
-    """An entry's ``measured`` mapping, checked: which of memory_mb / rtfx it covers (each set in the
-    entry), on which device, in which dtype, at which batch size, and by what; None when absent."""
-    from engine.backends.device import DTYPE_CHOICES
-
-    value = raw.get("measured")
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}.measured: must be a mapping (fields, device, dtype, batch, by), got {value!r}")
-    check_keys(value, MEASURED_KEYS, f"{where}.measured", required=MEASURED_REQUIRED)
-    fields = value["fields"]
-    if not isinstance(fields, list) or not fields or any(f not in MEASURABLE for f in fields):
-        raise ConfigError(f"{where}.measured.fields: a non-empty list of {' and '.join(MEASURABLE)}, got {fields!r}")
-    for name in fields:
-        if raw.get(name) is None:
-            raise ConfigError(f"{where}.measured.fields names {name}, but the entry sets no {name}")
-    if not isinstance(value["device"], str) or value["device"].split(":")[0] not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"{where}.measured.device: cpu, cuda, cuda:N or mps, got {value['device']!r}")
-    if value["dtype"] not in DTYPE_CHOICES:
-        raise ConfigError(f"{where}.measured.dtype: one of {', '.join(DTYPE_CHOICES)}, got {value['dtype']!r}")
-    for key in ("batch", "threads"):
-        n = value.get(key)
-        if key in value and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise ConfigError(f"{where}.measured.{key}: a whole number >= 1, got {n!r}")
-    if not isinstance(value["by"], str) or not value["by"].strip():
-        raise ConfigError(f"{where}.measured.by: the command or script that measured it, got {value['by']!r}")
-    return dict(value)
 
 
 def resolve_models(names: list[str], registry: Mapping[str, ModelEntry]) -> list[ModelEntry]:
