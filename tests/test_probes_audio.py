@@ -281,7 +281,7 @@ def test_voice_arm_settings_are_checked() -> None:
         "arms": (["generic", "cloned"], r"synthetic_voice.arms: \['cloned'\]"),
         "matched_pool": (["slt"], r"matched_pool\[0\]: 'slt' is not 'engine:voice'"),
         "match_encoder": ("ecapa", "match_encoder: .*speaker-verification backend"),
-        "exclude_source_voice": ("yes", "exclude_source_voice: expected bool"),
+        "exclude_source_voice": ("yes", "exclude_source_voice: expected a boolean"),
         "match_clips_per_speaker": (0, "match_clips_per_speaker: 0 is out of range; it must be >= 1"),
     }
     for key, (value, msg) in bad.items():

@@ -32,105 +32,120 @@ many planted errors the panel found. ``datasets`` limits planting to datasets of
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
 from audits.judging import JudgeConfig, parse_judge_config
 from audits.probes.masking import MaskSettings
 from audits.probes.synthetic_voice import SyntheticSettings
 from audits.probes.word_timings import METHODS
-from engine.config import check_keys, check_number, expect_type
 from engine.errors import ConfigError
+from engine.options import Options, check_value, option
 
-PROBE_KEYS = {"word_timings", "masking", "orthography", "bad_reference", "synthetic_voice"}
-TIMING_KEYS = {"method", "model"}
-MASKING_KEYS = {
-    "enabled",
-    "variants",
-    "primary_variant",
-    "max_targets",
-    "pad_s",
-    "min_clip_s",
-    "kinds",
-    "ner",
-    "attenuate_db",
-    "noise",
-    "max_span_fraction",
-    "seed",
-}
-ORTHO_KEYS = {"enabled", "min_clips_per_arm", "pool", "families"}
-BADREF_KEYS = {
-    "enabled",
-    "panel",
-    "supermajority",
-    "min_agree",
-    "min_eligible_panel",
-    "min_ref_match",
-    "min_deletion_cer",
-    "corrections",
-    "corrections_mode",
-    "reference_errors",
-}
-REFERR_KEYS = {"enabled", "fraction", "kinds", "seed", "prepend", "append", "datasets"}
-SYNTH_KEYS = {
-    "enabled",
-    "tts",
-    "voice",
-    "sources",
-    "max_clips",
-    "n_boot",
-    "seed",
-    "arms",
-    "matched_pool",
-    "match_encoder",
-    "match_encoder_options",
-    "match_clips_per_speaker",
-    "exclude_source_voice",
-    "judges",
-}
-ERROR_KINDS = ("prepend", "append", "drop-first", "drop-last")
+ErrorKind = Literal["prepend", "append", "drop-first", "drop-last"]
+ERROR_KINDS: tuple[str, ...] = typing.get_args(ErrorKind)
 
 
 # ------------------------------------------------------------------ configuration
 
 
-@dataclass(frozen=True)
-class TimingConfig:
-    method: str = "auto"
-    model: str = "whisper-tiny.en"
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    """A list of strings; a single string stands for a list of one."""
+    return check_value(tuple[str, ...], [value] if isinstance(value, str) else value, where)  # type: ignore[no-any-return]
+
+
+def _word_timing_method(value: str, where: str) -> str:
+    if value not in METHODS:
+        raise ConfigError(f"{where} must be one of {list(METHODS)}, got '{value}'")
+    return value
 
 
 @dataclass(frozen=True)
-class OrthographyConfig:
-    min_clips_per_arm: int = 5
-    pool: bool = False
-    families: tuple[str, ...] | None = None
+class TimingConfig(Options):
+    """``probes.word_timings``: how word timings are found (the masking probe hides words at them)."""
+
+    method: str = option("auto", "auto, ctc or whisper", parse=_word_timing_method)
+    model: str = option("whisper-tiny.en", "the registry model whose word timestamps are used")
 
 
 @dataclass(frozen=True)
-class ReferenceErrors:
+class OrthographyConfig(Options):
+    """``probes.orthography``: do models write the benchmark's spelling of words it spells one way?"""
+
+    min_clips_per_arm: int = option(5, "fewest clips per arm for a verdict", ge=1)
+    pool: bool = option(False, "pool the families into one verdict")
+    families: tuple[str, ...] | None = option(None, "the spelling families to test (default: all)", accepts=Any, parse=_names)
+
+    def validate(self, where: str) -> None:
+        if self.families is None:
+            return
+        from audits.probes.orthography import default_families
+
+        known = [f.name for f in default_families(include_optional_compounds=True)]
+        unknown = [f for f in self.families if f not in known]
+        if unknown:
+            raise ConfigError(f"{where}.families: unknown family {unknown}; known: {', '.join(known)}")
+
+
+def _error_kinds(value: Any, where: str) -> tuple[str, ...]:
+    kinds = _names(value, where)
+    bad = [k for k in kinds if k not in ERROR_KINDS]
+    if bad or not kinds:
+        raise ConfigError(f"{where}: {bad or 'empty'}; choose from {list(ERROR_KINDS)}")
+    return kinds
+
+
+@dataclass(frozen=True)
+class ReferenceErrors(Options):
     """Known reference errors planted in a copy of the dataset (see the module docstring)."""
 
-    fraction: float = 0.5
-    kinds: tuple[str, ...] = ERROR_KINDS
-    seed: int = 0
-    prepend: str = "Madam President,"
-    append: str = "Thank you very much."
-    datasets: tuple[str, ...] | None = None
+    fraction: float = option(0.5, "share of clips given a planted error", gt=0, le=1)
+    kinds: tuple[str, ...] = option(ERROR_KINDS, "which errors to plant", accepts=Any, parse=_error_kinds)
+    seed: int = option(0, "seed of the planted errors", ge=0, le=2**32 - 1)
+    prepend: str = option("Madam President,", "the words a prepend error adds")
+    append: str = option("Thank you very much.", "the words an append error adds")
+    datasets: tuple[str, ...] | None = option(None, "plant only in datasets of these names", accepts=Any, parse=_names)
+
+
+def _block(record: type[Options], switch: bool = True) -> Any:
+    """The ``parse`` of a probe's block: ``null`` or ``true`` is every default, ``false`` (or, when the
+    block takes ``enabled``, ``enabled: false``) turns it off (None); else the record's keys."""
+
+    def parse(value: Any, where: str) -> Any:
+        if value is None or value is True:
+            value = {}
+        if value is False:
+            return None
+        data = check_value(dict[str, Any], value, where)
+        enabled = True
+        if switch and "enabled" in data:
+            enabled = check_value(bool, data["enabled"], f"{where}.enabled")
+            data = {k: v for k, v in data.items() if k != "enabled"}
+        rec = record.parse(data, where)
+        return rec if enabled else None
+
+    return parse
 
 
 @dataclass(frozen=True)
-class BadReferenceConfig:
-    panel: tuple[str, ...]
-    supermajority: float = 0.8
-    min_agree: int = 2
-    min_eligible_panel: int = 3
-    min_ref_match: float = 0.5
-    min_deletion_cer: float = 0.30
-    corrections: str | None = None
-    corrections_mode: str = "replace"
-    reference_errors: ReferenceErrors | None = None
+class BadReferenceConfig(Options):
+    """``probes.bad_reference``: references a consensus panel says were not spoken (or a file of corrections)."""
+
+    panel: tuple[str, ...] = option(
+        (), "registry ASR models, independent of those under test", accepts=Any, parse=_names, null_default=True
+    )
+    supermajority: float = option(0.8, "share of the eligible panel that must agree")
+    min_agree: int = option(2, "fewest agreeing panel models", ge=1)
+    min_eligible_panel: int = option(3, "fewest panel models that heard a clip", ge=1)
+    min_ref_match: float = option(0.5, "smallest match of a panel model's transcript with the reference")
+    min_deletion_cer: float = option(0.30, "smallest CER of a deletion flagged as not spoken")
+    corrections: str | None = option(None, "a file of human-verified references")
+    corrections_mode: Literal["replace", "confirm"] = option("replace", "replace the panel, or confirm its findings")
+    reference_errors: ReferenceErrors | None = option(
+        None, "plant known reference errors in a copy of the dataset", accepts=Any, parse=_block(ReferenceErrors)
+    )
 
     def settings(self) -> Any:
         from audits.probes.bad_reference import BadRefSettings
@@ -142,6 +157,127 @@ class BadReferenceConfig:
             min_eligible_panel=self.min_eligible_panel,
             min_deletion_cer=self.min_deletion_cer,
         )
+
+    def validate(self, where: str) -> None:
+        self.settings()  # range checks of the thresholds
+        panel = self.panel
+        needs_panel = not (self.corrections and self.corrections_mode == "replace")
+        if needs_panel and not panel:
+            raise ConfigError(
+                f"{where}.panel is empty: name at least {self.min_eligible_panel} registry ASR models, chosen independently of "
+                "the models under test, whose consensus decides which reference words were not spoken "
+                "(or give corrections: a file of human-verified references)"
+            )
+        if needs_panel and len(panel) < self.min_eligible_panel:
+            raise ConfigError(
+                f"{where}.panel has {len(panel)} model(s) ({', '.join(panel)}) but min_eligible_panel is {self.min_eligible_panel}: "
+                "no clip could ever reach a consensus; add panel models or lower min_eligible_panel"
+            )
+        dupes = sorted({p for p in panel if panel.count(p) > 1})
+        if dupes:
+            raise ConfigError(f"{where}.panel names {dupes} more than once; a panel member votes once")
+
+
+@dataclass(frozen=True)
+class MaskingOptions(Options):
+    """``probes.masking``: hide target words and see whether a model still writes them (``MaskSettings``)."""
+
+    variants: tuple[str, ...] = option(("silence",), "how words are hidden: silence, noise, attenuate", accepts=Any, parse=_names)
+    primary_variant: str | None = option(None, "the variant the verdict uses (default: silence when listed, else the first)")
+    max_targets: int = option(1, "target words hidden per clip", ge=1, le=1000)
+    pad_s: float = option(0.05, "seconds hidden each side of a word", ge=0, le=10)
+    min_clip_s: float = option(1.0, "shortest clip masked (seconds)", ge=0, le=3600)
+    kinds: tuple[str, ...] = option(("number", "proper-noun"), "which words are targets", accepts=Any, parse=_names)
+    ner: str | None = option(None, "spaCy model for 'entity' targets")
+    attenuate_db: float = option(-30.0, "the attenuate variant's cut (dB)", ge=-200, le=0)
+    noise: str = option("pink", "the noise variant's colour")
+    max_span_fraction: float = option(0.5, "most of a clip hidden", gt=0, le=1)
+    seed: int = option(0, "seed of the target choice and noise", ge=0, le=2**32 - 1)
+
+    def settings(self) -> MaskSettings:
+        primary = self.primary_variant
+        if primary is None:
+            primary = "silence" if "silence" in self.variants else self.variants[0] if self.variants else "silence"
+        return MaskSettings(
+            variants=self.variants,
+            primary_variant=primary,
+            max_targets=self.max_targets,
+            pad_s=self.pad_s,
+            min_clip_s=self.min_clip_s,
+            kinds=self.kinds,
+            ner=self.ner,
+            attenuate_db=self.attenuate_db,
+            noise_color=self.noise,
+            max_span_fraction=self.max_span_fraction,
+            seed=self.seed,
+        )
+
+
+@dataclass(frozen=True)
+class SyntheticOptions(Options):
+    """``probes.synthetic_voice``: the masking and bad-reference clips again in synthetic voices (``SyntheticSettings``)."""
+
+    tts: str = option("espeak-ng", "the TTS backend of the generic arm")
+    voice: str | None = option(None, "its voice (default: the backend's)")
+    sources: tuple[str, ...] = option(("masking", "bad_reference"), "the probes whose clips are re-voiced", accepts=Any, parse=_names)
+    max_clips: int = option(200, "most clips re-voiced", ge=1, le=1_000_000)
+    n_boot: int = option(1000, "bootstrap replicates", ge=1, le=100_000)
+    seed: int = option(0, "seed of the clip sample", ge=0, le=2**32 - 1)
+    arms: tuple[str, ...] = option(("generic", "matched"), "generic and/or matched voices", accepts=Any, parse=_names)
+    matched_pool: tuple[Any, ...] | None = option(None, "'engine:voice' entries the matched voice is chosen from (null: the shipped pool)")
+    match_encoder: str = option("resemblyzer", "the speaker encoder that picks the matched voice")
+    match_encoder_options: dict[str, Any] = option({}, "its options", null_default=True)
+    match_clips_per_speaker: int = option(5, "clips per source speaker the match is made from", ge=1, le=10_000)
+    exclude_source_voice: bool = option(True, "never pick the clip's own voice")
+    judges: JudgeConfig | None = option(
+        None, "audio-LM judges: synthetic-speech likelihood per arm", accepts=dict[str, Any] | None, parse=parse_judge_config
+    )
+
+    def settings(self, w: str) -> SyntheticSettings:
+        from audits.probes.synthetic_voice import ARMS, DEFAULT_POOL
+        from audits.probes.voice_match import parse_pool
+        from engine.backends import SV_BACKENDS, TTS_BACKENDS
+        from engine.errors import RegistryError
+
+        arms = self.arms
+        unknown = [a for a in arms if a not in ARMS]
+        if unknown or not arms or len(set(arms)) != len(arms):
+            raise ConfigError(f"{w}.arms: {unknown or list(arms)} is not one or both of {list(ARMS)} (each once)")
+        raw_pool = DEFAULT_POOL if self.matched_pool is None else self.matched_pool
+        pool = parse_pool(raw_pool, f"{w}.matched_pool") if "matched" in arms else tuple(str(p) for p in raw_pool)
+        try:
+            TTS_BACKENDS.get(self.tts)
+        except RegistryError as exc:
+            raise ConfigError(f"{w}.tts: {exc}") from None
+        try:
+            SV_BACKENDS.get(self.match_encoder)
+        except RegistryError as exc:
+            raise ConfigError(f"{w}.match_encoder: {exc}") from None
+        return SyntheticSettings(
+            tts=self.tts,
+            voice=self.voice,
+            sources=self.sources,
+            max_clips=self.max_clips,
+            n_boot=self.n_boot,
+            seed=self.seed,
+            arms=arms,
+            matched_pool=pool,
+            match_encoder=self.match_encoder,
+            match_encoder_options=tuple(sorted((str(k), v) for k, v in self.match_encoder_options.items())),
+            match_clips_per_speaker=self.match_clips_per_speaker,
+            exclude_source_voice=self.exclude_source_voice,
+        )
+
+
+@dataclass(frozen=True)
+class ProbesOptions(Options):
+    """The ``probes:`` block; a probe runs when its key is present and not ``false`` (nor ``enabled: false``)."""
+
+    word_timings: TimingConfig | None = option(None, "how word timings are found", accepts=Any, parse=_block(TimingConfig, switch=False))
+    masking: MaskingOptions | None = option(None, "the masking probe", accepts=Any, parse=_block(MaskingOptions))
+    orthography: OrthographyConfig | None = option(None, "the orthography probe", accepts=Any, parse=_block(OrthographyConfig))
+    bad_reference: BadReferenceConfig | None = option(None, "the bad-reference probe", accepts=Any, parse=_block(BadReferenceConfig))
+    synthetic_voice: SyntheticOptions | None = option(None, "the synthetic-voice probe", accepts=Any, parse=_block(SyntheticOptions))
 
 
 @dataclass(frozen=True)
@@ -164,215 +300,38 @@ class ProbeConfig:
         return asdict(self)
 
 
-def _section(raw: Mapping[str, Any], key: str, allowed: set[str], where: str) -> dict[str, Any] | None:
-    if key not in raw:
-        return None
-    sec = raw[key]
-    if sec is None or sec is True:
-        sec = {}
-    if sec is False:
-        return None
-    check_keys(sec, allowed, f"{where}.{key}")
-    if sec.get("enabled", True) is False:
-        return None
-    return {k: v for k, v in sec.items() if k != "enabled"}
-
-
-def _num(sec: Mapping[str, Any], key: str, default: Any, where: str, types: Any = (int, float), **bounds: float) -> Any:
-    """A number from the typed option layer: integers only from integers, finite, within ``bounds`` (ge/gt/le/lt)."""
-    if key not in sec:
-        return default
-    return check_number(sec[key], f"{where}.{key}", integer=types is int, **bounds)
-
-
-def _str_list(value: Any, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    expect_type(value, list, where)
-    for i, v in enumerate(value):
-        expect_type(v, str, f"{where}[{i}]")
-    return tuple(value)
-
-
 def parse_probe_config(mapping: Mapping[str, Any] | None, source: str = "", registry: Mapping[str, Any] | None = None) -> ProbeConfig:
     """Validate a recipe's ``probes:`` mapping; every error names the recipe and the key.
 
     Pure apart from reading the model registry (to check panel names); called before any model loads.
     """
     where = f"{source}: probes" if source else "probes"
-    raw = mapping or {}
-    check_keys(raw, PROBE_KEYS, where)
-
-    t = _section(raw, "word_timings", TIMING_KEYS, where) or {}
-    timing = TimingConfig(method=str(t.get("method", "auto")), model=str(t.get("model", "whisper-tiny.en")))
-    if timing.method not in METHODS:
-        raise ConfigError(f"{where}.word_timings.method must be one of {list(METHODS)}, got '{timing.method}'")
-
-    masking = None
-    m = _section(raw, "masking", MASKING_KEYS, where)
-    if m is not None:
-        w = f"{where}.masking"
-        variants = _str_list(m.get("variants", ["silence"]), f"{w}.variants")
-        masking = MaskSettings(
-            variants=variants,
-            primary_variant=str(m.get("primary_variant", "silence" if "silence" in variants else variants[0] if variants else "silence")),
-            max_targets=int(_num(m, "max_targets", 1, w, int, ge=1, le=1000)),
-            pad_s=float(_num(m, "pad_s", 0.05, w, ge=0, le=10)),
-            min_clip_s=float(_num(m, "min_clip_s", 1.0, w, ge=0, le=3600)),
-            kinds=_str_list(m.get("kinds", ["number", "proper-noun"]), f"{w}.kinds"),
-            ner=m.get("ner"),
-            attenuate_db=float(_num(m, "attenuate_db", -30.0, w, ge=-200, le=0)),
-            noise_color=str(m.get("noise", "pink")),
-            max_span_fraction=float(_num(m, "max_span_fraction", 0.5, w, gt=0, le=1)),
-            seed=int(_num(m, "seed", 0, w, int, ge=0, le=2**32 - 1)),
-        )
-
-    ortho = None
-    o = _section(raw, "orthography", ORTHO_KEYS, where)
-    if o is not None:
-        w = f"{where}.orthography"
-        fams = _str_list(o["families"], f"{w}.families") if o.get("families") is not None else None
-        ortho = OrthographyConfig(int(_num(o, "min_clips_per_arm", 5, w, int)), expect_type(o.get("pool", False), bool, f"{w}.pool"), fams)
-        if ortho.min_clips_per_arm < 1:
-            raise ConfigError(f"{w}.min_clips_per_arm must be >= 1, got {ortho.min_clips_per_arm}")
-        if fams is not None:
-            from audits.probes.orthography import default_families
-
-            known = [f.name for f in default_families(include_optional_compounds=True)]
-            unknown = [f for f in fams if f not in known]
-            if unknown:
-                raise ConfigError(f"{w}.families: unknown family {unknown}; known: {', '.join(known)}")
-
-    badref = None
-    b = _section(raw, "bad_reference", BADREF_KEYS, where)
-    if b is not None:
-        badref = _parse_badref(b, f"{where}.bad_reference", registry)
-
+    opts = ProbesOptions.parse(mapping or {}, where)
+    masking = None if opts.masking is None else opts.masking.settings()
+    badref = opts.bad_reference
+    if badref is not None and badref.panel:
+        _check_panel(badref.panel, f"{where}.bad_reference", registry)
     synth = None
-    s = _section(raw, "synthetic_voice", SYNTH_KEYS, where)
-    synth_judges = parse_judge_config(s.get("judges"), f"{where}.synthetic_voice.judges") if s is not None else None
+    s = opts.synthetic_voice
     if s is not None:
         w = f"{where}.synthetic_voice"
-        sources = _str_list(s.get("sources", ["masking", "bad_reference"]), f"{w}.sources")
-        synth = _parse_synthetic(s, w, sources)
+        synth = s.settings(w)
         usable = [src for src in synth.sources if (src == "masking" and masking) or (src == "bad_reference" and badref)]
         if not usable:
             raise ConfigError(f"{w}: its sources {list(synth.sources)} need the masking or bad_reference probe; enable one of them")
-    return ProbeConfig(timing, masking, ortho, badref, synth, source, synth_judges)
+    timing = opts.word_timings or TimingConfig()
+    return ProbeConfig(timing, masking, opts.orthography, badref, synth, source, None if s is None else s.judges)
 
 
-def _parse_synthetic(s: Mapping[str, Any], w: str, sources: tuple[str, ...]) -> SyntheticSettings:
-    from audits.probes.synthetic_voice import ARMS, DEFAULT_POOL
-    from audits.probes.voice_match import parse_pool
-    from engine.backends import SV_BACKENDS, TTS_BACKENDS
-    from engine.errors import RegistryError
+def _check_panel(panel: tuple[str, ...], w: str, registry: Mapping[str, Any] | None) -> None:
+    from engine.backends import asr_capabilities
+    from engine.model_registry import load_model_registry, resolve_models
 
-    arms = _str_list(s.get("arms", list(ARMS)), f"{w}.arms")
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown or not arms or len(set(arms)) != len(arms):
-        raise ConfigError(f"{w}.arms: {unknown or list(arms)} is not one or both of {list(ARMS)} (each once)")
-    raw_pool = s.get("matched_pool", list(DEFAULT_POOL))
-    if not isinstance(raw_pool, (list, tuple)):
-        raise ConfigError(
-            f"{w}.matched_pool must be a list of 'engine:voice' entries (e.g. ['flite:slt', 'espeak-ng:en-us+m3', 'kokoro:*'])"
-        )
-    pool = parse_pool(raw_pool, f"{w}.matched_pool") if "matched" in arms else tuple(str(p) for p in raw_pool)
-    encoder = str(s.get("match_encoder", "resemblyzer"))
-    encoder_options = expect_type(s.get("match_encoder_options") or {}, dict, f"{w}.match_encoder_options")
+    reg = registry if registry is not None else load_model_registry()
     try:
-        TTS_BACKENDS.get(str(s.get("tts", "espeak-ng")))
-    except RegistryError as exc:
-        raise ConfigError(f"{w}.tts: {exc}") from None
-    try:
-        SV_BACKENDS.get(encoder)
-    except RegistryError as exc:
-        raise ConfigError(f"{w}.match_encoder: {exc}") from None
-    return SyntheticSettings(
-        tts=str(s.get("tts", "espeak-ng")),
-        voice=s.get("voice"),
-        sources=sources,
-        max_clips=int(_num(s, "max_clips", 200, w, int, ge=1, le=1_000_000)),
-        n_boot=int(_num(s, "n_boot", 1000, w, int, ge=1, le=100_000)),
-        seed=int(_num(s, "seed", 0, w, int, ge=0, le=2**32 - 1)),
-        arms=arms,
-        matched_pool=pool,
-        match_encoder=encoder,
-        match_encoder_options=tuple(sorted((str(k), v) for k, v in encoder_options.items())),
-        match_clips_per_speaker=int(_num(s, "match_clips_per_speaker", 5, w, int, ge=1, le=10_000)),
-        exclude_source_voice=expect_type(s.get("exclude_source_voice", True), bool, f"{w}.exclude_source_voice"),
-    )
-
-
-def _parse_badref(b: Mapping[str, Any], w: str, registry: Mapping[str, Any] | None) -> BadReferenceConfig:
-    panel = _str_list(b.get("panel", []) or [], f"{w}.panel")
-    corrections = b.get("corrections")
-    mode = str(b.get("corrections_mode", "replace"))
-    if mode not in ("replace", "confirm"):
-        raise ConfigError(f"{w}.corrections_mode must be 'replace' or 'confirm', got '{mode}'")
-    cfg = BadReferenceConfig(
-        panel=panel,
-        supermajority=float(_num(b, "supermajority", 0.8, w)),
-        min_agree=int(_num(b, "min_agree", 2, w, int, ge=1)),
-        min_eligible_panel=int(_num(b, "min_eligible_panel", 3, w, int, ge=1)),
-        min_ref_match=float(_num(b, "min_ref_match", 0.5, w)),
-        min_deletion_cer=float(_num(b, "min_deletion_cer", 0.30, w)),
-        corrections=None if corrections is None else str(expect_type(corrections, str, f"{w}.corrections")),
-        corrections_mode=mode,
-    )
-    cfg.settings()  # range checks of the thresholds
-    needs_panel = not (cfg.corrections and cfg.corrections_mode == "replace")
-    if needs_panel and not panel:
-        raise ConfigError(
-            f"{w}.panel is empty: name at least {cfg.min_eligible_panel} registry ASR models, chosen independently of "
-            "the models under test, whose consensus decides which reference words were not spoken "
-            "(or give corrections: a file of human-verified references)"
-        )
-    if needs_panel and len(panel) < cfg.min_eligible_panel:
-        raise ConfigError(
-            f"{w}.panel has {len(panel)} model(s) ({', '.join(panel)}) but min_eligible_panel is {cfg.min_eligible_panel}: "
-            "no clip could ever reach a consensus; add panel models or lower min_eligible_panel"
-        )
-    dupes = sorted({p for p in panel if panel.count(p) > 1})
-    if dupes:
-        raise ConfigError(f"{w}.panel names {dupes} more than once; a panel member votes once")
-    if panel:
-        from engine.model_registry import load_model_registry, resolve_models
-
-        reg = registry if registry is not None else load_model_registry()
-        try:
-            entries = resolve_models(list(panel), reg)  # type: ignore[arg-type]
-        except ConfigError as exc:
-            raise ConfigError(f"{w}.panel: {exc}") from None
-        from engine.backends import asr_capabilities
-
-        ctrl = [e.name for e in entries if asr_capabilities(e.backend).positive_control]
-        if ctrl:
-            raise ConfigError(
-                f"{w}.panel: {ctrl} is a positive control (its backend answers from the references), not an independent listener"
-            )
-    re_raw = b.get("reference_errors")
-    if re_raw not in (None, False):
-        rw = f"{w}.reference_errors"
-        re_raw = {} if re_raw is True else re_raw
-        check_keys(re_raw, REFERR_KEYS, rw)
-        if re_raw.get("enabled", True) is not False:
-            kinds = _str_list(re_raw.get("kinds", list(ERROR_KINDS)), f"{rw}.kinds")
-            bad = [k for k in kinds if k not in ERROR_KINDS]
-            if bad or not kinds:
-                raise ConfigError(f"{rw}.kinds: {bad or 'empty'}; choose from {list(ERROR_KINDS)}")
-            frac = float(_num(re_raw, "fraction", 0.5, rw))
-            if not 0.0 < frac <= 1.0:
-                raise ConfigError(f"{rw}.fraction must be in (0, 1], got {frac}")
-            ds = re_raw.get("datasets")
-            cfg = replace(
-                cfg,
-                reference_errors=ReferenceErrors(
-                    fraction=frac,
-                    kinds=kinds,
-                    seed=int(_num(re_raw, "seed", 0, rw, int, ge=0, le=2**32 - 1)),
-                    prepend=str(re_raw.get("prepend", "Madam President,")),
-                    append=str(re_raw.get("append", "Thank you very much.")),
-                    datasets=None if ds is None else _str_list(ds, f"{rw}.datasets"),
-                ),
-            )
-    return cfg
+        entries = resolve_models(list(panel), reg)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise ConfigError(f"{w}.panel: {exc}") from None
+    ctrl = [e.name for e in entries if asr_capabilities(e.backend).positive_control]
+    if ctrl:
+        raise ConfigError(f"{w}.panel: {ctrl} is a positive control (its backend answers from the references), not an independent listener")
