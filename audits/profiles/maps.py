@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.config import check_keys, expect_type, load_yaml
+from engine.config import check_keys, load_yaml
 from engine.config_tree import config_folder, display_path
 from engine.errors import ConfigError
+from engine.options import Options, check_value, option
 
-FILE_KEYS = {"name", "description", "outputs", "allowed", "prefix_fallback", "sources", "values", "patterns"}
 META_KEYS = {"source", "note", "aliases"}
 
 
@@ -77,7 +77,24 @@ class ConditionMap:
 
 
 def _str(value: Any, where: str) -> str:
-    return str(expect_type(value, str, where))
+    return check_value(str, value, where)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class MapFile(Options):
+    """A condition map file's top-level keys (``conditions/*.yaml``); each entry's keys are the file's outputs."""
+
+    name: str = option(doc="the map's name in reports")
+    description: str = option("", "what the map is for")
+    outputs: tuple[str, ...] = option(doc="the label columns the map writes")
+    allowed: dict[str, tuple[str, ...]] = option(doc="output -> the values it may take")
+    prefix_fallback: bool = option(False, "match a value without its last '-part' (locale tags)")
+    sources: dict[str, str] = option(doc="source key -> citation")
+    values: dict[str, dict[str, Any]] = option(doc="label value -> {output: value, ..., source, note, aliases}")
+    patterns: tuple[dict[str, Any], ...] = option((), "{regex, output: value, ..., source, note} for tags with a level", null_default=True)
+
+
+FILE_KEYS = set(MapFile.declared())
 
 
 def _assignment(
@@ -89,7 +106,7 @@ def _assignment(
     where: str,
     extra_keys: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> Assignment:
-    data = expect_type(raw, dict, where)
+    data = check_value(dict[str, Any], raw, where)
     check_keys(data, set(outputs) | META_KEYS | extra_keys, where, required=set(outputs) | {"source"})
     source = _str(data["source"], f"{where}.source")
     if source not in sources:
@@ -105,11 +122,8 @@ def _assignment(
 
 
 def load_map_file(path: Path) -> dict[str, Any]:
-    """The raw mapping of a map file, checked for its top-level keys."""
-    data = load_yaml(path)
-    where = str(path)
-    check_keys(expect_type(data, dict, where), FILE_KEYS, where, required={"name", "outputs", "allowed", "sources", "values"})
-    return data  # type: ignore[no-any-return]
+    """The raw mapping of a map file (its keys are checked by ``parse_map``)."""
+    return check_value(dict[str, Any], load_yaml(path), str(path))  # type: ignore[no-any-return]
 
 
 def _unique(items: Sequence[str], where: str, normalize: Any = None) -> None:
@@ -131,20 +145,18 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
     aliases normalize to one value or an alias repeats its entry's name) is refused, as a key
     written twice is by the YAML loader.
     """
-    outputs = tuple(_str(o, f"{where}.outputs[{i}]") for i, o in enumerate(expect_type(data["outputs"], list, f"{where}.outputs")))
+    f = MapFile.parse(data, where)
+    outputs = f.outputs
     if not outputs:
         raise ConfigError(f"{where}.outputs: list at least one output column")
     _unique(outputs, f"{where}.outputs")
-    allowed_raw = expect_type(data["allowed"], dict, f"{where}.allowed")
     allowed: dict[str, tuple[str, ...]] = {}
     for o in outputs:
-        if o not in allowed_raw:
+        if o not in f.allowed:
             raise ConfigError(f"{where}.allowed: missing the values of output '{o}'")
-        allowed[o] = tuple(
-            _str(v, f"{where}.allowed.{o}[{i}]") for i, v in enumerate(expect_type(allowed_raw[o], list, f"{where}.allowed.{o}"))
-        )
+        allowed[o] = f.allowed[o]
         _unique(allowed[o], f"{where}.allowed.{o}")
-    sources = {str(k): _str(v, f"{where}.sources.{k}") for k, v in expect_type(data["sources"], dict, f"{where}.sources").items()}
+    sources = {str(k): v for k, v in f.sources.items()}
     table: dict[str, Assignment] = {}
     entries: dict[str, Assignment] = {}
     owner: dict[str, str] = {}
@@ -158,12 +170,12 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
         table[key] = a
         owner[key] = a.entry
 
-    for entry, raw in expect_type(data["values"], dict, f"{where}.values").items():
+    for entry, raw in f.values.items():
         w = f"{where}.values.{entry}"
         a = _assignment(str(entry), raw, outputs, allowed, sources, w)
         entries[str(entry)] = a
         add(entry, a, w)
-        aliases = [_str(alias, f"{w}.aliases[{i}]") for i, alias in enumerate(expect_type(raw.get("aliases", []), list, f"{w}.aliases"))]
+        aliases = list(check_value(tuple[str, ...], raw.get("aliases", []), f"{w}.aliases"))
         _unique(aliases, f"{w}.aliases", normalize_value)
         for i, alias in enumerate(aliases):
             if normalize_value(alias) == normalize_value(entry):
@@ -173,9 +185,8 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
                 )
             add(alias, a, f"{w}.aliases[{i}]")
     patterns: list[tuple[re.Pattern[str], Assignment]] = []
-    for i, raw in enumerate(expect_type(data.get("patterns", []) or [], list, f"{where}.patterns")):
+    for i, pdata in enumerate(f.patterns):
         w = f"{where}.patterns[{i}]"
-        pdata = expect_type(raw, dict, w)
         rx_text = _str(pdata.get("regex"), f"{w}.regex")
         try:
             rx = re.compile(rx_text)
@@ -187,23 +198,21 @@ def parse_map(data: Mapping[str, Any], where: str, overrides: Mapping[str, Any] 
         sources = {**sources, "recipe": f"assigned in the recipe ({override_where or 'values'})"}
         for entry, raw in overrides.items():
             w = f"{override_where}.{entry}"
-            body = dict(expect_type(raw, dict, w))
+            body = dict(check_value(dict[str, Any], raw, w))
             body.setdefault("source", "recipe")
             a = _assignment(str(entry), body, outputs, allowed, sources, w)
             add(entry, a, w, replace=True)
             entries[str(entry)] = a
-    prefix = data.get("prefix_fallback", False)
-    expect_type(prefix, bool, f"{where}.prefix_fallback")
     return ConditionMap(
-        name=_str(data["name"], f"{where}.name"),
+        name=f.name,
         path=where,
         outputs=outputs,
         allowed=allowed,
         sources=sources,
         table=table,
         patterns=tuple(patterns),
-        prefix_fallback=prefix,
-        description=str(data.get("description", "")),
+        prefix_fallback=f.prefix_fallback,
+        description=f.description,
         entries=entries,
     )
 
