@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -160,17 +159,6 @@ def check_keys(data: Mapping[str, Any], allowed: set[str], where: str, required:
 
 def dataclass_keys(cls: type) -> set[str]:
     return {f.name for f in dataclasses.fields(cls)}
-
-
-def expect_type(value: Any, types: type | tuple[type, ...], where: str) -> Any:
-    """``value`` when it is one of ``types`` (a bool is not an int; a float must be finite:
-    NaN and ±inf are never a meaningful setting), else a ``ConfigError`` naming ``where``."""
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,))):
-        names = types.__name__ if isinstance(types, type) else " or ".join(t.__name__ for t in types)
-        raise ConfigError(f"{where}: expected {names}, got {type(value).__name__} ({value!r})")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ConfigError(f"{where}: expected a finite number, got {value!r}")
-    return value
 
 
 # ---- the typed option layer ----------------------------------------------------------------

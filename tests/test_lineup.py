@@ -191,7 +191,10 @@ def _registry(tmp_path: Path, body: str) -> Path:
         ("{backend: transformers, options: {model: x/y, trust_remote_code: true}}", "write 'trust_remote_code: true' beside 'backend'"),
         ("{backend: transformers, family: nemo-salm, options: {model: x/y}}", "family 'nemo-salm' runs on backend nemo"),
         ("{backend: transformers, family: speech-lm, options: {model: x/y}}", "unknown family 'speech-lm'"),
-        ("{backend: transformers, trust_remote_code: 'yes', options: {model: x/y}}", r"trust_remote_code: expected a boolean \(true/false, unquoted\), got str 'yes'"),
+        (
+            "{backend: transformers, trust_remote_code: 'yes', options: {model: x/y}}",
+            r"trust_remote_code: expected a boolean \(true/false, unquoted\), got str 'yes'",
+        ),
     ],
 )
 def test_bad_family_or_remote_code_entries_are_refused(tmp_path: Path, entry: str, message: str) -> None:

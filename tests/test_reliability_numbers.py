@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from engine.backends import ASR_BACKENDS
-from engine.config import Field, check_fields, check_number, expect_type
+from engine.config import Field, check_fields, check_number
 from engine.errors import ConfigError
+from engine.options import check_value
 from tests.reliability_env import Env, audit, refused_before_work, speech_clips, write_dataset
 
 
@@ -62,9 +64,9 @@ def test_the_field_keeps_good_values_and_their_types() -> None:
         check_fields({"c": 1}, {"a": Field(int, 1)}, "r.yaml: s")
 
 
-def test_expect_type_refuses_nan_for_every_section_that_uses_it() -> None:
-    with pytest.raises(ConfigError, match="finite"):
-        expect_type(math.nan, (int, float), "r.yaml: emotion.comparison_min_gap")
+def test_check_value_refuses_nan_at_any_depth() -> None:
+    with pytest.raises(ConfigError, match=r"r.yaml: emotion.dimensions.a\[1\]: expected a finite number"):
+        check_value(dict[str, Any], {"a": [1.0, math.nan]}, "r.yaml: emotion.dimensions")
     assert check_number(3, "--n", integer=True, ge=1) == 3
 
 

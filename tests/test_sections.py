@@ -19,14 +19,17 @@ from audits.pipeline import run_recipe
 from audits.recipes import DatasetConfig, ScoringConfig, find_recipe, list_recipes, load_recipe, parse_recipe
 from audits.reports.formatting import esc
 from audits.sections import AuditSection, SectionContext, builtin_registry, get_section, ordered, section_names
-from engine.config import check_keys, expect_type, load_yaml
+from engine.config import load_yaml
 from engine.errors import ConfigError, RegistryError
+from engine.options import Options, option
 from tests.conftest import espeak_wav, write_manifest
 
 
 @dataclasses.dataclass(frozen=True)
-class ToyConfig:
-    greeting: str
+class ToyConfig(Options):
+    """The toy section's options, declared once as a section declares them."""
+
+    greeting: str = option(doc="what the section says")
 
 
 class ToySection(AuditSection[ToyConfig]):
@@ -40,8 +43,7 @@ class ToySection(AuditSection[ToyConfig]):
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ToyConfig:
         self.calls.append("parse")
-        check_keys(raw, {"greeting"}, f"{source}: toy", required={"greeting"})
-        return ToyConfig(str(expect_type(raw["greeting"], str, f"{source}: toy.greeting")))
+        return ToyConfig.parse(raw, f"{source}: toy")
 
     def run(self, config: ToyConfig, ctx: SectionContext) -> dict[str, Any]:
         self.calls.append("run")
