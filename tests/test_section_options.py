@@ -146,7 +146,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("probes.orthography", {"pool": "false"}, r"r\.yaml: probes\.orthography\.pool: expected a boolean"),
     ("probes.orthography", {"min_clips_per_arm": 0}, r"probes\.orthography\.min_clips_per_arm: 0 is out of range; it must be >= 1"),
     ("probes.orthography", {"pol": True}, r"r\.yaml: probes\.orthography: unknown key 'pol' \(did you mean 'pool'\?\)"),
-    ("probes.orthography", {"min_clips_per_arm": NAN}, r"probes\.orthography\.min_clips_per_arm: expected an integer, got float nan"),
+    ("probes.orthography", {"min_clips_per_arm": NAN}, r"probes\.orthography\.min_clips_per_arm: expected a finite number, got nan"),
     ("probes.bad_reference", {"min_agree": "2"}, r"r\.yaml: probes\.bad_reference\.min_agree: expected an integer"),
     ("probes.bad_reference", {"min_agree": 0}, r"probes\.bad_reference\.min_agree: 0 is out of range; it must be >= 1"),
     ("probes.bad_reference", {"corections": "x"}, r"probes\.bad_reference: unknown key 'corections' \(did you mean 'corrections'\?\)"),
