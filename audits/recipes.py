@@ -86,10 +86,12 @@ def _normalizer_option(value: str, where: str) -> str:
 class Recipe(Options):
     """A recipe: the dataset, the models, how they are scored and the audit sections' raw mappings."""
 
-    name: str = option("", "the recipe's name (default: the file's stem)", accepts=Any, parse=_text, null_default=True)
-    dataset: DatasetConfig = option(doc="the dataset: a path, or a mapping with the path and reader settings", accepts=Any, parse=_dataset)
+    name: str = option("", "the recipe's name (default: the file's stem)", accepts=Any, parse=_text, null_default=True, kind_doc="text")
+    dataset: DatasetConfig = option(
+        doc="the dataset: a path, or a mapping with the path and reader settings", accepts=Any, parse=_dataset, kind_doc="text or mapping"
+    )
     models: tuple[str, ...] = option(doc="model registry names (audit list models)")
-    description: str = option("", "what the recipe is for", accepts=Any, parse=_text, null_default=True)
+    description: str = option("", "what the recipe is for", accepts=Any, parse=_text, null_default=True, kind_doc="text")
     normalizer: str = option(DEFAULT_NORMALIZER, "text normalizer applied before scoring", parse=_normalizer_option)
     shard_size: int = option(32, "utterances per (model, shard) unit", ge=1, le=1_000_000)
     warmup: int = option(1, "warm-up batches per loaded model (not timed)", ge=0, le=1000)

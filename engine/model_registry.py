@@ -113,7 +113,7 @@ class EntryOptions(Options):
     batch_size: int = option(8, "clips per batch", ge=1)
     params_m: float | None = option(None, "parameters in millions (for queries and plots)", ge=0)
     tags: tuple[str, ...] = option((), "tags to select models by (--models TAG)", null_default=True)
-    description: str = option("", "one line about the model")
+    description: str = option("", "one line about the model", doc_default='""')
     extra: str | None = option(None, "the pip extra the model needs (default: its family's)")
     license: str | None = option(None, "the checkpoint's license")
     num_gpus: float | None = option(None, "GPUs per Ray actor (a fraction shares a GPU)", ge=0)

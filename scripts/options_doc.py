@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.options import field_rows, replace_block, table
+from engine.options import Options, field_rows, replace_block, table
 
 log = logging.getLogger("options_doc")
 
@@ -98,6 +98,65 @@ def backends_page() -> str:
     return "\n".join(out)
 
 
+def _section_records() -> list[tuple[str, str, type[Options]]]:
+    """(heading, what sets it, record) of every recipe section's and registry file's options record, in page order."""
+    from audits.conversation.run import DiarizationBlock
+    from audits.emotion.run import EmotionConfig
+    from audits.judging import JudgeConfig
+    from audits.probes.config import (
+        BadReferenceConfig,
+        MaskingOptions,
+        OrthographyConfig,
+        ProbesOptions,
+        ReferenceErrors,
+        SyntheticOptions,
+        TimingConfig,
+    )
+    from audits.profiles.config import LadderOptions, MapOptions, ProfilesConfig
+    from audits.profiles.maps import MapFile
+    from audits.profiles.perturbations import PerturbationsConfig
+    from audits.speaker.run import SpeakerConfig
+    from engine.model_registry import EntryOptions, MeasuredOptions
+
+    return [
+        ("Recipe section: `speaker`", "speaker:", SpeakerConfig),
+        ("Recipe section: `emotion`", "emotion:", EmotionConfig),
+        ("Judges block", "judges: (in speaker, emotion and probes.synthetic_voice)", JudgeConfig),
+        ("Recipe section: `profiles`", "profiles:", ProfilesConfig),
+        ("Profiles: a condition map in use", "profiles.condition_maps[i]", MapOptions),
+        ("Profiles: a ladder", "profiles.ladders[i]", LadderOptions),
+        ("Recipe section: `perturbations`", "perturbations: (a family's keys: [profiles.md](profiles.md))", PerturbationsConfig),
+        ("Recipe section: `probes`", "probes:", ProbesOptions),
+        ("Probes: `word_timings`", "probes.word_timings", TimingConfig),
+        ("Probes: `masking`", "probes.masking (also `enabled`)", MaskingOptions),
+        ("Probes: `orthography`", "probes.orthography (also `enabled`)", OrthographyConfig),
+        ("Probes: `bad_reference`", "probes.bad_reference (also `enabled`)", BadReferenceConfig),
+        ("Probes: `reference_errors`", "probes.bad_reference.reference_errors (also `enabled`)", ReferenceErrors),
+        ("Probes: `synthetic_voice`", "probes.synthetic_voice (also `enabled`)", SyntheticOptions),
+        ("Conversation: `diarization`", "conversation.diarization (the section's table: [datasets.md](datasets.md))", DiarizationBlock),
+        ("Model registry entry", "models/*.yaml (one entry under models:)", EntryOptions),
+        ("Model registry entry: `measured`", "models/*.yaml (an entry's measured:)", MeasuredOptions),
+        ("Condition map file", "conditions/*.yaml", MapFile),
+    ]
+
+
+def sections_part() -> list[str]:
+    """The part of docs/options.md on recipe sections and registry files, one table per declared record."""
+    out = [
+        "# Recipe section and registry options",
+        "",
+        "The options of the recipe sections, of their blocks and of the registry files, generated from the records",
+        "they declare (`python scripts/options_doc.py`), under the same rules as the backends' above; the error names the recipe",
+        "file, the block and the key. A probe's block may also be `true` or `null` (every default) or `false` (off).",
+        "",
+    ]
+    for heading, where, record in _section_records():
+        doc = (record.__doc__ or "").strip().splitlines()[0].replace("``", "`")
+        key, _, note = where.partition(" ")
+        out += [f"## {heading}", "", f"Where: `{key}` {note}".rstrip(), "", doc, "", table(record.doc_rows()).rstrip("\n"), ""]
+    return out
+
+
 def rendered(root: Path = ROOT) -> dict[Path, str]:
     """Every generated page's text as the declarations make it (pages not generated are left out)."""
     pages: dict[Path, str] = {}
@@ -108,7 +167,7 @@ def rendered(root: Path = ROOT) -> dict[Path, str]:
         for name, make in named.items():
             text = replace_block(text, name, make(), rel)
         pages[path] = text
-    pages[root / "docs" / "options.md"] = backends_page()
+    pages[root / "docs" / "options.md"] = "\n".join([backends_page(), *sections_part()])
     return pages
 
 

@@ -76,7 +76,9 @@ class OrthographyConfig(Options):
 
     min_clips_per_arm: int = option(5, "fewest clips per arm for a verdict", ge=1)
     pool: bool = option(False, "pool the families into one verdict")
-    families: tuple[str, ...] | None = option(None, "the spelling families to test (default: all)", accepts=Any, parse=_names)
+    families: tuple[str, ...] | None = option(
+        None, "the spelling families to test (default: all)", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
 
     def validate(self, where: str) -> None:
         if self.families is None:
@@ -102,11 +104,16 @@ class ReferenceErrors(Options):
     """Known reference errors planted in a copy of the dataset (see the module docstring)."""
 
     fraction: float = option(0.5, "share of clips given a planted error", gt=0, le=1)
-    kinds: tuple[str, ...] = option(ERROR_KINDS, "which errors to plant", accepts=Any, parse=_error_kinds)
+    kinds: tuple[str, ...] = option(ERROR_KINDS, "which errors to plant", accepts=Any, parse=_error_kinds, kind_doc="list (or one text)")
     seed: int = option(0, "seed of the planted errors", ge=0, le=2**32 - 1)
     prepend: str = option("Madam President,", "the words a prepend error adds")
     append: str = option("Thank you very much.", "the words an append error adds")
-    datasets: tuple[str, ...] | None = option(None, "plant only in datasets of these names", accepts=Any, parse=_names)
+    datasets: tuple[str, ...] | None = option(
+        None, "plant only in datasets of these names", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
+
+
+_BLOCK_KIND = "mapping, true, false or null"
 
 
 def _block(record: type[Options], switch: bool = True) -> Any:
@@ -134,7 +141,12 @@ class BadReferenceConfig(Options):
     """``probes.bad_reference``: references a consensus panel says were not spoken (or a file of corrections)."""
 
     panel: tuple[str, ...] = option(
-        (), "registry ASR models, independent of those under test", accepts=Any, parse=_names, null_default=True
+        (),
+        "registry ASR models, independent of those under test",
+        accepts=Any,
+        parse=_names,
+        kind_doc="list (or one text)",
+        null_default=True,
     )
     supermajority: float = option(0.8, "share of the eligible panel that must agree")
     min_agree: int = option(2, "fewest agreeing panel models", ge=1)
@@ -144,7 +156,7 @@ class BadReferenceConfig(Options):
     corrections: str | None = option(None, "a file of human-verified references")
     corrections_mode: Literal["replace", "confirm"] = option("replace", "replace the panel, or confirm its findings")
     reference_errors: ReferenceErrors | None = option(
-        None, "plant known reference errors in a copy of the dataset", accepts=Any, parse=_block(ReferenceErrors)
+        None, "plant known reference errors in a copy of the dataset", accepts=Any, parse=_block(ReferenceErrors), kind_doc=_BLOCK_KIND
     )
 
     def settings(self) -> Any:
@@ -182,12 +194,16 @@ class BadReferenceConfig(Options):
 class MaskingOptions(Options):
     """``probes.masking``: hide target words and see whether a model still writes them (``MaskSettings``)."""
 
-    variants: tuple[str, ...] = option(("silence",), "how words are hidden: silence, noise, attenuate", accepts=Any, parse=_names)
+    variants: tuple[str, ...] = option(
+        ("silence",), "how words are hidden: silence, noise, attenuate", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
     primary_variant: str | None = option(None, "the variant the verdict uses (default: silence when listed, else the first)")
     max_targets: int = option(1, "target words hidden per clip", ge=1, le=1000)
     pad_s: float = option(0.05, "seconds hidden each side of a word", ge=0, le=10)
     min_clip_s: float = option(1.0, "shortest clip masked (seconds)", ge=0, le=3600)
-    kinds: tuple[str, ...] = option(("number", "proper-noun"), "which words are targets", accepts=Any, parse=_names)
+    kinds: tuple[str, ...] = option(
+        ("number", "proper-noun"), "which words are targets", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
     ner: str | None = option(None, "spaCy model for 'entity' targets")
     attenuate_db: float = option(-30.0, "the attenuate variant's cut (dB)", ge=-200, le=0)
     noise: str = option("pink", "the noise variant's colour")
@@ -219,11 +235,15 @@ class SyntheticOptions(Options):
 
     tts: str = option("espeak-ng", "the TTS backend of the generic arm")
     voice: str | None = option(None, "its voice (default: the backend's)")
-    sources: tuple[str, ...] = option(("masking", "bad_reference"), "the probes whose clips are re-voiced", accepts=Any, parse=_names)
+    sources: tuple[str, ...] = option(
+        ("masking", "bad_reference"), "the probes whose clips are re-voiced", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
     max_clips: int = option(200, "most clips re-voiced", ge=1, le=1_000_000)
     n_boot: int = option(1000, "bootstrap replicates", ge=1, le=100_000)
     seed: int = option(0, "seed of the clip sample", ge=0, le=2**32 - 1)
-    arms: tuple[str, ...] = option(("generic", "matched"), "generic and/or matched voices", accepts=Any, parse=_names)
+    arms: tuple[str, ...] = option(
+        ("generic", "matched"), "generic and/or matched voices", accepts=Any, parse=_names, kind_doc="list (or one text)"
+    )
     matched_pool: tuple[Any, ...] | None = option(None, "'engine:voice' entries the matched voice is chosen from (null: the shipped pool)")
     match_encoder: str = option("resemblyzer", "the speaker encoder that picks the matched voice")
     match_encoder_options: dict[str, Any] = option({}, "its options", null_default=True)
@@ -273,11 +293,19 @@ class SyntheticOptions(Options):
 class ProbesOptions(Options):
     """The ``probes:`` block; a probe runs when its key is present and not ``false`` (nor ``enabled: false``)."""
 
-    word_timings: TimingConfig | None = option(None, "how word timings are found", accepts=Any, parse=_block(TimingConfig, switch=False))
-    masking: MaskingOptions | None = option(None, "the masking probe", accepts=Any, parse=_block(MaskingOptions))
-    orthography: OrthographyConfig | None = option(None, "the orthography probe", accepts=Any, parse=_block(OrthographyConfig))
-    bad_reference: BadReferenceConfig | None = option(None, "the bad-reference probe", accepts=Any, parse=_block(BadReferenceConfig))
-    synthetic_voice: SyntheticOptions | None = option(None, "the synthetic-voice probe", accepts=Any, parse=_block(SyntheticOptions))
+    word_timings: TimingConfig | None = option(
+        None, "how word timings are found", accepts=Any, parse=_block(TimingConfig, switch=False), kind_doc=_BLOCK_KIND
+    )
+    masking: MaskingOptions | None = option(None, "the masking probe", accepts=Any, parse=_block(MaskingOptions), kind_doc=_BLOCK_KIND)
+    orthography: OrthographyConfig | None = option(
+        None, "the orthography probe", accepts=Any, parse=_block(OrthographyConfig), kind_doc=_BLOCK_KIND
+    )
+    bad_reference: BadReferenceConfig | None = option(
+        None, "the bad-reference probe", accepts=Any, parse=_block(BadReferenceConfig), kind_doc=_BLOCK_KIND
+    )
+    synthetic_voice: SyntheticOptions | None = option(
+        None, "the synthetic-voice probe", accepts=Any, parse=_block(SyntheticOptions), kind_doc=_BLOCK_KIND
+    )
 
 
 @dataclass(frozen=True)

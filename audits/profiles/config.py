@@ -73,8 +73,8 @@ class LadderOptions(Options):
     column: str = option(doc="the label column")
     baseline: str = option(doc="the column's value of the clean clips")
     levels: dict[str, float] = option(doc="value -> number, mildest first")
-    unit: str = option("", "the levels' unit")
-    name: str = option("", "the ladder's name in reports")
+    unit: str = option("", "the levels' unit", doc_default='""')
+    name: str = option("", "the ladder's name in reports", doc_default='""')
 
     def validate(self, where: str) -> None:
         if not self.levels:

@@ -85,7 +85,7 @@ class MapFile(Options):
     """A condition map file's top-level keys (``conditions/*.yaml``); each entry's keys are the file's outputs."""
 
     name: str = option(doc="the map's name in reports")
-    description: str = option("", "what the map is for")
+    description: str = option("", "what the map is for", doc_default='""')
     outputs: tuple[str, ...] = option(doc="the label columns the map writes")
     allowed: dict[str, tuple[str, ...]] = option(doc="output -> the values it may take")
     prefix_fallback: bool = option(False, "match a value without its last '-part' (locale tags)")
