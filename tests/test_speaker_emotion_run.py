@@ -494,6 +494,7 @@ def test_prosody_contrast_definition_is_a_recipe_option() -> None:
     cfg = parse_emotion_config({"backends": ["prosody"], "contrast_definition": "semitone-syllable"}, "r.yaml")
     assert cfg.contrast_definition == "semitone-syllable" and cfg.as_dict()["contrast_definition"] == "semitone-syllable"
     with pytest.raises(
-        ConfigError, match="r.yaml: emotion.contrast_definition: unknown prosody-contrast definition 'speechEQ'.*did you mean 'speecheq'"
+        ConfigError,
+        match=r"r.yaml: emotion.contrast_definition: 'speechEQ' is not allowed \(did you mean 'speecheq'\?\); use one of speecheq",
     ):
         parse_emotion_config({"backends": ["prosody"], "contrast_definition": "speechEQ"}, "r.yaml")
