@@ -605,7 +605,7 @@ def test_openai_compatible_sends_key_and_multipart(monkeypatch: pytest.MonkeyPat
     body = req["body"]
     assert b'name="model"\r\n\r\nwhisper-1' in body and b'name="response_format"\r\n\r\njson' in body
     assert b'name="language"\r\n\r\nen' in body and b'filename="audio.wav"' in body and b"WAVEfmt " in body
-    for text in (repr(backend), json.dumps(backend.info().as_dict(), default=str), json.dumps(backend.options)):
+    for text in (repr(backend), json.dumps(backend.info().as_dict(), default=str), json.dumps(backend.options.as_dict())):
         assert "sk-test-very-secret" not in text
     assert "TEST_ASR_KEY" in repr(backend)
 

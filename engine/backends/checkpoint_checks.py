@@ -37,7 +37,10 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.backends.asr.families.base import TransformersOptions
 
 #: bits per element of each safetensors dtype (the format's own table)
 SAFETENSORS_BITS = {
@@ -413,7 +416,7 @@ def resolve_folder(model: str, revision: str | None = None) -> Path | None:
 
 
 def transformers_checkpoint_problems(
-    folder: Path, options: Mapping[str, Any], source: str | None = None, family_check: bool = True
+    folder: Path, options: TransformersOptions, source: str | None = None, family_check: bool = True
 ) -> list[str]:
     """Every reason the transformers backend's load of the checkpoint in ``folder`` would refuse (or
     silently run something else), for the backend's options; empty when the load passes them.
@@ -424,7 +427,7 @@ def transformers_checkpoint_problems(
     a model type's card always uses (a copy without it runs with ``speech_adapter: null`` recorded).
     The availability check names both, so it never says "yes" for a run that would not be the
     model card's."""
-    source = source or str(options.get("model") or folder)
+    source = source or str(options.model or folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
         return [f"{folder} is not a transformers model directory (no config.json)"]
@@ -434,15 +437,14 @@ def transformers_checkpoint_problems(
     if not isinstance(config, dict):
         return [f"config.json in {folder} is not a JSON object"]
     problems = weights_problems(folder)
-    problems += remote_code_problems(folder, source, bool(options.get("trust_remote_code")), native_model_type(config.get("model_type")))
+    problems += remote_code_problems(folder, source, options.trust_remote_code, native_model_type(config.get("model_type")))
     if family_check and not any("auto_map" in p for p in problems):
-        problems += family_problems(config, str(options.get("family") or "auto"))
-    processor = options.get("processor")
-    tokenizer_folder = resolve_folder(str(processor), options.get("revision")) if processor else folder
+        problems += family_problems(config, options.family)
+    processor = options.processor
+    tokenizer_folder = resolve_folder(processor, options.revision) if processor else folder
     if tokenizer_folder is not None:
         if processor and tokenizer_folder != folder:
-            problems += remote_code_problems(tokenizer_folder, str(processor), bool(options.get("trust_remote_code")))
+            problems += remote_code_problems(tokenizer_folder, processor, options.trust_remote_code)
         problems += tokenizer_problems(tokenizer_folder)
-    target = options.get("target_lang")
-    problems += adapter_problems(folder, config, str(target) if target else None, expected_adapters=family_check)
+    problems += adapter_problems(folder, config, options.target_lang or None, expected_adapters=family_check)
     return problems

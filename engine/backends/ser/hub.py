@@ -13,15 +13,17 @@ import functools
 import logging
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from engine.backends.base import EmotionOutput, SERBackend
+from engine.backends.base import BackendOptions, EmotionOutput, SERBackend
 from engine.backends.device import resolve_device
-from engine.backends.sv.hub import HubWeights, import_optional, prepare_clips, unreachable
+from engine.backends.sv.hub import HubSEROptions, HubWeights, import_optional, prepare_clips, unreachable
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 class _HubSER(HubWeights, SERBackend):
     """An emotion model with hub weights (see :class:`~engine.backends.sv.hub.HubWeights`)."""
 
-    default_min_duration_s = 0.2
+    OPTIONS: ClassVar[type[BackendOptions] | None] = HubSEROptions
 
     def predict_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[EmotionOutput]:
         if self._model is None:
@@ -157,21 +159,29 @@ class AudeeringDim(_HubSER):
         return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row, strict=True)}) for row in values]
 
 
+@dataclass(frozen=True)
+class Emotion2VecOptions(HubSEROptions):
+    """emotion2vec's checkpoint, device, download folder, shortest clip and the hub funasr loads it from."""
+
+    hub: Literal["hf", "ms"] = option("hf", "hf: Hugging Face, ms: ModelScope")
+
+
 class Emotion2Vec(_HubSER):
     """emotion2vec (e.g. emotion2vec_plus_large) through funasr: 9-way categorical posteriors.
 
     Labels like ``"生气/angry"`` are reported by their English part (``"angry"``). Options:
-    ``hub`` ("hf" or "ms", default "hf").
+    :class:`Emotion2VecOptions`.
     """
 
     name = "emotion2vec"
+    OPTIONS = Emotion2VecOptions
     default_model = "emotion2vec/emotion2vec_plus_large"
     install_hint = "pip install funasr modelscope"
 
     def load(self) -> None:
         self.device = resolve_device(self.device)
         funasr = import_optional("funasr", self.install_hint)
-        hub = str(self.options.get("hub", "hf"))
+        hub = self.options.hub
         try:
             self._model = funasr.AutoModel(model=self.model_id, hub=hub, device=self.device, disable_update=True)
         except Exception as exc:  # funasr wraps hub and file errors in assorted types
