@@ -94,7 +94,7 @@ def tiny_en_batched(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], l
 def test_unknown_option_is_named(name: str, good: dict[str, Any]) -> None:
     cls = ASR_BACKENDS.get(name)
     backend = cls(**good)  # valid options construct without loading anything
-    opts = backend.options.as_dict() if hasattr(backend.options, "as_dict") else backend.options  # a declared record, or a dict
+    opts = backend.options.as_dict()  # every built-in backend receives its declared record
     assert opts["model"] and "batch_size" in opts  # defaults are filled in
     with pytest.raises(ConfigError, match="'beam_sise'"):
         cls(**good, beam_sise=3)

@@ -37,10 +37,7 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from engine.backends.asr.families.base import TransformersOptions
+from typing import Any
 
 #: bits per element of each safetensors dtype (the format's own table)
 SAFETENSORS_BITS = {
@@ -415,11 +412,10 @@ def resolve_folder(model: str, revision: str | None = None) -> Path | None:
         return None
 
 
-def transformers_checkpoint_problems(
-    folder: Path, options: TransformersOptions, source: str | None = None, family_check: bool = True
-) -> list[str]:
+def transformers_checkpoint_problems(folder: Path, options: Any, source: str | None = None, family_check: bool = True) -> list[str]:
     """Every reason the transformers backend's load of the checkpoint in ``folder`` would refuse (or
-    silently run something else), for the backend's options; empty when the load passes them.
+    silently run something else), for the backend's options (its ``TransformersOptions`` record, not
+    imported here: this module sits below the backends); empty when the load passes them.
 
     ``family_check=False`` leaves out what the load answers itself or records rather than refuses:
     the family (the same refusal for a family that does not drive the model_type; with ``auto``, a

@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.backends.base import BackendOptions, EmotionOutput, SERBackend
 from engine.backends.device import resolve_device
-from engine.backends.sv.hub import HubSEROptions, HubWeights, import_optional, prepare_clips, unreachable
+from engine.backends.sv.hub import HubSEROptions, HubWeights, import_optional, model_id_option, prepare_clips, unreachable
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
 from engine.options import option
@@ -62,6 +62,25 @@ def _label_names(config: Any, n: int) -> list[str]:
     return [str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n)]
 
 
+SUPERB_ER = "superb/wav2vec2-base-superb-er"
+AUDEERING_DIM = "audeering/wav2vec2-large-robust-12-ft-emotion-msp-dim"
+EMOTION2VEC = "emotion2vec/emotion2vec_plus_large"
+
+
+@dataclass(frozen=True)
+class TransformersSEROptions(HubSEROptions):
+    """A transformers audio classifier's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(SUPERB_ER)
+
+
+@dataclass(frozen=True)
+class AudeeringDimOptions(HubSEROptions):
+    """The audEERING dimensional regressor's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(AUDEERING_DIM)
+
+
 class TransformersSER(_HubSER):
     """Any Hugging Face audio-classification checkpoint (e.g. a SUPERB ER or IEMOCAP model).
 
@@ -70,7 +89,8 @@ class TransformersSER(_HubSER):
     """
 
     name = "transformers-ser"
-    default_model = "superb/wav2vec2-base-superb-er"
+    default_model = SUPERB_ER
+    OPTIONS = TransformersSEROptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
@@ -139,7 +159,8 @@ class AudeeringDim(_HubSER):
     """audEERING wav2vec2-large-robust MSP-Podcast regressor: arousal, dominance, valence (~0..1)."""
 
     name = "audeering-dim"
-    default_model = "audeering/wav2vec2-large-robust-12-ft-emotion-msp-dim"
+    default_model = AUDEERING_DIM
+    OPTIONS = AudeeringDimOptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
@@ -163,6 +184,7 @@ class AudeeringDim(_HubSER):
 class Emotion2VecOptions(HubSEROptions):
     """emotion2vec's checkpoint, device, download folder, shortest clip and the hub funasr loads it from."""
 
+    model_id: str | None = model_id_option(EMOTION2VEC)
     hub: Literal["hf", "ms"] = option("hf", "hf: Hugging Face, ms: ModelScope")
 
 
@@ -174,8 +196,8 @@ class Emotion2Vec(_HubSER):
     """
 
     name = "emotion2vec"
+    default_model = EMOTION2VEC
     OPTIONS = Emotion2VecOptions
-    default_model = "emotion2vec/emotion2vec_plus_large"
     install_hint = "pip install funasr modelscope"
 
     def load(self) -> None:

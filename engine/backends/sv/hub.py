@@ -76,11 +76,16 @@ def pad_batch(clips: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return batch, lengths
 
 
+def model_id_option(default: str) -> Any:
+    """The ``model_id`` option of a hub-weights backend whose checkpoint is ``default`` when it is left out."""
+    return option(None, "hub id or local directory (NeMo: or a .nemo file); left out or null: the default shown", doc_default=default)
+
+
 @dataclass(frozen=True)
 class HubSVOptions(BackendOptions):
     """A hub-weights speaker encoder's checkpoint, device, download folder and shortest clip."""
 
-    model_id: str | None = option(None, "hub id or local directory (a .nemo file for NeMo); null: the backend's own checkpoint")
+    model_id: str | None = model_id_option("the backend's own checkpoint")
     model: str | None = option(None, "another name for model_id (used when model_id is not given)")
     device: str = option("auto", "torch device; auto: CUDA when the process has a GPU (resolved at load)")
     cache_dir: str | None = option(None, "where downloaded weights go; null: the library's cache")
@@ -151,11 +156,38 @@ class _HubSV(HubWeights, SVBackend):
         """Run the loaded model on prepared clips (each subclass knows its model)."""
 
 
+ECAPA = "speechbrain/spkrec-ecapa-voxceleb"
+TITANET = "nvidia/speakerverification_en_titanet_large"
+WAVLM_SV = "microsoft/wavlm-base-plus-sv"
+
+
+@dataclass(frozen=True)
+class SpeechBrainECAPAOptions(HubSVOptions):
+    """SpeechBrain ECAPA-TDNN's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(ECAPA)
+
+
+@dataclass(frozen=True)
+class NemoTitaNetOptions(HubSVOptions):
+    """NeMo TitaNet's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(TITANET)
+
+
+@dataclass(frozen=True)
+class WavLMSVOptions(HubSVOptions):
+    """WavLM x-vector's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(WAVLM_SV)
+
+
 class SpeechBrainECAPA(_HubSV):
     """SpeechBrain ECAPA-TDNN trained on VoxCeleb (192-dim)."""
 
     name = "speechbrain-ecapa"
-    default_model = "speechbrain/spkrec-ecapa-voxceleb"
+    default_model = ECAPA
+    OPTIONS = SpeechBrainECAPAOptions
     install_hint = "pip install speechbrain (needs a torchaudio matching your torch)"
 
     def load(self) -> None:
@@ -189,7 +221,8 @@ class NemoTitaNet(_HubSV):
     """NVIDIA NeMo TitaNet-Large speaker encoder (192-dim)."""
 
     name = "nemo-titanet"
-    default_model = "nvidia/speakerverification_en_titanet_large"
+    default_model = TITANET
+    OPTIONS = NemoTitaNetOptions
     install_hint = "pip install 'nemo_toolkit[asr]'"
 
     def load(self) -> None:
@@ -230,7 +263,8 @@ class WavLMSV(_HubSV):
     """microsoft/wavlm-base-plus-sv through transformers (WavLMForXVector, 512-dim x-vectors)."""
 
     name = "wavlm-sv"
-    default_model = "microsoft/wavlm-base-plus-sv"
+    default_model = WAVLM_SV
+    OPTIONS = WavLMSVOptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
