@@ -152,3 +152,28 @@ def test_numbers_reach_caches_and_answer_settings_as_written() -> None:
     openai = ASR_BACKENDS.get("openai-compatible")(model="m", batch_size=3)
     assert openai.options.max_concurrency == 3 and "batch_size" not in openai.request_options()
     assert ASR_BACKENDS.get("openai-compatible")(model="m", batch_size=3, max_concurrency=2).options.max_concurrency == 2
+
+
+def test_every_builtin_backend_declares_its_options_and_has_its_table() -> None:
+    """No built-in backend of any kind takes a plain dict of options any more; docs/options.md lists each one."""
+    from engine.backends import DIAR_BACKENDS
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "options.md").read_text(encoding="utf-8")
+    kinds = (
+        ("ASR", ASR_BACKENDS),
+        ("Diarization", DIAR_BACKENDS),
+        ("Speaker verification", SV_BACKENDS),
+        ("Speech emotion", SER_BACKENDS),
+        ("Text to speech", TTS_BACKENDS),
+        ("Audio-LM judge", JUDGE_BACKENDS),
+    )
+    seen = 0
+    for kind, registry in kinds:
+        for entry in registry.entries():
+            if not entry.target.startswith("engine."):
+                continue
+            cls: Any = registry.get(entry.name)
+            assert cls.OPTIONS is not None, f"{kind} backend {entry.name} declares no options record"
+            assert f"## {kind}: `{entry.name}`" in page, entry.name
+            seen += 1
+    assert seen >= 35
