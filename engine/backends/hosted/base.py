@@ -162,7 +162,7 @@ class HostedASRBackend(ASRBackend):
     default_key_env: ClassVar[str] = ""
     #: the vendor's options record: the common options, the vendor's request fields and ``params``
     OPTIONS: ClassVar[type[BackendOptions] | None] = VendorOptions
-    options: Any  # the vendor's record (a HostedOptions subclass), with base_url and api_key_env resolved
+    options: HostedOptions  # the vendor's record, with base_url and api_key_env resolved
     #: ``api_key_env: ""`` means "send no key" (self-hosted servers); otherwise a key is required
     key_optional: ClassVar[bool] = False
 
@@ -246,7 +246,7 @@ class HostedASRBackend(ASRBackend):
             ctx = ssl._create_unverified_context()
         self.client = HostedClient(
             self.vendor,
-            o.base_url,
+            o.base_url or "",  # resolved in __init__
             self._headers,
             lambda: [self._key()],
             timeout_s=o.timeout_s,
@@ -256,7 +256,7 @@ class HostedASRBackend(ASRBackend):
             max_concurrency=o.max_concurrency,
             requests_per_minute=o.requests_per_minute,
             ssl_context=ctx,
-            key_env=o.api_key_env,
+            key_env=o.api_key_env or "",
             max_response_bytes=o.max_response_bytes,
         )
         if o.cache:

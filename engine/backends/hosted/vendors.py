@@ -142,6 +142,7 @@ class DeepgramBackend(HostedASRBackend):
     default_base_url = "https://api.deepgram.com"
     default_key_env = "DEEPGRAM_API_KEY"
     OPTIONS = DeepgramOptions
+    options: DeepgramOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Token {key}"}
@@ -214,6 +215,7 @@ class SpeechmaticsBackend(HostedASRBackend):
     default_base_url = "https://asr.api.speechmatics.com"
     default_key_env = "SPEECHMATICS_API_KEY"
     OPTIONS = SpeechmaticsOptions
+    options: SpeechmaticsOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
@@ -260,6 +262,7 @@ class ElevenLabsBackend(HostedASRBackend):
     default_base_url = "https://api.elevenlabs.io"
     default_key_env = "ELEVENLABS_API_KEY"
     OPTIONS = ElevenLabsOptions
+    options: ElevenLabsOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"xi-api-key": key}
@@ -336,6 +339,7 @@ class GoogleSTTv2Backend(HostedASRBackend):
     vendor = "google"
     default_key_env = "GOOGLE_API_KEY"
     OPTIONS = GoogleSTTv2Options
+    options: GoogleSTTv2Options
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Any:
@@ -399,6 +403,7 @@ class AzureFastBackend(HostedASRBackend):
     vendor = "azure"
     default_key_env = "AZURE_SPEECH_KEY"
     OPTIONS = AzureFastOptions
+    options: AzureFastOptions
 
     def resolve_base_url(self, options: Any) -> str:
         return f"https://{options.region or 'eastus'}.api.cognitive.microsoft.com"
@@ -448,6 +453,7 @@ class OpenAICompatibleBackend(HostedASRBackend):
     default_key_env = "OPENAI_API_KEY"
     key_optional = True
     OPTIONS = OpenAICompatibleOptions
+    options: OpenAICompatibleOptions
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

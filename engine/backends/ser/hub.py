@@ -198,6 +198,7 @@ class Emotion2Vec(_HubSER):
     name = "emotion2vec"
     default_model = EMOTION2VEC
     OPTIONS = Emotion2VecOptions
+    options: Emotion2VecOptions
     install_hint = "pip install funasr modelscope"
 
     def load(self) -> None:

@@ -109,7 +109,7 @@ class HubWeights:
     default_model = ""
     install_hint = ""
     OPTIONS: ClassVar[type[BackendOptions] | None] = HubSVOptions
-    options: Any  # the backend's HubSVOptions record
+    options: HubSVOptions  # the backend's own record (a subclass)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -55,7 +55,7 @@ class ProgramTTS(TTSBackend):
 
     #: program looked up on PATH when the ``binary`` option is not given
     program: str = ""
-    options: Any  # the backend's ProgramTTSOptions subclass
+    options: ProgramTTSOptions  # the backend's own record (a subclass)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
