@@ -217,7 +217,7 @@ def ask_judges(
             }
             cost = sum(float(u.duration_s or 0.0) for u, _ in it.clips)
             units.append(KeyedUnit(name, it.item_id, inputs, settings, payload, cost))
-        concurrency = max(1, int(judge.options.get("max_concurrency") or 1))
+        concurrency = judge.options.max_concurrency  # the judge's record (JudgeOptions), at least 1
         spec = WorkerSpec(
             name, JUDGE_WORKER, {"backend": name, "options": options}, {"num_cpus": 1.0}, concurrency=concurrency, max_actors=1
         )  # one actor: the judge's request limits (concurrency, per minute) hold for the whole judge

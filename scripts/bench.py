@@ -336,10 +336,7 @@ def bench_scaling(models: Sequence[str], n_utts: int, shard_size: int, workers: 
 def _option_names(spec: ModelSpec) -> set[str]:
     try:
         cls: Any = ASR_BACKENDS.get(spec.backend)
-        if cls.OPTIONS is not None:  # a backend that declares its options (engine/options.py)
-            return set(cls.OPTIONS.declared())
-        mod = sys.modules[cls.__module__]
-        return set(getattr(mod, "_DEFAULTS", {}))
+        return set(cls.OPTIONS.declared()) if cls.OPTIONS is not None else set()  # declared options (engine/options.py)
     except Exception:  # noqa: BLE001 - unknown: do not touch options
         return set()
 

@@ -74,8 +74,9 @@ def backends_page() -> str:
         'mappings too) and within the range shown; an unknown key is refused with a "did you mean". The',
         "error names the backend and the key.",
         "",
-        "Backends not listed here still check their options by hand (see the tables of",
-        "[loaders.md](loaders.md) for the transformers backend).",
+        "Every built-in backend is listed; the transformers backend's table is in [loaders.md](loaders.md)",
+        "as well. A hosted backend's options other than its transport ones (`api_key_env`, timeouts, retries,",
+        "limits, polling, price, cache and TLS settings) are part of its response cache's key, as written.",
         "",
     ]
     kinds = (

@@ -94,7 +94,7 @@ def tiny_en_batched(tiny_en: ASRBackend, librivox_16k: tuple[list[np.ndarray], l
 def test_unknown_option_is_named(name: str, good: dict[str, Any]) -> None:
     cls = ASR_BACKENDS.get(name)
     backend = cls(**good)  # valid options construct without loading anything
-    opts = backend.options.as_dict() if hasattr(backend.options, "as_dict") else backend.options  # a declared record, or a dict
+    opts = backend.options.as_dict()  # every built-in backend receives its declared record
     assert opts["model"] and "batch_size" in opts  # defaults are filled in
     with pytest.raises(ConfigError, match="'beam_sise'"):
         cls(**good, beam_sise=3)
@@ -605,7 +605,7 @@ def test_openai_compatible_sends_key_and_multipart(monkeypatch: pytest.MonkeyPat
     body = req["body"]
     assert b'name="model"\r\n\r\nwhisper-1' in body and b'name="response_format"\r\n\r\njson' in body
     assert b'name="language"\r\n\r\nen' in body and b'filename="audio.wav"' in body and b"WAVEfmt " in body
-    for text in (repr(backend), json.dumps(backend.info().as_dict(), default=str), json.dumps(backend.options)):
+    for text in (repr(backend), json.dumps(backend.info().as_dict(), default=str), json.dumps(backend.options.as_dict())):
         assert "sk-test-very-secret" not in text
     assert "TEST_ASR_KEY" in repr(backend)
 

@@ -92,7 +92,7 @@ def test_unsized_oversized_answer_is_dropped_while_streaming(fake: FakeVendor, t
 
 def test_size_cap_option_is_checked() -> None:
     cls = ASR_BACKENDS.get("openai-compatible")
-    assert cls(model="m").options["max_response_bytes"] == DEFAULT_MAX_RESPONSE_BYTES == 64 * 1024 * 1024
+    assert cls(model="m").options.max_response_bytes == DEFAULT_MAX_RESPONSE_BYTES == 64 * 1024 * 1024
     for bad in (0, 10, -1, 1.5e9, "64MiB", True):
         with pytest.raises(ConfigError, match="max_response_bytes"):
             cls(model="m", max_response_bytes=bad)

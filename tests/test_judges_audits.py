@@ -305,7 +305,7 @@ def test_judges_block_errors_name_the_key(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match=r"speaker\.judges\.backends: .*gemni"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemni"]}}, "r.yaml")
-    with pytest.raises(ConfigError, match=r"judges\.backend_options\.gemini: .*needs option 'model'"):
+    with pytest.raises(ConfigError, match=r"judges\.backend_options\.gemini: gemini backend options: missing required option 'model'"):
         parse_speaker_config({"backends": ["test-spectrum-sv"], "judges": {"backends": ["gemini"]}}, "r.yaml")
     with pytest.raises(ConfigError, match=r"judges\.max_items"):
         parse_speaker_config(

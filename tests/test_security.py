@@ -222,11 +222,12 @@ def key(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_defaults_are_safe() -> None:
-    from engine.backends.hosted.base import COMMON_DEFAULTS as _DEFAULTS
+    from engine.backends.hosted.base import VendorOptions
     from engine.backends.hosted.vendors import OpenAICompatibleBackend
 
-    assert _DEFAULTS["verify_tls"] is True and 0 < _DEFAULTS["timeout_s"] <= 600 and 0 <= _DEFAULTS["max_retries"] <= 10
-    assert 0 < _DEFAULTS["max_response_bytes"] <= 256 * 1024 * 1024
+    d = VendorOptions.parse({"model": "m"}, "defaults")
+    assert d.verify_tls is True and 0 < d.timeout_s <= 600 and 0 <= d.max_retries <= 10
+    assert 0 < d.max_response_bytes <= 256 * 1024 * 1024
     with pytest.raises(ConfigError, match="(?i)api.key.*environment variable"):
         OpenAICompatibleBackend(model="m", api_key=SECRET)
 

@@ -174,7 +174,7 @@ def test_each_study_entry_calls_the_vendors_public_endpoint(name: str, monkeypat
     entry = load_model_registry()[name]
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
     backend = ASR_BACKENDS.get(entry.backend)(**entry.spec().options)
-    assert backend.options["base_url"] == PUBLIC_HOSTS[name]
+    assert backend.options.base_url == PUBLIC_HOSTS[name]
 
 
 def test_a_field_the_api_does_not_document_is_refused(fakes: dict[str, FakeVendor]) -> None:
@@ -199,12 +199,14 @@ def test_a_missing_or_mistyped_field_is_refused(fakes: dict[str, FakeVendor]) ->
 
 
 def test_word_changing_options_are_typed(fakes: dict[str, FakeVendor]) -> None:
-    with pytest.raises(ConfigError, match="'tag_audio_events' must be true or false, got 'false'"):
+    with pytest.raises(ConfigError, match=r"elevenlabs backend options\.tag_audio_events: expected a boolean .*got str 'false'"):
         ASR_BACKENDS.get("elevenlabs")(model="scribe_v2", tag_audio_events="false")
-    with pytest.raises(ConfigError, match="'profanity_filter_mode' must be one of"):
+    with pytest.raises(ConfigError, match=r"azure-fast backend options\.profanity_filter_mode: 'off' is not allowed.*one of None, Masked"):
         ASR_BACKENDS.get("azure-fast")(model="azure-speech", profanity_filter_mode="off")
-    with pytest.raises(ConfigError, match="'prompt' must be a list"):
+    with pytest.raises(ConfigError, match=r"azure-fast backend options\.prompt: expected a list"):
         ASR_BACKENDS.get("azure-fast")(model="azure-speech", prompt="Output must be in lexical format.")
+    with pytest.raises(ConfigError, match=r"azure-fast backend options\.prompt: needs enhanced_mode: true"):
+        ASR_BACKENDS.get("azure-fast")(model="azure-speech", prompt=["x"], enhanced_mode=False)
     fake = fakes["azure"]
     backend = _study_backend("azure-speech", fake, prompt=["Output must be in lexical format."])
     backend.transcribe_batch([_clip()])

@@ -86,7 +86,8 @@ class Backend(ABC):
     """
 
     name: str = "backend"
-    #: The backend's options record; None only for backends not yet declared (their options stay a dict).
+    #: The backend's options record (every built-in backend declares one); None only for a plug-in that
+    #: declares none (its options stay the dict it was given, unchecked).
     OPTIONS: ClassVar[type[BackendOptions] | None] = None
     options: Any
     #: Modules the backend imports when it loads, and the pip extra that provides them.

@@ -14,17 +14,15 @@ silently changing every number.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import json
 import logging
-import math
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,7 +32,7 @@ import numpy as np
 from engine.backends.availability import Availability
 from engine.backends.weight_digests import PINNED, WHISPER_BASE_JOINED_SHA256, PinnedWeights
 from engine.data import SAMPLE_RATE
-from engine.errors import AudioError, BackendUnavailable, ConfigError, WeightsIntegrityError
+from engine.errors import AudioError, BackendUnavailable, WeightsIntegrityError
 
 log = logging.getLogger(__name__)
 
@@ -373,60 +371,3 @@ def check_audio_batch(audios: Sequence[np.ndarray], sample_rate: int, backend: s
             raise AudioError(f"{backend}: clip {i} contains NaN or infinite samples")
         out.append(arr)
     return out
-
-
-def check_options(backend: str, given: Mapping[str, Any], known: Sequence[str] | Mapping[str, Any]) -> None:
-    """Reject unknown option names before anything loads, naming the bad key and the valid ones.
-
-    With ``known`` a mapping of defaults, each given value must also have its default's type
-    (a quoted ``"false"`` is not a boolean: ``bool("false")`` would silently be True).
-    """
-    unknown = sorted(set(given) - set(known))
-    if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hints.append(f"'{key}'" + (f" (did you mean '{close[0]}'?)" if close else ""))
-        raise ConfigError(f"{backend} backend: unknown option(s) {', '.join(hints)}; valid options: {', '.join(sorted(known))}")
-    for key, value in given.items():  # no option of any backend is meaningfully NaN or infinite, at any depth
-        bad = _non_finite(value, key)
-        if bad is not None:
-            raise ConfigError(f"{backend} backend: option '{bad[0]}' must be a finite number, got {bad[1]!r}")
-    if isinstance(known, Mapping):
-        for key, value in given.items():
-            check_option_type(backend, key, value, known[key])
-
-
-def _non_finite(value: Any, where: str) -> tuple[str, Any] | None:
-    """``(path, value)`` of the first NaN or infinity inside an option value (nested mappings and lists included), else None."""
-    if isinstance(value, (float, np.floating)) and not math.isfinite(float(value)):
-        return where, value
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            found = _non_finite(v, f"{where}.{k}")
-            if found is not None:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _non_finite(v, f"{where}[{i}]")
-            if found is not None:
-                return found
-    return None
-
-
-def check_option_type(backend: str, key: str, value: Any, default: Any) -> None:
-    """``value`` must have the type of ``default`` (ints are accepted for floats; None defaults accept anything)."""
-    if default is None or value is None:
-        return
-    if isinstance(default, bool):
-        ok, want = isinstance(value, bool), "a boolean (true/false, unquoted)"
-    elif isinstance(default, int):
-        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
-    elif isinstance(default, float):
-        ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-    elif isinstance(default, str):
-        ok, want = isinstance(value, str), "a string"
-    else:
-        return
-    if not ok:
-        raise ConfigError(f"{backend} backend: option '{key}' must be {want}, got {type(value).__name__} {value!r}")

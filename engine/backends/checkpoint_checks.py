@@ -412,11 +412,10 @@ def resolve_folder(model: str, revision: str | None = None) -> Path | None:
         return None
 
 
-def transformers_checkpoint_problems(
-    folder: Path, options: Mapping[str, Any], source: str | None = None, family_check: bool = True
-) -> list[str]:
+def transformers_checkpoint_problems(folder: Path, options: Any, source: str | None = None, family_check: bool = True) -> list[str]:
     """Every reason the transformers backend's load of the checkpoint in ``folder`` would refuse (or
-    silently run something else), for the backend's options; empty when the load passes them.
+    silently run something else), for the backend's options (its ``TransformersOptions`` record, not
+    imported here: this module sits below the backends); empty when the load passes them.
 
     ``family_check=False`` leaves out what the load answers itself or records rather than refuses:
     the family (the same refusal for a family that does not drive the model_type; with ``auto``, a
@@ -424,7 +423,7 @@ def transformers_checkpoint_problems(
     a model type's card always uses (a copy without it runs with ``speech_adapter: null`` recorded).
     The availability check names both, so it never says "yes" for a run that would not be the
     model card's."""
-    source = source or str(options.get("model") or folder)
+    source = source or str(options.model or folder)
     config_path = folder / "config.json"
     if not config_path.is_file():
         return [f"{folder} is not a transformers model directory (no config.json)"]
@@ -434,15 +433,14 @@ def transformers_checkpoint_problems(
     if not isinstance(config, dict):
         return [f"config.json in {folder} is not a JSON object"]
     problems = weights_problems(folder)
-    problems += remote_code_problems(folder, source, bool(options.get("trust_remote_code")), native_model_type(config.get("model_type")))
+    problems += remote_code_problems(folder, source, options.trust_remote_code, native_model_type(config.get("model_type")))
     if family_check and not any("auto_map" in p for p in problems):
-        problems += family_problems(config, str(options.get("family") or "auto"))
-    processor = options.get("processor")
-    tokenizer_folder = resolve_folder(str(processor), options.get("revision")) if processor else folder
+        problems += family_problems(config, options.family)
+    processor = options.processor
+    tokenizer_folder = resolve_folder(processor, options.revision) if processor else folder
     if tokenizer_folder is not None:
         if processor and tokenizer_folder != folder:
-            problems += remote_code_problems(tokenizer_folder, str(processor), bool(options.get("trust_remote_code")))
+            problems += remote_code_problems(tokenizer_folder, processor, options.trust_remote_code)
         problems += tokenizer_problems(tokenizer_folder)
-    target = options.get("target_lang")
-    problems += adapter_problems(folder, config, str(target) if target else None, expected_adapters=family_check)
+    problems += adapter_problems(folder, config, options.target_lang or None, expected_adapters=family_check)
     return problems

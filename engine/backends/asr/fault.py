@@ -58,7 +58,8 @@ class FaultInjectionBackend(ASRBackend):
     @classmethod
     def delegates_to(cls, options: Mapping[str, Any]) -> tuple[str, Mapping[str, Any]] | None:
         """Its rows are the inner backend's: it hands every clip on and only adds faults."""
-        return (str(options["inner"]), dict(options.get("inner_options") or {})) if options.get("inner") else None
+        o = cls.parse_options(options)
+        return (o.inner, dict(o.inner_options or {})) if o.inner else None
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:

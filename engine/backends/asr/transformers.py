@@ -61,7 +61,7 @@ class TransformersBackend(ASRBackend):
         folder = resolve_folder(model, o.revision) if found.runnable else None
         if folder is None:
             return found
-        problems = transformers_checkpoint_problems(folder, o.as_dict(), model)
+        problems = transformers_checkpoint_problems(folder, o, model)
         if problems:
             return Availability.refused(problems)
         return Availability(True, f"{found.reason}; weights, tokenizer, code policy and adapters checked")
@@ -110,7 +110,7 @@ class TransformersBackend(ASRBackend):
         folder = Path(source) if Path(source).is_dir() else resolve_folder(source, self.options.revision)
         if folder is None:
             return  # a download: transformers verifies what it fetches
-        problems = transformers_checkpoint_problems(folder, self.options.as_dict(), source, family_check=False)
+        problems = transformers_checkpoint_problems(folder, self.options, source, family_check=False)
         if problems:
             raise BackendUnavailable(f"cannot load {source}: " + "; ".join(problems))
 

@@ -118,7 +118,7 @@ class PyannoteDiarizer(DiarizationBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        ckpt = options.get("checkpoint")
+        ckpt = cls.parse_options(options).checkpoint
         if not ckpt:
             return Availability(False, "needs option checkpoint: a local pyannote pipeline folder holding config.yaml")
         cfg = _config_path(str(ckpt))

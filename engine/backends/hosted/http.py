@@ -55,8 +55,8 @@ from typing import Any
 import urllib3
 
 from engine.backends.hosted.scrub import install_log_scrubber, scrub
-from engine.config import Field
 from engine.errors import BackendUnavailable, HostedAuthError, HostedQuotaError, HostedRequestError, UnsafeRedirectError
+from engine.options import Field, option
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,8 @@ TRANSPORT_FIELDS: dict[str, Field] = {
     ),
     "max_response_bytes": Field(int, DEFAULT_MAX_RESPONSE_BYTES, "largest answer body accepted, in bytes", ge=1024, le=1 << 34),
 }
-"""The hosted transport options through the typed option layer (``engine.config.Field``): every hosted
-ASR backend and audio-LM judge checks its options here, and ``HostedClient`` and ``RateLimiter``
+"""The hosted transport options through the typed option layer (``engine.options.Field``): every hosted
+ASR backend and audio-LM judge declares them with :func:`transport_option`, and ``HostedClient`` and ``RateLimiter``
 check what they are given again, so no surface takes NaN, an infinity, a negative, a boolean or a
 string for a number (a NaN rate would otherwise mean no limit at all; a rate of 0 is refused too:
 null is "no limit")."""
@@ -91,6 +91,13 @@ null is "no limit")."""
 def check_transport(owner: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """The transport options present in ``options``, each checked by its ``TRANSPORT_FIELDS`` entry (errors name ``owner`` and the key)."""
     return {key: f.check(options[key], f"{owner}: option '{key}'") for key, f in TRANSPORT_FIELDS.items() if key in options}
+
+
+def transport_option(key: str) -> Any:
+    """The :func:`~engine.options.option` declaring the transport option ``key`` in a backend's options
+    record (hosted ASR backends, judges): its default, bounds and doc are the ``TRANSPORT_FIELDS`` entry's."""
+    f = TRANSPORT_FIELDS[key]
+    return option(f.default, f.doc, ge=f.ge, gt=f.gt, le=f.le, lt=f.lt)
 
 
 class ResponseTooLargeError(HostedRequestError):

@@ -9,26 +9,43 @@ guess. Cached answers make the engine's warm-up call and any clip-by-clip retry 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import BackendInfo, EmotionOutput, SERBackend
-from engine.backends.hosted.judges import AudioJudge
+from engine.backends.base import BackendInfo, BackendOptions, EmotionOutput, SERBackend
+from engine.backends.hosted.judges import AudioJudge, JudgeOptions
 from engine.data import SAMPLE_RATE
 from engine.errors import AuditError, ConfigError
+from engine.options import option
 
 
 class UnparseableJudgeAnswer(AuditError):
     """The judge's reply was not in the requested form; the clip is counted, not guessed."""
 
 
+@dataclass(frozen=True)
+class JudgeSEROptions(JudgeOptions):
+    """A judge used as an emotion backend: the judge's options and the ``labels`` it chooses from."""
+
+    labels: tuple[str, ...] = option(doc="the emotion labels the judge chooses from (at least two)")
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        if len(self.labels) < 2 or not all(self.labels):
+            at = self.key_path(where, "labels")
+            raise ConfigError(f"{at}: expected at least two non-empty emotion labels, got {list(self.labels)!r}")
+
+
 class JudgeSER(SERBackend):
-    """``emotion_label`` of an audio-LM judge as an SER backend (options: the judge's plus ``labels``)."""
+    """``emotion_label`` of an audio-LM judge as an SER backend (options: :class:`JudgeSEROptions`)."""
 
     name = "judge-ser"
     judge_backend: ClassVar[str] = ""
+    OPTIONS: ClassVar[type[BackendOptions] | None] = JudgeSEROptions
+    options: JudgeSEROptions
 
     @classmethod
     def _judge_cls(cls) -> Any:
@@ -38,16 +55,14 @@ class JudgeSER(SERBackend):
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        result: Availability = cls._judge_cls().check_weights(options)
+        cls.parse_options(options)
+        result: Availability = cls._judge_cls().check_weights({k: v for k, v in options.items() if k != "labels"})
         return result
 
     def __init__(self, **options: Any) -> None:
-        labels = options.pop("labels", None)
-        if not isinstance(labels, list) or len(labels) < 2 or not all(isinstance(x, str) and x for x in labels):
-            raise ConfigError(f"{self.name}: option 'labels' must list at least two emotion labels the judge chooses from")
-        self.judge: AudioJudge = self._judge_cls()(**options)
-        super().__init__(**options, labels=labels)
-        self.labels = list(labels)
+        super().__init__(**options)
+        self.judge: AudioJudge = self._judge_cls()(**{k: v for k, v in options.items() if k != "labels"})
+        self.labels = list(self.options.labels)
 
     def load(self) -> None:
         self.judge.load()

@@ -31,15 +31,16 @@ from typing import Any, ClassVar
 import numpy as np
 
 from engine.backends.availability import Availability
-from engine.backends.base import Backend, BackendInfo
-from engine.backends.bundled import audit_cache_dir, check_audio_batch, check_options
+from engine.backends.base import Backend, BackendInfo, BackendOptions
+from engine.backends.bundled import audit_cache_dir, check_audio_batch
 from engine.backends.hosted.base import wav_bytes
 from engine.backends.hosted.cache import ResponseCache, audio_digest, options_digest
-from engine.backends.hosted.http import HostedClient, check_transport
+from engine.backends.hosted.http import HostedClient, transport_option
 from engine.backends.hosted.scrub import clean_key, register_secret_env
-from engine.config import check_keys, check_number, load_yaml
+from engine.config import check_keys, load_yaml
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable, ConfigError, HostedRequestError
+from engine.options import option
 
 ANSWER_TYPES = ("choice", "probability")
 _FENCE = re.compile(r"^```(?:json)?\s*\n?(.*?)\n?```$", re.DOTALL)
@@ -131,21 +132,30 @@ def parse_answer(task: JudgeTask, text: str, choices: Sequence[str] = ()) -> str
     return None
 
 
-_DEFAULTS: dict[str, Any] = {
-    "model": None,
-    "base_url": None,
-    "api_key_env": None,
-    "prompts": None,  # path of the prompt file; default judges/prompts.yaml of the configuration tree
-    "temperature": 0.0,
-    "timeout_s": 120.0,
-    "max_retries": 5,
-    "backoff_s": 1.0,
-    "max_backoff_s": 60.0,
-    "max_concurrency": 4,
-    "requests_per_minute": None,
-    "cache": True,
-    "cache_dir": None,
-}
+@dataclass(frozen=True)
+class JudgeOptions(BackendOptions):
+    """An audio-LM judge's options: the model, the endpoint and its key, the prompt file, temperature, limits and the response cache."""
+
+    model: str = option(doc="the vendor's model name")
+    base_url: str | None = option(None, "the API's address; null: the vendor's public endpoint")
+    api_key_env: str | None = option(None, "NAME of the environment variable holding the key; null: the vendor's usual one")
+    prompts: str | None = option(None, "the prompt file; null: judges/prompts.yaml of the configuration tree")
+    temperature: float = option(0.0, "sampling temperature sent with each request", ge=0, le=2)
+    timeout_s: float = transport_option("timeout_s")
+    max_retries: int = transport_option("max_retries")
+    backoff_s: float = transport_option("backoff_s")
+    max_backoff_s: float = transport_option("max_backoff_s")
+    max_concurrency: int = transport_option("max_concurrency")
+    requests_per_minute: float | None = transport_option("requests_per_minute")
+    cache: bool = option(True, "keep answers on disk so a repeated judging pass pays nothing")
+    cache_dir: str | None = option(None, "the response cache's folder; null: $AUDIT_CACHE/hosted")
+
+    def validate(self, where: str) -> None:
+        if not self.model:
+            raise ConfigError(f"{self.key_path(where, 'model')}: expected the vendor's model name, got an empty string")
+
+
+#: Options of :class:`JudgeOptions` that change how a request travels, not what it asks (left out of answer digests).
 _TRANSPORT = {
     "api_key_env",
     "timeout_s",
@@ -167,10 +177,12 @@ class AudioJudge(Backend):
     vendor: ClassVar[str] = "judge"
     default_base_url: ClassVar[str] = ""
     default_key_env: ClassVar[str] = ""
+    OPTIONS: ClassVar[type[BackendOptions] | None] = JudgeOptions
+    options: JudgeOptions  # base_url, api_key_env and prompts resolved
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Availability:
-        env = str(options.get("api_key_env") or cls.default_key_env)
+        env = cls.parse_options(options).api_key_env or cls.default_key_env
         if not clean_key(os.environ.get(env)):
             return Availability(False, f"set the environment variable {env} (API key for {cls.vendor})")
         return Availability(True, f"{cls.vendor} API, key in ${env} (reachability not checked)", checked=False)
@@ -180,23 +192,16 @@ class AudioJudge(Backend):
             raise ConfigError(
                 f"{self.name}: option 'api_key' is not accepted; put the key in an environment variable and name it in 'api_key_env'"
             )
-        check_options(self.name, options, list(_DEFAULTS))
-        merged = {**_DEFAULTS, **options}
-        check_transport(self.name, merged)  # the hosted backends' typed transport options (http.TRANSPORT_FIELDS)
-        if not isinstance(merged["cache"], bool):
-            raise ConfigError(f"{self.name}: option 'cache' must be true or false, got {merged['cache']!r}")
-        merged["temperature"] = check_number(merged["temperature"], f"{self.name}: option 'temperature'", ge=0, le=2)
-        if not merged["model"]:
-            raise ConfigError(f"{self.name} judge needs option 'model'")
-        merged["base_url"] = str(merged["base_url"] or self.default_base_url).rstrip("/")
-        merged["api_key_env"] = str(merged["api_key_env"] or self.default_key_env)
-        register_secret_env(merged["api_key_env"])  # its value is scrubbed from every artefact and log line
-        if not merged["base_url"].startswith(("http://", "https://")):
+        super().__init__(**options)  # JudgeOptions: unknown keys, types, ranges, NaN at any depth (engine/options.py)
+        o = self.options
+        base_url = (o.base_url or self.default_base_url).rstrip("/")
+        key_env = o.api_key_env or self.default_key_env
+        register_secret_env(key_env)  # its value is scrubbed from every artefact and log line
+        if not base_url.startswith(("http://", "https://")):
             raise ConfigError(f"{self.name}: 'base_url' must start with http:// or https://")
-        path = Path(merged["prompts"]).expanduser() if merged["prompts"] else default_prompts_path()
+        path = Path(o.prompts).expanduser() if o.prompts else default_prompts_path()
         self.tasks = load_prompts(path)
-        merged["prompts"] = str(path)
-        super().__init__(**merged)
+        self.options = o.replace(base_url=base_url, api_key_env=key_env, prompts=str(path))
         self.client: HostedClient | None = None
         self.cache: ResponseCache | None = None
         self._lock = threading.Lock()
@@ -209,7 +214,7 @@ class AudioJudge(Backend):
 
     def _key(self) -> str:
         """The key, stripped (a CRLF .env file leaves a CR that no header may carry)."""
-        return clean_key(os.environ.get(str(self.options["api_key_env"])))
+        return clean_key(os.environ.get(self.options.api_key_env or ""))
 
     @abstractmethod
     def auth_headers(self, key: str) -> dict[str, str]:
@@ -221,23 +226,23 @@ class AudioJudge(Backend):
 
     def load(self) -> None:
         if not self._key():
-            raise BackendUnavailable(f"{self.name}: set the environment variable {self.options['api_key_env']} (API key for {self.vendor})")
+            raise BackendUnavailable(f"{self.name}: set the environment variable {self.options.api_key_env} (API key for {self.vendor})")
         o = self.options
         self.client = HostedClient(
             self.vendor,
-            o["base_url"],
+            o.base_url or "",
             lambda: self.auth_headers(self._key()),
             lambda: [self._key()],
-            timeout_s=float(o["timeout_s"]),
-            max_retries=int(o["max_retries"]),
-            backoff_s=float(o["backoff_s"]),
-            max_backoff_s=float(o["max_backoff_s"]),
-            max_concurrency=int(o["max_concurrency"]),
-            requests_per_minute=o["requests_per_minute"],
-            key_env=str(o["api_key_env"]),
+            timeout_s=o.timeout_s,
+            max_retries=o.max_retries,
+            backoff_s=o.backoff_s,
+            max_backoff_s=o.max_backoff_s,
+            max_concurrency=o.max_concurrency,
+            requests_per_minute=o.requests_per_minute,
+            key_env=o.api_key_env or "",
         )
-        if o["cache"]:
-            root = Path(o["cache_dir"]).expanduser() if o["cache_dir"] else audit_cache_dir() / "hosted"
+        if o.cache:
+            root = Path(o.cache_dir).expanduser() if o.cache_dir else audit_cache_dir() / "hosted"
             self.cache = ResponseCache(root, self.name)
 
     def judge(self, task: str, clips: Sequence[np.ndarray], choices: Sequence[str] = (), **fields: str) -> JudgeAnswer:
@@ -246,8 +251,7 @@ class AudioJudge(Backend):
             raise BackendUnavailable(f"{self.name}: call load() before judging")
         if task not in self.tasks:
             raise ConfigError(
-                f"{self.name}: unknown judge task '{task}'; the prompt file {self.options['prompts']} defines "
-                f"{', '.join(sorted(self.tasks))}"
+                f"{self.name}: unknown judge task '{task}'; the prompt file {self.options.prompts} defines {', '.join(sorted(self.tasks))}"
             )
         spec = self.tasks[task]
         audio = check_audio_batch(clips, SAMPLE_RATE, self.name)
@@ -259,10 +263,9 @@ class AudioJudge(Backend):
         payloads = [wav_bytes(a) for a in audio]
         key = None
         if self.cache is not None:
-            opts = {k: v for k, v in self.options.items() if k not in _TRANSPORT}
-            digest = options_digest({**opts, "task": task, "prompt": prompt})
-            key = self.cache.key(str(self.options["model"]), digest, audio_digest(b"".join(audio_digest(p).encode() for p in payloads)))
-            hit = self.cache.get(key, expect={"backend": self.name, "model": self.options["model"], "task": task, "options_digest": digest})
+            digest = options_digest({**self._answer_options(), "task": task, "prompt": prompt})
+            key = self.cache.key(self.options.model, digest, audio_digest(b"".join(audio_digest(p).encode() for p in payloads)))
+            hit = self.cache.get(key, expect={"backend": self.name, "model": self.options.model, "task": task, "options_digest": digest})
             if hit is not None:
                 with self._lock:
                     self._hits += 1
@@ -282,7 +285,7 @@ class AudioJudge(Backend):
                     "response": raw,
                     "task": task,
                     "backend": self.name,
-                    "model": self.options["model"],
+                    "model": self.options.model,
                     "options_digest": digest,
                 },
             )
@@ -300,13 +303,17 @@ class AudioJudge(Backend):
                 c["unparseable"] += 0 if parsed else 1
         return JudgeAnswer(answer.task, answer.value, parsed, answer.raw, answer.cached)
 
+    def _answer_options(self) -> dict[str, Any]:
+        """The options that change answers, as written: everything but transport."""
+        return {k: v for k, v in self.options.as_dict().items() if k not in _TRANSPORT}
+
     def answer_settings(self, task: str) -> dict[str, Any]:
         """What an answer to ``task`` depends on (a stored answer is reused only under equal ones):
         the options that change answers (not transport: timeouts, retries, concurrency, cache, key
         variable, prompt file path) and the task's prompt text, answer key, type, choices and clips."""
         spec = self.tasks.get(task)
         return {
-            "options": {k: v for k, v in self.options.items() if k not in _TRANSPORT},
+            "options": self._answer_options(),
             "task": task,
             "prompt": None
             if spec is None
@@ -343,16 +350,16 @@ class AudioJudge(Backend):
         o = self.options
         return BackendInfo(
             backend=self.name,
-            model_id=str(o["model"]),
+            model_id=o.model,
             device="remote",
             dtype="unknown",
-            batch_size=int(o["max_concurrency"]),
+            batch_size=o.max_concurrency,
             extra={
                 "vendor": self.vendor,
-                "endpoint": o["base_url"],
-                "api_key_env": o["api_key_env"],
-                "prompts": o["prompts"],
-                "temperature": o["temperature"],
+                "endpoint": o.base_url,
+                "api_key_env": o.api_key_env,
+                "prompts": o.prompts,
+                "temperature": o.temperature,
                 "parsing": "strict JSON; unparseable replies counted, never guessed",
                 "usage": self.usage(),
             },
@@ -387,9 +394,9 @@ class GeminiJudge(AudioJudge):
             parts.append({"inline_data": {"mime_type": "audio/wav", "data": base64.b64encode(wav).decode()}})
         body = {
             "contents": [{"role": "user", "parts": parts}],
-            "generationConfig": {"temperature": self.options["temperature"], "responseMimeType": "application/json"},
+            "generationConfig": {"temperature": self.options.temperature, "responseMimeType": "application/json"},
         }
-        path = f"/v1beta/models/{self.options['model']}:generateContent"
+        path = f"/v1beta/models/{self.options.model}:generateContent"
         data = client.request("POST", path, body=json.dumps(body).encode(), content_type="application/json").json(client.redact)
         cand = (data.get("candidates") or [None])[0] if isinstance(data, dict) else None
         parts_out = (cand or {}).get("content", {}).get("parts") if isinstance(cand, dict) else None
@@ -426,9 +433,9 @@ class OpenAIAudioJudge(AudioJudge):
                 content.append({"type": "text", "text": f"Clip {'AB'[i]}:"})
             content.append({"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode(), "format": "wav"}})
         body = {
-            "model": self.options["model"],
+            "model": self.options.model,
             "modalities": ["text"],
-            "temperature": self.options["temperature"],
+            "temperature": self.options.temperature,
             "messages": [{"role": "user", "content": content}],
         }
         data = client.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), content_type="application/json").json(

@@ -15,7 +15,7 @@ option ``params`` (multipart fields for Modulate, query parameters for Smallest)
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from engine.backends.hosted.base import HostedASRBackend
 from engine.backends.hosted.http import HostedClient, multipart
@@ -35,7 +35,6 @@ class ModulateBackend(HostedASRBackend):
     vendor = "modulate"
     default_base_url = "https://platform.modulate.ai"
     default_key_env = "MODULATE_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"X-API-Key": key}
@@ -46,7 +45,7 @@ class ModulateBackend(HostedASRBackend):
         ]
         fields.append(("upload_file", wav, "audio.wav", "audio/wav"))
         body, ctype = multipart(fields)
-        path = f"/api/{self.options['model']}"
+        path = f"/api/{self.options.model}"
         data = client.request("POST", path, body=body, content_type=ctype).json(client.redact)
         return _text(_dig(data, "text"), self.vendor, "text", client.redact), data
 
@@ -58,13 +57,12 @@ class SmallestBackend(HostedASRBackend):
     vendor = "smallest"
     default_base_url = "https://api.smallest.ai"
     default_key_env = "SMALLEST_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        query = {"language": self.options["language"] or "en", **_params(self.options)}
-        path = f"/waves/v1/{self.options['model']}/get_text"
+        query = {"language": self.options.language or "en", **_params(self.options)}
+        path = f"/waves/v1/{self.options.model}/get_text"
         data = client.request("POST", path, body=wav, content_type="application/octet-stream", query=query).json(client.redact)
         return _text(_dig(data, "transcription"), self.vendor, "transcription", client.redact), data

@@ -33,11 +33,13 @@ import base64
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from engine.backends.hosted.base import HostedASRBackend
+from engine.backends.hosted.base import HostedASRBackend, HostedOptions, params_option
 from engine.backends.hosted.http import HostedClient, multipart
 from engine.errors import ConfigError, HostedRequestError
+from engine.options import option
 
 
 def _dig(data: Any, *path: Any) -> Any:
@@ -60,11 +62,76 @@ def _text(value: Any, vendor: str, where: str, redact: Any) -> str:
     return value.strip()
 
 
-def _params(options: Mapping[str, Any]) -> dict[str, Any]:
-    params = options.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise ConfigError(f"option 'params' must be a mapping of extra request fields, got {type(params).__name__}")
-    return dict(params)
+def _params(options: Any) -> dict[str, Any]:
+    """The vendor options' ``params`` (extra request fields), a fresh dict ({} when null)."""
+    return dict(options.params or {})
+
+
+@dataclass(frozen=True)
+class DeepgramOptions(HostedOptions):
+    """Deepgram's options: the common hosted ones, ``smart_format`` and ``params`` (query fields)."""
+
+    smart_format: bool = option(True, "Deepgram's smart formatting (numbers, punctuation), as the leaderboard's provider sends it")
+    params: dict[str, Any] | None = params_option()
+
+
+@dataclass(frozen=True)
+class SpeechmaticsOptions(HostedOptions):
+    """Speechmatics' options: the common hosted ones, ``enable_entities`` and ``params`` (transcription_config fields)."""
+
+    enable_entities: bool = option(True, "numbers, dates and currencies in written form, as the leaderboard's provider sends it")
+    params: dict[str, Any] | None = params_option()
+
+
+@dataclass(frozen=True)
+class ElevenLabsOptions(HostedOptions):
+    """ElevenLabs' options: the common hosted ones, ``tag_audio_events`` and ``params`` (multipart fields)."""
+
+    tag_audio_events: bool = option(False, "audio-event tags such as (laughter) in the transcript")
+    params: dict[str, Any] | None = params_option()
+
+
+@dataclass(frozen=True)
+class GoogleSTTv2Options(HostedOptions):
+    """Google Speech-to-Text v2's options: the common hosted ones, project, location, auth, recognizer and ``params``."""
+
+    project: str | None = option(None, "Google Cloud project; null: $GOOGLE_CLOUD_PROJECT")
+    location: str = option("us", "API location (us, eu, global, a region); builds the host")
+    auth: Literal["api-key", "bearer"] = option("api-key", "the key is an API key (x-goog-api-key) or an OAuth access token (Bearer)")
+    recognizer: str = option("_", "recognizer id; _: the default recognizer")
+    params: dict[str, Any] | None = params_option()
+
+
+@dataclass(frozen=True)
+class AzureFastOptions(HostedOptions):
+    """Azure fast transcription's options: the common hosted ones, region, API version, profanity filter, enhanced mode, ``params``."""
+
+    region: str = option("eastus", "your Speech resource's region (builds the host)")
+    api_version: str = option("2025-10-15", "the API version sent as api-version")
+    profanity_filter_mode: Literal["None", "Masked", "Removed", "Tags"] = option(
+        "None", "profanityFilterMode (None: off, as the leaderboard sends it)"
+    )
+    enhanced_mode: bool = option(True, "enhanced mode with task transcribe")
+    prompt: tuple[str, ...] | None = option(None, "enhanced-mode instructions (a non-empty list of strings); needs enhanced_mode")
+    params: dict[str, Any] | None = params_option()
+
+    def validate(self, where: str) -> None:
+        super().validate(where)
+        at = self.key_path(where, "prompt")
+        if self.prompt is not None and not (self.prompt and all(self.prompt)):
+            raise ConfigError(f"{at}: expected a non-empty list of non-empty instruction strings, got {list(self.prompt)!r}")
+        if self.prompt is not None and not self.enhanced_mode:
+            raise ConfigError(f"{at}: needs enhanced_mode: true")
+
+
+@dataclass(frozen=True)
+class OpenAICompatibleOptions(HostedOptions):
+    """The OpenAI-compatible backend's options: the common hosted ones, prompt, temperature, ``batch_size`` and ``params``."""
+
+    prompt: str | None = option(None, "the transcription prompt field; null: none sent")
+    temperature: float | None = option(None, "the temperature field; null: none sent", ge=0, le=1)
+    batch_size: int | None = option(None, "older name of max_concurrency (sets it when max_concurrency is not given)", ge=1, le=1_024)
+    params: dict[str, Any] | None = params_option()
 
 
 class DeepgramBackend(HostedASRBackend):
@@ -74,17 +141,17 @@ class DeepgramBackend(HostedASRBackend):
     vendor = "deepgram"
     default_base_url = "https://api.deepgram.com"
     default_key_env = "DEEPGRAM_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"smart_format": True, "params": None}
-    bool_options = ("smart_format",)
+    OPTIONS = DeepgramOptions
+    options: DeepgramOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Token {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         query = {
-            "model": self.options["model"],
-            "smart_format": self.options["smart_format"],
-            "language": self.options["language"],
+            "model": self.options.model,
+            "smart_format": self.options.smart_format,
+            "language": self.options.language,
             **_params(self.options),
         }
         data = client.request("POST", "/v1/listen", body=wav, content_type="audio/wav", query=query).json(client.redact)
@@ -104,7 +171,6 @@ class AssemblyAIBackend(HostedASRBackend):
     vendor = "assemblyai"
     default_base_url = "https://api.assemblyai.com"
     default_key_env = "ASSEMBLYAI_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"authorization": key}
@@ -114,9 +180,9 @@ class AssemblyAIBackend(HostedASRBackend):
         upload_url = _dig(up, "upload_url")
         if not isinstance(upload_url, str):
             raise HostedRequestError(f"assemblyai: upload answer has no 'upload_url': {client.redact(str(up))[:200]}")
-        body: dict[str, Any] = {"audio_url": upload_url, "speech_models": [self.options["model"]]}
-        if self.options["language"]:
-            body["language_code"] = self.options["language"]
+        body: dict[str, Any] = {"audio_url": upload_url, "speech_models": [self.options.model]}
+        if self.options.language:
+            body["language_code"] = self.options.language
         body.update(_params(self.options))
         job = client.request("POST", "/v2/transcript", body=json.dumps(body).encode(), content_type="application/json").json(client.redact)
         job_id = _dig(job, "id")
@@ -148,17 +214,17 @@ class SpeechmaticsBackend(HostedASRBackend):
     vendor = "speechmatics"
     default_base_url = "https://asr.api.speechmatics.com"
     default_key_env = "SPEECHMATICS_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"enable_entities": True, "params": None}
-    bool_options = ("enable_entities",)
+    OPTIONS = SpeechmaticsOptions
+    options: SpeechmaticsOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         tc = {
-            "language": self.options["language"] or "en",
-            "operating_point": self.options["model"],
-            "enable_entities": self.options["enable_entities"],
+            "language": self.options.language or "en",
+            "operating_point": self.options.model,
+            "enable_entities": self.options.enable_entities,
             **_params(self.options),
         }
         config = json.dumps({"type": "transcription", "transcription_config": tc})
@@ -195,19 +261,19 @@ class ElevenLabsBackend(HostedASRBackend):
     vendor = "elevenlabs"
     default_base_url = "https://api.elevenlabs.io"
     default_key_env = "ELEVENLABS_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"tag_audio_events": False, "params": None}
-    bool_options = ("tag_audio_events",)
+    OPTIONS = ElevenLabsOptions
+    options: ElevenLabsOptions
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"xi-api-key": key}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         fields: list[tuple[str, str | bytes, str | None, str | None]] = [
-            ("model_id", str(self.options["model"]), None, None),
-            ("tag_audio_events", "true" if self.options["tag_audio_events"] else "false", None, None),
+            ("model_id", str(self.options.model), None, None),
+            ("tag_audio_events", "true" if self.options.tag_audio_events else "false", None, None),
         ]
-        if self.options["language"]:
-            fields.append(("language_code", str(self.options["language"]), None, None))
+        if self.options.language:
+            fields.append(("language_code", str(self.options.language), None, None))
         fields += [(k, json.dumps(v) if not isinstance(v, str) else v, None, None) for k, v in _params(self.options).items()]
         fields.append(("file", wav, "audio.wav", "audio/wav"))
         body, ctype = multipart(fields)
@@ -227,7 +293,6 @@ class GladiaBackend(HostedASRBackend):
     vendor = "gladia"
     default_base_url = "https://api.gladia.io"
     default_key_env = "GLADIA_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"params": None}
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-gladia-key": key}
@@ -238,9 +303,9 @@ class GladiaBackend(HostedASRBackend):
         audio_url = _dig(up, "audio_url")
         if not isinstance(audio_url, str):
             raise HostedRequestError(f"gladia: upload answer has no 'audio_url': {client.redact(str(up))[:200]}")
-        req: dict[str, Any] = {"audio_url": audio_url, "model": str(self.options["model"])}
-        if self.options["language"]:
-            req["language_config"] = {"languages": [self.options["language"]]}
+        req: dict[str, Any] = {"audio_url": audio_url, "model": str(self.options.model)}
+        if self.options.language:
+            req["language_config"] = {"languages": [self.options.language]}
         req.update(_params(self.options))
         job = client.request("POST", "/v2/pre-recorded", body=json.dumps(req).encode(), content_type="application/json").json(client.redact)
         job_id = _dig(job, "id")
@@ -273,23 +338,24 @@ class GoogleSTTv2Backend(HostedASRBackend):
     name = "google-stt-v2"
     vendor = "google"
     default_key_env = "GOOGLE_API_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {"project": None, "location": "us", "auth": "api-key", "recognizer": "_", "params": None}
+    OPTIONS = GoogleSTTv2Options
+    options: GoogleSTTv2Options
 
     @classmethod
     def check_weights(cls, options: Mapping[str, Any]) -> Any:
         base = super().check_weights(options)
-        if base.runnable and not (options.get("project") or os.environ.get("GOOGLE_CLOUD_PROJECT")):
+        if base.runnable and not (cls.parse_options(options).project or os.environ.get("GOOGLE_CLOUD_PROJECT")):
             from engine.backends.availability import Availability
 
             return Availability(False, "set option 'project' or the environment variable GOOGLE_CLOUD_PROJECT")
         return base
 
-    def resolve_base_url(self, options: Mapping[str, Any]) -> str:
-        location = str(options.get("location") or "global")
+    def resolve_base_url(self, options: Any) -> str:
+        location = options.location or "global"
         return "https://speech.googleapis.com" if location == "global" else f"https://{location}-speech.googleapis.com"
 
     def auth_headers(self, key: str) -> dict[str, str]:
-        if self.options["auth"] == "bearer":
+        if self.options.auth == "bearer":
             return {"Authorization": f"Bearer {key}"}
         return {"x-goog-api-key": key}
 
@@ -299,19 +365,17 @@ class GoogleSTTv2Backend(HostedASRBackend):
         return opts
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
-        if self.options["auth"] not in ("api-key", "bearer"):
-            raise ConfigError(f"{self.name}: option 'auth' must be 'api-key' or 'bearer', got {self.options['auth']!r}")
-        project = self.options["project"] or os.environ.get("GOOGLE_CLOUD_PROJECT")
+        project = self.options.project or os.environ.get("GOOGLE_CLOUD_PROJECT")
         if not project:
             raise ConfigError(f"{self.name}: set option 'project' or the environment variable GOOGLE_CLOUD_PROJECT")
         config: dict[str, Any] = {
             "autoDecodingConfig": {},
-            "model": self.options["model"],
-            "languageCodes": [self.options["language"] or "en-US"],
+            "model": self.options.model,
+            "languageCodes": [self.options.language or "en-US"],
         }
         config.update(_params(self.options))
         body = json.dumps({"config": config, "content": base64.b64encode(wav).decode()}).encode()
-        path = f"/v2/projects/{project}/locations/{self.options['location']}/recognizers/{self.options['recognizer']}:recognize"
+        path = f"/v2/projects/{project}/locations/{self.options.location}/recognizers/{self.options.recognizer}:recognize"
         data = client.request("POST", path, body=body, content_type="application/json").json(client.redact)
         results = _dig(data, "results")
         if results is None and isinstance(data, dict):
@@ -338,40 +402,24 @@ class AzureFastBackend(HostedASRBackend):
     name = "azure-fast"
     vendor = "azure"
     default_key_env = "AZURE_SPEECH_KEY"
-    vendor_defaults: ClassVar[dict[str, Any]] = {
-        "region": "eastus",
-        "api_version": "2025-10-15",
-        "profanity_filter_mode": "None",
-        "enhanced_mode": True,
-        "prompt": None,
-        "params": None,
-    }
-    bool_options = ("enhanced_mode",)
-    choice_options: ClassVar[dict[str, tuple[Any, ...]]] = {"profanity_filter_mode": ("None", "Masked", "Removed", "Tags")}
+    OPTIONS = AzureFastOptions
+    options: AzureFastOptions
 
-    def __init__(self, **options: Any) -> None:
-        prompt = options.get("prompt")
-        if prompt is not None and not (isinstance(prompt, list) and prompt and all(isinstance(p, str) and p for p in prompt)):
-            raise ConfigError(f"{self.name}: option 'prompt' must be a list of instruction strings (enhanced mode), got {prompt!r}")
-        if prompt is not None and options.get("enhanced_mode") is False:
-            raise ConfigError(f"{self.name}: option 'prompt' needs enhanced_mode: true")
-        super().__init__(**options)
-
-    def resolve_base_url(self, options: Mapping[str, Any]) -> str:
-        return f"https://{options.get('region') or 'eastus'}.api.cognitive.microsoft.com"
+    def resolve_base_url(self, options: Any) -> str:
+        return f"https://{options.region or 'eastus'}.api.cognitive.microsoft.com"
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Ocp-Apim-Subscription-Key": key}
 
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         definition: dict[str, Any] = {
-            "locales": [self.options["language"] or "en-US"],
-            "profanityFilterMode": self.options["profanity_filter_mode"],
+            "locales": [self.options.language or "en-US"],
+            "profanityFilterMode": self.options.profanity_filter_mode,
         }
-        if self.options["enhanced_mode"]:
+        if self.options.enhanced_mode:
             definition["enhancedMode"] = {"enabled": True, "task": "transcribe"}
-            if self.options["prompt"]:
-                definition["enhancedMode"]["prompt"] = list(self.options["prompt"])
+            if self.options.prompt:
+                definition["enhancedMode"]["prompt"] = list(self.options.prompt)
         definition.update(_params(self.options))
         body, ctype = multipart(
             [("definition", json.dumps(definition), None, "application/json"), ("audio", wav, "audio.wav", "audio/wav")]
@@ -381,7 +429,7 @@ class AzureFastBackend(HostedASRBackend):
             "/speechtotext/transcriptions:transcribe",
             body=body,
             content_type=ctype,
-            query={"api-version": self.options["api_version"]},
+            query={"api-version": self.options.api_version},
         ).json(client.redact)
         phrases = _dig(data, "combinedPhrases")
         if not isinstance(phrases, list):
@@ -404,20 +452,13 @@ class OpenAICompatibleBackend(HostedASRBackend):
     default_base_url = "https://api.openai.com"
     default_key_env = "OPENAI_API_KEY"
     key_optional = True
-    vendor_defaults: ClassVar[dict[str, Any]] = {"prompt": None, "temperature": None, "batch_size": None, "params": None}
+    OPTIONS = OpenAICompatibleOptions
+    options: OpenAICompatibleOptions
 
     def __init__(self, **options: Any) -> None:
-        batch = options.get("batch_size")
-        if batch is not None:
-            if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-                raise ConfigError(f"{self.name}: option 'batch_size' (clips sent at once) must be a positive integer, got {batch!r}")
-            options = {"max_concurrency": batch, **options}
-        temperature = options.get("temperature")
-        if temperature is not None and (
-            not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not 0 <= temperature <= 1
-        ):
-            raise ConfigError(f"{self.name}: option 'temperature' must be a number between 0 and 1, got {temperature!r}")
         super().__init__(**options)
+        if self.options.batch_size is not None and "max_concurrency" not in options:
+            self.options = self.options.replace(max_concurrency=self.options.batch_size)
 
     def request_options(self) -> dict[str, Any]:
         opts = super().request_options()
@@ -430,12 +471,12 @@ class OpenAICompatibleBackend(HostedASRBackend):
     def _recognize(self, client: HostedClient, wav: bytes, duration_s: float) -> tuple[str, Any]:
         path = "/audio/transcriptions" if client.base_url.endswith("/v1") else "/v1/audio/transcriptions"
         fields: list[tuple[str, str | bytes, str | None, str | None]] = [
-            ("model", str(self.options["model"]), None, None),
+            ("model", str(self.options.model), None, None),
             ("response_format", "json", None, None),
         ]
-        for key in ("language", "prompt", "temperature"):
-            if self.options[key] is not None:
-                fields.append((key, str(self.options[key]), None, None))
+        for key, value in (("language", self.options.language), ("prompt", self.options.prompt), ("temperature", self.options.temperature)):
+            if value is not None:
+                fields.append((key, str(value), None, None))
         fields += [(k, json.dumps(v) if not isinstance(v, str) else v, None, None) for k, v in _params(self.options).items()]
         fields.append(("file", wav, "audio.wav", "audio/wav"))
         body, ctype = multipart(fields)

@@ -13,15 +13,17 @@ import functools
 import logging
 from abc import abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from engine.backends.base import EmotionOutput, SERBackend
+from engine.backends.base import BackendOptions, EmotionOutput, SERBackend
 from engine.backends.device import resolve_device
-from engine.backends.sv.hub import HubWeights, import_optional, prepare_clips, unreachable
+from engine.backends.sv.hub import HubSEROptions, HubWeights, import_optional, model_id_option, prepare_clips, unreachable
 from engine.data import SAMPLE_RATE
 from engine.errors import BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,7 @@ log = logging.getLogger(__name__)
 class _HubSER(HubWeights, SERBackend):
     """An emotion model with hub weights (see :class:`~engine.backends.sv.hub.HubWeights`)."""
 
-    default_min_duration_s = 0.2
+    OPTIONS: ClassVar[type[BackendOptions] | None] = HubSEROptions
 
     def predict_batch(self, audios: Sequence[np.ndarray], sample_rate: int = SAMPLE_RATE) -> list[EmotionOutput]:
         if self._model is None:
@@ -60,6 +62,25 @@ def _label_names(config: Any, n: int) -> list[str]:
     return [str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n)]
 
 
+SUPERB_ER = "superb/wav2vec2-base-superb-er"
+AUDEERING_DIM = "audeering/wav2vec2-large-robust-12-ft-emotion-msp-dim"
+EMOTION2VEC = "emotion2vec/emotion2vec_plus_large"
+
+
+@dataclass(frozen=True)
+class TransformersSEROptions(HubSEROptions):
+    """A transformers audio classifier's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(SUPERB_ER)
+
+
+@dataclass(frozen=True)
+class AudeeringDimOptions(HubSEROptions):
+    """The audEERING dimensional regressor's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(AUDEERING_DIM)
+
+
 class TransformersSER(_HubSER):
     """Any Hugging Face audio-classification checkpoint (e.g. a SUPERB ER or IEMOCAP model).
 
@@ -68,7 +89,8 @@ class TransformersSER(_HubSER):
     """
 
     name = "transformers-ser"
-    default_model = "superb/wav2vec2-base-superb-er"
+    default_model = SUPERB_ER
+    OPTIONS = TransformersSEROptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
@@ -137,7 +159,8 @@ class AudeeringDim(_HubSER):
     """audEERING wav2vec2-large-robust MSP-Podcast regressor: arousal, dominance, valence (~0..1)."""
 
     name = "audeering-dim"
-    default_model = "audeering/wav2vec2-large-robust-12-ft-emotion-msp-dim"
+    default_model = AUDEERING_DIM
+    OPTIONS = AudeeringDimOptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:
@@ -157,21 +180,31 @@ class AudeeringDim(_HubSER):
         return [EmotionOutput(dimensions={n: float(v) for n, v in zip(names, row, strict=True)}) for row in values]
 
 
+@dataclass(frozen=True)
+class Emotion2VecOptions(HubSEROptions):
+    """emotion2vec's checkpoint, device, download folder, shortest clip and the hub funasr loads it from."""
+
+    model_id: str | None = model_id_option(EMOTION2VEC)
+    hub: Literal["hf", "ms"] = option("hf", "hf: Hugging Face, ms: ModelScope")
+
+
 class Emotion2Vec(_HubSER):
     """emotion2vec (e.g. emotion2vec_plus_large) through funasr: 9-way categorical posteriors.
 
     Labels like ``"生气/angry"`` are reported by their English part (``"angry"``). Options:
-    ``hub`` ("hf" or "ms", default "hf").
+    :class:`Emotion2VecOptions`.
     """
 
     name = "emotion2vec"
-    default_model = "emotion2vec/emotion2vec_plus_large"
+    default_model = EMOTION2VEC
+    OPTIONS = Emotion2VecOptions
+    options: Emotion2VecOptions
     install_hint = "pip install funasr modelscope"
 
     def load(self) -> None:
         self.device = resolve_device(self.device)
         funasr = import_optional("funasr", self.install_hint)
-        hub = str(self.options.get("hub", "hf"))
+        hub = self.options.hub
         try:
             self._model = funasr.AutoModel(model=self.model_id, hub=hub, device=self.device, disable_update=True)
         except Exception as exc:  # funasr wraps hub and file errors in assorted types

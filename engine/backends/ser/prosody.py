@@ -19,14 +19,16 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine.backends.availability import require_modules
-from engine.backends.base import BackendInfo, EmotionOutput, SERBackend
+from engine.backends.base import BackendInfo, BackendOptions, EmotionOutput, SERBackend
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, ConfigError
+from engine.options import check_number, option
 
 log = logging.getLogger(__name__)
 
@@ -295,32 +297,48 @@ def arousal_proxy(descriptors: Mapping[str, float], reference: Mapping[str, tupl
 # --------------------------------------------------------------------------------------------
 
 
+def _reference(value: Any, where: str) -> dict[str, tuple[float, float]]:
+    """The ``reference`` option: descriptor -> [mean, sd], both numbers, the sd positive."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, pair in value.items():
+        at = f"{where}.{key}"
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ConfigError(f"{at}: expected [mean, sd] (two numbers), got {pair!r}")
+        out[str(key)] = (float(check_number(pair[0], f"{at}[0] (mean)")), float(check_number(pair[1], f"{at}[1] (sd)", gt=0)))
+    return out
+
+
+@dataclass(frozen=True)
+class ProsodyOptions(BackendOptions):
+    """The prosody descriptors' shortest clip and the arousal proxy's reference statistics (CPU only)."""
+
+    min_duration_s: float = option(0.1, "shorter clips are an error, in seconds", ge=0, le=3_600)
+    reference: dict[str, Any] | None = option(
+        None,
+        "descriptor -> [mean, sd] for arousal_proxy (e.g. per-speaker statistics); null: fixed figures for adult read speech",
+        parse=_reference,
+    )
+    device: str | None = option(None, "cpu or auto (or left out): the backend computes on the CPU only")
+
+
 class ProsodyBackend(SERBackend):
     """Acoustic prosody descriptors and an arousal proxy; no weights, no emotion categories.
 
-    Options: ``min_duration_s`` (default 0.1; shorter clips raise ``AudioError``),
-    ``reference`` (mapping descriptor -> (mean, sd) for ``arousal_proxy``). Numpy and librosa on
-    the CPU: its actors never take a GPU, and ``device: cuda`` is refused (``cpu_only``).
+    Options: :class:`ProsodyOptions`. Numpy and librosa on the CPU: its actors never take a GPU,
+    and ``device: cuda`` is refused (``cpu_only``).
     """
 
     name = "prosody"
+    OPTIONS = ProsodyOptions
+    options: ProsodyOptions
     cpu_only = True
     requires = ("librosa",)
     extra = "demo"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.min_duration_s = float(options.get("min_duration_s", 0.1))
-        ref = options.get("reference")
-        if ref is not None:
-            try:
-                self.reference = {str(k): (float(v[0]), float(v[1])) for k, v in dict(ref).items()}
-            except (TypeError, ValueError, IndexError) as exc:
-                raise ConfigError(f"prosody 'reference' must map descriptor -> [mean, sd]: {exc}") from exc
-            if any(sd <= 0 for _, sd in self.reference.values()):
-                raise ConfigError("prosody 'reference' standard deviations must be positive")
-        else:
-            self.reference = dict(AROUSAL_REFERENCE)
+        self.min_duration_s = self.options.min_duration_s
+        self.reference: dict[str, tuple[float, float]] = dict(self.options.reference or AROUSAL_REFERENCE)
 
     def load(self) -> None:
         """Nothing to load (pure signal processing), but librosa must be there before the first clip."""

@@ -12,15 +12,17 @@ import logging
 import os
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from engine.backends.base import BackendInfo, SVBackend
+from engine.backends.base import BackendInfo, BackendOptions, SVBackend
 from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
 from engine.errors import AudioError, BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -74,25 +76,48 @@ def pad_batch(clips: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return batch, lengths
 
 
-class HubWeights:
-    """Options every hub-weights SV/SER backend takes, mixed in before its backend ABC.
+def model_id_option(default: str) -> Any:
+    """The ``model_id`` option of a hub-weights backend whose checkpoint is ``default`` when it is left out."""
+    return option(None, "hub id or local directory (NeMo: or a .nemo file); left out or null: the default shown", doc_default=default)
 
-    ``model_id`` (or ``model``; default :attr:`default_model`), ``device`` (default auto: CUDA when the process has a GPU),
-    ``cache_dir``, ``min_duration_s`` (shorter clips are an error; default
-    :attr:`default_min_duration_s`).
+
+@dataclass(frozen=True)
+class HubSVOptions(BackendOptions):
+    """A hub-weights speaker encoder's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option("the backend's own checkpoint")
+    model: str | None = option(None, "another name for model_id (used when model_id is not given)")
+    device: str = option("auto", "torch device; auto: CUDA when the process has a GPU (resolved at load)")
+    cache_dir: str | None = option(None, "where downloaded weights go; null: the library's cache")
+    min_duration_s: float = option(0.3, "shorter clips are an error, in seconds", ge=0, le=3_600)
+
+
+@dataclass(frozen=True)
+class HubSEROptions(HubSVOptions):
+    """A hub-weights emotion model's checkpoint, device, download folder and shortest clip."""
+
+    min_duration_s: float = option(0.2, "shorter clips are an error, in seconds", ge=0, le=3_600)
+
+
+class HubWeights:
+    """Options every hub-weights SV/SER backend takes (a :class:`HubSVOptions` record), mixed in before its backend ABC.
+
+    ``model_id`` (or ``model``) null means :attr:`default_model`.
     """
 
     name = ""
     default_model = ""
-    default_min_duration_s = 0.3
     install_hint = ""
+    OPTIONS: ClassVar[type[BackendOptions] | None] = HubSVOptions
+    options: HubSVOptions  # the backend's own record (a subclass)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.model_id = str(options.get("model_id") or options.get("model") or self.default_model)
-        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
-        self.cache_dir = options.get("cache_dir")
-        self.min_duration_s = float(options.get("min_duration_s", self.default_min_duration_s))
+        o = self.options
+        self.model_id: str = o.model_id or o.model or self.default_model
+        self.device: str = o.device  # resolved at load (engine/backends/device.py)
+        self.cache_dir: str | None = o.cache_dir
+        self.min_duration_s: float = o.min_duration_s
         self._model: Any = None
         self._extractor: Any = None
 
@@ -131,11 +156,38 @@ class _HubSV(HubWeights, SVBackend):
         """Run the loaded model on prepared clips (each subclass knows its model)."""
 
 
+ECAPA = "speechbrain/spkrec-ecapa-voxceleb"
+TITANET = "nvidia/speakerverification_en_titanet_large"
+WAVLM_SV = "microsoft/wavlm-base-plus-sv"
+
+
+@dataclass(frozen=True)
+class SpeechBrainECAPAOptions(HubSVOptions):
+    """SpeechBrain ECAPA-TDNN's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(ECAPA)
+
+
+@dataclass(frozen=True)
+class NemoTitaNetOptions(HubSVOptions):
+    """NeMo TitaNet's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(TITANET)
+
+
+@dataclass(frozen=True)
+class WavLMSVOptions(HubSVOptions):
+    """WavLM x-vector's checkpoint, device, download folder and shortest clip."""
+
+    model_id: str | None = model_id_option(WAVLM_SV)
+
+
 class SpeechBrainECAPA(_HubSV):
     """SpeechBrain ECAPA-TDNN trained on VoxCeleb (192-dim)."""
 
     name = "speechbrain-ecapa"
-    default_model = "speechbrain/spkrec-ecapa-voxceleb"
+    default_model = ECAPA
+    OPTIONS = SpeechBrainECAPAOptions
     install_hint = "pip install speechbrain (needs a torchaudio matching your torch)"
 
     def load(self) -> None:
@@ -169,7 +221,8 @@ class NemoTitaNet(_HubSV):
     """NVIDIA NeMo TitaNet-Large speaker encoder (192-dim)."""
 
     name = "nemo-titanet"
-    default_model = "nvidia/speakerverification_en_titanet_large"
+    default_model = TITANET
+    OPTIONS = NemoTitaNetOptions
     install_hint = "pip install 'nemo_toolkit[asr]'"
 
     def load(self) -> None:
@@ -210,7 +263,8 @@ class WavLMSV(_HubSV):
     """microsoft/wavlm-base-plus-sv through transformers (WavLMForXVector, 512-dim x-vectors)."""
 
     name = "wavlm-sv"
-    default_model = "microsoft/wavlm-base-plus-sv"
+    default_model = WAVLM_SV
+    OPTIONS = WavLMSVOptions
     install_hint = "pip install transformers torch"
 
     def load(self) -> None:

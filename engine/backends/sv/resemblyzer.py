@@ -9,42 +9,51 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from engine.backends.base import BackendInfo, SVBackend
+from engine.backends.base import BackendInfo, BackendOptions, SVBackend
 from engine.backends.bundled import verify_package_weights
 from engine.backends.device import resolve_device
 from engine.data import SAMPLE_RATE
-from engine.errors import AudioError, BackendUnavailable, ConfigError
+from engine.errors import AudioError, BackendUnavailable
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
 EMBED_DIM = 256
 
 
-class ResemblyzerBackend(SVBackend):
-    """GE2E d-vectors, (n, 256) float32, L2-normalized by the encoder.
+@dataclass(frozen=True)
+class ResemblyzerOptions(BackendOptions):
+    """The GE2E speaker encoder's device, weights, threads and how much voiced audio a clip needs."""
 
-    Options: ``device`` (default "auto": CUDA when the process has a GPU), ``min_speech_s`` (default 0.5: voiced audio needed
-    after silence trimming), ``trim_silence`` (default True), ``weights`` (a custom
-    ``pretrained.pt``; default the bundled one), ``num_threads`` (torch intra-op threads for
-    this process; set 1 when several actors share few cores, where oversubscription makes the
-    LSTM an order of magnitude slower).
-    """
+    device: str = option("auto", "torch device; auto: CUDA when the process has a GPU (resolved at load)")
+    min_speech_s: float = option(0.5, "seconds of voiced audio a clip needs after silence trimming", ge=0, le=3_600)
+    trim_silence: bool = option(True, "remove long silences with webrtcvad (resemblyzer's preprocessing)")
+    weights: str | None = option(None, "a custom pretrained.pt; null: the bundled one")
+    num_threads: int | None = option(
+        None, "torch intra-op threads for this process (1 when several actors share few cores); null: torch's", ge=1, le=1_024
+    )
+
+
+class ResemblyzerBackend(SVBackend):
+    """GE2E d-vectors, (n, 256) float32, L2-normalized by the encoder (options: :class:`ResemblyzerOptions`)."""
 
     name = "resemblyzer"
+    OPTIONS = ResemblyzerOptions
+    options: ResemblyzerOptions
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.device = str(options.get("device", "auto"))  # resolved at load (engine/backends/device.py)
-        self.min_speech_s = float(options.get("min_speech_s", 0.5))
-        self.trim_silence = options.get("trim_silence", True)
-        if not isinstance(self.trim_silence, bool):
-            raise ConfigError(f"resemblyzer: option 'trim_silence' must be a boolean (true/false, unquoted), got {self.trim_silence!r}")
-        self.weights = options.get("weights")
-        self.num_threads = options.get("num_threads")
+        o = self.options
+        self.device = o.device  # resolved at load (engine/backends/device.py)
+        self.min_speech_s = o.min_speech_s
+        self.trim_silence = o.trim_silence
+        self.weights = o.weights
+        self.num_threads = o.num_threads
         self._encoder: Any = None
 
     def load(self) -> None:
@@ -63,7 +72,7 @@ class ResemblyzerBackend(SVBackend):
         if self.num_threads:
             import torch
 
-            torch.set_num_threads(int(self.num_threads))
+            torch.set_num_threads(self.num_threads)
         try:
             self._encoder = VoiceEncoder(device=self.device, verbose=False, weights_fpath=self.weights)
         except (OSError, RuntimeError) as exc:

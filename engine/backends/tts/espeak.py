@@ -11,13 +11,15 @@ from __future__ import annotations
 import logging
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from engine.backends.tts.program import ProgramTTS, read_wav, resample
+from engine.backends.tts.program import ProgramTTS, ProgramTTSOptions, read_wav, resample
 from engine.errors import AudioError, ConfigError
+from engine.options import option
 
 __all__ = ["EspeakTTS", "resample"]
 
@@ -43,18 +45,24 @@ def _voices(binary: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-class EspeakTTS(ProgramTTS):
-    """Synthesize with espeak-ng.
+@dataclass(frozen=True)
+class EspeakOptions(ProgramTTSOptions):
+    """espeak-ng's voice, program, output rate and deadline, and its pitch, rate and amplitude flags (null: espeak-ng's own)."""
 
-    Options: ``voice`` (default ``en-us``; see ``espeak-ng --voices``), ``pitch`` (0-99, espeak
-    default 50; about +10 per 10 % higher f0), ``rate`` (words per minute, default 175),
-    ``amplitude`` (0-200, default 100), ``sample_rate`` (resample output to this rate; native is
-    22050 Hz), ``binary`` (path of the program), ``timeout_s``.
-    """
+    voice: str = option("en-us", "the voice (espeak-ng --voices lists them)")
+    binary: str = option("espeak-ng", "the program: a name looked up on PATH, or a path")
+    pitch: int | None = option(None, "-p: 0-99, espeak-ng's default 50; about +10 per 10 % higher f0", ge=0, le=99)
+    rate: int | None = option(None, "-s: words per minute, espeak-ng's default 175", ge=80, le=450)
+    amplitude: int | None = option(None, "-a: 0-200, espeak-ng's default 100", ge=0, le=200)
+
+
+class EspeakTTS(ProgramTTS):
+    """Synthesize with espeak-ng (options: :class:`EspeakOptions`; native output 22050 Hz)."""
 
     name = "espeak-ng"
+    OPTIONS = EspeakOptions
+    options: EspeakOptions
     program = "espeak-ng"
-    default_voice = "en-us"
     install_hint = "install the Debian/Ubuntu packages 'espeak-ng' and 'espeak-ng-data' (sudo apt-get install espeak-ng)"
 
     def version(self) -> str:
@@ -74,14 +82,13 @@ class EspeakTTS(ProgramTTS):
     ) -> list[str]:
         """The command line used (text is passed on stdin so it can never be read as a flag)."""
         cmd = [self.binary, "-v", voice, "-w", str(out_path)]
-        settings = (("pitch", "-p", pitch, 0, 99), ("rate", "-s", rate, 80, 450), ("amplitude", "-a", amplitude, 0, 200))
-        for option, flag, value, lo, hi in settings:
-            value = self.options.get(option) if value is None else value
-            if value is None:
-                continue
-            if not lo <= int(value) <= hi:
-                raise ConfigError(f"espeak-ng option '{option}' ({flag}) must be between {lo} and {hi}, got {value}")
-            cmd += [flag, str(int(value))]
+        o = self.options
+        fields = EspeakOptions.declared()
+        settings = (("pitch", "-p", pitch, o.pitch), ("rate", "-s", rate, o.rate), ("amplitude", "-a", amplitude, o.amplitude))
+        for key, flag, given, configured in settings:  # a value passed here is checked as the option is
+            value = configured if given is None else fields[key].check(given, f"{self.name} {key}")
+            if value is not None:
+                cmd += [flag, str(value)]
         cmd.append("--stdin")
         return cmd
 

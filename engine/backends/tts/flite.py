@@ -15,13 +15,15 @@ from __future__ import annotations
 import logging
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from engine.backends.tts.program import ProgramTTS, read_wav, resample
+from engine.backends.tts.program import ProgramTTS, ProgramTTSOptions, read_wav, resample
 from engine.errors import AudioError, ConfigError
+from engine.options import option
 
 log = logging.getLogger(__name__)
 
@@ -40,25 +42,24 @@ def _voices(binary: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
-def _check_factor(name: str, value: float, lo: float, hi: float) -> float:
-    value = float(value)
-    if not lo <= value <= hi:
-        raise ConfigError(f"flite option '{name}' must be a factor between {lo} and {hi} (1.0 = unchanged), got {value}")
-    return value
+@dataclass(frozen=True)
+class FliteOptions(ProgramTTSOptions):
+    """Flite's voice, program, output rate and deadline, and its pitch, rate and amplitude factors (1.0: unchanged)."""
+
+    voice: str = option("slt", "the voice (flite -lv lists them), or a .flitevox file")
+    binary: str = option("flite", "the program: a name looked up on PATH, or a path")
+    pitch: float = option(1.0, "f0 factor (by resampling, formants move with it)", ge=0.5, le=2.0)
+    rate: float = option(1.0, "speed factor; 1.2: 20 % faster than the voice's own rate", ge=0.3, le=3.0)
+    amplitude: float = option(1.0, "linear gain on the samples", ge=0.0, le=10.0)
 
 
 class FliteTTS(ProgramTTS):
-    """Synthesize with Flite.
-
-    Options: ``voice`` (default ``slt``; see ``flite -lv``), ``rate`` (speed factor, 1.0 = the
-    voice's own rate, 1.2 = 20 % faster), ``pitch`` (f0 factor, 1.0 = unchanged), ``amplitude``
-    (linear gain, 1.0 = unchanged), ``sample_rate`` (resample output to this rate),
-    ``binary``, ``timeout_s``.
-    """
+    """Synthesize with Flite (options: :class:`FliteOptions`)."""
 
     name = "flite"
+    OPTIONS = FliteOptions
+    options: FliteOptions
     program = "flite"
-    default_voice = "slt"
     install_hint = "install the Debian/Ubuntu package 'flite' (sudo apt-get install flite)"
 
     def version(self) -> str:
@@ -84,9 +85,10 @@ class FliteTTS(ProgramTTS):
         if "/" not in voice and not voice.endswith(".flitevox") and voice not in _voices(self.binary):
             # flite silently falls back to its default voice for an unknown name, so check first.
             raise ConfigError(f"flite voice '{voice}' is not built in (available: {', '.join(_voices(self.binary))})")
-        pitch_f = _check_factor("pitch", self.options.get("pitch", 1.0) if pitch is None else pitch, 0.5, 2.0)
-        rate_f = _check_factor("rate", self.options.get("rate", 1.0) if rate is None else rate, 0.3, 3.0)
-        gain = _check_factor("amplitude", self.options.get("amplitude", 1.0) if amplitude is None else amplitude, 0.0, 10.0)
+        fields = FliteOptions.declared()  # a factor passed here is checked as the option is
+        pitch_f = self.options.pitch if pitch is None else float(fields["pitch"].check(pitch, "flite pitch"))
+        rate_f = self.options.rate if rate is None else float(fields["rate"].check(rate, "flite rate"))
+        gain = self.options.amplitude if amplitude is None else float(fields["amplitude"].check(amplitude, "flite amplitude"))
         stretch = pitch_f / rate_f  # shortened again by the pitch resampling below
         with tempfile.TemporaryDirectory(prefix="flite-") as tmp:
             text_path = Path(tmp) / "in.txt"

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import shutil
 from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
-from engine.backends.base import BackendInfo, TTSBackend
+from engine.backends.base import BackendInfo, BackendOptions, TTSBackend
 from engine.errors import BackendUnavailable
+from engine.options import option
 
 
 def read_wav(path: Path) -> tuple[np.ndarray, int]:
@@ -36,23 +38,31 @@ def resample(samples: np.ndarray, sr_in: float, sr_out: int) -> np.ndarray:
     return np.asarray(soxr.resample(np.asarray(samples, dtype=np.float32), sr_in, sr_out), dtype=np.float32)
 
 
-class ProgramTTS(TTSBackend):
-    """A TTS backend that runs a synthesizer program found on ``PATH``.
+@dataclass(frozen=True)
+class ProgramTTSOptions(BackendOptions):
+    """What every command-line TTS backend takes: the voice, the program, the output rate and a deadline."""
 
-    Common options: ``voice`` (default :attr:`default_voice`), ``binary`` (program name or path),
-    ``sample_rate`` (resample the output to this rate), ``timeout_s`` (per utterance).
-    """
+    numbers_as_given: ClassVar[bool] = False
+
+    voice: str = option(doc="the voice (the backend's voices() lists them)")
+    binary: str = option(doc="the program: a name looked up on PATH, or a path")
+    sample_rate: int | None = option(None, "resample the output to this rate; null: the voice's own rate", ge=8000, le=384_000)
+    timeout_s: float = option(60.0, "seconds the program may take per utterance", gt=0, le=86_400)
+
+
+class ProgramTTS(TTSBackend):
+    """A TTS backend that runs a synthesizer program found on ``PATH`` (options: a :class:`ProgramTTSOptions` record)."""
 
     #: program looked up on PATH when the ``binary`` option is not given
     program: str = ""
-    default_voice: str = ""
+    options: ProgramTTSOptions  # the backend's own record (a subclass)
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.voice: str = str(options.get("voice", self.default_voice))
-        self.binary_name: str = str(options.get("binary", self.program))
-        self.sample_rate: int | None = options.get("sample_rate")
-        self.timeout_s: float = float(options.get("timeout_s", 60.0))
+        self.voice: str = self.options.voice
+        self.binary_name: str = self.options.binary
+        self.sample_rate: int | None = self.options.sample_rate
+        self.timeout_s: float = self.options.timeout_s
         self._binary: str | None = None
 
     def load(self) -> None:
