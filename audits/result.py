@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from audits.schema import ModelFigures, Summary
+from audits.schema import Summary
 
 if TYPE_CHECKING:
     from audits.asr.results import AsrResult
@@ -94,8 +94,8 @@ class RunResult:
         return self.results.get(key)
 
     @property
-    def models(self) -> dict[str, ModelFigures]:
-        """Per model: WER, interval, slices, gaps and run facts (``summary['models']``)."""
+    def models(self) -> dict[str, dict[str, Any]]:
+        """Per model: WER, interval, slices, gaps and run facts as JSON (``summary['models']``; the records: ``asr.models``)."""
         return dict(self.summary.get("models") or {})
 
     @property

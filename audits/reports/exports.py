@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from audits.clips import source_rows
-from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
+from audits.reports.tables import label_columns, slice_columns, slice_rows, summary_frames
 from engine.errors import ConfigError
 from engine.storage import atomic_write_text
 
@@ -125,14 +125,15 @@ def write_oasr_jsonl(table: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
 
 
 def write_slices_csv(summary: Mapping[str, Any], path: Path) -> Path:
-    """The slice table as CSV (``SLICE_COLUMNS``); empty cells for missing numbers."""
+    """The slice table as CSV (``slice_columns``: the declared figures included); empty cells for missing numbers."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(SLICE_COLUMNS))
+        columns = slice_columns()
+        w = csv.DictWriter(fh, fieldnames=list(columns))
         w.writeheader()
         for r in slice_rows(summary):
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in SLICE_COLUMNS})
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
     tmp.replace(path)
     return path
 

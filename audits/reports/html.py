@@ -23,6 +23,7 @@ import pandas as pd
 
 from audits.asr.align import align
 from audits.asr.cohort import COHORT_LABEL, MIN_COHORT, CohortScores, cohort_scores, slice_family
+from audits.asr.results import ModelFigures, SliceFigures, report_columns
 from audits.asr.summary import json_safe
 from audits.reports.charts import (
     IntervalRow,
@@ -159,6 +160,16 @@ _MODEL_KEYS = tuple(
 _SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 
+def _model_keys() -> tuple[str, ...]:
+    """The model figures the page embeds: the fixed ones and every figure ``ModelFigures`` declares with ``report``."""
+    return tuple(dict.fromkeys((*_MODEL_KEYS, *(c.name for c in report_columns(ModelFigures)))))
+
+
+def _slice_keys() -> tuple[str, ...]:
+    """The slice figures the page embeds: the fixed ones and every figure ``SliceFigures`` declares with ``report``."""
+    return tuple(dict.fromkeys((*_SLICE_KEYS, *(c.name for c in report_columns(SliceFigures)))))
+
+
 def build_report_data(
     source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
 ) -> dict[str, Any]:
@@ -170,6 +181,7 @@ def build_report_data(
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
     ds = summary.get("dataset") or {}
+    model_keys, slice_keys = _model_keys(), _slice_keys()
     if scored is not None:
         df: pd.DataFrame | None = scored  # the pass summary.json was built from
     else:
@@ -183,10 +195,10 @@ def build_report_data(
         "merged_from": [
             {k: r.get(k) for k in ("dir", "recipe", "created_at", "hardware", "models")} for r in summary.get("merged_from") or []
         ],
-        "models": {m: {k: e.get(k) for k in _MODEL_KEYS if k in e} for m, e in sorted(models.items())},
+        "models": {m: {k: e.get(k) for k in model_keys if k in e} for m, e in sorted(models.items())},
         "families": families(summary),
         "slices": {
-            m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())}
+            m: {k: {kk: s.get(kk) for kk in slice_keys} for k, s in sorted((e.get("slices") or {}).items())}
             for m, e in sorted(models.items())
         },
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
@@ -323,6 +335,7 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             )
         out.append("</tbody></table>")
     out.append("<h3>Models</h3><div class='scroll'><table class='sortable' id='models-table'><thead><tr>")
+    declared = report_columns(ModelFigures)  # the figures the ASR records declare for the model tables, after CER
     cols = [
         "model",
         "status",
@@ -330,6 +343,7 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
         "WER %",
         "95% CI",
         "CER %",
+        *(c.heading for c in declared),
         "RTFx",
         "audio s",
         "infer s",
@@ -356,7 +370,8 @@ def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
             f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{esc(interval_text(e))}</td>"
             f"<td data-sort='{num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
-            f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
+            + "".join(f"<td{attrs(figure=c.name)} data-sort='{num_attr(c.value(e))}'>{esc(c.cell(e))}</td>" for c in declared)
+            + f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
             f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
             f"<td>{esc(e.get('n_utts', 0))}</td><td{attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
             f"<td{attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>"
@@ -490,6 +505,8 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
         return "<p>This dataset carries no slice labels; only overall WER is available.</p>"
     out = []
     any_single = False
+    declared = report_columns(SliceFigures)  # the figures the ASR records declare for the slice tables, in each cell after the count
+    head = "WER % [95% CI] · utts" + "".join(f" · {c.heading}" for c in declared)
     for fam, keys in fams.items():
         out.append(f"<h3 id='family-{esc(fam)}'>{esc(fam)}</h3>")
         his = [
@@ -538,14 +555,16 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             )
             return (
                 f"<td class='slice-cell'{cell_attrs}"
-                f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
+                f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span>"
+                + "".join(f"<span class='n'{attrs(figure=c.name)}> · {esc(c.cell(sl))}</span>" for c in declared)
+                + "</td>"
             )
 
         out.append(f"<div class='scroll'><table class='sortable slice-table' data-family='{esc(fam)}'><thead><tr>")
         if len(ms) <= len(keys):  # rows = slice values
             out.append(
                 f"<th class='l'>{esc(fam)}</th>"
-                + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms)
+                + "".join(f"<th>{esc(m)}<br><span class='n'>{esc(head)}</span></th>" for m in ms)
                 + "</tr></thead><tbody>"
             )
             for k in keys:
@@ -553,7 +572,7 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
         else:  # rows = models
             out.append(
                 "<th class='l'>model</th>"
-                + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>WER % [95% CI] · utts</span></th>" for k in keys)
+                + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>{esc(head)}</span></th>" for k in keys)
                 + "</tr></thead><tbody>"
             )
             for m in ms:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping
 
-from audits.asr.results import ModelFigures, format_cell, report_columns
+from audits.asr.results import report_columns
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
@@ -27,14 +27,13 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
     declared = report_columns()
     lines = [
         "| model | status | WER % | 95% CI | CER % |"
-        + "".join(f" {md(head)} |" for head, _, _ in declared)
+        + "".join(f" {md(col.heading)} |" for col in declared)
         + " RTFx | utts | failed | batch | device | dtype |",
         "|---|---|---:|---|---:|" + "---:|" * len(declared) + "---:|---:|---:|---:|---|---|",
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         rtfx = m.get("rtfx")
-        rec = ModelFigures.from_json(m)
-        cells = "".join(f" {md(format_cell(get(rec), fmt))} |" for _, fmt, get in declared)
+        cells = "".join(f" {md(col.cell(m))} |" for col in declared)
         lines.append(
             f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {md(interval_text(m))} | {_pct(m.get('cer'))} |{cells} "
             f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
