@@ -17,19 +17,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
+from audits.records import section_json
 from audits.schema import Summary
 
 if TYPE_CHECKING:
     from audits.asr.results import AsrResult
     from audits.asr.scoring import ScoredRows
-
-
-def section_results(summary: Summary) -> Mapping[str, Mapping[str, Any]]:
-    """The audit sections' parts of ``summary`` (``probes``, ``speaker``, ...), by section key, in section order."""
-    from audits.sections import present_in
-
-    plain = cast(Mapping[str, Any], summary)
-    return MappingProxyType({sec.key: plain[sec.key] for sec in present_in(plain)})
 
 
 @dataclass(frozen=True)
@@ -66,17 +59,18 @@ class RunResult:
         run_dir: Path | None = None,
         results: Mapping[str, Any] | None = None,
     ) -> RunResult:
-        """A result whose ``sections`` are read from ``summary`` (the usual way to build one).
+        """A result of ``summary`` with the typed results given: ``asr`` is read from the summary unless given, each
+        section's record is taken from ``results`` (a record whose JSON is empty counts as absent).
 
-        ``results``: typed results the run holds already (``asr``, sections' records); the others are read from ``summary``.
+        ``audits.sections.run_result`` reads every present section's record from the summary first (the usual way
+        to build one); this module knows no section, so the section interface can name ``RunResult``.
         """
         from audits.asr.results import AsrResult
-        from audits.sections import get_section, section_json
 
-        sections = section_results(summary)
-        typed: dict[str, Any] = {"asr": AsrResult.from_json(cast(Mapping[str, Any], summary), scored)}
-        typed.update({key: get_section(key).read_result(part) for key, part in sections.items()})
+        plain = cast(Mapping[str, Any], summary)
+        typed: dict[str, Any] = {"asr": AsrResult.from_json(plain, scored)}
         typed.update({key: r for key, r in (results or {}).items() if key == "asr" or section_json(r)})
+        sections = MappingProxyType({key: plain[key] for key in typed if key != "asr" and plain.get(key)})
         return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=sections, results=MappingProxyType(typed))
 
     @property
@@ -106,25 +100,6 @@ class RunResult:
     def section(self, key: str) -> Mapping[str, Any]:
         """One audit section's results (``{}`` when the run did not include it)."""
         return self.sections.get(key) or {}
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The summary's figures as flat tables (``models``, ``slices``, ``gaps``, ``pairs`` and each section's)."""
-        from audits.reports.tables import summary_frames
-
-        return summary_frames(self)
-
-    def query(self, sql: str) -> pd.DataFrame:
-        """SQL over this result's views, as ``audit query`` gives them (DuckDB, in memory)."""
-        from audits.reports.views import query_frames
-
-        return query_frames(self, self.table, sql)
-
-    @classmethod
-    def of_summary(cls, source: RunResult | Mapping[str, Any]) -> RunResult:
-        """``source`` as a result: a ``RunResult`` as it is, a plain summary mapping with no rows (reports of a summary alone)."""
-        if isinstance(source, RunResult):
-            return source
-        return cls.of(cast(Summary, source), pd.DataFrame())
 
     @property
     def plain_summary(self) -> Mapping[str, Any]:

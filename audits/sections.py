@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from audits.clips import SCOPES, SOURCE
+from audits.records import section_json
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.engine import EngineOptions, PassNeed
 from engine.errors import RegistryError
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from audits.result import RunResult
+    from audits.schema import Summary
     from engine.datasets.base import Dataset
     from normalizers import Normalizer
 
@@ -260,12 +262,6 @@ SECTION_NAME = r"[a-z][a-z0-9_]{0,31}"
 """A section name: a recipe key, a summary key and a prefix of table names alike (lower case, digits, '_')."""
 
 
-def section_json(result: Any) -> Any:
-    """A section's result as ``summary.json`` holds it: ``to_json()`` of a record, plain JSON as it is."""
-    to_json = getattr(result, "to_json", None)
-    return to_json() if callable(to_json) else result
-
-
 def builtin_registry() -> Registry[type[AuditSection[Any, Any]]]:
     """A fresh registry of the installed sections (entry-point group ``audit_engine.sections``).
 
@@ -312,3 +308,38 @@ def ordered(names: Iterable[str] | None = None) -> list[AuditSection[Any, Any]]:
 def present_in(mapping: Mapping[str, Any]) -> list[AuditSection[Any, Any]]:
     """The registered sections with a non-empty entry in ``mapping`` (a recipe's sections or a summary), in order."""
     return ordered(k for k in SECTIONS.names() if mapping.get(k))
+
+
+def read_results(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The typed result of every registered section present in ``summary`` (``read_result``), by key, in section order."""
+    return {sec.key: sec.read_result(summary[sec.key]) for sec in present_in(summary)}
+
+
+def run_result(
+    summary: Summary,
+    table: pd.DataFrame,
+    scored: Any = None,
+    run_dir: Path | None = None,
+    results: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """A ``RunResult`` whose ``result(key)`` is the typed record of every section present in ``summary``.
+
+    ``results``: typed results the caller holds already (``asr`` with its scoring pass, the records the sections'
+    ``run`` returned); the others are read from ``summary`` with each section's ``read_result``.
+    """
+    from audits.result import RunResult
+
+    typed = read_results(cast(Mapping[str, Any], summary))
+    typed.update(results or {})
+    return RunResult.of(summary, table, scored, run_dir, typed)
+
+
+def as_run(source: RunResult | Mapping[str, Any]) -> RunResult:
+    """``source`` as a ``RunResult``: a result as it is, a summary mapping with its sections' records and no rows."""
+    import pandas as pd
+
+    from audits.result import RunResult
+
+    if isinstance(source, RunResult):
+        return source
+    return run_result(cast("Summary", source), pd.DataFrame())

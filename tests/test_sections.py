@@ -137,7 +137,12 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
         assert con.execute("SELECT count(*) FROM probes").fetchone() == (0,)
     finally:
         con.close()
+    from audits.api import load
     from audits.reports.query import query, view_names
+
+    loaded = load(out)  # read back from disk: the section's record again, through its read_result
+    assert isinstance(loaded.result("toy"), ToyResult) and loaded.result("toy").to_json() == summary["toy"]
+    assert loaded.result("speaker") is None and loaded.result("asr") is loaded.asr
 
     assert "toy_greetings" in view_names()
     assert query(out, "SELECT count(*) AS n FROM toy_greetings")["n"].iloc[0] == len(models)

@@ -31,6 +31,7 @@ import pandas as pd
 
 from audits.clips import source_rows
 from audits.reports.tables import label_columns, slice_columns, slice_rows, summary_frames
+from audits.sections import as_run
 from engine.errors import ConfigError
 from engine.storage import atomic_write_text
 
@@ -147,9 +148,8 @@ def write_duckdb(source: RunResult | Mapping[str, Any], table: pd.DataFrame, pat
     import duckdb
 
     from audits.reports.views import scored_frame
-    from audits.result import RunResult
 
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
 
     if scored is None or len(scored) != len(table):
@@ -175,9 +175,7 @@ def write_exports(
     source: RunResult | Mapping[str, Any], table: pd.DataFrame, run_dir: Path, duckdb_file: bool = True, scored: pd.DataFrame | None = None
 ) -> dict[str, Path]:
     """Every export under ``run_dir/exports``; returns what was written by kind (``scored``: see :func:`write_duckdb`)."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     out = Path(run_dir) / "exports"
     written: dict[str, Path] = {"oasr": out / "oasr"}

@@ -14,7 +14,7 @@ from audits.reports.formatting import (
     interval_text,
     pct,
 )
-from audits.sections import present_in
+from audits.sections import as_run, present_in
 from engine.errors import RegistryError
 
 if TYPE_CHECKING:
@@ -96,9 +96,7 @@ def intervals_disjoint(a: Any, b: Any) -> int:
 
 def findings(source: RunResult | Mapping[str, Any], cohort: CohortScores | None = None) -> list[str]:
     """Short sentences about what stands out, each backed by the numbers (plain text, unescaped)."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     models = summary.get("models") or {}
     out: list[str] = []

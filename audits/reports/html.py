@@ -34,6 +34,7 @@ from audits.reports.charts import (
     svg_scatter,
 )
 from audits.reports.cost import hosted_usage_sections
+from audits.reports.facts import render_facts
 from audits.reports.findings import (
     by_wer,
     empty_ref_finding,
@@ -52,11 +53,10 @@ from audits.reports.formatting import (
     json_for_script,
     num_attr,
     pct,
-    seconds_text,
     section_html,
 )
 from audits.reports.robustness import robustness_sections
-from audits.sections import ordered
+from audits.sections import as_run, ordered
 from engine.storage import atomic_write_text
 
 if TYPE_CHECKING:
@@ -174,9 +174,7 @@ def build_report_data(
     source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
 ) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (embedded in the page as ``report-data``)."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
@@ -295,105 +293,6 @@ JS = """
   }
 })();
 """
-
-
-def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    ds = data["dataset"]
-    norm = summary.get("normalizer") or {}
-    hw = summary.get("hardware") or {}
-    rows = [
-        ("recipe", (summary.get("recipe") or {}).get("name")),
-        ("dataset", f"{ds.get('name')} — {ds.get('n_utts')} utterances, reader {ds.get('reader')}, fingerprint {ds.get('fingerprint')}"),
-        ("dataset source", ds.get("source")),
-        ("normalizer", f"{norm.get('name')} (version {norm.get('version')})"),
-        ("hardware", ", ".join(f"{k}: {v}" for k, v in hw.items())),
-        ("created", summary.get("created_at")),
-        ("WER / CER", (summary.get("scoring") or {}).get("wer", "corpus-level")),
-        ("intervals", (summary.get("scoring") or {}).get("ci95", "95%")),
-        ("RTFx", (summary.get("scoring") or {}).get("rtfx", "audio seconds / inference seconds")),
-    ]
-    out = (
-        ['<table class="facts" id="facts-table">']
-        + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows]
-        + ["</table>"]
-    )
-    merged = summary.get("merged_from") or []
-    if merged:
-        out.append(
-            "<h3>Merged runs</h3><table><thead><tr><th class='l'>run directory</th><th class='l'>recipe</th><th class='l'>"
-            "created</th><th class='l'>hardware</th><th class='l'>models</th></tr></thead><tbody>"
-        )
-        for r in merged:
-            hwr = r.get("hardware") or {}
-            hw_text = ", ".join(f"{k}: {v}" for k, v in hwr.items() if k in ("processor", "cpu_count", "torch", "cuda_available", "gpu"))
-            out.append(
-                f"<tr class='merged-run'><td class='l'>{esc(r.get('dir'))}</td><td class='l'>{esc(r.get('recipe'))}</td><td class='l'>"
-                f"{esc(r.get('created_at'))}</td>"
-                f"<td class='l'>"
-                f"{esc(hw_text)}</td>"
-                f"<td class='l'>{esc(', '.join(r.get('models') or []))}</td></tr>"
-            )
-        out.append("</tbody></table>")
-    out.append("<h3>Models</h3><div class='scroll'><table class='sortable' id='models-table'><thead><tr>")
-    declared = report_columns(ModelFigures)  # the figures the ASR records declare for the model tables, after CER
-    cols = [
-        "model",
-        "status",
-        "params (M)",
-        "WER %",
-        "95% CI",
-        "CER %",
-        *(c.heading for c in declared),
-        "RTFx",
-        "audio s",
-        "infer s",
-        "utts",
-        "failed",
-        "batch",
-        "warm-up",
-        "device",
-        "dtype",
-    ]
-    out.append(
-        "".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols)
-        + "</tr></thead><tbody>"
-    )
-    for m, e in sorted((summary.get("models") or {}).items()):
-        lo, hi = ci_bounds(e.get("ci95"))
-        rtfx = e.get("rtfx")
-        params = "—" if e.get("params_m") is None else f"{float(e['params_m']):g}"
-        out.append(
-            f"<tr{attrs(model=m)} class='model-row'>"
-            f"<td class='l'>{esc(m)}</td><td class='l'>"
-            f"{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
-            f"<td data-sort='{num_attr(e.get('params_m'))}'>{params}</td>"
-            f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
-            f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{esc(interval_text(e))}</td>"
-            f"<td data-sort='{num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
-            + "".join(f"<td{attrs(figure=c.name)} data-sort='{num_attr(c.value(e))}'>{esc(c.cell(e))}</td>" for c in declared)
-            + f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
-            f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
-            f"<td>{esc(e.get('n_utts', 0))}</td><td{attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
-            f"<td{attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>"
-            f"{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
-            f"<td>{esc(e.get('warmup_batches', 0))}</td><td class='l'>{esc(e.get('device') or '—')}</td><td class='l'>"
-            f"{esc(e.get('dtype') or '—')}</td></tr>"
-        )
-    out.append("</tbody></table></div>")
-    fails = [(m, e.get("failures") or {}) for m, e in sorted((summary.get("models") or {}).items()) if e.get("failures")]
-    if fails:
-        out.append("<h3>Failures</h3><ul>")
-        for m, f in fails:
-            out.append("".join(f"<li>{esc(m)}: {esc(n)} × {esc(reason)}</li>" for reason, n in f.items()))
-        out.append("</ul>")
-    pk = summary.get("packages") or {}
-    if pk:
-        out.append(
-            "<details><summary>Package versions</summary><p class='note'>"
-            + esc(", ".join(f"{k} {v}" for k, v in pk.items()))
-            + "</p></details>"
-        )
-    return "".join(out)
 
 
 def render_overall(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
@@ -749,9 +648,7 @@ def render_html(
     source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
 ) -> str:
     """The whole page as one string; ``scored`` (the summary's own scoring pass) saves scoring the rows again."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     data = build_report_data(run, table, worst_n, scored)
     ms = model_names(summary)

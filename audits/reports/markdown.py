@@ -12,7 +12,7 @@ from audits.asr.results import report_columns
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
-from audits.sections import present_in
+from audits.sections import as_run, present_in
 
 if TYPE_CHECKING:
     from audits.result import RunResult
@@ -74,9 +74,7 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
 
 def render_markdown(source: RunResult | Mapping[str, Any]) -> str:
     """``report.md`` of a run (or of a summary alone); every present section renders its own typed result."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     ds = summary.get("dataset", {})
     norm = summary.get("normalizer", {})

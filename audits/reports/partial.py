@@ -87,7 +87,7 @@ def partial_result(run_dir: Path | str) -> Any:
     from audits.asr.summary import build_summary, json_safe
     from audits.clips import SOURCE, rows_for
     from audits.normalizing import get_normalizer
-    from audits.result import RunResult
+    from audits.sections import run_result
     from engine.run.runner import hardware_facts
     from engine.run.store import RunStore
 
@@ -112,7 +112,7 @@ def partial_result(run_dir: Path | str) -> Any:
         rows_for(SOURCE, table), get_normalizer(recipe.normalizer), recipe.as_dict(), dataset, facts, hardware_facts(), opts
     )
     plain = {"partial": note, **json_safe(dict(summary))}
-    return RunResult.of(cast("Summary", plain), table, scored, run_dir)
+    return run_result(cast("Summary", plain), table, scored, run_dir)
 
 
 def _mark_markdown(text: str, note: Mapping[str, Any]) -> str:

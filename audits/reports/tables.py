@@ -279,10 +279,9 @@ def summary_frames(source: RunResult | Mapping[str, Any]) -> dict[str, pd.DataFr
     of a section exists (empty, with its columns) in every run and a query never depends on which
     sections ran.
     """
-    from audits.result import RunResult
-    from audits.sections import ordered
+    from audits.sections import as_run, ordered
 
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     models = frame(model_rows(summary), model_columns())
     models["params_m"] = pd.to_numeric(models["params_m"], errors="coerce")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from audits.reports.tables import summary_frames
+from audits.sections import as_run
 from engine.errors import AuditError, ConfigError
 
 if TYPE_CHECKING:
@@ -40,9 +41,7 @@ def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFram
 
 def register_views(con: Any, source: RunResult | Mapping[str, Any], table: pd.DataFrame | Path, scored: bool = False) -> None:
     """Create the views on a DuckDB connection; ``table`` is a DataFrame or a Parquet path/folder."""
-    from audits.result import RunResult
-
-    run = RunResult.of_summary(source)
+    run = as_run(source)
     summary = run.plain_summary
     if isinstance(table, Path):
         # Read with pyarrow, not DuckDB's read_parquet: DuckDB expands glob characters in a path,
