@@ -34,7 +34,9 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   (default: none).
 
 Reports, exports, queries and findings iterate over the registered sections and call these
-hooks; none of them names a section. Every hook but ``parse``, ``run`` and ``markdown`` has a
+hooks; none of them names a section. ``run_result`` builds the ``RunResult`` those hooks are handed,
+with every present section's record read from the summary (``audits.result`` knows no section, so
+this interface can name it). Every hook but ``parse``, ``run`` and ``markdown`` has a
 default, so a new section writes only what it shows.
 
 The registry name is the recipe key and the summary key; a separately installed package adds a

@@ -223,6 +223,19 @@ def test_unknown_section_keys_say_did_you_mean(toy_registry: Any) -> None:
         get_section("probe")
 
 
+class UntypedSection(ToySection):
+    """A section that forgot its result record: refused when it is loaded, naming what to set."""
+
+    key = "untyped"
+    result_type = None
+
+
+def test_a_section_without_a_result_type_is_refused(toy_registry: Any) -> None:
+    toy_registry.register("untyped")(UntypedSection)
+    with pytest.raises(RegistryError, match="audit section 'untyped': its class UntypedSection declares no result_type"):
+        get_section("untyped")
+
+
 def test_registry_order_and_duplicates() -> None:
     assert [s.key for s in ordered()] == ["probes", "profiles", "perturbations", "speaker", "emotion", "conversation"]
     reg = builtin_registry()
