@@ -1,13 +1,15 @@
 """The audit engine from Python: ``from audits import api``.
 
-Three calls, the same engine as the ``audit`` command (docs/api.md):
+Three calls, the same engine as the ``audit`` command (docs/api.md), and two views of a result:
 
 * ``api.run(recipe, dataset=..., models=..., out=...)`` runs (or resumes) a recipe and returns
   its ``RunResult``, as ``audit run`` does;
 * ``api.load(run_dir)`` reads a finished run directory into a ``RunResult``;
 * ``api.compare(run_dirs, out=...)`` merges runs of one dataset (a sweep split across machines)
   into one ``RunResult``, with the paired comparisons of every model pair over all of them, and
-  writes the merged reports when ``out`` is given, as ``audit report RUN... --out`` does.
+  writes the merged reports when ``out`` is given, as ``audit report RUN... --out`` does;
+* ``api.frames(result)`` and ``api.query(result, sql)``: its figures as flat tables and SQL over
+  them, as ``audit query`` gives them.
 
 Errors are the engine's (``engine.errors.AuditError`` and subclasses), raised before any model
 loads when the recipe, the dataset or a model name is wrong.
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from audits.pipeline import run_audit
 from audits.recipes import Recipe, load_recipe, with_normalizer, with_overrides
@@ -27,9 +30,12 @@ from engine.data import ProgressFn
 from engine.engine import EngineOptions
 from engine.errors import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 StrPath = str | PathLike[str]
 
-__all__ = ["EngineOptions", "RunResult", "compare", "load", "run", "version"]
+__all__ = ["EngineOptions", "RunResult", "compare", "frames", "load", "query", "run", "version"]
 
 
 def _recipe(recipe: str | Recipe) -> Recipe:
@@ -109,3 +115,18 @@ def compare(run_dirs: Sequence[StrPath], *, out: StrPath | None = None, worst: i
         return result
     write_report(result, Path(out), worst, exports, merged=True)
     return load(out)
+
+
+def frames(result: RunResult) -> dict[str, pd.DataFrame]:
+    """The result's figures as flat tables (``models``, ``slices``, ``gaps``, ``pairs`` and each section's), as the
+    exports' DuckDB file and ``audit query`` hold them."""
+    from audits.reports.tables import summary_frames
+
+    return summary_frames(result)
+
+
+def query(result: RunResult, sql: str) -> pd.DataFrame:
+    """SQL over the result's views, as ``audit query`` gives them (DuckDB, in memory; ``scored`` included)."""
+    from audits.reports.views import query_frames
+
+    return query_frames(result, result.table, sql)

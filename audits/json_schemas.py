@@ -4,8 +4,9 @@
   choices, doc) of ``audits.recipes`` (``dataset:``, ``scoring:`` and the top-level numbers) and the
   registered audit sections (one object per section key; each section checks its own keys when a
   run starts, so their inner keys are left open here);
-* the summary schema from the ``TypedDict`` contract in ``audits.schema`` (``Summary`` and the
-  records it holds), sections' keys open, as sections add their own parts.
+* the summary schema from the ``TypedDict`` contract in ``audits.schema`` (``Summary``: provenance) and
+  the ASR section's result records (``audits.asr.results``: ``models`` and ``comparisons``), sections'
+  keys open, as sections add their own parts.
 
 ``audit schema recipe|summary`` prints one; ``scripts/write_schemas.py`` writes both to
 ``docs/schemas/``, and ``tests/test_json_schemas.py`` regenerates them and fails when the
@@ -181,7 +182,7 @@ def summary_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     body = _typeddict_schema(Summary, defs)
     # the ASR section's figures come from its result records, the declarations scoring fills (a new figure there
-    # reaches this schema without another file); the TypedDicts of audits/schema.py type the code's dicts
+    # reaches this schema without another file); audits/schema.py types the rest of the file
     records: dict[str, Any] = {}
     body["properties"]["models"] = {"type": "object", "additionalProperties": _type_schema(ModelFigures, records)}
     body["properties"]["comparisons"] = _type_schema(Comparisons, records)

@@ -26,7 +26,7 @@ from audits.recipes import Recipe, builtin_dataset_path
 from audits.result import RunResult
 from audits.runners import check_runner, decode_options
 from audits.schema import Summary
-from audits.sections import AuditSection, SectionContext, ordered
+from audits.sections import AuditSection, SectionContext, ordered, run_result
 from engine.backends import ASR_BACKENDS
 from engine.config_tree import resolve_relative
 from engine.data import PREDICTIONS_BACKEND, DecodeOptions, ModelSpec, ProgressFn
@@ -190,7 +190,7 @@ def score_run(
         summary = json_safe(plain)  # as summary.json will hold it, so the reports read what a reader of the file reads
         asr = AsrResult.from_json(summary, scored)
     write_summary(out, summary)
-    result = RunResult.of(summary, table, scored, out, results={"asr": asr, **results})
+    result = run_result(summary, table, scored, out, results={"asr": asr, **results})
     from audits.reports.build import write_report
 
     # report.md (+ cohort), report.html and exports/ from the same scoring pass
@@ -369,7 +369,7 @@ def _run_audit(
 
 def joint_passes(
     engine: EngineOptions,
-    parsed: Sequence[tuple[AuditSection[Any], Any]],
+    parsed: Sequence[tuple[AuditSection[Any, Any], Any]],
     specs: Sequence[ModelSpec],
     dataset: Dataset,
     dec: DecodeOptions,
@@ -400,7 +400,11 @@ def joint_passes(
 
 
 def check_section_passes(
-    recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec], dataset: Dataset
+    recipe: Recipe,
+    engine: EngineOptions,
+    parsed: Sequence[tuple[AuditSection[Any, Any], Any]],
+    specs: Sequence[ModelSpec],
+    dataset: Dataset,
 ) -> None:
     """Refuse, before any model loads, a recipe whose sections submit passes of a kind the run's
     runner does not declare (``AuditSection.engine_passes``), rather than when the first such pass is due;

@@ -106,6 +106,12 @@ def _decode(codec: Any, value: Any) -> Any:
     return codec.from_json(value)
 
 
+def section_json(result: Any) -> Any:
+    """A section's result as ``summary.json`` holds it: ``to_json()`` of a record, plain JSON as it is."""
+    to_json = getattr(result, "to_json", None)
+    return to_json() if callable(to_json) else result
+
+
 E = TypeVar("E", bound=Record)
 
 

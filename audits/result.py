@@ -17,19 +17,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from audits.schema import ModelFigures, Summary
+from audits.records import section_json
+from audits.schema import Summary
 
 if TYPE_CHECKING:
     from audits.asr.results import AsrResult
     from audits.asr.scoring import ScoredRows
-
-
-def section_results(summary: Summary) -> Mapping[str, Mapping[str, Any]]:
-    """The audit sections' parts of ``summary`` (``probes``, ``speaker``, ...), by section key, in section order."""
-    from audits.sections import present_in
-
-    plain = cast(Mapping[str, Any], summary)
-    return MappingProxyType({sec.key: plain[sec.key] for sec in present_in(plain)})
 
 
 @dataclass(frozen=True)
@@ -43,8 +36,8 @@ class RunResult:
       score the rows again when they need them;
     * ``sections``: each audit section's part of the summary by section key (read-only);
     * ``results``: the typed results by section name: ``asr`` (``audits.asr.results.AsrResult``: the
-      models' figures and comparisons) always, and each other section's as its ``run`` returned it
-      (a record with ``to_json``), or its part of the summary for one read from disk;
+      models' figures and comparisons) always, and each present section's record (``result_type``), as its
+      ``run`` returned it or read from the summary with the section's ``read_result``;
     * ``run_dir``: where the files are (None for a merged result that was not written).
 
     ``summary`` is the typed results serialized (``audits.asr.summary.assemble_summary``) with the run's provenance.
@@ -66,16 +59,18 @@ class RunResult:
         run_dir: Path | None = None,
         results: Mapping[str, Any] | None = None,
     ) -> RunResult:
-        """A result whose ``sections`` are read from ``summary`` (the usual way to build one).
+        """A result of ``summary`` with the typed results given: ``asr`` is read from the summary unless given, each
+        section's record is taken from ``results`` (a record whose JSON is empty counts as absent).
 
-        ``results``: typed results the run holds already (``asr``, sections' records); the others are read from ``summary``.
+        ``audits.sections.run_result`` reads every present section's record from the summary first (the usual way
+        to build one); this module knows no section, so the section interface can name ``RunResult``.
         """
         from audits.asr.results import AsrResult
 
-        sections = section_results(summary)
-        typed: dict[str, Any] = {"asr": AsrResult.from_json(cast(Mapping[str, Any], summary), scored)}
-        typed.update(sections)
-        typed.update(results or {})
+        plain = cast(Mapping[str, Any], summary)
+        typed: dict[str, Any] = {"asr": AsrResult.from_json(plain, scored)}
+        typed.update({key: r for key, r in (results or {}).items() if key == "asr" or section_json(r)})
+        sections = MappingProxyType({key: plain[key] for key in typed if key != "asr" and plain.get(key)})
         return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=sections, results=MappingProxyType(typed))
 
     @property
@@ -87,12 +82,14 @@ class RunResult:
         return found if isinstance(found, AsrResult) else AsrResult.from_json(self.plain_summary, self.scored)
 
     def result(self, key: str) -> Any:
-        """One section's typed result by section name (``asr`` included; None when the run did not include it)."""
+        """One section's typed result by section name (``asr`` included; None when the run did not include it).
+
+        The section's record (``AuditSection.result_type``) for every section present in the summary."""
         return self.results.get(key)
 
     @property
-    def models(self) -> dict[str, ModelFigures]:
-        """Per model: WER, interval, slices, gaps and run facts (``summary['models']``)."""
+    def models(self) -> dict[str, dict[str, Any]]:
+        """Per model: WER, interval, slices, gaps and run facts as JSON (``summary['models']``; the records: ``asr.models``)."""
         return dict(self.summary.get("models") or {})
 
     @property
@@ -103,18 +100,6 @@ class RunResult:
     def section(self, key: str) -> Mapping[str, Any]:
         """One audit section's results (``{}`` when the run did not include it)."""
         return self.sections.get(key) or {}
-
-    def frames(self) -> dict[str, pd.DataFrame]:
-        """The summary's figures as flat tables (``models``, ``slices``, ``gaps``, ``pairs`` and each section's)."""
-        from audits.reports.tables import summary_frames
-
-        return summary_frames(self.plain_summary)
-
-    def query(self, sql: str) -> pd.DataFrame:
-        """SQL over this result's views, as ``audit query`` gives them (DuckDB, in memory)."""
-        from audits.reports.views import query_frames
-
-        return query_frames(self.plain_summary, self.table, sql)
 
     @property
     def plain_summary(self) -> Mapping[str, Any]:

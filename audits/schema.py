@@ -1,5 +1,9 @@
 """The ``summary.json`` contract as types: figures and provenance, never rows or predictions.
 
+The ASR figures (``models``, ``comparisons``) are declared once, by the records of ``audits.asr.results``
+(``ModelFigures``, ``SliceFigures``, ``GapFigures``, ``PairFigures``, ``Comparisons``) that scoring fills
+and ``audits.json_schemas`` publishes; this module types the rest of the file.
+
 Users script against these field names, so they are added to, never renamed. A summary's size
 does not grow with the number of utterances: per-utterance results live in
 ``utterances.parquet``. ``SCHEMA_VERSION`` changes whenever a field changes meaning or moves.
@@ -57,122 +61,11 @@ class DatasetInfo(TypedDict, total=False):
     that read them); ``n_utts`` and ``fingerprint`` above are the source clips' (``audits.clips``)."""
 
 
-class SliceFigures(TypedDict, total=False):
-    """One ``label=value`` slice of one model."""
-
-    wer: float | None
-    cer: float | None
-    ci95: list[float] | None
-    not_testable: str
-    """Why ``ci95`` is null (only then): e.g. ``only 1 speaker in accent=x``."""
-    cer_ci95: list[float] | None
-    cer_not_testable: str
-    n_utts: int
-    n_failed: int
-    n_words: int
-    n_speakers: int
-    rtfx: float | None
-    ci_method: str
-    hallucination: dict[str, Any]
-
-
-class GapFigures(TypedDict, total=False):
-    """WER of slice ``a`` minus WER of slice ``b`` within one label, with its interval."""
-
-    label: str
-    a: str
-    b: str
-    gap: float | None
-    ci95: list[float] | None
-    not_testable: str
-    """Why ``ci95``, ``p_value``, ``p_holm``, ``excludes_zero`` and ``significant`` are null (only then)."""
-    excludes_zero: bool | None
-    p_value: float | None
-    p_holm: float | None
-    significant: bool | None
-    wer_a: float | None
-    wer_b: float | None
-    n_a: int
-    n_b: int
-
-
-class PairFigures(TypedDict, total=False):
-    """WER(a) - WER(b) on the clips both models scored, paired bootstrap, Holm across all pairs."""
-
-    a: str
-    b: str
-    diff: float | None
-    ci95: list[float] | None
-    not_testable: str
-    """Why ``ci95``, ``p_value`` and ``p_holm`` are null (only then); such a pair never makes two models differ."""
-    p_value: float | None
-    p_holm: float | None
-    better: str | None
-    n_utts: int
-
-
-class Comparisons(TypedDict, total=False):
-    """Every pair of models (audits/asr/paired.py) and the tiers of indistinguishable models."""
-
-    method: str
-    correction: str
-    alpha: float
-    n_boot: int
-    seed: int
-    blocks: str
-    pairs: list[PairFigures]
-    tiers: list[list[str]]
-
-
 class FailedUnit(TypedDict, total=False):
     model: str
     shard: str | None
     reason: str | None
     kind: str | None
-
-
-class ModelFigures(TypedDict, total=False):
-    """One model's figures and how they were made (backend, batch size, device, dtype, warm-up)."""
-
-    status: str
-    error: str
-    backend: str | None
-    batch_size: int | None
-    warmup_batches: int
-    device: str | None
-    dtype: str | None
-    load_s: float | None
-    backend_info: dict[str, Any]
-    params_m: float | None
-    hub: dict[str, Any]  # --models hf:ORG/NAME[@REVISION]: id, revision, commit, family, model_type, family_from
-    tags: list[str]
-    n_utts: int
-    n_scored: int
-    n_failed: int
-    n_words: int
-    n_chars: int
-    n_speakers: int
-    word_errors: int
-    substitutions: int
-    deletions: int
-    insertions: int
-    char_errors: int
-    audio_s: float
-    infer_s: float
-    rtfx: float | None
-    wer: float | None
-    cer: float | None
-    ci95: list[float] | None
-    not_testable: str
-    cer_ci95: list[float] | None
-    cer_not_testable: str
-    ci_method: str
-    failures: dict[str, int]
-    slices: dict[str, SliceFigures]
-    gaps: list[GapFigures]
-    hallucination: dict[str, Any]
-    failed_units: list[FailedUnit]
-    engine: dict[str, Any]
 
 
 class VerificationFigures(TypedDict, total=False):
@@ -287,9 +180,12 @@ class Summary(TypedDict, total=False):
     scoring: dict[str, str]
     packages: dict[str, str]
     hardware: dict[str, Any]
-    models: dict[str, ModelFigures]
+    models: dict[str, dict[str, Any]]
+    """Every model's figures and run facts: ``audits.asr.results.ModelFigures`` declares them (one record per model,
+    its ``slices``, ``gaps`` and ``hallucination`` inside); the JSON Schema is generated from those records."""
     engine: dict[str, Any]
-    comparisons: Comparisons
+    comparisons: dict[str, Any]
+    """The paired comparisons between models: ``audits.asr.results.Comparisons`` declares them."""
     rows: dict[str, Any]
     """``{"file": "utterances.parquet", "sha256": ..., "n_rows": ...}``: the rows this summary was scored from."""
     merged_from: list[dict[str, Any]]

@@ -25,7 +25,7 @@ in its own fresh output folder. Measured per run:
   daemons (raylet, GCS) and other children are reported separately in the JSON output.
 
 Then both run folders are read back with ``audits.api.load`` and compared: the utterance table
-(every column but timings) and every table of the summary (``RunResult.frames()``: models minus
+(every column but timings) and every table of the summary (``api.frames``: models minus
 timings, slices, gaps, pairs, the probes' tables, ...).
 
 Placement mode (``--placement``): starts a local Ray instance with ``--gpus`` logical GPUs, runs
@@ -360,7 +360,7 @@ def result_diffs(first: Path, second: Path) -> list[str]:
 
     ra, rb = api.load(first), api.load(second)
     diffs = frame_diffs("utterances", ra.table, rb.table, keys=("model", "utt_id"))
-    fa, fb = ra.frames(), rb.frames()
+    fa, fb = api.frames(ra), api.frames(rb)
     for name in sorted(set(fa) | set(fb)):
         if name not in fa or name not in fb:
             diffs.append(f"table {name}: only in {'the first' if name in fa else 'the second'} run")
@@ -375,7 +375,7 @@ def compared_tables(run: Path) -> dict[str, int]:
     from audits import api
 
     r = api.load(run)
-    return {"utterances": len(r.table), **{k: len(v) for k, v in r.frames().items() if len(v)}}
+    return {"utterances": len(r.table), **{k: len(v) for k, v in api.frames(r).items() if len(v)}}
 
 
 def timing_mode(args: argparse.Namespace) -> dict[str, Any]:

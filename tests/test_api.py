@@ -128,6 +128,6 @@ def test_load_gives_the_files_as_a_result(voxpopuli_preds: Path, tmp_path: Path,
     assert json.loads(json.dumps(fresh.summary)) == json.loads((out / "summary.json").read_text()) == loaded.summary
     assert fresh.table.equals(loaded.table)
     assert loaded.scored is None and fresh.scored is not None and loaded.run_dir == out
-    assert list(loaded.frames()) == list(fresh.frames())
-    best = loaded.query("SELECT model, wer FROM models ORDER BY wer LIMIT 1")
+    assert list(api.frames(loaded)) == list(api.frames(fresh))
+    best = api.query(loaded, "SELECT model, wer FROM models ORDER BY wer LIMIT 1")
     assert best["wer"].iloc[0] == min(m["wer"] for m in loaded.models.values())

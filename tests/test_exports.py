@@ -11,6 +11,7 @@ import jiwer
 import pandas as pd
 import pytest
 
+from audits.asr.results import SliceFigures, report_columns
 from audits.asr.scoring import ScoringOptions, score_table, summarize_models
 from audits.asr.summary import load_summary
 from audits.normalizing import get_normalizer
@@ -91,7 +92,9 @@ def test_slices_csv_matches_summary(run: tuple[Path, dict]) -> None:
     d, summary = run
     with open(d / "exports" / "slices.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert rows and list(rows[0])[:11] == [
+    declared = [c.name for c in report_columns(SliceFigures)]  # the figures the records declare for the tables, after CER
+    assert "exact_match_rate" in declared
+    assert rows and list(rows[0])[: 11 + len(declared)] == [
         "model",
         "slice",
         "label",
@@ -102,6 +105,7 @@ def test_slices_csv_matches_summary(run: tuple[Path, dict]) -> None:
         "cer",
         "cer_ci_lo",
         "cer_ci_hi",
+        *declared,
         "n_utts",
     ]
     n = sum(len(m["slices"]) for m in summary["models"].values())
@@ -111,6 +115,7 @@ def test_slices_csv_matches_summary(run: tuple[Path, dict]) -> None:
         assert r["slice"] == f"{r['label']}={r['value']}"
         assert float(r["wer"]) == s["wer"] and float(r["ci_lo"]) == s["ci95"][0] and float(r["ci_hi"]) == s["ci95"][1]
         assert int(r["n_utts"]) == s["n_utts"] and int(r["n_words"]) == s["n_words"]
+        assert all(float(r[name]) == s[name] if s.get(name) is not None else r[name] == "" for name in declared)
 
 
 def test_duckdb_file_has_the_tables(run: tuple[Path, dict]) -> None:

@@ -7,14 +7,18 @@ written again is the same text, an older summary included (a key a record does n
 kept, in place, under ``extra``); a record built in code writes its fields in declaration order,
 leaving out optional fields that are None.
 
-A field's metadata may carry ``report``: ``(column heading, format)``; the report's model table
-shows one column per such field (``report_columns``), so a new figure declared here with a
-``report`` entry reaches ``summary.json`` and ``report.md`` without touching either writer.
+A field's metadata may carry ``report``: ``(column heading, format)``. Every table of figures takes
+one column per such field (``report_columns``): a field of ``ModelFigures`` (``SliceFigures``'
+included, by inheritance) is a column of the model tables (report.md's and report.html's, the
+``models`` export and DuckDB table), a field of ``SliceFigures`` one of the slice tables too
+(report.html's, ``exports/slices.csv`` and the ``slices`` DuckDB table). So a new figure declared here
+with a ``report`` entry reaches ``summary.json``, its JSON Schema, both reports and the exports
+without touching a writer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -183,18 +187,35 @@ class AsrResult:
             raise KeyError(f"no model '{name}' in this result (models: {', '.join(self.models) or 'none'})") from None
 
 
-def report_columns() -> list[tuple[str, str, Callable[[ModelFigures], Any]]]:
-    """The model table's declared columns beyond the fixed ones: ``(heading, format, getter)`` per field with ``report``."""
+@dataclass(frozen=True)
+class ReportColumn:
+    """A figure declared with ``figure(report=(heading, fmt))``, as a column of the reports' and exports' tables."""
+
+    name: str
+    """The field's name: the column of the CSV and DuckDB tables and the key of report.html's data."""
+    heading: str
+    """The column's heading in report.md and report.html."""
+    fmt: str
+    """How a cell shows the value (``format_cell``)."""
+
+    def value(self, figures: Mapping[str, Any]) -> Any:
+        """The figure in a model's or slice's JSON object (None when absent)."""
+        return figures.get(self.name)
+
+    def cell(self, figures: Mapping[str, Any]) -> str:
+        """The figure as a report cell (unescaped)."""
+        return format_cell(self.value(figures), self.fmt)
+
+
+def report_columns(record: type[Record] = ModelFigures) -> list[ReportColumn]:
+    """The columns ``record`` declares with ``report``, in declaration order: ``ModelFigures`` for the model
+    tables (its ``SliceFigures`` fields included), ``SliceFigures`` for the slice tables. Read at call time."""
     cols = []
-    for f in ModelFigures.declared():
+    for f in record.declared():
         rep = f.metadata.get("report")
         if rep:
-            cols.append((rep[0], rep[1], _getter(f.name)))
+            cols.append(ReportColumn(f.name, str(rep[0]), str(rep[1])))
     return cols
-
-
-def _getter(name: str) -> Callable[[ModelFigures], Any]:
-    return lambda m: getattr(m, name)
 
 
 def format_cell(value: Any, fmt: str) -> str:
@@ -219,6 +240,7 @@ __all__: Sequence[str] = [
     "ModelFigures",
     "PairFigures",
     "Record",
+    "ReportColumn",
     "SliceFigures",
     "format_cell",
     "freeze",

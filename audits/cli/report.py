@@ -131,7 +131,10 @@ def query_command(
 
             if also:
                 raise ConfigError("--partial reads one run directory; drop --with")
-            df = partial_result(run_dir).query(sql)
+            from audits.reports.views import query_frames
+
+            partial_run = partial_result(run_dir)
+            df = query_frames(partial_run, partial_run.table, sql)
             _err.print("[bold yellow]PARTIAL:[/] over the ASR units finished so far")
         else:
             df = query([run_dir, *(also or [])] if also else run_dir, sql, warn=_warn_untrusted)

@@ -17,12 +17,13 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from audits.asr.align import align
 from audits.asr.cohort import COHORT_LABEL, MIN_COHORT, CohortScores, cohort_scores, slice_family
+from audits.asr.results import ModelFigures, SliceFigures, report_columns
 from audits.asr.summary import json_safe
 from audits.reports.charts import (
     IntervalRow,
@@ -33,6 +34,7 @@ from audits.reports.charts import (
     svg_scatter,
 )
 from audits.reports.cost import hosted_usage_sections
+from audits.reports.facts import render_facts
 from audits.reports.findings import (
     by_wer,
     empty_ref_finding,
@@ -51,12 +53,14 @@ from audits.reports.formatting import (
     json_for_script,
     num_attr,
     pct,
-    seconds_text,
     section_html,
 )
 from audits.reports.robustness import robustness_sections
-from audits.sections import ordered
+from audits.sections import as_run, ordered
 from engine.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -156,13 +160,26 @@ _MODEL_KEYS = tuple(
 _SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_words", "n_failed", "n_speakers", "rtfx")
 
 
+def _model_keys() -> tuple[str, ...]:
+    """The model figures the page embeds: the fixed ones and every figure ``ModelFigures`` declares with ``report``."""
+    return tuple(dict.fromkeys((*_MODEL_KEYS, *(c.name for c in report_columns(ModelFigures)))))
+
+
+def _slice_keys() -> tuple[str, ...]:
+    """The slice figures the page embeds: the fixed ones and every figure ``SliceFigures`` declares with ``report``."""
+    return tuple(dict.fromkeys((*_SLICE_KEYS, *(c.name for c in report_columns(SliceFigures)))))
+
+
 def build_report_data(
-    summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
+    source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
 ) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (embedded in the page as ``report-data``)."""
+    run = as_run(source)
+    summary = run.plain_summary
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
     ds = summary.get("dataset") or {}
+    model_keys, slice_keys = _model_keys(), _slice_keys()
     if scored is not None:
         df: pd.DataFrame | None = scored  # the pass summary.json was built from
     else:
@@ -176,18 +193,18 @@ def build_report_data(
         "merged_from": [
             {k: r.get(k) for k in ("dir", "recipe", "created_at", "hardware", "models")} for r in summary.get("merged_from") or []
         ],
-        "models": {m: {k: e.get(k) for k in _MODEL_KEYS if k in e} for m, e in sorted(models.items())},
+        "models": {m: {k: e.get(k) for k in model_keys if k in e} for m, e in sorted(models.items())},
         "families": families(summary),
         "slices": {
-            m: {k: {kk: s.get(kk) for kk in _SLICE_KEYS} for k, s in sorted((e.get("slices") or {}).items())}
+            m: {k: {kk: s.get(kk) for kk in slice_keys} for k, s in sorted((e.get("slices") or {}).items())}
             for m, e in sorted(models.items())
         },
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
         "cohort": cohort.to_dict(),
-        **{sec.key: sec.report_data(summary.get(sec.key) or {}, summary) for sec in ordered()},
+        **{sec.key: sec.report_data(sec.result_in(run), run) for sec in ordered()},
         "worst": worst_utterances(df, _label_columns(table), worst_n) if df is not None else {},
         "empty_references": empty_references(df) if df is not None else {},
-        "findings": findings(summary, cohort) + empty_ref_finding(df),
+        "findings": findings(run, cohort) + empty_ref_finding(df),
     }
     return json_safe(data)
 
@@ -276,102 +293,6 @@ JS = """
   }
 })();
 """
-
-
-def render_facts(summary: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    ds = data["dataset"]
-    norm = summary.get("normalizer") or {}
-    hw = summary.get("hardware") or {}
-    rows = [
-        ("recipe", (summary.get("recipe") or {}).get("name")),
-        ("dataset", f"{ds.get('name')} — {ds.get('n_utts')} utterances, reader {ds.get('reader')}, fingerprint {ds.get('fingerprint')}"),
-        ("dataset source", ds.get("source")),
-        ("normalizer", f"{norm.get('name')} (version {norm.get('version')})"),
-        ("hardware", ", ".join(f"{k}: {v}" for k, v in hw.items())),
-        ("created", summary.get("created_at")),
-        ("WER / CER", (summary.get("scoring") or {}).get("wer", "corpus-level")),
-        ("intervals", (summary.get("scoring") or {}).get("ci95", "95%")),
-        ("RTFx", (summary.get("scoring") or {}).get("rtfx", "audio seconds / inference seconds")),
-    ]
-    out = (
-        ['<table class="facts" id="facts-table">']
-        + [f'<tr><th class="l">{esc(k)}</th><td data-fact="{esc(k)}">{esc(v)}</td></tr>' for k, v in rows]
-        + ["</table>"]
-    )
-    merged = summary.get("merged_from") or []
-    if merged:
-        out.append(
-            "<h3>Merged runs</h3><table><thead><tr><th class='l'>run directory</th><th class='l'>recipe</th><th class='l'>"
-            "created</th><th class='l'>hardware</th><th class='l'>models</th></tr></thead><tbody>"
-        )
-        for r in merged:
-            hwr = r.get("hardware") or {}
-            hw_text = ", ".join(f"{k}: {v}" for k, v in hwr.items() if k in ("processor", "cpu_count", "torch", "cuda_available", "gpu"))
-            out.append(
-                f"<tr class='merged-run'><td class='l'>{esc(r.get('dir'))}</td><td class='l'>{esc(r.get('recipe'))}</td><td class='l'>"
-                f"{esc(r.get('created_at'))}</td>"
-                f"<td class='l'>"
-                f"{esc(hw_text)}</td>"
-                f"<td class='l'>{esc(', '.join(r.get('models') or []))}</td></tr>"
-            )
-        out.append("</tbody></table>")
-    out.append("<h3>Models</h3><div class='scroll'><table class='sortable' id='models-table'><thead><tr>")
-    cols = [
-        "model",
-        "status",
-        "params (M)",
-        "WER %",
-        "95% CI",
-        "CER %",
-        "RTFx",
-        "audio s",
-        "infer s",
-        "utts",
-        "failed",
-        "batch",
-        "warm-up",
-        "device",
-        "dtype",
-    ]
-    out.append(
-        "".join(f"<th class='{'l' if c in ('model', 'status', 'device', 'dtype') else ''}'>{esc(c)}</th>" for c in cols)
-        + "</tr></thead><tbody>"
-    )
-    for m, e in sorted((summary.get("models") or {}).items()):
-        lo, hi = ci_bounds(e.get("ci95"))
-        rtfx = e.get("rtfx")
-        params = "—" if e.get("params_m") is None else f"{float(e['params_m']):g}"
-        out.append(
-            f"<tr{attrs(model=m)} class='model-row'>"
-            f"<td class='l'>{esc(m)}</td><td class='l'>"
-            f"{esc(e.get('status'))}{'<br><span class=n>' + esc(str(e.get('error'))[:300]) + '</span>' if e.get('error') else ''}</td>"
-            f"<td data-sort='{num_attr(e.get('params_m'))}'>{params}</td>"
-            f"<td{attrs(wer=num_attr(e.get('wer')))} data-sort='{num_attr(e.get('wer'))}'>{pct(e.get('wer'))}</td>"
-            f"<td class='ci'{attrs(ci_lo=num_attr(lo), ci_hi=num_attr(hi))}>{esc(interval_text(e))}</td>"
-            f"<td data-sort='{num_attr(e.get('cer'))}'>{pct(e.get('cer'))}</td>"
-            f"<td{attrs(rtfx=num_attr(rtfx))} data-sort='{num_attr(rtfx)}'>{'—' if rtfx is None else f'{rtfx:.1f}'}</td>"
-            f"<td>{seconds_text(e.get('audio_s'))}</td><td>{seconds_text(e.get('infer_s'))}</td>"
-            f"<td>{esc(e.get('n_utts', 0))}</td><td{attrs(n_failed=e.get('n_failed', 0))}>{esc(e.get('n_failed', 0))}</td>"
-            f"<td{attrs(batch_size=e.get('batch_size') if e.get('batch_size') is not None else '')}>"
-            f"{esc(e.get('batch_size') if e.get('batch_size') is not None else '—')}</td>"
-            f"<td>{esc(e.get('warmup_batches', 0))}</td><td class='l'>{esc(e.get('device') or '—')}</td><td class='l'>"
-            f"{esc(e.get('dtype') or '—')}</td></tr>"
-        )
-    out.append("</tbody></table></div>")
-    fails = [(m, e.get("failures") or {}) for m, e in sorted((summary.get("models") or {}).items()) if e.get("failures")]
-    if fails:
-        out.append("<h3>Failures</h3><ul>")
-        for m, f in fails:
-            out.append("".join(f"<li>{esc(m)}: {esc(n)} × {esc(reason)}</li>" for reason, n in f.items()))
-        out.append("</ul>")
-    pk = summary.get("packages") or {}
-    if pk:
-        out.append(
-            "<details><summary>Package versions</summary><p class='note'>"
-            + esc(", ".join(f"{k} {v}" for k, v in pk.items()))
-            + "</p></details>"
-        )
-    return "".join(out)
 
 
 def render_overall(summary: Mapping[str, Any], colors: Mapping[str, str]) -> str:
@@ -483,6 +404,8 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
         return "<p>This dataset carries no slice labels; only overall WER is available.</p>"
     out = []
     any_single = False
+    declared = report_columns(SliceFigures)  # the figures the ASR records declare for the slice tables, in each cell after the count
+    head = "WER % [95% CI] · utts" + "".join(f" · {c.heading}" for c in declared)
     for fam, keys in fams.items():
         out.append(f"<h3 id='family-{esc(fam)}'>{esc(fam)}</h3>")
         his = [
@@ -531,14 +454,16 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
             )
             return (
                 f"<td class='slice-cell'{cell_attrs}"
-                f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span></td>"
+                f" data-sort='{num_attr(sl.get('wer'))}'>{pct(sl.get('wer'))} {ci} <span class='n'>· {esc(sl.get('n_utts', 0))}</span>"
+                + "".join(f"<span class='n'{attrs(figure=c.name)}> · {esc(c.cell(sl))}</span>" for c in declared)
+                + "</td>"
             )
 
         out.append(f"<div class='scroll'><table class='sortable slice-table' data-family='{esc(fam)}'><thead><tr>")
         if len(ms) <= len(keys):  # rows = slice values
             out.append(
                 f"<th class='l'>{esc(fam)}</th>"
-                + "".join(f"<th>{esc(m)}<br><span class='n'>WER % [95% CI] · utts</span></th>" for m in ms)
+                + "".join(f"<th>{esc(m)}<br><span class='n'>{esc(head)}</span></th>" for m in ms)
                 + "</tr></thead><tbody>"
             )
             for k in keys:
@@ -546,7 +471,7 @@ def render_slices(summary: Mapping[str, Any], fams: Mapping[str, list[str]], col
         else:  # rows = models
             out.append(
                 "<th class='l'>model</th>"
-                + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>WER % [95% CI] · utts</span></th>" for k in keys)
+                + "".join(f"<th>{esc(slice_family(k)[1])}<br><span class='n'>{esc(head)}</span></th>" for k in keys)
                 + "</tr></thead><tbody>"
             )
             for m in ms:
@@ -719,9 +644,13 @@ def render_worst(data: Mapping[str, Any], summary: Mapping[str, Any], failed: Ma
     return "".join(out)
 
 
-def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None) -> str:
+def render_html(
+    source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
+) -> str:
     """The whole page as one string; ``scored`` (the summary's own scoring pass) saves scoring the rows again."""
-    data = build_report_data(summary, table, worst_n, scored)
+    run = as_run(source)
+    summary = run.plain_summary
+    data = build_report_data(run, table, worst_n, scored)
     ms = model_names(summary)
     colors = color_map(ms)
     fams = families(summary)
@@ -756,7 +685,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),
     ]
     for sec in ordered():  # every registered section renders itself, or returns None to stay out
-        part = sec.html(summary, data, colors)
+        part = sec.html(sec.result_in(run), run, data, colors)
         if part is not None:
             sections.append((sec.key, *part))
     sections.append(("worst", "Worst utterances per model", render_worst(data, summary, failed), ""))

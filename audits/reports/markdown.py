@@ -6,13 +6,16 @@ in section order, through ``audits.sections``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from audits.asr.results import ModelFigures, format_cell, report_columns
+from audits.asr.results import report_columns
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
-from audits.sections import present_in
+from audits.sections import as_run, present_in
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 
 def _pct(x: float | None) -> str:
@@ -24,14 +27,13 @@ def model_overview(summary: Mapping[str, Any]) -> list[str]:
     declared = report_columns()
     lines = [
         "| model | status | WER % | 95% CI | CER % |"
-        + "".join(f" {md(head)} |" for head, _, _ in declared)
+        + "".join(f" {md(col.heading)} |" for col in declared)
         + " RTFx | utts | failed | batch | device | dtype |",
         "|---|---|---:|---|---:|" + "---:|" * len(declared) + "---:|---:|---:|---:|---|---|",
     ]
     for name, m in sorted(summary.get("models", {}).items()):
         rtfx = m.get("rtfx")
-        rec = ModelFigures.from_json(m)
-        cells = "".join(f" {md(format_cell(get(rec), fmt))} |" for _, fmt, get in declared)
+        cells = "".join(f" {md(col.cell(m))} |" for col in declared)
         lines.append(
             f"| {md(name)} | {md(m.get('status', ''))} | {_pct(m.get('wer'))} | {md(interval_text(m))} | {_pct(m.get('cer'))} |{cells} "
             f"{'—' if rtfx is None else f'{rtfx:.1f}'} | {m.get('n_utts', 0)} | {m.get('n_failed', 0)} | "
@@ -70,7 +72,10 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def render_markdown(summary: Mapping[str, Any]) -> str:
+def render_markdown(source: RunResult | Mapping[str, Any]) -> str:
+    """``report.md`` of a run (or of a summary alone); every present section renders its own typed result."""
+    run = as_run(source)
+    summary = run.plain_summary
     ds = summary.get("dataset", {})
     norm = summary.get("normalizer", {})
     lines = [
@@ -97,5 +102,5 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines += hallucination_markdown(summary) + gap_correction_markdown(summary)
     lines += comparison_markdown(summary.get("comparisons") or {})
     for sec in present_in(summary):  # every registered section in the summary renders its own part
-        lines += sec.markdown(summary[sec.key])
+        lines += sec.markdown(sec.result_in(run), run)
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from audits.normalizing import get_normalizer
 from audits.result import RunResult
 from audits.run_dir import read_rows_file, read_run
 from audits.schema import Summary
-from audits.sections import ordered, present_in
+from audits.sections import ordered, present_in, run_result, section_json
 from audits.version import version as engine_version
 from engine.errors import ConfigError
 
@@ -55,7 +55,7 @@ def load_result(run_dir: Path, strict: bool = True, warn: Callable[[str], None] 
     their digests; otherwise each problem goes to ``warn`` (report-only commands).
     """
     loaded = read_run(Path(run_dir), strict=strict, warn=warn)
-    return RunResult.of(cast(Summary, loaded.summary), loaded.table, None, Path(run_dir))
+    return run_result(cast(Summary, loaded.summary), loaded.table, None, Path(run_dir))
 
 
 def check_compatible(summaries: Sequence[Mapping[str, Any]], names: Sequence[str]) -> None:
@@ -215,12 +215,12 @@ def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
             for i, s in enumerate(summaries)
         ],
     }
-    for sec in ordered({p.key for s in summaries for p in present_in(s)}):  # each section merges its own part
-        merged = sec.merge([s.get(sec.key) or {} for s in summaries], names)
+    for sec in ordered({p.key for s in summaries for p in present_in(s)}):  # each section merges its own typed results
+        merged = section_json(sec.merge([r.result(sec.key) for r in results], names))
         if merged:
             summary[sec.key] = merged
     _merged_comparisons(summary, table, first)
-    return RunResult.of(cast(Summary, summary), table)
+    return run_result(cast(Summary, summary), table)
 
 
 def _merged_comparisons(summary: dict[str, Any], table: pd.DataFrame, first: Mapping[str, Any]) -> None:

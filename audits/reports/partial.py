@@ -87,7 +87,7 @@ def partial_result(run_dir: Path | str) -> Any:
     from audits.asr.summary import build_summary, json_safe
     from audits.clips import SOURCE, rows_for
     from audits.normalizing import get_normalizer
-    from audits.result import RunResult
+    from audits.sections import run_result
     from engine.run.runner import hardware_facts
     from engine.run.store import RunStore
 
@@ -112,7 +112,7 @@ def partial_result(run_dir: Path | str) -> Any:
         rows_for(SOURCE, table), get_normalizer(recipe.normalizer), recipe.as_dict(), dataset, facts, hardware_facts(), opts
     )
     plain = {"partial": note, **json_safe(dict(summary))}
-    return RunResult.of(cast("Summary", plain), table, scored, run_dir)
+    return run_result(cast("Summary", plain), table, scored, run_dir)
 
 
 def _mark_markdown(text: str, note: Mapping[str, Any]) -> str:
@@ -154,8 +154,8 @@ def write_partial_report(run_dir: Path | str, out: Path | None = None, worst: in
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {"summary_partial": out_dir / PARTIAL_SUMMARY, "report_md": out_dir / PARTIAL_MD, "report_html": out_dir / PARTIAL_HTML}
     atomic_write_text(written["summary_partial"], json.dumps(summary, indent=2))
-    atomic_write_text(written["report_md"], _mark_markdown(render_markdown(summary), summary["partial"]))
-    page = render_html(summary, source_rows(result.table), worst, scored=result.scored_frame)
+    atomic_write_text(written["report_md"], _mark_markdown(render_markdown(result), summary["partial"]))
+    page = render_html(result, source_rows(result.table), worst, scored=result.scored_frame)
     atomic_write_text(written["report_html"], _mark_html(page, summary["partial"]))
     return written
 

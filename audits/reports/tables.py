@@ -1,20 +1,26 @@
 """The summary's figures as flat tables: one definition shared by exports, queries and reports.
 
-The ASR tables (``models``, ``slices``, ``gaps``, ``pairs``) are defined here; every audit
-section adds its own through its ``tables`` hook (``audits.sections``), so nothing here knows a
-section.
+The ASR tables (``models``, ``slices``, ``gaps``, ``pairs``) are defined here: fixed columns, and in
+``models`` and ``slices`` one column per figure the ASR records declare with ``report``
+(``audits.asr.results.report_columns``), so a new figure reaches the exports and ``audit query``
+without touching this file. Every audit section adds its own tables through its ``tables`` hook
+(``audits.sections``), so nothing here knows a section.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from audits.asr.cohort import slice_family
+from audits.asr.results import ModelFigures, SliceFigures, report_columns
 from engine.data import RESULT_COLUMNS
 from engine.errors import RegistryError
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 # Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
 HALLUCINATION_COLUMNS = (
@@ -34,7 +40,7 @@ HALLUCINATION_COLUMNS = (
     "no_speech_flagged",
 )
 
-SLICE_COLUMNS = (
+_SLICE_HEAD = (
     "model",
     "slice",
     "label",
@@ -45,6 +51,8 @@ SLICE_COLUMNS = (
     "cer",
     "cer_ci_lo",
     "cer_ci_hi",
+)
+_SLICE_TAIL = (
     "n_utts",
     "n_failed",
     "n_words",
@@ -55,7 +63,7 @@ SLICE_COLUMNS = (
 )
 
 
-MODEL_COLUMNS = (
+_MODEL_HEAD = (
     "model",
     "status",
     "backend",
@@ -64,6 +72,8 @@ MODEL_COLUMNS = (
     "ci_lo",
     "ci_hi",
     "cer",
+)
+_MODEL_TAIL = (
     "rtfx",
     "n_utts",
     "n_failed",
@@ -78,6 +88,16 @@ MODEL_COLUMNS = (
     "not_testable",
     *HALLUCINATION_COLUMNS,
 )
+
+
+def slice_columns() -> tuple[str, ...]:
+    """The ``slices`` table's columns: the fixed ones, with the figures ``SliceFigures`` declares with ``report`` after CER."""
+    return tuple(dict.fromkeys((*_SLICE_HEAD, *(c.name for c in report_columns(SliceFigures)), *_SLICE_TAIL)))
+
+
+def model_columns() -> tuple[str, ...]:
+    """The ``models`` table's columns: the fixed ones, with the figures ``ModelFigures`` declares with ``report`` after CER."""
+    return tuple(dict.fromkeys((*_MODEL_HEAD, *(c.name for c in report_columns(ModelFigures)), *_MODEL_TAIL)))
 
 
 GAP_COLUMNS = (
@@ -124,6 +144,7 @@ def hallucination_fields(figures: Mapping[str, Any]) -> dict[str, Any]:
 
 def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The slice table: one row per (model, ``label=value``) of ``summary.json``."""
+    declared = report_columns(SliceFigures)
     rows = []
     for model, m in sorted((summary.get("models") or {}).items()):
         for key, s in sorted((m.get("slices") or {}).items()):
@@ -148,6 +169,7 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                     "n_words": s.get("n_words"),
                     "n_speakers": s.get("n_speakers"),
                     "rtfx": s.get("rtfx"),
+                    **{c.name: c.value(s) for c in declared},
                     **hallucination_fields(s),
                 }
             )
@@ -156,6 +178,7 @@ def slice_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One row per model with its overall numbers and run facts (``params_m`` in millions)."""
+    declared = report_columns(ModelFigures)
     rows = []
     for model, m in sorted((summary.get("models") or {}).items()):
         lo, hi = ci_pair(m.get("ci95"))
@@ -181,6 +204,7 @@ def model_rows(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "dtype": m.get("dtype"),
                 "warmup_batches": m.get("warmup_batches"),
                 "tags": ",".join(map(str, m.get("tags") or [])),
+                **{c.name: c.value(m) for c in declared},
                 **hallucination_fields(m),
             }
         )
@@ -248,25 +272,27 @@ def label_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in _EXCLUDED_LABELS and not c.startswith("_")]
 
 
-def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+def summary_frames(source: RunResult | Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """The summary's tables as DataFrames (stable columns even when empty), then each section's tables.
 
     Every registered section is asked, present in the summary or not, so every table
     of a section exists (empty, with its columns) in every run and a query never depends on which
     sections ran.
     """
-    from audits.sections import ordered
+    from audits.sections import as_run, ordered
 
-    models = frame(model_rows(summary), MODEL_COLUMNS)
+    run = as_run(source)
+    summary = run.plain_summary
+    models = frame(model_rows(summary), model_columns())
     models["params_m"] = pd.to_numeric(models["params_m"], errors="coerce")
     out = {
         "models": models,
-        "slices": frame(slice_rows(summary), SLICE_COLUMNS),
+        "slices": frame(slice_rows(summary), slice_columns()),
         "gaps": frame(gap_rows(summary), GAP_COLUMNS),
         "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
     }
     for sec in ordered():
-        for name, df in sec.tables(summary.get(sec.key) or {}, summary).items():
+        for name, df in sec.tables(run.result(sec.key), run).items():
             if name in out:
                 raise RegistryError(f"audit section '{sec.key}' defines a table '{name}' that another table already uses; rename it")
             out[name] = df
