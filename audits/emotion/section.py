@@ -32,12 +32,9 @@ class EmotionSection(AuditSection["EmotionConfig"]):
         return parse_emotion_config(raw, source)
 
     def run(self, config: EmotionConfig, ctx: SectionContext) -> EmotionResult:
-        from audits.emotion.results import EmotionResult
         from audits.emotion.run import run_emotion_audit
 
-        return EmotionResult.from_json(
-            run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
-        )
+        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def engine_passes(self, config: EmotionConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """The emotion-recognition pass; with judges, their questions (keyed units)."""

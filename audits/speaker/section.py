@@ -32,12 +32,9 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
         return parse_speaker_config(raw, source)
 
     def run(self, config: SpeakerConfig, ctx: SectionContext) -> SpeakerResult:
-        from audits.speaker.results import SpeakerResult
         from audits.speaker.run import run_speaker_audit
 
-        return SpeakerResult.from_json(
-            run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
-        )
+        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """The embedding pass; with judges, their questions (keyed units)."""
