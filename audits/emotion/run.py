@@ -532,7 +532,7 @@ def score_emotion_backend(
     entry: dict[str, Any] = {"status": facts.get("status"), "facts": {k: v for k, v in facts.items() if k != "traceback"}}
     if facts.get("status") not in ("loaded", "done"):
         entry["error"] = facts.get("error", "backend did not run")
-        return _backend_record(entry)
+        return backend_record(entry)
     outputs = read_emotion_outputs(out_dir, name)
     failed = read_errors(out_dir, "ser", name)
     entry["n_failed_clips"] = len(failed)
@@ -566,7 +566,7 @@ def score_emotion_backend(
     except AuditError as exc:
         entry["status"] = "error"
         entry["error"] = str(exc)
-        return _backend_record(entry)
+        return backend_record(entry)
     entry["n_utts"] = len(meta)
     entry["n_scored_outputs"] = len(outputs)
     if not has_posteriors:
@@ -584,10 +584,10 @@ def score_emotion_backend(
         if key in facts:
             entry[key] = facts[key]
     entry["model_id"] = facts.get("info", {}).get("model_id")
-    return _backend_record(entry)
+    return backend_record(entry)
 
 
-def _backend_record(entry: Mapping[str, Any]) -> EmotionBackendResult:
+def backend_record(entry: Mapping[str, Any]) -> EmotionBackendResult:
     """The record of an entry assembled as ``summary.json`` holds it (strict JSON values: NaN and infinities become None)."""
     return EmotionBackendResult.from_json(json_safe(entry))
 

@@ -535,7 +535,7 @@ def score_speaker_backend(
     }
     if facts.get("status") not in ("loaded", "done"):
         base["error"] = facts.get("error", "backend did not run")
-        return _backend_record(base)
+        return backend_record(base)
     embeddings = read_embeddings(out_dir, name)
     failed = read_errors(out_dir, "sv", name)
     keep, dropped = _dropped_trials(trials.trials, failed, embeddings)
@@ -577,7 +577,7 @@ def score_speaker_backend(
     except AuditError as exc:
         base["status"] = "error"
         base["error"] = str(exc)
-        return _backend_record(base)
+        return backend_record(base)
     entry = res.to_dict()
     entry["subsets"] = {sname: score_subset(cfg, flt, embeddings, meta, res.threshold) for sname, flt in cfg.subsets.items()}
     pairs = speaker_pair_stats(kept.trials, res.scores, meta, res.threshold)
@@ -590,10 +590,10 @@ def score_speaker_backend(
         if key in facts:
             entry[key] = facts[key]
     entry["model_id"] = facts.get("info", {}).get("model_id")
-    return _backend_record(entry)
+    return backend_record(entry)
 
 
-def _backend_record(entry: Mapping[str, Any]) -> SpeakerBackendResult:
+def backend_record(entry: Mapping[str, Any]) -> SpeakerBackendResult:
     """The record of an entry assembled as ``summary.json`` holds it (strict JSON values: NaN and infinities become None)."""
     return SpeakerBackendResult.from_json(json_safe(entry))
 
