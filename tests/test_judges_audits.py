@@ -170,9 +170,9 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, jud
     assert same["n_trials"] == answered and same["accuracy"] is not None
     assert j["usage"]["billable_calls"] == 40 and j["usage"]["tasks"]["same_speaker"]["unparseable"] == len(unparseable)
     assert KEY not in json.dumps(result)
-    md = "\n".join(speaker_lines(result, "Speaker verification"))
+    md = "\n".join(speaker_lines(typed, "Speaker verification"))
     assert "Audio-LM judges" in md and "false accept" in md and "| judges |" not in md
-    assert f"data-judge='{judge_name(judge_fake)}'" in render_speaker(result)
+    assert f"data-judge='{judge_name(judge_fake)}'" in render_speaker(typed)
 
     assert set(j) <= set(JudgeFigures.__annotations__), set(j) - set(JudgeFigures.__annotations__)
     assert typed.judges is not None and typed.judges[judge_name(judge_fake)].on_judged_trials is not None
@@ -227,9 +227,9 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: Fake
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
     flips = {(r["a"], r["b"]) for r in rows if r["dimension"] == "aroused" and r["label_a"] != "neutral"}
     assert 0 < len(flips) < 12  # the A/B order is drawn per pair, not always neutral first
-    md = "\n".join(emotion_lines(result, "Emotion"))
+    md = "\n".join(emotion_lines(typed, "Emotion"))
     assert "more aroused: accuracy 50.0%" in md and "### judges" not in md
-    assert "data-task='emotion_compare'" in render_emotion(result)
+    assert "data-task='emotion_compare'" in render_emotion(typed)
     assert set(j) <= set(JudgeFigures.__annotations__) and set(ar) <= set(CompareFigures.__annotations__)
 
 
