@@ -23,9 +23,11 @@ import pytest
 import soundfile as sf
 
 from audits.emotion.metrics import categorical_scores
+from audits.emotion.report import emotion_lines
 from audits.emotion.results import ComparisonFigures, EmotionBackendResult, EmotionResult
 from audits.emotion.run import parse_emotion_config, rendition_pairs, run_emotion_audit
 from audits.recipes import load_recipe
+from audits.reports.formatting import rate_text
 from audits.speaker.metrics import Trial, cosine_scores, eer, write_trials
 from audits.speaker.results import SliceFigures, SpeakerBackendResult, SpeakerResult
 from audits.speaker.run import build_trials, parse_speaker_config, run_speaker_audit
@@ -498,6 +500,11 @@ def test_emotion_audit_prosody_and_categorical(corpus: Path, tmp_path: Path) -> 
     assert tc.ua == cat["ua"] and tc.confusion is not None and tc.confusion.labels == tuple(cat["confusion"]["labels"])
     assert tc.per_class is not None and sum(c.support for c in tc.per_class.values()) == len(ids)
     assert tc.prosody_contrast is not None and isinstance(tc.prosody_contrast.skipped, str)
+    lines = emotion_lines(typed, "Speech emotion")
+    i = lines.index("### test-loudness-ser")
+    assert lines[i + 1] == f"- UA {rate_text(tc.ua)}, WA {rate_text(tc.wa)}, macro-F1 {rate_text(tc.macro_f1)}"
+    assert "- prosody contrast: not measured (backend gives no acoustic descriptors" in lines[i + 3]
+    assert not any(line.startswith("- UA") for line in lines[: lines.index("### test-loudness-ser")])  # prosody gives no categories
 
 
 def test_emotion_unmapped_label_is_a_clear_error_and_missing_label_column(corpus: Path, tmp_path: Path) -> None:

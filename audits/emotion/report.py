@@ -40,14 +40,15 @@ def emotion_lines(emotion: EmotionResult, title: str) -> list[str]:
     out = [f"## {title}", ""]
     for b, v in emotion.backends():
         out.append(f"### {md(b)}")
-        cat = v.categorical or {}
-        if cat:
-            out.append(f"- UA {rate_text(cat.get('ua'))}, WA {rate_text(cat.get('wa'))}, macro-F1 {rate_text(cat.get('macro_f1'))}")
+        if v.ua is not None or v.wa is not None or v.macro_f1 is not None:  # categorical figures (a backend that gives categories)
+            out.append(f"- UA {rate_text(v.ua)}, WA {rate_text(v.wa)}, macro-F1 {rate_text(v.macro_f1)}")
         ao = v.arousal_ordering.within_speaker if v.arousal_ordering is not None else None
         if ao is not None:
             out.append(f"- relative arousal comparison accuracy (same speaker): {rate_text(ao.accuracy)} over {ao.n_pairs} pairs")
         pc = v.prosody_contrast
-        if pc is not None:
+        if pc is not None and pc.n_pairs is None and isinstance(pc.skipped, str):
+            out.append(f"- prosody contrast: not measured ({md(pc.skipped)})")
+        elif pc is not None:
             out.append(
                 f"- prosody contrast: {pc.n_pairs} pairs, mean {_or(pc.mean_score, 0):.2f} / {pc.max_score}, "
                 f"{pc.n_below_threshold} below {pc.threshold}"
