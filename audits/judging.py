@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from audits.records import Record, figure
 from audits.section_config import backend_names, check_backend_options, options_map
 from engine.backends import JUDGE_BACKENDS
 from engine.backends.hosted.judges import JudgeAnswer
@@ -251,6 +252,31 @@ def ask_judges(
     return runs
 
 
+@dataclass(frozen=True)
+class JudgeResult(Record):
+    """The fields every judge's entry has (``judge_entry``; ``unavailable_entry`` for one that asked nothing).
+
+    A section's judge record extends it with the task's figures (same/different speaker, which rendition
+    sounds more aroused); the entry's keys and their order are kept as written."""
+
+    kind: str = figure("judge")
+    judge: str = figure("")
+    task: str = figure("")
+    model_id: str | None = figure(optional=True)
+    status: str = figure("ok")
+    error: str | None = figure(optional=True)
+    n_items: int | None = figure(optional=True)
+    n_answered: int | None = figure(optional=True)
+    n_unparseable: int | None = figure(optional=True)
+    unparseable_rate: float | None = figure(optional=True)
+    unparseable_examples: tuple[str, ...] | None = figure(optional=True)
+    n_failed_requests: int | None = figure(optional=True)
+    failed_requests: Mapping[str, str] | None = figure(optional=True)
+    facts: Mapping[str, Any] | None = figure(optional=True)
+    usage: Mapping[str, Any] | None = figure(optional=True)
+    parsing: str | None = figure(optional=True)
+
+
 def unavailable_entry(run: JudgeRun, task: str) -> dict[str, Any]:
     """The entry of a judge that asked nothing: its status and why."""
     return {"kind": "judge", "judge": run.name, "task": task, "status": run.status, "error": run.error}
@@ -364,6 +390,7 @@ __all__ = [
     "JudgeConfig",
     "JudgeFailure",
     "JudgeItem",
+    "JudgeResult",
     "JudgeRun",
     "answer_status",
     "answer_value",

@@ -150,7 +150,8 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, jud
         },
         "test",
     )
-    result = run_speaker_audit(cfg, ds, tmp_path / "run")
+    typed = run_speaker_audit(cfg, ds, tmp_path / "run")
+    result = typed.to_json()
     j = result["judges"][judge_name(judge_fake)]
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
     assert j["n_items"] == len(rows) == 40 == judge_fake.billable
@@ -169,13 +170,16 @@ def test_same_speaker_judge_scored_on_the_speaker_audits_trials(corpus: Any, jud
     assert same["n_trials"] == answered and same["accuracy"] is not None
     assert j["usage"]["billable_calls"] == 40 and j["usage"]["tasks"]["same_speaker"]["unparseable"] == len(unparseable)
     assert KEY not in json.dumps(result)
-    md = "\n".join(speaker_lines(result, "Speaker verification"))
+    md = "\n".join(speaker_lines(typed, "Speaker verification"))
     assert "Audio-LM judges" in md and "false accept" in md and "| judges |" not in md
-    assert f"data-judge='{judge_name(judge_fake)}'" in render_speaker(result)
+    assert f"data-judge='{judge_name(judge_fake)}'" in render_speaker(typed)
 
     assert set(j) <= set(JudgeFigures.__annotations__), set(j) - set(JudgeFigures.__annotations__)
+    assert typed.judges is not None and typed.judges[judge_name(judge_fake)].on_judged_trials is not None
+    assert typed.judges[judge_name(judge_fake)].on_judged_trials["test-spectrum-sv"].threshold == typed.entry("test-spectrum-sv").threshold
     again = run_speaker_audit(cfg, ds, tmp_path / "run2")  # the response cache: nothing is bought twice
-    assert judge_fake.billable == 40 and again["judges"][judge_name(judge_fake)]["accuracy"] == j["accuracy"]
+    assert again.judges is not None
+    assert judge_fake.billable == 40 and again.judges[judge_name(judge_fake)].accuracy == j["accuracy"]
 
 
 def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: FakeVendor, tmp_path: Path) -> None:
@@ -205,8 +209,11 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: Fake
         },
         "test",
     )
-    result = run_emotion_audit(cfg, ds, tmp_path / "run")
+    typed = run_emotion_audit(cfg, ds, tmp_path / "run")
+    result = typed.to_json()
     j = result["judges"][judge_name(judge_fake)]
+    assert typed.judges is not None and typed.judges[judge_name(judge_fake)].dimensions is not None
+    assert typed.judges[judge_name(judge_fake)].dimensions["aroused"].n_same_answers == 6
     assert j["n_pairs_available"] == 12 and j["n_items"] == 24 == judge_fake.billable
     ar = j["dimensions"]["aroused"]
     assert (
@@ -220,9 +227,9 @@ def test_relative_emotion_judge_on_rendition_pairs(corpus: Any, judge_fake: Fake
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
     flips = {(r["a"], r["b"]) for r in rows if r["dimension"] == "aroused" and r["label_a"] != "neutral"}
     assert 0 < len(flips) < 12  # the A/B order is drawn per pair, not always neutral first
-    md = "\n".join(emotion_lines(result, "Emotion"))
+    md = "\n".join(emotion_lines(typed, "Emotion"))
     assert "more aroused: accuracy 50.0%" in md and "### judges" not in md
-    assert "data-task='emotion_compare'" in render_emotion(result)
+    assert "data-task='emotion_compare'" in render_emotion(typed)
     assert set(j) <= set(JudgeFigures.__annotations__) and set(ar) <= set(CompareFigures.__annotations__)
 
 
@@ -337,7 +344,7 @@ def test_a_refused_key_stops_the_judge_and_is_reported(
     block = judges_block(judge_fake, tmp_path, max_items=10)
     block["backend_options"][judge_name(judge_fake)]["max_concurrency"] = 1  # one request in flight: the first 401 is the only call
     cfg = parse_speaker_config({"backends": ["test-spectrum-sv"], "max_per_class": None, "warmup": 0, "judges": block}, "test")
-    j = run_speaker_audit(cfg, ds, tmp_path / "run")["judges"][judge_name(judge_fake)]
+    j = run_speaker_audit(cfg, ds, tmp_path / "run").to_json()["judges"][judge_name(judge_fake)]
     assert j["status"] == "error" and JUDGE[judge_fake.vendor][2] in j["error"] and j["n_failed_requests"] == 10 and j["n_answered"] == 0
     assert len(judge_fake.requests) == 1  # the first 401 stops the rest without another request
     assert "a-wrong-key" not in json.dumps(j)

@@ -81,7 +81,7 @@ def speaker_run(ds: Dataset, fake: FakeVendor, out: Path, **options: Any) -> dic
     from audits.speaker.run import parse_speaker_config, run_speaker_audit
 
     cfg = parse_speaker_config({"backends": ["simulated-sv"], "max_per_class": None, "warmup": 0, "judges": block(fake, **options)}, "test")
-    return dict(run_speaker_audit(cfg, ds, out)["judges"][JUDGE[fake.vendor][0]])
+    return run_speaker_audit(cfg, ds, out).to_json()["judges"][JUDGE[fake.vendor][0]]
 
 
 def _figures(entry: dict[str, Any]) -> dict[str, Any]:

@@ -21,7 +21,9 @@ SPEAKER: dict[str, Any] = {
     "resemblyzer": {"status": "unavailable", "error": "no package", "facts": {"backend": "resemblyzer"}},
     "judges": {"j": {"kind": "judge", "n_items": 3, "unparseable_examples": []}},
 }
-EMOTION: dict[str, Any] = {"ser": {"warnings": ["few clips"], "status": "ok", "ua": 0.5, "confusion": [[1, 0], [0, 1]]}}
+EMOTION: dict[str, Any] = {
+    "ser": {"warnings": ["few clips"], "status": "ok", "ua": 0.5, "confusion": {"labels": ["a", "b"], "matrix": [[1, 0], [0, 1]]}}
+}
 CONVERSATION: dict[str, Any] = {
     "dataset": {"root": "r", "n_recordings": 2},
     "models": {"m": {"wer": 0.2, "cpwer": {"wer": 0.25}, "slices": {}}},
@@ -54,16 +56,18 @@ def test_records_are_typed_and_frozen() -> None:
     speaker = SpeakerResult.from_json(SPEAKER)
     ecapa = speaker.entry("ecapa")
     assert isinstance(ecapa, SpeakerBackendResult) and ecapa.status == "ok" and ecapa.notes == ("a", "b")
-    assert ecapa.extra["eer"] == 0.125 and speaker.judges is not None and speaker.judges["j"]["n_items"] == 3
+    assert ecapa.eer == 0.125 and ecapa.slices is not None and ecapa.slices["accent=x"].eer is None
+    assert speaker.judges is not None and speaker.judges["j"].n_items == 3
     assert speaker.entry("resemblyzer").status == "unavailable"
     with pytest.raises(KeyError, match="ecapa, resemblyzer"):
         speaker.entry("wavlm")
     with pytest.raises(dataclasses.FrozenInstanceError):
         ecapa.status = "x"  # type: ignore[misc]
     with pytest.raises(TypeError):
-        ecapa.extra["eer"] = 0.0  # type: ignore[index]
+        ecapa.slices["accent=x"] = ecapa.slices["accent=x"]  # type: ignore[index]
     ser = EmotionResult.from_json(EMOTION).entry("ser")
-    assert isinstance(ser, EmotionBackendResult) and ser.warnings == ("few clips",) and ser.extra["confusion"] == ((1, 0), (0, 1))
+    assert isinstance(ser, EmotionBackendResult) and ser.warnings == ("few clips",) and ser.confusion is not None
+    assert ser.confusion.matrix == ((1, 0), (0, 1)) and not ser.extra
     conv = ConversationResult.from_json(CONVERSATION)
     assert conv.models is not None and conv.models["m"]["cpwer"]["wer"] == 0.25 and conv.segmentation is None
     assert "segmentation" not in conv.to_json()  # absent when read, absent when written

@@ -23,9 +23,13 @@ import pytest
 import soundfile as sf
 
 from audits.emotion.metrics import categorical_scores
+from audits.emotion.report import emotion_lines
+from audits.emotion.results import ComparisonFigures, EmotionBackendResult, EmotionResult
 from audits.emotion.run import parse_emotion_config, rendition_pairs, run_emotion_audit
 from audits.recipes import load_recipe
+from audits.reports.formatting import rate_text
 from audits.speaker.metrics import Trial, cosine_scores, eer, write_trials
+from audits.speaker.results import SliceFigures, SpeakerBackendResult, SpeakerResult
 from audits.speaker.run import build_trials, parse_speaker_config, run_speaker_audit
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.backends import SER_BACKENDS, SV_BACKENDS
@@ -198,7 +202,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def speaker_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], list[tuple]]:
+def speaker_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, SpeakerResult, list[tuple]]:
     """One speaker audit (resemblyzer + an unavailable backend), shared by the tests below."""
     out = tmp_path_factory.mktemp("run")
     ds = open_dataset(corpus, shard_size=8)
@@ -312,7 +316,7 @@ def test_rendition_pairs_by_parent_and_by_text_and_speaker(corpus: Path) -> None
 
 
 @pytest.mark.slow
-def test_embeddings_written_with_error_rows(speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
+def test_embeddings_written_with_error_rows(speaker_run: tuple[Path, SpeakerResult, list[tuple]]) -> None:
     out, _, events = speaker_run
     parts = sorted((out / "embeddings" / "resemblyzer").glob("*.parquet"))
     assert [p.stem for p in parts] == ["s00000", "s00001", "s00002"]
@@ -331,7 +335,7 @@ def test_embeddings_written_with_error_rows(speaker_run: tuple[Path, dict[str, A
 
 
 @pytest.mark.slow
-def test_resume_loads_and_computes_nothing(corpus: Path, speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
+def test_resume_loads_and_computes_nothing(corpus: Path, speaker_run: tuple[Path, SpeakerResult, list[tuple]]) -> None:
     out, _, _ = speaker_run
     markers = sorted((out / "markers-embed" / "sv" / "resemblyzer").glob("*.json"))
     before = {m: m.stat().st_mtime_ns for m in markers}
@@ -364,16 +368,19 @@ def test_resume_loads_and_computes_nothing(corpus: Path, speaker_run: tuple[Path
 
 
 @pytest.mark.slow
-def test_speaker_audit_separates_flite_voices(speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
+def test_speaker_audit_separates_flite_voices(speaker_run: tuple[Path, SpeakerResult, list[tuple]]) -> None:
     out, result, _ = speaker_run
-    entry = result["resemblyzer"]
-    assert entry["status"] == "ok"
-    for key in ("eer", "min_dcf", "accuracy", "threshold", "n_trials", "slices"):
-        assert key in entry
-    flite = entry["slices"]["tts_engine=flite"]
-    assert flite["n_target"] > 0 and flite["n_nontarget"] > 0
-    assert flite["eer"] < 0.05, flite
-    assert entry["subsets"]["flite"]["eer"] < 0.05
+    entry = result.entry("resemblyzer")
+    assert isinstance(entry, SpeakerBackendResult) and entry.status == "ok"
+    assert entry.eer is not None and entry.min_dcf is not None and entry.accuracy is not None and entry.threshold is not None
+    assert entry.slices is not None and entry.subsets is not None and entry.speakers is not None
+    assert entry.dropped_trials is not None and entry.failed_clips is not None and entry.facts is not None
+    flite = entry.slices["tts_engine=flite"]
+    assert isinstance(flite, SliceFigures) and flite.n_target > 0 and flite.n_nontarget > 0
+    assert flite.eer is not None and flite.eer < 0.05, flite
+    flite_subset = entry.subsets["flite"]
+    assert flite_subset.error is None and flite_subset.eer is not None and flite_subset.eer < 0.05
+    assert flite_subset.filter == {"tts_engine": ("flite",)} and flite_subset.threshold == entry.threshold
     # independent check of the flite EER from the stored embeddings
     emb = read_embeddings(out, "resemblyzer")
     ids = sorted(u for u in emb if u.startswith("flite-"))
@@ -381,34 +388,41 @@ def test_speaker_audit_separates_flite_voices(speaker_run: tuple[Path, dict[str,
     value, _ = eer(cosine_scores(emb, trials), [t.label for t in trials])
     assert value < 0.05
     # the too-short clip is reported, its trials are dropped and listed, the rest is scored
-    assert entry["n_failed_clips"] == 1 and "too-short" in entry["failed_clips"]
-    assert entry["n_dropped_trials"] > 0
-    assert all("too-short" in (d["enroll"], d["test"]) for d in entry["dropped_trials"])
-    assert entry["single_clip_speakers"] == ["espeak-ng:en-gb-x-rp"]
-    assert entry["facts"]["info"]["embedding_dim"] == 256 and entry["batch_size"] == 4
-    assert set(entry["speakers"]["per_speaker"]) >= {"flite:slt", "flite:awb", "flite:rms", "flite:kal"}
-    assert isinstance(entry["notes"], list)
-    scores = pq.read_table(entry["scores_path"])
-    assert scores.num_rows == entry["n_trials"]
-    json.dumps(result, allow_nan=False)  # strict JSON for summary.json
+    assert entry.n_failed_clips == 1 and "too-short" in entry.failed_clips
+    assert entry.n_dropped_trials is not None and entry.n_dropped_trials > 0
+    assert all("too-short" in (d.enroll, d.test) for d in entry.dropped_trials)
+    assert entry.single_clip_speakers == ("espeak-ng:en-gb-x-rp",)
+    assert entry.facts["info"]["embedding_dim"] == 256 and entry.batch_size == 4
+    assert set(entry.speakers.per_speaker) >= {"flite:slt", "flite:awb", "flite:rms", "flite:kal"}
+    assert entry.speakers.n_speaker_pairs >= len(entry.speakers.confusable_pairs) > 0
+    assert isinstance(entry.notes, tuple)
+    assert entry.det is not None and len(entry.det.p_fa) == len(entry.det.p_miss) > 1
+    assert entry.score_hist is not None and len(entry.score_hist.edges) == len(entry.score_hist.target) + 1
+    assert entry.scores_path is not None
+    scores = pq.read_table(entry.scores_path)
+    assert scores.num_rows == entry.n_trials
+    text = json.dumps(result.to_json(), allow_nan=False)  # strict JSON for summary.json
+    assert json.dumps(SpeakerResult.from_json(json.loads(text)).to_json(), allow_nan=False) == text
 
 
 @pytest.mark.slow
-def test_unavailable_backend_reported_others_go_on(speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
+def test_unavailable_backend_reported_others_go_on(speaker_run: tuple[Path, SpeakerResult, list[tuple]]) -> None:
     out, result, _ = speaker_run
-    bad = result["test-unavailable-sv"]
-    assert bad["status"] == "unavailable"
-    assert "pip install somelib" in bad["error"]
+    bad = result.entry("test-unavailable-sv")
+    assert bad.status == "unavailable" and bad.error is not None
+    assert "pip install somelib" in bad.error
+    assert bad.eer is None and "eer" not in bad.to_json()  # a backend that did not run has no figures
     assert not (out / "embeddings" / "test-unavailable-sv").exists()
-    assert result["resemblyzer"]["status"] == "ok"
+    assert result.entry("resemblyzer").status == "ok"
 
 
 @pytest.mark.slow
-def test_combined_clips_written_as_derived_audio(speaker_run: tuple[Path, dict[str, Any], list[tuple]]) -> None:
+def test_combined_clips_written_as_derived_audio(speaker_run: tuple[Path, SpeakerResult, list[tuple]]) -> None:
     _, result, _ = speaker_run
-    combined = result["resemblyzer"]["combined_clips"]
-    assert combined["n_clips"] == 2
-    recs = [json.loads(line) for line in Path(combined["manifest"]).read_text().splitlines()]
+    combined = result.entry("resemblyzer").combined_clips
+    assert combined is not None and combined.n_clips == 2 and combined.skipped == ()
+    assert result.entry("test-unavailable-sv").combined_clips == combined  # every backend's entry names the clips
+    recs = [json.loads(line) for line in Path(combined.manifest).read_text().splitlines()]
     assert sorted(r["same_speaker"] for r in recs) == ["0", "1"]
     for r in recs:
         info = sf.info(r["audio_filepath"])
@@ -433,8 +447,10 @@ def test_emotion_audit_prosody_and_categorical(corpus: Path, tmp_path: Path) -> 
         },
         "test",
     )
-    result = run_emotion_audit(cfg, ds, tmp_path)
-    json.dumps(result, allow_nan=False)
+    typed = run_emotion_audit(cfg, ds, tmp_path)
+    result = typed.to_json()
+    text = json.dumps(result, allow_nan=False)
+    assert json.dumps(EmotionResult.from_json(json.loads(text)).to_json(), allow_nan=False) == text
     pros = result["prosody"]
     assert pros["status"] == "ok" and pros["categorical"] is None
     assert pros["n_failed_clips"] == 1 and "too-short" in pros["failed_clips"]
@@ -472,15 +488,31 @@ def test_emotion_audit_prosody_and_categorical(corpus: Path, tmp_path: Path) -> 
     assert derived["model_derived"] is True and derived["label_key"] == "model_emotion:test-loudness-ser"
     assert sum(derived["counts"].values()) == len(ids)
     assert cat["prosody_contrast"]["skipped"].startswith("backend gives no acoustic descriptors")
+    # the same figures, typed
+    tp, tc = typed.entry("prosody"), typed.entry("test-loudness-ser")
+    assert isinstance(tp, EmotionBackendResult) and tp.categorical is None and tp.ua is None
+    assert tp.arousal_ordering is not None and tp.arousal_ordering.within_speaker is not None
+    assert tp.arousal_ordering.by_label_pair_within_speaker is not None
+    assert tp.arousal_ordering.by_label_pair_within_speaker["positive-high-arousal>neutral"] == ComparisonFigures(1.0, 9, 0)
+    assert tp.prosody_contrast is not None and tp.prosody_contrast.pairs is not None
+    assert tp.prosody_contrast.n_pairs == 6 and all(p.a.endswith("-neutral") for p in tp.prosody_contrast.pairs)
+    assert isinstance(tp.prosody_contrast.skipped, tuple) and tp.model_derived_labels is not None and tp.model_derived_labels.skipped
+    assert tc.ua == cat["ua"] and tc.confusion is not None and tc.confusion.labels == tuple(cat["confusion"]["labels"])
+    assert tc.per_class is not None and sum(c.support for c in tc.per_class.values()) == len(ids)
+    assert tc.prosody_contrast is not None and isinstance(tc.prosody_contrast.skipped, str)
+    lines = emotion_lines(typed, "Speech emotion")
+    i = lines.index("### test-loudness-ser")
+    assert lines[i + 1] == f"- UA {rate_text(tc.ua)}, WA {rate_text(tc.wa)}, macro-F1 {rate_text(tc.macro_f1)}"
+    assert "- prosody contrast: not measured (backend gives no acoustic descriptors" in lines[i + 3]
+    assert not any(line.startswith("- UA") for line in lines[: lines.index("### test-loudness-ser")])  # prosody gives no categories
 
 
 def test_emotion_unmapped_label_is_a_clear_error_and_missing_label_column(corpus: Path, tmp_path: Path) -> None:
     ds = open_dataset(corpus, shard_size=8)
     cfg = parse_emotion_config({"backends": ["test-loudness-ser"]}, "test")
-    result = run_emotion_audit(cfg, ds, tmp_path)
-    entry = result["test-loudness-ser"]
-    assert entry["status"] == "error"
-    assert re.search(r"emotion label '(positive-high|negative-low)-arousal' is not in the label map; add a line", entry["error"])
+    entry = run_emotion_audit(cfg, ds, tmp_path).entry("test-loudness-ser")
+    assert entry.status == "error" and entry.error is not None and entry.ua is None
+    assert re.search(r"emotion label '(positive-high|negative-low)-arousal' is not in the label map; add a line", entry.error)
     cfg2 = parse_emotion_config({"backends": ["prosody"], "label": "mood"}, "test")
     with pytest.raises(ConfigError, match="no clip carries the emotion label 'mood'"):
         run_emotion_audit(cfg2, ds, tmp_path / "other")

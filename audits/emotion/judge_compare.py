@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap
+from audits.emotion.results import EmotionJudgeResult
 from audits.judging import (
     JudgeConfig,
     JudgeItem,
@@ -105,8 +107,8 @@ def judge_emotion_pairs(
     out_dir: Path,
     decode_options: DecodeOptions,
     engine: EngineOptions | None = None,
-) -> dict[str, Any]:
-    """``emotion.judges``: per judge, its A/B answers on a sample of the rendition pairs, scored per dimension.
+) -> dict[str, EmotionJudgeResult]:
+    """``emotion.judges``: per judge, its A/B answers on a sample of the rendition pairs, scored per dimension (a record per judge).
 
     The questions run on the run's engine and are stored per pair and dimension (``audits/judging.ask_judges``)."""
     dims = check_dimensions(cfg.extra.get("dimensions"), "emotion.judges.dimensions")
@@ -122,23 +124,25 @@ def judge_emotion_pairs(
     asked = [(a, b, d) for a, b in ordered for d in dims]
     questions = [JudgeItem(f"{a}|{b}|{d}", ((utts[a], root), (utts[b], root)), {"dimension": d}) for a, b, d in asked]
     runs = ask_judges(cfg, judges_dir(out_dir, "emotion"), "emotion_compare", questions, engine, decode_options) if ordered else {}
-    out: dict[str, Any] = {}
+    out: dict[str, EmotionJudgeResult] = {}
     for name in cfg.backends:
         run = runs.get(name)
         if run is not None and run.status != "ok":
-            out[name] = unavailable_entry(run, TASK)
+            out[name] = EmotionJudgeResult.from_json(json_safe(unavailable_entry(run, TASK)))
             continue
         items, results = run.heard(asked) if run is not None else ([], [])
         usable = list(dict.fromkeys((a, b) for a, b, _ in items))
         if run is None or not usable:
-            out[name] = {
-                "kind": "judge",
-                "judge": name,
-                "task": TASK,
-                "status": "no-pairs",
-                "n_pairs_available": len(pairs),
-                "error": "no rendition pair (same text or parent, different labels) with decodable audio to compare",
-            }
+            out[name] = EmotionJudgeResult.from_json(
+                {
+                    "kind": "judge",
+                    "judge": name,
+                    "task": TASK,
+                    "status": "no-pairs",
+                    "n_pairs_available": len(pairs),
+                    "error": "no rendition pair (same text or parent, different labels) with decodable audio to compare",
+                }
+            )
             continue
         errors = run.clip_errors()
         entry = judge_entry(name, run.facts, TASK, [f"{a}|{b}|{d}" for a, b, d in items], results)
@@ -172,7 +176,7 @@ def judge_emotion_pairs(
             order="A/B order drawn with the seed per pair",
         )
         entry["rows_path"] = write_rows(rows_path(out_dir, "emotion", name, TASK), rows)
-        out[name] = entry
+        out[name] = EmotionJudgeResult.from_json(json_safe(entry))
     return out
 
 

@@ -38,6 +38,7 @@ What is scored, per backend:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -48,6 +49,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -55,6 +57,7 @@ import numpy as np
 from audits.asr.summary import json_safe
 from audits.emotion.metrics import LabelMap, evaluate_emotion, model_derived_labels, relative_comparison_accuracy
 from audits.emotion.prosody_contrast import DEFAULT_DEFINITION, DEFINITIONS, audit_pairs, pairs_from_parents
+from audits.emotion.results import EmotionBackendResult, EmotionJudgeResult, EmotionResult
 from audits.judging import JudgeConfig, parse_judge_config
 from audits.section_config import backend_names, check_backend_options, options_map, resolve_path
 from audits.utterance_meta import UttMeta, collect_meta
@@ -467,12 +470,12 @@ def _notes(entry: Mapping[str, Any]) -> list[str]:
 
 def score_emotion_backend(
     cfg: EmotionConfig, name: str, facts: Mapping[str, Any], meta: Mapping[str, UttMeta], found: Mapping[str, Any], out_dir: Path
-) -> dict[str, Any]:
-    """The ``emotion.<backend>`` entry from stored outputs (never recomputed)."""
+) -> EmotionBackendResult:
+    """The ``emotion.<backend>`` record from stored outputs (never recomputed)."""
     entry: dict[str, Any] = {"status": facts.get("status"), "facts": {k: v for k, v in facts.items() if k != "traceback"}}
     if facts.get("status") not in ("loaded", "done"):
         entry["error"] = facts.get("error", "backend did not run")
-        return entry
+        return backend_record(entry)
     outputs = read_emotion_outputs(out_dir, name)
     failed = read_errors(out_dir, "ser", name)
     entry["n_failed_clips"] = len(failed)
@@ -506,7 +509,7 @@ def score_emotion_backend(
     except AuditError as exc:
         entry["status"] = "error"
         entry["error"] = str(exc)
-        return entry
+        return backend_record(entry)
     entry["n_utts"] = len(meta)
     entry["n_scored_outputs"] = len(outputs)
     if not has_posteriors:
@@ -524,7 +527,12 @@ def score_emotion_backend(
         if key in facts:
             entry[key] = facts[key]
     entry["model_id"] = facts.get("info", {}).get("model_id")
-    return entry
+    return backend_record(entry)
+
+
+def backend_record(entry: Mapping[str, Any]) -> EmotionBackendResult:
+    """The record of an entry assembled as ``summary.json`` holds it (strict JSON values: NaN and infinities become None)."""
+    return EmotionBackendResult.from_json(json_safe(entry))
 
 
 def check_emotion_inputs(cfg: EmotionConfig, meta: Mapping[str, UttMeta]) -> list[str]:
@@ -584,10 +592,10 @@ def run_emotion_audit(
     progress: ProgressFn | None = None,
     decode_options: DecodeOptions | None = None,
     engine: EngineOptions | None = None,
-) -> dict[str, Any]:
+) -> EmotionResult:
     """Run every SER backend over the dataset (resumable), then score per backend.
 
-    Returns ``{backend: entry}`` for ``summary['emotion']``. A backend that cannot load gets
+    Returns every backend's record (and the judges'): ``to_json()`` is ``summary['emotion']``. A backend that cannot load gets
     ``status: unavailable`` and its message; the others go on.
     """
     out = Path(out_dir)
@@ -599,12 +607,13 @@ def run_emotion_audit(
     facts = run_embed_backends(
         dataset, specs, out, decode_options=decode_options or DecodeOptions(), progress=progress, warmup=cfg.warmup, engine=engine
     )
-    results: dict[str, Any] = {}
+    results: dict[str, EmotionBackendResult] = {}
     for spec in specs:
         entry = score_emotion_backend(cfg, spec.name, facts[spec.name], meta, found, out)
-        if warnings:
-            entry.setdefault("warnings", []).extend(warnings)
+        if warnings:  # after the entry's own (a backend that did not run gets the key last)
+            entry = dataclasses.replace(entry, warnings=(*(entry.warnings or ()), *warnings))
         results[spec.name] = entry
+    judges: dict[str, EmotionJudgeResult] | None = None
     if cfg.judges is not None:
         from audits.emotion.judge_compare import judge_emotion_pairs
 
@@ -612,11 +621,11 @@ def run_emotion_audit(
         arousal, _ = expected_arousal_table(
             [str(m.labels[cfg.label]) for m in meta.values() if cfg.label and cfg.label in m.labels], cfg, lm
         )
-        results["judges"] = judge_emotion_pairs(
+        judges = judge_emotion_pairs(
             cfg.judges, dataset, meta, found["pairs"], cfg.label, arousal, lm, out, decode_options or DecodeOptions(), engine
         )
     atomic_write_text(out / "emotion" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
-    return json_safe(results)
+    return EmotionResult(MappingProxyType(results), None if judges is None else MappingProxyType(judges))
 
 
 __all__ = [

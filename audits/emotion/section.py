@@ -36,9 +36,7 @@ class EmotionSection(AuditSection["EmotionConfig", EmotionResult]):
     def run(self, config: EmotionConfig, ctx: SectionContext) -> EmotionResult:
         from audits.emotion.run import run_emotion_audit
 
-        return EmotionResult.from_json(
-            run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
-        )
+        return run_emotion_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def engine_passes(self, config: EmotionConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """The emotion-recognition pass; with judges, their questions (keyed units)."""
@@ -78,12 +76,12 @@ class EmotionSection(AuditSection["EmotionConfig", EmotionResult]):
     def markdown(self, result: EmotionResult, run: RunResult) -> list[str]:
         from audits.emotion.report import emotion_lines
 
-        return emotion_lines(result.to_json(), self.title)
+        return emotion_lines(result, self.title)
 
     def report_data(self, result: EmotionResult, run: RunResult) -> Any:
         from audits.emotion.report import emotion_data
 
-        return emotion_data(result.to_json())
+        return emotion_data(result)
 
     def html(
         self, result: EmotionResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
@@ -92,4 +90,4 @@ class EmotionSection(AuditSection["EmotionConfig", EmotionResult]):
             return None
         from audits.emotion.report import render_emotion
 
-        return self.title, render_emotion(result.to_json()), ""
+        return self.title, render_emotion(result), ""

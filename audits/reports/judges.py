@@ -6,45 +6,34 @@ guessed), failed requests, the task's figures and what the calls cost in calls a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from audits.judging import JudgeResult
 from audits.reports.formatting import esc, md, rate_text
 
+ResultText = Callable[[Any], str]
+"""A section's headline figures of one judge's record in one line (``speaker_judge_text``, ``emotion_judge_text``)."""
 
-def _rate(v: Any) -> str:
+
+def share_text(v: Any) -> str:
+    """A rate as a percentage with one decimal ('—' when there is none)."""
     return "—" if v is None else f"{float(v):.1%}"
 
 
+def status_text(e: JudgeResult) -> str | None:
+    """'status: error' for a judge whose entry is not ``ok`` (None when it is)."""
+    if e.status == "ok":
+        return None
+    return f"{e.status}: {e.error if 'error' in set(e.keys()) else ''}"
+
+
 def judge_result_text(e: Mapping[str, Any]) -> str:
-    """The task's headline figures in one line."""
-    task = e.get("task")
+    """The headline figures of a judge's entry read as JSON (the synthetic-voice probe's; the speaker and emotion
+    sections give their own text of their typed records)."""
     if e.get("status") != "ok":
         return f"{e.get('status')}: {e.get('error', '')}"
-    if task == "same_speaker":
-        text = (
-            f"accuracy {_rate(e.get('accuracy'))}, false accept {_rate(e.get('false_accept_rate'))}, "
-            f"false reject {_rate(e.get('false_reject_rate'))} on {e.get('n_target', 0)} target + {e.get('n_nontarget', 0)} non-target "
-            f"trials"
-        )
-        same = e.get("on_judged_trials") or {}
-        if same:
-            text += "; embedding backends on the same trials: " + ", ".join(
-                f"{b} accuracy {_rate(f.get('accuracy'))} (FA {_rate(f.get('false_accept_rate'))}, FR {_rate(f.get('false_reject_rate'))})"
-                for b, f in same.items()
-            )
-        return text
-    if task == "emotion_compare":
-        parts = []
-        for dim, d in (e.get("dimensions") or {}).items():
-            parts.append(
-                f"more {dim}: accuracy {_rate(d.get('accuracy'))} of {d.get('n_scored', 0)} pairs "
-                f"(ordered pairs {_rate(d.get('accuracy_ordered'))} of {d.get('n_ordered', 0)}; 'same' answered "
-                f"{d.get('n_same_answers', 0)}x; "
-                f"{d.get('n_unparseable', 0)} unparseable)"
-            )
-        return "; ".join(parts) or "no pair had an expected level on both sides"
-    if task == "synthetic_speech":
+    if e.get("task") == "synthetic_speech":
         arms = e.get("arms") or {}
         text = ", ".join(f"mean likelihood {a} {rate_text(v.get('mean_likelihood'))} (n={v.get('n_answered', 0)})" for a, v in arms.items())
         for a, v in (e.get("separation") or {}).items():
@@ -53,13 +42,36 @@ def judge_result_text(e: Mapping[str, Any]) -> str:
     return ""
 
 
-def _usage_text(e: Mapping[str, Any]) -> str:
-    u = e.get("usage") or {}
+def _usage_text(e: JudgeResult) -> str:
+    u = e.usage or {}
     return f"{u.get('billable_calls', 0)} calls, {u.get('cache_hits', 0)} cache hits" if u else "—"
 
 
-def judge_lines(judges: Mapping[str, Any] | None, title: str) -> list[str]:
-    """A markdown table of the section's judges (nothing when none ran)."""
+def _shown(value: Any, default: Any = "—") -> Any:
+    return default if value is None else value
+
+
+def _rows(judges: Mapping[str, Any], result_text: ResultText | None) -> list[tuple[str, JudgeResult, str]]:
+    """(name, record, headline) per judge: a section's records as they are, entries read as JSON made records."""
+    rows = []
+    for name, e in sorted(judges.items()):
+        if isinstance(e, JudgeResult):
+            entry = e
+        elif isinstance(e, Mapping):
+            entry = JudgeResult.from_json(e)
+        else:
+            continue
+        if result_text is not None:
+            text = result_text(entry)
+        else:
+            text = judge_result_text(e if isinstance(e, Mapping) else entry.to_json())
+        rows.append((name, entry, text))
+    return rows
+
+
+def judge_lines(judges: Mapping[str, Any] | None, title: str, result_text: ResultText | None = None) -> list[str]:
+    """A markdown table of the section's judges (nothing when none ran); ``result_text`` gives the section's headline
+    of a judge's record (default: read the entry as JSON, ``judge_result_text``)."""
     if not judges:
         return []
     out = [
@@ -68,12 +80,10 @@ def judge_lines(judges: Mapping[str, Any] | None, title: str) -> list[str]:
         "| judge | model | items | answered | unparseable | failed requests | result | calls |",
         "|---|---|---:|---:|---:|---:|---|---|",
     ]
-    for name, e in sorted(judges.items()):
-        if not isinstance(e, Mapping):
-            continue
+    for name, e, text in _rows(judges, result_text):
         out.append(
-            f"| {md(name)} | {md(str(e.get('model_id') or '—'))} | {e.get('n_items', '—')} | {e.get('n_answered', '—')} | "
-            f"{e.get('n_unparseable', '—')} | {e.get('n_failed_requests', '—')} | {md(judge_result_text(e))} | {md(_usage_text(e))} |"
+            f"| {md(name)} | {md(str(e.model_id or '—'))} | {_shown(e.n_items)} | {_shown(e.n_answered)} | "
+            f"{_shown(e.n_unparseable)} | {_shown(e.n_failed_requests)} | {md(text)} | {md(_usage_text(e))} |"
         )
     out += [
         "",
@@ -83,21 +93,19 @@ def judge_lines(judges: Mapping[str, Any] | None, title: str) -> list[str]:
     return out
 
 
-def render_judges(judges: Mapping[str, Any] | None, title: str) -> str:
+def render_judges(judges: Mapping[str, Any] | None, title: str, result_text: ResultText | None = None) -> str:
     """The same table for report.html."""
     if not judges:
         return ""
     rows = []
-    for name, e in sorted(judges.items()):
-        if not isinstance(e, Mapping):
-            continue
+    for name, e, text in _rows(judges, result_text):
         rows.append(
-            f"<tr class='judge-row' data-judge='{esc(name)}' data-task='{esc(e.get('task', ''))}' "
-            f"data-unparseable='{esc(e.get('n_unparseable', ''))}'>"
-            f"<td class='l'>{esc(name)}</td><td class='l'>{esc(e.get('model_id') or '—')}</td><td>{esc(e.get('n_items', '—'))}</td>"
-            f"<td>{esc(e.get('n_answered', '—'))}</td><td>{esc(e.get('n_unparseable', '—'))}</td><td>"
-            f"{esc(e.get('n_failed_requests', '—'))}</td>"
-            f"<td class='l'>{esc(judge_result_text(e))}</td><td class='l'>{esc(_usage_text(e))}</td></tr>"
+            f"<tr class='judge-row' data-judge='{esc(name)}' data-task='{esc(e.task)}' "
+            f"data-unparseable='{esc(_shown(e.n_unparseable, ''))}'>"
+            f"<td class='l'>{esc(name)}</td><td class='l'>{esc(e.model_id or '—')}</td><td>{esc(_shown(e.n_items))}</td>"
+            f"<td>{esc(_shown(e.n_answered))}</td><td>{esc(_shown(e.n_unparseable))}</td><td>"
+            f"{esc(_shown(e.n_failed_requests))}</td>"
+            f"<td class='l'>{esc(text)}</td><td class='l'>{esc(_usage_text(e))}</td></tr>"
         )
     return (
         f"<h4>{esc(title)}</h4><table class='judge-table'><thead><tr><th class='l'>judge</th><th class='l'>model</th><th>items</th><th>"

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from audits.asr.summary import json_safe
 from audits.judging import (
     JudgeConfig,
     JudgeItem,
@@ -32,6 +33,7 @@ from audits.judging import (
     write_rows,
 )
 from audits.speaker.metrics import Trial
+from audits.speaker.results import SpeakerBackendResult, SpeakerJudgeResult
 from engine.data import DecodeOptions
 from engine.datasets.base import Dataset
 from engine.engine import EngineOptions
@@ -57,9 +59,9 @@ def verification_figures(decisions: Sequence[tuple[int, bool]]) -> dict[str, Any
     }
 
 
-def _backend_on(trials: Sequence[Trial], entry: Mapping[str, Any]) -> dict[str, Any] | None:
+def _backend_on(trials: Sequence[Trial], entry: SpeakerBackendResult) -> dict[str, Any] | None:
     """An embedding backend's decisions at its threshold on the given trials (from its stored scores)."""
-    path, threshold = entry.get("scores_path"), entry.get("threshold")
+    path, threshold = entry.scores_path, entry.threshold
     if not path or threshold is None or not Path(str(path)).is_file():
         return None
     import pyarrow.parquet as pq
@@ -74,12 +76,12 @@ def judge_speaker_trials(
     cfg: JudgeConfig,
     dataset: Dataset,
     trials: Sequence[Trial],
-    backend_results: Mapping[str, Any],
+    backend_results: Mapping[str, SpeakerBackendResult],
     out_dir: Path,
     decode_options: DecodeOptions,
     engine: EngineOptions | None = None,
-) -> dict[str, Any]:
-    """``speaker.judges``: per judge, its decisions on a sample of the trials, scored.
+) -> dict[str, SpeakerJudgeResult]:
+    """``speaker.judges``: per judge, its decisions on a sample of the trials, scored (one record per judge).
 
     The questions run on the run's engine and are stored per trial (``audits/judging.ask_judges``)."""
     chosen = balanced_sample(list(trials), lambda t: t.label, cfg.max_items, cfg.seed)
@@ -87,11 +89,11 @@ def judge_speaker_trials(
     root = dataset.root
     items = [JudgeItem(f"{t.enroll}|{t.test}", ((utts[t.enroll], root), (utts[t.test], root))) for t in chosen]
     runs = ask_judges(cfg, judges_dir(out_dir, "speaker"), "same_speaker", items, engine, decode_options)
-    out: dict[str, Any] = {}
+    out: dict[str, SpeakerJudgeResult] = {}
     for name in cfg.backends:
         run = runs[name]
         if run.status != "ok":
-            out[name] = unavailable_entry(run, TASK)
+            out[name] = SpeakerJudgeResult.from_json(json_safe(unavailable_entry(run, TASK)))
             continue
         usable, results = run.heard(chosen)
         entry = judge_entry(name, run.facts, TASK, [f"{t.enroll}|{t.test}" for t in usable], results)
@@ -107,7 +109,7 @@ def judge_speaker_trials(
         )
         judged = [t for t, _ in answered]
         entry["on_judged_trials"] = {
-            b: fig for b, e in sorted(backend_results.items()) if isinstance(e, Mapping) and (fig := _backend_on(judged, e)) is not None
+            b: fig for b, e in sorted(backend_results.items(), key=lambda kv: kv[0]) if (fig := _backend_on(judged, e)) is not None
         }
         rows = [
             {
@@ -121,7 +123,7 @@ def judge_speaker_trials(
             for t, r in zip(usable, results)
         ]
         entry["rows_path"] = write_rows(rows_path(out_dir, "speaker", name, TASK), rows)
-        out[name] = entry
+        out[name] = SpeakerJudgeResult.from_json(json_safe(entry))
     return out
 
 

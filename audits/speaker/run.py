@@ -23,12 +23,14 @@ Recipe section (every key optional except ``backends``; unknown keys are errors)
       judges: null                   # audio-LM judges deciding same/different on sampled trials (audits/judging.py)
 
 ``parse_speaker_config`` is pure (no model loads, no dataset reads), so a recipe can be
-validated before anything heavy happens. ``run_speaker_audit`` returns the ``speaker`` section
-of ``summary.json``: one entry per backend (``SpeakerResult.to_dict()`` plus facts and notes).
+validated before anything heavy happens. ``run_speaker_audit`` returns the section's typed result
+(``audits.speaker.results.SpeakerResult``; its ``to_json()`` is the ``speaker`` section of ``summary.json``):
+one record per backend (the metrics' figures plus subsets, speakers, facts and notes), then the judges'.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import typing
@@ -36,6 +38,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import numpy as np
@@ -54,6 +57,7 @@ from audits.speaker.metrics import (
     generate_trials,
     read_trials,
 )
+from audits.speaker.results import CombinedClips, SpeakerBackendResult, SpeakerJudgeResult, SpeakerResult
 from audits.utterance_meta import UttMeta, collect_meta
 from engine.audio.decoding import decode
 from engine.backends import SV_BACKENDS
@@ -471,8 +475,8 @@ def score_speaker_backend(
     cohort_utts: Sequence[str],
     meta: Mapping[str, UttMeta],
     out_dir: Path,
-) -> dict[str, Any]:
-    """The ``speaker.<backend>`` entry from stored embeddings (never recomputed)."""
+) -> SpeakerBackendResult:
+    """The ``speaker.<backend>`` record from stored embeddings (never recomputed)."""
     base: dict[str, Any] = {
         "status": facts.get("status"),
         "facts": {k: v for k, v in facts.items() if k not in ("traceback",)},
@@ -480,7 +484,7 @@ def score_speaker_backend(
     }
     if facts.get("status") not in ("loaded", "done"):
         base["error"] = facts.get("error", "backend did not run")
-        return base
+        return backend_record(base)
     embeddings = read_embeddings(out_dir, name)
     failed = read_errors(out_dir, "sv", name)
     keep, dropped = _dropped_trials(trials.trials, failed, embeddings)
@@ -522,7 +526,7 @@ def score_speaker_backend(
     except AuditError as exc:
         base["status"] = "error"
         base["error"] = str(exc)
-        return base
+        return backend_record(base)
     entry = res.to_dict()
     entry["subsets"] = {sname: score_subset(cfg, flt, embeddings, meta, res.threshold) for sname, flt in cfg.subsets.items()}
     pairs = speaker_pair_stats(kept.trials, res.scores, meta, res.threshold)
@@ -535,7 +539,12 @@ def score_speaker_backend(
         if key in facts:
             entry[key] = facts[key]
     entry["model_id"] = facts.get("info", {}).get("model_id")
-    return entry
+    return backend_record(entry)
+
+
+def backend_record(entry: Mapping[str, Any]) -> SpeakerBackendResult:
+    """The record of an entry assembled as ``summary.json`` holds it (strict JSON values: NaN and infinities become None)."""
+    return SpeakerBackendResult.from_json(json_safe(entry))
 
 
 def sv_specs(cfg: SpeakerConfig) -> list[EmbedSpec]:
@@ -554,10 +563,10 @@ def run_speaker_audit(
     progress: ProgressFn | None = None,
     decode_options: DecodeOptions | None = None,
     engine: EngineOptions | None = None,
-) -> dict[str, Any]:
+) -> SpeakerResult:
     """Embed the dataset with every SV backend (resumable), then score trials per backend.
 
-    Returns ``{backend: entry}`` for ``summary['speaker']``. Trials are built (and a trial list
+    Returns every backend's record (and the judges'): ``to_json()`` is ``summary['speaker']``. Trials are built (and a trial list
     naming an unknown utterance rejected) before any model loads. A backend that cannot load
     gets ``status: unavailable`` and its message; the others go on.
     """
@@ -567,19 +576,19 @@ def run_speaker_audit(
     specs = sv_specs(cfg)
     opts = run_options(decode_options)
     facts = run_embed_backends(dataset, specs, out, decode_options=opts, progress=progress, warmup=cfg.warmup, engine=engine)
-    results: dict[str, Any] = {}
+    results: dict[str, SpeakerBackendResult] = {}
     for spec in specs:
         results[spec.name] = score_speaker_backend(cfg, spec.name, facts[spec.name], trials, cohort_utts, meta, out)
     if cfg.combined_clips > 0:
-        combined = write_combined_clips(dataset, trials.trials, cfg.combined_clips, out, opts, cfg.seed)
-        for entry in results.values():
-            entry["combined_clips"] = combined
+        combined = CombinedClips.from_json(json_safe(write_combined_clips(dataset, trials.trials, cfg.combined_clips, out, opts, cfg.seed)))
+        results = {name: dataclasses.replace(entry, combined_clips=combined) for name, entry in results.items()}
+    judges: dict[str, SpeakerJudgeResult] | None = None
     if cfg.judges is not None:
         from audits.speaker.judge_verify import judge_speaker_trials
 
-        results["judges"] = judge_speaker_trials(cfg.judges, dataset, trials.trials, results, out, opts, engine)
+        judges = judge_speaker_trials(cfg.judges, dataset, trials.trials, results, out, opts, engine)
     atomic_write_text(out / "speaker" / "config.json", json.dumps(cfg.as_dict(), indent=2, sort_keys=True))
-    return json_safe(results)
+    return SpeakerResult(MappingProxyType(results), None if judges is None else MappingProxyType(judges))
 
 
 __all__ = [

@@ -36,9 +36,7 @@ class SpeakerSection(AuditSection["SpeakerConfig", SpeakerResult]):
     def run(self, config: SpeakerConfig, ctx: SectionContext) -> SpeakerResult:
         from audits.speaker.run import run_speaker_audit
 
-        return SpeakerResult.from_json(
-            run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
-        )
+        return run_speaker_audit(config, ctx.dataset, ctx.out_dir, ctx.progress, decode_options=ctx.decode_options, engine=ctx.engine)
 
     def engine_passes(self, config: SpeakerConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """The embedding pass; with judges, their questions (keyed units)."""
@@ -77,12 +75,12 @@ class SpeakerSection(AuditSection["SpeakerConfig", SpeakerResult]):
     def markdown(self, result: SpeakerResult, run: RunResult) -> list[str]:
         from audits.speaker.report import speaker_lines
 
-        return speaker_lines(result.to_json(), self.title)
+        return speaker_lines(result, self.title)
 
     def report_data(self, result: SpeakerResult, run: RunResult) -> Any:
         from audits.speaker.report import speaker_data
 
-        return speaker_data(result.to_json())
+        return speaker_data(result)
 
     def html(
         self, result: SpeakerResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
@@ -91,4 +89,4 @@ class SpeakerSection(AuditSection["SpeakerConfig", SpeakerResult]):
             return None
         from audits.speaker.report import render_speaker
 
-        return self.title, render_speaker(result.to_json()), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."
+        return self.title, render_speaker(result), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."
