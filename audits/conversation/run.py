@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from audits.conversation.metrics import (
@@ -52,6 +53,18 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
+from audits.conversation.results import (
+    AnnotationProblems,
+    ConversationDataset,
+    ConversationModelFigures,
+    ConversationResult,
+    DiarizationFigures,
+    DiarizationScores,
+    LongFormFigures,
+    SpeakerWerFigures,
+    WholeRecordingWer,
+)
+from audits.records import freeze
 from engine.audio.decoding import inspect as inspect_audio
 from engine.audio.segmentation import Chunk, SegmentationConfig, stitch
 from engine.config import Field, check_fields, check_keys, expect_type
@@ -382,10 +395,10 @@ def conversation_summary(
     normalize: Callable[[str], str],
     facts: Mapping[str, Any] | None = None,
     whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
-    diarization's DER and JER) and the per-recording rows (written to
-    ``conversation/recordings.csv`` by the caller, never into summary.json).
+) -> tuple[ConversationResult, list[dict[str, Any]]]:
+    """The section's figures as records (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
+    diarization's DER and JER; ``summary.json`` holds their ``to_json()``) and the per-recording rows
+    (written to ``conversation/recordings.csv`` by the caller, never into summary.json).
 
     ``models`` are the model specs ``run_conversation`` ran: every result read here must be
     vouched for by its marker under the current inputs and settings, else ``ResultIntegrityError``."""
@@ -405,22 +418,24 @@ def conversation_summary(
         (k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]
     ]
 
-    def group(recs: Sequence[str]) -> dict[str, Any]:
-        d = pool_diarization([dscores[r] for r in recs])
-        return {"der": d.der, "jer": d.jer, **d.as_dict()}
+    def group(recs: Sequence[str]) -> DiarizationScores:
+        return DiarizationScores(**pool_diarization([dscores[r] for r in recs]).as_dict())
 
-    diar_summary: dict[str, Any] = {
-        "backend": cfg.diarization,
-        "options": dict(cfg.diarization_options),
-        "rtfx": audio_s / diar_s if diar_s else None,
-        **group(list(data.recordings)),
-    }
-    if facts and facts.get("diarization"):
-        diar_summary["facts"] = facts["diarization"]  # backend info, runner and (on Ray) each actor's placement
-    diar_summary["slices"] = {
-        f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))
-    }
-    per_model: dict[str, Any] = {}
+    diar_summary = DiarizationFigures(
+        backend=cfg.diarization,
+        options=freeze(dict(cfg.diarization_options)),
+        rtfx=audio_s / diar_s if diar_s else None,
+        **group(list(data.recordings)).to_json(),
+        # backend info, runner and (on Ray) each actor's placement
+        facts=freeze(facts["diarization"]) if facts and facts.get("diarization") else None,
+        slices=MappingProxyType(
+            {
+                f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+                for k, v in sorted(set(slice_keys))
+            }
+        ),
+    )
+    per_model: dict[str, ConversationModelFigures] = {}
     for spec in models:
         model = spec.name
         stored = {r: asr_store.require(model, r, *_asr_key(cfg, spec, stamps[r], diarized[r])) for r in data.recordings}
@@ -458,47 +473,44 @@ def conversation_summary(
                 "wer": errs / n if n else None,
                 "word_errors": errs,
                 "n_words": n,
-                "cpwer": pool(cp[r] for r in recs).as_dict(),
-                "tcpwer": pool(tcp[r] for r in recs).as_dict(),
+                "cpwer": SpeakerWerFigures(**pool(cp[r] for r in recs).as_dict()),
+                "tcpwer": SpeakerWerFigures(**pool(tcp[r] for r in recs).as_dict()),
                 "infer_s": round(inf, 3),
                 "rtfx": a_s / inf if inf else None,
             }
 
-        m = figures(list(data.recordings))
-        m["slices"] = {
-            f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+        slices = {
+            f"{k}={v}": LongFormFigures(**figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]))
             for k, v in sorted(set(slice_keys))
         }
-        m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
-        if whole and whole.get(model):
-            m["whole_recording"] = whole_recording_wer(whole[model], normalize)
-        if facts and model in facts:
-            m["backend_info"] = facts[model]
-        per_model[model] = m
-    summary = {
-        "dataset": {
-            "root": str(data.root),
-            "n_recordings": len(data.recordings),
-            "audio_s": round(audio_s, 3),
-            "fingerprint": data.fingerprint,
-        },
-        "segmentation": cfg.segmentation.as_dict(),
-        "scoring": {
-            **scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
-            "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
-            "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
-            "rtfx": "audio seconds / (VAD + long-form inference seconds)",
-        },
-        "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
+        per_model[model] = ConversationModelFigures(
+            **figures(list(data.recordings)),
+            slices=MappingProxyType(slices),
+            n_chunks=sum(len(st["longform"]) for st in stored.values()),
+            whole_recording=whole_recording_wer(whole[model], normalize) if whole and whole.get(model) else None,
+            backend_info=freeze(facts[model]) if facts and model in facts else None,
+        )
+    result = ConversationResult(
+        dataset=ConversationDataset(str(data.root), len(data.recordings), round(audio_s, 3), data.fingerprint),
+        segmentation=freeze(cfg.segmentation.as_dict()),
+        scoring=freeze(
+            {
+                **scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
+                "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
+                "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
+                "rtfx": "audio seconds / (VAD + long-form inference seconds)",
+            }
+        ),
+        attribution="ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
         "its turn's speaker",
-        "diarization": diar_summary,
-        "models": per_model,
-        "problems": {"count": len(data.problems), "examples": data.problems[:10]},
-    }
-    return summary, rows
+        diarization=diar_summary,
+        models=MappingProxyType(per_model),
+        problems=AnnotationProblems(len(data.problems), tuple(data.problems[:10])),
+    )
+    return result, rows
 
 
-def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callable[[str], str]) -> dict[str, Any]:
+def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callable[[str], str]) -> WholeRecordingWer:
     """WER of the ASR section's rows, where each whole recording went to the model as one clip
     (``pairs``: recording -> (reference, hypothesis)): the short-form baseline that long-form
     segmentation is compared with."""
@@ -508,7 +520,7 @@ def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callabl
     for ref, hyp in pairs.values():
         ec = edit_counts(normalize(ref).split(), normalize(hyp or "").split())
         errs, n = errs + ec.errors, n + ec.n_ref
-    return {"wer": errs / n if n else None, "word_errors": errs, "n_words": n, "n_recordings": len(pairs)}
+    return WholeRecordingWer(errs / n if n else None, errs, n, len(pairs))
 
 
 def _rtfx(x: Any) -> str:

@@ -11,6 +11,7 @@ figures stored under ``summary.json``'s ``conversation`` key; per-recording figu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +36,6 @@ class ConversationSection(AuditSection["ConversationConfig"]):
         return parse_conversation_config(raw, source)
 
     def run(self, config: ConversationConfig, ctx: SectionContext) -> ConversationResult:
-        from audits.conversation.results import ConversationResult
         from audits.conversation.run import (
             conversation_summary,
             load_conversation_data,
@@ -43,16 +43,16 @@ class ConversationSection(AuditSection["ConversationConfig"]):
             write_recordings_csv,
         )
         from audits.normalizing import get_normalizer
+        from audits.records import freeze
 
         data = load_conversation_data(_root(config, ctx.dataset))
         asr = [s for s in ctx.asr_models if s.backend != PREDICTIONS_BACKEND]
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress, ctx.engine)
         normalizer = get_normalizer(config.normalizer)
         whole = _whole_recordings(ctx, data)
-        summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
+        result, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
-        summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
-        return ConversationResult.from_json(summary)
+        return replace(result, normalizer=freeze({"name": normalizer.name, "version": normalizer.version}))
 
     def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """Diarization and long-form ASR run as keyed units (one per recording)."""
