@@ -369,7 +369,7 @@ def _run_audit(
 
 def joint_passes(
     engine: EngineOptions,
-    parsed: Sequence[tuple[AuditSection[Any], Any]],
+    parsed: Sequence[tuple[AuditSection[Any, Any], Any]],
     specs: Sequence[ModelSpec],
     dataset: Dataset,
     dec: DecodeOptions,
@@ -400,7 +400,11 @@ def joint_passes(
 
 
 def check_section_passes(
-    recipe: Recipe, engine: EngineOptions, parsed: Sequence[tuple[AuditSection[Any], Any]], specs: Sequence[ModelSpec], dataset: Dataset
+    recipe: Recipe,
+    engine: EngineOptions,
+    parsed: Sequence[tuple[AuditSection[Any, Any], Any]],
+    specs: Sequence[ModelSpec],
+    dataset: Dataset,
 ) -> None:
     """Refuse, before any model loads, a recipe whose sections submit passes of a kind the run's
     runner does not declare (``AuditSection.engine_passes``), rather than when the first such pass is due;

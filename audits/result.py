@@ -43,8 +43,8 @@ class RunResult:
       score the rows again when they need them;
     * ``sections``: each audit section's part of the summary by section key (read-only);
     * ``results``: the typed results by section name: ``asr`` (``audits.asr.results.AsrResult``: the
-      models' figures and comparisons) always, and each other section's as its ``run`` returned it
-      (a record with ``to_json``), or its part of the summary for one read from disk;
+      models' figures and comparisons) always, and each present section's record (``result_type``), as its
+      ``run`` returned it or read from the summary with the section's ``read_result``;
     * ``run_dir``: where the files are (None for a merged result that was not written).
 
     ``summary`` is the typed results serialized (``audits.asr.summary.assemble_summary``) with the run's provenance.
@@ -71,11 +71,12 @@ class RunResult:
         ``results``: typed results the run holds already (``asr``, sections' records); the others are read from ``summary``.
         """
         from audits.asr.results import AsrResult
+        from audits.sections import get_section, section_json
 
         sections = section_results(summary)
         typed: dict[str, Any] = {"asr": AsrResult.from_json(cast(Mapping[str, Any], summary), scored)}
-        typed.update(sections)
-        typed.update(results or {})
+        typed.update({key: get_section(key).read_result(part) for key, part in sections.items()})
+        typed.update({key: r for key, r in (results or {}).items() if key == "asr" or section_json(r)})
         return cls(summary=summary, table=table, scored=scored, run_dir=run_dir, sections=sections, results=MappingProxyType(typed))
 
     @property
@@ -87,7 +88,9 @@ class RunResult:
         return found if isinstance(found, AsrResult) else AsrResult.from_json(self.plain_summary, self.scored)
 
     def result(self, key: str) -> Any:
-        """One section's typed result by section name (``asr`` included; None when the run did not include it)."""
+        """One section's typed result by section name (``asr`` included; None when the run did not include it).
+
+        The section's record (``AuditSection.result_type``) for every section present in the summary."""
         return self.results.get(key)
 
     @property
@@ -108,13 +111,20 @@ class RunResult:
         """The summary's figures as flat tables (``models``, ``slices``, ``gaps``, ``pairs`` and each section's)."""
         from audits.reports.tables import summary_frames
 
-        return summary_frames(self.plain_summary)
+        return summary_frames(self)
 
     def query(self, sql: str) -> pd.DataFrame:
         """SQL over this result's views, as ``audit query`` gives them (DuckDB, in memory)."""
         from audits.reports.views import query_frames
 
-        return query_frames(self.plain_summary, self.table, sql)
+        return query_frames(self, self.table, sql)
+
+    @classmethod
+    def of_summary(cls, source: RunResult | Mapping[str, Any]) -> RunResult:
+        """``source`` as a result: a ``RunResult`` as it is, a plain summary mapping with no rows (reports of a summary alone)."""
+        if isinstance(source, RunResult):
+            return source
+        return cls.of(cast(Summary, source), pd.DataFrame())
 
     @property
     def plain_summary(self) -> Mapping[str, Any]:

@@ -18,16 +18,19 @@ pipeline, the recipe parser and the reports never list sections or branch on one
   (the default), or ``DERIVED``, source and derived clips with the derivation as a column. The
   pipeline hands every hook the dataset and rows of that scope (``audits.clips.ClipViews``), so
   no section filters derived clips itself and none counts a derived clip as a new one;
-* ``run(config, ctx)``: do the work and return the section's result, a frozen record whose
-  ``to_json()`` is the section of ``summary.json`` (stored under the section's key), or plain JSON;
-  ASR scoring is a section too (``audits/asr/section.py``), run first, whose result is summary.json's
-  ``models`` and ``comparisons``;
-* ``markdown(section)`` and ``html(summary, data, colors)``: the section's part of ``report.md``
-  and ``report.html``; ``report_data`` is what the HTML page embeds under the section's key;
-* ``merge(parts, names)``: one section out of several runs' sections (``audit report`` over runs);
-* ``tables(section, summary)``: the section's figures as flat tables by name; each becomes a table
+* ``run(config, ctx)``: do the work and return the section's result, a frozen record of the class
+  ``result_type`` whose ``to_json()`` is the section of ``summary.json`` (stored under the section's
+  key); ``read_result(data)`` reads that part back (``result_type.from_json``). ASR scoring is a
+  section too (``audits/asr/section.py``), run first, whose result is summary.json's ``models`` and
+  ``comparisons``;
+* every hook below takes the section's typed result and the run (``audits.result.RunResult``: its
+  models, dataset and other sections' results through ``run.result(key)``):
+* ``markdown(result, run)`` and ``html(result, run, data, colors)``: the section's part of ``report.md``
+  and ``report.html``; ``report_data(result, run)`` is what the HTML page embeds under the section's key;
+* ``merge(parts, names)``: one result out of several runs' results (``audit report`` over runs);
+* ``tables(result, run)``: the section's figures as flat tables by name; each becomes a table
   of ``exports/results.duckdb`` and a view of ``audit query`` (default: none);
-* ``findings(section, summary)``: sentences for the findings at the top of both reports
+* ``findings(result, run)``: sentences for the findings at the top of both reports
   (default: none).
 
 Reports, exports, queries and findings iterate over the registered sections and call these
@@ -50,7 +53,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from audits.clips import SCOPES, SOURCE
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
@@ -62,12 +65,14 @@ from engine.run.joint_pass import PassRequest
 if TYPE_CHECKING:
     import pandas as pd
 
+    from audits.result import RunResult
     from engine.datasets.base import Dataset
     from normalizers import Normalizer
 
 log = logging.getLogger(__name__)
 
 ConfigT = TypeVar("ConfigT")
+ResultT = TypeVar("ResultT")
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ class SectionContext:
     """The recipe's normalizer, built once per run."""
 
 
-class AuditSection(ABC, Generic[ConfigT]):
+class AuditSection(ABC, Generic[ConfigT, ResultT]):
     """One pluggable part of an audit; subclasses set the class attributes and the abstract methods."""
 
     key: ClassVar[str]
@@ -111,15 +116,27 @@ class AuditSection(ABC, Generic[ConfigT]):
     reads: ClassVar[str] = SOURCE
     """The clips the section reads (``audits.clips``): ``SOURCE`` (the dataset's own clips; derived clips
     are never counted as new ones) or ``DERIVED`` (source and derived clips, the derivation as a column)."""
+    result_type: ClassVar[Any]
+    """The section's result record class: ``from_json(Mapping) -> ResultT``; instances have ``to_json()``."""
+
+    def read_result(self, data: Mapping[str, Any]) -> ResultT:
+        """The typed result of the section's part of summary.json (``{}`` for a run without the section)."""
+        result: ResultT = self.result_type.from_json(data)
+        return result
+
+    def result_in(self, run: RunResult) -> ResultT:
+        """The section's result in ``run``; the empty result (``read_result({})``) when the run did not include the section."""
+        found = run.result(self.key)
+        return self.read_result({}) if found is None else cast(ResultT, found)
 
     @abstractmethod
     def parse(self, raw: Mapping[str, Any], source: str) -> ConfigT:
         """Validate the recipe's mapping (pure: nothing loaded); raise ``ConfigError`` naming ``source`` and the key."""
 
     @abstractmethod
-    def run(self, config: ConfigT, ctx: SectionContext) -> Any:
-        """Run the section and return its result: a frozen record with ``to_json`` (``summary.json`` holds
-        ``to_json()`` under the section's key), or plain JSON values."""
+    def run(self, config: ConfigT, ctx: SectionContext) -> ResultT:
+        """Run the section and return its result, a record of ``result_type`` (``summary.json`` holds its
+        ``to_json()`` under the section's key)."""
 
     def engine_passes(self, config: ConfigT, asr_models: Sequence[ModelSpec], dataset: Dataset) -> list[PassNeed]:
         """The passes this section submits to the run's engine (``ctx.engine.runner``, ``ctx.engine.run_keyed``),
@@ -144,50 +161,51 @@ class AuditSection(ABC, Generic[ConfigT]):
         ``ConfigError`` naming the file, line and field. Default: nothing beyond ``parse``."""
 
     @abstractmethod
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
-        """Lines of ``report.md`` for this section of a summary (``[]`` to show nothing)."""
+    def markdown(self, result: ResultT, run: RunResult) -> list[str]:
+        """Lines of ``report.md`` for this section's result in ``run`` (``[]`` to show nothing)."""
 
     def prepare_dataset(self, config: ConfigT, dataset: Dataset, out_dir: Path, decode_options: DecodeOptions) -> Dataset:
         """The dataset the run's models see; by default the opened one. A section that derives
         clips (perturbations) returns it extended, before the run plan is made."""
         return dataset
 
-    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
-        """What ``report.html`` embeds (and shows) under this key; by default the section as it is."""
-        return dict(section)
+    def report_data(self, result: ResultT, run: RunResult) -> Any:
+        """What ``report.html`` embeds (and shows) under this key; by default the result's JSON."""
+        return section_json(result)
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+    def html(self, result: ResultT, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
         """``(title, body_html, note_html)`` for ``report.html``, or None to leave the section out.
 
-        ``data`` is the page's embedded data (this section's under ``data[self.key]``), ``colors``
-        maps model names to their colours on the page. Every data string must go through ``esc``.
+        Called for every registered section: ``result`` is the empty one (``read_result({})``) when the
+        run did not include it. ``data`` is the page's embedded data (this section's under ``data[self.key]``),
+        ``colors`` maps model names to their colours on the page. Every data string must go through ``esc``.
         """
         return None
 
-    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    def tables(self, result: ResultT | None, run: RunResult) -> dict[str, pd.DataFrame]:
         """This section's figures as flat tables, by table name (exports' DuckDB file, ``audit query`` views).
 
-        Called for every registered section, with ``section == {}`` when the run did not include
+        Called for every registered section, with ``result`` None when the run did not include
         it: return the tables with their columns and no rows then, so a query's views never
         depend on which sections ran. Names must not clash with another table's.
         """
         return {}
 
-    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+    def findings(self, result: ResultT, run: RunResult) -> list[str]:
         """Plain-text sentences for the reports' findings, each backed by the section's figures (unescaped)."""
         return []
 
-    def merge(self, parts: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
-        """This section over several runs (``parts[i]`` from run ``names[i]``, ``{}`` when absent).
+    def merge(self, parts: Sequence[ResultT | None], names: Sequence[str]) -> ResultT:
+        """This section over several runs (``parts[i]`` from run ``names[i]``, None when that run lacks the section).
 
-        Union by top-level key; when two runs disagree on a key the first run wins and the
+        Union by top-level key of the results' JSON; when two runs disagree on a key the first run wins and the
         disagreement is logged, since a merged report must not silently mix two results.
         """
         out: dict[str, Any] = {}
         for part, name in zip(parts, names):
-            for key, val in (part or {}).items():
+            for key, val in (section_json(part) if part is not None else {}).items():
                 out[key] = val if key not in out else self.merge_entry(key, out[key], val, name)
-        return out
+        return self.read_result(out)
 
     def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
         """The value of ``key`` when a later run ``other_run`` has it too (default: keep the first, log a clash)."""
@@ -248,7 +266,7 @@ def section_json(result: Any) -> Any:
     return to_json() if callable(to_json) else result
 
 
-def builtin_registry() -> Registry[type[AuditSection[Any]]]:
+def builtin_registry() -> Registry[type[AuditSection[Any, Any]]]:
     """A fresh registry of the installed sections (entry-point group ``audit_engine.sections``).
 
     The project's own sections are entry points like a plug-in's (pyproject.toml); tests build a
@@ -258,7 +276,7 @@ def builtin_registry() -> Registry[type[AuditSection[Any]]]:
     return Registry("audit section", "audit_engine.sections", reserved=reserved_names(), name_pattern=SECTION_NAME)
 
 
-SECTIONS: Registry[type[AuditSection[Any]]] = builtin_registry()
+SECTIONS: Registry[type[AuditSection[Any, Any]]] = builtin_registry()
 """Every audit section by recipe key; the functions below read it at call time."""
 
 
@@ -267,7 +285,7 @@ def section_names() -> list[str]:
     return SECTIONS.names()
 
 
-def get_section(name: str) -> AuditSection[Any]:
+def get_section(name: str) -> AuditSection[Any, Any]:
     """The section registered as ``name``; unknown names raise ``RegistryError`` with close matches."""
     cls = SECTIONS.get(name)
     if getattr(cls, "key", None) != name:
@@ -277,15 +295,20 @@ def get_section(name: str) -> AuditSection[Any]:
             f"audit section '{name}': reads = {getattr(cls, 'reads', None)!r}; declare one of "
             f"{', '.join(repr(s) for s in SCOPES)} (audits.clips)"
         )
+    if getattr(cls, "result_type", None) is None or not callable(getattr(cls.result_type, "from_json", None)):
+        raise RegistryError(
+            f"audit section '{name}': its class {cls.__name__} declares no result_type with from_json; set result_type "
+            "to the record class its run returns (audits.records.Record)"
+        )
     return cls()
 
 
-def ordered(names: Iterable[str] | None = None) -> list[AuditSection[Any]]:
+def ordered(names: Iterable[str] | None = None) -> list[AuditSection[Any, Any]]:
     """The sections named (all registered ones when ``names`` is None), in run/report order."""
     keys = section_names() if names is None else list(dict.fromkeys(names))
     return sorted((get_section(k) for k in keys), key=lambda s: (s.order, s.key))
 
 
-def present_in(mapping: Mapping[str, Any]) -> list[AuditSection[Any]]:
+def present_in(mapping: Mapping[str, Any]) -> list[AuditSection[Any, Any]]:
     """The registered sections with a non-empty entry in ``mapping`` (a recipe's sections or a summary), in order."""
     return ordered(k for k in SECTIONS.names() if mapping.get(k))

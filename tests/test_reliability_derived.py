@@ -34,6 +34,7 @@ import audits.sections as sections
 from audits.clips import DERIVED, SCOPES, SOURCE, block_keys, rows_for, source_ids
 from audits.pipeline import run_audit
 from audits.recipes import load_recipe
+from audits.records import Record
 from audits.sections import AuditSection, SectionContext, builtin_registry, get_section, section_names
 from audits.speaker.metrics import generate_trials
 from engine.datasets.base import open_dataset
@@ -218,27 +219,28 @@ def test_every_section_declares_what_it_reads() -> None:
     assert all(v == SOURCE for k, v in reads.items() if k != "perturbations"), reads
 
 
-class _Recorder(AuditSection[dict]):
+class _Recorder(AuditSection[dict, Record]):
     """A plug-in section that records the clips and rows it is handed."""
 
     key = "recorder"
     title = "Recorder"
+    result_type = Record
     can_run_without_asr_models = True
     seen: dict[str, Any] = {}
 
     def parse(self, raw: Any, source: str) -> dict:
         return dict(raw)
 
-    def run(self, config: dict, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: dict, ctx: SectionContext) -> Record:
         rows = ctx.load_rows()
         self.seen[self.key] = {
             "utts": sorted(u.utt_id for s in ctx.dataset.iter_shards() for u in s.utterances),
             "rows": sorted(rows["utt_id"]),
             "columns": list(rows.columns),
         }
-        return {"n": len(rows)}
+        return Record.from_json({"n": len(rows)})
 
-    def markdown(self, section: Any) -> list[str]:
+    def markdown(self, result: Record, run: Any) -> list[str]:
         return []
 
 

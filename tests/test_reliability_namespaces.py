@@ -19,25 +19,27 @@ from audits import sections
 from audits.asr.scoring import ScoringOptions
 from audits.asr.summary import build_summary
 from audits.recipes import BASE_KEYS
+from audits.records import Record
 from audits.schema import Summary
 from audits.sections import AuditSection, builtin_registry, reserved_names
 from engine.errors import RegistryError
 from normalizers import IdentityNormalizer
 
 
-class DatasetSection(AuditSection[dict]):
+class DatasetSection(AuditSection[dict, Record]):
     """A plug-in section that would write its result over summary.json's ``dataset`` block."""
 
     key = "dataset"
     title = "Dataset"
+    result_type = Record
 
     def parse(self, raw: Any, source: str) -> dict:
         return dict(raw)
 
-    def run(self, config: dict, ctx: Any) -> dict[str, Any]:
-        return {"hijacked": True}
+    def run(self, config: dict, ctx: Any) -> Record:
+        return Record.from_json({"hijacked": True})
 
-    def markdown(self, section: Any) -> list[str]:
+    def markdown(self, result: Record, run: Any) -> list[str]:
         return []
 
 

@@ -17,7 +17,9 @@ import pytest
 import audits.sections as sections
 from audits.pipeline import run_recipe
 from audits.recipes import DatasetConfig, ScoringConfig, find_recipe, list_recipes, load_recipe, parse_recipe
+from audits.records import Record, figure
 from audits.reports.formatting import esc
+from audits.result import RunResult
 from audits.sections import AuditSection, SectionContext, builtin_registry, get_section, ordered, section_names
 from engine.config import check_keys, expect_type, load_yaml
 from engine.errors import ConfigError, RegistryError
@@ -29,13 +31,22 @@ class ToyConfig:
     greeting: str
 
 
-class ToySection(AuditSection[ToyConfig]):
+@dataclasses.dataclass(frozen=True)
+class ToyResult(Record):
+    greeting: str = figure("")
+    n_utts: int = figure(0)
+    n_rows: int = figure(0)
+    models: tuple[str, ...] = figure(())
+
+
+class ToySection(AuditSection[ToyConfig, ToyResult]):
     """Counts the utterances and the ASR rows it is handed; records every call on the class."""
 
     key = "toy"
     title = "Toy section"
     order = 5
     can_run_without_asr_models = True
+    result_type = ToyResult
     calls: list[str] = []
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ToyConfig:
@@ -43,29 +54,26 @@ class ToySection(AuditSection[ToyConfig]):
         check_keys(raw, {"greeting"}, f"{source}: toy", required={"greeting"})
         return ToyConfig(str(expect_type(raw["greeting"], str, f"{source}: toy.greeting")))
 
-    def run(self, config: ToyConfig, ctx: SectionContext) -> dict[str, Any]:
+    def run(self, config: ToyConfig, ctx: SectionContext) -> ToyResult:
         self.calls.append("run")
         n_utts = sum(len(ctx.dataset.load_shard(sid).utterances) for sid in ctx.dataset.shard_ids)
-        return {
-            "greeting": config.greeting,
-            "n_utts": n_utts,
-            "n_rows": len(ctx.load_rows()),
-            "models": sorted(s.name for s in ctx.asr_models),
-        }
+        return ToyResult(config.greeting, n_utts, len(ctx.load_rows()), tuple(sorted(s.name for s in ctx.asr_models)))
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
-        return [f"## {self.title}", "", f"{section['greeting']}: {section['n_utts']} utterances, {section['n_rows']} ASR rows", ""]
+    def markdown(self, result: ToyResult, run: RunResult) -> list[str]:
+        self.calls.append("markdown")
+        assert isinstance(result, ToyResult) and run.result(self.key) == result
+        return [f"## {self.title}", "", f"{result.greeting}: {result.n_utts} utterances, {result.n_rows} ASR rows", ""]
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
-        toy = data.get(self.key) or {}
-        return (self.title, f"<p class='toy'>{esc(toy.get('greeting'))}</p>", "") if toy else None
+    def html(self, result: ToyResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+        assert isinstance(result, ToyResult)
+        return (self.title, f"<p class='toy'>{esc(result.greeting)}</p>", "") if result.greeting else None
 
-    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
-        rows = [{"model": m, "greeting": section["greeting"]} for m in section.get("models", [])]
+    def tables(self, result: ToyResult | None, run: RunResult) -> dict[str, pd.DataFrame]:
+        rows = [{"model": m, "greeting": result.greeting} for m in result.models] if result is not None else []
         return {"toy_greetings": pd.DataFrame(rows, columns=["model", "greeting"])}
 
-    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
-        return [f"The toy section counted {section['n_utts']} utterances."]
+    def findings(self, result: ToyResult, run: RunResult) -> list[str]:
+        return [f"The toy section counted {result.n_utts} utterances (of {len(run.asr.models)} model(s))."]
 
 
 class NeedsModelsSection(ToySection):
@@ -75,7 +83,7 @@ class NeedsModelsSection(ToySection):
     can_run_without_asr_models = False
     needs_asr_models = True
 
-    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    def tables(self, result: ToyResult | None, run: RunResult) -> dict[str, pd.DataFrame]:
         return {}
 
 
@@ -110,7 +118,7 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
     assert recipe.section("toy") == {"greeting": "hello <world>"}
     out = tmp_path / "run"
     summary = run_recipe(recipe, out)
-    assert ToySection.calls == ["parse", "run"]
+    assert ToySection.calls == ["parse", "run", "markdown"]
     models = sorted(summary["models"])
     assert summary["toy"] == {"greeting": "hello <world>", "n_utts": 12, "n_rows": 12 * len(models), "models": models}
     assert summary["recipe"]["toy"] == {"greeting": "hello <world>"} and summary["recipe"]["speaker"] == {}
@@ -121,7 +129,7 @@ def test_a_toy_section_is_parsed_run_summarized_and_reported(toy_registry: Any, 
     assert '<section id="toy"><h2>Toy section</h2>' in page and "<p class='toy'>hello &lt;world&gt;</p>" in page
     assert "href='#toy'" in page
     # the section's own tables and findings, through the hooks: exports, query views, both reports' findings
-    assert "<li>The toy section counted 12 utterances.</li>" in page
+    assert f"<li>The toy section counted 12 utterances (of {len(models)} model(s)).</li>" in page
     con = duckdb.connect(str(out / "exports" / "results.duckdb"), read_only=True)
     try:
         assert con.execute("SELECT model, greeting FROM toy_greetings ORDER BY model").fetchall() == [(m, "hello <world>") for m in models]
@@ -218,20 +226,23 @@ def test_registry_order_and_duplicates() -> None:
 
 
 def test_default_merge_keeps_the_first_run_and_logs(caplog: pytest.LogCaptureFixture) -> None:
+    sec = get_section("speaker")
+    parts = [sec.read_result({"a": {"eer": 0.1}}), None, sec.read_result({"a": {"eer": 0.2}, "b": {"eer": 0.3}})]
     with caplog.at_level(logging.WARNING, logger="audits.sections"):
-        merged = get_section("speaker").merge([{"a": {"eer": 0.1}}, {"a": {"eer": 0.2}, "b": {"eer": 0.3}}], ["r1", "r2"])
-    assert merged == {"a": {"eer": 0.1}, "b": {"eer": 0.3}}
+        merged = sec.merge(parts, ["r1", "r0", "r2"])
+    assert isinstance(merged, sec.result_type) and merged.to_json() == {"a": {"eer": 0.1}, "b": {"eer": 0.3}}
     assert "speaker.a differs between runs; keeping the first run's (r2 ignored)" in caplog.text
 
 
 def test_probes_merge_unions_the_models_of_each_probe() -> None:
+    sec = get_section("probes")
     parts = [
-        {"masking": {"alpha": {"rate": 0.1}, "variant": "silence"}},
-        {"masking": {"alpha": {"rate": 0.9}, "gamma": {"rate": 0.2}, "variant": "silence"}},
-        {},
+        sec.read_result({"masking": {"alpha": {"rate": 0.1}, "variant": "silence"}}),
+        sec.read_result({"masking": {"alpha": {"rate": 0.9}, "gamma": {"rate": 0.2}, "variant": "silence"}}),
+        None,
     ]
-    merged = get_section("probes").merge(parts, ["a", "b", "c"])
-    assert merged == {"masking": {"alpha": {"rate": 0.1}, "variant": "silence", "gamma": {"rate": 0.2}}}
+    merged = sec.merge(parts, ["a", "b", "c"])
+    assert merged.to_json() == {"masking": {"alpha": {"rate": 0.1}, "variant": "silence", "gamma": {"rate": 0.2}}}
 
 
 # The Recipe as it was before sections were pluggable: its as_dict() is embedded in every

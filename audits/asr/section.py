@@ -12,9 +12,10 @@ It is not in the section registry: its keys are summary.json's core keys, and ev
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from audits.asr.results import AsrResult
+from audits.asr.results import AsrResult, ModelFigures
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
     from audits.asr.scoring import ScoringOptions
     from audits.recipes import ScoringConfig
+    from audits.result import RunResult
     from normalizers import Normalizer
 
 
@@ -37,13 +39,14 @@ def scoring_options(config: ScoringConfig) -> ScoringOptions:
     )
 
 
-class AsrSection(AuditSection["ScoringConfig"]):
+class AsrSection(AuditSection["ScoringConfig", AsrResult]):
     """Corpus WER/CER per model and slice, gaps, hallucinations and paired comparisons (audits/asr/scoring.py)."""
 
     key = "asr"
     title = "ASR models"
     order = 0
     needs_asr_models = True
+    result_type = AsrResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ScoringConfig:
         """The recipe's ``scoring:`` block, typed (errors name ``source`` and the key)."""
@@ -65,23 +68,23 @@ class AsrSection(AuditSection["ScoringConfig"]):
 
         return score_models(rows, normalizer, facts, n_utts, scoring_options(config))
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
-        """The model table and each model's slice table (``section``: ``AsrResult.to_json()``)."""
+    def markdown(self, result: AsrResult, run: RunResult) -> list[str]:
+        """The model table and each model's slice table."""
         from audits.reports.markdown import model_overview, slice_table
 
-        models = section.get("models") or {}
+        models = {name: m.to_json() for name, m in result.models.items()}
         lines = model_overview({"models": models})
         for name, m in sorted(models.items()):
             lines += [""] + slice_table(name, m)
         return lines
 
-    def merge(self, parts: Sequence[Mapping[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    def merge(self, parts: Sequence[AsrResult | None], names: Sequence[str]) -> AsrResult:
         """Several runs' models side by side (the first run's figures when two runs hold the same model)."""
-        models: dict[str, Any] = {}
+        models: dict[str, ModelFigures] = {}
         for part in parts:
-            for name, m in (part.get("models") or {}).items():
+            for name, m in (part.models if part is not None else {}).items():
                 models.setdefault(name, m)
-        return {"models": models}
+        return AsrResult(MappingProxyType(models))
 
 
 ASR_SECTION = AsrSection()

@@ -15,20 +15,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from audits.conversation.results import ConversationResult
 from audits.sections import AuditSection, SectionContext
 from engine.data import PREDICTIONS_BACKEND, ModelSpec
 from engine.engine import KEYED, PassNeed
 
 if TYPE_CHECKING:
-    from audits.conversation.results import ConversationResult
     from audits.conversation.run import ConversationConfig
+    from audits.result import RunResult
 
 
-class ConversationSection(AuditSection["ConversationConfig"]):
+class ConversationSection(AuditSection["ConversationConfig", ConversationResult]):
     key = "conversation"
     title = "Conversation"
     order = 40
     needs_asr_models = True
+    result_type = ConversationResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ConversationConfig:
         from audits.conversation.run import parse_conversation_config
@@ -65,13 +67,16 @@ class ConversationSection(AuditSection["ConversationConfig"]):
 
         load_conversation_data(_root(config, dataset))
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: ConversationResult, run: RunResult) -> list[str]:
         from audits.conversation.run import markdown_lines
 
+        section = result.to_json()
         return markdown_lines(section) if section else []
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
-        section = summary.get(self.key)
+    def html(
+        self, result: ConversationResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
+    ) -> tuple[str, str, str] | None:
+        section = result.to_json()
         if not section:
             return None
         from audits.conversation.run import html_section

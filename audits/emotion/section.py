@@ -10,21 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from audits.emotion.results import EmotionResult
 from audits.sections import AuditSection, SectionContext
 from engine.data import DecodeOptions, ModelSpec
 from engine.engine import KEYED, SHARD_SER, PassNeed
 from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
-    from audits.emotion.results import EmotionResult
     from audits.emotion.run import EmotionConfig
+    from audits.result import RunResult
 
 
-class EmotionSection(AuditSection["EmotionConfig"]):
+class EmotionSection(AuditSection["EmotionConfig", EmotionResult]):
     key = "emotion"
     title = "Speech emotion"
     order = 30
     can_run_without_asr_models = True
+    result_type = EmotionResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> EmotionConfig:
         from audits.emotion.run import parse_emotion_config
@@ -32,7 +34,6 @@ class EmotionSection(AuditSection["EmotionConfig"]):
         return parse_emotion_config(raw, source)
 
     def run(self, config: EmotionConfig, ctx: SectionContext) -> EmotionResult:
-        from audits.emotion.results import EmotionResult
         from audits.emotion.run import run_emotion_audit
 
         return EmotionResult.from_json(
@@ -74,19 +75,21 @@ class EmotionSection(AuditSection["EmotionConfig"]):
         except OSError as exc:
             raise ConfigError(f"emotion.label_map {config.label_map}: cannot be read ({exc.strerror or exc})") from None
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: EmotionResult, run: RunResult) -> list[str]:
         from audits.emotion.report import emotion_lines
 
-        return emotion_lines(section, self.title)
+        return emotion_lines(result.to_json(), self.title)
 
-    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+    def report_data(self, result: EmotionResult, run: RunResult) -> Any:
         from audits.emotion.report import emotion_data
 
-        return emotion_data(section)
+        return emotion_data(result.to_json())
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+    def html(
+        self, result: EmotionResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
+    ) -> tuple[str, str, str] | None:
         if not data.get(self.key):
             return None
         from audits.emotion.report import render_emotion
 
-        return self.title, render_emotion(summary.get(self.key) or {}), ""
+        return self.title, render_emotion(result.to_json()), ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from audits.probes.results import ProbesResult
 from audits.sections import AuditSection, SectionContext
 from engine.data import ModelSpec
 from engine.engine import PassNeed
@@ -18,14 +19,15 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from audits.probes.config import ProbeConfig
-    from audits.probes.results import ProbesResult
+    from audits.result import RunResult
 
 
-class ProbesSection(AuditSection["ProbeConfig"]):
+class ProbesSection(AuditSection["ProbeConfig", ProbesResult]):
     key = "probes"
     title = "Benchmark-optimization probes"
     order = 10
     needs_asr_models = True
+    result_type = ProbesResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ProbeConfig:
         from audits.probes.config import parse_probe_config
@@ -33,7 +35,6 @@ class ProbesSection(AuditSection["ProbeConfig"]):
         return parse_probe_config(raw, source)
 
     def run(self, config: ProbeConfig, ctx: SectionContext) -> ProbesResult:
-        from audits.probes.results import ProbesResult
         from audits.probes.run import run_probes
 
         return ProbesResult.from_json(
@@ -52,17 +53,17 @@ class ProbesSection(AuditSection["ProbeConfig"]):
 
         check_probe_inputs(config, dataset)
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: ProbesResult, run: RunResult) -> list[str]:
         from audits.probes.report import probe_lines
 
-        return probe_lines(section, self.title)
+        return probe_lines(result.to_json(), self.title)
 
-    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+    def report_data(self, result: ProbesResult, run: RunResult) -> Any:
         from audits.probes.report import probes_data
 
-        return probes_data(section, summary)
+        return probes_data(result.to_json(), run.plain_summary)
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+    def html(self, result: ProbesResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
         if not data.get(self.key):
             return None
         from audits.probes.report import render_probes
@@ -73,17 +74,17 @@ class ProbesSection(AuditSection["ProbeConfig"]):
         )
         return self.title, render_probes(data[self.key], colors), note
 
-    def tables(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    def tables(self, result: ProbesResult | None, run: RunResult) -> dict[str, pd.DataFrame]:
         """``probes`` (rate per probe and model) and ``synthetic_voice_arms`` (real vs each voice arm)."""
         from audits.probes.tables import probe_tables
 
-        return probe_tables(section)
+        return probe_tables(result.to_json() if result is not None else {})
 
-    def findings(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> list[str]:
+    def findings(self, result: ProbesResult, run: RunResult) -> list[str]:
         """Where each probe's memorizer control lands, and how many models lie below it."""
         from audits.probes.tables import probe_findings
 
-        return probe_findings(section, summary)
+        return probe_findings(result.to_json(), run.plain_summary)
 
     def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
         """One probe over runs: the union of its per-model entries (the first run's entry wins for a model in both)."""

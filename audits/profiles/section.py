@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from audits.clips import DERIVED
+from audits.profiles.results import PerturbationsResult, ProfilesResult
 from audits.sections import AuditSection, SectionContext
 
 if TYPE_CHECKING:
@@ -18,16 +19,17 @@ if TYPE_CHECKING:
 
     from audits.profiles.config import ProfilesConfig
     from audits.profiles.perturbations import PerturbationsConfig
-    from audits.profiles.results import PerturbationsResult, ProfilesResult
+    from audits.result import RunResult
     from engine.data import DecodeOptions
     from engine.datasets.base import Dataset
 
 
-class ProfilesSection(AuditSection["ProfilesConfig"]):
+class ProfilesSection(AuditSection["ProfilesConfig", ProfilesResult]):
     key = "profiles"
     title = "Robustness profiles"
     order = 15
     needs_asr_models = True
+    result_type = ProfilesResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> ProfilesConfig:
         from audits.profiles.config import parse_profiles_config
@@ -47,18 +49,19 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
         check_map_outputs(config, labels)
 
     def run(self, config: ProfilesConfig, ctx: SectionContext) -> ProfilesResult:
-        from audits.profiles.results import ProfilesResult
         from audits.profiles.run import run_profiles
 
         return ProfilesResult.from_json(run_profiles(config, ctx))
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: ProfilesResult, run: RunResult) -> list[str]:
         from audits.profiles.report import profiles_lines
 
-        return profiles_lines(section, self.title)
+        return profiles_lines(result.to_json(), self.title)
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
-        section = summary.get(self.key) or {}
+    def html(
+        self, result: ProfilesResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
+    ) -> tuple[str, str, str] | None:
+        section = result.to_json()
         if not section:
             return None
         from audits.profiles.report import render_profiles
@@ -70,13 +73,14 @@ class ProfilesSection(AuditSection["ProfilesConfig"]):
         return self.title, render_profiles(section, colors), note
 
 
-class PerturbationsSection(AuditSection["PerturbationsConfig"]):
+class PerturbationsSection(AuditSection["PerturbationsConfig", PerturbationsResult]):
     """``perturbations:``: derived clips before the models run, WER ladders after."""
 
     key = "perturbations"
     title = "Perturbation ladders"
     order = 16
     needs_asr_models = True
+    result_type = PerturbationsResult
     reads = DERIVED  # the ladders: every derived clip against its source (``perturbation`` = clean)
 
     def parse(self, raw: Mapping[str, Any], source: str) -> PerturbationsConfig:
@@ -107,17 +111,18 @@ class PerturbationsSection(AuditSection["PerturbationsConfig"]):
 
     def run(self, config: PerturbationsConfig, ctx: SectionContext) -> PerturbationsResult:
         from audits.profiles.perturbations import run_perturbations
-        from audits.profiles.results import PerturbationsResult
 
         return PerturbationsResult.from_json(run_perturbations(config, ctx))
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: PerturbationsResult, run: RunResult) -> list[str]:
         from audits.profiles.perturbations import perturbation_lines
 
-        return perturbation_lines(section, self.title)
+        return perturbation_lines(result.to_json(), self.title)
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
-        section = summary.get(self.key) or {}
+    def html(
+        self, result: PerturbationsResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
+    ) -> tuple[str, str, str] | None:
+        section = result.to_json()
         if not section:
             return None
         from audits.profiles.perturbations import render_perturbations

@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from engine.errors import ConfigError
 
 if TYPE_CHECKING:
     from audits.result import RunResult
+    from audits.schema import Summary
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
     and ``utterances.parquet`` (a run directory of its own). The result's scoring pass, when it
     holds one, is reused instead of scoring the rows again.
     """
+    from dataclasses import replace
+
     from audits.asr.cohort import cohort_markdown
     from audits.asr.summary import write_summary
     from audits.clips import source_rows
@@ -73,14 +76,15 @@ def write_report(result: RunResult, out_dir: Path, worst: int = 5, exports: bool
         sha256 = write_hashed(written["utterances"], lambda fh: table.to_parquet(fh, index=False))
         summary = {**summary, "rows": {"file": "utterances.parquet", "sha256": sha256, "n_rows": int(len(table))}}
         written["summary"] = write_summary(out_dir, summary)
-    md = render_markdown(summary)
+        result = replace(result, summary=cast("Summary", summary))
+    md = render_markdown(result)
     extra = cohort_markdown(summary)
     atomic_write_text(out_dir / "report.md", md + ("\n" + extra if extra else ""))
     written["report_md"] = out_dir / "report.md"
     # the page's rows (worst utterances, failures) are the source clips', as its figures are (audits.clips)
-    atomic_write_text(out_dir / "report.html", render_html(summary, source_rows(table), worst, scored=result.scored_frame))
+    atomic_write_text(out_dir / "report.html", render_html(result, source_rows(table), worst, scored=result.scored_frame))
     written["report_html"] = out_dir / "report.html"
     if exports:
-        for kind, path in write_exports(summary, table, out_dir, scored=result.scored_frame).items():
+        for kind, path in write_exports(result, table, out_dir, scored=result.scored_frame).items():
             written[kind] = path
     return written

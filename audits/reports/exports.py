@@ -25,7 +25,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -33,6 +33,9 @@ from audits.clips import source_rows
 from audits.reports.tables import SLICE_COLUMNS, label_columns, slice_rows, summary_frames
 from engine.errors import ConfigError
 from engine.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +137,7 @@ def write_slices_csv(summary: Mapping[str, Any], path: Path) -> Path:
     return path
 
 
-def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path, scored: pd.DataFrame | None = None) -> Path:
+def write_duckdb(source: RunResult | Mapping[str, Any], table: pd.DataFrame, path: Path, scored: pd.DataFrame | None = None) -> Path:
     """A DuckDB database file with the result rows, the scored rows and the summary's tables (replaced if present).
 
     ``scored``: the run's own scoring pass, reused when it covers every row of ``table``; otherwise
@@ -143,6 +146,10 @@ def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path, sc
     import duckdb
 
     from audits.reports.views import scored_frame
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
 
     if scored is None or len(scored) != len(table):
         scored = scored_frame(summary, table)
@@ -152,7 +159,7 @@ def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path, sc
         tmp.unlink()
     con = duckdb.connect(str(tmp))
     try:
-        frames = {"utterances": table, "scored": scored, **summary_frames(summary)}
+        frames = {"utterances": table, "scored": scored, **summary_frames(run)}
         for name, df in frames.items():
             con.register(f"_{name}_df", df)
             con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_df")
@@ -164,13 +171,17 @@ def write_duckdb(summary: Mapping[str, Any], table: pd.DataFrame, path: Path, sc
 
 
 def write_exports(
-    summary: Mapping[str, Any], table: pd.DataFrame, run_dir: Path, duckdb_file: bool = True, scored: pd.DataFrame | None = None
+    source: RunResult | Mapping[str, Any], table: pd.DataFrame, run_dir: Path, duckdb_file: bool = True, scored: pd.DataFrame | None = None
 ) -> dict[str, Path]:
     """Every export under ``run_dir/exports``; returns what was written by kind (``scored``: see :func:`write_duckdb`)."""
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     out = Path(run_dir) / "exports"
     written: dict[str, Path] = {"oasr": out / "oasr"}
     write_oasr_jsonl(source_rows(table), out / "oasr")  # the benchmark's clips, as the summary scores them
     written["slices_csv"] = write_slices_csv(summary, out / "slices.csv")
     if duckdb_file:
-        written["duckdb"] = write_duckdb(summary, table, out / "results.duckdb", scored)
+        written["duckdb"] = write_duckdb(run, table, out / "results.duckdb", scored)
     return written

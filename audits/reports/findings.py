@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -16,6 +16,9 @@ from audits.reports.formatting import (
 )
 from audits.sections import present_in
 from engine.errors import RegistryError
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 FAMILY_ORDER = ("accent", "accent_group", "emotion", "background", "conversation")
 
@@ -91,8 +94,12 @@ def intervals_disjoint(a: Any, b: Any) -> int:
     return 0
 
 
-def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> list[str]:
+def findings(source: RunResult | Mapping[str, Any], cohort: CohortScores | None = None) -> list[str]:
     """Short sentences about what stands out, each backed by the numbers (plain text, unescaped)."""
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     models = summary.get("models") or {}
     out: list[str] = []
     scored = sorted((m for m in models if models[m].get("wer") is not None), key=lambda m: models[m]["wer"])
@@ -198,7 +205,7 @@ def findings(summary: Mapping[str, Any], cohort: CohortScores | None = None) -> 
         out.append("Failed rows (excluded from WER, listed in run facts): " + ", ".join(f"{m} {n}" for m, n in failing_rows) + ".")
     # each audit section's own findings, in section order (AuditSection.findings)
     for sec in present_in(summary):
-        out += sec.findings(summary.get(sec.key) or {}, summary)
+        out += sec.findings(sec.result_in(run), run)
     if cohort is not None and len(cohort.models) >= 3:
         hi = [m for m, s in cohort.overall.items() if s is not None and s >= 115]
         if hi:

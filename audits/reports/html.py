@@ -17,7 +17,7 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -57,6 +57,9 @@ from audits.reports.formatting import (
 from audits.reports.robustness import robustness_sections
 from audits.sections import ordered
 from engine.storage import atomic_write_text
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -157,9 +160,13 @@ _SLICE_KEYS = ("wer", "ci95", "not_testable", "cer", "cer_ci95", "n_utts", "n_wo
 
 
 def build_report_data(
-    summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
+    source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
 ) -> dict[str, Any]:
     """Everything the page shows, as plain JSON-able data (embedded in the page as ``report-data``)."""
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     models = summary.get("models") or {}
     cohort = cohort_scores(summary)
     ds = summary.get("dataset") or {}
@@ -184,10 +191,10 @@ def build_report_data(
         },
         "gaps": {m: [dict(g) for g in (e.get("gaps") or [])] for m, e in sorted(models.items())},
         "cohort": cohort.to_dict(),
-        **{sec.key: sec.report_data(summary.get(sec.key) or {}, summary) for sec in ordered()},
+        **{sec.key: sec.report_data(sec.result_in(run), run) for sec in ordered()},
         "worst": worst_utterances(df, _label_columns(table), worst_n) if df is not None else {},
         "empty_references": empty_references(df) if df is not None else {},
-        "findings": findings(summary, cohort) + empty_ref_finding(df),
+        "findings": findings(run, cohort) + empty_ref_finding(df),
     }
     return json_safe(data)
 
@@ -719,9 +726,15 @@ def render_worst(data: Mapping[str, Any], summary: Mapping[str, Any], failed: Ma
     return "".join(out)
 
 
-def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None) -> str:
+def render_html(
+    source: RunResult | Mapping[str, Any], table: pd.DataFrame | None, worst_n: int = WORST_N, scored: pd.DataFrame | None = None
+) -> str:
     """The whole page as one string; ``scored`` (the summary's own scoring pass) saves scoring the rows again."""
-    data = build_report_data(summary, table, worst_n, scored)
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
+    data = build_report_data(run, table, worst_n, scored)
     ms = model_names(summary)
     colors = color_map(ms)
     fams = families(summary)
@@ -756,7 +769,7 @@ def render_html(summary: Mapping[str, Any], table: pd.DataFrame | None, worst_n:
         ("cohort", f"Cohort scores ({COHORT_LABEL})", render_cohort(cohort), ""),
     ]
     for sec in ordered():  # every registered section renders itself, or returns None to stay out
-        part = sec.html(summary, data, colors)
+        part = sec.html(sec.result_in(run), run, data, colors)
         if part is not None:
             sections.append((sec.key, *part))
     sections.append(("worst", "Worst utterances per model", render_worst(data, summary, failed), ""))

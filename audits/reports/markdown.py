@@ -6,13 +6,16 @@ in section order, through ``audits.sections``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from audits.asr.results import ModelFigures, format_cell, report_columns
 from audits.reports.cost import hosted_usage_lines
 from audits.reports.formatting import interval_text, md
 from audits.reports.robustness import comparison_markdown, gap_correction_markdown, hallucination_markdown
 from audits.sections import present_in
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 
 def _pct(x: float | None) -> str:
@@ -70,7 +73,12 @@ def slice_table(name: str, m: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def render_markdown(summary: Mapping[str, Any]) -> str:
+def render_markdown(source: RunResult | Mapping[str, Any]) -> str:
+    """``report.md`` of a run (or of a summary alone); every present section renders its own typed result."""
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     ds = summary.get("dataset", {})
     norm = summary.get("normalizer", {})
     lines = [
@@ -97,5 +105,5 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     lines += hallucination_markdown(summary) + gap_correction_markdown(summary)
     lines += comparison_markdown(summary.get("comparisons") or {})
     for sec in present_in(summary):  # every registered section in the summary renders its own part
-        lines += sec.markdown(summary[sec.key])
+        lines += sec.markdown(sec.result_in(run), run)
     return "\n".join(lines)

@@ -27,7 +27,7 @@ from audits.normalizing import get_normalizer
 from audits.result import RunResult
 from audits.run_dir import read_rows_file, read_run
 from audits.schema import Summary
-from audits.sections import ordered, present_in
+from audits.sections import ordered, present_in, section_json
 from audits.version import version as engine_version
 from engine.errors import ConfigError
 
@@ -215,8 +215,8 @@ def merge(results: Sequence[RunResult], names: Sequence[str]) -> RunResult:
             for i, s in enumerate(summaries)
         ],
     }
-    for sec in ordered({p.key for s in summaries for p in present_in(s)}):  # each section merges its own part
-        merged = sec.merge([s.get(sec.key) or {} for s in summaries], names)
+    for sec in ordered({p.key for s in summaries for p in present_in(s)}):  # each section merges its own typed results
+        merged = section_json(sec.merge([r.result(sec.key) for r in results], names))
         if merged:
             summary[sec.key] = merged
     _merged_comparisons(summary, table, first)

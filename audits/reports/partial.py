@@ -154,8 +154,8 @@ def write_partial_report(run_dir: Path | str, out: Path | None = None, worst: in
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {"summary_partial": out_dir / PARTIAL_SUMMARY, "report_md": out_dir / PARTIAL_MD, "report_html": out_dir / PARTIAL_HTML}
     atomic_write_text(written["summary_partial"], json.dumps(summary, indent=2))
-    atomic_write_text(written["report_md"], _mark_markdown(render_markdown(summary), summary["partial"]))
-    page = render_html(summary, source_rows(result.table), worst, scored=result.scored_frame)
+    atomic_write_text(written["report_md"], _mark_markdown(render_markdown(result), summary["partial"]))
+    page = render_html(result, source_rows(result.table), worst, scored=result.scored_frame)
     atomic_write_text(written["report_html"], _mark_html(page, summary["partial"]))
     return written
 

@@ -8,13 +8,16 @@ section.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from audits.asr.cohort import slice_family
 from engine.data import RESULT_COLUMNS
 from engine.errors import RegistryError
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 # Hallucination figures (audits/asr/hallucination.py), flattened beside WER in the model and slice tables.
 HALLUCINATION_COLUMNS = (
@@ -248,15 +251,18 @@ def label_columns(table: pd.DataFrame) -> list[str]:
     return [c for c in table.columns if c not in _EXCLUDED_LABELS and not c.startswith("_")]
 
 
-def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+def summary_frames(source: RunResult | Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     """The summary's tables as DataFrames (stable columns even when empty), then each section's tables.
 
     Every registered section is asked, present in the summary or not, so every table
     of a section exists (empty, with its columns) in every run and a query never depends on which
     sections ran.
     """
+    from audits.result import RunResult
     from audits.sections import ordered
 
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     models = frame(model_rows(summary), MODEL_COLUMNS)
     models["params_m"] = pd.to_numeric(models["params_m"], errors="coerce")
     out = {
@@ -266,7 +272,7 @@ def summary_frames(summary: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         "pairs": frame(pair_rows(summary), PAIR_COLUMNS),
     }
     for sec in ordered():
-        for name, df in sec.tables(summary.get(sec.key) or {}, summary).items():
+        for name, df in sec.tables(run.result(sec.key), run).items():
             if name in out:
                 raise RegistryError(f"audit section '{sec.key}' defines a table '{name}' that another table already uses; rename it")
             out[name] = df

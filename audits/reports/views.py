@@ -10,12 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from audits.reports.tables import summary_frames
 from engine.errors import AuditError, ConfigError
+
+if TYPE_CHECKING:
+    from audits.result import RunResult
 
 
 def view_names() -> list[str]:
@@ -35,8 +38,12 @@ def scored_frame(summary: Mapping[str, Any], table: pd.DataFrame) -> pd.DataFram
     return score_table(table, get_normalizer((summary.get("normalizer") or {}).get("name", "whisper-english"))).frame
 
 
-def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | Path, scored: bool = False) -> None:
+def register_views(con: Any, source: RunResult | Mapping[str, Any], table: pd.DataFrame | Path, scored: bool = False) -> None:
     """Create the views on a DuckDB connection; ``table`` is a DataFrame or a Parquet path/folder."""
+    from audits.result import RunResult
+
+    run = RunResult.of_summary(source)
+    summary = run.plain_summary
     if isinstance(table, Path):
         # Read with pyarrow, not DuckDB's read_parquet: DuckDB expands glob characters in a path,
         # so a run directory literally named ``run[1]`` would read ``run1``'s rows.
@@ -53,7 +60,7 @@ def register_views(con: Any, summary: Mapping[str, Any], table: pd.DataFrame | P
     else:
         con.register("_utterances_df", table)
         con.execute("CREATE OR REPLACE TEMP VIEW utterances AS SELECT * FROM _utterances_df")
-    for name, df in summary_frames(summary).items():
+    for name, df in summary_frames(run).items():
         con.register(f"_{name}_df", df)
         con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM _{name}_df")
     if scored:
@@ -69,7 +76,7 @@ def lock_down(con: Any) -> None:
     con.execute("SET lock_configuration = true")
 
 
-def query_frames(summary: Mapping[str, Any], table: pd.DataFrame, sql: str) -> pd.DataFrame:
+def query_frames(source: RunResult | Mapping[str, Any], table: pd.DataFrame, sql: str) -> pd.DataFrame:
     """Run ``sql`` against the views of a result held in memory (``RunResult.query``)."""
     import duckdb
 
@@ -77,7 +84,7 @@ def query_frames(summary: Mapping[str, Any], table: pd.DataFrame, sql: str) -> p
         raise ConfigError("empty SQL; try: SELECT model, wer, ci_lo, ci_hi FROM models ORDER BY wer")
     con = duckdb.connect()
     try:
-        register_views(con, summary, table, scored=re.search(r"\bscored\b", sql, flags=re.IGNORECASE) is not None)
+        register_views(con, source, table, scored=re.search(r"\bscored\b", sql, flags=re.IGNORECASE) is not None)
         lock_down(con)
         return execute(con, sql)
     finally:

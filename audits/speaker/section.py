@@ -11,20 +11,22 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from audits.sections import AuditSection, SectionContext
+from audits.speaker.results import SpeakerResult
 from engine.data import DecodeOptions, ModelSpec
 from engine.engine import KEYED, SHARD_SV, PassNeed
 from engine.run.joint_pass import PassRequest
 
 if TYPE_CHECKING:
-    from audits.speaker.results import SpeakerResult
+    from audits.result import RunResult
     from audits.speaker.run import SpeakerConfig
 
 
-class SpeakerSection(AuditSection["SpeakerConfig"]):
+class SpeakerSection(AuditSection["SpeakerConfig", SpeakerResult]):
     key = "speaker"
     title = "Speaker verification"
     order = 20
     can_run_without_asr_models = True
+    result_type = SpeakerResult
 
     def parse(self, raw: Mapping[str, Any], source: str) -> SpeakerConfig:
         from audits.speaker.run import parse_speaker_config
@@ -32,7 +34,6 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
         return parse_speaker_config(raw, source)
 
     def run(self, config: SpeakerConfig, ctx: SectionContext) -> SpeakerResult:
-        from audits.speaker.results import SpeakerResult
         from audits.speaker.run import run_speaker_audit
 
         return SpeakerResult.from_json(
@@ -73,19 +74,21 @@ class SpeakerSection(AuditSection["SpeakerConfig"]):
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{config.trials}: not valid UTF-8 text (byte {exc.start}); save the trial list as UTF-8") from None
 
-    def markdown(self, section: Mapping[str, Any]) -> list[str]:
+    def markdown(self, result: SpeakerResult, run: RunResult) -> list[str]:
         from audits.speaker.report import speaker_lines
 
-        return speaker_lines(section, self.title)
+        return speaker_lines(result.to_json(), self.title)
 
-    def report_data(self, section: Mapping[str, Any], summary: Mapping[str, Any]) -> Any:
+    def report_data(self, result: SpeakerResult, run: RunResult) -> Any:
         from audits.speaker.report import speaker_data
 
-        return speaker_data(section)
+        return speaker_data(result.to_json())
 
-    def html(self, summary: Mapping[str, Any], data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
+    def html(
+        self, result: SpeakerResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
+    ) -> tuple[str, str, str] | None:
         if not data.get(self.key):
             return None
         from audits.speaker.report import render_speaker
 
-        return self.title, render_speaker(summary.get(self.key) or {}), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."
+        return self.title, render_speaker(result.to_json()), "EER with minDCF at p_target 0.01, C_miss = C_fa = 1."
