@@ -71,7 +71,7 @@ from engine.config import Field, check_fields, check_keys, expect_type
 from engine.data import Utterance
 from engine.datasets.base import file_stamp
 from engine.engine import EngineOptions
-from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
+from engine.errors import AudioError, AuditError, ConfigError, ManifestError, RegistryError
 from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.keyed.unit_store import KeyedUnitStore, digest
 from engine.run.passes import split_placement
@@ -531,67 +531,80 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * float(x):.1f}"
 
 
-def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
+def _wer(x: SpeakerWerFigures | WholeRecordingWer | None) -> float | None:
+    return None if x is None else x.wer
+
+
+_Parts = tuple[ConversationDataset, DiarizationFigures, Mapping[str, ConversationModelFigures], AnnotationProblems]
+
+
+def _parts(result: ConversationResult) -> _Parts:
+    """The figures both report parts show (``AuditError`` when the result lacks one: a section cut short)."""
+    if result.dataset is None or result.diarization is None or result.models is None or result.problems is None:
+        raise AuditError("conversation: the result lacks its dataset, diarization, models or problems; run the section again")
+    return result.dataset, result.diarization, result.models, result.problems
+
+
+def markdown_lines(result: ConversationResult) -> list[str]:
     """The report.md part: one table per model set, one diarization line, slices. Every name,
     label value and problem text passes the reports' Markdown escaping."""
     from audits.reports.formatting import md
 
-    d = summary["diarization"]
+    ds, d, models, problems = _parts(result)
+    seg, scoring = result.segmentation or {}, result.scoring or {}
     lines = [
         "## Conversation (long-form and speaker-attributed)",
         "",
-        f"{summary['dataset']['n_recordings']} recordings, {summary['dataset']['audio_s'] / 60:.1f} min. "
-        f"Segmentation: Silero VAD, chunks up to {summary['segmentation']['max_chunk_s']} s, pad {summary['segmentation']['pad_s']} s. "
-        f"Diarization: {md(d['backend'])}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
-        f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {md(summary['scoring']['der'])}.",
+        f"{ds.n_recordings} recordings, {ds.audio_s / 60:.1f} min. "
+        f"Segmentation: Silero VAD, chunks up to {seg['max_chunk_s']} s, pad {seg['pad_s']} s. "
+        f"Diarization: {md(d.backend)}, DER {_pct(d.der)} % (missed {d.missed_s:.1f} s, false alarm {d.false_alarm_s:.1f} s, "
+        f"confusion {d.confusion_s:.1f} s of {d.scored_s:.1f} s), JER {_pct(d.jer)} %. {md(scoring['der'])}.",
         "",
         "| model | long-form WER % | whole-recording WER % | cpWER % | tcpWER % | DER % | RTFx |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, m in summary["models"].items():
-        whole = (m.get("whole_recording") or {}).get("wer")
+    for name, m in models.items():
         lines.append(
-            f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} "
-            f"| {_rtfx(m['rtfx'])} |"
+            f"| {md(name)} | {_pct(m.wer)} | {_pct(_wer(m.whole_recording))} | {_pct(_wer(m.cpwer))} | {_pct(_wer(m.tcpwer))} "
+            f"| {_pct(d.der)} | {_rtfx(m.rtfx)} |"
         )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
-    for name, m in summary["models"].items():
-        for key, s in m["slices"].items():
-            lines.append(f"| {md(name)} | {md(key)} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
-    if summary["problems"]["count"]:
+    for name, m in models.items():
+        for key, s in m.slices.items():
+            lines.append(f"| {md(name)} | {md(key)} | {_pct(s.wer)} | {_pct(_wer(s.cpwer))} | {_pct(d.slices[key].der)} |")
+    if problems.count:
         lines += [
             "",
-            f"Annotation problems ({summary['problems']['count']}, kept and scored):",
-            *[f"- {md(p)}" for p in summary["problems"]["examples"]],
+            f"Annotation problems ({problems.count}, kept and scored):",
+            *[f"- {md(p)}" for p in problems.examples],
         ]
     return lines + [""]
 
 
-def html_section(summary: Mapping[str, Any]) -> str:
+def html_section(result: ConversationResult) -> str:
     """The report.html part: the same tables, every text through the reports' HTML escaping."""
     from audits.reports.formatting import esc
 
-    d = summary["diarization"]
+    ds, d, models, problems = _parts(result)
     rows = "".join(
-        f"<tr><td>{esc(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct((m.get('whole_recording') or {}).get('wer'))}</td>"
-        f"<td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
-        f"<td>{_pct(d['der'])}</td><td>{_rtfx(m['rtfx'])}</td></tr>"
-        for n, m in summary["models"].items()
+        f"<tr><td>{esc(n)}</td><td>{_pct(m.wer)}</td><td>{_pct(_wer(m.whole_recording))}</td>"
+        f"<td>{_pct(_wer(m.cpwer))}</td><td>{_pct(_wer(m.tcpwer))}</td>"
+        f"<td>{_pct(d.der)}</td><td>{_rtfx(m.rtfx)}</td></tr>"
+        for n, m in models.items()
     )
     slices = "".join(
-        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>"
-        f"{_pct(d['slices'][k]['der'])}</td></tr>"
-        for n, m in summary["models"].items()
-        for k, s in m["slices"].items()
+        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s.wer)}</td><td>{_pct(_wer(s.cpwer))}</td><td>{_pct(d.slices[k].der)}</td></tr>"
+        for n, m in models.items()
+        for k, s in m.slices.items()
     )
-    problems = "".join(f"<li>{esc(p)}</li>" for p in summary["problems"]["examples"])
+    listed = "".join(f"<li>{esc(p)}</li>" for p in problems.examples)
     return (
-        f"<p>{summary['dataset']['n_recordings']} recordings; diarization {esc(d['backend'])}: "
-        f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {esc(summary['scoring']['der'])}.</p>"
+        f"<p>{ds.n_recordings} recordings; diarization {esc(d.backend)}: "
+        f"DER {_pct(d.der)} %, JER {_pct(d.jer)} %. {esc((result.scoring or {})['der'])}.</p>"
         "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>"
         "RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
-        + (f"<p>Annotation problems ({summary['problems']['count']}, kept and scored):</p><ul>{problems}</ul>" if problems else "")
+        + (f"<p>Annotation problems ({problems.count}, kept and scored):</p><ul>{listed}</ul>" if listed else "")
     )
 
 

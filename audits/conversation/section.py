@@ -70,22 +70,25 @@ class ConversationSection(AuditSection["ConversationConfig", ConversationResult]
     def markdown(self, result: ConversationResult, run: RunResult) -> list[str]:
         from audits.conversation.run import markdown_lines
 
-        section = result.to_json()
-        return markdown_lines(section) if section else []
+        return markdown_lines(result) if _present(result) else []
 
     def html(
         self, result: ConversationResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
     ) -> tuple[str, str, str] | None:
-        section = result.to_json()
-        if not section:
+        if not _present(result):
             return None
         from audits.conversation.run import html_section
 
         return (
             self.title,
-            html_section(section),
+            html_section(result),
             "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md.",
         )
+
+
+def _present(result: ConversationResult) -> bool:
+    """Whether the run holds the section (an empty result reads from a summary without it)."""
+    return next(iter(result.keys()), None) is not None
 
 
 def _root(config: ConversationConfig, dataset: Any) -> Path:

@@ -19,13 +19,21 @@ from audits.records import EMPTY, EntriesResult, Record, figure, freeze, thaw
 
 
 @dataclass(frozen=True)
+class ProbeFigures(Record):
+    """A model's entry of a probe this module does not know: its rate and interval (other figures under ``extra``)."""
+
+    rate: float | None = figure()
+    ci95: tuple[float, float] | None = figure()
+
+
+@dataclass(frozen=True)
 class ProbeRecord(Record):
     """One probe: its facts as declared fields, every model's entry under ``models`` (``model_type`` records)."""
 
     models: Mapping[str, Record] = field(default_factory=lambda: EMPTY, kw_only=True)
     """Per model (in the order the probe wrote them): its rate, interval and counts."""
 
-    model_type: ClassVar[type[Record]] = Record
+    model_type: ClassVar[type[Record]] = ProbeFigures
 
     @classmethod
     def declared(cls) -> list[dataclasses.Field[Any]]:
@@ -65,6 +73,26 @@ class ProbeRecord(Record):
             return self.models[name]
         except KeyError:
             raise KeyError(f"no model '{name}' in this probe (models: {', '.join(self.models) or 'none'})") from None
+
+    def facts(self) -> Iterator[tuple[str, Any]]:
+        """The probe's own keys and values (everything but the models' entries), in the order they are written."""
+        names = {f.name for f in self.declared()}
+        for k in self.keys():
+            if k not in self.models:
+                yield k, getattr(self, k) if k in names else self.extra[k]
+
+    def judge_results(self) -> Mapping[str, Any] | None:
+        """The audio-LM judges' results of this probe (``judges``), when it asked them."""
+        judges = getattr(self, "judges", None) if "judges" in {f.name for f in self.declared()} else self.extra.get("judges")
+        return judges if isinstance(judges, Mapping) else None
+
+
+def figure_value(record: Record, key: str) -> Any:
+    """A figure of a record by its JSON key, None when the record does not hold it (read code that serves every
+    probe's entries alike: counts are named differently by each probe)."""
+    if key not in set(record.keys()):
+        return None
+    return getattr(record, key) if key in {f.name for f in record.declared()} else record.extra[key]
 
 
 # ------------------------------------------------------------------ masking
