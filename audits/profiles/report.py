@@ -239,8 +239,8 @@ def profiles_lines(result: ProfilesResult, title: str) -> list[str]:
             "| condition | tau | 95% CI | models |",
             "|---|---:|---|---:|",
         ]
-        for c, e in rs.conditions.items():
-            lines.append(f"| {md(c)} | {_tau_text(e.tau)} | {md(_tau_ci(e))} | {e.n_models} |")
+        for c, rc in rs.conditions.items():
+            lines.append(f"| {md(c)} | {_tau_text(rc.tau)} | {md(_tau_ci(rc))} | {rc.n_models} |")
         lines += ["", _movers_text(rs, md)]
         lines.append("")
     for lad in result.ladders or ():
