@@ -135,12 +135,13 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
     assert len(stored) == 2 + 2  # diarization x2, asr x2, each vouched for by a marker
     assert len(sorted((tmp_path / "conversation" / "markers").rglob("*.json"))) == 4
     norm = get_normalizer("whisper-english")
-    summary, rows = conversation_summary(cfg, data, [spec], tmp_path, norm)
-    m = summary["models"][spec.name]
-    assert m["n_words"] == sum(len(norm(s.words).split()) for s in data.reference.segments) == m["cpwer"]["n_words"]
-    assert 0 <= m["wer"] < 1.0 and 0 <= m["cpwer"]["wer"] < 1.2 and m["rtfx"] > 0
-    assert summary["diarization"]["der"] is not None and len(rows) == 2
-    assert any("cpWER" in line for line in markdown_lines(summary))
+    result, rows = conversation_summary(cfg, data, [spec], tmp_path, norm)
+    m = result.model(spec.name)
+    assert m.cpwer is not None and result.diarization is not None
+    assert m.n_words == sum(len(norm(s.words).split()) for s in data.reference.segments) == m.cpwer.n_words
+    assert m.wer is not None and 0 <= m.wer < 1.0 and m.cpwer.wer is not None and 0 <= m.cpwer.wer < 1.2 and (m.rtfx or 0) > 0
+    assert result.diarization.der is not None and len(rows) == 2
+    assert any("cpWER" in line for line in markdown_lines(result))
     # Resume: only the removed file is redone; the other keeps its bytes and time.
     keep = tmp_path / "conversation" / "units" / "asr" / spec.name / "conv-000.json"
     gone = tmp_path / "conversation" / "units" / "asr" / spec.name / "conv-001.json"

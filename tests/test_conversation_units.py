@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from audits.conversation.results import ConversationResult
 from engine.backends import DIAR_BACKENDS
 from engine.backends.base import BackendInfo, DiarizationBackend, SpeakerTurn
 from engine.data import SAMPLE_RATE, ModelSpec
@@ -99,7 +100,7 @@ def sim(name: str, seed: int = 0) -> ModelSpec:
     return ModelSpec(name, "simulated", {"seed": seed, "time_scale": 0.0}, batch_size=4)
 
 
-def run(root: Path, out: Path, specs: Sequence[ModelSpec], **cfg: Any) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+def run(root: Path, out: Path, specs: Sequence[ModelSpec], **cfg: Any) -> tuple[dict[str, Any], ConversationResult, list[dict[str, Any]]]:
     from audits.conversation.run import conversation_summary, load_conversation_data, parse_conversation_config, run_conversation
     from audits.normalizing import get_normalizer
 
@@ -110,9 +111,10 @@ def run(root: Path, out: Path, specs: Sequence[ModelSpec], **cfg: Any) -> tuple[
     return facts, summary, rows
 
 
-def figures(summary: dict[str, Any]) -> dict[str, Any]:
+def figures(result: ConversationResult) -> dict[str, Any]:
     """What a user reads: DER and each model's WER / cpWER, per recording set."""
-    return {"der": summary["diarization"]["der"], **{m: (v["wer"], v["cpwer"]["wer"], v["n_chunks"]) for m, v in summary["models"].items()}}
+    assert result.diarization is not None and result.models is not None
+    return {"der": result.diarization.der, **{m: (v.wer, v.cpwer.wer if v.cpwer else None, v.n_chunks) for m, v in result.models.items()}}
 
 
 def test_changed_audio_recomputes_its_units_and_matches_a_fresh_run(voices: dict[str, np.ndarray], tmp_path: Path) -> None:

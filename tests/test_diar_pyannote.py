@@ -216,8 +216,9 @@ def test_conversation_section_with_the_local_pipeline(tiny_pipeline: Path, conve
     data = load_conversation_data(conversation)
     facts = run_conversation(cfg, data, [spec], tmp_path)
     assert facts["diarization"]["backend"] == "pyannote" and facts["diarization"]["pyannote.audio_version"]
-    summary, rows = conversation_summary(cfg, data, [spec], tmp_path, get_normalizer("whisper-english"))
-    diar = summary["diarization"]
-    assert diar["backend"] == "pyannote" and diar["options"] == {"checkpoint": str(tiny_pipeline)}
-    assert diar["der"] is not None and math.isfinite(diar["der"]) and diar["n_hyp_speakers"] >= 1
-    assert summary["models"][spec.name]["cpwer"]["n_words"] > 0 and len(rows) == 1
+    result, rows = conversation_summary(cfg, data, [spec], tmp_path, get_normalizer("whisper-english"))
+    diar = result.diarization
+    assert diar is not None and diar.backend == "pyannote" and diar.options == {"checkpoint": str(tiny_pipeline)}
+    assert diar.der is not None and math.isfinite(diar.der) and diar.n_hyp_speakers >= 1
+    cpwer = result.model(spec.name).cpwer
+    assert cpwer is not None and cpwer.n_words > 0 and len(rows) == 1

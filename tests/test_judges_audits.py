@@ -237,6 +237,7 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     from audits.judging import parse_judge_config
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines, probes_data, render_probes
+    from audits.probes.results import ProbesResult
     from audits.probes.synthetic_judge import judge_synthetic, real_and_rendered_arms
     from engine.audio.shards import encode_audio
     from engine.data import Utterance
@@ -300,8 +301,8 @@ def test_synthetic_speech_judge_per_arm(corpus: Any, judge_fake: FakeVendor, tmp
     assert sep["auc"] == 1.0 and sep["n_real"] == 2 and sep["n_arm"] == 3 and sep["paired_higher_rate"] == 1.0 and sep["n_paired"] == 2
     assert set(j) <= set(JudgeFigures.__annotations__) and set(sep) <= set(SeparationFigures.__annotations__)
     probes = {"synthetic_voice": {"status": "ok", "judges": {judge_name(judge_fake): j}}}
-    assert "AUC generic vs real 1.000" in "\n".join(probe_lines(probes, "Probes"))
-    assert "data-task='synthetic_speech'" in render_probes(probes_data(probes, {}), {})
+    assert "AUC generic vs real 1.000" in "\n".join(probe_lines(ProbesResult.from_json(probes), "Probes"))
+    assert "data-task='synthetic_speech'" in render_probes(probes_data(ProbesResult.from_json(probes), {}), {})
     pc = parse_probe_config({"masking": {}, "synthetic_voice": {"judges": judges_block(judge_fake, tmp_path, max_items=5)}}, "r.yaml")
     assert pc.synthetic_judges is not None and pc.synthetic_judges.max_items == 5
 

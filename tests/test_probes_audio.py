@@ -241,6 +241,7 @@ def test_both_voice_arms_are_summarized_with_intervals() -> None:
 
 def test_voice_arms_reach_reports_and_exports() -> None:
     from audits.probes.report import probe_lines, probes_data, render_probes
+    from audits.probes.results import ProbesResult
     from audits.reports.tables import summary_frames
 
     pairs = [Pair("memorizer", "masking", f"c{i}", "t0", 1, 0, arm) for i in range(5) for arm in ("generic", "matched")]
@@ -257,10 +258,10 @@ def test_voice_arms_reach_reports_and_exports() -> None:
         },
     }
     summary = {"probes": {"synthetic_voice": section}, "models": {"memorizer": {"backend": "memorizer"}}}
-    md_text = "\n".join(probe_lines(summary["probes"], "Probes"))
+    md_text = "\n".join(probe_lines(ProbesResult.from_json(summary["probes"]), "Probes"))
     assert "| memorizer | matched | 5 | 1.000 [1.000, 1.000] | 0.000 [0.000, 0.000] | 1.000 [1.000, 1.000] |" in md_text
     assert "flite:awb (1), kokoro:jm_kumo (1)" in md_text
-    data = probes_data(summary["probes"], summary)
+    data = probes_data(ProbesResult.from_json(summary["probes"]), summary)
     page = render_probes(data, {})
     assert page.count("class='arm-row'") == 4 and 'data-arm="matched"' in page
     arms = summary_frames(summary)["synthetic_voice_arms"]

@@ -35,6 +35,7 @@ def gemini() -> Iterator[FakeVendor]:
 def test_synthetic_voice_probe_asks_the_judge_about_every_arm(demo_corpus: Path, gemini: FakeVendor, tmp_path: Path) -> None:
     from audits.probes.config import parse_probe_config
     from audits.probes.report import probe_lines
+    from audits.probes.results import ProbesResult
     from audits.probes.run import _run_models, run_probes
     from engine.audio.shards import write_shards
     from engine.data import ModelSpec
@@ -88,4 +89,4 @@ def test_synthetic_voice_probe_asks_the_judge_about_every_arm(demo_corpus: Path,
     rows = [json.loads(line) for line in Path(j["rows_path"]).read_text().splitlines()]
     assert {r["arm"] for r in rows} == {"real", "generic", "matched"}
     assert all(r["pair"] in {x["clip_id"] for x in rows if x["arm"] == "real"} for r in rows)
-    assert "AUC generic vs real 0.500" in "\n".join(probe_lines(probes, "Probes")) and KEY not in json.dumps(probes)
+    assert "AUC generic vs real 0.500" in "\n".join(probe_lines(ProbesResult.from_json(probes), "Probes")) and KEY not in json.dumps(probes)

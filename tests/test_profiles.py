@@ -18,6 +18,7 @@ from audits.normalizing import get_normalizer
 from audits.profiles.config import STUDY_GAPS, parse_profiles_config
 from audits.profiles.maps import conditions_dir, load_map, normalize_value
 from audits.profiles.report import profiles_lines, render_profiles
+from audits.profiles.results import ProfilesResult
 from audits.profiles.run import compute_profiles
 from audits.profiles.section import ProfilesSection
 from audits.profiles.stats import kendall_tau_b
@@ -213,7 +214,7 @@ def test_unmapped_values_are_listed_not_dropped(result: dict, scored: pd.DataFra
     kachru = result["condition_maps"][0]
     n_martian = scored[scored["model"] == "whisper-tiny.en"]["accent"].eq("martian").sum()
     assert kachru["unmapped"] == {"martian": int(n_martian)}
-    assert "martian (20 clips)" in "\n".join(profiles_lines(result, "Robustness profiles"))
+    assert "martian (20 clips)" in "\n".join(profiles_lines(ProfilesResult.from_json(result), "Robustness profiles"))
 
 
 def test_profile_and_gaps_match_jiwer(result: dict, scored: pd.DataFrame) -> None:
@@ -317,12 +318,12 @@ def test_trade_offs_and_pareto(result: dict, scored: pd.DataFrame) -> None:
 
 
 def test_reports_render_and_escape(result: dict) -> None:
-    html = render_profiles(result, {})
+    html = render_profiles(ProfilesResult.from_json(result), {})
     assert "<svg" in html and "Kendall" in html and "martian" in html
     evil = json.loads(json.dumps(result))
     evil["condition_maps"][0]["unmapped"] = {"<script>x</script>": 1}
-    assert "<script>x" not in render_profiles(evil, {})
-    md = "\n".join(profiles_lines(result, "Robustness profiles"))
+    assert "<script>x" not in render_profiles(ProfilesResult.from_json(evil), {})
+    md = "\n".join(profiles_lines(ProfilesResult.from_json(result), "Robustness profiles"))
     assert "| whisper-tiny.en | circle: outer − inner |" in md and "breaking point" in md
     json.dumps(result, allow_nan=False)
 

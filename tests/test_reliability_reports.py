@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from audits.conversation.results import ConversationResult
 from audits.conversation.run import html_section, markdown_lines
 from tests.reliability_env import audit, noise, write_dataset
 
@@ -118,7 +119,7 @@ def _conversation_summary() -> dict[str, Any]:
 
 
 def test_the_conversation_part_escapes_models_slices_backends_and_problems() -> None:
-    s = _conversation_summary()
+    s = ConversationResult.from_json(_conversation_summary())
     md = "\n".join(markdown_lines(s))
     _no_raw_markup(md)
     assert "<i>" not in md

@@ -32,7 +32,12 @@ CONVERSATION: dict[str, Any] = {
 }
 PROBES: dict[str, Any] = {"bad_reference": {"m": {"n_flagged": 2}}, "masking": {"levels": [0.1, 0.2]}}
 PROFILES: dict[str, Any] = {"conditions": ["a"], "n_boot": 100, "profiles": {"p": {"wer": 0.1}}, "rows": [], "normalizer": "basic"}
-PERTURBATIONS: dict[str, Any] = {"families": ["noise"], "seed": 0, "derived": {"n_utts": 4}, "ladders": [{"model": "m", "slope": None}]}
+PERTURBATIONS: dict[str, Any] = {
+    "families": [{"name": "noise", "level": 1}],
+    "seed": 0,
+    "derived": {"n_utts": 4},
+    "ladders": [{"model": "m", "slope": None}],
+}
 
 
 @pytest.mark.parametrize(
@@ -69,6 +74,6 @@ def test_records_are_typed_and_frozen() -> None:
     assert isinstance(ser, EmotionBackendResult) and ser.warnings == ("few clips",) and ser.confusion is not None
     assert ser.confusion.matrix == ((1, 0), (0, 1)) and not ser.extra
     conv = ConversationResult.from_json(CONVERSATION)
-    assert conv.models is not None and conv.models["m"]["cpwer"]["wer"] == 0.25 and conv.segmentation is None
+    assert conv.models is not None and conv.model("m").cpwer is not None and conv.model("m").cpwer.wer == 0.25 and conv.segmentation is None
     assert "segmentation" not in conv.to_json()  # absent when read, absent when written
     assert section_json({"plain": 1}) == {"plain": 1} and isinstance(ProbesResult.from_json(PROBES).entry("masking"), Record)

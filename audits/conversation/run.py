@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from audits.conversation.metrics import (
@@ -52,12 +53,24 @@ from audits.conversation.readers import (
     iter_json_lines,
     read_annotations,
 )
+from audits.conversation.results import (
+    AnnotationProblems,
+    ConversationDataset,
+    ConversationModelFigures,
+    ConversationResult,
+    DiarizationFigures,
+    DiarizationScores,
+    LongFormFigures,
+    SpeakerWerFigures,
+    WholeRecordingWer,
+)
+from audits.records import freeze
 from engine.audio.decoding import inspect as inspect_audio
 from engine.audio.segmentation import Chunk, SegmentationConfig, stitch
 from engine.data import Utterance
 from engine.datasets.base import file_stamp
 from engine.engine import EngineOptions
-from engine.errors import AudioError, ConfigError, ManifestError, RegistryError
+from engine.errors import AudioError, AuditError, ConfigError, ManifestError, RegistryError
 from engine.keyed.keyed_pass import KeyedPass, KeyedUnit, WorkerSpec
 from engine.keyed.unit_store import KeyedUnitStore, digest
 from engine.options import Field, Options, check_value, option
@@ -371,10 +384,10 @@ def conversation_summary(
     normalize: Callable[[str], str],
     facts: Mapping[str, Any] | None = None,
     whole: Mapping[str, Mapping[str, tuple[str, str]]] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Figures for ``summary.json`` (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
-    diarization's DER and JER) and the per-recording rows (written to
-    ``conversation/recordings.csv`` by the caller, never into summary.json).
+) -> tuple[ConversationResult, list[dict[str, Any]]]:
+    """The section's figures as records (per model: WER, cpWER, tcpWER, RTFx, and per slice; the
+    diarization's DER and JER; ``summary.json`` holds their ``to_json()``) and the per-recording rows
+    (written to ``conversation/recordings.csv`` by the caller, never into summary.json).
 
     ``models`` are the model specs ``run_conversation`` ran: every result read here must be
     vouched for by its marker under the current inputs and settings, else ``ResultIntegrityError``."""
@@ -394,22 +407,24 @@ def conversation_summary(
         (k, str(data.recordings[r]["labels"].get(k))) for r in data.recordings for k in cfg.slices if k in data.recordings[r]["labels"]
     ]
 
-    def group(recs: Sequence[str]) -> dict[str, Any]:
-        d = pool_diarization([dscores[r] for r in recs])
-        return {"der": d.der, "jer": d.jer, **d.as_dict()}
+    def group(recs: Sequence[str]) -> DiarizationScores:
+        return DiarizationScores(**pool_diarization([dscores[r] for r in recs]).as_dict())
 
-    diar_summary: dict[str, Any] = {
-        "backend": cfg.diarization,
-        "options": dict(cfg.diarization_options),
-        "rtfx": audio_s / diar_s if diar_s else None,
-        **group(list(data.recordings)),
-    }
-    if facts and facts.get("diarization"):
-        diar_summary["facts"] = facts["diarization"]  # backend info, runner and (on Ray) each actor's placement
-    diar_summary["slices"] = {
-        f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]) for k, v in sorted(set(slice_keys))
-    }
-    per_model: dict[str, Any] = {}
+    diar_summary = DiarizationFigures(
+        backend=cfg.diarization,
+        options=freeze(dict(cfg.diarization_options)),
+        rtfx=audio_s / diar_s if diar_s else None,
+        **group(list(data.recordings)).to_json(),
+        # backend info, runner and (on Ray) each actor's placement
+        facts=freeze(facts["diarization"]) if facts and facts.get("diarization") else None,
+        slices=MappingProxyType(
+            {
+                f"{k}={v}": group([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+                for k, v in sorted(set(slice_keys))
+            }
+        ),
+    )
+    per_model: dict[str, ConversationModelFigures] = {}
     for spec in models:
         model = spec.name
         stored = {r: asr_store.require(model, r, *_asr_key(cfg, spec, stamps[r], diarized[r])) for r in data.recordings}
@@ -447,47 +462,44 @@ def conversation_summary(
                 "wer": errs / n if n else None,
                 "word_errors": errs,
                 "n_words": n,
-                "cpwer": pool(cp[r] for r in recs).as_dict(),
-                "tcpwer": pool(tcp[r] for r in recs).as_dict(),
+                "cpwer": SpeakerWerFigures(**pool(cp[r] for r in recs).as_dict()),
+                "tcpwer": SpeakerWerFigures(**pool(tcp[r] for r in recs).as_dict()),
                 "infer_s": round(inf, 3),
                 "rtfx": a_s / inf if inf else None,
             }
 
-        m = figures(list(data.recordings))
-        m["slices"] = {
-            f"{k}={v}": figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v])
+        slices = {
+            f"{k}={v}": LongFormFigures(**figures([r for r in data.recordings if str(data.recordings[r]["labels"].get(k)) == v]))
             for k, v in sorted(set(slice_keys))
         }
-        m["n_chunks"] = sum(len(st["longform"]) for st in stored.values())
-        if whole and whole.get(model):
-            m["whole_recording"] = whole_recording_wer(whole[model], normalize)
-        if facts and model in facts:
-            m["backend_info"] = facts[model]
-        per_model[model] = m
-    summary = {
-        "dataset": {
-            "root": str(data.root),
-            "n_recordings": len(data.recordings),
-            "audio_s": round(audio_s, 3),
-            "fingerprint": data.fingerprint,
-        },
-        "segmentation": cfg.segmentation.as_dict(),
-        "scoring": {
-            **scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
-            "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
-            "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
-            "rtfx": "audio seconds / (VAD + long-form inference seconds)",
-        },
-        "attribution": "ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
+        per_model[model] = ConversationModelFigures(
+            **figures(list(data.recordings)),
+            slices=MappingProxyType(slices),
+            n_chunks=sum(len(st["longform"]) for st in stored.values()),
+            whole_recording=whole_recording_wer(whole[model], normalize) if whole and whole.get(model) else None,
+            backend_info=freeze(facts[model]) if facts and model in facts else None,
+        )
+    result = ConversationResult(
+        dataset=ConversationDataset(str(data.root), len(data.recordings), round(audio_s, 3), data.fingerprint),
+        segmentation=freeze(cfg.segmentation.as_dict()),
+        scoring=freeze(
+            {
+                **scoring_notes(cfg.collar, cfg.skip_overlap, cfg.tcp_collar),
+                "wer": "long-form: VAD chunks stitched per recording vs reference turns in onset order; pooled counts",
+                "whole_recording": "the ASR section's rows (each recording sent whole as one clip), same normalizer, pooled counts",
+                "rtfx": "audio seconds / (VAD + long-form inference seconds)",
+            }
+        ),
+        attribution="ASR on diarization turns (consecutive same-speaker turns merged up to max_chunk_s); each chunk's words belong to "
         "its turn's speaker",
-        "diarization": diar_summary,
-        "models": per_model,
-        "problems": {"count": len(data.problems), "examples": data.problems[:10]},
-    }
-    return summary, rows
+        diarization=diar_summary,
+        models=MappingProxyType(per_model),
+        problems=AnnotationProblems(len(data.problems), tuple(data.problems[:10])),
+    )
+    return result, rows
 
 
-def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callable[[str], str]) -> dict[str, Any]:
+def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callable[[str], str]) -> WholeRecordingWer:
     """WER of the ASR section's rows, where each whole recording went to the model as one clip
     (``pairs``: recording -> (reference, hypothesis)): the short-form baseline that long-form
     segmentation is compared with."""
@@ -497,7 +509,7 @@ def whole_recording_wer(pairs: Mapping[str, tuple[str, str]], normalize: Callabl
     for ref, hyp in pairs.values():
         ec = edit_counts(normalize(ref).split(), normalize(hyp or "").split())
         errs, n = errs + ec.errors, n + ec.n_ref
-    return {"wer": errs / n if n else None, "word_errors": errs, "n_words": n, "n_recordings": len(pairs)}
+    return WholeRecordingWer(errs / n if n else None, errs, n, len(pairs))
 
 
 def _rtfx(x: Any) -> str:
@@ -508,67 +520,80 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * float(x):.1f}"
 
 
-def markdown_lines(summary: Mapping[str, Any]) -> list[str]:
+def _wer(x: SpeakerWerFigures | WholeRecordingWer | None) -> float | None:
+    return None if x is None else x.wer
+
+
+_Parts = tuple[ConversationDataset, DiarizationFigures, Mapping[str, ConversationModelFigures], AnnotationProblems]
+
+
+def _parts(result: ConversationResult) -> _Parts:
+    """The figures both report parts show (``AuditError`` when the result lacks one: a section cut short)."""
+    if result.dataset is None or result.diarization is None or result.models is None or result.problems is None:
+        raise AuditError("conversation: the result lacks its dataset, diarization, models or problems; run the section again")
+    return result.dataset, result.diarization, result.models, result.problems
+
+
+def markdown_lines(result: ConversationResult) -> list[str]:
     """The report.md part: one table per model set, one diarization line, slices. Every name,
     label value and problem text passes the reports' Markdown escaping."""
     from audits.reports.formatting import md
 
-    d = summary["diarization"]
+    ds, d, models, problems = _parts(result)
+    seg, scoring = result.segmentation or {}, result.scoring or {}
     lines = [
         "## Conversation (long-form and speaker-attributed)",
         "",
-        f"{summary['dataset']['n_recordings']} recordings, {summary['dataset']['audio_s'] / 60:.1f} min. "
-        f"Segmentation: Silero VAD, chunks up to {summary['segmentation']['max_chunk_s']} s, pad {summary['segmentation']['pad_s']} s. "
-        f"Diarization: {md(d['backend'])}, DER {_pct(d['der'])} % (missed {d['missed_s']:.1f} s, false alarm {d['false_alarm_s']:.1f} s, "
-        f"confusion {d['confusion_s']:.1f} s of {d['scored_s']:.1f} s), JER {_pct(d['jer'])} %. {md(summary['scoring']['der'])}.",
+        f"{ds.n_recordings} recordings, {ds.audio_s / 60:.1f} min. "
+        f"Segmentation: Silero VAD, chunks up to {seg['max_chunk_s']} s, pad {seg['pad_s']} s. "
+        f"Diarization: {md(d.backend)}, DER {_pct(d.der)} % (missed {d.missed_s:.1f} s, false alarm {d.false_alarm_s:.1f} s, "
+        f"confusion {d.confusion_s:.1f} s of {d.scored_s:.1f} s), JER {_pct(d.jer)} %. {md(scoring['der'])}.",
         "",
         "| model | long-form WER % | whole-recording WER % | cpWER % | tcpWER % | DER % | RTFx |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for name, m in summary["models"].items():
-        whole = (m.get("whole_recording") or {}).get("wer")
+    for name, m in models.items():
         lines.append(
-            f"| {md(name)} | {_pct(m['wer'])} | {_pct(whole)} | {_pct(m['cpwer']['wer'])} | {_pct(m['tcpwer']['wer'])} | {_pct(d['der'])} "
-            f"| {_rtfx(m['rtfx'])} |"
+            f"| {md(name)} | {_pct(m.wer)} | {_pct(_wer(m.whole_recording))} | {_pct(_wer(m.cpwer))} | {_pct(_wer(m.tcpwer))} "
+            f"| {_pct(d.der)} | {_rtfx(m.rtfx)} |"
         )
     lines += ["", "| model | slice | WER % | cpWER % | DER % |", "| --- | --- | ---: | ---: | ---: |"]
-    for name, m in summary["models"].items():
-        for key, s in m["slices"].items():
-            lines.append(f"| {md(name)} | {md(key)} | {_pct(s['wer'])} | {_pct(s['cpwer']['wer'])} | {_pct(d['slices'][key]['der'])} |")
-    if summary["problems"]["count"]:
+    for name, m in models.items():
+        for key, s in m.slices.items():
+            lines.append(f"| {md(name)} | {md(key)} | {_pct(s.wer)} | {_pct(_wer(s.cpwer))} | {_pct(d.slices[key].der)} |")
+    if problems.count:
         lines += [
             "",
-            f"Annotation problems ({summary['problems']['count']}, kept and scored):",
-            *[f"- {md(p)}" for p in summary["problems"]["examples"]],
+            f"Annotation problems ({problems.count}, kept and scored):",
+            *[f"- {md(p)}" for p in problems.examples],
         ]
     return lines + [""]
 
 
-def html_section(summary: Mapping[str, Any]) -> str:
+def html_section(result: ConversationResult) -> str:
     """The report.html part: the same tables, every text through the reports' HTML escaping."""
     from audits.reports.formatting import esc
 
-    d = summary["diarization"]
+    ds, d, models, problems = _parts(result)
     rows = "".join(
-        f"<tr><td>{esc(n)}</td><td>{_pct(m['wer'])}</td><td>{_pct((m.get('whole_recording') or {}).get('wer'))}</td>"
-        f"<td>{_pct(m['cpwer']['wer'])}</td><td>{_pct(m['tcpwer']['wer'])}</td>"
-        f"<td>{_pct(d['der'])}</td><td>{_rtfx(m['rtfx'])}</td></tr>"
-        for n, m in summary["models"].items()
+        f"<tr><td>{esc(n)}</td><td>{_pct(m.wer)}</td><td>{_pct(_wer(m.whole_recording))}</td>"
+        f"<td>{_pct(_wer(m.cpwer))}</td><td>{_pct(_wer(m.tcpwer))}</td>"
+        f"<td>{_pct(d.der)}</td><td>{_rtfx(m.rtfx)}</td></tr>"
+        for n, m in models.items()
     )
     slices = "".join(
-        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s['wer'])}</td><td>{_pct(s['cpwer']['wer'])}</td><td>"
-        f"{_pct(d['slices'][k]['der'])}</td></tr>"
-        for n, m in summary["models"].items()
-        for k, s in m["slices"].items()
+        f"<tr><td>{esc(n)}</td><td>{esc(k)}</td><td>{_pct(s.wer)}</td><td>{_pct(_wer(s.cpwer))}</td><td>{_pct(d.slices[k].der)}</td></tr>"
+        for n, m in models.items()
+        for k, s in m.slices.items()
     )
-    problems = "".join(f"<li>{esc(p)}</li>" for p in summary["problems"]["examples"])
+    listed = "".join(f"<li>{esc(p)}</li>" for p in problems.examples)
     return (
-        f"<p>{summary['dataset']['n_recordings']} recordings; diarization {esc(d['backend'])}: "
-        f"DER {_pct(d['der'])} %, JER {_pct(d['jer'])} %. {esc(summary['scoring']['der'])}.</p>"
+        f"<p>{ds.n_recordings} recordings; diarization {esc(d.backend)}: "
+        f"DER {_pct(d.der)} %, JER {_pct(d.jer)} %. {esc((result.scoring or {})['der'])}.</p>"
         "<table><tr><th>model</th><th>long-form WER %</th><th>whole-recording WER %</th><th>cpWER %</th><th>tcpWER %</th><th>DER %</th><th>"
         "RTFx</th></tr>"
         f"{rows}</table><table><tr><th>model</th><th>slice</th><th>WER %</th><th>cpWER %</th><th>DER %</th></tr>{slices}</table>"
-        + (f"<p>Annotation problems ({summary['problems']['count']}, kept and scored):</p><ul>{problems}</ul>" if problems else "")
+        + (f"<p>Annotation problems ({problems.count}, kept and scored):</p><ul>{listed}</ul>" if listed else "")
     )
 
 

@@ -11,6 +11,7 @@ figures stored under ``summary.json``'s ``conversation`` key; per-recording figu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,16 +45,16 @@ class ConversationSection(AuditSection["ConversationConfig", ConversationResult]
             write_recordings_csv,
         )
         from audits.normalizing import get_normalizer
+        from audits.records import freeze
 
         data = load_conversation_data(_root(config, ctx.dataset))
         asr = [s for s in ctx.asr_models if s.backend != PREDICTIONS_BACKEND]
         facts = run_conversation(config, data, asr, ctx.out_dir, ctx.progress, ctx.engine)
         normalizer = get_normalizer(config.normalizer)
         whole = _whole_recordings(ctx, data)
-        summary, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
+        result, rows = conversation_summary(config, data, asr, ctx.out_dir, normalizer, facts, whole)
         write_recordings_csv(rows, ctx.out_dir)
-        summary["normalizer"] = {"name": normalizer.name, "version": normalizer.version}
-        return ConversationResult.from_json(summary)
+        return replace(result, normalizer=freeze({"name": normalizer.name, "version": normalizer.version}))
 
     def engine_passes(self, config: ConversationConfig, asr_models: Sequence[ModelSpec], dataset: Any) -> list[PassNeed]:
         """Diarization and long-form ASR run as keyed units (one per recording)."""
@@ -69,22 +70,25 @@ class ConversationSection(AuditSection["ConversationConfig", ConversationResult]
     def markdown(self, result: ConversationResult, run: RunResult) -> list[str]:
         from audits.conversation.run import markdown_lines
 
-        section = result.to_json()
-        return markdown_lines(section) if section else []
+        return markdown_lines(result) if _present(result) else []
 
     def html(
         self, result: ConversationResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
     ) -> tuple[str, str, str] | None:
-        section = result.to_json()
-        if not section:
+        if not _present(result):
             return None
         from audits.conversation.run import html_section
 
         return (
             self.title,
-            html_section(section),
+            html_section(result),
             "Long-form WER, cpWER and tcpWER (meeteval), DER and JER (pyannote.metrics); see docs/conversation.md.",
         )
+
+
+def _present(result: ConversationResult) -> bool:
+    """Whether the run holds the section (an empty result reads from a summary without it)."""
+    return next(iter(result.keys()), None) is not None
 
 
 def _root(config: ConversationConfig, dataset: Any) -> Path:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from audits.probes.tables import probe_counts, probe_model_results
+from audits.probes.results import ProbeRecord, ProbesResult, SyntheticModel, SyntheticVoiceProbe, figure_value
+from audits.probes.tables import probe_counts
+from audits.records import Record, thaw
 from audits.reports.charts import IntervalRow, svg_interval_panels
 from audits.reports.findings import control_models, intervals_disjoint
 from audits.reports.formatting import attrs, ci_bounds, esc, md, num_attr, rate_ci_text, rate_text
@@ -19,70 +21,72 @@ from audits.reports.judges import judge_lines, render_judges
 _COUNT_KEYS = ("n_gated", "n_leaked", "n_ref", "n_eligible", "n_clips", "n_pairs")
 
 
-def probe_lines(probes: Mapping[str, Any], title: str) -> list[str]:
+def probe_lines(probes: ProbesResult, title: str) -> list[str]:
     """One table per probe: rate (or switch), interval and counts per model."""
-    if not probes:
+    if not probes.entries:
         return []
     out = [f"## {title}", ""]
-    for probe, per_model in sorted(probes.items()):
-        if not isinstance(per_model, Mapping):
-            continue
-        rows = {m: v for m, v in per_model.items() if isinstance(v, Mapping) and ("rate" in v or "switch" in v or "diff" in v)}
-        judges = judge_lines(per_model.get("judges"), f"{probe}: audio-LM judges (synthetic-speech likelihood)")
-        if not rows:
+    for probe, p in sorted(probes.entries.items()):
+        judges = judge_lines(_judges(p), f"{probe}: audio-LM judges (synthetic-speech likelihood)")
+        if not p.models:
             out += judges
             continue
         out += [f"### {md(probe)}", "", "| model | value | 95% CI | counts | status |", "|---|---:|---|---|---|"]
-        for m, v in sorted(rows.items()):
-            value = v.get("rate", v.get("switch", v.get("diff")))
-            counts = ", ".join(f"{k}={v[k]}" for k in _COUNT_KEYS if k in v)
-            out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(v.get('ci95'))} | {md(counts)} | {md(v.get('status', ''))} |")
+        for m, v in sorted(p.models.items()):
+            counts = ", ".join(f"{k}={figure_value(v, k)}" for k in _COUNT_KEYS if k in set(v.keys()))
+            value, ci = figure_value(v, "rate"), figure_value(v, "ci95")
+            status = figure_value(v, "status") if "status" in set(v.keys()) else ""
+            out.append(f"| {md(m)} | {rate_text(value)} | {rate_ci_text(ci)} | {md(counts)} | {md(status)} |")
         out.append("")
         out += judges
-        if probe == "synthetic_voice":
-            out += synthetic_arm_lines(per_model, rows)
+        if isinstance(p, SyntheticVoiceProbe):
+            out += synthetic_arm_lines(p)
     return out
 
 
-def arm_rows(per_model: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _judges(p: ProbeRecord) -> dict[str, Any] | None:
+    judges = p.judge_results()
+    return None if judges is None else thaw(judges)
+
+
+def arm_rows(probe: SyntheticVoiceProbe) -> list[dict[str, Any]]:
     """Real vs each synthetic-voice arm, one row per model and arm (``probes.synthetic_voice.<model>.arms``)."""
     out = []
-    for m, v in sorted(per_model.items()):
-        arms = v.get("arms") if isinstance(v, Mapping) else None
-        if not isinstance(arms, Mapping):
+    for m, v in sorted(probe.models.items()):
+        if not isinstance(v, SyntheticModel) or v.arms is None:
             continue
-        for arm, a in arms.items():
+        for arm, a in v.arms.items():
             out.append(
                 {
                     "model": m,
                     "arm": arm,
-                    "n_pairs": a.get("n_pairs"),
-                    "n_clips": a.get("n_clips"),
-                    "real": a.get("real_rate"),
-                    "real_ci95": a.get("real_ci95"),
-                    "synthetic": a.get("synthetic_rate"),
-                    "synthetic_ci95": a.get("synthetic_ci95"),
-                    "diff": a.get("rate"),
-                    "diff_ci95": a.get("ci95"),
-                    "status": a.get("status"),
+                    "n_pairs": figure_value(a, "n_pairs"),
+                    "n_clips": figure_value(a, "n_clips"),
+                    "real": a.real_rate,
+                    "real_ci95": thaw(a.real_ci95),
+                    "synthetic": a.synthetic_rate,
+                    "synthetic_ci95": thaw(a.synthetic_ci95),
+                    "diff": a.rate,
+                    "diff_ci95": thaw(a.ci95),
+                    "status": a.status,
                 }
             )
     return out
 
 
-def _matched_note(p: Mapping[str, Any]) -> str:
-    mt = p.get("matched")
-    if not isinstance(mt, Mapping):
+def _matched_note(p: SyntheticVoiceProbe) -> str:
+    mt = p.matched
+    if mt is None:
         return ""
-    chosen = ", ".join(f"{k} ({n})" for k, n in (mt.get("chosen") or {}).items())
-    sim = mt.get("similarity") or {}
+    chosen = ", ".join(f"{k} ({n})" for k, n in mt.chosen.items())
+    sim = mt.similarity
     sims = f"; cosine to the speaker mean {sim.get('mean')} (min {sim.get('min')}, max {sim.get('max')})" if sim else ""
-    return f"Matched voices ({mt.get('encoder', '')}, {mt.get('n_speakers', 0)} speakers): {chosen or 'none'}{sims}."
+    return f"Matched voices ({'' if mt.encoder is None else mt.encoder}, {mt.n_speakers} speakers): {chosen or 'none'}{sims}."
 
 
-def synthetic_arm_lines(section: Mapping[str, Any], models: Mapping[str, Any]) -> list[str]:
+def synthetic_arm_lines(probe: SyntheticVoiceProbe) -> list[str]:
     """Markdown: real vs matched vs generic per model, with the paired differences."""
-    rows = arm_rows(models)
+    rows = arm_rows(probe)
     if not rows:
         return []
     out = [
@@ -98,29 +102,31 @@ def synthetic_arm_lines(section: Mapping[str, Any], models: Mapping[str, Any]) -
             f"| {md(r['model'])} | {md(r['arm'])} | {r['n_pairs']} | {rate_text(r['real'])} {rate_ci_text(r['real_ci95'])} | "
             f"{rate_text(r['synthetic'])} {rate_ci_text(r['synthetic_ci95'])} | {rate_text(r['diff'])} {rate_ci_text(r['diff_ci95'])} |"
         )
-    note = _matched_note(section)
+    note = _matched_note(probe)
     return out + ([""] + [md(note)] if note else []) + [""]
 
 
-def probes_data(probes: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
-    """Per probe: each model's rate, interval and counts, the control models, and the probe's facts."""
+def probes_data(probes: ProbesResult, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Per probe: each model's rate, interval and counts, the control models, and the probe's facts (plain JSON, embedded in
+    report.html)."""
     out: dict[str, Any] = {}
-    for probe, p in sorted(probes.items()):
-        if not isinstance(p, Mapping):
-            continue
-        res = probe_model_results(p)
+    for probe, p in sorted(probes.entries.items()):
+        res = p.models
         out[probe] = {
-            "models": {
-                m: {"rate": r.get("rate"), "ci95": r.get("ci95"), "k": probe_counts(r)[0], "n": probe_counts(r)[1]} for m, r in res.items()
-            },
+            "models": {m: _model_data(r) for m, r in res.items()},
             "controls": control_models(summary, res),
-            "facts": {k: v for k, v in p.items() if k not in res and isinstance(v, (str, int, float, bool)) or k == "panel"},
-            "judges": p.get("judges") if isinstance(p.get("judges"), Mapping) else None,
+            "facts": {k: thaw(v) for k, v in p.facts() if isinstance(v, (str, int, float, bool)) or k == "panel"},
+            "judges": _judges(p),
         }
-        if probe == "synthetic_voice":
-            out[probe]["arms"] = arm_rows(res)
+        if isinstance(p, SyntheticVoiceProbe):
+            out[probe]["arms"] = arm_rows(p)
             out[probe]["matched_note"] = _matched_note(p)
     return out
+
+
+def _model_data(r: Record) -> dict[str, Any]:
+    k, n = probe_counts(r)
+    return {"rate": figure_value(r, "rate"), "ci95": thaw(figure_value(r, "ci95")), "k": k, "n": n}
 
 
 def render_probes(probes_data: Mapping[str, Any], colors: Mapping[str, str]) -> str:

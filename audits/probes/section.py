@@ -8,9 +8,11 @@ split by models gives each run its own models' rates for the same probe.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from audits.probes.results import ProbesResult
+from audits.probes.results import ProbeRecord, ProbesResult
 from audits.sections import AuditSection, SectionContext
 from engine.data import ModelSpec
 from engine.engine import PassNeed
@@ -56,12 +58,12 @@ class ProbesSection(AuditSection["ProbeConfig", ProbesResult]):
     def markdown(self, result: ProbesResult, run: RunResult) -> list[str]:
         from audits.probes.report import probe_lines
 
-        return probe_lines(result.to_json(), self.title)
+        return probe_lines(result, self.title)
 
     def report_data(self, result: ProbesResult, run: RunResult) -> Any:
         from audits.probes.report import probes_data
 
-        return probes_data(result.to_json(), run.plain_summary)
+        return probes_data(result, run.plain_summary)
 
     def html(self, result: ProbesResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]) -> tuple[str, str, str] | None:
         if not data.get(self.key):
@@ -78,20 +80,41 @@ class ProbesSection(AuditSection["ProbeConfig", ProbesResult]):
         """``probes`` (rate per probe and model) and ``synthetic_voice_arms`` (real vs each voice arm)."""
         from audits.probes.tables import probe_tables
 
-        return probe_tables(result.to_json() if result is not None else {})
+        return probe_tables(result)
 
     def findings(self, result: ProbesResult, run: RunResult) -> list[str]:
         """Where each probe's memorizer control lands, and how many models lie below it."""
         from audits.probes.tables import probe_findings
 
-        return probe_findings(result.to_json(), run.plain_summary)
+        return probe_findings(result, run.plain_summary)
 
-    def merge_entry(self, key: str, kept: Any, other: Any, other_run: str) -> Any:
-        """One probe over runs: the union of its per-model entries (the first run's entry wins for a model in both)."""
-        if isinstance(kept, Mapping) and isinstance(other, Mapping):
-            merged = dict(kept)
-            for model, result in other.items():
-                if model not in merged:
-                    merged[model] = result
-            return merged
-        return super().merge_entry(key, kept, other, other_run)
+    def merge(self, parts: Sequence[ProbesResult | None], names: Sequence[str]) -> ProbesResult:
+        """Every probe over runs: the union of its keys, per-model entries and facts alike (the first run's value wins
+        for a key in both), since a sweep split by models gives each run its own models' rates for the same probe."""
+        merged: dict[str, ProbeRecord] = {}
+        judges: dict[str, Any] = {}
+        for part in parts:
+            if part is None:
+                continue
+            for probe, p in part.entries.items():
+                merged[probe] = p if probe not in merged else union(merged[probe], p)
+            for name, j in (part.judges or {}).items():
+                judges.setdefault(name, j)
+        has_judges = any(part is not None and part.judges is not None for part in parts)
+        return ProbesResult(MappingProxyType(merged), MappingProxyType(judges) if has_judges else None)
+
+
+def union(kept: ProbeRecord, other: ProbeRecord) -> ProbeRecord:
+    """One probe of two runs: ``kept``'s keys, then those only ``other`` has (models and facts), in their order."""
+    have = list(kept.keys())
+    new = [k for k in other.keys() if k not in have]
+    if not new:
+        return kept
+    declared = {f.name for f in other.declared()}
+    return replace(
+        kept,
+        models=MappingProxyType({**kept.models, **{k: other.models[k] for k in new if k in other.models}}),
+        extra=MappingProxyType({**kept.extra, **{k: other.extra[k] for k in new if k in other.extra}}),
+        layout=tuple(have + new),
+        **{k: getattr(other, k) for k in new if k in declared},
+    )

@@ -26,6 +26,7 @@ from engine.options import Field, Options, check_value, option
 from engine.perturb.derive import Family  # the options record's annotation is read at run time
 
 if TYPE_CHECKING:
+    from audits.profiles.results import PerturbationsResult
     from audits.sections import SectionContext
     from engine.data import DecodeOptions
     from engine.datasets.base import Dataset
@@ -239,18 +240,18 @@ def run_perturbations(config: PerturbationsConfig, ctx: SectionContext) -> dict[
     }
 
 
-def perturbation_lines(section: Mapping[str, Any], title: str) -> list[str]:
+def perturbation_lines(result: PerturbationsResult, title: str) -> list[str]:
     from audits.profiles.report import ladder_md
     from audits.reports.formatting import md
 
     lines = [
         f"## {md(title)}",
         "",
-        f"Derived clips: seed {section.get('seed')}, stored under derived/{md((section.get('derived') or {}).get('cache_key', ''))}. "
+        f"Derived clips: seed {result.seed}, stored under derived/{md((result.derived or {}).get('cache_key', ''))}. "
         "They count in these ladders only; every other figure of this report uses the source clips.",
         "",
     ]
-    sources = (section.get("derived") or {}).get("sources") or {}
+    sources = (result.derived or {}).get("sources") or {}
     if sources:
         lines += ["| family | folder | layout | files used / in folder | clips | license files (clips) |", "|---|---|---|---|---|---|"]
         for name, src in sources.items():
@@ -260,16 +261,16 @@ def perturbation_lines(section: Mapping[str, Any], title: str) -> list[str]:
                 f"{src.get('n_files')} | {src.get('clips')} | {lic} |"
             )
         lines += ["", "Every file used, with its SHA-256: derived/" + md(next(iter(sources.values())).get("manifest", "")) + ".", ""]
-    for lad in section.get("ladders") or []:
+    for lad in result.ladders or ():
         lines += ladder_md(lad)
     return lines
 
 
-def render_perturbations(section: Mapping[str, Any], colors: Mapping[str, str]) -> str:
+def render_perturbations(result: PerturbationsResult, colors: Mapping[str, str]) -> str:
     from audits.profiles.report import ladder_html
     from audits.reports.formatting import esc
 
-    sources = (section.get("derived") or {}).get("sources") or {}
+    sources = (result.derived or {}).get("sources") or {}
     head = ""
     if sources:
         rows = []
@@ -286,4 +287,4 @@ def render_perturbations(section: Mapping[str, Any], colors: Mapping[str, str]) 
             + "".join(rows)
             + "</tbody></table>"
         )
-    return head + "".join(ladder_html(lad, colors) for lad in section.get("ladders") or [])
+    return head + "".join(ladder_html(lad, colors) for lad in result.ladders or ())

@@ -56,13 +56,12 @@ class ProfilesSection(AuditSection["ProfilesConfig", ProfilesResult]):
     def markdown(self, result: ProfilesResult, run: RunResult) -> list[str]:
         from audits.profiles.report import profiles_lines
 
-        return profiles_lines(result.to_json(), self.title)
+        return profiles_lines(result, self.title)
 
     def html(
         self, result: ProfilesResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
     ) -> tuple[str, str, str] | None:
-        section = result.to_json()
-        if not section:
+        if not _present(result):
             return None
         from audits.profiles.report import render_profiles
 
@@ -70,7 +69,7 @@ class ProfilesSection(AuditSection["ProfilesConfig", ProfilesResult]):
             "WER is corpus-level on clips with speech; intervals are speaker-block bootstrap percentiles; "
             "gap p-values are Holm-corrected across every gap of every model, paired gap tests across every gap and pair."
         )
-        return self.title, render_profiles(section, colors), note
+        return self.title, render_profiles(result, colors), note
 
 
 class PerturbationsSection(AuditSection["PerturbationsConfig", PerturbationsResult]):
@@ -117,13 +116,12 @@ class PerturbationsSection(AuditSection["PerturbationsConfig", PerturbationsResu
     def markdown(self, result: PerturbationsResult, run: RunResult) -> list[str]:
         from audits.profiles.perturbations import perturbation_lines
 
-        return perturbation_lines(result.to_json(), self.title)
+        return perturbation_lines(result, self.title)
 
     def html(
         self, result: PerturbationsResult, run: RunResult, data: Mapping[str, Any], colors: Mapping[str, str]
     ) -> tuple[str, str, str] | None:
-        section = result.to_json()
-        if not section:
+        if not _present(result):
             return None
         from audits.profiles.perturbations import render_perturbations
 
@@ -132,4 +130,9 @@ class PerturbationsSection(AuditSection["PerturbationsConfig", PerturbationsResu
             "baseline = the clean clips; intervals: speaker-block bootstrap (a derived clip in its source's block). "
             "The derived clips count here only: every other figure uses the source clips."
         )
-        return self.title, render_perturbations(section, colors), note
+        return self.title, render_perturbations(result, colors), note
+
+
+def _present(result: ProfilesResult | PerturbationsResult) -> bool:
+    """Whether the run holds the section (an empty result reads from a summary without it)."""
+    return next(iter(result.keys()), None) is not None
