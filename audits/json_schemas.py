@@ -1,6 +1,6 @@
 """JSON Schemas for recipes and ``summary.json``, generated from the code's own declarations.
 
-* the recipe schema from the typed option fields (``engine.config.Field``: type, default, bounds,
+* the recipe schema from the typed option fields (``engine.options.Field``: type, default, bounds,
   choices, doc) of ``audits.recipes`` (``dataset:``, ``scoring:`` and the top-level numbers) and the
   registered audit sections (one object per section key; each section checks its own keys when a
   run starts, so their inner keys are left open here);
@@ -22,7 +22,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
-from engine.config import Field
+from engine.options import Field
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_NAMES = ("recipe", "summary")

@@ -310,7 +310,7 @@ def builtin_dataset_path(spec: str) -> Path:
 def with_reader_options(recipe: Recipe, pairs: list[str] | None, where: str = "--reader-opt") -> Recipe:
     """The recipe with ``--reader-opt key=value`` pairs merged into its dataset's reader options.
 
-    Each value is typed by the reader's own declaration (``OPTIONS``): a text option takes the
+    Each value is typed by the reader's own declaration (``OPTIONS``, an options record): a text option takes the
     value as written (``config=2020`` is the string '2020'); any other is read as one YAML scalar
     (``true``, ``8``) and then type- and range-checked; an unknown key is an error naming it, with
     close matches, before the dataset opens.
@@ -319,19 +319,19 @@ def with_reader_options(recipe: Recipe, pairs: list[str] | None, where: str = "-
         return recipe
     from engine.config import parse_yaml
     from engine.datasets import DATASET_READERS
-    from engine.datasets.base import reader_options
+    from engine.datasets.base import reader_option_fields, reader_options
 
     ds = recipe.dataset
     name = ds.reader if ds.reader != "auto" else _detected_reader(ds.path)
     cls: Any = DATASET_READERS.get(name) if name else None
-    fields = getattr(cls, "OPTIONS", None) if cls is not None else None
+    fields = reader_option_fields(cls, name) if cls is not None and name is not None else {}
     options = dict(ds.options)
     for pair in pairs:
         key, sep, value = pair.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ConfigError(f"{where} {pair!r}: expected key=value (for example split=test or text_column=sentence)")
-        field_ = (fields or {}).get(key)
+        field_ = fields.get(key)
         options[key] = value if field_ is None or field_.kind is str else parse_yaml(value, f"{where} {key}")
     if cls is not None and name is not None:
         reader_options(cls, name, options)  # unknown keys and bad values stop here, naming the key

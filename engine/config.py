@@ -1,8 +1,9 @@
-"""Safe YAML loading and strict validation into typed records (unknown keys are errors)."""
+"""Safe YAML loading, and the key check of mappings whose keys are data (unknown keys are errors).
+
+Options are declared and checked by the typed option layer (engine/options.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from pathlib import Path
 from typing import Any, Mapping
@@ -10,9 +11,6 @@ from typing import Any, Mapping
 import yaml
 
 from engine.errors import ConfigError
-from engine.options import Field, check_number, field_rows
-
-__all__ = ["Field", "check_fields", "check_number", "fields_doc"]
 
 #: A recipe or registry file larger than this is refused (real ones are a few KB).
 MAX_YAML_BYTES = 1 << 20
@@ -155,33 +153,3 @@ def check_keys(data: Mapping[str, Any], allowed: set[str], where: str, required:
     for key in required:
         if key not in data:
             raise ConfigError(f"{where}: missing required key '{key}'")
-
-
-def dataclass_keys(cls: type) -> set[str]:
-    return {f.name for f in dataclasses.fields(cls)}
-
-
-# ---- the typed option layer ----------------------------------------------------------------
-#
-# ``Field`` and ``check_number`` live in engine/options.py (with the ``Options`` records that
-# declare every backend's and section's options); ``check_fields`` checks a plain mapping of
-# fields, for the few blocks still declared as one.
-
-
-def check_fields(raw: Any, fields: Mapping[str, Field], where: str, required: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
-    """Every field of ``fields`` from the mapping ``raw`` (defaults filled in), unknown keys refused.
-
-    ``where`` names the file and the section (``recipe.yaml: conversation``); each key's error
-    reads ``recipe.yaml: conversation.collar: ...``.
-    """
-    raw = {} if raw is None else raw
-    # a field without a default that may not be null must be given
-    needed = set(required) | {k for k, f in fields.items() if f.default is None and not f.nullable}
-    check_keys(raw, set(fields), where, required=needed)
-    return {key: f.check(raw[key] if key in raw else f.default, f"{where}.{key}") for key, f in fields.items()}
-
-
-def fields_doc(fields: Mapping[str, Field], key_format: str = "`{}`") -> list[str]:
-    """One Markdown table row per field (key, type, default, allowed values, meaning): the rows of
-    docs/datasets.md's option tables (scripts/options_doc.py writes them; a test holds them equal)."""
-    return field_rows(fields, key_format)

@@ -26,11 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from engine.config import Field
 from engine.data import DecodeOptions, ModelSpec, ProgressFn
 from engine.datasets.base import Dataset
 from engine.errors import ConfigError, RegistryError
 from engine.keyed.keyed_pass import KeyedOutcome, KeyedPass, KeyedProgress, run_inprocess, run_ray
+from engine.options import Field
 from engine.registry import Registry
 from engine.run.passes import PASS_KINDS
 from engine.run.runner import InProcessRunner
@@ -437,4 +437,4 @@ ENGINE_FIELDS: dict[str, Field] = {
     "memory_budget_mb": Field(float, None, "in-process: memory the loaded models may take, MB", gt=0, le=1e9, nullable=True),
     "runtime_env": Field(dict, None, "Ray: the job's runtime environment (a YAML/JSON file or inline JSON)", nullable=True),
 }
-"""The engine's options (CLI flags), typed and bounded (engine.config.Field)."""
+"""The engine's options (CLI flags), typed and bounded (engine.options.Field)."""

@@ -23,12 +23,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _recipe_blocks() -> dict[str, Callable[[], str]]:
-    """The tables of docs/datasets.md: the recipe's blocks, the conversation section, the diarizers and the run flags."""
+    """The tables of docs/datasets.md: the recipe's blocks, the conversation section, the diarizers, the run flags, the readers."""
     from audits.conversation.run import ConversationConfig
     from audits.recipes import DATASET_FIELDS, SCORING_FIELDS, TOP_FIELDS
     from engine.audio.segmentation import SegmentationConfig
     from engine.backends.diarization.baseline import VadResemblyzerOptions
     from engine.backends.diarization.pyannote import PyannoteOptions
+    from engine.datasets.lhotse_cuts import LhotseOptions
+    from engine.datasets.readers import HuggingFaceOptions
     from engine.engine import ENGINE_FIELDS
 
     def flags() -> str:
@@ -46,14 +48,22 @@ def _recipe_blocks() -> dict[str, Callable[[], str]]:
         "diarizer-vad-resemblyzer": lambda: table(VadResemblyzerOptions.doc_rows()),
         "diarizer-pyannote": lambda: table(PyannoteOptions.doc_rows()),
         "run-flags": flags,
+        "reader-hf": lambda: table(HuggingFaceOptions.doc_rows()),
+        "reader-lhotse": lambda: table(LhotseOptions.doc_rows()),
     }
 
 
 def _other_blocks() -> dict[str, dict[str, Callable[[], str]]]:
     from audits.profiles.perturbations import FAMILY_FIELDS
+    from audits.trackers.mlflow_tracker import MlflowOptions
+    from audits.trackers.wandb_tracker import WandbOptions
     from engine.backends.asr.families.base import TransformersOptions
 
     return {
+        "docs/trackers.md": {
+            "tracker-mlflow": lambda: table(MlflowOptions.doc_rows()),
+            "tracker-wandb": lambda: table(WandbOptions.doc_rows()),
+        },
         "docs/loaders.md": {"asr-transformers": lambda: table(TransformersOptions.doc_rows())},
         "docs/profiles.md": {"perturbation-family": lambda: table(field_rows(FAMILY_FIELDS))},
     }

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import csv
+import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from audits.recipes import load_recipe, with_overrides, with_reader_options
 from engine.datasets import open_dataset
+from engine.datasets.base import DatasetReader
 from engine.errors import ConfigError, ManifestError
+from engine.options import Options, option
 from tests.conftest import write_manifest
 
 
@@ -74,12 +78,12 @@ def test_cli_reader_opt_reaches_the_reader(tmp_path, tone_wav):
 
 
 def test_reader_option_table_in_the_docs_matches_the_code():
-    from engine.config import fields_doc
-    from engine.datasets.readers import COLUMN_OPTIONS, CsvReader, HuggingFaceReader, NemoManifestReader, ParquetReader
+    from engine.datasets.readers import ColumnOptions, CsvReader, HuggingFaceReader, NemoManifestReader, ParquetReader, TsvReader
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
-    assert not [row for row in fields_doc(HuggingFaceReader.OPTIONS) if row not in doc]
-    assert all(cls.OPTIONS == COLUMN_OPTIONS for cls in (NemoManifestReader, CsvReader, ParquetReader))
+    assert not [row for row in HuggingFaceReader.OPTIONS.doc_rows() if row not in doc]
+    assert all(cls.OPTIONS is ColumnOptions for cls in (NemoManifestReader, CsvReader, TsvReader, ParquetReader))
+    assert issubclass(HuggingFaceReader.OPTIONS, ColumnOptions)
 
 
 def test_common_voice_layout_in_a_hf_folder(tmp_path):
@@ -108,3 +112,83 @@ def test_common_voice_layout_in_a_hf_folder(tmp_path):
     u = ds.load_shard(ds.shard_ids[0]).utterances[0]
     assert (u.reference, u.speaker, u.labels.get("accent")) == ("hello there", "a3f9", "scottish")
     assert u.audio_bytes and decode(u).error is None
+
+
+def test_a_reader_receives_its_frozen_record(tmp_path, tone_wav):
+    from dataclasses import FrozenInstanceError
+
+    from engine.datasets import DATASET_READERS
+    from engine.datasets.base import reader_options
+    from engine.datasets.readers import HuggingFaceOptions
+
+    checked = reader_options(DATASET_READERS.get("hf"), "hf", {"config": "2020"})
+    assert isinstance(checked, HuggingFaceOptions) and (checked.split, checked.config, checked.text_column) == ("test", "2020", None)
+    with pytest.raises(FrozenInstanceError):
+        checked.split = "train"  # type: ignore[misc]
+    assert DATASET_READERS.get("hf")(checked).options is checked
+
+
+@pytest.mark.parametrize(
+    ("reader", "options", "message"),
+    [
+        ("hf", {"split": 3}, "dataset reader 'hf' options.split: expected a string, got int 3"),
+        ("hf", {"split": None}, "dataset reader 'hf' options.split: expected a string, got null"),
+        ("csv", {"speaker_column": True}, "dataset reader 'csv' options.speaker_column: expected a string, got bool True"),
+        ("nemo", {"text_column": math.nan}, "dataset reader 'nemo' options.text_column: expected a string, got float nan"),
+        ("lhotse", {"splt": "dev"}, "dataset reader 'lhotse' options: unknown key 'splt' (did you mean 'split'?); allowed: split"),
+        ("kaldi", {"split": "dev"}, "dataset reader 'kaldi' takes no options (got split): its layout names every field"),
+        ("oasr-predictions", {"text_column": "x"}, "dataset reader 'oasr-predictions' takes no options (got text_column)"),
+    ],
+)
+def test_a_bad_reader_option_is_refused_before_the_dataset_opens(tmp_path, reader, options, message):
+    with pytest.raises(ConfigError) as info:
+        open_dataset(tmp_path / "does-not-exist", reader, **options)
+    assert message in str(info.value)
+
+
+@dataclass(frozen=True)
+class _Windowed(Options):
+    """A plug-in reader's options, with numbers."""
+
+    window_s: float = option(10.0, "window length", gt=0, le=600)
+    channels: int = option(1, "channels kept", ge=1)
+
+
+class _PluginReader(DatasetReader):
+    OPTIONS = _Windowed
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"window_s": 0}, "dataset reader 'windowed' options.window_s: 0 is out of range; it must be > 0 and <= 600"),
+        ({"window_s": math.inf}, "dataset reader 'windowed' options.window_s: expected a finite number, got inf"),
+        ({"window_s": math.nan}, "dataset reader 'windowed' options.window_s: expected a finite number, got nan"),
+        ({"window_s": "10"}, "dataset reader 'windowed' options.window_s: expected a number, got str '10'"),
+        ({"channels": 1.0}, "dataset reader 'windowed' options.channels: expected an integer, got float 1.0"),
+        ({"channels": 0}, "dataset reader 'windowed' options.channels: 0 is out of range; it must be >= 1"),
+        ({"chanels": 2}, "dataset reader 'windowed' options: unknown key 'chanels' (did you mean 'channels'?)"),
+    ],
+)
+def test_a_plugin_readers_record_bounds_its_numbers(options, message):
+    from engine.datasets.base import reader_options
+
+    with pytest.raises(ConfigError) as info:
+        reader_options(_PluginReader, "windowed", options)
+    assert message in str(info.value)
+    good = reader_options(_PluginReader, "windowed", {"window_s": 30})
+    assert isinstance(good, _Windowed) and good.window_s == 30.0 and isinstance(good.window_s, float) and good.channels == 1
+
+
+def test_a_plugin_reader_without_a_record_gets_its_options_as_given_and_an_old_mapping_is_refused():
+    from engine.datasets.base import reader_options
+
+    class Own:
+        pass
+
+    class OldStyle:
+        OPTIONS = {"split": None}
+
+    assert reader_options(Own, "own", {"split": 3}) == {"split": 3}
+    with pytest.raises(ConfigError, match=r"dataset reader 'old' declares OPTIONS as a dict, not an options record: declare a frozen"):
+        reader_options(OldStyle, "old", {})

@@ -28,11 +28,11 @@ from typer.testing import CliRunner
 from audits.cli.main import app
 from audits.profiles.perturbations import FAMILY_FIELDS, check_sources, derive, parse_perturbations
 from engine.audio.shards import encode_audio
-from engine.config import fields_doc
 from engine.corpus import transforms as tf
 from engine.data import DecodeOptions, Utterance
 from engine.datasets.base import in_memory_dataset
 from engine.errors import ConfigError
+from engine.options import field_rows
 from engine.perturb import banks, ops
 from engine.perturb.banks import BankSpec, scan_bank
 from engine.perturb.derive import Family, derive_dataset
@@ -331,7 +331,7 @@ def test_folder_errors_name_the_key_and_the_file(family: dict, match: str, folde
 
 def test_docs_option_table_matches_the_code() -> None:
     doc = (REPO / "docs" / "profiles.md").read_text()
-    for row in fields_doc(FAMILY_FIELDS):
+    for row in field_rows(FAMILY_FIELDS):
         assert row in doc, row
 
 

@@ -1,6 +1,6 @@
 """Reliability class 3: conversation configuration and inputs.
 
-Every option goes through the typed option layer (engine.config.Field): a quoted "false", NaN,
+Every option goes through the typed option layer (engine.options.Field): a quoted "false", NaN,
 a negative collar, a segmentation that could never advance, or diarizer options of the wrong
 shape are refused naming the recipe file and the key. Every input the section reads (manifest,
 audio headers, RTTM turns, SegLST transcript) is read and checked before the first model loads:

@@ -1,7 +1,7 @@
 """Reliability class 6: numbers that are not numbers.
 
 NaN, infinities, negative or absurd values, floats where a count is meant and strings where a
-number is meant are refused by the one typed option layer (engine.config) wherever they come
+number is meant are refused by the one typed option layer (engine.options) wherever they come
 from: a recipe key, a command-line flag, a backend option. The refusal names the file and key
 (or the flag) and comes before any model loads and before run.json is written.
 """
@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from engine.backends import ASR_BACKENDS
-from engine.config import Field, check_fields, check_number
 from engine.errors import ConfigError
-from engine.options import check_value
+from engine.options import Field, check_number, check_value
 from tests.reliability_env import Env, audit, refused_before_work, speech_clips, write_dataset
 
 
@@ -58,10 +57,6 @@ def test_the_field_keeps_good_values_and_their_types() -> None:
     assert Field(int, 1).check(3, "w") == 3
     assert Field(bool, True).check(False, "w") is False
     assert Field(int, None, nullable=True).check(None, "w") is None
-    out = check_fields({"a": 2}, {"a": Field(int, 1), "b": Field(float, 0.5)}, "r.yaml: s")
-    assert out == {"a": 2, "b": 0.5}
-    with pytest.raises(ConfigError, match="r.yaml: s: unknown key 'c'"):
-        check_fields({"c": 1}, {"a": Field(int, 1)}, "r.yaml: s")
 
 
 def test_check_value_refuses_nan_at_any_depth() -> None:
@@ -199,8 +194,8 @@ def test_the_option_ranges_in_the_docs_are_the_ones_the_code_checks() -> None:
     from engine.audio.segmentation import SegmentationConfig
     from engine.backends.diarization.baseline import VadResemblyzerDiarizer
     from engine.backends.diarization.pyannote import PyannoteDiarizer
-    from engine.config import fields_doc
     from engine.engine import ENGINE_FIELDS
+    from engine.options import field_rows as fields_doc
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "datasets.md").read_text(encoding="utf-8")
     specs = [

@@ -35,8 +35,8 @@ from audits.asr.stats import BlockGroup, NotTestable, _block_codes, _draw_blocks
 from audits.clips import source_rows
 from audits.normalizing import get_normalizer
 from audits.run_dir import read_run, rows_fingerprint
-from engine.config import Field
 from engine.errors import ConfigError
+from engine.options import Field
 
 GPU_HOUR_FIELD = Field(
     float,

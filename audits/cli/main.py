@@ -507,8 +507,8 @@ def corpus_demo_cmd(
     subset: str = typer.Option("full", "--subset", help="full (every clip of the design) or small (the quick demo's balanced subset)."),
 ) -> None:
     """Build the deterministic synthetic demo corpus with espeak-ng, Flite and Kokoro voices."""
-    from engine.config import check_number
     from engine.corpus.demo import build_demo_corpus
+    from engine.options import check_number
 
     try:
         check_number(seed, "--seed", integer=True, ge=0, le=2**32 - 1)
@@ -543,8 +543,8 @@ def corpus_conversation_cmd(
     force: bool = typer.Option(False, "--force", help="Rebuild even if a matching set exists."),
 ) -> None:
     """Build the deterministic demo conversation set (2-3 TTS voices taking turns, overlaps, backchannels)."""
-    from engine.config import check_number
     from engine.corpus.conversation import build_conversation_set
+    from engine.options import check_number
 
     try:
         check_number(seed, "--seed", integer=True, ge=0, le=2**32 - 1)
@@ -674,7 +674,7 @@ def probe_bad_reference_cmd(
     from audits.probes.predictions import run_from_prediction_dir
 
     try:
-        from engine.config import check_number
+        from engine.options import check_number
 
         check_number(supermajority, "--supermajority", gt=0, le=1)
         check_number(min_agree, "--min-agree", integer=True, ge=1)
@@ -717,7 +717,7 @@ def probe_orthography_cmd(
     from audits.probes.predictions import format_orthography_table, orthography_from_prediction_dir
 
     try:
-        from engine.config import check_number
+        from engine.options import check_number
 
         check_number(min_per_arm, "--min-per-arm", integer=True, ge=1)
         model_list = [m.strip() for m in models.split(",") if m.strip()] if models else None

@@ -46,7 +46,7 @@ def report_command(
 ) -> None:
     """Write report.html (self-contained, with plots), report.md and exports for one run or several merged runs."""
     try:
-        from engine.config import check_number
+        from engine.options import check_number
 
         check_format(fmt)
         check_number(worst, "--worst", integer=True, ge=0, le=10_000)
@@ -123,7 +123,7 @@ def query_command(
         _err.print(f"[bold red]error:[/] --format must be table, csv or json, not {fmt!r}")
         raise typer.Exit(code=2)
     try:
-        from engine.config import check_number
+        from engine.options import check_number
 
         check_number(max_rows, "--max-rows", integer=True, ge=1)
         if partial:

@@ -24,6 +24,7 @@ the recipe file), so an API key held in the environment never reaches a tracker.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import json
 import logging
@@ -39,8 +40,9 @@ from typing import Any, ClassVar
 
 from audits.run_dir import read_run
 from engine.backends.hosted.scrub import error_text, scrubber
-from engine.config import Field, check_fields, parse_yaml
+from engine.config import parse_yaml
 from engine.errors import ConfigError
+from engine.options import Field, Options
 from engine.registry import Registry
 from engine.storage import atomic_write_text
 
@@ -63,8 +65,14 @@ class TrackerError(ConfigError):
     """A tracker could not log a run (its package, server or settings); the run's results are untouched."""
 
 
+@dataclass(frozen=True)
+class NoTrackerOptions(Options):
+    """A tracker without options."""
+
+
 class Tracker(ABC):
-    """One experiment tracker: ``FIELDS`` declares its options (the typed option layer); ``log`` sends one run.
+    """One experiment tracker: ``OPTIONS`` declares its options once, as a frozen record (engine/options.py),
+    and ``self.options`` holds the checked record; ``log`` sends one run.
 
     ``package`` names the Python package it needs and ``extra`` the project extra that installs it,
     so a missing package is refused before the run starts, not after it finished.
@@ -73,10 +81,21 @@ class Tracker(ABC):
     name: ClassVar[str] = ""
     package: ClassVar[str] = ""
     extra: ClassVar[str] = "trackers"
-    FIELDS: ClassVar[Mapping[str, Field]] = {}
+    OPTIONS: ClassVar[type[Options]] = NoTrackerOptions
 
     def __init__(self, options: Mapping[str, Any] | None = None) -> None:
-        self.options = check_fields(dict(options or {}), self.FIELDS, f"tracker '{self.name}'")
+        self.options = self.option_record().parse(dict(options or {}), f"tracker '{self.name}'")
+
+    @classmethod
+    def option_record(cls) -> type[Options]:
+        """The declared options record; a tracker declaring the old ``FIELDS`` mapping is refused, saying what to declare."""
+        record = cls.OPTIONS
+        if getattr(cls, "FIELDS", None) is not None or not (isinstance(record, type) and issubclass(record, Options)):
+            raise TrackerError(
+                f"tracker '{cls.name}' declares its options as a mapping of fields (FIELDS), which is no longer read: "
+                "declare OPTIONS, a frozen dataclass deriving from engine.options.Options (fields made with engine.options.option)"
+            )
+        return record
 
     @classmethod
     def check_available(cls) -> None:
@@ -254,9 +273,11 @@ def make_trackers(names: Sequence[str], options: Sequence[str] = ()) -> list[Tra
             raise ConfigError(f"--tracker-opt {opt!r}: expected TRACKER.KEY=VALUE, e.g. mlflow.tracking_uri=http://localhost:5000")
         if tracker not in per:
             raise ConfigError(f"--tracker-opt {opt!r}: tracker '{tracker}' is not chosen (add --tracker {tracker})")
-        fields = TRACKERS.get(tracker).FIELDS
+        fields = TRACKERS.get(tracker).option_record().declared()
         if name not in fields:
-            raise ConfigError(f"--tracker-opt {opt!r}: tracker '{tracker}' has no option '{name}' (known: {', '.join(sorted(fields))})")
+            close = difflib.get_close_matches(name, list(fields), n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"--tracker-opt {opt!r}: tracker '{tracker}' has no option '{name}'{hint}; known: {', '.join(sorted(fields))}")
         per[tracker][name] = _option_value(fields[name], value.strip())
     out = []
     for n in chosen:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from audits.trackers.base import TrackedRun, Tracker, staging_dir
-from engine.config import Field
+from engine.options import Options, option
 
 #: MLflow's per-request limits of log_batch (mlflow.utils.validation)
 _MAX_PARAMS, _MAX_METRICS, _MAX_TAGS = 100, 1000, 100
@@ -29,28 +30,32 @@ def _safe_uri(uri: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+@dataclass(frozen=True)
+class MlflowOptions(Options):
+    """The ``mlflow`` tracker's options (``--tracker-opt mlflow.KEY=VALUE``)."""
+
+    tracking_uri: str | None = option(None, "MLflow tracking URI (http://..., databricks, sqlite:///..., file:...); null: MLflow's default")
+    experiment: str | None = option(None, "experiment name; null: the recipe's name")
+    run_name: str | None = option(None, "the MLflow run's name; null: the run directory's name")
+
+
 class MlflowTracker(Tracker):
     """Logs the run's parameters, metrics, tags and artifacts to an MLflow tracking server or store."""
 
     name: ClassVar[str] = "mlflow"
     package: ClassVar[str] = "mlflow"
-    FIELDS: ClassVar[Mapping[str, Field]] = {
-        "tracking_uri": Field(
-            str, None, "MLflow tracking URI (http://..., databricks, sqlite:///..., file:...); null: MLflow's default", nullable=True
-        ),
-        "experiment": Field(str, None, "experiment name; null: the recipe's name", nullable=True),
-        "run_name": Field(str, None, "the MLflow run's name; null: the run directory's name", nullable=True),
-    }
+    OPTIONS = MlflowOptions
+    options: MlflowOptions
 
     def log(self, run: TrackedRun) -> dict[str, Any]:
         from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri=self.options["tracking_uri"])
-        experiment = self.options["experiment"] or str(run.recipe.get("name") or "audit-engine")
+        client = MlflowClient(tracking_uri=self.options.tracking_uri)
+        experiment = self.options.experiment or str(run.recipe.get("name") or "audit-engine")
         found = client.get_experiment_by_name(experiment)
         experiment_id = found.experiment_id if found is not None else client.create_experiment(experiment)
-        mlrun = client.create_run(experiment_id, run_name=self.options["run_name"] or run.name, tags=run.tags)
+        mlrun = client.create_run(experiment_id, run_name=self.options.run_name or run.name, tags=run.tags)
         run_id = mlrun.info.run_id
         try:
             stamp = int(time.time() * 1000)

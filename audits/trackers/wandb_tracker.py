@@ -12,13 +12,25 @@ W&B's code, git and system-metrics capture are off: the run's own facts are what
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Literal
 
 from audits.trackers.base import TrackedRun, Tracker, staging_dir
-from engine.config import Field
+from engine.options import Options, option
 
 _ARTIFACT_NAME = re.compile(r"[^A-Za-z0-9_\-.]")
+
+
+@dataclass(frozen=True)
+class WandbOptions(Options):
+    """The ``wandb`` tracker's options (``--tracker-opt wandb.KEY=VALUE``)."""
+
+    project: str = option("audit-engine", "W&B project")
+    entity: str | None = option(None, "W&B entity (user or team); null: the account's default")
+    mode: Literal["online", "offline", "disabled"] | None = option(None, "online, offline or disabled; null: W&B's default (WANDB_MODE)")
+    dir: str | None = option(None, "folder for W&B's files; null: W&B's default (WANDB_DIR or the working directory)")
+    run_name: str | None = option(None, "the W&B run's name; null: the run directory's name")
 
 
 class WandbTracker(Tracker):
@@ -26,32 +38,21 @@ class WandbTracker(Tracker):
 
     name: ClassVar[str] = "wandb"
     package: ClassVar[str] = "wandb"
-    FIELDS: ClassVar[Mapping[str, Field]] = {
-        "project": Field(str, "audit-engine", "W&B project"),
-        "entity": Field(str, None, "W&B entity (user or team); null: the account's default", nullable=True),
-        "mode": Field(
-            str,
-            None,
-            "online, offline or disabled; null: W&B's default (WANDB_MODE)",
-            nullable=True,
-            choices=("online", "offline", "disabled"),
-        ),
-        "dir": Field(str, None, "folder for W&B's files; null: W&B's default (WANDB_DIR or the working directory)", nullable=True),
-        "run_name": Field(str, None, "the W&B run's name; null: the run directory's name", nullable=True),
-    }
+    OPTIONS = WandbOptions
+    options: WandbOptions
 
     def log(self, run: TrackedRun) -> dict[str, Any]:
         import wandb
 
-        if self.options["dir"]:
-            Path(self.options["dir"]).mkdir(parents=True, exist_ok=True)
+        if self.options.dir:
+            Path(self.options.dir).mkdir(parents=True, exist_ok=True)
         settings = wandb.Settings(save_code=False, disable_git=True, x_disable_stats=True, console="off", quiet=True)
         wb = wandb.init(
-            project=self.options["project"],
-            entity=self.options["entity"],
-            mode=self.options["mode"],
-            dir=self.options["dir"],
-            name=self.options["run_name"] or run.name,
+            project=self.options.project,
+            entity=self.options.entity,
+            mode=self.options.mode,
+            dir=self.options.dir,
+            name=self.options.run_name or run.name,
             config=run.config,
             tags=[str(run.recipe.get("name") or "audit")[:64]],
             settings=settings,

@@ -14,11 +14,12 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from engine.data import RESERVED_LABELS, Shard, Utterance, check_derivation_link, check_label_names
 from engine.datasets.segments import check_segments, segment_stamp
 from engine.errors import ConfigError, ManifestError
+from engine.options import Field, Options
 
 log = logging.getLogger(__name__)
 
@@ -352,24 +353,60 @@ def open_dataset(
 ) -> Dataset:
     """Open a dataset with the named reader (or the detected one).
 
-    A reader that declares its options (``OPTIONS``, typed ``engine.config.Field``s) gets them
-    checked first: an unknown key is an error naming it, with close matches, before anything is read."""
+    A reader that declares its options (``OPTIONS``, a frozen :class:`engine.options.Options` record)
+    gets them checked first: an unknown key is an error naming it, with close matches, before anything is read."""
     from engine.datasets import DATASET_READERS
 
     check_limit(limit)
     name = detect_reader(path) if reader == "auto" else reader
     cls = DATASET_READERS.get(name)
-    return cls(**reader_options(cls, name, options)).open(str(path), shard_size=shard_size, limit=limit)
+    checked = reader_options(cls, name, options)
+    made = cls(checked) if isinstance(checked, Options) else cls(**checked)
+    return made.open(str(path), shard_size=shard_size, limit=limit)  # type: ignore[no-any-return]
 
 
-def reader_options(cls: type, name: str, options: Mapping[str, Any]) -> dict[str, Any]:
-    """``options`` checked against the reader's declared ``OPTIONS`` (as given when it declares none: a plug-in's own)."""
-    from engine.config import check_fields
+@dataclass(frozen=True)
+class NoReaderOptions(Options):
+    """A reader without options: its layout names every field."""
 
-    fields = getattr(cls, "OPTIONS", None)
-    if fields is None:
+
+class DatasetReader:
+    """Base of the built-in readers: ``OPTIONS`` declares their options once, as a frozen record, and
+    ``self.options`` holds the checked record (``open_dataset`` parses the mapping given into it).
+
+    A reader from another package need not derive from it: one that declares no ``OPTIONS`` is built
+    with its options as keyword arguments, unchecked (its own)."""
+
+    OPTIONS: ClassVar[type[Options]] = NoReaderOptions
+
+    def __init__(self, options: Options | None = None) -> None:
+        self.options = options if options is not None else self.OPTIONS()
+
+
+def declared_reader_options(cls: Any, name: str) -> type[Options] | None:
+    """The options record the reader ``cls`` declares (None: a plug-in reader that declares none)."""
+    record = getattr(cls, "OPTIONS", None)
+    if record is None:
+        return None
+    if not (isinstance(record, type) and issubclass(record, Options)):
+        raise ConfigError(
+            f"dataset reader '{name}' declares OPTIONS as a {type(record).__name__}, not an options record: "
+            "declare a frozen dataclass deriving from engine.options.Options (fields made with engine.options.option)"
+        )
+    return record
+
+
+def reader_option_fields(cls: Any, name: str) -> dict[str, Field]:
+    """The options the reader declares, by key (none for a plug-in reader that declares no record)."""
+    record = declared_reader_options(cls, name)
+    return {} if record is None else record.declared()
+
+
+def reader_options(cls: Any, name: str, options: Mapping[str, Any]) -> Options | dict[str, Any]:
+    """``options`` parsed into the reader's declared record (as given when it declares none: a plug-in's own)."""
+    record = declared_reader_options(cls, name)
+    if record is None:
         return dict(options)
-    if not fields and options:
+    if not record.declared() and options:
         raise ConfigError(f"dataset reader '{name}' takes no options (got {', '.join(sorted(options))}): its layout names every field")
-    checked = check_fields(dict(options), fields, f"dataset reader '{name}' options")
-    return {k: v for k, v in checked.items() if k in options}  # defaults stay the reader's own
+    return record.parse(dict(options), f"dataset reader '{name}' options")

@@ -24,11 +24,9 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import ClassVar
 
-from engine.config import Field
 from engine.data import Utterance
-from engine.datasets.base import SNIFF_LAYOUT, Dataset, in_memory_dataset
+from engine.datasets.base import SNIFF_LAYOUT, Dataset, DatasetReader, NoReaderOptions, in_memory_dataset
 from engine.datasets.readers import record_to_utterance
 from engine.errors import ManifestError
 
@@ -100,10 +98,10 @@ def _seconds(value: str, path: Path, line: int, field: str) -> float:
         raise ManifestError(path, f"{field} {value!r} is not a number of seconds", line=line, field=field) from None
 
 
-class KaldiDataDirReader:
+class KaldiDataDirReader(DatasetReader):
     """A Kaldi data folder (``wav.scp`` and ``text``; ``segments``, ``utt2spk``, ``spk2gender``, ``utt2lang`` when present)."""
 
-    OPTIONS: ClassVar[dict[str, Field]] = {}
+    OPTIONS = NoReaderOptions
 
     @staticmethod
     def sniff(path: Path) -> int:

@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
-from engine.config import Field
 from engine.data import Utterance
-from engine.datasets.base import SNIFF_CONTENT, Dataset, in_memory_dataset
+from engine.datasets.base import SNIFF_CONTENT, Dataset, DatasetReader, in_memory_dataset
 from engine.datasets.readers import record_to_utterance
 from engine.errors import ManifestError
+from engine.options import Options, option
 
 CUT_TYPES = ("MonoCut",)
 """Cut types read as clips; Lhotse's MixedCut and PaddingCut are synthetic mixtures, not recorded clips."""
@@ -181,16 +182,19 @@ def _wanted(files: list[Path], split: str | None) -> list[Path]:
     return [f for f in files if split is None or f.name.split(".")[0].endswith(f"_{split}")]
 
 
-class LhotseCutsReader:
+@dataclass(frozen=True)
+class LhotseOptions(Options):
+    """The ``lhotse`` reader's options."""
+
+    split: str | None = option(None, "in a folder: only the manifests of this part (<corpus>_cuts_<split>.jsonl.gz, ...)")
+
+
+class LhotseCutsReader(DatasetReader):
     """A Lhotse ``CutSet`` JSONL(.gz) manifest, a folder of them (``*cuts*.jsonl[.gz]``), or a folder of
     recording and supervision manifests as ``lhotse prepare`` writes them (one clip per supervision)."""
 
-    OPTIONS: ClassVar[dict[str, Field]] = {
-        "split": Field(str, None, "in a folder: only the manifests of this part (<corpus>_cuts_<split>.jsonl.gz, ...)", nullable=True),
-    }
-
-    def __init__(self, split: str | None = None) -> None:
-        self.split = split
+    OPTIONS = LhotseOptions
+    options: LhotseOptions
 
     @staticmethod
     def sniff(path: Path) -> int:
@@ -204,7 +208,7 @@ class LhotseCutsReader:
 
     def _cuts(self, p: Path) -> Iterator[tuple[Path, int, dict[str, Any]]]:
         """(file, line, cut) for every cut: read from cut manifests, or made from supervisions (one cut each)."""
-        files = _wanted(cut_manifests(p), self.split) if p.is_dir() else [p]
+        files = _wanted(cut_manifests(p), self.options.split) if p.is_dir() else [p]
         if files:
             for f in files:
                 if not f.is_file():
@@ -212,12 +216,12 @@ class LhotseCutsReader:
                 for lineno, cut in _records(f):
                     yield f, lineno, cut
             return
-        pairs = manifest_pairs(p, self.split) if p.is_dir() else []
+        pairs = manifest_pairs(p, self.options.split) if p.is_dir() else []
         if not pairs:
             raise ManifestError(
                 p,
                 "no Lhotse manifest found (a cuts.jsonl[.gz] file, a folder of *cuts*.jsonl[.gz], or *_recordings_*/*_supervisions_* "
-                f"manifests{'' if self.split is None else f' of split {self.split!r}'})",
+                f"manifests{'' if self.options.split is None else f' of split {self.options.split!r}'})",
             )
         for rec_file, sup_file in pairs:
             recordings = {str(r.get("id")): r for _, r in _records(rec_file)}

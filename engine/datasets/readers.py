@@ -8,9 +8,8 @@ import logging
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from engine.config import Field
 from engine.data import (
     RESERVED_KEYS,
     RESERVED_LABELS,
@@ -29,6 +28,8 @@ from engine.datasets.base import (
     SNIFF_NAME,
     SNIFF_SHARDS,
     Dataset,
+    DatasetReader,
+    NoReaderOptions,
     ShardIndex,
     check_limit,
     check_unique_ids,
@@ -40,6 +41,7 @@ from engine.datasets.base import (
 )
 from engine.datasets.segments import bytes_source, check_segments, read_segment, segment_stamp
 from engine.errors import ConfigError, ManifestError
+from engine.options import Options, option
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +51,22 @@ ID_KEYS = ("utt_id", "id")
 SPEAKER_KEYS = ("speaker", "speaker_id", "client_id", "spk")
 """Speaker columns by convention: ours and NeMo's, Common Voice's ``client_id``, Kaldi's and Lhotse's short ``spk``."""
 
-COLUMN_OPTIONS: dict[str, Field] = {
-    "text_column": Field(str, None, "the reference text column (default: the first of text, reference, sentence, ...)", nullable=True),
-    "audio_column": Field(
-        str, None, "the audio column (default: the first of audio_filepath, audio_path, path, file, audio)", nullable=True
-    ),
-    "speaker_column": Field(str, None, "the speaker column (default: the first of speaker, speaker_id, client_id, spk)", nullable=True),
-}
-"""Reader options naming a dataset's columns; a named column replaces the conventional list for its role."""
+
+@dataclass(frozen=True)
+class ColumnOptions(Options):
+    """Reader options naming a dataset's columns; a named column replaces the conventional list for its role."""
+
+    text_column: str | None = option(None, "the reference text column (default: the first of text, reference, sentence, ...)")
+    audio_column: str | None = option(None, "the audio column (default: the first of audio_filepath, audio_path, path, file, audio)")
+    speaker_column: str | None = option(None, "the speaker column (default: the first of speaker, speaker_id, client_id, spk)")
+
+
+@dataclass(frozen=True)
+class HuggingFaceOptions(ColumnOptions):
+    """The ``hf`` reader's options: the split and configuration to read, and the column names."""
+
+    split: str = option("test", "the split to read")
+    config: str | None = option(None, "the hub dataset's configuration (subset) name")
 
 
 @dataclass(frozen=True)
@@ -69,11 +79,11 @@ class Columns:
     speaker: tuple[str, ...] = SPEAKER_KEYS
 
     @classmethod
-    def from_options(cls, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> Columns:
+    def from_options(cls, options: ColumnOptions) -> Columns:
         return cls(
-            audio=(audio_column,) if audio_column else AUDIO_KEYS,
-            text=(text_column,) if text_column else TEXT_KEYS,
-            speaker=(speaker_column,) if speaker_column else SPEAKER_KEYS,
+            audio=(options.audio_column,) if options.audio_column else AUDIO_KEYS,
+            text=(options.text_column,) if options.text_column else TEXT_KEYS,
+            speaker=(options.speaker_column,) if options.speaker_column else SPEAKER_KEYS,
         )
 
     def check_header(self, names: Iterable[str], where: Path | str, line: int | None = None) -> None:
@@ -199,7 +209,7 @@ def record_to_utterance(row: Mapping[str, Any], source: str, index: int, default
     )
 
 
-class NemoManifestReader:
+class NemoManifestReader(DatasetReader):
     """NeMo JSONL manifest: ``audio_filepath``, ``duration``, ``text``; other keys become labels.
 
     Relative audio paths are resolved against the manifest's folder.
@@ -212,17 +222,12 @@ class NemoManifestReader:
             return SNIFF_LAYOUT if (path / "manifest.jsonl").is_file() else 0
         return SNIFF_NAME if path.suffix.lower() in (".jsonl", ".json") else 0
 
-    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+    OPTIONS = ColumnOptions
+    options: ColumnOptions
 
-    def __init__(
-        self,
-        allow_outside_root: bool = True,
-        text_column: str | None = None,
-        audio_column: str | None = None,
-        speaker_column: str | None = None,
-    ) -> None:
-        self.allow_outside_root = allow_outside_root
-        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+    def __init__(self, options: ColumnOptions | None = None) -> None:
+        super().__init__(options)
+        self.columns = Columns.from_options(self.options)
 
     def read(self, path: Path) -> list[Utterance]:
         if not path.exists():
@@ -254,7 +259,7 @@ class NemoManifestReader:
         return in_memory_dataset(p.parent.name or p.stem, str(p), "nemo", utts, shard_size, p.parent, limit=limit)
 
 
-class CsvReader:
+class CsvReader(DatasetReader):
     """CSV (or TSV) with a header: an audio path column and a text column; others become labels."""
 
     delimiter = ","
@@ -265,10 +270,12 @@ class CsvReader:
         """A file whose suffix is the reader's own (``.csv``; ``.tsv`` for the TSV reader)."""
         return SNIFF_NAME if not path.is_dir() and path.suffix.lower() == cls.suffix else 0
 
-    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+    OPTIONS = ColumnOptions
+    options: ColumnOptions
 
-    def __init__(self, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> None:
-        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+    def __init__(self, options: ColumnOptions | None = None) -> None:
+        super().__init__(options)
+        self.columns = Columns.from_options(self.options)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         p = Path(path)
@@ -296,7 +303,7 @@ class TsvReader(CsvReader):
     suffix = ".tsv"
 
 
-class ParquetReader:
+class ParquetReader(DatasetReader):
     """Parquet shards: our shard schema or a Hugging Face style ``audio`` column ``{bytes, path}``.
 
     Each file is one shard, read only when its unit runs (memory stays flat on big datasets). The
@@ -311,10 +318,12 @@ class ParquetReader:
             return SNIFF_SHARDS if (path / "shards").is_dir() or any(path.glob("*.parquet")) else 0
         return SNIFF_NAME if path.suffix.lower() == ".parquet" else 0
 
-    OPTIONS: ClassVar[dict[str, Field]] = COLUMN_OPTIONS
+    OPTIONS = ColumnOptions
+    options: ColumnOptions
 
-    def __init__(self, text_column: str | None = None, audio_column: str | None = None, speaker_column: str | None = None) -> None:
-        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+    def __init__(self, options: ColumnOptions | None = None) -> None:
+        super().__init__(options)
+        self.columns = Columns.from_options(self.options)
 
     def open(self, path: str, shard_size: int = 64, limit: int | None = None) -> Dataset:
         import pyarrow.parquet as pq
@@ -392,30 +401,18 @@ class ParquetReader:
         )
 
 
-class HuggingFaceReader:
+class HuggingFaceReader(DatasetReader):
     """A local ``datasets`` directory (``save_to_disk``) or a hub id (needs the ``datasets`` extra).
 
     Options: ``split`` (default 'test'), ``config`` (hub config name), and the column names.
     """
 
-    OPTIONS: ClassVar[dict[str, Field]] = {
-        "split": Field(str, "test", "the split to read"),
-        "config": Field(str, None, "the hub dataset's configuration (subset) name", nullable=True),
-        **COLUMN_OPTIONS,
-    }
+    OPTIONS = HuggingFaceOptions
+    options: HuggingFaceOptions
 
-    def __init__(
-        self,
-        split: str = "test",
-        config: str | None = None,
-        text_column: str | None = None,
-        audio_column: str | None = None,
-        speaker_column: str | None = None,
-    ) -> None:
-        self.split = split
-        self.config = config
-        self.text_column = text_column
-        self.columns = Columns.from_options(text_column, audio_column, speaker_column)
+    def __init__(self, options: HuggingFaceOptions | None = None) -> None:
+        super().__init__(options)
+        self.columns = Columns.from_options(self.options)
         self._audio_col = "audio"
 
     @classmethod
@@ -440,16 +437,16 @@ class HuggingFaceReader:
             if p.exists():
                 ds = datasets.load_from_disk(str(p))
                 if isinstance(ds, datasets.DatasetDict):
-                    if self.split not in ds:
-                        raise ConfigError(f"{p}: split '{self.split}' not found (splits: {list(ds)})")
-                    ds = ds[self.split]
+                    if self.options.split not in ds:
+                        raise ConfigError(f"{p}: split '{self.options.split}' not found (splits: {list(ds)})")
+                    ds = ds[self.options.split]
             else:
-                ds = datasets.load_dataset(path, self.config, split=self.split)
+                ds = datasets.load_dataset(path, self.options.config, split=self.options.split)
         except ConfigError:
             raise
         except Exception as exc:
             raise ConfigError(
-                f"cannot load Hugging Face dataset '{path}' (split '{self.split}'): {type(exc).__name__}: {exc}. "
+                f"cannot load Hugging Face dataset '{path}' (split '{self.options.split}'): {type(exc).__name__}: {exc}. "
                 "Without network access, download it elsewhere with datasets.load_dataset(...).save_to_disk(DIR) "
                 "(or export Parquet/JSONL) and pass --dataset DIR"
             ) from None
@@ -458,8 +455,8 @@ class HuggingFaceReader:
         audio_col = next((c for c in candidates if c in ds.column_names), None)
         if audio_col is None:
             raise ConfigError(f"dataset '{path}' has no audio column (expected {' or '.join(candidates)}); columns: {ds.column_names}")
-        if self.text_column and self.text_column not in ds.column_names:
-            raise ConfigError(f"dataset '{path}': text_column '{self.text_column}' is not a column; columns: {ds.column_names}")
+        if self.options.text_column and self.options.text_column not in ds.column_names:
+            raise ConfigError(f"dataset '{path}': text_column '{self.options.text_column}' is not a column; columns: {ds.column_names}")
         self._audio_col = audio_col
         # the column chosen is the audio, whatever else the table has (Common Voice's 'path' names the file in its archive)
         self.columns = replace(self.columns, audio=(audio_col,))
@@ -536,12 +533,14 @@ def _arrow_stamp(ds: Any) -> tuple[str, str]:
     return (content, "|".join(m for _, m in parts))
 
 
-class OasrPredictionsReader:
+class OasrPredictionsReader(DatasetReader):
     """Open ASR Leaderboard prediction JSONL (``audio_filepath``, ``text``, ``pred_text``), no audio.
 
     A directory holds one file per model (model name = file stem); the references come from the
     first file and must agree across files.
     """
+
+    OPTIONS = NoReaderOptions
 
     @classmethod
     def sniff(cls, path: Path) -> int:

@@ -21,14 +21,15 @@ from __future__ import annotations
 import json
 import tarfile
 from pathlib import Path
-from typing import Any, ClassVar, Iterator
+from typing import Any, Iterator
 
-from engine.config import Field
 from engine.data import Shard, Utterance
 from engine.datasets.base import (
     SNIFF_LAYOUT,
     SNIFF_NAME,
     Dataset,
+    DatasetReader,
+    NoReaderOptions,
     ShardIndex,
     check_limit,
     check_unique_ids,
@@ -115,10 +116,10 @@ def tar_shards(path: Path) -> list[Path]:
     return [path]
 
 
-class WebDatasetReader:
+class WebDatasetReader(DatasetReader):
     """WebDataset tar shards: a ``.tar`` file or a folder of them (audio + ``.txt``/``.json`` per key)."""
 
-    OPTIONS: ClassVar[dict[str, Field]] = {}
+    OPTIONS = NoReaderOptions
 
     @staticmethod
     def sniff(path: Path) -> int:
