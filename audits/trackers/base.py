@@ -277,7 +277,9 @@ def make_trackers(names: Sequence[str], options: Sequence[str] = ()) -> list[Tra
         if name not in fields:
             close = difflib.get_close_matches(name, list(fields), n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
-            raise ConfigError(f"--tracker-opt {opt!r}: tracker '{tracker}' has no option '{name}'{hint}; known: {', '.join(sorted(fields))}")
+            raise ConfigError(
+                f"--tracker-opt {opt!r}: tracker '{tracker}' has no option '{name}'{hint}; known: {', '.join(sorted(fields))}"
+            )
         per[tracker][name] = _option_value(fields[name], value.strip())
     out = []
     for n in chosen:
