@@ -130,11 +130,16 @@ def tone_wav(tmp_path: Path):
 #: The local Ray instances tests ask for, by fixture name. Starting one costs seconds, so the modules that
 #: ask for the same one share it: pytest_collection_modifyitems runs them one after another at the end of
 #: the session, and the instance is stopped before any other module runs.
+#: ``address="local"``: always a new instance of this process, never a cluster that ``ray start`` left running on the machine.
 RAY_INSTANCES: dict[str, dict[str, Any]] = {
     # 2 CPUs; every worker registers the fault-injection backend (tests/test_faults.py, tests/test_ray_engine.py)
-    "ray_local": {"num_cpus": 2, "runtime_env": {"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"}},
+    "ray_local": {
+        "address": "local",
+        "num_cpus": 2,
+        "runtime_env": {"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"},
+    },
     # 4 logical CPUs and 8 logical GPUs: placement on GPUs without a GPU
-    "ray_gpus8": {"num_cpus": 4, "num_gpus": 8},
+    "ray_gpus8": {"address": "local", "num_cpus": 4, "num_gpus": 8},
 }
 
 
