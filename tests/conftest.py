@@ -7,7 +7,10 @@ import hashlib
 import json
 import shutil
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,3 +123,115 @@ def tone_wav(tmp_path: Path):
         return p
 
     return make
+
+
+# ------------------------------------------------------------------ one local Ray instance per session
+
+#: The local Ray instances tests ask for, by fixture name. Starting one costs seconds, so the modules that
+#: ask for the same one share it: pytest_collection_modifyitems runs them one after another at the end of
+#: the session, and the instance is stopped before any other module runs.
+#: ``address="local"``: always a new instance of this process, never a cluster that ``ray start`` left running on the machine.
+RAY_INSTANCES: dict[str, dict[str, Any]] = {
+    # 2 CPUs; every worker registers the fault-injection backend (tests/test_faults.py, tests/test_ray_engine.py)
+    "ray_local": {
+        "address": "local",
+        "num_cpus": 2,
+        "runtime_env": {"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"},
+    },
+    # 4 logical CPUs and 8 logical GPUs: placement on GPUs without a GPU
+    "ray_gpus8": {"address": "local", "num_cpus": 4, "num_gpus": 8},
+}
+
+
+class SharedRay:
+    """The session's local Ray instance: started on first use, reused by the next module that asks for the
+    same configuration while all its resources are free again, restarted otherwise (another configuration,
+    a test that shut it down or built its own cluster, resources still held by a test's leftovers)."""
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.address: str | None = None
+
+    def use(self, name: str) -> str:
+        import ray
+
+        from engine.run.ray_setup import init_ray
+
+        config = RAY_INSTANCES[name]
+        if self.name == name and self._intact(config):
+            return str(self.address)
+        self.stop()
+        if ray.is_initialized():  # an instance a test left behind
+            ray.shutdown()
+        init_ray(**config)
+        self.name, self.address = name, ray.get_runtime_context().gcs_address
+        return self.address
+
+    def _intact(self, config: dict[str, Any]) -> bool:
+        import ray
+
+        if not ray.is_initialized() or ray.get_runtime_context().gcs_address != self.address:
+            return False
+        want = {"CPU": float(config["num_cpus"]), "GPU": float(config.get("num_gpus") or 0)}
+        if {k: ray.cluster_resources().get(k, 0.0) for k in want} != want:
+            return False
+        deadline = time.monotonic() + 10  # actors of a finished (or killed) driver are released asynchronously
+        while time.monotonic() < deadline:
+            if {k: ray.available_resources().get(k, 0.0) for k in want} == want:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        if self.name is None:
+            return
+        import ray
+
+        if ray.is_initialized() and ray.get_runtime_context().gcs_address == self.address:
+            ray.shutdown()
+        self.name = self.address = None
+
+
+_SHARED_RAY = SharedRay()
+_RAY_MODULES: dict[str, str] = {}  # module node id -> the RAY_INSTANCES name its tests use
+
+
+def _module_id(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules that use a shared Ray instance run last, grouped by instance (each module's own order kept)."""
+    for item in items:
+        for name in RAY_INSTANCES:
+            if name in getattr(item, "fixturenames", ()):
+                _RAY_MODULES.setdefault(_module_id(item), name)
+    order = {name: i + 1 for i, name in enumerate(RAY_INSTANCES)}
+    items[:] = sorted(items, key=lambda it: order.get(_RAY_MODULES.get(_module_id(it), ""), 0))  # stable
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shared_ray_only_where_asked(request: pytest.FixtureRequest) -> None:
+    """A module that does not use the shared instance runs without it, as if it had never started."""
+    if _module_id(request.node) not in _RAY_MODULES:
+        _SHARED_RAY.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_ray() -> Iterator[SharedRay]:
+    yield _SHARED_RAY
+    _SHARED_RAY.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_local(shared_ray: SharedRay) -> str:
+    """The session's local Ray instance with 2 CPUs (RAY_INSTANCES); its address lets subprocess drivers join."""
+    pytest.importorskip("ray")
+    return shared_ray.use("ray_local")
+
+
+@pytest.fixture(scope="module")
+def ray_gpus8(shared_ray: SharedRay) -> str:
+    """The session's local Ray instance with 4 logical CPUs and 8 logical GPUs; its address lets subprocess drivers join."""
+    pytest.importorskip("ray")
+    return shared_ray.use("ray_gpus8")

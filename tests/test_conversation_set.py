@@ -159,27 +159,20 @@ def test_conversation_section_runs_scores_and_resumes(small_set: Path, tmp_path:
 
 
 @pytest.mark.slow
-def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set: Path, tmp_path: Path) -> None:
+def test_conversation_passes_on_ray_equal_inprocess_and_run_in_actors(small_set: Path, ray_local: str, tmp_path: Path) -> None:
     """Diarization and long-form ASR are keyed passes on the run's engine: on Ray they run in
     actors (not the driver) and store exactly what an in-process run stores."""
     import os
 
-    ray = pytest.importorskip("ray")
     from audits.conversation.run import load_conversation_data, parse_conversation_config, run_conversation
     from engine.engine import EngineOptions
     from engine.model_registry import load_model_registry, resolve_models
-    from engine.run.ray_setup import init_ray
 
     spec = resolve_models(["pocketsphinx-en-us"], load_model_registry())[0].spec(None)
     cfg = parse_conversation_config({"segmentation": {"max_chunk_s": 10}}, "t.yaml")
     data = load_conversation_data(small_set)
     run_conversation(cfg, data, [spec], tmp_path / "local")
-    started = init_ray(num_cpus=2)
-    try:
-        facts = run_conversation(cfg, data, [spec], tmp_path / "ray", engine=EngineOptions(kind="ray"))
-    finally:
-        if started:
-            ray.shutdown()
+    facts = run_conversation(cfg, data, [spec], tmp_path / "ray", engine=EngineOptions(kind="ray"))
     timing = {"seconds", "vad_s", "infer_longform_s", "infer_attributed_s"}
 
     def stored(root: Path) -> dict[str, Any]:

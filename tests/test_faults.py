@@ -261,23 +261,12 @@ def test_unloadable_model_is_reported_and_others_complete(
 
 
 @pytest.fixture(scope="module")
-def ray_session() -> Any:
-    ray = pytest.importorskip("ray")
+def ray_session(ray_local: str) -> str:
+    """The session's local 2-CPU Ray instance (tests/conftest.py); its workers, and this process, register the fault backend."""
     from engine.backends.asr.fault import ensure_registered
 
     ensure_registered()
-    started = not ray.is_initialized()
-    if started:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(
-            num_cpus=2,
-            include_dashboard=False,
-            log_to_driver=False,
-            runtime_env={"worker_process_setup_hook": "engine.backends.asr.fault.ensure_registered"},
-        )
-    yield ray
-    if started:
-        ray.shutdown()
+    return ray_local
 
 
 def _config_dir(tmp: Path, models: dict[str, Any]) -> Path:

@@ -72,11 +72,9 @@ def traces(folder: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def gpus8() -> Any:
-    """A local Ray instance with 8 logical GPUs (and 4 logical CPUs); its address lets subprocess drivers join."""
-    init_ray(num_cpus=4, num_gpus=8)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+def gpus8(ray_gpus8: str) -> str:
+    """The session's local Ray instance with 8 logical GPUs and 4 logical CPUs (tests/conftest.py); subprocess drivers join it."""
+    return ray_gpus8
 
 
 def test_registry_num_gpus_reaches_the_spec(tmp_path: Path) -> None:

@@ -194,14 +194,9 @@ def test_pass_stores_dispatch_by_kind(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def gpus8() -> Any:
-    ray = pytest.importorskip("ray")
-    from engine.run.ray_setup import init_ray
-
-    started = init_ray(num_cpus=4, num_gpus=8)
-    yield
-    if started:
-        ray.shutdown()
+def gpus8(ray_gpus8: str) -> str:
+    """The session's local Ray instance with 8 logical GPUs and 4 logical CPUs (tests/conftest.py)."""
+    return ray_gpus8
 
 
 @pytest.mark.slow

@@ -97,23 +97,13 @@ def test_pass_definitions_are_checked() -> None:
 
 
 @pytest.mark.slow
-def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray")
-    from engine.run.ray_setup import init_ray
-
+def test_ray_gives_the_same_results_with_placement_facts_on_logical_gpus(ray_gpus8: str, tmp_path: Path) -> None:
     units = {"a": {"cost": 1, "value": 1}, "b": {"cost": 9, "value": 2, "fail_times": 1}, "c": {"cost": 5, "value": 3}}
     local = run_inprocess([_pass(tmp_path / "local", tmp_path / "calls-local", units, names=("x", "y"))])
-    started = init_ray(num_cpus=4, num_gpus=8)
-    try:
-        log = tmp_path / "calls-ray"
-        gpu = _pass(tmp_path / "ray", log, units, names=("x", "y"), gpu_capable=True, placement={"num_cpus": 0.5})
-        cpu = _pass(
-            tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True, placement={"num_gpus": 0, "num_cpus": 0.5}
-        )
-        out = EngineOptions(kind="ray").run_keyed([gpu, cpu])
-    finally:
-        if started:
-            ray.shutdown()
+    log = tmp_path / "calls-ray"  # on the session's instance with 8 logical GPUs (tests/conftest.py)
+    gpu = _pass(tmp_path / "ray", log, units, names=("x", "y"), gpu_capable=True, placement={"num_cpus": 0.5})
+    cpu = _pass(tmp_path / "ray-cpu", log, {"d": {"value": 4}}, names=("z",), gpu_capable=True, placement={"num_gpus": 0, "num_cpus": 0.5})
+    out = EngineOptions(kind="ray").run_keyed([gpu, cpu])
     assert not out.failed
     assert {k: v for k, v in out.results.items() if k[0] == "test" and k[1] in "xy"} == local.results
     ids = {}

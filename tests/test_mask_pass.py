@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -204,16 +203,9 @@ def test_renditions_are_encoded_and_masked_by_workers_as_in_one_process(spoken: 
 
 
 @pytest.fixture(scope="module")
-def ray_engine() -> Iterator[EngineOptions]:
-    ray = pytest.importorskip("ray")
-    from engine.run.ray_setup import init_ray
-
-    started = init_ray(num_cpus=2)
-    try:
-        yield EngineOptions(kind="ray")
-    finally:
-        if started:
-            ray.shutdown()
+def ray_engine(ray_local: str) -> EngineOptions:
+    """The Ray engine on the session's local 2-CPU instance (tests/conftest.py)."""
+    return EngineOptions(kind="ray")
 
 
 @pytest.mark.slow

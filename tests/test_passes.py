@@ -44,13 +44,9 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def gpus8() -> Any:
-    from engine.run.ray_setup import init_ray
-
-    started = init_ray(num_cpus=4, num_gpus=8)
-    yield ray.get_runtime_context().gcs_address  # subprocess drivers join this instance
-    if started:
-        ray.shutdown()
+def gpus8(ray_gpus8: str) -> str:
+    """The session's local Ray instance with 8 logical GPUs and 4 logical CPUs (tests/conftest.py); subprocess drivers join it."""
+    return ray_gpus8
 
 
 SPECS = [

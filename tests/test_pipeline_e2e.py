@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import jiwer
 import numpy as np
@@ -28,18 +29,32 @@ def independent_wer(df: pd.DataFrame) -> float:
     return jiwer.wer([norm(r) for r in ok["ref_raw"]], [norm(h) for h in ok["hyp_raw"]])
 
 
-@pytest.mark.slow
-def test_demo_recipe_all_slices_all_models(demo_corpus: Path, tmp_path: Path):
-    out = tmp_path / "run"
-    res = runner.invoke(app, ["run", "demo", "--dataset", str(demo_corpus), "--limit", "36", "--out", str(out)])
+DEMO_LIMIT = 36
+
+
+@pytest.fixture(scope="module")
+def demo_run(demo_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`audit run demo` on the first 36 clips with the recipe's three models: its folder, and its summary, rows and
+    report as the run wrote them (the resume test runs the same recipe again in the folder)."""
+    out = tmp_path_factory.mktemp("demo-run") / "run"
+    res = runner.invoke(app, ["run", "demo", "--dataset", str(demo_corpus), "--limit", str(DEMO_LIMIT), "--out", str(out)])
     assert res.exit_code == 0, res.output
-    summary = json.loads((out / "summary.json").read_text())
-    rows = pd.read_parquet(out / "utterances.parquet")
+    return {
+        "out": out,
+        "summary": json.loads((out / "summary.json").read_text()),
+        "rows": pd.read_parquet(out / "utterances.parquet"),
+        "report": (out / "report.md").read_text(),
+    }
+
+
+@pytest.mark.slow
+def test_demo_recipe_all_slices_all_models(demo_run: dict[str, Any]):
+    out, summary, rows = demo_run["out"], demo_run["summary"], demo_run["rows"]
     assert summary["normalizer"]["name"] == "whisper-english" and "whisper-normalizer" in summary["normalizer"]["version"]
     assert set(summary["models"]) == {"whisper-tiny.en", "whisper-base", "pocketsphinx-en-us"}
     assert set(rows["model"]) == set(summary["models"])
     for name, m in summary["models"].items():
-        assert m["n_utts"] == 36 and m["n_failed"] == 0, (name, m.get("failures"))
+        assert m["n_utts"] == DEMO_LIMIT and m["n_failed"] == 0, (name, m.get("failures"))
         assert m["rtfx"] is not None and m["rtfx"] > 0 and math.isfinite(m["rtfx"])
         assert m["batch_size"] and m["device"] == "cpu" and m["warmup_batches"] == 1
         for fam in ("accent", "emotion", "background", "conversation"):
@@ -55,26 +70,30 @@ def test_demo_recipe_all_slices_all_models(demo_corpus: Path, tmp_path: Path):
         assert abs(m["wer"] - independent_wer(rows[rows["model"] == name])) < 1e-6
     # whisper-base is the stronger model on this corpus
     assert summary["models"]["whisper-base"]["wer"] < summary["models"]["pocketsphinx-en-us"]["wer"]
-    assert "## WER per slice" in (out / "report.md").read_text()
+    assert "## WER per slice" in demo_run["report"]
     # `audit report` prints the table
     res = runner.invoke(app, ["report", str(out)])
     assert res.exit_code == 0 and "background=noise-5db" in res.output
 
 
 @pytest.mark.slow
-def test_resume_skips_finished_units(demo_corpus: Path, tmp_path: Path):
-    rec = with_overrides(load_recipe("demo"), dataset=str(demo_corpus), models=["whisper-tiny.en"], limit=12)
-    out = tmp_path / "run"
-    first = run_recipe(rec, out)
+def test_resume_skips_finished_units(demo_corpus: Path, demo_run: dict[str, Any]):
+    """The same recipe run again in the demo run's folder (through the API, as the CLI built it) loads no model and redoes no unit."""
+    rec = with_overrides(load_recipe("demo"), dataset=str(demo_corpus), limit=DEMO_LIMIT)
+    out = demo_run["out"]
     before = pd.read_parquet(out / "utterances.parquet")
+    pd.testing.assert_frame_equal(before, demo_run["rows"])
     marker_times = {p: p.stat().st_mtime_ns for p in (out / "markers").rglob("*.json")}
+    assert len(marker_times) >= 3
     events: list[str] = []
     second = run_recipe(rec, out, progress=lambda e, n, info: events.append(e))
     after = pd.read_parquet(out / "utterances.parquet")
     assert "unit" not in events and "loading" not in events
     assert {p: p.stat().st_mtime_ns for p in (out / "markers").rglob("*.json")} == marker_times
     pd.testing.assert_frame_equal(before, after)
-    assert first["models"]["whisper-tiny.en"]["wer"] == second["models"]["whisper-tiny.en"]["wer"]
+    assert set(second["models"]) == set(demo_run["summary"]["models"])
+    for name, m in demo_run["summary"]["models"].items():
+        assert second["models"][name]["wer"] == m["wer"], name
     # a different dataset into the same directory is refused
     other = with_overrides(rec, limit=6)
     with pytest.raises(Exception, match="another dataset"):

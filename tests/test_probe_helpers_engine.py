@@ -7,7 +7,6 @@ nothing."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,16 +68,9 @@ def _engine_masked(ds: Dataset, probes: Path, engine: EngineOptions, out: Path) 
 
 
 @pytest.fixture(scope="module")
-def ray_engine() -> Iterator[EngineOptions]:
-    ray = pytest.importorskip("ray")
-    from engine.run.ray_setup import init_ray
-
-    started = init_ray(num_cpus=2)
-    try:
-        yield EngineOptions(kind="ray")
-    finally:
-        if started:
-            ray.shutdown()
+def ray_engine(ray_local: str) -> EngineOptions:
+    """The Ray engine on the session's local 2-CPU instance (tests/conftest.py)."""
+    return EngineOptions(kind="ray")
 
 
 def test_word_timings_on_the_engine_mask_exactly_as_the_model_called_directly(spoken: Dataset, tmp_path: Path) -> None:

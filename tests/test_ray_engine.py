@@ -14,13 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import ray
 
 from engine.backends.asr.fault import FaultInjectionBackend, InjectedFault, ensure_registered
 from engine.data import ModelSpec, WorkUnit
 from engine.datasets import Dataset, open_dataset
 from engine.errors import AuditError, ConfigError
-from engine.run.ray_runner import RayRunner, init_ray
+from engine.run.ray_runner import RayRunner
 from engine.run.runner import InProcessRunner
 from engine.run.store import RunStore
 from tests.processes import sigkill_after_markers
@@ -83,11 +82,9 @@ def assert_no_duplicates(t: pa.Table) -> None:
 
 
 @pytest.fixture(scope="module")
-def ray_address() -> Any:
-    """One local Ray instance (2 CPUs) for the module; its address lets subprocess drivers join."""
-    init_ray(num_cpus=2, runtime_env={"worker_process_setup_hook": SETUP_HOOK})
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+def ray_address(ray_local: str) -> str:
+    """The session's local 2-CPU Ray instance (tests/conftest.py), whose workers run SETUP_HOOK; subprocess drivers join it."""
+    return ray_local
 
 
 @pytest.fixture(scope="module")

@@ -212,16 +212,9 @@ DRIVER = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def ray_address() -> Iterator[str]:
-    """One local Ray instance (2 CPUs) for the module; its address lets a subprocess driver join."""
-    pytest.importorskip("ray")
-    import ray
-
-    from engine.run.ray_runner import init_ray
-
-    init_ray(num_cpus=2)
-    yield ray.get_runtime_context().gcs_address
-    ray.shutdown()
+def ray_address(ray_local: str) -> str:
+    """The session's local 2-CPU Ray instance (tests/conftest.py); its address lets a subprocess driver join."""
+    return ray_local
 
 
 def test_ray_run_killed_and_resumed_gives_each_clip_its_alone_words(

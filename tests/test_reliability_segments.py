@@ -264,13 +264,11 @@ def test_moving_a_segment_changes_the_clip_digest_and_the_fingerprint(tmp_path: 
 
 
 @pytest.mark.slow
-def test_both_runners_read_the_span(tmp_path: Path) -> None:
+def test_both_runners_read_the_span(ray_local: str, tmp_path: Path) -> None:
     """In-process and on Ray (a local 2-CPU instance), each segment gives the hypothesis of its span cut to a file
     (the simulated model's text is a hash of the samples it is given)."""
-    import ray
-
     from engine.data import ModelSpec
-    from engine.run.ray_runner import RayRunner, init_ray
+    from engine.run.ray_runner import RayRunner
     from engine.run.runner import InProcessRunner
     from engine.run.store import RunStore
 
@@ -288,13 +286,9 @@ def test_both_runners_read_the_span(tmp_path: Path) -> None:
     runner: Any = InProcessRunner(ds, [spec], RunStore(tmp_path / "inproc"))
     runner.run()
     plans["inproc"] = runner.plan
-    init_ray(num_cpus=2)
-    try:
-        runner = RayRunner(ds, [spec], RunStore(tmp_path / "ray"))
-        runner.run()
-        plans["ray"] = runner.plan
-    finally:
-        ray.shutdown()
+    runner = RayRunner(ds, [spec], RunStore(tmp_path / "ray"))  # on the session's local 2-CPU instance (tests/conftest.py)
+    runner.run()
+    plans["ray"] = runner.plan
     for name in ("inproc", "ray"):
         t = RunStore(tmp_path / name).consolidate(["sim"], plan=plans[name]).to_pandas().set_index("utt_id")
         assert t["error"].isna().all()

@@ -26,7 +26,6 @@ import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -488,15 +487,9 @@ def test_settings_change_makes_units_stale(clips: dict[str, tuple[Path, str]], t
 
 
 @pytest.fixture(scope="module")
-def ray_session() -> Iterator[Any]:
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
+def ray_session(ray_local: str) -> str:
+    """The session's local 2-CPU Ray instance (tests/conftest.py)."""
+    return ray_local
 
 
 @pytest.mark.slow
