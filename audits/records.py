@@ -124,12 +124,24 @@ class EntriesResult(Generic[E]):
     judges: Mapping[str, Any] | None = None
 
     entry_type: ClassVar[type[Record]] = Record
+    judge_type: ClassVar[type[Record] | None] = None
+    """The record of each judge's entry under ``judges`` (None: the judges' object is kept frozen as read)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Self:
-        """The result of a section's JSON object (every entry a record of ``entry_type``; ``judges`` kept frozen)."""
+        """The result of a section's JSON object (every entry a record of ``entry_type``; each judge's a ``judge_type``)."""
         entries = {str(k): cls.entry_type.from_json(v) for k, v in data.items() if k != "judges"}
-        return cls(MappingProxyType(entries), freeze(data["judges"]) if "judges" in data else None)  # type: ignore[arg-type]
+        judges: Any = None
+        if "judges" in data:
+            jt = cls.judge_type
+            judges = (
+                freeze(data["judges"]) if jt is None else MappingProxyType({str(k): jt.from_json(v) for k, v in data["judges"].items()})
+            )
+        return cls(MappingProxyType(entries), judges)  # type: ignore[arg-type]
+
+    def backends(self) -> list[tuple[str, E]]:
+        """The entries (one per backend or model), sorted by name."""
+        return sorted(self.entries.items(), key=lambda kv: kv[0])
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``summary.json`` holds under the section's key."""

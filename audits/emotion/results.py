@@ -9,11 +9,9 @@ were read with (``audits.records``), so ``summary.json`` read and written again 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Self
+from typing import Any
 
 from audits.judging import JudgeResult
 from audits.records import EntriesResult, Record, figure
@@ -266,16 +264,4 @@ class EmotionResult(EntriesResult[EmotionBackendResult]):
     judges: Mapping[str, EmotionJudgeResult] | None = None
 
     entry_type = EmotionBackendResult
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
-        """The result of ``summary.json``'s ``emotion`` object (each judge's entry an ``EmotionJudgeResult``)."""
-        result = super().from_json(data)
-        if "judges" not in data:
-            return result
-        judges = {str(k): EmotionJudgeResult.from_json(v) for k, v in data["judges"].items()}
-        return dataclasses.replace(result, judges=MappingProxyType(judges))
-
-    def backends(self) -> list[tuple[str, EmotionBackendResult]]:
-        """The SER backends' entries, by name."""
-        return sorted(self.entries.items(), key=lambda kv: kv[0])
+    judge_type = EmotionJudgeResult

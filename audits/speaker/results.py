@@ -9,11 +9,9 @@ same/different decisions. Records keep the keys they were read with (``audits.re
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Any, Self
+from typing import Any
 
 from audits.judging import JudgeResult
 from audits.records import EntriesResult, Record, figure
@@ -226,16 +224,4 @@ class SpeakerResult(EntriesResult[SpeakerBackendResult]):
     judges: Mapping[str, SpeakerJudgeResult] | None = None
 
     entry_type = SpeakerBackendResult
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
-        """The result of ``summary.json``'s ``speaker`` object (each judge's entry a ``SpeakerJudgeResult``)."""
-        result = super().from_json(data)
-        if "judges" not in data:
-            return result
-        judges = {str(k): SpeakerJudgeResult.from_json(v) for k, v in data["judges"].items()}
-        return dataclasses.replace(result, judges=MappingProxyType(judges))
-
-    def backends(self) -> list[tuple[str, SpeakerBackendResult]]:
-        """The embedding backends' entries, by name."""
-        return sorted(self.entries.items(), key=lambda kv: kv[0])
+    judge_type = SpeakerJudgeResult
